@@ -1,0 +1,257 @@
+"""vLLM-Omni's Token2Wav load path, one named function per step, read top to bottom.
+
+1. ``construct``            build the model under the stage dtype, directly on the device
+2. ``speaker_conditioning`` the stage loads ``spk_dict.pt`` onto the device for conditioning
+3. ``weight_loading``       ``load_weights(weights, spk_dict_path)``, made of
+   a. ``buffer_discovery``     ``find_all_registers()``: the step the PR changed
+   b. ``materialise_weights``  the lazy shard iterator is turned into a list; checkpoint
+                               entries that are persistent buffers are set aside
+   c. ``load_parameters``      copy each tensor into its parameter (q/k/v stacked into
+                               ``qkv_proj`` for the vllm-omni layout; dtype cast, device move)
+   d. ``load_buffers``         copy the set-aside buffers (``named_buffers()`` walked again)
+   e. ``load_spk_dict``        ``spk_dict.pt`` loaded a second time
+4. ``post_load``            every parameter loaded? then ``eval()``
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from .checkpoint import Snapshot, iter_token2wav_weights
+from .devices import resolve_device
+from .discovery import count_state_dict_calls, find_persistent_buffers
+from .errors import CheckpointError, OmniLoaderError
+from .model import CHECKPOINT_PREFIX, build_model
+from .timing import PhaseClock, PhaseRecord
+
+# (fused parameter, checkpoint part, shard index): vLLM-Omni's stacked q/k/v mapping.
+STACKED_PARAMS = (("qkv_proj", "to_q", 0), ("qkv_proj", "to_k", 1), ("qkv_proj", "to_v", 2))
+LEAF_PHASES = (
+    "construct",
+    "speaker_conditioning",
+    "buffer_discovery",
+    "materialise_weights",
+    "load_parameters",
+    "load_buffers",
+    "load_spk_dict",
+    "post_load",
+)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class LoadResult:
+    """Everything one load reports: timings, counts, and a digest to compare loads by."""
+
+    variant: str
+    layout: str
+    device: str
+    dtype: str
+    phases: list[PhaseRecord]
+    state_dict_calls: int
+    weights_loaded: int
+    persistent_buffers: list[str]
+    digest: str
+    tensors_digested: int
+    loaded_names: set[str] = field(default_factory=set, repr=False)
+
+    def phase_seconds(self) -> dict[str, float]:
+        return {p.name: p.seconds for p in self.phases}
+
+    def to_dict(self) -> dict[str, Any]:
+        peak = max((p.rss_peak_bytes for p in self.phases), default=0)
+        device_peaks = [p.device_peak_bytes for p in self.phases if p.device_peak_bytes is not None]
+        return {
+            "variant": self.variant,
+            "layout": self.layout,
+            "device": self.device,
+            "dtype": self.dtype,
+            "phases": self.phase_seconds(),
+            "phase_records": [p.to_dict() for p in self.phases],
+            "state_dict_calls": self.state_dict_calls,
+            "weights_loaded": self.weights_loaded,
+            "persistent_buffers": self.persistent_buffers,
+            "digest": self.digest,
+            "tensors_digested": self.tensors_digested,
+            "rss_peak_bytes": peak,
+            "device_peak_bytes": max(device_peaks) if device_peaks else None,
+        }
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def split_buffer_entries(
+    weights: list[tuple[str, torch.Tensor]], persistent: dict[str, torch.Tensor]
+) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]]:
+    """Separate checkpoint entries that are persistent buffers from the parameter entries."""
+    params, buffers = [], []
+    for key, tensor in weights:
+        (buffers if _strip(key) in persistent else params).append((key, tensor))
+    return params, buffers
+
+
+def load_parameters(
+    model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
+) -> dict[str, set[int]]:
+    """Copy checkpoint tensors into parameters; returns parameter name -> shards loaded."""
+    params = dict(model.named_parameters())
+    skippable = {n for n, _ in model.named_buffers()}  # e.g. inv_freq where it is not persistent
+    loaded: dict[str, set[int]] = defaultdict(set)
+    for key, tensor in weights:
+        name = _strip(key)
+        target, shard = _stacked_target(name) if fused else (name, None)
+        if target not in params:
+            if name in skippable:
+                continue
+            raise CheckpointError(f"checkpoint key {key} ({snapshot.root / snapshot.weight_map[key]}) matches no model parameter")
+        param = params[target]
+        if shard is None:
+            _check_shape(key, tensor, param, snapshot)
+            param.data.copy_(tensor)
+        else:
+            _load_stacked_shard(key, param, tensor, shard, snapshot)
+        loaded[target].add(0 if shard is None else shard)
+    return loaded
+
+
+def load_buffers(model: nn.Module, entries: list[tuple[str, torch.Tensor]], snapshot: Snapshot) -> set[str]:
+    """Copy set-aside checkpoint buffers into the model's buffers."""
+    buffers = dict(model.named_buffers())
+    done = set()
+    for key, tensor in entries:
+        name = _strip(key)
+        _check_shape(key, tensor, buffers[name], snapshot)
+        buffers[name].copy_(tensor)
+        done.add(name)
+    return done
+
+
+def load_speaker_dict(snapshot: Snapshot, device: torch.device) -> dict[str, Any]:
+    try:
+        return torch.load(snapshot.spk_dict_path, map_location=device, weights_only=True)
+    except Exception as exc:
+        raise CheckpointError(f"cannot read speaker dictionary {snapshot.spk_dict_path}: {exc}") from None
+
+
+def check_all_loaded(model: nn.Module, loaded: dict[str, set[int]], fused: bool) -> None:
+    """Every parameter (and every q/k/v shard of a fused one) must have come from the checkpoint."""
+    for name, param in model.named_parameters():
+        expected = {0, 1, 2} if fused and name.rsplit(".", 2)[-2] == "qkv_proj" else {0}
+        missing = expected - loaded.get(name, set())
+        if missing:
+            parts = [STACKED_PARAMS[i][1] for i in sorted(missing)] if expected != {0} else []
+            key = CHECKPOINT_PREFIX + (name.replace("qkv_proj", parts[0]) if parts else name)
+            raise CheckpointError(f"checkpoint is missing key {key} (needed by parameter {name})")
+
+
+def tensor_digest(model: nn.Module) -> tuple[str, int]:
+    """SHA-256 over the name, dtype, shape and bytes of every parameter and buffer, sorted by name."""
+    h = hashlib.sha256()
+    tensors = dict(model.named_parameters())
+    tensors.update(model.named_buffers())
+    for name in sorted(tensors):
+        t = tensors[name].detach()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest(), len(tensors)
+
+
+# --------------------------------------------------------------------------- the load
+
+
+def load_token2wav(
+    snapshot: Snapshot,
+    variant: str = "optimized",
+    layout: str = "vllm-omni",
+    device: str | torch.device = "cpu",
+    dtype: str = "float32",
+    digest: bool = True,
+) -> tuple[nn.Module, LoadResult]:
+    """Load Token2Wav from ``snapshot`` as vLLM-Omni's code2wav stage does, timing every phase."""
+    dev = resolve_device(str(device))
+    torch_dtype = _dtype(dtype)
+    clock = PhaseClock(dev)
+    fused = layout == "vllm-omni"
+    with clock.phase("total"):
+        with clock.phase("construct"):
+            model = build_model(snapshot.token2wav_config, layout=layout, device=dev, dtype=torch_dtype)
+        with clock.phase("speaker_conditioning"):
+            load_speaker_dict(snapshot, dev)
+        weights = iter_token2wav_weights(snapshot)
+        with clock.phase("weight_loading"):
+            with clock.phase("buffer_discovery"), count_state_dict_calls(model) as calls:
+                persistent = find_persistent_buffers(model, variant)
+            with clock.phase("materialise_weights"):
+                param_entries, buffer_entries = split_buffer_entries(list(weights), persistent)
+            with clock.phase("load_parameters"):
+                loaded = load_parameters(model, param_entries, snapshot, fused)
+            with clock.phase("load_buffers"):
+                loaded_buffers = load_buffers(model, buffer_entries, snapshot)
+            with clock.phase("load_spk_dict"):
+                load_speaker_dict(snapshot, torch.device("cpu"))
+            del param_entries, buffer_entries
+        with clock.phase("post_load"):
+            check_all_loaded(model, loaded, fused)
+            model.eval()
+    hexdigest, count = tensor_digest(model) if digest else ("", 0)
+    result = LoadResult(
+        variant=variant,
+        layout=layout,
+        device=str(dev),
+        dtype=dtype,
+        phases=clock.records,
+        state_dict_calls=calls.calls,
+        weights_loaded=len(loaded) + len(loaded_buffers),
+        persistent_buffers=sorted(persistent),
+        digest=hexdigest,
+        tensors_digested=count,
+        loaded_names=set(loaded) | loaded_buffers,
+    )
+    return model, result
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _strip(key: str) -> str:
+    return key[len(CHECKPOINT_PREFIX) :] if key.startswith(CHECKPOINT_PREFIX) else key
+
+
+def _stacked_target(name: str) -> tuple[str, int | None]:
+    for fused_name, part, shard in STACKED_PARAMS:
+        if f".{part}." in name:
+            return name.replace(f".{part}.", f".{fused_name}."), shard
+    return name, None
+
+
+def _check_shape(key: str, tensor: torch.Tensor, target: torch.Tensor, snapshot: Snapshot) -> None:
+    if tuple(tensor.shape) != tuple(target.shape):
+        raise CheckpointError(
+            f"shape mismatch for {key} in {snapshot.root / snapshot.weight_map[key]}: "
+            f"checkpoint {tuple(tensor.shape)}, model {tuple(target.shape)}"
+        )
+
+
+def _load_stacked_shard(key: str, param: torch.Tensor, tensor: torch.Tensor, shard: int, snapshot: Snapshot) -> None:
+    rows = param.shape[0] // len(STACKED_PARAMS)
+    expected = (rows, *param.shape[1:])
+    if tuple(tensor.shape) != expected:
+        raise CheckpointError(
+            f"shape mismatch for {key} in {snapshot.root / snapshot.weight_map[key]}: "
+            f"checkpoint {tuple(tensor.shape)}, model shard {expected}"
+        )
+    param.data.narrow(0, shard * rows, rows).copy_(tensor)
+
+
+def _dtype(name: str) -> torch.dtype:
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise OmniLoaderError(f"--dtype {name!r} is not one of {', '.join(DTYPES)}") from None
