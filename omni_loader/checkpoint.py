@@ -134,7 +134,7 @@ def find_in_hub_cache(
     ``token2wav.`` tensors are fetched, not the whole multi-GB model.
     """
     from huggingface_hub import hf_hub_download, snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
     kwargs = dict(repo_id=model_id, cache_dir=cache_dir, revision=revision)
     try:
@@ -145,6 +145,8 @@ def find_in_hub_cache(
             path = snapshot_download(allow_patterns=patterns, **kwargs)
         else:
             path = snapshot_download(local_files_only=True, **kwargs)
+    except HFValidationError as exc:
+        raise CheckpointError(f"not a valid Hugging Face model id: {model_id!r} ({str(exc).splitlines()[0]})") from None
     except LocalEntryNotFoundError:
         where = cache_dir or "the default Hugging Face cache (HF_HUB_CACHE)"
         raise CheckpointError(
@@ -286,8 +288,10 @@ def synthesize(
         torch.save(_speaker_dict(config, gen), tmp / SPK_DICT_FILE)
         (tmp / CONFIG_FILE).write_text(json.dumps(_hub_config(t2w_config, size, seed), indent=2))
         tmp.chmod(0o755)  # mkdtemp made it private; a snapshot is meant to be shared
-        if out.exists():
+        if out.is_dir() and not out.is_symlink():
             shutil.rmtree(out)
+        elif out.exists() or out.is_symlink():
+            out.unlink()  # --force over a file: rmtree would fail on it
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

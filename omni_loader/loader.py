@@ -27,7 +27,7 @@ from .checkpoint import Snapshot, iter_token2wav_weights
 from .devices import resolve_device
 from .discovery import count_state_dict_calls, find_persistent_buffers
 from .errors import CheckpointError, OmniLoaderError
-from .model import CHECKPOINT_PREFIX, build_model
+from .model import CHECKPOINT_PREFIX, _modeling, build_model
 from .timing import PhaseClock, PhaseRecord
 
 # (fused parameter, checkpoint part, shard index): vLLM-Omni's stacked q/k/v mapping.
@@ -177,6 +177,7 @@ def load_token2wav(
     """Load Token2Wav from ``snapshot`` as vLLM-Omni's code2wav stage does, timing every phase."""
     dev = resolve_device(str(device))
     torch_dtype = _dtype(dtype)
+    _modeling()  # a serving stage has imported its model code before it loads; keep imports out of the phases
     clock = PhaseClock(dev)
     fused = layout == "vllm-omni"
     with clock.phase("total"):
@@ -200,7 +201,8 @@ def load_token2wav(
         with clock.phase("post_load"):
             check_all_loaded(model, loaded, fused)
             model.eval()
-    hexdigest, count = tensor_digest(model) if digest else ("", 0)
+    # A meta-device model holds no bytes to digest.
+    hexdigest, count = tensor_digest(model) if digest and dev.type != "meta" else ("", 0)
     result = LoadResult(
         variant=variant,
         layout=layout,

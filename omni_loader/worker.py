@@ -29,10 +29,12 @@ def run_load(checkpoint: str, variant: str, layout: str = "vllm-omni", device: s
     return result.to_dict()
 
 
-def worker_command(checkpoint: str, variant: str, layout: str, device: str, dtype: str, out: str | None = None) -> list[str]:
-    """The argv that runs one load in a fresh interpreter."""
+def worker_command(checkpoint: str, variant: str, layout: str, device: str, dtype: str, out: str | None = None,
+                   repeat: int = 1) -> list[str]:
+    """The argv that runs one load in a fresh interpreter (``repeat`` loads, for a sampling profiler)."""
     cmd = [sys.executable, "-m", "omni_loader.worker", "--checkpoint", str(checkpoint), "--variant", variant,
            "--layout", layout, "--device", device, "--dtype", dtype]
+    cmd += ["--repeat", str(repeat)] if repeat != 1 else []
     return cmd + (["--out", str(out)] if out else [])
 
 
@@ -45,9 +47,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--no-digest", action="store_true")
     p.add_argument("--out", help="write the JSON here instead of stdout")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="load N times in this process (for a sampling profiler); the JSON is the first, cold load's,"
+                        " plus 'repeat' and 'repeat_total_seconds' when N > 1")
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1, not {args.repeat}")
     try:
         data = run_load(args.checkpoint, args.variant, args.layout, args.device, args.dtype, not args.no_digest)
+        if args.repeat > 1:
+            totals = [data["phases"]["total"]]
+            for _ in range(args.repeat - 1):
+                again = run_load(args.checkpoint, args.variant, args.layout, args.device, args.dtype, False)
+                totals.append(again["phases"]["total"])
+            data.update(repeat=args.repeat, repeat_total_seconds=totals)
     except OmniLoaderError as exc:
         print(f"omni-loader worker: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -1,0 +1,134 @@
+"""Plots of saved results: every run as a point, medians and spread, where the time goes.
+
+Rendered from the rows in runs.csv (and the comparisons derived from them), as PNG and SVG under
+``plots/``. Nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .stats import Comparison, measured, phase_summary  # noqa: E402
+
+COLORS = {"baseline": "#d1495b", "optimized": "#00798c"}
+VARIANTS = ("baseline", "optimized")
+
+
+def _save(fig: Any, directory: Path, stem: str) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / f"{stem}.png", directory / f"{stem}.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=130 if p.suffix == ".png" else None, bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def _unit(values: list[float]) -> tuple[float, str]:
+    top = max(values) if values else 0
+    return (1.0, "s") if top >= 10 else (1e3, "ms")
+
+
+def plot_phase_runs(frame, comps: list[Comparison], directory: Path) -> list[Path]:
+    """One panel per timed phase: each run as a point, the median as a bar, min–max as a whisker."""
+    timed = [c for c in comps if c.unit == "s"]
+    if not timed:
+        return []
+    cols = 3
+    rows = math.ceil(len(timed) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    for ax, c in zip(axes.flat, timed):
+        scale, unit = _unit([*c.baseline.samples, *c.optimized.samples])
+        for i, s in enumerate((c.baseline, c.optimized)):
+            color = COLORS[s.variant]
+            xs = [i + 0.08 * ((k % 5) - 2) for k in range(s.n)]
+            ax.scatter(xs, [v * scale for v in s.samples], color=color, alpha=0.75, s=22, zorder=3,
+                       label=f"{s.variant} runs")
+            ax.errorbar([i + 0.3], [s.median * scale],
+                        yerr=[[(s.median - s.min) * scale], [(s.max - s.median) * scale]],
+                        fmt="D", color=color, capsize=4, markersize=6, zorder=4)
+            ax.annotate(f"{s.median * scale:.3g}", (i + 0.38, s.median * scale), fontsize=8, va="center")
+        if c.optimized.median > 0 and c.ratio > 10:
+            ax.set_yscale("log")
+            ax.set_title(f"{c.phase}\n{c.ratio:.0f}x (log scale)", fontsize=10)
+        else:
+            ax.set_title(f"{c.phase}\n{c.change()}", fontsize=10)
+        ax.set_xticks([0, 1], list(VARIANTS))
+        ax.set_xlim(-0.5, 1.8)
+        ax.set_ylabel(f"time ({unit})")
+        ax.grid(axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(timed):]:
+        ax.axis("off")
+    handles = [plt.Line2D([], [], marker="o", ls="", color=COLORS[v], label=f"{v}: runs") for v in VARIANTS]
+    handles.append(plt.Line2D([], [], marker="D", ls="-", color="gray", label="median with min–max"))
+    fig.legend(handles=handles, loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle("Every measured run per phase: median and min–max spread", fontsize=13)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
+    return _save(fig, directory, "phases")
+
+
+def plot_where_time_goes(frame, directory: Path) -> list[Path]:
+    """Stacked bars of leaf-phase medians per variant: where the load time goes."""
+    from .loader import LEAF_PHASES
+
+    medians = {v: [phase_summary(frame, v, p).median for p in LEAF_PHASES] for v in VARIANTS}
+    if all(math.isnan(x) for v in medians.values() for x in v):
+        return []
+    values = [x for v in medians.values() for x in v if not math.isnan(x)]
+    scale, unit = _unit([sum(values)])
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    cmap = plt.get_cmap("tab10")
+    for j, variant in enumerate(VARIANTS):
+        left = 0.0
+        for k, (phase, med) in enumerate(zip(LEAF_PHASES, medians[variant])):
+            if math.isnan(med):
+                continue
+            ax.barh(j, med * scale, left=left, color=cmap(k), edgecolor="white",
+                    label=phase if j == 0 else None)
+            left += med * scale
+        ax.annotate(f"{left:.3g} {unit}", (left, j), xytext=(4, 0), textcoords="offset points", va="center")
+    ax.set_yticks(range(len(VARIANTS)), list(VARIANTS))
+    ax.set_xlabel(f"median time ({unit})")
+    ax.set_title("Where the Token2Wav load time goes (median of each phase)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, fontsize=8)
+    ax.invert_yaxis()
+    return _save(fig, directory, "where_time_goes")
+
+
+def plot_ratios(comps: list[Comparison], reference: dict[str, Any], directory: Path) -> list[Path]:
+    """Baseline/optimized ratio of each PR measurement: this run beside the PR's."""
+    mine = {c.phase: c for c in comps if c.unit == "s"}
+    refs = [r for r in reference["measurements"] if r["unit"] == "s" and r["measurement"] in mine]
+    if not refs:
+        return []
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    width = 0.38
+    for i, r in enumerate(refs):
+        pr = r["baseline"] / r["optimized"]
+        ours = mine[r["measurement"]].ratio
+        for dx, value, color, label in ((-width / 2, pr, "#8d96a3", "PR (MI300X, ROCm)"),
+                                        (width / 2, ours, "#00798c", "this run")):
+            ax.bar(i + dx, value, width, color=color, label=label if i == 0 else None)
+            ax.annotate(f"{value:.3g}x", (i + dx, value), ha="center", va="bottom", fontsize=8)
+    ax.set_yscale("log")
+    ax.axhline(1, color="black", lw=0.8)
+    ax.set_xticks(range(len(refs)), [r["label"] for r in refs])
+    ax.set_ylabel("baseline / optimized (median ratio, log)")
+    ax.set_title("Speed-up of the optimized loader: this run against the PR")
+    ax.legend()
+    return _save(fig, directory, "ratios_vs_pr")
+
+
+def write_plots(directory: str | Path, frame, comps: list[Comparison], reference: dict[str, Any]) -> list[Path]:
+    """All plots of one results directory, under ``plots/``."""
+    out = Path(directory) / "plots"
+    if measured(frame).empty:
+        return []
+    return [*plot_phase_runs(frame, comps, out), *plot_where_time_goes(frame, out),
+            *plot_ratios(comps, reference, out)]

@@ -1,0 +1,280 @@
+"""The A/B benchmark: warm-ups, then alternating measured runs, each appended to disk as it ends.
+
+By default every run is a fresh Python process (``omni_loader.worker``), as a server restart
+is: imports, allocator and caches start cold each time, and a crash takes down one run, not the
+benchmark. ``in_process=True`` runs the loads in this interpreter instead (for notebooks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import Snapshot
+from .errors import ResultsError
+from .metadata import command_line, environment, now_iso
+from .results import METADATA_FILE, append_rows, read_metadata, read_runs, write_metadata
+
+ORDERS = ("alternate", "abba", "shuffle")
+VARIANTS = ("baseline", "optimized")
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """What is measured: frozen, stored in metadata.json, and compared on ``--resume``."""
+
+    checkpoint: str
+    layout: str = "vllm-omni"
+    device: str = "cpu"
+    dtype: str = "float32"
+    warmup: int = 1
+    runs: int = 5
+    order: str = "alternate"
+    seed: int = 0
+    in_process: bool = False
+    worker_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    run_id: int
+    variant: str
+    warmup: bool
+    order: int | None  # 1-based index among the measured runs of this variant
+
+
+def plan_runs(warmup: int, runs: int, order: str = "alternate", seed: int = 0) -> list[PlannedRun]:
+    """Warm-ups of each variant first (A, B, A, B...), then the measured runs in ``order``.
+
+    ``alternate`` is ABAB..., ``abba`` repeats ABBA (cancels a linear drift), ``shuffle`` is a
+    seeded random permutation of the same multiset.
+    """
+    if order not in ORDERS:
+        raise ValueError(f"--order must be one of {ORDERS}, not {order!r}")
+    if warmup < 0 or runs < 1:
+        raise ValueError("--warmup must be >= 0 and --runs >= 1")
+    a, b = VARIANTS
+    if order == "alternate":
+        sequence = [a, b] * runs
+    elif order == "abba":
+        sequence = ([a, b, b, a] * ((runs + 1) // 2))[: 2 * runs]
+    else:
+        sequence = [a] * runs + [b] * runs
+        random.Random(seed).shuffle(sequence)
+    plan = [PlannedRun(i, v, True, None) for i, v in enumerate([a, b] * warmup)]
+    seen = dict.fromkeys(VARIANTS, 0)
+    for variant in sequence:
+        seen[variant] += 1
+        plan.append(PlannedRun(len(plan), variant, False, seen[variant]))
+    return plan
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def rows_for_run(run: PlannedRun, result: dict[str, Any], source: str = "load") -> list[dict[str, Any]]:
+    """runs.csv rows (one per phase) for one finished load."""
+    common = {
+        "run_id": run.run_id, "variant": run.variant, "warmup": run.warmup, "order": run.order,
+        "status": "ok", "error": "", "state_dict_calls": result["state_dict_calls"],
+        "weights_loaded": result["weights_loaded"], "persistent_buffers": len(result["persistent_buffers"]),
+        "digest": result["digest"], "rss_peak_bytes": result["rss_peak_bytes"],
+        "device_peak_bytes": result["device_peak_bytes"], "source": source,
+    }
+    return [{**common, "phase": p["name"], "parent": p["parent"] or "", "seconds": p["seconds"]}
+            for p in result["phase_records"]]
+
+
+def failed_row(run: PlannedRun, error: str, seconds: float | None = None) -> dict[str, Any]:
+    return {"run_id": run.run_id, "variant": run.variant, "warmup": run.warmup, "order": run.order,
+            "phase": "total", "parent": "", "seconds": seconds, "status": "failed",
+            "error": error.strip().splitlines()[-1][:300] if error.strip() else "failed", "source": "load"}
+
+
+def _run_in_process(spec: BenchmarkSpec, variant: str) -> dict[str, Any]:
+    from .worker import run_load
+
+    return run_load(spec.checkpoint, variant, spec.layout, spec.device, spec.dtype)
+
+
+def _run_in_worker(spec: BenchmarkSpec, variant: str) -> dict[str, Any]:
+    """Run one load in a fresh interpreter; raise RuntimeError with its last error line on failure."""
+    from .worker import worker_command
+
+    with tempfile.TemporaryDirectory(prefix="omni-loader-run-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = worker_command(spec.checkpoint, variant, spec.layout, spec.device, spec.dtype, out=str(out))
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            _, stderr = proc.communicate(timeout=spec.worker_timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise RuntimeError(f"worker killed after --worker-timeout {spec.worker_timeout:g} s") from None
+        except BaseException:
+            _kill_group(proc)
+            raise
+        if proc.returncode != 0:
+            reason = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+            how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
+            raise RuntimeError(f"worker {how}" + (f": {reason}" if reason else ""))
+        return json.loads(out.read_text())
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+
+def run_benchmark(
+    spec: BenchmarkSpec,
+    out: str | os.PathLike[str],
+    snapshot: Snapshot | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> Path:
+    """Run (or continue) the benchmark into ``out``; returns the results directory.
+
+    A run that fails is recorded with status ``failed`` and the benchmark goes on. An interrupt
+    (Ctrl-C) stops after killing the current worker; every finished run is already on disk, and
+    metadata.json says ``interrupted`` so that ``--resume`` can pick up the missing runs.
+    """
+    out = Path(out)
+    plan = plan_runs(spec.warmup, spec.runs, spec.order, spec.seed)
+    metadata = _start(spec, out, plan, snapshot, resume)
+    existing = read_runs(out) if resume else None
+    done = set(existing[existing["source"] == "load"]["run_id"].astype(int)) if resume else set()
+    todo = [r for r in plan if r.run_id not in done]
+    bar = _progress_bar(len(plan), initial=len(plan) - len(todo), enabled=progress)
+    metadata["status"] = "running"
+    write_metadata(out, metadata)
+    try:
+        for run in todo:
+            bar.set_postfix_str(f"run {run.run_id + 1}/{len(plan)} {run.variant}{' (warm-up)' if run.warmup else ''}")
+            started = time.perf_counter()
+            try:
+                result = (_run_in_process if spec.in_process else _run_in_worker)(spec, run.variant)
+                append_rows(out, rows_for_run(run, result))
+            except RuntimeError as exc:
+                append_rows(out, [failed_row(run, str(exc), time.perf_counter() - started)])
+            bar.update(1)
+    except KeyboardInterrupt:
+        metadata.update(status="interrupted", interrupted_at=now_iso())
+        write_metadata(out, metadata)
+        raise
+    finally:
+        bar.close()
+    metadata.update(status="complete", finished_at=now_iso())
+    write_metadata(out, metadata)
+    return out
+
+
+def _start(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], snapshot: Snapshot | None,
+           resume: bool) -> dict[str, Any]:
+    if resume:
+        metadata = read_metadata(out)
+        if metadata.get("spec") != asdict(spec):
+            raise ResultsError(f"--resume: {out / METADATA_FILE} was made with a different spec: {metadata.get('spec')}")
+        metadata.setdefault("resumed_at", []).append(now_iso())
+        return metadata
+    if (out / METADATA_FILE).exists():
+        raise ResultsError(f"results directory already used: {out} (pass --resume to continue it, or another --out)")
+    out.mkdir(parents=True, exist_ok=True)
+    return {
+        "kind": "reproduce",
+        "spec": asdict(spec),
+        "warmup": spec.warmup,
+        "repeats": spec.runs,
+        "order": spec.order,
+        "plan": [asdict(r) for r in plan],
+        "environment": environment(spec.device),
+        "checkpoint": snapshot.describe() if snapshot else {"checkpoint_dir": spec.checkpoint},
+        "model": (snapshot.model_id if snapshot and snapshot.model_id else "Qwen/Qwen2.5-Omni-3B Token2Wav"
+                  + (" (synthetic weights)" if snapshot and snapshot.synthetic else "")),
+        "command_line": command_line(),
+        "started_at": now_iso(),
+    }
+
+
+def _progress_bar(total: int, initial: int, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc="A/B runs", unit="run", disable=not enabled,
+                bar_format="{desc}: {n}/{total} |{bar}| {elapsed} elapsed, {remaining} left {postfix}")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def default_out_dir(args: Any) -> Path:
+    label = "model" if args.model else ("checkpoint" if args.checkpoint else f"synthetic-{args.size}")
+    return Path("results") / f"reproduce-{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def cmd_reproduce(args: Any) -> int:
+    from .cli import snapshot_from_args
+    from .devices import resolve_device
+    from .report import write_report
+
+    resolve_device(args.device)  # fail fast, before a multi-GB snapshot is made
+    if args.resume and not args.out:
+        raise ResultsError("--resume needs --out DIR (the results directory to continue)")
+    snapshot = snapshot_from_args(args)
+    spec = BenchmarkSpec(checkpoint=str(snapshot.root), layout=args.layout, device=args.device, dtype=args.dtype,
+                         warmup=args.warmup, runs=args.runs, order=args.order, seed=args.order_seed,
+                         in_process=args.in_process, worker_timeout=args.worker_timeout)
+    out = Path(args.out) if args.out else default_out_dir(args)
+    print(f"results: {out}")
+    try:
+        run_benchmark(spec, out, snapshot=snapshot, resume=args.resume)
+    except KeyboardInterrupt:
+        n = read_runs(out)["run_id"].nunique() if out.exists() else 0
+        print(f"interrupted: {n} run(s) saved in {out}; continue with --resume --out {out}")
+        return 130
+    if args.profile:
+        from .profiling import profile_variants
+
+        profile_variants(snapshot, ("baseline", "optimized"), ("cprofile", "py-spy", "torch"), out / "profiles",
+                         layout=args.layout, device=args.device)
+    if args.with_startup:
+        from .server import serve_ab, stage_server_commands
+
+        base_cmd, opt_cmd, url = stage_server_commands(str(snapshot.root), layout=args.layout, device=args.device)
+        serve_ab(base_cmd, opt_cmd, url, out, warmup=args.warmup, runs=args.runs)
+    report = write_report(out)
+    print(report.read_text())
+    print(f"report: {report}")
+    return 0
+
+
+def add_command(sub: Any) -> None:
+    from .cli import _add_checkpoint_args, _add_load_args
+
+    p = sub.add_parser("reproduce", help="reproduce the PR's tables: alternating A/B loads, statistics, report, plots")
+    _add_checkpoint_args(p)
+    _add_load_args(p)
+    p.add_argument("--warmup", type=int, default=1, help="warm-up runs per variant (default 1)")
+    p.add_argument("--runs", type=int, default=5, help="measured runs per variant (default 5)")
+    p.add_argument("--order", choices=ORDERS, default="alternate", help="run order (default alternate: ABAB...)")
+    p.add_argument("--order-seed", type=int, default=0, help="seed for --order shuffle")
+    p.add_argument("--in-process", action="store_true", help="load in this process instead of a fresh worker per run")
+    p.add_argument("--worker-timeout", type=float, default=None, metavar="S", help="kill a worker after S seconds")
+    p.add_argument("--out", metavar="DIR", help="results directory (default results/reproduce-<...>-<time>)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted results directory (--out)")
+    p.add_argument("--profile", action="store_true", help="also profile one load per variant into DIR/profiles")
+    p.add_argument("--with-startup", action="store_true", help="also measure startup to /health of a stage server")
+    p.set_defaults(func=cmd_reproduce)

@@ -1,0 +1,262 @@
+"""``stage-server``: Token2Wav behind an HTTP ``/health``, and the ``serve-ab`` command that times it.
+
+``omni-loader stage-server --variant baseline --port 8091`` stands in for one vLLM-Omni stage
+server: it binds the port first (a port in use fails at once, in one line, exit 2), then loads
+Token2Wav in a background thread while ``GET /health`` answers 503; once the model is loaded,
+``/health`` answers 200 and ``GET /stats`` returns the :class:`~omni_loader.loader.LoadResult`
+(``to_dict()``) with ``"ready": true``. Nothing answers 200 on ``/health`` before the load ends.
+
+When loading ends it logs, to stdout and flushed, lines shaped like vLLM's, so that
+``serve-ab``'s log patterns read the same figures from this server as from ``vllm serve``::
+
+    Buffer discovery took 1.564 ms (variant optimized, state_dict() calls 0, persistent buffers 1)
+    Loading weights took 0.620436 seconds
+    Model loading took 1.67 GiB memory and 8.123456 seconds
+
+SIGTERM or SIGINT closes the listening socket and exits with status 0 (a load still in
+progress is abandoned). A load that fails prints one line and exits with status 2.
+
+The A/B harness itself lives in :mod:`omni_loader.serve_ab`; this module registers both commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import OmniLoaderError
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+# --------------------------------------------------------------------------- state
+
+
+class StageState:
+    """What the HTTP handlers report: loading, ready (with the load's figures) or failed."""
+
+    def __init__(self, variant: str, tag: str | None) -> None:
+        self.variant = variant
+        self.tag = tag
+        self.state = "loading"
+        self.error: str | None = None
+        self.stats: dict[str, Any] = {}
+        self.model: Any = None  # kept alive: the server "serves" it
+        self.ready = threading.Event()
+        self.done = threading.Event()  # set when the load ended, either way
+        self._lock = threading.Lock()
+
+    def set_ready(self, model: Any, stats: dict[str, Any]) -> None:
+        with self._lock:
+            self.model = model
+            self.stats = stats
+            self.state = "ready"
+        self.ready.set()
+        self.done.set()
+
+    def set_failed(self, error: str) -> None:
+        with self._lock:
+            self.error = error
+            self.state = "failed"
+        self.done.set()
+
+    def to_dict(self) -> dict[str, Any]:
+        with self._lock:
+            data = {"variant": self.variant, "tag": self.tag, **self.stats}
+            data.update(ready=self.ready.is_set(), state=self.state, error=self.error)
+            return data
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "omni-loader-stage-server"
+    protocol_version = "HTTP/1.0"  # one request per connection, like a health probe
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        state: StageState = self.server.stage_state  # type: ignore[attr-defined]
+        path = urlsplit(self.path).path
+        if path == "/health":
+            if state.ready.is_set():
+                self._send(200, b"")
+            else:
+                self._send(503, json.dumps({"state": state.state}).encode(), "application/json")
+        elif path == "/stats":
+            self._send(200, json.dumps(state.to_dict(), default=str).encode(), "application/json")
+        else:
+            self._send(404, b'{"error": "not found"}', "application/json")
+
+    def _send(self, code: int, body: bytes, content_type: str = "text/plain") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass  # a health probe every 50 ms would drown the log that serve-ab reads
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+def bind_server(host: str, port: int, state: StageState) -> ThreadingHTTPServer:
+    """Bind and listen at once; a port in use is one clear line (:class:`OmniLoaderError`)."""
+    cls = _Server6 if ":" in host else _Server
+    try:
+        server = cls((host, port), _Handler)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.EADDRINUSE or "in use" in reason.lower():
+            reason = "address already in use (is another server running there?)"
+        raise OmniLoaderError(f"cannot listen on {host}:{port}: {reason}") from None
+    server.stage_state = state  # type: ignore[attr-defined]
+    return server
+
+
+# --------------------------------------------------------------------------- the load
+
+
+def _log(line: str) -> None:
+    print(line, flush=True)
+
+
+def _weights_bytes(model: Any) -> int:
+    tensors = list(model.parameters()) + list(model.buffers())
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def load_in_background(args: argparse.Namespace, state: StageState, bound_at: float) -> None:
+    """The loader thread: resolve the snapshot, load, log vLLM-style lines, flip /health to 200."""
+    try:
+        from .cli import snapshot_from_args
+        from .loader import load_token2wav
+
+        snapshot = snapshot_from_args(args, progress=False)
+        model, result = load_token2wav(snapshot, args.variant, layout=args.layout, device=args.device,
+                                       dtype=args.dtype, digest=args.digest)
+        seconds = result.phase_seconds()
+        _log(f"Buffer discovery took {seconds['buffer_discovery'] * 1e3:.3f} ms (variant {result.variant}, "
+             f"state_dict() calls {result.state_dict_calls}, persistent buffers {len(result.persistent_buffers)})")
+        _log(f"Loading weights took {seconds['weight_loading']:.6f} seconds")
+        _log(f"Model loading took {_weights_bytes(model) / 2**30:.2f} GiB memory and {seconds['total']:.6f} seconds")
+        stats = result.to_dict()
+        stats["checkpoint"] = snapshot.describe()
+        state.set_ready(model, stats)
+        _log(f"stage-server: ready, /health answers 200 ({time.perf_counter() - bound_at:.3f} s after binding; "
+             f"{result.weights_loaded} weights loaded)")
+    except OmniLoaderError as exc:
+        state.set_failed(str(exc))
+    except BaseException as exc:  # a bug: keep the traceback in the log
+        traceback.print_exc()
+        sys.stderr.flush()
+        state.set_failed(f"{type(exc).__name__}: {exc}")
+
+
+def run_stage_server(args: argparse.Namespace) -> int:
+    """Bind, start the load and the HTTP loop, and wait for a signal (or a failed load)."""
+    state = StageState(args.variant, args.tag)
+    server = bind_server(args.host, args.port, state)
+    bound_at = time.perf_counter()
+    host, port = server.server_address[:2]
+    stop = threading.Event()
+    received: list[str] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    http_thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
+                                   name="stage-server-http", daemon=True)
+    http_thread.start()
+    tag = f", tag {args.tag}" if args.tag else ""
+    _log(f"stage-server: listening on http://{host}:{port} (variant {args.variant}{tag}); "
+         "/health answers 503 until the model is loaded")
+    loader = threading.Thread(target=load_in_background, args=(args, state, bound_at),
+                              name="stage-server-load", daemon=True)
+    loader.start()
+    try:
+        while not stop.is_set():
+            if state.done.is_set() and state.state == "failed":
+                break
+            stop.wait(0.2)
+    finally:
+        server.shutdown()
+        server.server_close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if state.state == "failed" and not received:
+        raise OmniLoaderError(state.error or "load failed")
+    _log(f"stage-server: {received[0] if received else 'stop'} received, shut down")
+    if loader.is_alive():
+        # The load cannot be interrupted; leave at once rather than finalise torch under a live thread.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    return 0
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def cmd_stage_server(args: argparse.Namespace) -> int:
+    return run_stage_server(args)
+
+
+def cmd_serve_ab(args: argparse.Namespace) -> int:
+    from .serve_ab import run_cli
+
+    return run_cli(args)
+
+
+def add_command(subparsers: Any) -> None:
+    from .cli import _add_checkpoint_args, _add_load_args
+
+    p = subparsers.add_parser(
+        "stage-server",
+        help="serve /health (503 while Token2Wav loads, 200 once loaded) and /stats, like a vLLM stage",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--variant", choices=("baseline", "optimized"), required=True)
+    _add_checkpoint_args(p)
+    _add_load_args(p)
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}, loopback)")
+    p.add_argument("--port", type=int, required=True, help="port to listen on (bound before anything is loaded)")
+    p.add_argument("--digest", action="store_true",
+                   help="also hash every tensor after loading (reported in /stats; adds to the startup time)")
+    p.add_argument("--tag", help="free text echoed in the log and in /stats (e.g. a run label)")
+    p.set_defaults(func=cmd_stage_server)
+
+    from .serve_ab import add_arguments
+
+    p = subparsers.add_parser(
+        "serve-ab",
+        help="time two server commands from spawn to their first HTTP 200 on /health, alternating",
+        description=(
+            "Launch the baseline and optimized server commands alternately (warm-ups first), each in its "
+            "own process group with its output captured, time spawn -> first HTTP 200 on the health URL, "
+            "stop the whole group, and extract named figures from the captured logs."
+        ),
+    )
+    add_arguments(p)
+    p.set_defaults(func=cmd_serve_ab)

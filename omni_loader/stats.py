@@ -1,0 +1,253 @@
+"""Statistics over saved rows: per-phase summaries, A/B comparisons, verdicts.
+
+Everything here is computed from ``runs.csv`` rows (measured, successful runs only); nothing is
+read from a live benchmark. A :class:`Summary` holds the raw samples and derives its statistics
+from them, so a report can always show where a number came from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+HIGH_SPREAD = 0.10  # IQR / median above which a summary carries a warning
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The samples of one phase for one variant, and the statistics they imply."""
+
+    variant: str
+    phase: str
+    samples: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @cached_property
+    def _quartiles(self) -> tuple[float, float, float]:
+        q1, med, q3 = np.percentile(self.samples, [25, 50, 75]) if self.samples else (math.nan,) * 3
+        return float(q1), float(med), float(q3)
+
+    @property
+    def median(self) -> float:
+        return self._quartiles[1]
+
+    @property
+    def q1(self) -> float:
+        return self._quartiles[0]
+
+    @property
+    def q3(self) -> float:
+        return self._quartiles[2]
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def min(self) -> float:
+        return min(self.samples) if self.samples else math.nan
+
+    @property
+    def max(self) -> float:
+        return max(self.samples) if self.samples else math.nan
+
+    @property
+    def relative_iqr(self) -> float:
+        return self.iqr / self.median if self.median else math.nan
+
+    @property
+    def high_spread(self) -> bool:
+        return self.n >= 2 and self.relative_iqr > HIGH_SPREAD
+
+    def as_row(self) -> dict[str, Any]:
+        return {"variant": self.variant, "phase": self.phase, "n": self.n, "median": self.median, "q1": self.q1,
+                "q3": self.q3, "iqr": self.iqr, "min": self.min, "max": self.max}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Baseline against optimized for one measurement."""
+
+    phase: str
+    baseline: Summary
+    optimized: Summary
+    unit: str = "s"  # "s" for times, "calls" / "bytes" for counts
+    p_value: float | None = None
+    ci_low: float | None = None  # bootstrap interval of median(optimized) - median(baseline)
+    ci_high: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def difference(self) -> float:
+        return self.optimized.median - self.baseline.median
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * abs(self.difference) / self.baseline.median if self.baseline.median else math.nan
+
+    @property
+    def ratio(self) -> float:
+        return self.baseline.median / self.optimized.median if self.optimized.median else math.inf
+
+    @property
+    def ranges_overlap(self) -> bool:
+        return ranges_overlap(self.baseline.samples, self.optimized.samples)
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value is not None and self.p_value < ALPHA
+
+    def change(self) -> str:
+        return phrase_change(self.baseline.median, self.optimized.median, self.unit)
+
+    def verdict(self) -> str:
+        """A plain statement of what the samples support, the PR's overlap rule included."""
+        if self.unit != "s":
+            return "deterministic count" if self.baseline.min == self.baseline.max else "count varies between runs"
+        if self.baseline.n < 2 or self.optimized.n < 2:
+            return "too few runs for a test"
+        if self.ranges_overlap:
+            return "ranges overlap: no stable difference claimed"
+        if self.significant:
+            return f"significant (Mann-Whitney p={self.p_value:.3g})"
+        return f"ranges separate but not significant at n={self.baseline.n}+{self.optimized.n} (p={self.p_value:.3g})"
+
+
+def ranges_overlap(a: tuple[float, ...] | list[float], b: tuple[float, ...] | list[float]) -> bool:
+    """True when the min-max ranges of two samples share any point."""
+    return bool(a) and bool(b) and max(min(a), min(b)) <= min(max(a), max(b))
+
+
+def phrase_change(baseline: float, optimized: float, unit: str = "s") -> str:
+    """The PR's phrasing: '455.382 ms faster, 99.66%', '1.416 s faster, 1.34%', 'Removed 219 calls'."""
+    if unit == "calls":
+        if baseline == optimized:
+            return "unchanged"
+        if optimized == 0:
+            return f"Removed {baseline:g} calls"
+        return f"{abs(baseline - optimized):g} {'fewer' if optimized < baseline else 'more'} calls"
+    if unit == "bytes":
+        diff = optimized - baseline
+        return "unchanged" if diff == 0 else f"{diff / 2**20:+,.1f} MiB"
+    diff = baseline - optimized
+    if diff == 0:
+        return "unchanged"
+    pct = 100.0 * abs(diff) / baseline if baseline else math.nan
+    return f"{format_seconds(abs(diff))} {'faster' if diff > 0 else 'slower'}, {pct:.2f}%"
+
+
+def format_seconds(seconds: float) -> str:
+    """Milliseconds with three decimals below 10 s, seconds with three decimals above (the PR's style)."""
+    if not math.isfinite(seconds):
+        return "n/a"
+    return f"{seconds * 1e3:.3f} ms" if abs(seconds) < 10 else f"{seconds:.3f} s"
+
+
+def mann_whitney(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:
+    """Two-sided Mann-Whitney U p-value (exact for small samples), or None when undefined."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    from scipy.stats import mannwhitneyu
+
+    if len(set(a) | set(b)) == 1:
+        return 1.0
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def bootstrap_median_difference(
+    a: tuple[float, ...], b: tuple[float, ...], confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of ``median(b) - median(a)``, or None when a sample has < 2 points."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    from scipy.stats import bootstrap
+
+    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.median(y, axis=axis) - np.median(x, axis=axis)
+
+    res = bootstrap((np.asarray(a), np.asarray(b)), stat, confidence_level=confidence, n_resamples=resamples,
+                    method="percentile", rng=np.random.default_rng(seed), vectorized=True)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def compare(baseline: Summary, optimized: Summary, unit: str = "s") -> Comparison:
+    """Build a :class:`Comparison` with its test, interval and spread warnings."""
+    p = ci = None
+    if unit == "s":
+        p = mann_whitney(baseline.samples, optimized.samples)
+        ci = bootstrap_median_difference(baseline.samples, optimized.samples)
+    notes = [
+        f"{s.variant} spread is high: IQR is {100 * s.relative_iqr:.0f}% of the median"
+        for s in (baseline, optimized)
+        if unit == "s" and s.high_spread
+    ]
+    return Comparison(
+        phase=baseline.phase, baseline=baseline, optimized=optimized, unit=unit, p_value=p,
+        ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None, notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- from rows
+
+
+def measured(frame):  # pandas.DataFrame -> pandas.DataFrame
+    """Rows of measured (not warm-up), successful runs."""
+    return frame[(~frame["warmup"]) & (frame["status"] == "ok")]
+
+
+def phase_summary(frame, variant: str, phase: str) -> Summary:
+    rows = measured(frame)
+    rows = rows[(rows["variant"] == variant) & (rows["phase"] == phase)]
+    return Summary(variant, phase, tuple(float(x) for x in rows.sort_values("run_id")["seconds"]))
+
+
+def run_summary(frame, variant: str, column: str) -> Summary:
+    """A per-run column (a count or a memory figure) as a Summary, one sample per measured run."""
+    rows = measured(frame)
+    rows = rows[(rows["variant"] == variant) & (rows["source"] == "load")].drop_duplicates("run_id")
+    values = [float(v) for v in rows[column] if str(v) not in ("", "nan")]
+    return Summary(variant, column, tuple(values))
+
+
+def summary_table(frame):  # -> pandas.DataFrame
+    """One row per variant and phase: n, median, quartiles, IQR, min, max."""
+    import pandas as pd
+
+    rows = measured(frame)
+    out = [phase_summary(frame, v, p).as_row() for (v, p) in
+           rows[["variant", "phase"]].drop_duplicates().itertuples(index=False)]
+    return pd.DataFrame(out, columns=["variant", "phase", "n", "median", "q1", "q3", "iqr", "min", "max"])
+
+
+def equivalence(frame) -> dict[str, Any]:
+    """Did every successful run of both variants load the same tensors (same digest)?"""
+    runs = frame[(frame["status"] == "ok") & (frame["source"] == "load")].drop_duplicates("run_id")
+    digests = {v: sorted(set(runs[runs["variant"] == v]["digest"].astype(str))) for v in ("baseline", "optimized")}
+    all_digests = set(digests["baseline"]) | set(digests["optimized"])
+    ok = len(all_digests) == 1 and all(digests.values()) and "" not in all_digests
+    return {
+        "equivalent": ok,
+        "runs": int(len(runs)),
+        "digests": digests,
+        "statement": (f"equivalent: all {len(runs)} runs of both variants loaded identical tensors "
+                      f"(SHA-256 {next(iter(all_digests))[:16]}…)") if ok else
+                     f"NOT equivalent: digests differ between runs or variants: {digests}",
+    }
+
+
+def memory_verdict(baseline: Summary, optimized: Summary, tolerance: float = 0.02) -> str:
+    """'unchanged' when the medians are within ``tolerance`` of each other or the ranges overlap."""
+    if not baseline.n or not optimized.n:
+        return "not measured"
+    rel = abs(optimized.median - baseline.median) / baseline.median if baseline.median else 0.0
+    if rel <= tolerance or ranges_overlap(baseline.samples, optimized.samples):
+        return "unchanged (within noise)"
+    return f"changed by {100 * rel:.1f}%"
