@@ -288,6 +288,9 @@ def synthesize(
         torch.save(_speaker_dict(config, gen), tmp / SPK_DICT_FILE)
         (tmp / CONFIG_FILE).write_text(json.dumps(_hub_config(t2w_config, size, seed), indent=2))
         tmp.chmod(0o755)  # mkdtemp made it private; a snapshot is meant to be shared
+        if not overwrite and (out / INDEX_FILE).is_file():
+            shutil.rmtree(tmp)  # another process finished the same snapshot first: keep theirs
+            return out
         if out.is_dir() and not out.is_symlink():
             shutil.rmtree(out)
         elif out.exists() or out.is_symlink():
