@@ -21,6 +21,7 @@ from .stats import (
     memory_verdict,
     phase_summary,
     run_summary,
+    time_unit,
 )
 
 REPORT_FILE = "report.md"
@@ -62,19 +63,20 @@ def comparisons(frame) -> list[Comparison]:
     return [c for c in out if c.baseline.n and c.optimized.n]
 
 
-def _fmt(value: float, unit: str) -> str:
+def _fmt(value: float, unit: str, row_unit: str | None = None) -> str:
     if unit == "calls":
         return f"{value:g}"
     if unit == "bytes":
         return f"{value / 2**20:,.0f} MiB"
-    return format_seconds(value)
+    return format_seconds(value, row_unit)
 
 
 def _spread(c: Comparison, which: str) -> str:
     s = getattr(c, which)
     if c.unit != "s":
         return f"{_fmt(s.min, c.unit)}–{_fmt(s.max, c.unit)}"
-    return f"{_fmt(s.min, 's')}–{_fmt(s.max, 's')} (IQR {_fmt(s.iqr, 's')})"
+    u = time_unit(c.baseline.median)
+    return f"{_fmt(s.min, 's', u)}–{_fmt(s.max, 's', u)} (IQR {_fmt(s.iqr, 's', u)})"
 
 
 def _ratio(c: Comparison) -> str:
@@ -120,8 +122,10 @@ def measurement_table(comps: list[Comparison]) -> str:
               "Baseline min–max", "Optimized min–max", "Mann-Whitney p", "95% CI of Δ median", "Verdict"]
     rows = []
     for c in comps:
-        ci = (f"{_fmt(c.ci_low, 's')} … {_fmt(c.ci_high, 's')}" if c.ci_low is not None else "—")
-        rows.append([LABELS.get(c.phase, c.phase), _fmt(c.baseline.median, c.unit), _fmt(c.optimized.median, c.unit),
+        u = time_unit(c.baseline.median)
+        ci = (f"{_fmt(c.ci_low, 's', u)} … {_fmt(c.ci_high, 's', u)}" if c.ci_low is not None else "—")
+        rows.append([LABELS.get(c.phase, c.phase), _fmt(c.baseline.median, c.unit, u),
+                     _fmt(c.optimized.median, c.unit, u),
                      c.change(), _ratio(c), _spread(c, "baseline"), _spread(c, "optimized"),
                      f"{c.p_value:.3g}" if c.p_value is not None else "—", ci, c.verdict()])
     return _table(header, rows)
@@ -134,9 +138,11 @@ def reference_table(comps: list[Comparison], reference: dict[str, Any]) -> str:
         c = mine.get(ref["measurement"])
         unit = "calls" if ref["unit"] == "calls" else "s"
         pr_ratio = "—" if unit == "calls" else f"{ref['baseline'] / ref['optimized']:.2f}x"
-        rows.append([ref["label"], _fmt(ref["baseline"], unit), _fmt(ref["optimized"], unit), pr_ratio,
-                     _fmt(c.baseline.median, unit) if c else "not measured",
-                     _fmt(c.optimized.median, unit) if c else "not measured", _ratio(c) if c else "—"])
+        pr_u = time_unit(ref["baseline"])
+        u = time_unit(c.baseline.median) if c else None
+        rows.append([ref["label"], _fmt(ref["baseline"], unit, pr_u), _fmt(ref["optimized"], unit, pr_u), pr_ratio,
+                     _fmt(c.baseline.median, unit, u) if c else "not measured",
+                     _fmt(c.optimized.median, unit, u) if c else "not measured", _ratio(c) if c else "—"])
     return _table(["Measurement", "PR baseline", "PR optimized", "PR ratio", "This run baseline",
                    "This run optimized", "This run ratio"], rows)
 
@@ -146,12 +152,13 @@ def attribution_table(frame) -> str:
 
     rows = []
     totals = {v: phase_summary(frame, v, "total").median for v in ("baseline", "optimized")}
+    u = time_unit(max(totals.values()))
     for phase in LEAF_PHASES:
         cells = [LABELS.get(phase, phase)]
         for v in ("baseline", "optimized"):
             s = phase_summary(frame, v, phase)
             share = 100 * s.median / totals[v] if s.n and totals[v] else math.nan
-            cells += [format_seconds(s.median), f"{share:.1f}%"]
+            cells += [format_seconds(s.median, u), f"{share:.1f}%"]
         rows.append(cells)
     return _table(["Phase", "Baseline median", "Share", "Optimized median", "Share"], rows)
 
@@ -175,8 +182,9 @@ def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str) -> lis
     lines = []
     for c in comps:
         if c.phase in PR_ROWS:
-            lines.append(f"- **{LABELS[c.phase]}**: {_fmt(c.baseline.median, c.unit)} → "
-                         f"{_fmt(c.optimized.median, c.unit)} ({c.change()}); {c.verdict()}.")
+            u = time_unit(c.baseline.median)
+            lines.append(f"- **{LABELS[c.phase]}**: {_fmt(c.baseline.median, c.unit, u)} → "
+                         f"{_fmt(c.optimized.median, c.unit, u)} ({c.change()}); {c.verdict()}.")
     lines.append(f"- **Equivalence**: {equiv['statement']}.")
     lines.append(f"- **Memory**: {memory}.")
     return lines

@@ -16,7 +16,8 @@ When loading ends it logs, to stdout and flushed, lines shaped like vLLM's, so t
 SIGTERM or SIGINT closes the listening socket and exits with status 0 (a load still in
 progress is abandoned). A load that fails prints one line and exits with status 2.
 
-The A/B harness itself lives in :mod:`omni_loader.serve_ab`; this module registers both commands.
+The A/B harness lives in :mod:`omni_loader.serve_ab` (re-exported here: ``serve_ab``,
+``stage_server_commands``, ``free_port``); this module registers both commands.
 """
 
 from __future__ import annotations
@@ -36,6 +37,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import OmniLoaderError
+from .serve_ab import DEFAULT_PATTERNS, extract_figures, free_port, serve_ab, stage_server_commands
+
+__all__ = [
+    "DEFAULT_PATTERNS",
+    "add_command",
+    "extract_figures",
+    "free_port",
+    "run_stage_server",
+    "serve_ab",
+    "stage_server_commands",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 
@@ -85,7 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "omni-loader-stage-server"
     protocol_version = "HTTP/1.0"  # one request per connection, like a health probe
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         state: StageState = self.server.stage_state  # type: ignore[attr-defined]
         path = urlsplit(self.path).path
         if path == "/health":
@@ -106,12 +118,14 @@ class _Handler(BaseHTTPRequestHandler):
         if body:
             self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # a health probe every 50 ms would drown the log that serve-ab reads
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    allow_reuse_address = True  # a server stopped a moment ago leaves TIME_WAIT sockets, not a listener
+    allow_reuse_port = False  # never share the port with a running server: that must fail
 
 
 class _Server6(_Server):
@@ -157,7 +171,7 @@ def load_in_background(args: argparse.Namespace, state: StageState, bound_at: fl
         _log(f"Buffer discovery took {seconds['buffer_discovery'] * 1e3:.3f} ms (variant {result.variant}, "
              f"state_dict() calls {result.state_dict_calls}, persistent buffers {len(result.persistent_buffers)})")
         _log(f"Loading weights took {seconds['weight_loading']:.6f} seconds")
-        _log(f"Model loading took {_weights_bytes(model) / 2**30:.2f} GiB memory and {seconds['total']:.6f} seconds")
+        _log(f"Model loading took {_weights_bytes(model) / 2**30:.4f} GiB memory and {seconds['total']:.6f} seconds")
         stats = result.to_dict()
         stats["checkpoint"] = snapshot.describe()
         state.set_ready(model, stats)
@@ -165,7 +179,7 @@ def load_in_background(args: argparse.Namespace, state: StageState, bound_at: fl
              f"{result.weights_loaded} weights loaded)")
     except OmniLoaderError as exc:
         state.set_failed(str(exc))
-    except BaseException as exc:  # a bug: keep the traceback in the log
+    except BaseException as exc:  # noqa: BLE001 (a bug: keep its traceback in the log)
         traceback.print_exc()
         sys.stderr.flush()
         state.set_failed(f"{type(exc).__name__}: {exc}")

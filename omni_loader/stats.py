@@ -127,7 +127,11 @@ def ranges_overlap(a: tuple[float, ...] | list[float], b: tuple[float, ...] | li
 
 
 def phrase_change(baseline: float, optimized: float, unit: str = "s") -> str:
-    """The PR's phrasing: '455.382 ms faster, 99.66%', '1.416 s faster, 1.34%', 'Removed 219 calls'."""
+    """The PR's phrasing: '455.382 ms faster, 99.66%', '1.416 s faster, 1.34%', 'Removed 219 calls'.
+
+    A time difference is written in the unit of its row (see :func:`time_unit`), as the PR did:
+    startup is quoted in seconds, even where the difference is a second and a half.
+    """
     if unit == "calls":
         if baseline == optimized:
             return "unchanged"
@@ -141,14 +145,20 @@ def phrase_change(baseline: float, optimized: float, unit: str = "s") -> str:
     if diff == 0:
         return "unchanged"
     pct = 100.0 * abs(diff) / baseline if baseline else math.nan
-    return f"{format_seconds(abs(diff))} {'faster' if diff > 0 else 'slower'}, {pct:.2f}%"
+    return f"{format_seconds(abs(diff), time_unit(baseline))} {'faster' if diff > 0 else 'slower'}, {pct:.2f}%"
 
 
-def format_seconds(seconds: float) -> str:
-    """Milliseconds with three decimals below 10 s, seconds with three decimals above (the PR's style)."""
-    if not math.isfinite(seconds):
+def time_unit(reference: float) -> str:
+    """'s' for a row whose baseline takes 10 s or more, else 'ms' (the PR's choice per row)."""
+    return "s" if math.isfinite(reference) and abs(reference) >= 10 else "ms"
+
+
+def format_seconds(seconds: float, unit: str | None = None) -> str:
+    """Three decimals in ``unit`` ('ms' or 's'; by default chosen from the value itself)."""
+    if seconds is None or not math.isfinite(seconds):
         return "n/a"
-    return f"{seconds * 1e3:.3f} ms" if abs(seconds) < 10 else f"{seconds:.3f} s"
+    unit = unit or time_unit(seconds)
+    return f"{seconds:.3f} s" if unit == "s" else f"{seconds * 1e3:.3f} ms"
 
 
 def mann_whitney(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:

@@ -378,6 +378,23 @@ def baseline_over_state_dicts(rows):  # -> DataFrame
     return pivot[["source", "N", "B", "baseline", "state_dict", "baseline_over_B_state_dicts"]]
 
 
+def linear_costs(rows, experiment: str = "optimized") -> dict[str, float]:
+    """Least squares ``seconds = per_module * N + per_buffer * B + fixed`` over the synthetic medians.
+
+    A slope of 1 against N + B says the cost is linear in both; this says how much each module and
+    each buffer adds (a module costs more than a buffer: it is visited by both walks).
+    """
+    import numpy as np
+
+    med = medians(rows)
+    pts = med[(med.experiment == experiment) & (med.source == SYNTHETIC)]
+    if len(pts) < 3:
+        raise ValueError(f"need at least 3 synthetic points of {experiment!r}, have {len(pts)}")
+    design = np.column_stack([pts.N.to_numpy(float), pts.B.to_numpy(float), np.ones(len(pts))])
+    coef, *_ = np.linalg.lstsq(design, pts["median"].to_numpy(float), rcond=None)
+    return {"per_module_seconds": float(coef[0]), "per_buffer_seconds": float(coef[1]), "fixed_seconds": float(coef[2])}
+
+
 # =========================================================================== plots
 
 
@@ -476,6 +493,7 @@ def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
         "placement": result.placement.to_dict(orient="records"),
         "baseline_over_B_state_dicts_median": float(ratio["baseline_over_B_state_dicts"].median())
         if len(ratio) else None,
+        "optimized_linear_costs": linear_costs(result.rows, "optimized"),
         "environment": environment("cpu"),
     }
     files["fits_json"].write_text(json.dumps(record, indent=2, default=str))

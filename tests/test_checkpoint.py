@@ -1,0 +1,350 @@
+"""Snapshots in the Hub layout: synthesis, checking, the Hugging Face cache lookup."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+from safetensors import safe_open
+
+from omni_loader.checkpoint import (
+    CONFIG_FILE,
+    INDEX_FILE,
+    SINGLE_FILE,
+    SPK_DICT_FILE,
+    checkpoint_tensor_specs,
+    ensure_synthetic,
+    find_in_hub_cache,
+    iter_token2wav_weights,
+    open_snapshot,
+    place_in_hub_cache,
+    resolve_snapshot,
+    synthesize,
+)
+from omni_loader.errors import CheckpointError
+from omni_loader.model import build_model, config_dict
+
+SHARD_RE = re.compile(r"model-(\d{5})-of-(\d{5})\.safetensors")
+INV_FREQ_KEY = "token2wav.code2wav_dit_model.rotary_embed.inv_freq"
+MODEL_ID = "Qwen/Qwen2.5-Omni-3B"
+
+
+def _shard_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for shard in sorted(root.glob("model-*.safetensors")):
+        h.update(shard.name.encode())
+        h.update(shard.read_bytes())
+    return h.hexdigest()
+
+
+def _tensors(root: Path) -> dict[str, torch.Tensor]:
+    return dict(iter_token2wav_weights(open_snapshot(root)))
+
+
+def _leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if ".tmp-" in p.name)
+
+
+@pytest.fixture(scope="module")
+def tiny_specs() -> dict:
+    return checkpoint_tensor_specs(config_dict("tiny"))
+
+
+# --------------------------------------------------------------------------- specs
+
+
+def test_full_checkpoint_specs_match_the_released_checkpoint() -> None:
+    specs = checkpoint_tensor_specs(config_dict("full"))
+    assert all(k.startswith("token2wav.") for k in specs)
+    assert len(specs) == 808 + 1  # 808 parameters + the rotary inv_freq
+    params = {k: v for k, v in specs.items() if k != INV_FREQ_KEY}
+    assert sum(torch.Size(shape).numel() for shape, _ in params.values()) == 449_051_264
+    assert {dtype for _, dtype in specs.values()} == {torch.float32}
+    assert specs[INV_FREQ_KEY][0] == (32,)  # head_dim 64 / 2
+    assert specs["token2wav.code2wav_dit_model.transformer_blocks.0.attn.to_q.weight"][0] == (1024, 1024)
+    assert not any("qkv_proj" in k for k in specs)
+
+
+# --------------------------------------------------------------------------- the snapshot on disk
+
+
+def test_tiny_snapshot_layout(tiny_snapshot: Path, tiny_specs: dict) -> None:
+    names = {p.name for p in tiny_snapshot.iterdir()}
+    assert {CONFIG_FILE, INDEX_FILE, SPK_DICT_FILE} <= names
+    shards = sorted(n for n in names if n.endswith(".safetensors"))
+    assert shards and all(SHARD_RE.fullmatch(s) for s in shards)
+    assert names == {CONFIG_FILE, INDEX_FILE, SPK_DICT_FILE, *shards}
+
+    config = json.loads((tiny_snapshot / CONFIG_FILE).read_text())
+    assert config["token2wav_config"] == config_dict("tiny")
+    assert config["omni_loader_synthetic"]["seed"] == 0
+
+    index = json.loads((tiny_snapshot / INDEX_FILE).read_text())
+    assert set(index["weight_map"]) == set(tiny_specs)
+    assert set(index["weight_map"].values()) == set(shards)
+    assert index["metadata"]["total_size"] == sum(
+        torch.Size(s).numel() * d.itemsize for s, d in tiny_specs.values()
+    )
+
+    on_disk = {}
+    for shard in shards:
+        with safe_open(str(tiny_snapshot / shard), framework="pt") as fh:
+            for key in fh.keys():
+                assert index["weight_map"][key] == shard
+                t = fh.get_tensor(key)
+                on_disk[key] = (tuple(t.shape), t.dtype)
+    assert on_disk == tiny_specs
+
+
+def test_spk_dict(tiny_snapshot: Path) -> None:
+    dit = config_dict("tiny")["dit_config"]
+    spk = torch.load(tiny_snapshot / SPK_DICT_FILE, weights_only=True)
+    assert set(spk) == {"Chelsie", "Ethan"}
+    for entry in spk.values():
+        assert entry["cond"].shape == (1, dit["enc_emb_dim"])
+        assert entry["ref_mel"].shape[0] == 1 and entry["ref_mel"].shape[2] == dit["mel_dim"]
+        assert entry["bos_token"] == dit["num_embeds"] - 1
+    assert not torch.equal(spk["Chelsie"]["cond"], spk["Ethan"]["cond"])
+
+
+def test_checkpoint_inv_freq_is_what_the_constructor_computes(tiny_snapshot: Path) -> None:
+    model = build_model(config_dict("tiny"), layout="transformers", device="cpu")
+    with safe_open(str(tiny_snapshot / open_snapshot(tiny_snapshot).weight_map[INV_FREQ_KEY]), framework="pt") as fh:
+        saved = fh.get_tensor(INV_FREQ_KEY)
+    torch.testing.assert_close(saved, model.code2wav_dit_model.rotary_embed.inv_freq, rtol=0, atol=0)
+
+
+def test_open_snapshot(tiny_snapshot: Path, tiny_specs: dict) -> None:
+    snap = open_snapshot(tiny_snapshot)
+    assert snap.root == tiny_snapshot
+    assert snap.source == "directory"
+    assert set(snap.weight_map) == set(tiny_specs)
+    assert snap.spk_dict_path == tiny_snapshot / SPK_DICT_FILE
+    assert snap.synthetic["size"] == "tiny"
+    described = snap.describe()
+    assert described["checkpoint_tensors"] == len(tiny_specs)
+    assert described["checkpoint_source"] == "directory"
+    assert described["checkpoint_shards"] == snap.shards
+
+
+# --------------------------------------------------------------------------- determinism
+
+
+def test_synth_is_deterministic(tiny_snapshot: Path, tmp_path: Path) -> None:
+    again = synthesize(tmp_path / "again", size="tiny", seed=0)
+    other = synthesize(tmp_path / "other", size="tiny", seed=1)
+    assert _shard_digest(again) == _shard_digest(tiny_snapshot)
+    for shard in tiny_snapshot.glob("model-*.safetensors"):
+        assert (again / shard.name).read_bytes() == shard.read_bytes()
+    assert (again / INDEX_FILE).read_text() == (tiny_snapshot / INDEX_FILE).read_text()
+    assert _shard_digest(other) != _shard_digest(tiny_snapshot)
+    spk0 = torch.load(again / SPK_DICT_FILE, weights_only=True)
+    spk_ref = torch.load(tiny_snapshot / SPK_DICT_FILE, weights_only=True)
+    spk1 = torch.load(other / SPK_DICT_FILE, weights_only=True)
+    assert torch.equal(spk0["Ethan"]["ref_mel"], spk_ref["Ethan"]["ref_mel"])
+    assert not torch.equal(spk1["Ethan"]["ref_mel"], spk_ref["Ethan"]["ref_mel"])
+    # only the random tensors differ with the seed; inv_freq is computed
+    t0, t1 = _tensors(tiny_snapshot), _tensors(other)
+    assert torch.equal(t0[INV_FREQ_KEY], t1[INV_FREQ_KEY])
+    differing = [k for k in t0 if not torch.equal(t0[k], t1[k])]
+    assert len(differing) == len(t0) - 1
+
+
+def test_sharded_synth_has_the_same_tensors(tiny_snapshot: Path, tmp_path: Path) -> None:
+    sharded = synthesize(tmp_path / "sharded", size="tiny", seed=0, shard_bytes=200_000)
+    shards = sorted(p.name for p in sharded.glob("*.safetensors"))
+    total = len(shards)
+    assert total > 2
+    assert [SHARD_RE.fullmatch(s).groups() for s in shards] == [
+        (f"{i:05d}", f"{total:05d}") for i in range(1, total + 1)
+    ]
+    weight_map = json.loads((sharded / INDEX_FILE).read_text())["weight_map"]
+    assert set(weight_map.values()) == set(shards)
+    a, b = _tensors(tiny_snapshot), _tensors(sharded)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+class _FailingSave:
+    """safetensors.torch.save_file that writes normally, then raises on call number ``fail_on``."""
+
+    def __init__(self, real, fail_on: int, exc: BaseException) -> None:
+        self.real, self.fail_on, self.exc, self.calls = real, fail_on, exc, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise self.exc
+        return self.real(*args, **kwargs)
+
+
+@pytest.mark.parametrize("exc", [OSError("disk full"), KeyboardInterrupt()], ids=["oserror", "interrupt"])
+def test_synth_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
+    saver = _FailingSave(safetensors.torch.save_file, fail_on=2, exc=exc)
+    monkeypatch.setattr(safetensors.torch, "save_file", saver)
+    out = tmp_path / "tiny"
+    with pytest.raises(type(exc)):
+        synthesize(out, size="tiny", seed=0, shard_bytes=200_000)
+    assert saver.calls == 2  # one shard was written before the failure
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+    assert _leftovers(tmp_path) == []
+
+
+def test_failed_overwrite_keeps_the_old_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = synthesize(tmp_path / "tiny", size="tiny", seed=0)
+    before = _shard_digest(out)
+    monkeypatch.setattr(safetensors.torch, "save_file", _FailingSave(safetensors.torch.save_file, 1, OSError("boom")))
+    with pytest.raises(OSError):
+        synthesize(out, size="tiny", seed=1, overwrite=True)
+    assert _shard_digest(out) == before
+    assert _leftovers(tmp_path) == []
+
+
+def test_synth_refuses_a_non_empty_out(tmp_path: Path) -> None:
+    out = tmp_path / "occupied"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(CheckpointError, match=re.escape(str(out))):
+        synthesize(out, size="tiny")
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert _leftovers(tmp_path) == []
+
+
+def test_synth_into_an_empty_dir_and_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "empty"
+    out.mkdir()
+    synthesize(out, size="tiny", seed=0)
+    (out / "stale.txt").write_text("old")
+    first = _shard_digest(out)
+    synthesize(out, size="tiny", seed=1, overwrite=True)
+    assert not (out / "stale.txt").exists()
+    assert _shard_digest(out) != first
+    assert json.loads((out / CONFIG_FILE).read_text())["omni_loader_synthetic"]["seed"] == 1
+
+
+def test_synth_overwrite_replaces_a_file(tmp_path: Path) -> None:
+    out = tmp_path / "afile"
+    out.write_text("not a snapshot")
+    with pytest.raises(CheckpointError, match="afile"):
+        synthesize(out, size="tiny")
+    synthesize(out, size="tiny", overwrite=True)
+    assert open_snapshot(out).weight_map
+
+
+def test_synth_keeps_a_snapshot_another_process_finished_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "tiny"
+    real = safetensors.torch.save_file
+
+    def save_and_race(*args, **kwargs):
+        out.mkdir(exist_ok=True)
+        (out / INDEX_FILE).write_text('{"weight_map": {}, "winner": "other"}')
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", save_and_race)
+    assert synthesize(out, size="tiny") == out
+    assert json.loads((out / INDEX_FILE).read_text())["winner"] == "other"
+    assert _leftovers(tmp_path) == []
+
+
+def test_ensure_synthetic_makes_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMNI_LOADER_CACHE", str(tmp_path))
+    path = ensure_synthetic("tiny", seed=3)
+    assert path == tmp_path / "synthetic" / "tiny-seed3"
+    stamp = (path / INDEX_FILE).stat().st_mtime_ns
+    assert ensure_synthetic("tiny", seed=3) == path
+    assert (path / INDEX_FILE).stat().st_mtime_ns == stamp
+    snap = resolve_snapshot(size="tiny", seed=3)
+    assert snap.source == "synthetic" and snap.root == path
+    assert snap.synthetic == {"size": "tiny", "seed": 3, "note": snap.synthetic["note"]}
+
+
+# --------------------------------------------------------------------------- the Hugging Face cache
+
+
+def test_hub_cache_lookup_by_model_id(tiny_snapshot: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "hub"
+    target = place_in_hub_cache(tiny_snapshot, cache, MODEL_ID)
+    assert target.parent.parent == cache / "models--Qwen--Qwen2.5-Omni-3B"
+    snap = find_in_hub_cache(MODEL_ID, cache_dir=cache)
+    assert snap.source == "hub-cache"
+    assert snap.model_id == MODEL_ID
+    assert snap.root.resolve() == target.resolve()
+    assert snap.revision == target.name
+    assert snap.weight_map == open_snapshot(tiny_snapshot).weight_map
+    via_resolve = resolve_snapshot(model_id=MODEL_ID, cache_dir=cache)
+    assert via_resolve.source == "hub-cache" and via_resolve.root == snap.root
+
+
+def test_unknown_model_id(tiny_snapshot: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "hub"
+    place_in_hub_cache(tiny_snapshot, cache, MODEL_ID)
+    with pytest.raises(CheckpointError, match=re.escape("'Nobody/NoSuchModel'")) as info:
+        find_in_hub_cache("Nobody/NoSuchModel", cache_dir=cache)
+    assert str(cache) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_malformed_model_id_is_a_checkpoint_error(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match=re.escape("'not a valid id!!'")) as info:
+        find_in_hub_cache("not a valid id!!", cache_dir=tmp_path)
+    assert "\n" not in str(info.value)
+
+
+# --------------------------------------------------------------------------- checking a snapshot
+
+
+@pytest.fixture
+def snap_copy(tiny_snapshot: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
+
+
+def test_single_file_snapshot(snap_copy: Path, tiny_specs: dict) -> None:
+    shards = list(snap_copy.glob("model-*.safetensors"))
+    assert len(shards) == 1
+    shards[0].rename(snap_copy / SINGLE_FILE)
+    (snap_copy / INDEX_FILE).unlink()
+    snap = open_snapshot(snap_copy)
+    assert snap.weight_map == dict.fromkeys(tiny_specs, SINGLE_FILE)
+    assert {k: (tuple(t.shape), t.dtype) for k, t in iter_token2wav_weights(snap)} == tiny_specs
+
+
+def test_other_tensors_are_ignored(snap_copy: Path) -> None:
+    index = json.loads((snap_copy / INDEX_FILE).read_text())
+    index["weight_map"]["thinker.lm_head.weight"] = "model-00009-of-00009.safetensors"  # not fetched, not needed
+    (snap_copy / INDEX_FILE).write_text(json.dumps(index))
+    snap = open_snapshot(snap_copy)
+    assert "thinker.lm_head.weight" not in snap.weight_map
+    assert all(k.startswith("token2wav.") for k in snap.weight_map)
+
+
+@pytest.mark.parametrize(
+    "mutate, culprit",
+    [
+        (lambda d: (d / CONFIG_FILE).unlink(), CONFIG_FILE),
+        (lambda d: (d / CONFIG_FILE).write_text("{not json"), CONFIG_FILE),
+        (lambda d: (d / CONFIG_FILE).write_text('{"model_type": "qwen2_5_omni"}'), CONFIG_FILE),
+        (lambda d: (d / SPK_DICT_FILE).unlink(), SPK_DICT_FILE),
+        (lambda d: (d / "model-00001-of-00001.safetensors").unlink(), "model-00001-of-00001.safetensors"),
+        (lambda d: (d / INDEX_FILE).write_text('{"metadata": {}}'), INDEX_FILE),
+        (lambda d: (d / INDEX_FILE).unlink(), INDEX_FILE),
+    ],
+    ids=["no-config", "bad-json", "no-token2wav-config", "no-spk-dict", "missing-shard", "no-weight-map", "no-index"],
+)
+def test_open_snapshot_names_the_culprit(snap_copy: Path, mutate, culprit: str) -> None:
+    mutate(snap_copy)
+    with pytest.raises(CheckpointError) as info:
+        open_snapshot(snap_copy)
+    message = str(info.value)
+    assert culprit in message
+    assert str(snap_copy) in message
+    assert "\n" not in message

@@ -1,0 +1,306 @@
+"""The Token2Wav load path: both variants, both layouts, and that the loaded model computes the same thing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+
+from omni_loader import worker
+from omni_loader.checkpoint import iter_token2wav_weights, open_snapshot, synthesize
+from omni_loader.errors import CheckpointError, OmniLoaderError
+from omni_loader.loader import LEAF_PHASES, load_token2wav, tensor_digest
+
+INV_FREQ = "code2wav_dit_model.rotary_embed.inv_freq"
+PREFIX = "token2wav."
+
+
+@pytest.fixture(scope="module")
+def loads(tiny_snapshot: Path) -> dict:
+    """(variant, layout) -> (model, LoadResult), each loaded once from the shared tiny snapshot."""
+    snap = open_snapshot(tiny_snapshot)
+    return {
+        (variant, layout): load_token2wav(snap, variant, layout=layout)
+        for variant in ("baseline", "optimized")
+        for layout in ("vllm-omni", "transformers")
+    }
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tiny_snapshot: Path) -> dict[str, torch.Tensor]:
+    return dict(iter_token2wav_weights(open_snapshot(tiny_snapshot)))
+
+
+# --------------------------------------------------------------------------- counts and digests
+
+
+@pytest.mark.parametrize("layout, n_buffers", [("vllm-omni", 51), ("transformers", 52)])
+def test_state_dict_calls(loads: dict, layout: str, n_buffers: int) -> None:
+    model, base = loads["baseline", layout]
+    _, opt = loads["optimized", layout]
+    assert sum(1 for _ in model.named_buffers()) == n_buffers
+    assert base.state_dict_calls == n_buffers
+    assert opt.state_dict_calls == 0
+
+
+def test_vllm_omni_weights_loaded(loads: dict) -> None:
+    model, base = loads["baseline", "vllm-omni"]
+    _, opt = loads["optimized", "vllm-omni"]
+    params = {n for n, _ in model.named_parameters()}
+    assert base.weights_loaded == opt.weights_loaded == len(params) + 1 == 187
+    assert base.loaded_names == opt.loaded_names == params | {INV_FREQ}
+    assert base.persistent_buffers == opt.persistent_buffers == [INV_FREQ]
+
+
+def test_transformers_weights_loaded(loads: dict) -> None:
+    model, base = loads["baseline", "transformers"]
+    _, opt = loads["optimized", "transformers"]
+    params = {n for n, _ in model.named_parameters()}
+    assert base.weights_loaded == opt.weights_loaded == len(params) == 198
+    assert base.persistent_buffers == opt.persistent_buffers == []
+
+
+@pytest.mark.parametrize("layout", ["vllm-omni", "transformers"])
+def test_variants_give_the_same_model(loads: dict, layout: str) -> None:
+    m_base, base = loads["baseline", layout]
+    m_opt, opt = loads["optimized", layout]
+    assert len(base.digest) == 64
+    assert base.digest == opt.digest
+    assert base.tensors_digested == opt.tensors_digested
+    assert base.tensors_digested == sum(1 for _ in m_base.named_parameters()) + sum(1 for _ in m_base.named_buffers())
+    assert tensor_digest(m_opt) == (opt.digest, opt.tensors_digested)
+    # the digest sees the values: one changed element changes it
+    param = next(m_opt.parameters())
+    saved = param.detach().clone()
+    with torch.no_grad():
+        param.view(-1)[0] += 1
+    try:
+        assert tensor_digest(m_opt)[0] != opt.digest
+    finally:
+        with torch.no_grad():
+            param.copy_(saved)  # exact restore: the module-scoped models are shared
+    assert tensor_digest(m_opt)[0] == opt.digest
+
+
+def test_layouts_have_different_digests(loads: dict) -> None:
+    assert loads["optimized", "vllm-omni"][1].digest != loads["optimized", "transformers"][1].digest
+
+
+def test_loads_are_reproducible(tiny_snapshot: Path, loads: dict) -> None:
+    """The model is built uninitialised; a second load must not depend on what memory held."""
+    _, again = load_token2wav(open_snapshot(tiny_snapshot), "optimized")
+    assert again.digest == loads["optimized", "vllm-omni"][1].digest
+
+
+def test_sharded_snapshot_loads_to_the_same_model(tmp_path: Path, loads: dict) -> None:
+    sharded = synthesize(tmp_path / "sharded", size="tiny", seed=0, shard_bytes=150_000)
+    snap = open_snapshot(sharded)
+    assert len(snap.shards) > 2
+    _, result = load_token2wav(snap, "baseline")
+    assert result.digest == loads["baseline", "vllm-omni"][1].digest
+
+
+# --------------------------------------------------------------------------- phases
+
+
+@pytest.mark.parametrize("key", [(v, l) for v in ("baseline", "optimized") for l in ("vllm-omni", "transformers")])
+def test_phases(loads: dict, key: tuple[str, str]) -> None:
+    _, result = loads[key]
+    seconds = result.phase_seconds()
+    assert set(LEAF_PHASES) | {"weight_loading", "total"} <= set(seconds)
+    assert all(s >= 0 for s in seconds.values())
+    parents = {p.name: p.parent for p in result.phases}
+    assert parents["total"] is None
+    children = [p for p in result.phases if p.parent == "weight_loading"]
+    assert [p.name for p in children] == [
+        "buffer_discovery", "materialise_weights", "load_parameters", "load_buffers", "load_spk_dict"
+    ]
+    assert sum(p.seconds for p in children) <= seconds["weight_loading"]
+    top = [p for p in result.phases if p.parent == "total"]
+    assert {p.name for p in top} == {"construct", "speaker_conditioning", "weight_loading", "post_load"}
+    assert sum(p.seconds for p in top) <= seconds["total"]
+    assert all(p.rss_peak_bytes > 0 and p.device_peak_bytes is None for p in result.phases)
+
+
+def test_to_dict_is_json(loads: dict) -> None:
+    data = json.loads(json.dumps(loads["baseline", "vllm-omni"][1].to_dict()))
+    assert {"variant", "layout", "device", "dtype", "phases", "phase_records", "state_dict_calls", "weights_loaded",
+            "persistent_buffers", "digest", "tensors_digested", "rss_peak_bytes", "device_peak_bytes"} <= set(data)
+    assert data["variant"] == "baseline" and data["device"] == "cpu" and data["device_peak_bytes"] is None
+    assert len(data["phase_records"]) == len(data["phases"])
+
+
+# --------------------------------------------------------------------------- the values that were loaded
+
+
+def test_transformers_layout_holds_the_checkpoint(loads: dict, checkpoint: dict[str, torch.Tensor]) -> None:
+    model, _ = loads["optimized", "transformers"]
+    params = dict(model.named_parameters())
+    assert {PREFIX + n for n in params} == set(checkpoint) - {PREFIX + INV_FREQ}
+    for name, param in params.items():
+        assert torch.equal(param, checkpoint[PREFIX + name]), name
+
+
+def test_fused_qkv_is_the_stacked_checkpoint(loads: dict, checkpoint: dict[str, torch.Tensor]) -> None:
+    fused, _ = loads["optimized", "vllm-omni"]
+    unfused, _ = loads["optimized", "transformers"]
+    blocks = list(zip(fused.code2wav_dit_model.transformer_blocks, unfused.code2wav_dit_model.transformer_blocks))
+    assert blocks
+    for i, (fb, ub) in enumerate(blocks):
+        for kind in ("weight", "bias"):
+            parts = [checkpoint[f"{PREFIX}code2wav_dit_model.transformer_blocks.{i}.attn.{p}.{kind}"]
+                     for p in ("to_q", "to_k", "to_v")]
+            fused_t = getattr(fb.attn.qkv_proj, kind)
+            assert torch.equal(fused_t, torch.cat(parts))
+            assert torch.equal(fused_t, torch.cat([getattr(getattr(ub.attn, p), kind) for p in ("to_q", "to_k", "to_v")]))
+    # every other parameter is shared one to one
+    other = {n: p for n, p in fused.named_parameters() if ".qkv_proj." not in n}
+    for name, param in other.items():
+        assert torch.equal(param, checkpoint[PREFIX + name]), name
+
+
+def test_buffers_match_across_layouts(loads: dict) -> None:
+    fused, _ = loads["optimized", "vllm-omni"]
+    unfused, _ = loads["optimized", "transformers"]
+    a, b = dict(fused.named_buffers()), dict(unfused.named_buffers())
+    assert set(b) - set(a) == {"code2wav_dit_model.rotary_embed.original_inv_freq"}
+    for name, buf in a.items():
+        assert torch.equal(buf, b[name]), name
+    assert all(buf.dtype == torch.float32 for name, buf in a.items() if name.endswith(".filter"))
+
+
+def test_dit_forward_is_equal_across_layouts(loads: dict) -> None:
+    fused, _ = loads["optimized", "vllm-omni"]
+    unfused, _ = loads["optimized", "transformers"]
+    dit_cfg = fused.config.dit_config
+    gen = torch.Generator().manual_seed(1)
+    frames = 2 * 8
+    inputs = dict(
+        hidden_states=torch.randn(1, frames, dit_cfg.mel_dim, generator=gen),
+        condition_vector=torch.randn(1, 30, dit_cfg.mel_dim, generator=gen),
+        speaker_embedding=torch.randn(1, frames, dit_cfg.enc_emb_dim, generator=gen),
+        quantized_code=torch.randint(0, dit_cfg.num_embeds, (1, 8), generator=gen),
+        time_step=torch.tensor(0.3),
+    )
+    with torch.no_grad():
+        out_f = fused.code2wav_dit_model(**inputs)
+        out_u = unfused.code2wav_dit_model(**inputs)
+    assert out_f.shape == (2, frames, dit_cfg.mel_dim)  # conditioned + unconditioned halves
+    assert out_f.abs().sum() > 0
+    torch.testing.assert_close(out_f, out_u)
+
+
+def test_token2wav_forward_is_equal_across_layouts(loads: dict, tiny_snapshot: Path) -> None:
+    fused, _ = loads["optimized", "vllm-omni"]
+    unfused, _ = loads["optimized", "transformers"]
+    spk = torch.load(tiny_snapshot / "spk_dict.pt", weights_only=True)["Ethan"]
+    code = torch.randint(0, fused.config.dit_config.num_embeds - 1, (1, 10), generator=torch.Generator().manual_seed(2))
+    waves = []
+    with torch.no_grad():
+        for model in (fused, unfused):
+            torch.manual_seed(0)  # the ODE starts from noise
+            waves.append(model(code, spk["cond"], spk["ref_mel"], num_steps=2))
+    assert waves[0].numel() > 0 and torch.isfinite(waves[0]).all()
+    torch.testing.assert_close(waves[0], waves[1])
+    with torch.no_grad():  # and the comparison can fail: other noise, other waveform
+        torch.manual_seed(1)
+        assert not torch.allclose(fused(code, spk["cond"], spk["ref_mel"], num_steps=2), waves[0])
+
+
+# --------------------------------------------------------------------------- buffers from the checkpoint
+
+
+def _rewrite(snap_dir: Path, key: str, tensor: torch.Tensor) -> None:
+    index = json.loads((snap_dir / "model.safetensors.index.json").read_text())
+    shard = snap_dir / index["weight_map"][key]
+    tensors = safetensors.torch.load_file(str(shard))
+    tensors[key] = tensor
+    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+
+
+def test_persistent_buffer_comes_from_the_checkpoint(tiny_snapshot: Path, tmp_path: Path, loads: dict) -> None:
+    """vLLM-Omni's layout copies the checkpoint's inv_freq into the buffer; transformers' keeps its own."""
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
+    computed = loads["optimized", "vllm-omni"][0].code2wav_dit_model.rotary_embed.inv_freq.clone()
+    _rewrite(copy, PREFIX + INV_FREQ, computed * 2)
+    snap = open_snapshot(copy)
+    for variant in ("baseline", "optimized"):
+        model, result = load_token2wav(snap, variant)
+        assert torch.equal(model.code2wav_dit_model.rotary_embed.inv_freq, computed * 2)
+        assert INV_FREQ in result.loaded_names
+    model, result = load_token2wav(snap, "optimized", layout="transformers")
+    assert torch.equal(model.code2wav_dit_model.rotary_embed.inv_freq, computed)
+    assert INV_FREQ not in result.loaded_names
+
+
+# --------------------------------------------------------------------------- dtype, device, errors
+
+
+def test_bfloat16_load(tiny_snapshot: Path, checkpoint: dict[str, torch.Tensor], loads: dict) -> None:
+    model, result = load_token2wav(open_snapshot(tiny_snapshot), "baseline", dtype="bfloat16")
+    assert result.dtype == "bfloat16"
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    name = "code2wav_bigvgan_model.conv_post.weight"
+    assert torch.equal(dict(model.named_parameters())[name], checkpoint[PREFIX + name].to(torch.bfloat16))
+    assert result.weights_loaded == 187
+    assert result.digest != loads["baseline", "vllm-omni"][1].digest
+
+
+def test_meta_device_load_has_no_digest(tiny_snapshot: Path) -> None:
+    model, result = load_token2wav(open_snapshot(tiny_snapshot), "baseline", device="meta")
+    assert result.device == "meta"
+    assert result.state_dict_calls == 51 and result.weights_loaded == 187
+    assert result.digest == "" and result.tensors_digested == 0
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+
+
+def test_bad_dtype(tiny_snapshot: Path) -> None:
+    with pytest.raises(OmniLoaderError, match="--dtype 'float64'"):
+        load_token2wav(open_snapshot(tiny_snapshot), dtype="float64")
+
+
+def test_missing_fused_part_names_the_checkpoint_key(tiny_snapshot: Path, tmp_path: Path) -> None:
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
+    key = PREFIX + "code2wav_dit_model.transformer_blocks.2.attn.to_k.weight"
+    index_path = copy / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    shard = copy / index["weight_map"].pop(key)
+    index_path.write_text(json.dumps(index))
+    tensors = safetensors.torch.load_file(str(shard))
+    del tensors[key]
+    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    for layout in ("vllm-omni", "transformers"):
+        with pytest.raises(CheckpointError, match=f"missing key {key}"):
+            load_token2wav(open_snapshot(copy), "optimized", layout=layout)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_gpu_load_matches_cpu(tiny_snapshot: Path, loads: dict) -> None:
+    model, result = load_token2wav(open_snapshot(tiny_snapshot), "baseline", device="cuda")
+    assert result.device.startswith("cuda")
+    assert {p.device.type for p in model.parameters()} == {"cuda"}
+    assert result.digest == loads["baseline", "vllm-omni"][1].digest
+    assert all(p.device_peak_bytes is not None for p in result.phases)
+
+
+# --------------------------------------------------------------------------- the worker entry point
+
+
+def test_worker_run_load(tiny_snapshot: Path, loads: dict) -> None:
+    data = worker.run_load(str(tiny_snapshot), "baseline")
+    assert data["digest"] == loads["baseline", "vllm-omni"][1].digest
+    assert data["state_dict_calls"] == 51
+
+
+def test_worker_main_writes_json(tiny_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run.json"
+    assert worker.main(["--checkpoint", str(tiny_snapshot), "--variant", "optimized", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["variant"] == "optimized" and data["state_dict_calls"] == 0 and data["weights_loaded"] == 187
+    assert worker.main(["--checkpoint", str(tmp_path / "nowhere"), "--variant", "baseline"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(tmp_path / "nowhere") in err[0]

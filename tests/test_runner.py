@@ -1,0 +1,155 @@
+"""The A/B runner: run order, on-disk rows, killed workers, interrupts and --resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from omni_loader.results import read_metadata, read_runs
+from omni_loader.runner import BenchmarkSpec, plan_runs, run_benchmark
+
+
+def _letters(plan, warmup):
+    return "".join(r.variant[0].upper() for r in plan if r.warmup == warmup)
+
+
+def test_plan_alternates_after_warmups():
+    plan = plan_runs(warmup=1, runs=3, order="alternate")
+    assert [r.run_id for r in plan] == list(range(8))
+    assert _letters(plan, True) == "BO"  # one warm-up of each variant, first
+    assert all(r.warmup for r in plan[:2]) and not any(r.warmup for r in plan[2:])
+    assert _letters(plan, False) == "BOBOBO"
+    assert [r.order for r in plan[2:]] == [1, 1, 2, 2, 3, 3]
+
+
+def test_plan_abba_and_shuffle():
+    assert _letters(plan_runs(0, 4, "abba"), False) == "BOOBBOOB"
+    assert _letters(plan_runs(0, 3, "abba"), False) == "BOOBBO"
+    one = plan_runs(0, 5, "shuffle", seed=1)
+    assert one == plan_runs(0, 5, "shuffle", seed=1)  # seeded: reproducible
+    assert Counter(r.variant for r in one) == {"baseline": 5, "optimized": 5}
+    letters = {_letters(plan_runs(0, 5, "shuffle", seed=s), False) for s in range(6)}
+    assert len(letters) > 1  # the seed matters
+    with pytest.raises(ValueError, match="--order"):
+        plan_runs(1, 2, "random")
+
+
+def test_in_process_benchmark_rows(tiny_snapshot, tmp_path):
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=1, runs=2, in_process=True)
+    out = run_benchmark(spec, tmp_path / "res", progress=False)
+    frame = read_runs(out)
+    assert sorted(frame["run_id"].unique()) == list(range(6))
+    phases = set(frame["phase"])
+    assert {"buffer_discovery", "weight_loading", "total", "construct", "load_parameters"} <= phases
+    assert frame.groupby("run_id")["phase"].count().nunique() == 1  # one row per run and phase
+    meta = read_metadata(out)
+    assert meta["status"] == "complete" and meta["warmup"] == 1 and meta["repeats"] == 2
+    assert meta["order"] == "alternate" and len(meta["plan"]) == 6
+    for key in ("torch", "transformers", "kit_version", "kit_commit", "cpu", "device_name"):
+        assert key in meta["environment"]
+    with pytest.raises(Exception, match="already used"):
+        run_benchmark(spec, out, progress=False)
+
+
+def _worker_pids(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if "omni_loader.worker" in cmd and marker in cmd:
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_killed_worker_is_recorded_and_the_rest_go_on(tiny_snapshot, tmp_path):
+    # A private copy gives the worker command line a unique marker to find it by.
+    import shutil
+
+    snap = shutil.copytree(tiny_snapshot, tmp_path / "snap-kill-marker")
+    spec = BenchmarkSpec(checkpoint=str(snap), warmup=0, runs=2)
+    killed: list[int] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            pids = _worker_pids("snap-kill-marker")
+            if pids:
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(pids[0])
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    out = run_benchmark(spec, tmp_path / "res", progress=False)
+    thread.join()
+    assert killed
+    frame = read_runs(out)
+    runs = frame.drop_duplicates("run_id").set_index("run_id")
+    assert sorted(runs.index) == [0, 1, 2, 3]
+    assert runs.loc[0, "status"] == "failed" and "signal 9" in runs.loc[0, "error"]
+    assert (runs.loc[[1, 2, 3], "status"] == "ok").all()
+
+
+def test_worker_timeout_kills_and_records(tiny_snapshot, tmp_path):
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, worker_timeout=0.2)
+    frame = read_runs(run_benchmark(spec, tmp_path / "res", progress=False))
+    assert list(frame["status"]) == ["failed", "failed"]
+    assert frame["error"].str.contains("--worker-timeout").all()
+
+
+def test_interrupt_keeps_rows_and_resume_completes(tiny_snapshot, tmp_path):
+    out = tmp_path / "res"
+    cmd = [sys.executable, "-m", "omni_loader", "reproduce", "--checkpoint", str(tiny_snapshot),
+           "--warmup", "0", "--runs", "4", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    runs_csv = out / "runs.csv"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if runs_csv.exists() and read_runs(out)["run_id"].nunique() >= 2:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, "benchmark finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    assert "--resume" in output
+    kept = read_runs(out)["run_id"].nunique()
+    assert 2 <= kept < 8
+    assert read_metadata(out)["status"] == "interrupted"
+    assert not _worker_pids(str(tiny_snapshot))  # the worker of the interrupted run is gone
+
+    from omni_loader.cli import main
+
+    assert main(["reproduce", "--checkpoint", str(tiny_snapshot), "--warmup", "0", "--runs", "4",
+                 "--out", str(out), "--resume"]) == 0
+    frame = read_runs(out)
+    assert sorted(frame["run_id"].unique()) == list(range(8))
+    assert frame.groupby("run_id")["phase"].count().nunique() == 1  # no run recorded twice
+    meta = read_metadata(out)
+    assert meta["status"] == "complete" and meta["resumed_at"]
+    assert (out / "report.md").exists()
+
+
+def test_resume_with_another_spec_is_refused(tiny_snapshot, tmp_path):
+    from omni_loader.cli import main
+
+    out = tmp_path / "res"
+    run_benchmark(BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, in_process=True), out,
+                  progress=False)
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["spec"]["runs"] == 1
+    rc = main(["reproduce", "--checkpoint", str(tiny_snapshot), "--warmup", "0", "--runs", "3", "--out", str(out),
+               "--resume", "--in-process"])
+    assert rc == 2
