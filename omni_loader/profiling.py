@@ -166,7 +166,7 @@ def function_label(key: tuple[str, int, str]) -> str:
     """``file:line(name)`` as pstats prints it (built-ins as ``{name}``), with a shortened path."""
     file, line, name = key
     if file == "~" and line == 0:
-        return "{%s}" % name[1:-1] if name.startswith("<") and name.endswith(">") else name
+        return f"{{{name[1:-1]}}}" if name.startswith("<") and name.endswith(">") else name
     return f"{_short_path(file)}:{line}({name})"
 
 
@@ -482,51 +482,123 @@ def auto_repeat(load_seconds: float, rate: int) -> int:
 
 def record_py_spy(py_spy: str, snapshot_root: str | os.PathLike[str], variant: str, directory: Path,
                   layout: str = "vllm-omni", device: str = "cpu", dtype: str = "float32", rate: int = DEFAULT_RATE,
-                  native: bool = False, repeat: int = 1) -> dict[str, Any]:
-    """Record a fresh worker process twice: a flamegraph SVG and a speedscope JSON.
+                  native: bool = False, repeat: int = 1, py_spy_svg: bool = False) -> dict[str, Any]:
+    """Record a fresh worker process with py-spy: ``speedscope.json`` and ``flame.svg``.
 
+    The flamegraph is drawn from the same samples as the speedscope file (one recording); with
+    ``py_spy_svg`` a second worker is recorded in py-spy's own (interactive) flamegraph format.
     Raises :class:`PySpyUnavailable` when py-spy cannot run or may not trace (ptrace), and
     :class:`OmniLoaderError` when the load itself failed in the worker.
     """
-    from .worker import worker_command
-
     log = directory / PY_SPY_LOG
     log.write_text("")
-    files, worker = {}, {}
-    for fmt, name, key in (("flamegraph", FLAME_SVG, "flamegraph"), ("speedscope", SPEEDSCOPE_JSON, "speedscope")):
-        out, worker_json = directory / name, directory / f"py-spy-worker-{fmt}.json"
-        _remove([out, worker_json])
-        cmd = [py_spy, "record", "--format", fmt, "--output", str(out), "--rate", str(rate)]
-        cmd += ["--native"] if native else []
-        cmd += ["--", *worker_command(str(snapshot_root), variant, layout, device, dtype, out=str(worker_json),
-                                      repeat=repeat), "--no-digest"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-        except OSError as exc:
-            raise PySpyUnavailable(f"cannot run py-spy at {py_spy}: {exc.strerror or exc}") from None
-        with log.open("a") as fh:
-            fh.write(f"$ {' '.join(cmd)}\n[exit {proc.returncode}]\n{proc.stdout}{proc.stderr}\n")
-        text = f"{proc.stdout}\n{proc.stderr}"
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        if proc.returncode != 0:
-            first = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "no output")
-            if any(h in text.lower() for h in _PTRACE_HINTS):
-                raise PySpyUnavailable(f"py-spy may not trace processes here (ptrace not permitted: {first}); "
-                                       "run as root, or set kernel.yama.ptrace_scope=0 / grant CAP_SYS_PTRACE")
-            raise PySpyUnavailable(f"py-spy failed (exit {proc.returncode}): {first}")
-        if not worker_json.is_file():
-            reason = next((ln for ln in reversed(lines) if "omni-loader worker: error" in ln or "Error" in ln),
-                          lines[-1] if lines else "no output")
-            raise OmniLoaderError(f"the {variant} load under py-spy failed: {reason}")
-        if not out.is_file():
-            raise PySpyUnavailable(f"py-spy wrote no {fmt} output ({lines[-1] if lines else 'no output'})")
-        worker = json.loads(worker_json.read_text())
-        worker_json.unlink()
-        files[key] = out
+    _remove([directory / FLAME_SVG, directory / SPEEDSCOPE_JSON])
+    args = (py_spy, snapshot_root, variant, directory, log, layout, device, dtype, rate, native, repeat)
+    worker = _py_spy_run("speedscope", directory / SPEEDSCOPE_JSON, *args)
+    files = {"speedscope": directory / SPEEDSCOPE_JSON}
+    if py_spy_svg:
+        _py_spy_run("flamegraph", directory / FLAME_SVG, *args)
+    else:
+        speedscope_to_svg(files["speedscope"], directory / FLAME_SVG,
+                          title=f"{variant} load, fresh worker process ({repeat} load(s)), py-spy {rate} Hz")
+    files["flamegraph"] = directory / FLAME_SVG
     files["py_spy_log"] = log
     summary = speedscope_summary(files["speedscope"])
-    summary.update(rate=rate, native=native, repeat=repeat, worker_load_seconds=worker.get("phases", {}).get("total"))
+    summary.update(rate=rate, native=native, repeat=repeat, py_spy_svg=py_spy_svg,
+                   worker_load_seconds=worker.get("phases", {}).get("total"))
     return {"files": files, "summary": summary}
+
+
+def _py_spy_run(fmt: str, out: Path, py_spy: str, snapshot_root: str | os.PathLike[str], variant: str,
+                directory: Path, log: Path, layout: str, device: str, dtype: str, rate: int, native: bool,
+                repeat: int) -> dict[str, Any]:
+    """``py-spy record --format fmt`` around one worker; returns the worker's JSON result."""
+    from .worker import worker_command
+
+    worker_json = directory / f"py-spy-worker-{fmt}.json"
+    _remove([worker_json])
+    cmd = [py_spy, "record", "--format", fmt, "--output", str(out), "--rate", str(rate)]
+    cmd += ["--native"] if native else []
+    cmd += ["--", *worker_command(str(snapshot_root), variant, layout, device, dtype, out=str(worker_json),
+                                  repeat=repeat), "--no-digest"]
+    try:
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    except OSError as exc:
+        raise PySpyUnavailable(f"cannot run py-spy at {py_spy}: {exc.strerror or exc}") from None
+    with log.open("a") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n[exit {proc.returncode}]\n{proc.stdout}{proc.stderr}\n")
+    text = f"{proc.stdout}\n{proc.stderr}"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    last = lines[-1] if lines else "no output"
+    if proc.returncode != 0:
+        first = next((ln for ln in lines if "error" in ln.lower()), last)
+        if any(h in text.lower() for h in _PTRACE_HINTS):
+            raise PySpyUnavailable(f"py-spy may not trace processes here (ptrace not permitted: {first}); "
+                                   "run as root, or set kernel.yama.ptrace_scope=0 / grant CAP_SYS_PTRACE")
+        raise PySpyUnavailable(f"py-spy failed (exit {proc.returncode}): {first}")
+    if not worker_json.is_file():
+        reason = next((ln for ln in reversed(lines) if "omni-loader worker: error" in ln or "Error" in ln), last)
+        raise OmniLoaderError(f"the {variant} load under py-spy failed: {reason}")
+    result = json.loads(worker_json.read_text())
+    worker_json.unlink()
+    if not out.is_file():
+        raise PySpyUnavailable(f"py-spy wrote no {fmt} output ({last})")
+    return result
+
+
+def speedscope_to_svg(speedscope: str | os.PathLike[str], svg: str | os.PathLike[str], title: str = "py-spy",
+                      width: int = 1200, row: int = 16, min_px: float = 0.3) -> Path:
+    """Draw a static flamegraph (root at the bottom, hover for names and counts) from a speedscope file."""
+    from html import escape
+    from zlib import crc32
+
+    df = speedscope_samples(speedscope)
+    tree: dict[str, Any] = {"name": "all", "value": 0.0, "children": {}}
+    for stack, files, weight in zip(df["stack"], df["stack_files"], df["weight"]):
+        node = tree
+        node["value"] += weight
+        for name, where in zip(stack, files):
+            node = node["children"].setdefault(f"{name} ({where})", {"name": f"{name} ({where})", "value": 0.0,
+                                                                    "children": {}})
+            node["value"] += weight
+    total = tree["value"] or 1.0
+
+    def depth(n: dict) -> int:
+        return 1 + max((depth(c) for c in n["children"].values()), default=0)
+
+    rows, top = depth(tree), 40
+    height = top + rows * row + 10
+    scale = (width - 20) / total
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">'),
+           '<rect width="100%" height="100%" fill="#fdfdf5"/>',
+           f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="15">{escape(title)}</text>',
+           (f'<text x="10" y="34" fill="#666">{len(df)} samples; hover a frame for its share. '
+           f'The speedscope file next to this one has the timeline.</text>')]
+
+    def draw(n: dict, x: float, level: int) -> None:
+        w = n["value"] * scale
+        if w < min_px:
+            return
+        y = top + (rows - level - 1) * row
+        hue = crc32(n["name"].split(" (")[0].encode()) % 55
+        label = f"{n['name']}: {n['value'] / total:.2%} of samples"
+        out.append(f'<g><title>{escape(label)}</title><rect x="{x + 10:.2f}" y="{y}" width="{w:.2f}" '
+                   f'height="{row - 1}" fill="hsl({hue},80%,{60 + hue % 15}%)" rx="2"/>')
+        chars = int(w // 7)
+        if chars >= 3:
+            text = n["name"] if len(n["name"]) <= chars else n["name"][: chars - 2] + ".."
+            out.append(f'<text x="{x + 12:.2f}" y="{y + row - 4}">{escape(text)}</text>')
+        out.append("</g>")
+        for child in sorted(n["children"].values(), key=lambda c: c["name"]):
+            draw(child, x, level + 1)
+            x += child["value"] * scale
+
+    draw(tree, 0.0, 0)
+    out.append("</svg>")
+    path = Path(svg)
+    path.write_text("\n".join(out) + "\n")
+    return path
 
 
 def speedscope_samples(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -550,7 +622,7 @@ def speedscope_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     df = speedscope_samples(path)
     in_load = df["stack"].map(lambda s: any(f.endswith("load_token2wav") for f in s))
     with_sd = df["stack"].map(lambda s: any(f.split(".")[-1] == "state_dict" for f in s))
-    return {"samples": int(len(df)), "load_samples": int(in_load.sum()),
+    return {"samples": len(df), "load_samples": int(in_load.sum()),
             "state_dict_samples": int((in_load & with_sd).sum())}
 
 
@@ -560,7 +632,8 @@ def speedscope_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
 def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str], tools: Iterable[str] = TOOLS,
                     layout: str = "vllm-omni", device: str = "cpu", dtype: str = "float32", top: int = DEFAULT_TOP,
                     rate: int = DEFAULT_RATE, native: bool = False, repeat: int | None = None,
-                    py_spy: tuple[str | None, str] | None = None, progress: bool = False) -> VariantProfile:
+                    py_spy: tuple[str | None, str] | None = None, py_spy_svg: bool = False,
+                    progress: bool = False) -> VariantProfile:
     """Profile one variant with the chosen tools into ``out_dir/<variant>/`` and write its profile.md."""
     from .loader import load_token2wav
 
@@ -605,13 +678,15 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
             n = repeat if repeat else auto_repeat(reference.phase_seconds()["total"], rate)
             t = time.perf_counter()
             try:
-                out = record_py_spy(exe, snapshot.root, variant, directory, layout, device, dtype, rate, native, n)
+                out = record_py_spy(exe, snapshot.root, variant, directory, layout, device, dtype, rate, native, n,
+                                    py_spy_svg)
             except PySpyUnavailable as exc:
                 vp.py_spy = {"skipped": str(exc)}
             else:
                 vp.files.update(out["files"])
                 vp.py_spy = out["summary"]
-                _say(progress, f"[{variant}] py-spy: 2 fresh workers x {n} load(s), {time.perf_counter() - t:.1f} s, "
+                workers = "2 fresh workers" if py_spy_svg else "1 fresh worker"
+                _say(progress, f"[{variant}] py-spy: {workers} x {n} load(s), {time.perf_counter() - t:.1f} s, "
                                f"{vp.py_spy['samples']} samples in the speedscope profile")
     vp.files["profile_md"] = write_variant_report(vp, snapshot=snapshot, tools=tools, layout=layout, device=device,
                                                   dtype=dtype)
@@ -622,8 +697,8 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
 def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tools: str | Iterable[str] | None = "all",
                      out_dir: str | os.PathLike[str] = "profile", layout: str = "vllm-omni", device: str = "cpu",
                      dtype: str = "float32", top: int = DEFAULT_TOP, rate: int = DEFAULT_RATE, native: bool = False,
-                     repeat: int | None = None, py_spy: str | os.PathLike[str] | None = None, warmup: int = 1,
-                     progress: bool = False, on_skip: Callable[[str], None] | None = None) -> dict[str, VariantProfile]:
+                     repeat: int | None = None, py_spy: str | os.PathLike[str] | None = None, py_spy_svg: bool = False,
+                     warmup: int = 1, progress: bool = False, on_skip: Callable[[str], None] | None = None) -> dict[str, VariantProfile]:
     """Profile each variant into ``out_dir/<variant>/`` and write ``out_dir/profile.md``.
 
     ``warmup`` unprofiled loads run first, so that no variant pays for the first load in this process.
@@ -664,7 +739,7 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
     profiles: dict[str, VariantProfile] = {}
     for variant in variants:
         vp = profile_variant(snapshot, variant, out, tools, layout, device, dtype, top, rate, native, repeat, spy,
-                             progress)
+                             py_spy_svg, progress)
         if "skipped" in vp.py_spy and spy is not None and spy[0] is not None:
             skip(f"{vp.py_spy['skipped']}; skipping the flamegraph and speedscope profiles")
             spy = (None, vp.py_spy["skipped"])  # say it once; the next variant would fail the same way
@@ -730,8 +805,8 @@ def _context_lines(snapshot: Any, layout: str, device: str, dtype: str) -> list[
     root = getattr(snapshot, "root", snapshot)
     source = getattr(snapshot, "source", "?")
     return [f"- checkpoint: `{root}` ({source}); layout {layout}; device {device}; dtype {dtype}",
-            f"- torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPU(s), "
-            f"{platform.machine()}"]
+            (f"- torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPU(s), "
+            f"{platform.machine()}")]
 
 
 def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterable[str] = TOOLS,
@@ -749,13 +824,13 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
     if vp.state_dict_calls is not None:
         c = vp.state_dict_calls
         md += ["## state_dict() calls", "",
-               f"cProfile counts {c['primitive']} primitive (top-level) calls of `torch.nn.Module.state_dict` "
+               (f"cProfile counts {c['primitive']} primitive (top-level) calls of `torch.nn.Module.state_dict` "
                f"({c['ncalls']} calls including the recursive calls into child modules); the loader's own counter "
-               f"says {c['counter']}.", ""]
+               f"says {c['counter']}."), ""]
     if vp.phase_functions is not None:
         md += ["## Top functions by own time inside the largest phases", "",
-               "From cProfile (profiler frames excluded). *share of phase* is the function's part of the own time "
-               "measured inside the phase; *≈ share of load* scales it by the phase's share of the unprofiled load.", ""]
+               ("From cProfile (profiler frames excluded). *share of phase* is the function's part of the own time "
+               "measured inside the phase; *≈ share of load* scales it by the phase's share of the unprofiled load."), ""]
         share = dict(zip(shares["phase"], shares["share"]))
         for phase in _largest_phases(shares):
             inside = vp.phase_functions[vp.phase_functions["phase"] == phase].head(8)
@@ -783,8 +858,10 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
     elif vp.py_spy:
         s = vp.py_spy
         frac = s["state_dict_samples"] / s["load_samples"] if s["load_samples"] else 0.0
-        md.append(f"- py-spy: `{FLAME_SVG}`, `{SPEEDSCOPE_JSON}` from fresh worker processes ({s['repeat']} load(s) "
-                  f"each, the first cold; {s['rate']} Hz{', native frames' if s['native'] else ''}); "
+        how = ("two fresh worker processes, one per file" if s["py_spy_svg"]
+               else "one fresh worker process; the SVG is drawn from the speedscope samples")
+        md.append(f"- py-spy: `{FLAME_SVG}`, `{SPEEDSCOPE_JSON}` from {how} ({s['repeat']} load(s) per worker, "
+                  f"the first cold; {s['rate']} Hz{', native frames' if s['native'] else ''}); "
                   f"{s['samples']} samples, {s['load_samples']} inside `load_token2wav`, {s['state_dict_samples']} of "
                   f"them ({_pct(frac)}) with `Module.state_dict` on the stack")
     md.append(f"- reference load: `{LOAD_JSON}`")
@@ -822,8 +899,8 @@ def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.
         tb, to = (profiles[v].reference["phases"]["total"] for v in ("baseline", "optimized"))
         ratio = f" ({b / o:.0f}x less)" if o > 0 else ""
         change = f"{abs(tb - to) / tb:.1%} {'less' if to <= tb else 'more'}"
-        md += [f"Buffer discovery: {b * 1e3:.2f} ms -> {o * 1e3:.2f} ms{ratio}; whole load: "
-               f"{tb * 1e3:.1f} ms -> {to * 1e3:.1f} ms ({change}).", ""]
+        md += [(f"Buffer discovery: {b * 1e3:.2f} ms -> {o * 1e3:.2f} ms{ratio}; whole load: "
+               f"{tb * 1e3:.1f} ms -> {to * 1e3:.1f} ms ({change})."), ""]
     lines = []
     for variant, vp in profiles.items():
         if vp.state_dict_calls is not None:
@@ -869,6 +946,9 @@ def add_command(subparsers: Any) -> None:
                         f"{MAX_AUTO_REPEAT})")
     p.add_argument("--py-spy", dest="py_spy", metavar="PATH",
                    help=f"py-spy executable (default ${PY_SPY_ENV}, this Python's bin directory, then PATH)")
+    p.add_argument("--py-spy-svg", action="store_true",
+                   help="record flame.svg with a second py-spy run in its own interactive format (default: draw it "
+                        "from the speedscope samples of the one recording)")
     p.add_argument("--warmup", type=int, default=1, metavar="N", help="unprofiled loads before profiling (default 1)")
     p.set_defaults(func=cmd_profile)
 
@@ -881,7 +961,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
           f"{', '.join(resolve_tools(args.tool))}", flush=True)
     profiles = profile_variants(snapshot, args.variant, args.tool, args.out, layout=args.layout, device=args.device,
                                 dtype=args.dtype, top=args.top, rate=args.rate, native=args.native,
-                                repeat=args.repeat, py_spy=args.py_spy, warmup=args.warmup, progress=True)
+                                repeat=args.repeat, py_spy=args.py_spy,
+                                py_spy_svg=args.py_spy_svg, warmup=args.warmup, progress=True)
     print()
     for variant, vp in profiles.items():
         c = largest_cost(vp)

@@ -225,37 +225,67 @@ def default_out_dir(args: Any) -> Path:
     return Path("results") / f"reproduce-{label}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def reproduce(
+    snapshot: Snapshot,
+    out: str | os.PathLike[str],
+    layout: str = "vllm-omni",
+    device: str = "cpu",
+    dtype: str = "float32",
+    warmup: int = 1,
+    runs: int = 5,
+    order: str = "alternate",
+    seed: int = 0,
+    in_process: bool = False,
+    worker_timeout: float | None = None,
+    resume: bool = False,
+    profile: bool = False,
+    with_startup: bool = False,
+    progress: bool = True,
+) -> Path:
+    """The main job: the A/B benchmark, optional profiles and startup runs, then report.md and plots.
+
+    This is what ``omni-loader reproduce`` and notebook 01 call. Returns the results directory.
+    """
+    from .report import write_report
+
+    spec = BenchmarkSpec(checkpoint=str(snapshot.root), layout=layout, device=device, dtype=dtype, warmup=warmup,
+                         runs=runs, order=order, seed=seed, in_process=in_process, worker_timeout=worker_timeout)
+    out = run_benchmark(spec, out, snapshot=snapshot, resume=resume, progress=progress)
+    if profile:
+        from .profiling import profile_variants
+
+        profile_variants(snapshot, ("baseline", "optimized"), ("cprofile", "py-spy", "torch"), out / "profiles",
+                         layout=layout, device=device)
+    if with_startup:
+        from .server import serve_ab, stage_server_commands
+
+        base_cmd, opt_cmd, url = stage_server_commands(str(snapshot.root), layout=layout, device=device)
+        serve_ab(base_cmd, opt_cmd, url, out, warmup=warmup, runs=runs)
+    write_report(out)
+    return out
+
+
 def cmd_reproduce(args: Any) -> int:
     from .cli import snapshot_from_args
     from .devices import resolve_device
-    from .report import write_report
+    from .report import REPORT_FILE
 
     resolve_device(args.device)  # fail fast, before a multi-GB snapshot is made
     if args.resume and not args.out:
         raise ResultsError("--resume needs --out DIR (the results directory to continue)")
     snapshot = snapshot_from_args(args)
-    spec = BenchmarkSpec(checkpoint=str(snapshot.root), layout=args.layout, device=args.device, dtype=args.dtype,
-                         warmup=args.warmup, runs=args.runs, order=args.order, seed=args.order_seed,
-                         in_process=args.in_process, worker_timeout=args.worker_timeout)
     out = Path(args.out) if args.out else default_out_dir(args)
     print(f"results: {out}")
     try:
-        run_benchmark(spec, out, snapshot=snapshot, resume=args.resume)
+        reproduce(snapshot, out, layout=args.layout, device=args.device, dtype=args.dtype, warmup=args.warmup,
+                  runs=args.runs, order=args.order, seed=args.order_seed, in_process=args.in_process,
+                  worker_timeout=args.worker_timeout, resume=args.resume, profile=args.profile,
+                  with_startup=args.with_startup)
     except KeyboardInterrupt:
-        n = read_runs(out)["run_id"].nunique() if out.exists() else 0
+        n = read_runs(out)["run_id"].nunique() if (out / "runs.csv").exists() else 0
         print(f"interrupted: {n} run(s) saved in {out}; continue with --resume --out {out}")
         return 130
-    if args.profile:
-        from .profiling import profile_variants
-
-        profile_variants(snapshot, ("baseline", "optimized"), ("cprofile", "py-spy", "torch"), out / "profiles",
-                         layout=args.layout, device=args.device)
-    if args.with_startup:
-        from .server import serve_ab, stage_server_commands
-
-        base_cmd, opt_cmd, url = stage_server_commands(str(snapshot.root), layout=args.layout, device=args.device)
-        serve_ab(base_cmd, opt_cmd, url, out, warmup=args.warmup, runs=args.runs)
-    report = write_report(out)
+    report = out / REPORT_FILE
     print(report.read_text())
     print(f"report: {report}")
     return 0

@@ -128,7 +128,7 @@ def to_seconds(value: float, unit: str | None) -> float:
         return value
     key = unit.strip()
     factor = _UNITS.get(key, _UNITS.get(key.lower()))
-    return value * (1.0 if factor is None else factor)
+    return value if factor in (None, 1.0) else float(f"{value * factor:.12g}")  # 0.434 ms -> 0.000434
 
 
 def extract_figures(text: str, patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
@@ -421,9 +421,8 @@ def run_one(run: PlannedRun, argv: Sequence[str], url: str, host: str, port: int
             patterns: Mapping[str, re.Pattern[str]]) -> RunOutcome:
     """One launch: port check, spawn, poll /health, stop the group, read the log. Never leaves the group."""
     log = logs / f"{run.run_id}-{run.variant}.log"
-    with open(log, "wb") as fh:
-        fh.write(f"# omni-loader serve-ab: run {run.run_id} ({run.variant}"
-                 f"{', warm-up' if run.warmup else ''}): {shlex.join(argv)}\n".encode())
+    with open(log, "wb") as fh:  # no command here: its text could match a log pattern (it is in metadata.json)
+        fh.write(f"# omni-loader serve-ab: run {run.run_id}, {run.variant}{', warm-up' if run.warmup else ''}\n".encode())
     if not wait_port_free(host, port, port_wait):
         error = f"port {host}:{port} of {url} is still in use after {port_wait:g} s; run not started"
         return RunOutcome(run, "failed", None, error, log)
@@ -599,8 +598,10 @@ def summarize(out: str | os.PathLike[str]) -> list[str]:
             vals = [v for v in frame[(frame["phase"] == phase) & (frame["variant"] == variant)]["seconds"]
                     if not math.isnan(v)]
             if vals:
-                lines.append(f"  {phase:<20} {variant:<10} median {statistics.median(vals):10.3f} s   "
-                             f"min {min(vals):10.3f}   max {max(vals):10.3f}   n {len(vals)}")
+                med = statistics.median(vals)
+                scale, unit = (1.0, "s") if med >= 1 else (1e3, "ms")
+                lines.append(f"  {phase:<20} {variant:<10} median {med * scale:10.3f} {unit:<2}   "
+                             f"min {min(vals) * scale:10.3f}   max {max(vals) * scale:10.3f}   n {len(vals)}")
     return lines
 
 

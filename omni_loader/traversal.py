@@ -172,13 +172,13 @@ class SweepConfig:
 
     @classmethod
     def full(cls, **overrides: Any) -> SweepConfig:
-        return replace(cls(), **{k: v for k, v in overrides.items() if v is not None})
+        return replace(cls(), **overrides)
 
     @classmethod
     def quick(cls, **overrides: Any) -> SweepConfig:
         base = cls(n_values=(16, 64, 256, 1024), b_values=(4, 16, 64), repeats=3, warmup=1, min_time=0.001,
                    max_baseline_bn=2**16)
-        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        return replace(base, **overrides)
 
     def trees(self) -> list[tuple[int, int]]:
         return [(n, b) for n in self.n_values for b in self.b_values]
@@ -253,11 +253,22 @@ def token2wav_model(size: str = "full", layout: str = "vllm-omni") -> nn.Module:
     return build_model(config_dict(size), layout=layout, device="cpu")
 
 
+def _tqdm() -> Any:
+    """tqdm's notebook widget where ipywidgets is installed, else the plain text bar (no warning)."""
+    import importlib.util
+
+    if importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm.std import tqdm
+    return tqdm
+
+
 def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> pandas.DataFrame
     """Measure every tree of ``config`` (and the real Token2Wav); one tidy row per timed repeat."""
     import pandas as pd
-    from tqdm.auto import tqdm
 
+    tqdm = _tqdm()
     config = config or SweepConfig.full()
     if config.repeats < 1:
         raise ValueError(f"repeats must be at least 1, not {config.repeats}")
@@ -513,7 +524,9 @@ def traversal_sweep(
 ) -> SweepResult:
     """Run the sweep (``quick`` or full settings, ``repeats`` and any :class:`SweepConfig` field
     overridden), fit it, and write it into ``out_dir`` when given."""
-    config = (SweepConfig.quick if quick else SweepConfig.full)(repeats=repeats, **overrides)
+    if repeats is not None:
+        overrides["repeats"] = repeats
+    config = (SweepConfig.quick if quick else SweepConfig.full)(**overrides)
     start = time.perf_counter()
     rows = run_sweep(config, progress=progress)
     fits = fit_sweep(rows)
@@ -528,12 +541,27 @@ def traversal_sweep(
 
 
 def cmd_traversal(args: argparse.Namespace) -> int:
-    token2wav = None if args.token2wav == "none" else args.token2wav
-    result = traversal_sweep(args.out, quick=args.quick, repeats=args.repeats, warmup=args.warmup,
-                             token2wav=token2wav, progress=not args.no_progress)
+    overrides: dict[str, Any] = {"token2wav": None if args.token2wav == "none" else args.token2wav}
+    if args.warmup is not None:
+        overrides["warmup"] = args.warmup
+    result = traversal_sweep(args.out, quick=args.quick, repeats=args.repeats, progress=not args.no_progress,
+                             **overrides)
     print(result.summary())
     print(f"wrote {', '.join(p.name for p in result.files.values())} to {args.out}")
     return 0
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
 
 
 def add_command(subparsers: Any) -> None:
@@ -546,8 +574,8 @@ def add_command(subparsers: Any) -> None:
     )
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (files in it are replaced)")
     p.add_argument("--quick", action="store_true", help="small trees, 3 repeats: seconds instead of minutes")
-    p.add_argument("--repeats", type=int, metavar="N", help="timed repeats per point (default 5, quick 3)")
-    p.add_argument("--warmup", type=int, metavar="N", help="warm-up calls per point (default 1)")
+    p.add_argument("--repeats", type=_count(1), metavar="N", help="timed repeats per point (default 5, quick 3)")
+    p.add_argument("--warmup", type=_count(0), metavar="N", help="warm-up calls per point (default 1)")
     p.add_argument("--token2wav", choices=("full", "tiny", "none"), default="full",
                    help="real Token2Wav to place on the curves (default full, built on the CPU)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

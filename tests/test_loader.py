@@ -156,7 +156,8 @@ def test_fused_qkv_is_the_stacked_checkpoint(loads: dict, checkpoint: dict[str, 
                      for p in ("to_q", "to_k", "to_v")]
             fused_t = getattr(fb.attn.qkv_proj, kind)
             assert torch.equal(fused_t, torch.cat(parts))
-            assert torch.equal(fused_t, torch.cat([getattr(getattr(ub.attn, p), kind) for p in ("to_q", "to_k", "to_v")]))
+            unfused_parts = [getattr(getattr(ub.attn, p), kind) for p in ("to_q", "to_k", "to_v")]
+            assert torch.equal(fused_t, torch.cat(unfused_parts))
     # every other parameter is shared one to one
     other = {n: p for n, p in fused.named_parameters() if ".qkv_proj." not in n}
     for name, param in other.items():
@@ -179,13 +180,13 @@ def test_dit_forward_is_equal_across_layouts(loads: dict) -> None:
     dit_cfg = fused.config.dit_config
     gen = torch.Generator().manual_seed(1)
     frames = 2 * 8
-    inputs = dict(
-        hidden_states=torch.randn(1, frames, dit_cfg.mel_dim, generator=gen),
-        condition_vector=torch.randn(1, 30, dit_cfg.mel_dim, generator=gen),
-        speaker_embedding=torch.randn(1, frames, dit_cfg.enc_emb_dim, generator=gen),
-        quantized_code=torch.randint(0, dit_cfg.num_embeds, (1, 8), generator=gen),
-        time_step=torch.tensor(0.3),
-    )
+    inputs = {
+        "hidden_states": torch.randn(1, frames, dit_cfg.mel_dim, generator=gen),
+        "condition_vector": torch.randn(1, 30, dit_cfg.mel_dim, generator=gen),
+        "speaker_embedding": torch.randn(1, frames, dit_cfg.enc_emb_dim, generator=gen),
+        "quantized_code": torch.randint(0, dit_cfg.num_embeds, (1, 8), generator=gen),
+        "time_step": torch.tensor(0.3),
+    }
     with torch.no_grad():
         out_f = fused.code2wav_dit_model(**inputs)
         out_u = unfused.code2wav_dit_model(**inputs)

@@ -30,7 +30,8 @@ def full_transformers() -> Inventory:
 
 @pytest.fixture(scope="module")
 def tiny_models() -> dict[str, torch.nn.Module]:
-    return {layout: build_model(config_dict("tiny"), layout=layout, device="meta") for layout in ("vllm-omni", "transformers")}
+    layouts = ("vllm-omni", "transformers")
+    return {layout: build_model(config_dict("tiny"), layout=layout, device="meta") for layout in layouts}
 
 
 # --------------------------------------------------------------------------- full-size counts
@@ -54,7 +55,7 @@ def test_full_transformers_inventory(full_transformers: Inventory) -> None:
     assert full_transformers.modules == 1136
 
 
-def test_layouts_differ_only_by_fusion_and_original_inv_freq(full_vllm: Inventory, full_transformers: Inventory) -> None:
+def test_layouts_differ_by_fusion_and_original_inv_freq(full_vllm: Inventory, full_transformers: Inventory) -> None:
     # 22 DiT blocks: 3 unfused Linear modules become 1 fused one, i.e. 2 fewer modules and 4 fewer tensors per block.
     assert full_transformers.modules - full_vllm.modules == 22 * 2
     assert full_transformers.parameters - full_vllm.parameters == 22 * 4

@@ -1,0 +1,380 @@
+"""stage-server and serve-ab: real processes on loopback, the tiny snapshot, bounded waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from omni_loader.errors import OmniLoaderError, ResultsError
+from omni_loader.results import append_rows, read_metadata, read_runs, write_metadata
+from omni_loader.serve_ab import (
+    DEFAULT_PATTERNS,
+    extract_figures,
+    parse_pattern_args,
+    plan_runs,
+    port_is_free,
+    to_seconds,
+)
+from omni_loader.server import free_port, serve_ab, stage_server_commands
+
+REPO = Path(__file__).resolve().parent.parent
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+# A stand-in server that answers 200 at once and logs vLLM-style lines.
+HEALTHY = r"""
+import http.server, sys
+port = int(sys.argv[1])
+print("INFO Loading weights took 0.25 seconds", flush=True)
+print("Buffer discovery took 1.5 ms (variant x)", flush=True)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+# A server that answers 503 forever, ignores SIGTERM and has a child: only SIGKILL of the group ends it.
+NEVER_HEALTHY = r"""
+import http.server, signal, subprocess, sys
+port, marker = int(sys.argv[1]), sys.argv[2]
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)", marker])
+print("Buffer discovery took 40 ms", flush=True)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(503); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def _cmd(code: str, port: int, marker: str) -> str:
+    return shlex.join([sys.executable, "-c", code, str(port), marker])
+
+
+def _marker() -> str:
+    return f"omni-loader-test-{uuid.uuid4().hex[:12]}"
+
+
+def marker_processes(marker: str) -> list[int]:
+    """Live processes whose command line contains ``marker`` (psutil if installed, else /proc)."""
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    found = []
+    if psutil is not None:
+        for p in psutil.process_iter(["pid", "cmdline", "status"]):
+            try:
+                if p.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(p.info["cmdline"] or []):
+                    found.append(p.info["pid"])
+            except (psutil.Error, TypeError):
+                continue
+        return found
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmdline:
+                found.append(int(entry))
+    return found
+
+
+def _get(url: str, timeout: float = 1.0) -> tuple[int | None, bytes]:
+    try:
+        with NO_PROXY.open(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+        exc.close()
+        return exc.code, body
+    except (urllib.error.URLError, OSError):
+        return None, b""
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=10)
+
+
+# --------------------------------------------------------------------------- units
+
+
+def test_extract_figures_units_and_repeats():
+    log = (
+        "(Stage-0 pid=1) INFO Loading weights took 1.52 seconds\n"
+        "(Stage-1 pid=2) INFO Loading weights took 0.62 seconds\n"
+        "INFO Model loading took 9.94 GiB memory and 12.345678 seconds\n"
+        "Model loading took 1.95 GiB and 3.5 s\n"
+        "Buffer discovery took 456.946 ms (variant baseline, state_dict() calls 219, persistent buffers 1)\n"
+        "tokenizer warm-up took 2 min\n"
+        "unrelated line 7 seconds\n"
+    )
+    patterns = {**DEFAULT_PATTERNS, "tok": r"tokenizer warm-up took (\d+)", "named": r"(?P<value>[0-9.]+) (?P<unit>ms)"}
+    figures = extract_figures(log, patterns)
+    assert figures[:2] == [("weight_loading", 1.52), ("weight_loading#2", 0.62)]
+    assert ("model_loading", 12.345678) in figures and ("model_loading#2", 3.5) in figures
+    assert ("buffer_discovery", pytest.approx(0.456946)) in [(n, pytest.approx(s)) for n, s in figures]
+    assert dict(figures)["buffer_discovery"] == pytest.approx(0.456946)
+    assert dict(figures)["tok"] == 120.0  # the unit after the number: minutes
+    assert dict(figures)["named"] == pytest.approx(0.456946)
+    assert "init_engine" not in dict(figures)
+    assert to_seconds(1500, "us") == pytest.approx(0.0015) and to_seconds(3, None) == 3
+
+
+def test_pattern_arguments_are_checked():
+    patterns = parse_pattern_args(["weight_loading=took ([0-9.]+) s", "extra=x=([0-9]+)"])
+    assert patterns["weight_loading"] == "took ([0-9.]+) s" and patterns["extra"] == "x=([0-9]+)"
+    assert set(DEFAULT_PATTERNS) <= set(patterns)
+    assert set(parse_pattern_args(["a=([0-9]+)"], defaults=False)) == {"a"}
+    for bad in ("nogroup=took [0-9]+ s", "noequals", "bad=(", "b@d=([0-9]+)"):
+        with pytest.raises(OmniLoaderError):
+            parse_pattern_args([bad])
+
+
+def test_plan_alternates_after_warmups():
+    plan = plan_runs(1, 2)
+    assert [(r.variant, r.warmup, r.order) for r in plan] == [
+        ("baseline", True, None), ("optimized", True, None),
+        ("baseline", False, 1), ("optimized", False, 1), ("baseline", False, 2), ("optimized", False, 2)]
+    assert [r.variant for r in plan_runs(0, 2, "blocked")] == ["baseline", "baseline", "optimized", "optimized"]
+    with pytest.raises(OmniLoaderError):
+        plan_runs(1, 0)
+
+
+def test_stage_server_commands(tiny_snapshot):
+    port = free_port()
+    assert port_is_free("127.0.0.1", port)
+    a, b, url = stage_server_commands(tiny_snapshot, port, device="cpu")
+    assert url == f"http://127.0.0.1:{port}/health"
+    for cmd, variant in ((a, "baseline"), (b, "optimized")):
+        argv = shlex.split(cmd)
+        assert argv[:4] == [sys.executable, "-m", "omni_loader", "stage-server"]
+        assert argv[argv.index("--variant") + 1] == variant and argv[argv.index("--port") + 1] == str(port)
+        assert argv[argv.index("--checkpoint") + 1] == str(tiny_snapshot)
+    with pytest.raises(ValueError):
+        stage_server_commands(tiny_snapshot, port, port + 1)
+
+
+# --------------------------------------------------------------------------- stage-server
+
+
+@pytest.mark.slow
+def test_stage_server_health_then_stats_then_sigterm(tiny_snapshot, python, tmp_path):
+    port, marker = free_port(), _marker()
+    log = tmp_path / "stage.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([python, "-m", "omni_loader", "stage-server", "--variant", "baseline",
+                                 "--checkpoint", str(tiny_snapshot), "--port", str(port), "--tag", marker],
+                                stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        before: list[int | None] = []
+        loading_stats = None
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            code, _ = _get(url + "/health")
+            if code == 200:
+                break
+            before.append(code)
+            if code == 503 and loading_stats is None:
+                loading_stats = json.loads(_get(url + "/stats")[1])
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.02)
+        else:
+            pytest.fail(f"no 200 within 90 s: {log.read_text()}")
+        assert set(before) <= {None, 503}
+        assert 503 in before, "the port is bound before loading, so /health must answer 503 for a while"
+        assert loading_stats["ready"] is False and loading_stats["state"] == "loading"
+        text = log.read_text()
+        assert "Loading weights took" in text and "Buffer discovery took" in text  # logged before 200
+        stats = json.loads(_get(url + "/stats")[1])
+        assert stats["ready"] is True and stats["variant"] == "baseline" and stats["tag"] == marker
+        assert {"buffer_discovery", "weight_loading", "total"} <= set(stats["phases"])
+        assert stats["state_dict_calls"] > 0 and stats["weights_loaded"] > 0
+        assert stats["persistent_buffers"] == ["code2wav_dit_model.rotary_embed.inv_freq"]
+        assert _get(url + "/nope")[0] == 404
+        figures = dict(extract_figures(text, DEFAULT_PATTERNS))
+        assert figures["buffer_discovery"] == pytest.approx(stats["phases"]["buffer_discovery"], abs=1e-5)
+        assert figures["weight_loading"] == pytest.approx(stats["phases"]["weight_loading"], abs=1e-5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        assert "SIGTERM received, shut down" in log.read_text()
+        assert port_is_free("127.0.0.1", port)
+    finally:
+        _kill_group(proc)
+
+
+def test_stage_server_port_in_use_is_one_line(python):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        r = subprocess.run([python, "-m", "omni_loader", "stage-server", "--variant", "optimized", "--size", "tiny",
+                            "--port", str(port)], capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0], r.stderr
+
+
+# --------------------------------------------------------------------------- serve-ab
+
+
+@pytest.mark.slow
+def test_serve_ab_with_two_stage_servers(tiny_snapshot, tmp_path):
+    marker = _marker()
+    a, b, url = stage_server_commands(tiny_snapshot, free_port(), extra=["--tag", marker])
+    lines: list[str] = []
+    out = serve_ab(a, b, url, tmp_path / "ab", warmup=1, runs=1, timeout=120, grace=5, progress=lines.append)
+    assert marker_processes(marker) == []
+    frame = read_runs(out)
+    assert set(frame["source"]) == {"server"}
+    assert set(frame["status"]) == {"ok"}, frame[["run_id", "error"]].to_string()
+    startup = frame[frame["phase"] == "startup_to_health"]
+    assert sorted(zip(startup["variant"], startup["warmup"])) == [
+        ("baseline", False), ("baseline", True), ("optimized", False), ("optimized", True)]
+    assert (startup["seconds"] > 0).all() and (startup["seconds"] < 120).all()
+    figures = frame[frame["phase"] != "startup_to_health"]
+    assert set(figures["parent"]) == {"startup_to_health"}
+    assert {"buffer_discovery", "weight_loading", "model_loading"} <= set(figures["phase"])
+    for run_id, group in frame.groupby("run_id"):
+        secs = dict(zip(group["phase"], group["seconds"]))
+        assert secs["buffer_discovery"] < secs["weight_loading"] < secs["startup_to_health"], run_id
+    meta = read_metadata(out)
+    assert meta["kind"] == "serve-ab" and meta["status"] == "complete" and meta["runs_ok"] == 4
+    assert meta["spec"]["baseline_cmd"] == a and meta["spec"]["health_url"] == url
+    assert meta["spec"]["warmup"] == 1 and meta["spec"]["runs"] == 1 and meta["spec"]["order"] == "alternate"
+    assert meta["environment"]["python"] and meta["command_line"] and meta["started"] and meta["finished"]
+    assert sorted(p.name for p in (out / "logs").iterdir()) == [
+        "0-baseline.log", "1-optimized.log", "2-baseline.log", "3-optimized.log"]
+    assert len(lines) == 5 and "healthy after" in lines[-1]
+
+
+@pytest.mark.slow
+def test_serve_ab_times_out_kills_and_goes_on(tmp_path, python):
+    marker, port = _marker(), free_port()
+    t0 = time.monotonic()
+    out = serve_ab(_cmd(NEVER_HEALTHY, port, marker), _cmd(HEALTHY, port, marker), f"http://127.0.0.1:{port}/health",
+                   tmp_path / "ab", warmup=0, runs=2, timeout=2.0, grace=0.5, progress=False)
+    assert time.monotonic() - t0 < 40
+    assert marker_processes(marker) == []
+    frame = read_runs(out)
+    startup = frame[frame["phase"] == "startup_to_health"].sort_values("run_id")
+    assert list(startup["variant"]) == ["baseline", "optimized", "baseline", "optimized"]
+    assert list(startup["status"]) == ["failed", "ok", "failed", "ok"]
+    failed = startup[startup["status"] == "failed"]
+    assert failed["seconds"].isna().all()
+    assert all("no HTTP 200" in e and "within 2 s" in e and "HTTP 503" in e for e in failed["error"])
+    assert all("\n" not in e for e in frame["error"])
+    ok = frame[(frame["status"] == "ok")]
+    assert set(ok[ok["phase"] == "weight_loading"]["seconds"]) == {0.25}
+    assert set(ok[ok["phase"] == "buffer_discovery"]["seconds"]) == {0.0015}
+    # a failed run keeps its log figures, marked failed with the run
+    assert set(frame[(frame["phase"] == "buffer_discovery") & (frame["status"] == "failed")]["seconds"]) == {0.04}
+    assert read_metadata(out)["runs_failed"] == 2
+
+
+def test_serve_ab_early_exit_and_busy_port(tmp_path):
+    marker, port = _marker(), free_port()
+    exits = shlex.join([sys.executable, "-c", "import sys; print('boom', flush=True); sys.exit(3)", marker])
+    out = serve_ab(exits, _cmd(HEALTHY, port, marker), f"http://127.0.0.1:{port}/health", tmp_path / "exit",
+                   warmup=0, runs=1, timeout=30, grace=1, progress=False)
+    frame = read_runs(out)
+    startup = frame[frame["phase"] == "startup_to_health"].sort_values("run_id")
+    assert list(startup["status"]) == ["failed", "ok"]
+    assert "exited with status 3" in startup["error"].iloc[0]
+    assert "boom" in (out / "logs" / "0-baseline.log").read_text()
+    with socket.socket() as holder:  # something else holds the port: no run may start
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        out = serve_ab(_cmd(HEALTHY, busy, marker), _cmd(HEALTHY, busy, marker), f"http://127.0.0.1:{busy}/health",
+                       tmp_path / "busy", warmup=0, runs=1, timeout=5, port_wait=0.3, progress=False)
+    frame = read_runs(out)
+    assert list(frame["status"]) == ["failed", "failed"]
+    assert all(f"127.0.0.1:{busy}" in e and "still in use" in e for e in frame["error"])
+    assert marker_processes(marker) == []
+
+
+def test_serve_ab_shares_a_results_directory(tmp_path):
+    """reproduce --with-startup: serve-ab rows join another benchmark's directory without mixing phases."""
+    out = tmp_path / "reproduce"
+    write_metadata(out, {"kind": "reproduce", "warmup": 0})
+    append_rows(out, [{"run_id": i, "variant": v, "warmup": False, "order": 1, "phase": "weight_loading",
+                       "parent": "", "seconds": 0.1, "status": "ok", "source": "load"}
+                      for i, v in enumerate(("baseline", "optimized"))])
+    marker, port = _marker(), free_port()
+    serve_ab(_cmd(HEALTHY, port, marker), _cmd(HEALTHY, port, marker), f"http://127.0.0.1:{port}/health", out,
+             warmup=0, runs=1, timeout=30, progress=False)
+    frame = read_runs(out)
+    server = frame[frame["source"] == "server"]
+    assert sorted(set(server["run_id"])) == [2, 3]
+    assert set(server["phase"]) == {"startup_to_health", "server.weight_loading", "server.buffer_discovery"}
+    meta = read_metadata(out)
+    assert meta["kind"] == "reproduce" and meta["serve_ab"]["kind"] == "serve-ab"
+    assert meta["serve_ab"]["status"] == "complete"
+    with pytest.raises(ResultsError):
+        serve_ab(_cmd(HEALTHY, port, marker), _cmd(HEALTHY, port, marker), f"http://127.0.0.1:{port}/health", out,
+                 warmup=0, runs=1, progress=False)
+
+
+@pytest.mark.slow
+def test_serve_ab_cli_interrupted_leaves_no_process(tmp_path, python):
+    marker, port = _marker(), free_port()
+    out = tmp_path / "ab"
+    cmd = [python, "-m", "omni_loader", "serve-ab", "--baseline-cmd", _cmd(NEVER_HEALTHY, port, marker),
+           "--optimized-cmd", _cmd(HEALTHY, port, marker), "--health-url", f"http://127.0.0.1:{port}/health",
+           "--warmup", "0", "--runs", "1", "--timeout", "60", "--grace", "0.5", "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(marker_processes(marker)) < 2 and time.monotonic() < deadline:  # server and its child
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        assert len(marker_processes(marker)) >= 2
+        proc.send_signal(signal.SIGINT)  # Ctrl-C to serve-ab alone: its server is in another session
+        _, err = proc.communicate(timeout=30)
+    finally:
+        _kill_group(proc)
+    assert proc.returncode == 130, err
+    assert marker_processes(marker) == []
+    meta = read_metadata(out)
+    assert meta["status"] == "interrupted" and meta["finished"]
+
+
+def test_serve_ab_cli_reports_medians(tmp_path, python):
+    marker, port = _marker(), free_port()
+    r = subprocess.run([python, "-m", "omni_loader", "serve-ab", "--baseline-cmd", _cmd(HEALTHY, port, marker),
+                        "--optimized-cmd", _cmd(HEALTHY, port, marker), "--health-url",
+                        f"http://127.0.0.1:{port}/health", "--warmup", "0", "--runs", "1", "--log-pattern",
+                        r"bd_us=Buffer discovery took ([0-9.]+)", "--out", str(tmp_path / "ab")],
+                       cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "startup_to_health    baseline" in r.stdout and "bd_us" in r.stdout
+    frame = read_runs(tmp_path / "ab")
+    assert set(frame[frame["phase"] == "bd_us"]["seconds"]) == {0.0015}
+    assert marker_processes(marker) == []
+    bad = subprocess.run([python, "-m", "omni_loader", "serve-ab", "--baseline-cmd", "no-such-program-xyz",
+                          "--optimized-cmd", "true", "--health-url", "http://127.0.0.1:1/health",
+                          "--out", str(tmp_path / "bad")], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "no-such-program-xyz" in bad.stderr

@@ -1,0 +1,167 @@
+"""The traversal sweep: synthetic trees, call counts, log-log fits, files written, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from omni_loader import traversal
+from omni_loader.discovery import (
+    compare_variants,
+    count_state_dict_calls,
+    find_persistent_buffers,
+    non_persistent_buffer_names,
+)
+
+
+@pytest.mark.parametrize(("n", "b"), [(2, 2), (5, 3), (16, 4), (7, 40), (100, 17)])
+def test_tree_has_exactly_n_modules_and_b_buffers(n: int, b: int) -> None:
+    tree = traversal.build_tree(n, b)
+    assert traversal.tree_counts(tree) == (n, b)
+    persistent = find_persistent_buffers(tree, "optimized")
+    assert "scale" in persistent  # root level: no leading dot
+    assert len(persistent) == 2
+    (nested,) = [name for name in persistent if name != "scale"]
+    assert nested.endswith(".inv_freq")
+    assert len(non_persistent_buffer_names(tree)) == b - 2
+    assert compare_variants(tree).agree
+
+
+def test_root_level_non_persistent_buffer_has_no_leading_dot() -> None:
+    tree = traversal.build_tree(8, 6)
+    names = non_persistent_buffer_names(tree)
+    assert "filter0" in names  # registered on the root
+    assert not any(name.startswith(".") for name in names)
+    assert "filter0" not in find_persistent_buffers(tree, "optimized")
+
+
+def test_tree_rejects_impossible_sizes() -> None:
+    with pytest.raises(ValueError):
+        traversal.build_tree(1, 4)
+    with pytest.raises(ValueError):
+        traversal.build_tree(4, 1)
+
+
+@pytest.mark.parametrize(("n", "b"), [(10, 2), (64, 8), (33, 50)])
+def test_baseline_builds_the_state_dict_once_per_buffer(n: int, b: int) -> None:
+    tree = traversal.build_tree(n, b)
+    with count_state_dict_calls(tree) as calls:
+        find_persistent_buffers(tree, "baseline")
+    assert calls.calls == b
+    with count_state_dict_calls(tree) as calls:
+        find_persistent_buffers(tree, "optimized")
+    assert calls.calls == 0
+
+
+def test_fit_on_hand_computed_data() -> None:
+    # log10 points (0, 0), (1, 2), (2, 3): mean x 1, mean y 5/3, Sxy = 3, Sxx = 2, Syy = 14/3,
+    # so slope 3/2, intercept 5/3 - 3/2 = 1/6, R² = Sxy² / (Sxx Syy) = 9 / (28/3) = 27/28.
+    fit = traversal.fit_loglog([1, 10, 100], [1, 100, 1000])
+    assert fit.slope == pytest.approx(1.5)
+    assert fit.intercept == pytest.approx(1 / 6)
+    assert fit.r2 == pytest.approx(27 / 28)
+    assert fit.n_points == 3
+    assert (fit.x_min, fit.x_max) == (pytest.approx(1), pytest.approx(100))
+
+
+def test_fit_recovers_an_exact_power_law() -> None:
+    xs = [4, 16, 64, 256, 1024]
+    fit = traversal.fit_loglog(xs, [3e-6 * x**2 for x in xs])
+    assert fit.slope == pytest.approx(2.0)
+    assert fit.intercept == pytest.approx(math.log10(3e-6))
+    assert fit.r2 == pytest.approx(1.0)
+    assert fit.predict(100) == pytest.approx(3e-2)
+
+
+def test_fit_needs_two_distinct_x() -> None:
+    with pytest.raises(ValueError):
+        traversal.fit_loglog([5, 5], [1, 2])
+
+
+def test_fit_sweep_and_placement_on_constructed_rows() -> None:
+    """Rows with a known law: the fits find it, and a point on the line is placed at ratio 1."""
+    rows = []
+    for n in (16, 64, 256):
+        for b in (4, 16):
+            for exp, slope in (("state_dict", 1.0), ("baseline", 1.0), ("optimized", 1.0)):
+                x = traversal.experiment_x(exp, n, b)
+                for repeat, wobble in enumerate((0.9, 1.0, 1.3)):  # median is the 1.0 one
+                    rows.append(dict(experiment=exp, source="synthetic", N=n, B=b, x=x, repeat=repeat,
+                                     seconds=2e-7 * x**slope * wobble, number=1))
+    rows.append(dict(experiment="baseline", source="token2wav-x", N=100, B=10, x=1000, repeat=0,
+                     seconds=2e-7 * 1000 * 2, number=1))
+    frame = pd.DataFrame(rows, columns=list(traversal.CSV_COLUMNS))
+    fits = traversal.fit_sweep(frame)
+    assert set(fits) == set(traversal.EXPERIMENTS)
+    for fit in fits.values():
+        assert fit.slope == pytest.approx(1.0)
+        assert fit.r2 == pytest.approx(1.0)
+    placed = traversal.place_points(frame, fits)
+    assert len(placed) == 1
+    assert placed.measured_over_fit.iloc[0] == pytest.approx(2.0)
+    ratio = traversal.baseline_over_state_dicts(frame)
+    assert (ratio.baseline_over_B_state_dicts * ratio.B).round(6).eq(
+        (ratio.baseline / ratio.state_dict).round(6)).all()
+
+
+def test_time_discovery_still_times_both_variants() -> None:
+    tree = traversal.build_tree(20, 6)
+    timing = traversal.time_discovery(tree, repeats=2, warmup=0)
+    assert timing.state_dict_calls == {"baseline": 6, "optimized": 0}
+    assert all(len(v) == 2 for v in timing.samples.values())
+    assert timing.agree and timing.ratio() > 0
+
+
+def _check_outputs(out, config) -> pd.DataFrame:
+    for name in traversal.FILES.values():
+        assert (out / name).is_file(), name
+    assert (out / "traversal.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in (out / "traversal.svg").read_text()[:2000]
+    rows = pd.read_csv(out / "traversal.csv")
+    assert list(rows.columns) == list(traversal.CSV_COLUMNS)
+    assert (rows.seconds > 0).all()
+    for rec in rows.itertuples(index=False):
+        assert rec.x == traversal.experiment_x(rec.experiment, rec.N, rec.B)
+    synth = rows[rows.source == "synthetic"]
+    assert set(zip(synth.N, synth.B)) == set(config.trees())
+    fits = pd.read_csv(out / "fits.csv")
+    assert set(fits.experiment) == set(traversal.EXPERIMENTS)
+    assert fits.r2.between(0, 1).all()
+    record = json.loads((out / "fits.json").read_text())
+    assert set(record["fits"]) == set(traversal.EXPERIMENTS)
+    assert record["config"]["repeats"] == config.repeats
+    return rows
+
+
+def test_sweep_on_tiny_settings_writes_csv_fits_and_plots(tmp_path) -> None:
+    result = traversal.traversal_sweep(tmp_path, quick=True, repeats=2, warmup=0, min_time=0.0,
+                                       n_values=(8, 16, 32), b_values=(2, 4), token2wav="tiny", progress=False)
+    rows = _check_outputs(tmp_path, result.config)
+    # every experiment on every tree, 2 repeats each, plus the tiny Token2Wav
+    assert len(rows) == (6 + 1) * 3 * 2
+    t2w = rows[rows.source == "token2wav-tiny"]
+    assert set(t2w.experiment) == set(traversal.EXPERIMENTS)
+    assert len(result.placement) == 3
+    assert "slope" in result.summary()
+
+
+def test_sweep_skips_baseline_above_the_cap(tmp_path) -> None:
+    result = traversal.traversal_sweep(None, quick=True, repeats=1, warmup=0, min_time=0.0, n_values=(8, 64),
+                                       b_values=(4,), max_baseline_bn=100, token2wav=None, progress=False)
+    baseline = result.rows[result.rows.experiment == "baseline"]
+    assert list(baseline.N) == [8]
+    assert "baseline" not in result.fits  # one point only: no line
+    assert result.placement.empty
+
+
+def test_cli_quick_writes_the_files(tmp_path, capsys) -> None:
+    from omni_loader.cli import main
+
+    out = tmp_path / "traversal"
+    assert main(["traversal", "--quick", "--out", str(out)]) == 0
+    _check_outputs(out, traversal.SweepConfig.quick())
+    printed = capsys.readouterr().out
+    assert "slope" in printed and "token2wav-full" in printed
