@@ -1,0 +1,247 @@
+"""The profile command: cProfile, py-spy and torch.profiler around one tiny load per variant."""
+
+from __future__ import annotations
+
+import json
+import stat
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from omni_loader import cli, profiling, worker
+from omni_loader.errors import OmniLoaderError
+from omni_loader.loader import LEAF_PHASES
+
+VARIANTS = ("baseline", "optimized")
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``omni-loader profile --variant both --tool all --size tiny --out DIR``, run once for the module."""
+    out = tmp_path_factory.mktemp("profile")
+    assert cli.main(["profile", "--variant", "both", "--tool", "all", "--size", "tiny", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_named_buffers() -> int:
+    """Named buffers of the tiny Token2Wav as the loader builds it (vllm-omni layout), from the model itself."""
+    from omni_loader.model import build_model, config_dict
+
+    model = build_model(config_dict("tiny"), layout="vllm-omni", device="meta")
+    return sum(1 for _ in model.named_buffers())
+
+
+def _needs_py_spy(out: Path, variant: str) -> None:
+    text = (out / variant / "profile.md").read_text()
+    if "py-spy: **skipped**" in text:
+        pytest.skip("py-spy could not record here: " + text.split("py-spy: **skipped**:", 1)[1].splitlines()[0])
+
+
+def _load_phases(out: Path, variant: str) -> dict[str, float]:
+    return json.loads((out / variant / "load.json").read_text())["phases"]
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_profile_command_writes_every_file(profiled: Path) -> None:
+    for variant in VARIANTS:
+        d = profiled / variant
+        for name in (f"{variant}.pstats", "top_functions.csv", "top_functions.md", "phase_functions.csv",
+                     "trace.json", "torch_ops.csv", "torch_ops.md", "load.json", "profile.md"):
+            assert (d / name).is_file() and (d / name).stat().st_size > 0, name
+    assert (profiled / "profile.md").is_file()
+    for variant in VARIANTS:
+        _needs_py_spy(profiled, variant)
+        assert (profiled / variant / "flame.svg").stat().st_size > 0
+        assert (profiled / variant / "speedscope.json").stat().st_size > 0
+
+
+def test_top_functions_table_reads_back_sorted_by_cumtime(profiled: Path) -> None:
+    df = profiling.read_top_functions(profiled, "baseline")
+    assert list(df.columns) == profiling.TOP_COLUMNS
+    assert len(df) == profiling.DEFAULT_TOP
+    assert df["cumtime"].is_monotonic_decreasing
+    assert df["function"].str.contains(r"\(load_token2wav\)").any()
+    assert not df["function"].str.contains("_lsprof|profiling.py").any()  # the profiler itself is filtered out
+    assert "| function | ncalls | primitive calls |" in (profiled / "baseline" / "top_functions.md").read_text()
+    assert profiling.read_top_functions(profiled / "baseline" / "top_functions.csv").equals(df)
+
+
+# --------------------------------------------------------------------------- cProfile
+
+
+def test_state_dict_primitive_calls_equal_named_buffers(profiled: Path, tiny_named_buffers: int) -> None:
+    base = profiling.state_dict_call_counts(profiled / "baseline" / "baseline.pstats")
+    assert base["primitive"] == tiny_named_buffers
+    assert base["ncalls"] > base["primitive"]  # one call per module per state dict built
+    assert profiling.state_dict_primitive_calls(profiled / "optimized" / "optimized.pstats") == 0
+    assert f"{tiny_named_buffers} primitive" in (profiled / "baseline" / "profile.md").read_text()
+
+
+def test_phase_functions_attribute_state_dict_to_buffer_discovery(profiled: Path, tiny_named_buffers: int) -> None:
+    df = profiling.read_phase_functions(profiled, "baseline")
+    assert set(df["phase"]) <= set(LEAF_PHASES)
+    state_dict = df[df["function"].str.endswith("(state_dict)")]
+    assert list(state_dict["phase"]) == ["buffer_discovery"]
+    assert state_dict["primitive_calls"].iloc[0] == tiny_named_buffers
+    shares = df.groupby("phase")["share_of_phase"].sum()
+    assert ((shares - 1).abs() < 1e-6).all()
+
+
+# --------------------------------------------------------------------------- py-spy
+
+
+def test_speedscope_parses_and_baseline_samples_hold_state_dict(profiled: Path) -> None:
+    for variant in VARIANTS:
+        _needs_py_spy(profiled, variant)
+    base = profiling.speedscope_summary(profiled / "baseline" / "speedscope.json")
+    opt = profiling.speedscope_summary(profiled / "optimized" / "speedscope.json")
+    assert base["load_samples"] > 0 and base["state_dict_samples"] > 0
+    assert opt["load_samples"] > 0 and opt["state_dict_samples"] == 0
+    frames = json.loads((profiled / "baseline" / "speedscope.json").read_text())["shared"]["frames"]
+    assert any(f["name"].split(".")[-1] == "state_dict" for f in frames)
+
+
+def test_flamegraph_svg_parses_and_names_state_dict(profiled: Path) -> None:
+    _needs_py_spy(profiled, "baseline")
+    root = ET.parse(profiled / "baseline" / "flame.svg").getroot()
+    titles = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert root.iter("{http://www.w3.org/2000/svg}rect") and titles
+    assert any("state_dict" in t for t in titles)
+
+
+# --------------------------------------------------------------------------- torch.profiler
+
+
+def test_chrome_trace_has_one_range_per_load_phase(profiled: Path) -> None:
+    for variant in VARIANTS:
+        trace = json.loads((profiled / variant / "trace.json").read_text())  # the file parses as JSON
+        ranges = profiling.trace_phase_ranges(trace)
+        expected = set(_load_phases(profiled, variant))
+        assert expected == {*LEAF_PHASES, "total", "weight_loading"}
+        assert Counter(ranges["phase"]) == dict.fromkeys(expected, 1)
+        total = ranges.set_index("phase").loc["total"]
+        for _, r in ranges.iterrows():  # every phase lies inside the total range
+            assert total["ts_us"] <= r["ts_us"] and r["ts_us"] + r["dur_us"] <= total["ts_us"] + total["dur_us"] + 1
+    ops = profiling.read_torch_ops(profiled, "baseline")
+    assert ops["self_cpu_ms"].is_monotonic_decreasing
+
+
+# --------------------------------------------------------------------------- the reports
+
+
+def test_reports_name_the_largest_phase_from_the_data(profiled: Path) -> None:
+    summary = (profiled / "profile.md").read_text()
+    for variant in VARIANTS:
+        phases = _load_phases(profiled, variant)
+        largest = max(LEAF_PHASES, key=phases.get)
+        share = phases[largest] / phases["total"]
+        text = (profiled / variant / "profile.md").read_text()
+        assert f"phase `{largest}`, {100 * share:.1f}% of the load" in text
+        assert f"### `{largest}`: {100 * share:.1f}% of the load" in text
+        assert f"phase `{largest}`, {100 * share:.1f}% of the load" in summary
+    assert "**Next bottleneck of the optimized load:**" in summary
+    assert "| buffer_discovery |" in summary
+
+
+# --------------------------------------------------------------------------- py-spy unavailable
+
+
+def test_missing_py_spy_says_so_in_one_line_and_other_tools_still_run(
+    tiny_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "no-such-dir" / "py-spy"
+    monkeypatch.setenv(profiling.PY_SPY_ENV, str(missing))
+    out = tmp_path / "prof"
+    rc = cli.main(["profile", "--variant", "both", "--tool", "all", "--checkpoint", str(tiny_snapshot),
+                   "--out", str(out), "--warmup", "0"])
+    assert rc == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "py-spy" in ln]
+    assert len(err) == 1 and str(missing) in err[0] and "not found" in err[0]
+    for variant in VARIANTS:
+        d = out / variant
+        assert (d / f"{variant}.pstats").is_file() and (d / "top_functions.csv").is_file()
+        assert (d / "trace.json").is_file() and (d / "torch_ops.csv").is_file()
+        assert not (d / "flame.svg").exists() and not (d / "speedscope.json").exists()
+        assert "py-spy: **skipped**: py-spy not found at" in (d / "profile.md").read_text()
+    assert "## Skipped" in (out / "profile.md").read_text()
+
+
+def test_py_spy_without_ptrace_permission_is_skipped_once(
+    tiny_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An executable that answers like py-spy in a container without CAP_SYS_PTRACE.
+    fake = tmp_path / "py-spy"
+    fake.write_text("#!/bin/sh\necho 'Error: Failed to attach: Operation not permitted (os error 1)' >&2\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    out = tmp_path / "prof"
+    rc = cli.main(["profile", "--tool", "py-spy", "--tool", "cprofile", "--checkpoint", str(tiny_snapshot),
+                   "--py-spy", str(fake), "--out", str(out), "--warmup", "0"])
+    assert rc == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "py-spy" in ln]
+    assert len(err) == 1 and "ptrace not permitted" in err[0], err
+    for variant in VARIANTS:
+        assert (out / variant / "top_functions.csv").is_file()
+        assert not (out / variant / "trace.json").exists()  # torch was not asked for
+        assert "ptrace not permitted" in (out / variant / "profile.md").read_text()
+
+
+# --------------------------------------------------------------------------- bad input, library, worker
+
+
+def test_bad_input_is_one_line_error(tiny_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from omni_loader.checkpoint import open_snapshot
+
+    snap = open_snapshot(tiny_snapshot)
+    with pytest.raises(OmniLoaderError, match="unknown profiling tool 'gprof'"):
+        profiling.profile_variants(snap, "both", ["gprof"], tmp_path / "a")
+    with pytest.raises(OmniLoaderError, match="unknown variant"):
+        profiling.profile_variants(snap, "fastest", "all", tmp_path / "a")
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert cli.main(["profile", "--checkpoint", str(tiny_snapshot), "--out", str(a_file)]) == 2
+    assert cli.main(["profile", "--checkpoint", str(tiny_snapshot), "--rate", "0", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"omni-loader: error: --out {a_file} exists and is not a directory",
+                   "omni-loader: error: --rate must be a positive number of samples per second, not 0"]
+    with pytest.raises(OmniLoaderError, match="pstats file not found"):
+        profiling.state_dict_primitive_calls(tmp_path / "none.pstats")
+
+
+def test_library_api_returns_paths_and_frames(tiny_snapshot: Path, tmp_path: Path) -> None:
+    from omni_loader.checkpoint import open_snapshot
+
+    profiles = profiling.profile_variants(open_snapshot(tiny_snapshot), "optimized", "cprofile", tmp_path, top=5,
+                                          warmup=0)
+    vp = profiles["optimized"]
+    assert set(profiles) == {"optimized"}
+    assert vp.files["pstats"] == tmp_path / "optimized" / "optimized.pstats" and vp.files["pstats"].is_file()
+    assert vp.state_dict_calls == {"primitive": 0, "ncalls": 0, "counter": 0}
+    shares = vp.phase_shares()
+    assert abs(shares["share"].sum() - 1) < 1e-9 and set(LEAF_PHASES) <= set(shares["phase"])
+    assert len(profiling.read_top_functions(tmp_path, "optimized")) == 5
+    assert not vp.top_costs(3).empty
+    assert (tmp_path / "profile.md").is_file() and "py-spy" not in (tmp_path / "optimized" / "profile.md").read_text()
+
+
+def test_worker_repeat_option(tiny_snapshot: Path, tmp_path: Path, tiny_named_buffers: int) -> None:
+    cmd = worker.worker_command(str(tiny_snapshot), "baseline", "vllm-omni", "cpu", "float32", out="x.json")
+    assert "--repeat" not in cmd  # unchanged argv for a single load
+    assert worker.worker_command(str(tiny_snapshot), "baseline", "vllm-omni", "cpu", "float32", repeat=3)[-2:] == [
+        "--repeat", "3"]
+    out = tmp_path / "w.json"
+    assert worker.main(["--checkpoint", str(tiny_snapshot), "--variant", "baseline", "--no-digest", "--repeat", "2",
+                        "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["repeat"] == 2 and len(data["repeat_total_seconds"]) == 2
+    assert data["state_dict_calls"] == tiny_named_buffers
+
+
+def test_auto_repeat_aims_at_enough_samples() -> None:
+    assert profiling.auto_repeat(10.0, 250) == 1
+    assert profiling.auto_repeat(0.04, 250) == 25
+    assert profiling.auto_repeat(0.001, 250) == profiling.MAX_AUTO_REPEAT
