@@ -311,7 +311,7 @@ def synthesize_waveform(
 
     device = next(model.parameters()).device
     speakers = load_speaker_dict(snapshot, torch.device("cpu"))
-    speaker = speaker or sorted(speakers)[0]
+    speaker = speaker or min(speakers)
     if speaker not in speakers:
         raise ValueError(f"speaker {speaker!r} is not in {snapshot.spk_dict_path} (has {sorted(speakers)})")
     entry = speakers[speaker]

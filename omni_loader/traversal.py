@@ -154,7 +154,7 @@ class SweepConfig:
 
     Every (N, B) pair of ``n_values`` x ``b_values`` is one tree. ``state_dict`` and ``optimized``
     are timed on every tree; ``baseline`` only where B·N <= ``max_baseline_bn`` (its cost is
-    about 4 µs per module per buffer on a 2-core CPU, so the largest trees would take seconds a
+    a few µs per module per buffer on a 2-core CPU, so the largest trees would take seconds a
     call). Each timed repeat calls the function ``number`` times, ``number`` chosen from the last
     warm-up call so that one repeat lasts at least ``min_time`` seconds; the recorded seconds are
     per call. ``token2wav`` ('full', 'tiny' or None) adds the real model, built on the CPU.
@@ -473,8 +473,8 @@ class SweepResult:
         return pd.DataFrame([{"experiment": e, "x": EXPERIMENTS[e][1], **f.to_dict()} for e, f in self.fits.items()])
 
     def summary(self) -> str:
-        lines = [f"traversal sweep: {len(self.config.trees())} synthetic trees, {self.config.repeats} repeats, "
-                 f"{self.seconds:.1f} s"]
+        lines = [(f"traversal sweep: {len(self.config.trees())} synthetic trees, {self.config.repeats} repeats, "
+                 f"{self.seconds:.1f} s")]
         for exp, fit in self.fits.items():
             lines.append(f"  {exp:<10} vs {EXPERIMENTS[exp][1]:<26} slope {fit.slope:6.3f} ± {fit.stderr:.3f}"
                          f"   R² {fit.r2:.4f}   ({fit.n_points} points)")

@@ -89,10 +89,10 @@ def test_fit_sweep_and_placement_on_constructed_rows() -> None:
             for exp, slope in (("state_dict", 1.0), ("baseline", 1.0), ("optimized", 1.0)):
                 x = traversal.experiment_x(exp, n, b)
                 for repeat, wobble in enumerate((0.9, 1.0, 1.3)):  # median is the 1.0 one
-                    rows.append(dict(experiment=exp, source="synthetic", N=n, B=b, x=x, repeat=repeat,
-                                     seconds=2e-7 * x**slope * wobble, number=1))
-    rows.append(dict(experiment="baseline", source="token2wav-x", N=100, B=10, x=1000, repeat=0,
-                     seconds=2e-7 * 1000 * 2, number=1))
+                    rows.append({"experiment": exp, "source": "synthetic", "N": n, "B": b, "x": x, "repeat": repeat,
+                                     "seconds": 2e-7 * x**slope * wobble, "number": 1})
+    rows.append({"experiment": "baseline", "source": "token2wav-x", "N": 100, "B": 10, "x": 1000, "repeat": 0,
+                     "seconds": 2e-7 * 1000 * 2, "number": 1})
     frame = pd.DataFrame(rows, columns=list(traversal.CSV_COLUMNS))
     fits = traversal.fit_sweep(frame)
     assert set(fits) == set(traversal.EXPERIMENTS)
