@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from .stats import (
     compare,
     equivalence,
     format_seconds,
+    measured,
     memory_verdict,
     phase_summary,
     run_summary,
@@ -50,17 +52,33 @@ def load_reference() -> dict[str, Any]:
 
 
 def comparisons(frame) -> list[Comparison]:
-    """One comparison per measurement present in the rows, PR rows first."""
-    out = [compare(run_summary(frame, "baseline", "state_dict_calls"),
-                   run_summary(frame, "optimized", "state_dict_calls"), unit="calls")]
-    ok = frame[(frame["status"] == "ok") & (~frame["warmup"])]
-    phases = list(dict.fromkeys(ok["phase"]))
-    ordered = [p for p in LABELS if p in phases and p != "state_dict_calls"] + [p for p in phases if p not in LABELS]
-    for phase in ordered:
-        base, opt = phase_summary(frame, "baseline", phase), phase_summary(frame, "optimized", phase)
-        if base.n and opt.n:
-            out.append(compare(base, opt))
-    return [c for c in out if c.baseline.n and c.optimized.n]
+    """One comparison per measurement present in the rows: the PR's rows first, then every other
+    loader phase, then the figures read from server logs (``server:NAME``)."""
+    calls = compare(run_summary(frame, "baseline", "state_dict_calls"),
+                    run_summary(frame, "optimized", "state_dict_calls"), unit="calls")
+    ok = measured(frame)
+    load = list(dict.fromkeys(ok[ok["source"] == "load"]["phase"]))
+    server = list(dict.fromkeys(ok[ok["source"] == "server"]["phase"]))
+    timed = []
+    for phase in [p for p in LABELS if p in load] + [p for p in load if p not in LABELS]:
+        timed.append(compare(phase_summary(frame, "baseline", phase), phase_summary(frame, "optimized", phase)))
+    for phase in server:
+        c = compare(phase_summary(frame, "baseline", phase, "server"), phase_summary(frame, "optimized", phase, "server"))
+        timed.append(replace(c, phase=phase if phase == "startup_to_health" else f"server:{phase}"))
+    rank = {p: i for i, p in enumerate(PR_ROWS)}
+    timed.sort(key=lambda c: (rank.get(c.phase, len(rank)), c.phase.startswith("server:")))
+    return [c for c in [calls, *timed] if c.baseline.n and c.optimized.n]
+
+
+def label(phase: str) -> str:
+    if phase.startswith("server:"):
+        return f"Server log: {phase.split(':', 1)[1]}"
+    return LABELS.get(phase, phase)
+
+
+def row_unit(c: Comparison) -> str:
+    """The time unit of a table row: startup in seconds (as the PR), others by magnitude."""
+    return "s" if c.phase == "startup_to_health" else time_unit(c.baseline.median)
 
 
 def _fmt(value: float, unit: str, row_unit: str | None = None) -> str:
@@ -75,7 +93,7 @@ def _spread(c: Comparison, which: str) -> str:
     s = getattr(c, which)
     if c.unit != "s":
         return f"{_fmt(s.min, c.unit)}–{_fmt(s.max, c.unit)}"
-    u = time_unit(c.baseline.median)
+    u = row_unit(c)
     return f"{_fmt(s.min, 's', u)}–{_fmt(s.max, 's', u)} (IQR {_fmt(s.iqr, 's', u)})"
 
 
@@ -122,11 +140,11 @@ def measurement_table(comps: list[Comparison]) -> str:
               "Baseline min–max", "Optimized min–max", "Mann-Whitney p", "95% CI of Δ median", "Verdict"]
     rows = []
     for c in comps:
-        u = time_unit(c.baseline.median)
+        u = row_unit(c)
         ci = (f"{_fmt(c.ci_low, 's', u)} … {_fmt(c.ci_high, 's', u)}" if c.ci_low is not None else "—")
-        rows.append([LABELS.get(c.phase, c.phase), _fmt(c.baseline.median, c.unit, u),
+        rows.append([label(c.phase), _fmt(c.baseline.median, c.unit, u),
                      _fmt(c.optimized.median, c.unit, u),
-                     c.change(), _ratio(c), _spread(c, "baseline"), _spread(c, "optimized"),
+                     c.change(u), _ratio(c), _spread(c, "baseline"), _spread(c, "optimized"),
                      f"{c.p_value:.3g}" if c.p_value is not None else "—", ci, c.verdict()])
     return _table(header, rows)
 
@@ -139,7 +157,7 @@ def reference_table(comps: list[Comparison], reference: dict[str, Any]) -> str:
         unit = "calls" if ref["unit"] == "calls" else "s"
         pr_ratio = "—" if unit == "calls" else f"{ref['baseline'] / ref['optimized']:.2f}x"
         pr_u = time_unit(ref["baseline"])
-        u = time_unit(c.baseline.median) if c else None
+        u = row_unit(c) if c else None
         rows.append([ref["label"], _fmt(ref["baseline"], unit, pr_u), _fmt(ref["optimized"], unit, pr_u), pr_ratio,
                      _fmt(c.baseline.median, unit, u) if c else "not measured",
                      _fmt(c.optimized.median, unit, u) if c else "not measured", _ratio(c) if c else "—"])
@@ -152,6 +170,8 @@ def attribution_table(frame) -> str:
 
     rows = []
     totals = {v: phase_summary(frame, v, "total").median for v in ("baseline", "optimized")}
+    if any(math.isnan(t) for t in totals.values()):
+        return "No loader runs in this directory."
     u = time_unit(max(totals.values()))
     for phase in LEAF_PHASES:
         cells = [LABELS.get(phase, phase)]
@@ -182,9 +202,9 @@ def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str) -> lis
     lines = []
     for c in comps:
         if c.phase in PR_ROWS:
-            u = time_unit(c.baseline.median)
+            u = row_unit(c)
             lines.append(f"- **{LABELS[c.phase]}**: {_fmt(c.baseline.median, c.unit, u)} → "
-                         f"{_fmt(c.optimized.median, c.unit, u)} ({c.change()}); {c.verdict()}.")
+                         f"{_fmt(c.optimized.median, c.unit, u)} ({c.change(u)}); {c.verdict()}.")
     lines.append(f"- **Equivalence**: {equiv['statement']}.")
     lines.append(f"- **Memory**: {memory}.")
     return lines
@@ -198,7 +218,7 @@ def render_report(directory: str | Path) -> str:
     equiv = equivalence(frame)
     mem_table, mem_verdict = memory_table(frame)
     failed = frame[frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
-    warnings = [f"- {LABELS.get(c.phase, c.phase)}: {note}" for c in comps for note in c.notes]
+    warnings = [f"- {label(c.phase)}: {note}" for c in comps for note in c.notes]
     n = {v: run_summary(frame, v, "state_dict_calls").n for v in ("baseline", "optimized")}
     parts = [
         "# Token2Wav loading: baseline vs optimized buffer discovery",
@@ -223,7 +243,7 @@ def render_report(directory: str | Path) -> str:
         "",
         "## Verdicts",
         "",
-        *[f"- {LABELS.get(c.phase, c.phase)}: {c.verdict()}" for c in comps],
+        *[f"- {label(c.phase)}: {c.verdict()}" for c in comps],
         f"- Equivalence: {equiv['statement']}",
         f"- Memory: {mem_verdict}",
         *([f"- Failed runs: {len(failed)} ({'; '.join(f'run {r.run_id} {r.variant}: {r.error}' for r in failed.itertuples())})"]

@@ -58,7 +58,6 @@ VARIANTS = ("baseline", "optimized")
 ORDERS = ("alternate", "blocked")
 PHASE = "startup_to_health"
 SOURCE = "server"
-SHARED_PREFIX = "server."  # log-figure phase prefix in a directory shared with another benchmark
 
 # Figures read from server logs. The first capture group (or a group named ``value``) is the number;
 # its unit is a group named ``unit`` if the pattern has one, else the word that follows the number
@@ -405,14 +404,14 @@ def plan_runs(warmup: int, runs: int, order: str = "alternate", first_id: int = 
     return plan
 
 
-def outcome_rows(outcome: RunOutcome, figure_prefix: str = "") -> list[dict[str, Any]]:
+def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
     """runs.csv rows of one run: startup_to_health, then one per extracted log figure."""
     run = outcome.run
     base = {"run_id": run.run_id, "variant": run.variant, "warmup": run.warmup,
             "order": "" if run.order is None else run.order, "status": outcome.status,
             "error": outcome.error or "", "source": SOURCE}
     rows = [dict(base, phase=PHASE, parent="", seconds=outcome.seconds)]
-    rows += [dict(base, phase=figure_prefix + name, parent=PHASE, seconds=seconds) for name, seconds in outcome.figures]
+    rows += [dict(base, phase=name, parent=PHASE, seconds=seconds) for name, seconds in outcome.figures]
     return rows
 
 
@@ -501,14 +500,16 @@ def serve_ab(
     poll_interval: float = 0.05,
     port_wait: float = 10.0,
     device: str = "cpu",
+    model: str | None = None,
 ) -> Path:
     """Run the A/B start-up benchmark and return the results directory (``out``).
 
     ``patterns`` defaults to :data:`DEFAULT_PATTERNS`. ``device`` only chooses which device the
-    environment record describes. A fresh ``out`` gets a metadata.json of kind ``serve-ab``. When
+    environment record describes; ``model`` (what the servers serve) is recorded as given. A fresh ``out`` gets a metadata.json of kind ``serve-ab``. When
     ``out`` already holds another benchmark (``reproduce --with-startup``), the rows are appended
-    with run_ids after its runs, this benchmark's record is stored under its ``"serve_ab"`` key, and
-    log figures are named ``server.<NAME>`` so that they never mix with the loader's phases.
+    with run_ids after its runs and this benchmark's record is stored under its ``"serve_ab"`` key.
+    Log figures keep their names; their rows have source ``server``, which keeps them apart from
+    the loader's own phases of the same name.
     """
     from .metadata import command_line, environment, now_iso
     from .results import append_rows, write_metadata
@@ -523,9 +524,6 @@ def serve_ab(
     compiled = compile_patterns(pattern_src)
     out = Path(out)
     host_record, first_id = _prepare_out(out)
-    # Sharing a directory with loader rows: keep log figures apart from the loader's own phases
-    # (weight_loading, buffer_discovery), which the statistics select by phase name.
-    figure_prefix = "" if host_record is None else SHARED_PREFIX
     plan = plan_runs(warmup, runs, order, first_id)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -546,18 +544,21 @@ def serve_ab(
             "patterns": {k: (v.pattern if isinstance(v, re.Pattern) else v) for k, v in pattern_src.items()},
             "measure": "perf_counter from just before spawn to the first HTTP 200 on health_url",
         },
+        "warmup": warmup,
+        "repeats": runs,
+        "order": order,
+        "model": model,
         "plan": [{"run_id": r.run_id, "variant": r.variant, "warmup": r.warmup, "order": r.order} for r in plan],
         "environment": environment(device),
         "command_line": command_line(),
-        "started": now_iso(),
-        "finished": None,
+        "started_at": now_iso(),
         "status": "running",
     }
 
     def save(status: str, counts: dict[str, int]) -> None:
         record.update(status=status, runs_ok=counts["ok"], runs_failed=counts["failed"])
         if status != "running":
-            record["finished"] = now_iso()
+            record["finished_at" if status == "complete" else "interrupted_at"] = now_iso()
         if host_record is None:
             write_metadata(out, record)
         else:
@@ -572,7 +573,7 @@ def serve_ab(
         for run in plan:
             outcome = run_one(run, argvs[run.variant], health_url, host, port, logs, timeout=timeout, grace=grace,
                               poll_interval=poll_interval, port_wait=port_wait, patterns=compiled)
-            append_rows(out, outcome_rows(outcome, figure_prefix))
+            append_rows(out, outcome_rows(outcome))
             counts[outcome.status] += 1
             save("running", counts)
             say(_describe(outcome))
@@ -624,6 +625,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"defaults: {', '.join(DEFAULT_PATTERNS)}")
     p.add_argument("--no-default-patterns", action="store_true", help="use only the --log-pattern ones")
     p.add_argument("--device", default="cpu", help="device described in the environment record (default cpu)")
+    p.add_argument("--model", metavar="NAME", help="what the servers serve, recorded in metadata.json")
     p.add_argument("--out", required=True, metavar="DIR", help="results directory (runs.csv, metadata.json, logs/)")
 
 
@@ -638,7 +640,7 @@ def run_cli(args: argparse.Namespace) -> int:
         out = serve_ab(args.baseline_cmd, args.optimized_cmd, args.health_url, args.out, warmup=args.warmup,
                        runs=args.runs, timeout=args.timeout, patterns=patterns, progress=True, order=args.order,
                        grace=args.grace, poll_interval=args.poll_interval, port_wait=args.port_wait,
-                       device=args.device)
+                       device=args.device, model=args.model)
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(f"serve-ab: wrote {Path(out) / 'runs.csv'} and {Path(out) / 'metadata.json'}")

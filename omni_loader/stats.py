@@ -105,8 +105,8 @@ class Comparison:
     def significant(self) -> bool:
         return self.p_value is not None and self.p_value < ALPHA
 
-    def change(self) -> str:
-        return phrase_change(self.baseline.median, self.optimized.median, self.unit)
+    def change(self, row_unit: str | None = None) -> str:
+        return phrase_change(self.baseline.median, self.optimized.median, self.unit, row_unit)
 
     def verdict(self) -> str:
         """A plain statement of what the samples support, the PR's overlap rule included."""
@@ -126,7 +126,7 @@ def ranges_overlap(a: tuple[float, ...] | list[float], b: tuple[float, ...] | li
     return bool(a) and bool(b) and max(min(a), min(b)) <= min(max(a), max(b))
 
 
-def phrase_change(baseline: float, optimized: float, unit: str = "s") -> str:
+def phrase_change(baseline: float, optimized: float, unit: str = "s", row_unit: str | None = None) -> str:
     """The PR's phrasing: '455.382 ms faster, 99.66%', '1.416 s faster, 1.34%', 'Removed 219 calls'.
 
     A time difference is written in the unit of its row (see :func:`time_unit`), as the PR did:
@@ -145,7 +145,8 @@ def phrase_change(baseline: float, optimized: float, unit: str = "s") -> str:
     if diff == 0:
         return "unchanged"
     pct = 100.0 * abs(diff) / baseline if baseline else math.nan
-    return f"{format_seconds(abs(diff), time_unit(baseline))} {'faster' if diff > 0 else 'slower'}, {pct:.2f}%"
+    unit_of_row = row_unit or time_unit(baseline)
+    return f"{format_seconds(abs(diff), unit_of_row)} {'faster' if diff > 0 else 'slower'}, {pct:.2f}%"
 
 
 def time_unit(reference: float) -> str:
@@ -213,9 +214,11 @@ def measured(frame):  # pandas.DataFrame -> pandas.DataFrame
     return frame[(~frame["warmup"]) & (frame["status"] == "ok")]
 
 
-def phase_summary(frame, variant: str, phase: str) -> Summary:
+def phase_summary(frame, variant: str, phase: str, source: str = "load") -> Summary:
+    """Samples of one phase: ``source`` 'load' for loader phases, 'server' for serve-ab rows
+    (startup to /health and the figures read from server logs, which may share a loader phase's name)."""
     rows = measured(frame)
-    rows = rows[(rows["variant"] == variant) & (rows["phase"] == phase)]
+    rows = rows[(rows["variant"] == variant) & (rows["phase"] == phase) & (rows["source"] == source)]
     return Summary(variant, phase, tuple(float(x) for x in rows.sort_values("run_id")["seconds"]))
 
 
@@ -232,9 +235,9 @@ def summary_table(frame):  # -> pandas.DataFrame
     import pandas as pd
 
     rows = measured(frame)
-    out = [phase_summary(frame, v, p).as_row() for (v, p) in
-           rows[["variant", "phase"]].drop_duplicates().itertuples(index=False)]
-    return pd.DataFrame(out, columns=["variant", "phase", "n", "median", "q1", "q3", "iqr", "min", "max"])
+    out = [{"source": s, **phase_summary(frame, v, p, s).as_row()} for (s, v, p) in
+           rows[["source", "variant", "phase"]].drop_duplicates().itertuples(index=False)]
+    return pd.DataFrame(out, columns=["source", "variant", "phase", "n", "median", "q1", "q3", "iqr", "min", "max"])
 
 
 def equivalence(frame) -> dict[str, Any]:

@@ -126,7 +126,10 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
     "baseline": ("baseline discovery (state_dict() per buffer)", "B·N (buffers × modules)"),
     "optimized": ("optimized discovery (one named_modules() walk)", "N + B (modules + buffers)"),
 }
-CSV_COLUMNS = ("experiment", "source", "N", "B", "x", "repeat", "seconds", "number")
+# seconds: wall clock per call (perf_counter); cpu_seconds: this thread's CPU time per call (thread_time),
+# which other processes on a busy machine barely disturb; number: calls per timed repeat.
+CSV_COLUMNS = ("experiment", "source", "N", "B", "x", "repeat", "seconds", "cpu_seconds", "number")
+CLOCKS = {"wall": "seconds", "cpu": "cpu_seconds"}
 SYNTHETIC = "synthetic"
 FILES = {
     "rows": "traversal.csv",
@@ -134,6 +137,8 @@ FILES = {
     "fits_json": "fits.json",
     "plot_png": "traversal.png",
     "plot_svg": "traversal.svg",
+    "plot_cpu_png": "traversal_cpu.png",
+    "plot_cpu_svg": "traversal_cpu.svg",
 }
 
 
@@ -158,17 +163,19 @@ class SweepConfig:
     call). Each timed repeat calls the function ``number`` times, ``number`` chosen from the last
     warm-up call so that one repeat lasts at least ``min_time`` seconds; the recorded seconds are
     per call. ``token2wav`` ('full', 'tiny' or None) adds the real model, built on the CPU.
+    Repeats are rounds over all models, in an order shuffled per round from ``seed``.
     """
 
     n_values: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048, 4096)
     b_values: tuple[int, ...] = (4, 16, 64, 256)
-    repeats: int = 5
+    repeats: int = 7
     warmup: int = 1
     min_time: float = 0.005
     max_baseline_bn: int = 2**19
     fanout: int = 4
     token2wav: str | None = "full"
     token2wav_layout: str = "vllm-omni"
+    seed: int = 0  # order of the trees within each repeat round
 
     @classmethod
     def full(cls, **overrides: Any) -> SweepConfig:
@@ -198,18 +205,47 @@ def _experiment_calls(model: nn.Module) -> dict[str, Callable[[], object]]:
     }
 
 
-def _per_call_seconds(fn: Callable[[], object], number: int) -> float:
-    """Mean seconds per call over ``number`` calls, with the garbage collector off (as timeit does)."""
+def _per_call_seconds(fn: Callable[[], object], number: int) -> tuple[float, float]:
+    """(wall, thread CPU) seconds per call over ``number`` calls, garbage collector off (as timeit does)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        start = time.perf_counter()
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
         for _ in range(number):
             fn()
-        return (time.perf_counter() - start) / number
+        wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+        return wall / number, cpu / number
     finally:
         if was_enabled:
             gc.enable()
+
+
+def calibrate(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
+              min_time: float = 0.0) -> dict[str, int]:
+    """Run ``warmup`` untimed calls of each experiment; return the calls per timed repeat of each
+    (enough for ``min_time`` seconds, judged from the last warm-up call; 1 without warm-up)."""
+    calls = _experiment_calls(model)
+    number = dict.fromkeys(experiments, 1)
+    for exp in experiments:
+        last = None
+        for _ in range(warmup):
+            last = _per_call_seconds(calls[exp], 1)[0]
+        if last is not None and min_time > 0:
+            number[exp] = max(1, min(10_000, math.ceil(min_time / max(last, 1e-9))))
+    return number
+
+
+def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source: str = SYNTHETIC,
+                  counts: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+    """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each."""
+    n, b = counts or tree_counts(model)
+    calls = _experiment_calls(model)
+    rows = []
+    for exp, k in number.items():
+        wall, cpu = _per_call_seconds(calls[exp], k)
+        rows.append({"experiment": exp, "source": source, "N": n, "B": b, "x": experiment_x(exp, n, b),
+                     "repeat": repeat, "seconds": wall, "cpu_seconds": cpu, "number": k})
+    return rows
 
 
 def measure_model(
@@ -221,29 +257,9 @@ def measure_model(
     source: str = SYNTHETIC,
 ) -> list[dict[str, Any]]:
     """Tidy rows for ``experiments`` on one model: warm-ups, then ``repeats`` rounds, alternating."""
-    n, b = tree_counts(model)
-    calls = _experiment_calls(model)
-    number = dict.fromkeys(experiments, 1)
-    for exp in experiments:
-        last = None
-        for _ in range(warmup):
-            last = _per_call_seconds(calls[exp], 1)
-        if last is not None and min_time > 0:
-            number[exp] = max(1, min(10_000, math.ceil(min_time / max(last, 1e-9))))
-    rows = []
-    for repeat in range(repeats):
-        for exp in experiments:
-            rows.append({
-                "experiment": exp,
-                "source": source,
-                "N": n,
-                "B": b,
-                "x": experiment_x(exp, n, b),
-                "repeat": repeat,
-                "seconds": _per_call_seconds(calls[exp], number[exp]),
-                "number": number[exp],
-            })
-    return rows
+    number = calibrate(model, experiments, warmup, min_time)
+    counts = tree_counts(model)
+    return [row for r in range(repeats) for row in measure_round(model, number, r, source, counts)]
 
 
 def token2wav_model(size: str = "full", layout: str = "vllm-omni") -> nn.Module:
@@ -265,7 +281,15 @@ def _tqdm() -> Any:
 
 
 def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> pandas.DataFrame
-    """Measure every tree of ``config`` (and the real Token2Wav); one tidy row per timed repeat."""
+    """Measure every tree of ``config`` (and the real Token2Wav); one tidy row per timed repeat.
+
+    All models are built and warmed up first; then each repeat is one round over all of them, in a
+    fresh random order per round (seeded by ``config.seed``). A burst of load from another process
+    therefore lands on different trees in different rounds, and the medians discard it, instead of
+    spoiling every repeat of one tree.
+    """
+    import random
+
     import pandas as pd
 
     tqdm = _tqdm()
@@ -273,24 +297,33 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> p
     if config.repeats < 1:
         raise ValueError(f"repeats must be at least 1, not {config.repeats}")
     trees = config.trees()
+    total = (len(trees) + bool(config.token2wav)) * (config.repeats + 1)
+    plan: list[tuple[str, nn.Module, tuple[int, int], dict[str, int]]] = []
     rows: list[dict[str, Any]] = []
-    with tqdm(total=len(trees) + bool(config.token2wav), desc="traversal sweep", unit="tree",
-              disable=not progress) as bar:
+    with tqdm(total=total, desc="traversal sweep", unit="tree", disable=not progress) as bar:
+        bar.set_postfix_str("build + warm up")
         for n, b in trees:
-            bar.set_postfix_str(f"N={n} B={b}")
             model = build_tree(n, b, fanout=config.fanout)
             experiments = [e for e in EXPERIMENTS if e != "baseline" or config.runs_baseline(n, b)]
-            rows += measure_model(model, experiments, config.repeats, config.warmup, config.min_time)
-            del model
+            plan.append((SYNTHETIC, model, (n, b), calibrate(model, experiments, config.warmup, config.min_time)))
             bar.update(1)
         if config.token2wav:
-            bar.set_postfix_str(f"Token2Wav {config.token2wav}")
             model = token2wav_model(config.token2wav, config.token2wav_layout)
-            rows += measure_model(model, list(EXPERIMENTS), config.repeats, config.warmup, config.min_time,
-                                  source=f"token2wav-{config.token2wav}")
-            del model
+            number = calibrate(model, list(EXPERIMENTS), config.warmup, config.min_time)
+            plan.append((f"token2wav-{config.token2wav}", model, tree_counts(model), number))
             bar.update(1)
-    return pd.DataFrame(rows, columns=list(CSV_COLUMNS))
+        rng = random.Random(config.seed)
+        for repeat in range(config.repeats):
+            bar.set_postfix_str(f"repeat {repeat + 1}/{config.repeats}")
+            for source, model, counts, number in rng.sample(plan, len(plan)):
+                rows += measure_round(model, number, repeat, source, counts)
+                bar.update(1)
+    plan.clear()
+    order = {e: i for i, e in enumerate(EXPERIMENTS)}
+    frame = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
+    frame = frame.assign(_src=frame.source != SYNTHETIC, _exp=frame.experiment.map(order))
+    frame = frame.sort_values(["_src", "N", "B", "repeat", "_exp"], kind="stable")
+    return frame.drop(columns=["_src", "_exp"]).reset_index(drop=True)
 
 
 # =========================================================================== fits
@@ -337,16 +370,17 @@ def fit_loglog(x: Sequence[float], y: Sequence[float]) -> LogLogFit:
     )
 
 
-def medians(rows):  # DataFrame -> DataFrame
-    """One row per (experiment, source, N, B, x): median, min and max seconds over the repeats."""
-    grouped = rows.groupby(["experiment", "source", "N", "B", "x"], sort=True)["seconds"]
+def medians(rows, clock: str = "wall"):  # DataFrame -> DataFrame
+    """One row per (experiment, source, N, B, x): median, min and max seconds over the repeats,
+    of the wall clock or of the thread's CPU time (``clock`` 'wall' or 'cpu')."""
+    grouped = rows.groupby(["experiment", "source", "N", "B", "x"], sort=True)[CLOCKS[clock]]
     out = grouped.agg(median="median", min="min", max="max", repeats="count").reset_index()
     return out
 
 
-def fit_sweep(rows) -> dict[str, LogLogFit]:
+def fit_sweep(rows, clock: str = "wall") -> dict[str, LogLogFit]:
     """One log-log fit per experiment, through the medians of the synthetic trees only."""
-    med = medians(rows)
+    med = medians(rows, clock)
     fits = {}
     for exp in EXPERIMENTS:
         points = med[(med.experiment == exp) & (med.source == SYNTHETIC)]
@@ -355,11 +389,11 @@ def fit_sweep(rows) -> dict[str, LogLogFit]:
     return fits
 
 
-def place_points(rows, fits: dict[str, LogLogFit]):  # -> DataFrame
+def place_points(rows, fits: dict[str, LogLogFit], clock: str = "wall"):  # -> DataFrame
     """Where each non-synthetic model sits: its median against what the fitted line predicts there."""
     import pandas as pd
 
-    med = medians(rows)
+    med = medians(rows, clock)
     out = []
     for rec in med[med.source != SYNTHETIC].itertuples(index=False):
         fit = fits.get(rec.experiment)
@@ -378,9 +412,9 @@ def place_points(rows, fits: dict[str, LogLogFit]):  # -> DataFrame
     return pd.DataFrame(out)
 
 
-def baseline_over_state_dicts(rows):  # -> DataFrame
+def baseline_over_state_dicts(rows, clock: str = "wall"):  # -> DataFrame
     """Per tree: baseline median / (B x one state_dict() median). Near 1: the baseline *is* B rebuilds."""
-    med = medians(rows)
+    med = medians(rows, clock)
     pivot = med.pivot_table(index=["source", "N", "B"], columns="experiment", values="median").reset_index()
     if "baseline" not in pivot:
         return pivot.iloc[0:0]
@@ -389,7 +423,7 @@ def baseline_over_state_dicts(rows):  # -> DataFrame
     return pivot[["source", "N", "B", "baseline", "state_dict", "baseline_over_B_state_dicts"]]
 
 
-def linear_costs(rows, experiment: str = "optimized") -> dict[str, float]:
+def linear_costs(rows, experiment: str = "optimized", clock: str = "wall") -> dict[str, float]:
     """Least squares ``seconds = per_module * N + per_buffer * B + fixed`` over the synthetic medians.
 
     A slope of 1 against N + B says the cost is linear in both; this says how much each module and
@@ -397,7 +431,7 @@ def linear_costs(rows, experiment: str = "optimized") -> dict[str, float]:
     """
     import numpy as np
 
-    med = medians(rows)
+    med = medians(rows, clock)
     pts = med[(med.experiment == experiment) & (med.source == SYNTHETIC)]
     if len(pts) < 3:
         raise ValueError(f"need at least 3 synthetic points of {experiment!r}, have {len(pts)}")
@@ -409,7 +443,7 @@ def linear_costs(rows, experiment: str = "optimized") -> dict[str, float]:
 # =========================================================================== plots
 
 
-def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None):  # -> matplotlib.figure.Figure
+def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None, clock: str = "wall"):  # -> Figure
     """Three log-log panels (a) state_dict vs N, (b) baseline vs B·N, (c) optimized vs N + B.
 
     Synthetic medians are coloured by B with min-max bars over the repeats, the fitted line is
@@ -418,8 +452,8 @@ def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None):  # -> matplotlib
     import numpy as np
     from matplotlib.figure import Figure
 
-    fits = fits if fits is not None else fit_sweep(rows)
-    med = medians(rows)
+    fits = fits if fits is not None else fit_sweep(rows, clock)
+    med = medians(rows, clock)
     synth = med[med.source == SYNTHETIC]
     b_values = sorted(synth.B.unique())
     colours = {b: f"C{i % 10}" for i, b in enumerate(b_values)}
@@ -445,11 +479,12 @@ def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None):  # -> matplotlib
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("seconds per call (s)")
+        ax.set_ylabel("wall time per call (s)" if clock == "wall" else "thread CPU time per call (s)")
         ax.set_title(f"({letter}) {what}", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle("What module traversal costs: medians of repeats, log-log, with fitted power laws")
+    fig.suptitle(f"What module traversal costs ({'wall clock' if clock == 'wall' else 'thread CPU time'}): "
+                 "medians of repeats, log-log, with fitted power laws")
     return fig
 
 
@@ -458,35 +493,52 @@ def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None):  # -> matplotlib
 
 @dataclass
 class SweepResult:
-    """The sweep's rows, fits, where the real model sits, and the files written."""
+    """The sweep's rows, fits and where the real model sits, by wall clock and by thread CPU time.
+
+    ``fits``/``placement`` use the wall clock (what a user waits for); ``fits_cpu``/``placement_cpu``
+    the thread's CPU time, which is what to trust when other processes compete for the cores.
+    """
 
     rows: Any  # pandas.DataFrame, columns CSV_COLUMNS
     fits: dict[str, LogLogFit]
     placement: Any  # pandas.DataFrame (see place_points)
     config: SweepConfig
+    fits_cpu: dict[str, LogLogFit] = field(default_factory=dict)
+    placement_cpu: Any = None
     seconds: float = 0.0
     files: dict[str, Path] = field(default_factory=dict)
+
+    def fits_for(self, clock: str) -> dict[str, LogLogFit]:
+        return self.fits if clock == "wall" else self.fits_cpu
 
     def fits_frame(self):  # -> DataFrame
         import pandas as pd
 
-        return pd.DataFrame([{"experiment": e, "x": EXPERIMENTS[e][1], **f.to_dict()} for e, f in self.fits.items()])
+        return pd.DataFrame([
+            {"clock": clock, "experiment": e, "x": EXPERIMENTS[e][1], **f.to_dict()}
+            for clock in CLOCKS for e, f in self.fits_for(clock).items()
+        ])
 
     def summary(self) -> str:
         lines = [(f"traversal sweep: {len(self.config.trees())} synthetic trees, {self.config.repeats} repeats, "
-                 f"{self.seconds:.1f} s")]
-        for exp, fit in self.fits.items():
-            lines.append(f"  {exp:<10} vs {EXPERIMENTS[exp][1]:<26} slope {fit.slope:6.3f} ± {fit.stderr:.3f}"
-                         f"   R² {fit.r2:.4f}   ({fit.n_points} points)")
-        for rec in self.placement.itertuples(index=False):
-            where = "inside" if rec.inside_fitted_range else "outside"
-            lines.append(f"  {rec.source} {rec.experiment:<10} x={rec.x:>8,}  median {rec.median_seconds * 1e3:9.3f} ms"
-                         f"  = {rec.measured_over_fit:.2f}x the fitted line ({where} the fitted x range)")
+                  f"{self.seconds:.1f} s")]
+        for clock in CLOCKS:
+            for exp, fit in self.fits_for(clock).items():
+                lines.append(f"  {clock:<4} {exp:<10} vs {EXPERIMENTS[exp][1]:<26} slope {fit.slope:6.3f} "
+                             f"± {fit.stderr:.3f}   R² {fit.r2:.4f}   ({fit.n_points} points)")
+        for clock, placement in (("wall", self.placement), ("cpu", self.placement_cpu)):
+            if placement is None:
+                continue
+            for rec in placement.itertuples(index=False):
+                where = "inside" if rec.inside_fitted_range else "outside"
+                lines.append(f"  {clock:<4} {rec.source} {rec.experiment:<10} x={rec.x:>8,}  median "
+                             f"{rec.median_seconds * 1e3:9.3f} ms = {rec.measured_over_fit:.2f}x the fitted line "
+                             f"({where} the fitted x range)")
         return "\n".join(lines)
 
 
 def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
-    """Write traversal.csv, fits.csv, fits.json, traversal.png and traversal.svg into ``out_dir``."""
+    """Write traversal.csv, fits.csv, fits.json and the plots (PNG and SVG, wall and CPU) into ``out_dir``."""
     from .metadata import environment, now_iso
 
     out = Path(out_dir)
@@ -494,23 +546,30 @@ def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
     files = {key: out / name for key, name in FILES.items()}
     result.rows.to_csv(files["rows"], index=False)
     result.fits_frame().to_csv(files["fits_csv"], index=False)
-    ratio = baseline_over_state_dicts(result.rows)
-    record = {
+    record: dict[str, Any] = {
         "created": now_iso(),
         "config": result.config.to_dict(),
         "seconds": result.seconds,
         "experiments": {e: {"timed": what, "x": x} for e, (what, x) in EXPERIMENTS.items()},
-        "fits": {e: f.to_dict() for e, f in result.fits.items()},
-        "placement": result.placement.to_dict(orient="records"),
-        "baseline_over_B_state_dicts_median": float(ratio["baseline_over_B_state_dicts"].median())
-        if len(ratio) else None,
-        "optimized_linear_costs": linear_costs(result.rows, "optimized"),
-        "environment": environment("cpu"),
+        "columns": {"seconds": "wall clock per call", "cpu_seconds": "thread CPU time per call"},
     }
+    for clock, suffix in (("wall", ""), ("cpu", "_cpu")):
+        ratio = baseline_over_state_dicts(result.rows, clock)
+        placement = result.placement if clock == "wall" else result.placement_cpu
+        record["fits" + suffix] = {e: f.to_dict() for e, f in result.fits_for(clock).items()}
+        record["placement" + suffix] = placement.to_dict(orient="records") if placement is not None else []
+        record["baseline_over_B_state_dicts_median" + suffix] = (
+            float(ratio["baseline_over_B_state_dicts"].median()) if len(ratio) else None)
+        try:
+            record["optimized_linear_costs" + suffix] = linear_costs(result.rows, "optimized", clock)
+        except ValueError:
+            record["optimized_linear_costs" + suffix] = None
+    record["environment"] = environment("cpu")
     files["fits_json"].write_text(json.dumps(record, indent=2, default=str))
-    fig = plot_sweep(result.rows, result.fits)
-    fig.savefig(files["plot_png"], dpi=110)
-    fig.savefig(files["plot_svg"])
+    for clock, png, svg in (("wall", "plot_png", "plot_svg"), ("cpu", "plot_cpu_png", "plot_cpu_svg")):
+        fig = plot_sweep(result.rows, result.fits_for(clock), clock)
+        fig.savefig(files[png], dpi=110)
+        fig.savefig(files[svg])
     result.files = files
     return files
 
@@ -529,8 +588,9 @@ def traversal_sweep(
     config = (SweepConfig.quick if quick else SweepConfig.full)(**overrides)
     start = time.perf_counter()
     rows = run_sweep(config, progress=progress)
-    fits = fit_sweep(rows)
-    result = SweepResult(rows=rows, fits=fits, placement=place_points(rows, fits), config=config,
+    fits, fits_cpu = fit_sweep(rows, "wall"), fit_sweep(rows, "cpu")
+    result = SweepResult(rows=rows, fits=fits, placement=place_points(rows, fits, "wall"), config=config,
+                         fits_cpu=fits_cpu, placement_cpu=place_points(rows, fits_cpu, "cpu"),
                          seconds=time.perf_counter() - start)
     if out_dir is not None:
         write_sweep(out_dir, result)
@@ -574,7 +634,7 @@ def add_command(subparsers: Any) -> None:
     )
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (files in it are replaced)")
     p.add_argument("--quick", action="store_true", help="small trees, 3 repeats: seconds instead of minutes")
-    p.add_argument("--repeats", type=_count(1), metavar="N", help="timed repeats per point (default 5, quick 3)")
+    p.add_argument("--repeats", type=_count(1), metavar="N", help="timed repeats per point (default 7, quick 3)")
     p.add_argument("--warmup", type=_count(0), metavar="N", help="warm-up calls per point (default 1)")
     p.add_argument("--token2wav", choices=("full", "tiny", "none"), default="full",
                    help="real Token2Wav to place on the curves (default full, built on the CPU)")

@@ -82,29 +82,33 @@ def test_fit_needs_two_distinct_x() -> None:
 
 
 def test_fit_sweep_and_placement_on_constructed_rows() -> None:
-    """Rows with a known law: the fits find it, and a point on the line is placed at ratio 1."""
+    """Rows with a known law: the fits find it on both clocks, a point twice above the line is placed at 2,
+    and baseline = B x state_dict exactly, so that ratio is 1."""
     rows = []
     for n in (16, 64, 256):
         for b in (4, 16):
             for exp, slope in (("state_dict", 1.0), ("baseline", 1.0), ("optimized", 1.0)):
                 x = traversal.experiment_x(exp, n, b)
                 for repeat, wobble in enumerate((0.9, 1.0, 1.3)):  # median is the 1.0 one
+                    t = 2e-7 * x**slope * wobble
                     rows.append({"experiment": exp, "source": "synthetic", "N": n, "B": b, "x": x, "repeat": repeat,
-                                     "seconds": 2e-7 * x**slope * wobble, "number": 1})
+                                 "seconds": t, "cpu_seconds": t / 2, "number": 1})
     rows.append({"experiment": "baseline", "source": "token2wav-x", "N": 100, "B": 10, "x": 1000, "repeat": 0,
-                     "seconds": 2e-7 * 1000 * 2, "number": 1})
+                 "seconds": 2e-7 * 1000 * 2, "cpu_seconds": 1e-7 * 1000 * 2, "number": 1})
     frame = pd.DataFrame(rows, columns=list(traversal.CSV_COLUMNS))
-    fits = traversal.fit_sweep(frame)
-    assert set(fits) == set(traversal.EXPERIMENTS)
-    for fit in fits.values():
-        assert fit.slope == pytest.approx(1.0)
-        assert fit.r2 == pytest.approx(1.0)
-    placed = traversal.place_points(frame, fits)
-    assert len(placed) == 1
-    assert placed.measured_over_fit.iloc[0] == pytest.approx(2.0)
+    for clock, factor in (("wall", 1.0), ("cpu", 0.5)):
+        fits = traversal.fit_sweep(frame, clock)
+        assert set(fits) == set(traversal.EXPERIMENTS)
+        for fit in fits.values():
+            assert fit.slope == pytest.approx(1.0)
+            assert fit.r2 == pytest.approx(1.0)
+        assert fits["baseline"].predict(1000) == pytest.approx(2e-4 * factor)
+        placed = traversal.place_points(frame, fits, clock)
+        assert len(placed) == 1
+        assert placed.measured_over_fit.iloc[0] == pytest.approx(2.0)
     ratio = traversal.baseline_over_state_dicts(frame)
-    assert (ratio.baseline_over_B_state_dicts * ratio.B).round(6).eq(
-        (ratio.baseline / ratio.state_dict).round(6)).all()
+    assert len(ratio) == 6
+    assert ratio.baseline_over_B_state_dicts.to_numpy() == pytest.approx([1.0] * 6)
 
 
 def test_time_discovery_still_times_both_variants() -> None:
@@ -118,20 +122,21 @@ def test_time_discovery_still_times_both_variants() -> None:
 def _check_outputs(out, config) -> pd.DataFrame:
     for name in traversal.FILES.values():
         assert (out / name).is_file(), name
-    assert (out / "traversal.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "<svg" in (out / "traversal.svg").read_text()[:2000]
+    for stem in ("traversal", "traversal_cpu"):
+        assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "<svg" in (out / f"{stem}.svg").read_text()[:2000]
     rows = pd.read_csv(out / "traversal.csv")
     assert list(rows.columns) == list(traversal.CSV_COLUMNS)
-    assert (rows.seconds > 0).all()
+    assert (rows.seconds > 0).all() and (rows.cpu_seconds >= 0).all()
     for rec in rows.itertuples(index=False):
         assert rec.x == traversal.experiment_x(rec.experiment, rec.N, rec.B)
     synth = rows[rows.source == "synthetic"]
     assert set(zip(synth.N, synth.B)) == set(config.trees())
     fits = pd.read_csv(out / "fits.csv")
-    assert set(fits.experiment) == set(traversal.EXPERIMENTS)
+    assert set(zip(fits.clock, fits.experiment)) == {(c, e) for c in traversal.CLOCKS for e in traversal.EXPERIMENTS}
     assert fits.r2.between(0, 1).all()
     record = json.loads((out / "fits.json").read_text())
-    assert set(record["fits"]) == set(traversal.EXPERIMENTS)
+    assert set(record["fits"]) == set(record["fits_cpu"]) == set(traversal.EXPERIMENTS)
     assert record["config"]["repeats"] == config.repeats
     return rows
 
