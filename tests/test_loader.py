@@ -107,7 +107,7 @@ def test_sharded_snapshot_loads_to_the_same_model(tmp_path: Path, loads: dict) -
 # --------------------------------------------------------------------------- phases
 
 
-@pytest.mark.parametrize("key", [(v, l) for v in ("baseline", "optimized") for l in ("vllm-omni", "transformers")])
+@pytest.mark.parametrize("key", [(v, lay) for v in ("baseline", "optimized") for lay in ("vllm-omni", "transformers")])
 def test_phases(loads: dict, key: tuple[str, str]) -> None:
     _, result = loads[key]
     seconds = result.phase_seconds()
