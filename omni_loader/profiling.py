@@ -6,8 +6,10 @@ cProfile        ``<variant>.pstats`` (the whole load), ``top_functions.csv``/``.
                 cumulative time) and ``phase_functions.csv``: every function's own time inside each
                 leaf phase of the load, taken from snapshots of the running profiler at the phase
                 edges (exact for every call that starts and ends inside the phase).
-py-spy          ``flame.svg`` and ``speedscope.json``, each recorded from a fresh worker process
-                (``python -m omni_loader.worker``), as a server restart would load the model.
+py-spy          ``speedscope.json`` recorded from a fresh worker process (``python -m
+                omni_loader.worker``, as a server restart loads the model; ``--repeat`` loads in it, by
+                default enough for ~250 samples) and ``flame.svg`` drawn from the same samples
+                (``--py-spy-svg``: a second recording in py-spy's own interactive SVG instead).
 torch.profiler  ``trace.json`` (Chrome trace; one ``phase::<name>`` range per load phase) and
                 ``torch_ops.csv``/``.md`` (``key_averages``, by self CPU time, or self GPU time on a GPU).
 always          ``load.json`` (an unprofiled reference load: the phase shares come from it) and
@@ -710,6 +712,10 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
 
     variants = resolve_variants(variants)
     tools = resolve_tools(tools)
+    if not hasattr(snapshot, "token2wav_config"):  # a snapshot directory
+        from .checkpoint import open_snapshot
+
+        snapshot = open_snapshot(snapshot)
     if top < 1:
         raise OmniLoaderError(f"--top must be at least 1, not {top}")
     if rate < 1:
