@@ -236,10 +236,18 @@ def calibrate(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
 
 
 def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source: str = SYNTHETIC,
-                  counts: tuple[int, int] | None = None) -> list[dict[str, Any]]:
-    """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each."""
+                  counts: tuple[int, int] | None = None, touch: bool = True) -> list[dict[str, Any]]:
+    """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each.
+
+    With ``touch``, one untimed ``state_dict()`` first brings the tree back into the CPU caches
+    (other trees were measured in between), so every experiment is timed warm, as the baseline's
+    back-to-back rebuilds are; otherwise large trees, timed with few inner calls, would be measured
+    cold and small ones warm, bending the slopes.
+    """
     n, b = counts or tree_counts(model)
     calls = _experiment_calls(model)
+    if touch:
+        model.state_dict()
     rows = []
     for exp, k in number.items():
         wall, cpu = _per_call_seconds(calls[exp], k)
