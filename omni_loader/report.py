@@ -281,12 +281,18 @@ def _plots_section(directory: Path, frame, comps: list[Comparison]) -> list[str]
 
 
 def _profiles_section(directory: Path) -> list[str]:
+    """Links to ``reproduce --profile`` output: the attribution first, then every file per variant."""
     profiles = directory / "profiles"
     if not profiles.is_dir():
         return []
-    links = sorted(p for p in profiles.rglob("*") if p.is_file() and p.suffix in {".md", ".svg", ".json", ".pstats"})
-    return ["## Profiles", ""] + [f"- [{p.relative_to(directory).as_posix()}]({p.relative_to(directory).as_posix()})"
-                                  for p in links] + [""]
+    lines = ["## Profiles", ""]
+    if (profiles / "profile.md").is_file():
+        lines += ["Where the time goes, both variants: [profiles/profile.md](profiles/profile.md)", ""]
+    for variant_dir in sorted(p for p in profiles.iterdir() if p.is_dir()):
+        files = sorted(p for p in variant_dir.iterdir() if p.suffix in {".md", ".svg", ".json", ".pstats", ".csv"})
+        links = ", ".join(f"[{p.name}]({p.relative_to(directory).as_posix()})" for p in files)
+        lines.append(f"- {variant_dir.name}: {links}")
+    return lines + [""]
 
 
 def write_report(directory: str | Path) -> Path:
