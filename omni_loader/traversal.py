@@ -163,7 +163,8 @@ class SweepConfig:
     call). Each timed repeat calls the function ``number`` times, ``number`` chosen from the last
     warm-up call so that one repeat lasts at least ``min_time`` seconds; the recorded seconds are
     per call. ``token2wav`` ('full', 'tiny' or None) adds the real model, built on the CPU.
-    Repeats are rounds over all models, in an order shuffled per round from ``seed``.
+    Repeats are rounds over all models, in an order shuffled per round from ``seed``; before its
+    timed round each model gets ``touch`` untimed ``state_dict()`` calls to warm the caches.
     """
 
     n_values: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -176,6 +177,7 @@ class SweepConfig:
     token2wav: str | None = "full"
     token2wav_layout: str = "vllm-omni"
     seed: int = 0  # order of the trees within each repeat round
+    touch: int = 5  # untimed state_dict() calls on a model right before its timed round (cache warm-up)
 
     @classmethod
     def full(cls, **overrides: Any) -> SweepConfig:
@@ -236,17 +238,18 @@ def calibrate(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
 
 
 def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source: str = SYNTHETIC,
-                  counts: tuple[int, int] | None = None, touch: bool = True) -> list[dict[str, Any]]:
+                  counts: tuple[int, int] | None = None, touch: int = 5) -> list[dict[str, Any]]:
     """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each.
 
-    With ``touch``, one untimed ``state_dict()`` first brings the tree back into the CPU caches
-    (other trees were measured in between), so every experiment is timed warm, as the baseline's
-    back-to-back rebuilds are; otherwise large trees, timed with few inner calls, would be measured
-    cold and small ones warm, bending the slopes.
+    ``touch`` untimed ``state_dict()`` calls first bring the tree back into the CPU caches (other
+    trees were measured in between; on Token2Wav the first calls after that take ~1.5x the steady
+    time and it takes about five to settle), so every experiment is timed warm, as the baseline's
+    back-to-back rebuilds are. Without it, large trees, timed with few inner calls, would be
+    measured cold and small ones warm, bending the slopes upwards.
     """
     n, b = counts or tree_counts(model)
     calls = _experiment_calls(model)
-    if touch:
+    for _ in range(touch):
         model.state_dict()
     rows = []
     for exp, k in number.items():
@@ -324,7 +327,7 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> p
         for repeat in range(config.repeats):
             bar.set_postfix_str(f"repeat {repeat + 1}/{config.repeats}")
             for source, model, counts, number in rng.sample(plan, len(plan)):
-                rows += measure_round(model, number, repeat, source, counts)
+                rows += measure_round(model, number, repeat, source, counts, touch=config.touch)
                 bar.update(1)
     plan.clear()
     order = {e: i for i, e in enumerate(EXPERIMENTS)}
