@@ -256,7 +256,7 @@ def reproduce(
 
         profile_variants(snapshot, ("baseline", "optimized"), ("cprofile", "py-spy", "torch"), out / "profiles",
                          layout=layout, device=device)
-    if with_startup:
+    if with_startup and read_metadata(out).get("serve_ab", {}).get("status") != "complete":
         from .server import serve_ab, stage_server_commands
 
         base_cmd, opt_cmd, url = stage_server_commands(str(snapshot.root), layout=layout, device=device)
