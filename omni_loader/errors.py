@@ -24,3 +24,7 @@ class DeviceError(OmniLoaderError):
 
 class ResultsError(OmniLoaderError):
     """A results directory that cannot be read or continued."""
+
+
+class PlanError(OmniLoaderError, ValueError):
+    """A run plan that cannot be made (unknown order, no runs)."""

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint import Snapshot
-from .errors import ResultsError
+from .errors import PlanError, ResultsError
 from .metadata import command_line, environment, now_iso
 from .results import METADATA_FILE, append_rows, read_metadata, read_runs, write_metadata
 
-ORDERS = ("alternate", "abba", "shuffle")
+ORDERS = ("alternate", "abba", "shuffle", "blocked")
 VARIANTS = ("baseline", "optimized")
 
 
@@ -51,16 +51,19 @@ class PlannedRun:
     order: int | None  # 1-based index among the measured runs of this variant
 
 
-def plan_runs(warmup: int, runs: int, order: str = "alternate", seed: int = 0) -> list[PlannedRun]:
+def plan_runs(
+    warmup: int, runs: int, order: str = "alternate", seed: int = 0, first_id: int = 0
+) -> list[PlannedRun]:
     """Warm-ups of each variant first (A, B, A, B...), then the measured runs in ``order``.
 
     ``alternate`` is ABAB..., ``abba`` repeats ABBA (cancels a linear drift), ``shuffle`` is a
-    seeded random permutation of the same multiset.
+    seeded random permutation of the same multiset, ``blocked`` is AA...BB... Run ids start at
+    ``first_id`` (serve-ab numbers its runs after those already in a shared results directory).
     """
     if order not in ORDERS:
-        raise ValueError(f"--order must be one of {ORDERS}, not {order!r}")
+        raise PlanError(f"--order must be one of {ORDERS}, not {order!r}")
     if warmup < 0 or runs < 1:
-        raise ValueError("--warmup must be >= 0 and --runs >= 1")
+        raise PlanError("--warmup must be >= 0 and --runs >= 1")
     a, b = VARIANTS
     if order == "alternate":
         sequence = [a, b] * runs
@@ -68,12 +71,13 @@ def plan_runs(warmup: int, runs: int, order: str = "alternate", seed: int = 0) -
         sequence = ([a, b, b, a] * ((runs + 1) // 2))[: 2 * runs]
     else:
         sequence = [a] * runs + [b] * runs
-        random.Random(seed).shuffle(sequence)
-    plan = [PlannedRun(i, v, True, None) for i, v in enumerate([a, b] * warmup)]
+        if order == "shuffle":
+            random.Random(seed).shuffle(sequence)
+    plan = [PlannedRun(first_id + i, v, True, None) for i, v in enumerate([a, b] * warmup)]
     seen = dict.fromkeys(VARIANTS, 0)
     for variant in sequence:
         seen[variant] += 1
-        plan.append(PlannedRun(len(plan), variant, False, seen[variant]))
+        plan.append(PlannedRun(first_id + len(plan), variant, False, seen[variant]))
     return plan
 
 

@@ -53,9 +53,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import OmniLoaderError, ResultsError
+from .runner import ORDERS, VARIANTS, PlannedRun, plan_runs
 
-VARIANTS = ("baseline", "optimized")
-ORDERS = ("alternate", "blocked")
 PHASE = "startup_to_health"
 SOURCE = "server"
 
@@ -368,14 +367,6 @@ def _reason(exc: Any) -> str:
 
 
 @dataclass
-class PlannedRun:
-    run_id: int
-    variant: str
-    warmup: bool
-    order: int | None  # 1-based among the measured runs of its variant
-
-
-@dataclass
 class RunOutcome:
     run: PlannedRun
     status: str
@@ -383,25 +374,6 @@ class RunOutcome:
     error: str | None
     log: Path
     figures: list[tuple[str, float]] = field(default_factory=list)
-
-
-def plan_runs(warmup: int, runs: int, order: str = "alternate", first_id: int = 0) -> list[PlannedRun]:
-    if order not in ORDERS:
-        raise OmniLoaderError(f"--order {order!r} is not one of {', '.join(ORDERS)}")
-    if warmup < 0 or runs < 1:
-        raise OmniLoaderError("serve-ab needs --runs >= 1 and --warmup >= 0")
-    seq: list[tuple[str, bool]] = [(v, True) for _ in range(warmup) for v in VARIANTS]
-    if order == "alternate":
-        seq += [(v, False) for _ in range(runs) for v in VARIANTS]
-    else:
-        seq += [(v, False) for v in VARIANTS for _ in range(runs)]
-    counts = dict.fromkeys(VARIANTS, 0)
-    plan = []
-    for i, (variant, is_warmup) in enumerate(seq):
-        if not is_warmup:
-            counts[variant] += 1
-        plan.append(PlannedRun(first_id + i, variant, is_warmup, None if is_warmup else counts[variant]))
-    return plan
 
 
 def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
@@ -524,7 +496,7 @@ def serve_ab(
     compiled = compile_patterns(pattern_src)
     out = Path(out)
     host_record, first_id = _prepare_out(out)
-    plan = plan_runs(warmup, runs, order, first_id)
+    plan = plan_runs(warmup, runs, order, first_id=first_id)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
 
