@@ -47,17 +47,36 @@ def _load_phases(out: Path, variant: str) -> dict[str, float]:
 # --------------------------------------------------------------------------- the command
 
 
-def test_profile_command_writes_every_file(profiled: Path) -> None:
+def test_profile_command_writes_every_file_with_its_content(profiled: Path, tiny_named_buffers: int) -> None:
+    """Each file reads back as what it claims to be, and holds the load of its own variant."""
     for variant in VARIANTS:
         d = profiled / variant
-        for name in (f"{variant}.pstats", "top_functions.csv", "top_functions.md", "phase_functions.csv",
-                     "trace.json", "torch_ops.csv", "torch_ops.md", "load.json", "profile.md"):
-            assert (d / name).is_file() and (d / name).stat().st_size > 0, name
-    assert (profiled / "profile.md").is_file()
+        load = json.loads((d / "load.json").read_text())
+        assert load["variant"] == variant
+        assert load["state_dict_calls"] == (tiny_named_buffers if variant == "baseline" else 0)
+        stats = profiling.read_pstats(d / f"{variant}.pstats")
+        assert any(name == "load_token2wav" for (_, _, name) in stats.stats)
+        assert profiling.state_dict_call_counts(stats)["primitive"] == load["state_dict_calls"]
+        top = profiling.read_top_functions(d / "top_functions.csv")
+        assert list(top.columns) == profiling.TOP_COLUMNS and len(top) == profiling.DEFAULT_TOP
+        assert all(f"| {f} |" in (d / "top_functions.md").read_text() for f in top["function"])
+        phases = profiling.read_phase_functions(d / "phase_functions.csv")
+        assert set(phases["phase"]) <= set(LEAF_PHASES) and not phases.empty
+        assert set(profiling.trace_phase_ranges(d / "trace.json")["phase"]) == set(load["phases"])
+        ops = profiling.read_torch_ops(d / "torch_ops.csv")
+        assert not ops.empty and ops["self_cpu_ms"].is_monotonic_decreasing
+        assert "|" in (d / "torch_ops.md").read_text()
+        text = (d / "profile.md").read_text()
+        assert variant in text.splitlines()[0]
+    summary = (profiled / "profile.md").read_text()
+    assert all(f"`{v}`" in summary or v in summary for v in VARIANTS)
     for variant in VARIANTS:
         _needs_py_spy(profiled, variant)
-        assert (profiled / variant / "flame.svg").stat().st_size > 0
-        assert (profiled / variant / "speedscope.json").stat().st_size > 0
+        flame = ET.parse(profiled / variant / "flame.svg").getroot()
+        assert flame.tag == "{http://www.w3.org/2000/svg}svg"
+        samples = profiling.speedscope_summary(profiled / variant / "speedscope.json")
+        assert samples["load_samples"] > 0
+        assert (samples["state_dict_samples"] > 0) == (variant == "baseline")
 
 
 def test_top_functions_table_reads_back_sorted_by_cumtime(profiled: Path) -> None:
@@ -78,8 +97,29 @@ def test_state_dict_primitive_calls_equal_named_buffers(profiled: Path, tiny_nam
     base = profiling.state_dict_call_counts(profiled / "baseline" / "baseline.pstats")
     assert base["primitive"] == tiny_named_buffers
     assert base["ncalls"] > base["primitive"]  # one call per module per state dict built
+    assert profiling.state_dict_primitive_calls(profiled / "baseline" / "baseline.pstats") == tiny_named_buffers
     assert profiling.state_dict_primitive_calls(profiled / "optimized" / "optimized.pstats") == 0
     assert f"{tiny_named_buffers} primitive" in (profiled / "baseline" / "profile.md").read_text()
+
+
+def test_state_dict_primitive_calls_are_whole_state_dicts(tmp_path: Path) -> None:
+    """Primitive calls count the state dicts built, not the recursive call into every child module."""
+    import cProfile
+
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.Linear(2, 2), nn.ReLU()))
+    modules = sum(1 for _ in model.modules())
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(3):
+        model.state_dict()
+    prof.disable()
+    path = tmp_path / "three.pstats"
+    prof.dump_stats(path)
+    assert profiling.state_dict_call_counts(path) == {"primitive": 3, "ncalls": 3 * modules}
+    assert profiling.state_dict_primitive_calls(path) == 3
+    assert profiling.state_dict_primitive_calls(profiling.read_pstats(path)) == 3
 
 
 def test_phase_functions_attribute_state_dict_to_buffer_discovery(profiled: Path, tiny_named_buffers: int) -> None:

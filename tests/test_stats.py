@@ -120,3 +120,43 @@ def test_format_seconds_keeps_the_row_unit():
     assert format_seconds(105.738) == "105.738 s"
     assert format_seconds(1.416, time_unit(105.738)) == "1.416 s"
     assert format_seconds(math.nan) == "n/a"
+
+
+def test_memory_verdict_either_rule_is_enough():
+    """'unchanged' when the medians are within 2% OR the ranges overlap: each rule alone suffices."""
+    low = Summary("baseline", "rss", (99.9, 100.0, 100.1))
+    # Ranges apart (100.1 < 101.0) but medians 1.1% apart: unchanged by the tolerance alone.
+    close = Summary("optimized", "rss", (101.0, 101.1, 101.2))
+    assert not ranges_overlap(low.samples, close.samples)
+    assert memory_verdict(low, close) == "unchanged (within noise)"
+    # Medians 10% apart but the ranges overlap: unchanged by the overlap rule alone.
+    wide = Summary("baseline", "rss", (90.0, 100.0, 130.0))
+    shifted = Summary("optimized", "rss", (95.0, 110.0, 120.0))
+    assert ranges_overlap(wide.samples, shifted.samples)
+    assert memory_verdict(wide, shifted) == "unchanged (within noise)"
+    # Neither: the change is stated with its size, relative to the baseline median.
+    far = Summary("optimized", "rss", (110.0, 110.5, 111.0))
+    assert memory_verdict(low, far) == "changed by 10.5%"
+    assert memory_verdict(far, low) == f"changed by {100 * 10.5 / 110.5:.1f}%"
+    assert memory_verdict(low, Summary("optimized", "rss", ())) == "not measured"
+    assert memory_verdict(Summary("baseline", "rss", ()), far) == "not measured"
+
+
+def _digest_frame(digests):
+    return _frame([dict(run_id=i, variant=v, warmup=False, phase="total", seconds=1.0, status="ok", digest=d,
+                        source="load") for i, (v, d) in enumerate(digests)])
+
+
+def test_equivalence_refuses_empty_digests():
+    """Runs that hashed nothing (e.g. a meta-device load) prove nothing: never 'equivalent'."""
+    empty = equivalence(_digest_frame([("baseline", ""), ("optimized", ""), ("baseline", ""), ("optimized", "")]))
+    assert empty["equivalent"] is False
+    assert empty["statement"].startswith("NOT equivalent")
+    half = equivalence(_digest_frame([("baseline", "abc"), ("optimized", "")]))
+    assert half["equivalent"] is False
+    only_one_variant = equivalence(_digest_frame([("baseline", "abc"), ("baseline", "abc")]))
+    assert only_one_variant["equivalent"] is False
+    same = equivalence(_digest_frame([("baseline", "ab" * 32), ("optimized", "ab" * 32)]))
+    assert same["equivalent"] is True and same["runs"] == 2
+    assert same["statement"] == f"equivalent: all 2 runs of both variants loaded identical tensors (SHA-256 {'ab' * 8}…)"
+    assert same["digests"] == {"baseline": ["ab" * 32], "optimized": ["ab" * 32]}
