@@ -112,7 +112,7 @@ def test_phases(loads: dict, key: tuple[str, str]) -> None:
     _, result = loads[key]
     seconds = result.phase_seconds()
     assert set(LEAF_PHASES) | {"weight_loading", "total"} <= set(seconds)
-    assert all(s >= 0 for s in seconds.values())
+    assert seconds["total"] == max(seconds.values())  # the outermost phase spans every other one
     parents = {p.name: p.parent for p in result.phases}
     assert parents["total"] is None
     children = [p for p in result.phases if p.parent == "weight_loading"]
@@ -313,3 +313,65 @@ def test_worker_main_writes_json(tiny_snapshot: Path, tmp_path: Path, capsys: py
     assert worker.main(["--checkpoint", str(tmp_path / "nowhere"), "--variant", "baseline"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(tmp_path / "nowhere") in err[0]
+
+
+# --------------------------------------------------------------------------- issue 15: tests that bite
+
+
+def test_checkpoint_key_matching_no_parameter_is_an_error(tiny_snapshot: Path, tmp_path: Path) -> None:
+    """A checkpoint tensor the model has no place for is refused, naming the key and its shard."""
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
+    key = PREFIX + "code2wav_dit_model.no_such_block.weight"
+    index_path = copy / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    shard = sorted(set(index["weight_map"].values()))[0]
+    index["weight_map"][key] = shard
+    index_path.write_text(json.dumps(index))
+    tensors = safetensors.torch.load_file(str(copy / shard))
+    tensors[key] = torch.ones(3)
+    safetensors.torch.save_file(tensors, str(copy / shard), metadata={"format": "pt"})
+    for variant in ("baseline", "optimized"):
+        for layout in ("vllm-omni", "transformers"):
+            with pytest.raises(CheckpointError, match="matches no model parameter") as err:
+                load_token2wav(open_snapshot(copy), variant, layout=layout)
+            assert key in str(err.value) and str(copy / shard) in str(err.value)
+
+
+def test_phase_seconds_are_the_clock_difference(tiny_snapshot: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each phase's seconds is end minus start of the phase clock: with a clock that advances one second per
+    reading, a phase lasts 1 s plus 2 s for every phase nested inside it (their start and end readings)."""
+    import time as real_time
+
+    from omni_loader import timing
+
+    class TickingTime:
+        def __init__(self) -> None:
+            self.readings = 0
+
+        def perf_counter(self) -> float:
+            self.readings += 1
+            return 1000.0 + self.readings
+
+        def __getattr__(self, name: str):
+            return getattr(real_time, name)
+
+    clock = TickingTime()
+    monkeypatch.setattr(timing, "time", clock)
+    _, result = load_token2wav(open_snapshot(tiny_snapshot), "baseline")
+    parents = {p.name: p.parent for p in result.phases}
+
+    def nested(name: str) -> int:
+        return sum(1 for other in parents if other != name and name in _ancestors(other, parents))
+
+    assert clock.readings == 2 * len(result.phases)
+    for p in result.phases:
+        assert p.seconds == 1 + 2 * nested(p.name), p.name
+    assert result.phase_seconds()["total"] == 2 * len(result.phases) - 1
+
+
+def _ancestors(name: str, parents: dict) -> list[str]:
+    out = []
+    while parents.get(name):
+        name = parents[name]
+        out.append(name)
+    return out

@@ -153,3 +153,14 @@ def test_resume_with_another_spec_is_refused(tiny_snapshot, tmp_path):
     rc = main(["reproduce", "--checkpoint", str(tiny_snapshot), "--warmup", "0", "--runs", "3", "--out", str(out),
                "--resume", "--in-process"])
     assert rc == 2
+
+
+def test_plan_warmups_alternate_whatever_the_order():
+    """Warm-ups alternate A, B, A, B (two or more of each make the difference with A, A, B, B)."""
+    for order in ("alternate", "abba", "shuffle", "blocked"):
+        plan = plan_runs(warmup=3, runs=2, order=order, seed=4)
+        assert _letters(plan, True) == "BOBOBO", order
+        assert [r.run_id for r in plan] == list(range(10)) and [r.order for r in plan[:6]] == [None] * 6
+    assert [r.run_id for r in plan_runs(2, 1, first_id=7)] == list(range(7, 13))
+    assert _letters(plan_runs(2, 1, "blocked"), False) == "BO"
+    assert _letters(plan_runs(0, 3, "blocked"), False) == "BBBOOO"
