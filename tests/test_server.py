@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -177,50 +178,84 @@ def test_stage_server_commands(tiny_snapshot):
 # --------------------------------------------------------------------------- stage-server
 
 
+def _full_pipe() -> tuple[int, int]:
+    """A pipe whose buffer is already full: the first line a process writes to it blocks until it is read."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    for size in (65536, 4096, 1):
+        try:
+            while True:
+                os.write(w, b"\0" * size)
+        except BlockingIOError:
+            pass
+    os.set_blocking(w, True)
+    return r, w
+
+
+def _drain(fd: int, into: bytearray) -> threading.Thread:
+    def read() -> None:
+        while chunk := os.read(fd, 65536):
+            into.extend(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
 @pytest.mark.slow
 def test_stage_server_health_then_stats_then_sigterm(tiny_snapshot, python, tmp_path):
+    """The port is bound before loading: /health answers 503 while the load has not ended. The loading
+    window is held open by the server's own stdout: a full pipe blocks its first log line, written after
+    binding and before the load starts, until this test reads it. No race with the load's speed."""
     port, marker = free_port(), _marker()
-    log = tmp_path / "stage.log"
-    with open(log, "wb") as fh:
+    r, w = _full_pipe()
+    with open(tmp_path / "stage.err", "wb") as err:
         proc = subprocess.Popen([python, "-m", "omni_loader", "stage-server", "--variant", "baseline",
                                  "--checkpoint", str(tiny_snapshot), "--port", str(port), "--tag", marker],
-                                stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+                                stdout=w, stderr=err, cwd=REPO, start_new_session=True)
+    os.close(w)
+    out = bytearray()
     url = f"http://127.0.0.1:{port}"
     try:
-        before: list[int | None] = []
-        loading_stats = None
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 90  # only catches a hang
+        code = None
+        while code is None and time.monotonic() < deadline:
+            assert proc.poll() is None, (tmp_path / "stage.err").read_text()
             code, _ = _get(url + "/health")
-            if code == 200:
-                break
-            before.append(code)
-            if code == 503 and loading_stats is None:
-                loading_stats = json.loads(_get(url + "/stats")[1])
-            assert proc.poll() is None, log.read_text()
             time.sleep(0.02)
-        else:
-            pytest.fail(f"no 200 within 90 s: {log.read_text()}")
-        assert set(before) <= {None, 503}
-        assert 503 in before, "the port is bound before loading, so /health must answer 503 for a while"
+        assert code == 503, "the port is bound before loading, so /health must answer 503 until the load ends"
+        loading_stats = json.loads(_get(url + "/stats")[1])
         assert loading_stats["ready"] is False and loading_stats["state"] == "loading"
-        text = log.read_text()
-        assert "Loading weights took" in text and "Buffer discovery took" in text  # logged before 200
+        assert loading_stats["tag"] == marker and loading_stats["variant"] == "baseline"
+        reader = _drain(r, out)  # let the server log, and so load
+        while (code := _get(url + "/health")[0]) != 200 and time.monotonic() < deadline:
+            assert code == 503 and proc.poll() is None, (tmp_path / "stage.err").read_text()
+            time.sleep(0.02)
+        assert code == 200, f"no 200 within 90 s: {(tmp_path / 'stage.err').read_text()}"
         stats = json.loads(_get(url + "/stats")[1])
         assert stats["ready"] is True and stats["variant"] == "baseline" and stats["tag"] == marker
         assert {"buffer_discovery", "weight_loading", "total"} <= set(stats["phases"])
         assert stats["state_dict_calls"] > 0 and stats["weights_loaded"] > 0
         assert stats["persistent_buffers"] == ["code2wav_dit_model.rotary_embed.inv_freq"]
         assert _get(url + "/nope")[0] == 404
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        reader.join(timeout=15)
+        text = out.lstrip(b"\0").decode()
+        lines = text.splitlines()
+        assert lines[0].startswith(f"stage-server: listening on {url}")
+        ready = next(i for i, ln in enumerate(lines) if ln.startswith("stage-server: ready"))
+        for figure in ("Buffer discovery took", "Loading weights took", "Model loading took"):
+            assert any(ln.startswith(figure) for ln in lines[:ready]), figure  # logged before /health turns 200
         figures = dict(extract_figures(text, DEFAULT_PATTERNS))
         assert figures["buffer_discovery"] == pytest.approx(stats["phases"]["buffer_discovery"], abs=1e-5)
         assert figures["weight_loading"] == pytest.approx(stats["phases"]["weight_loading"], abs=1e-5)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0
-        assert "SIGTERM received, shut down" in log.read_text()
+        assert figures["model_loading"] == pytest.approx(stats["phases"]["total"], abs=1e-5)
+        assert lines[-1] == "stage-server: SIGTERM received, shut down"
         assert port_is_free("127.0.0.1", port)
     finally:
         _kill_group(proc)
+        os.close(r)
 
 
 def test_stage_server_failed_load_is_one_line(python, tmp_path):
@@ -261,13 +296,16 @@ def test_serve_ab_with_two_stage_servers(tiny_snapshot, tmp_path):
     startup = frame[frame["phase"] == "startup_to_health"]
     assert sorted(zip(startup["variant"], startup["warmup"])) == [
         ("baseline", False), ("baseline", True), ("optimized", False), ("optimized", True)]
-    assert (startup["seconds"] > 0).all() and (startup["seconds"] < 120).all()
     figures = frame[frame["phase"] != "startup_to_health"]
     assert set(figures["parent"]) == {"startup_to_health"}
     assert {"buffer_discovery", "weight_loading", "model_loading"} <= set(figures["phase"])
     for run_id, group in frame.groupby("run_id"):
         secs = dict(zip(group["phase"], group["seconds"]))
-        assert secs["buffer_discovery"] < secs["weight_loading"] < secs["startup_to_health"], run_id
+        # spawn -> first 200 spans the server's whole load, as its own log states it
+        assert secs["buffer_discovery"] < secs["weight_loading"] < secs["model_loading"] < secs["startup_to_health"]
+        run = group.iloc[0]
+        said = [ln for ln in lines if ln.startswith(f"run {run_id} {run['variant']}")]
+        assert len(said) == 1 and f"healthy after {secs['startup_to_health']:.3f} s" in said[0], said
     meta = read_metadata(out)
     assert meta["kind"] == "serve-ab" and meta["status"] == "complete" and meta["runs_ok"] == 4
     assert meta["spec"]["baseline_cmd"] == a and meta["spec"]["health_url"] == url
@@ -281,26 +319,26 @@ def test_serve_ab_with_two_stage_servers(tiny_snapshot, tmp_path):
 
 @pytest.mark.slow
 def test_serve_ab_times_out_kills_and_goes_on(tmp_path, python):
+    # The timeout is generous (the healthy stand-in answers in well under a second, but a busy machine may
+    # take a few to start Python): only the never-healthy one runs into it, once.
     marker, port = _marker(), free_port()
-    t0 = time.monotonic()
     out = serve_ab(_cmd(NEVER_HEALTHY, port, marker), _cmd(HEALTHY, port, marker), f"http://127.0.0.1:{port}/health",
-                   tmp_path / "ab", warmup=0, runs=2, timeout=2.0, grace=0.5, progress=False)
-    assert time.monotonic() - t0 < 40
+                   tmp_path / "ab", warmup=0, runs=1, timeout=15.0, grace=0.5, progress=False)
     assert marker_processes(marker) == []
     frame = read_runs(out)
     startup = frame[frame["phase"] == "startup_to_health"].sort_values("run_id")
-    assert list(startup["variant"]) == ["baseline", "optimized", "baseline", "optimized"]
-    assert list(startup["status"]) == ["failed", "ok", "failed", "ok"]
+    assert list(startup["variant"]) == ["baseline", "optimized"]
+    assert list(startup["status"]) == ["failed", "ok"]
     failed = startup[startup["status"] == "failed"]
     assert failed["seconds"].isna().all()
-    assert all("no HTTP 200" in e and "within 2 s" in e and "HTTP 503" in e for e in failed["error"])
+    assert all("no HTTP 200" in e and "within 15 s" in e and "HTTP 503" in e for e in failed["error"])
     assert all("\n" not in e for e in frame["error"])
     ok = frame[(frame["status"] == "ok")]
     assert set(ok[ok["phase"] == "weight_loading"]["seconds"]) == {0.25}
     assert set(ok[ok["phase"] == "buffer_discovery"]["seconds"]) == {0.0015}
     # a failed run keeps its log figures, marked failed with the run
     assert set(frame[(frame["phase"] == "buffer_discovery") & (frame["status"] == "failed")]["seconds"]) == {0.04}
-    assert read_metadata(out)["runs_failed"] == 2
+    assert read_metadata(out)["runs_failed"] == 1
 
 
 def test_serve_ab_early_exit_and_busy_port(tmp_path):
