@@ -34,9 +34,13 @@ def _add_checkpoint_args(p: argparse.ArgumentParser) -> None:
 
 def _add_load_args(p: argparse.ArgumentParser) -> None:
     from .loader import DTYPES
-    from .model import LAYOUTS
+    from .model import CONSTRUCT_MODES, LAYOUTS
 
     p.add_argument("--layout", choices=LAYOUTS, default="vllm-omni", help="module tree to build (default vllm-omni)")
+    p.add_argument("--construct", choices=CONSTRUCT_MODES, default="upstream",
+                   help="where parameter memory is first written: upstream (default: at construction, as vLLM-Omni's "
+                        "constructors do; fused qkv_proj left empty), empty (nothing written: first touches land in "
+                        "load_parameters) or init (full random init)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (ROCm GPUs are cuda); default cpu")
     p.add_argument("--dtype", choices=tuple(DTYPES), default="float32", help="stage dtype (default float32)")
 
@@ -99,18 +103,23 @@ def cmd_load(args: argparse.Namespace) -> int:
     from .loader import LEAF_PHASES, load_token2wav
 
     snapshot = snapshot_from_args(args)
-    _, result = load_token2wav(snapshot, args.variant, layout=args.layout, device=args.device, dtype=args.dtype)
+    _, result = load_token2wav(snapshot, args.variant, layout=args.layout, device=args.device, dtype=args.dtype,
+                               construct=args.construct)
     data = result.to_dict()
     data["checkpoint"] = snapshot.describe()
     if args.json:
         _print_json(data)
         return 0
-    print(f"Token2Wav load: variant={result.variant} layout={result.layout} device={result.device} dtype={result.dtype}")
+    print(f"Token2Wav load: variant={result.variant} layout={result.layout} device={result.device} dtype={result.dtype}"
+          f" construct={result.construct}")
     print(f"checkpoint: {snapshot.root} ({snapshot.source})")
-    seconds = result.phase_seconds()
-    for name in ("total", "weight_loading", *LEAF_PHASES):
-        indent = "    " if name in LEAF_PHASES[2:7] else "  "
-        print(f"{indent}{name:<{26 - len(indent)}}{seconds[name] * 1e3:>12.3f} ms")
+    records = {r.name: r for r in result.phases}
+    print(f"  {'phase':<24}{'time':>12}   {'minor faults':>12} {'major':>6} {'inv. switches':>13}")
+    for name in ("total", *LEAF_PHASES[:3], "weight_loading", *LEAF_PHASES[3:]):
+        r = records[name]
+        indent = "    " if r.parent == "weight_loading" else "  "
+        print(f"{indent}{name:<{24 - len(indent) + 2}}{r.seconds * 1e3:>9.3f} ms   {r.minor_faults:>12,} "
+              f"{r.major_faults:>6,} {r.involuntary_switches:>13,}")
     print(f"state_dict() calls: {result.state_dict_calls}")
     print(f"weights loaded:     {result.weights_loaded}")
     print(f"persistent buffers: {', '.join(result.persistent_buffers) or '(none)'}")

@@ -1,16 +1,33 @@
 """vLLM-Omni's Token2Wav load path, one named function per step, read top to bottom.
 
-1. ``construct``            build the model under the stage dtype, directly on the device
-2. ``speaker_conditioning`` the stage loads ``spk_dict.pt`` onto the device for conditioning
-3. ``weight_loading``       ``load_weights(weights, spk_dict_path)``, made of
+1. ``construct``            build the model under the stage dtype, directly on the device; with
+                            ``construct="upstream"`` (default) the parameters upstream's
+                            constructors initialise are written here, as they are upstream
+2. ``read_checkpoint``      the outer Qwen2.5-Omni ``load_weights`` turns the lazy shard iterator
+                            into lists (one per stage) before anything else
+3. ``speaker_conditioning`` the stage loads ``spk_dict.pt`` onto the device for conditioning
+4. ``weight_loading``       Token2Wav's ``load_weights(weights, spk_dict_path)`` on that list:
    a. ``buffer_discovery``     ``find_all_registers()``: the step the PR changed
-   b. ``materialise_weights``  the lazy shard iterator is turned into a list; checkpoint
-                               entries that are persistent buffers are set aside
+   b. ``split_buffers``        checkpoint entries that are persistent buffers are set aside
    c. ``load_parameters``      copy each tensor into its parameter (q/k/v stacked into
                                ``qkv_proj`` for the vllm-omni layout; dtype cast, device move)
-   d. ``load_buffers``         copy the set-aside buffers (``named_buffers()`` walked again)
-   e. ``load_spk_dict``        ``spk_dict.pt`` loaded a second time
-4. ``post_load``            every parameter loaded? then ``eval()``
+   d. ``load_buffers``         every persistent buffer is copied from its set-aside entry, or onto
+                               itself where the checkpoint lacks it, and counted as loaded either
+                               way (``named_buffers()`` walked again), as ``reload_buffers_to_model``
+   e. ``load_spk_dict``        ``spk_dict.pt`` loaded a second time (default device: the CPU)
+5. ``post_load``            every parameter loaded? then ``eval()``
+
+Where the kit still differs from vLLM-Omni, and why:
+
+- Parameters are loaded by the kit's own short loop, not vLLM's ``AutoWeightsLoader`` (vLLM is not
+  installed here); the loop does what that loader does for these tensors (stacked q/k/v shards,
+  a default ``copy_`` that casts and moves) without its bookkeeping.
+- The stage's other work between construction and loading (KV cache profiling, other stages on the
+  same device) is absent: only Token2Wav's own steps are timed.
+- ``upstream`` construction writes zeros instead of random init: the same pages are touched in the
+  same phase, without the 7 s of random number generation that would only inflate ``construct``.
+- ``read_checkpoint`` lists only the ``token2wav.`` tensors (the stage's other lists are empty
+  for a Token2Wav-only snapshot), and the tensors stay lazily mapped, as safetensors gives them.
 """
 
 from __future__ import annotations
@@ -34,9 +51,10 @@ from .timing import PhaseClock, PhaseRecord
 STACKED_PARAMS = (("qkv_proj", "to_q", 0), ("qkv_proj", "to_k", 1), ("qkv_proj", "to_v", 2))
 LEAF_PHASES = (
     "construct",
+    "read_checkpoint",
     "speaker_conditioning",
     "buffer_discovery",
-    "materialise_weights",
+    "split_buffers",
     "load_parameters",
     "load_buffers",
     "load_spk_dict",
@@ -53,6 +71,7 @@ class LoadResult:
     layout: str
     device: str
     dtype: str
+    construct: str
     phases: list[PhaseRecord]
     state_dict_calls: int
     weights_loaded: int
@@ -72,6 +91,7 @@ class LoadResult:
             "layout": self.layout,
             "device": self.device,
             "dtype": self.dtype,
+            "construct": self.construct,
             "phases": self.phase_seconds(),
             "phase_records": [p.to_dict() for p in self.phases],
             "state_dict_calls": self.state_dict_calls,
@@ -121,15 +141,28 @@ def load_parameters(
     return loaded
 
 
-def load_buffers(model: nn.Module, entries: list[tuple[str, torch.Tensor]], snapshot: Snapshot) -> set[str]:
-    """Copy set-aside checkpoint buffers into the model's buffers."""
-    buffers = dict(model.named_buffers())
-    done = set()
+def load_buffers(
+    model: nn.Module, persistent: dict[str, torch.Tensor], entries: list[tuple[str, torch.Tensor]], snapshot: Snapshot
+) -> set[str]:
+    """Reload every persistent buffer, as vLLM-Omni's ``reload_buffers_to_model`` does.
+
+    Walks ``named_buffers()`` once more; each persistent buffer is copied from its set-aside
+    checkpoint entry, or onto itself where the checkpoint has none, and counted as loaded in both
+    cases (so "weights loaded" counts 721 whether or not the checkpoint saved ``inv_freq``).
+    """
+    saved = {}
     for key, tensor in entries:
-        name = _strip(key)
-        _check_shape(key, tensor, buffers[name], snapshot)
-        buffers[name].copy_(tensor)
-        done.add(name)
+        saved[_strip(key)] = (key, tensor)
+    done = set()
+    with torch.no_grad():
+        for name, buf in model.named_buffers():
+            if name not in persistent:
+                continue
+            key, tensor = saved.get(name, (None, persistent[name]))
+            if key is not None:
+                _check_shape(key, tensor, buf, snapshot)
+            buf.copy_(tensor)
+            done.add(name)
     return done
 
 
@@ -173,34 +206,50 @@ def load_token2wav(
     device: str | torch.device = "cpu",
     dtype: str = "float32",
     digest: bool = True,
+    construct: str = "upstream",
+    reference_copy: bool = False,
+    clock: PhaseClock | None = None,
 ) -> tuple[nn.Module, LoadResult]:
-    """Load Token2Wav from ``snapshot`` as vLLM-Omni's code2wav stage does, timing every phase."""
+    """Load Token2Wav from ``snapshot`` as vLLM-Omni's code2wav stage does, timing every phase.
+
+    ``reference_copy`` adds, after the load and outside ``total``, a phase that copies the same
+    tensors once more with a plain strict ``load_state_dict`` into the same (now resident) model:
+    the yardstick that ``load_parameters`` is measured against, side by side in one process.
+    ``clock`` lets a profiler observe the phase edges (a :class:`PhaseClock` subclass).
+    """
     dev = resolve_device(str(device))
     torch_dtype = _dtype(dtype)
     _modeling()  # a serving stage has imported its model code before it loads; keep imports out of the phases
-    clock = PhaseClock(dev)
+    clock = clock or PhaseClock(dev)
     fused = layout == "vllm-omni"
     with clock.phase("total"):
         with clock.phase("construct"):
-            model = build_model(snapshot.token2wav_config, layout=layout, device=dev, dtype=torch_dtype)
+            model = build_model(snapshot.token2wav_config, layout=layout, device=dev, dtype=torch_dtype,
+                                construct=construct)
+        with clock.phase("read_checkpoint"):
+            weights = list(iter_token2wav_weights(snapshot))
         with clock.phase("speaker_conditioning"):
             load_speaker_dict(snapshot, dev)
-        weights = iter_token2wav_weights(snapshot)
         with clock.phase("weight_loading"):
             with clock.phase("buffer_discovery"), count_state_dict_calls(model) as calls:
                 persistent = find_persistent_buffers(model, variant)
-            with clock.phase("materialise_weights"):
-                param_entries, buffer_entries = split_buffer_entries(list(weights), persistent)
+            with clock.phase("split_buffers"):
+                param_entries, buffer_entries = split_buffer_entries(weights, persistent)
             with clock.phase("load_parameters"):
                 loaded = load_parameters(model, param_entries, snapshot, fused)
             with clock.phase("load_buffers"):
-                loaded_buffers = load_buffers(model, buffer_entries, snapshot)
+                loaded_buffers = load_buffers(model, persistent, buffer_entries, snapshot)
             with clock.phase("load_spk_dict"):
                 load_speaker_dict(snapshot, torch.device("cpu"))
-            del param_entries, buffer_entries
         with clock.phase("post_load"):
             check_all_loaded(model, loaded, fused)
             model.eval()
+    if reference_copy:
+        state = reference_state_dict(model, param_entries, buffer_entries, persistent, fused)
+        with clock.phase("reference_copy"):
+            model.load_state_dict(state, strict=True)
+        del state
+    del weights, param_entries, buffer_entries
     # A meta-device model holds no bytes to digest.
     hexdigest, count = tensor_digest(model) if digest and dev.type != "meta" else ("", 0)
     result = LoadResult(
@@ -208,6 +257,7 @@ def load_token2wav(
         layout=layout,
         device=str(dev),
         dtype=dtype,
+        construct=construct,
         phases=clock.records,
         state_dict_calls=calls.calls,
         weights_loaded=len(loaded) + len(loaded_buffers),
@@ -217,6 +267,30 @@ def load_token2wav(
         loaded_names=set(loaded) | loaded_buffers,
     )
     return model, result
+
+
+def reference_state_dict(
+    model: nn.Module,
+    param_entries: list[tuple[str, torch.Tensor]],
+    buffer_entries: list[tuple[str, torch.Tensor]],
+    persistent: dict[str, torch.Tensor],
+    fused: bool,
+) -> dict[str, torch.Tensor]:
+    """The checkpoint's tensors keyed as ``model.state_dict()`` keys them (q/k/v stacked for a fused
+    layout, persistent buffers included), built before the reference copy is timed."""
+    state: dict[str, torch.Tensor] = {}
+    parts: dict[str, list[torch.Tensor | None]] = defaultdict(lambda: [None] * len(STACKED_PARAMS))
+    for key, tensor in param_entries:
+        target, shard = _stacked_target(_strip(key)) if fused else (_strip(key), None)
+        if shard is None:
+            state[target] = tensor
+        else:
+            parts[target][shard] = tensor
+    state.update({name: torch.cat(tensors, dim=0) for name, tensors in parts.items()})
+    state.update({name: buf.detach().clone() for name, buf in persistent.items()})
+    state.update({_strip(key): tensor for key, tensor in buffer_entries})
+    params = dict(model.named_parameters())
+    return {k: v for k, v in state.items() if k in params or k in persistent}
 
 
 # --------------------------------------------------------------------------- helpers

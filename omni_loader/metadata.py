@@ -80,8 +80,9 @@ def command_line() -> str:
     return shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
 
 
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+def now_iso(precise: bool = False) -> str:
+    """UTC wall-clock time; ``precise`` keeps milliseconds (per-run stamps, to plot drift by run)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds" if precise else "seconds")
 
 
 def _total_memory() -> int | None:

@@ -24,6 +24,8 @@ from torch import nn
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 LAYOUTS = ("vllm-omni", "transformers")
+# How parameter memory is prepared at construction; see :func:`build_model`.
+CONSTRUCT_MODES = ("upstream", "empty", "init")
 SIZES = ("full", "tiny")
 CHECKPOINT_PREFIX = "token2wav."
 
@@ -104,17 +106,31 @@ def build_model(
     layout: str = "vllm-omni",
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
-    init_weights: bool = False,
+    construct: str = "empty",
 ) -> nn.Module:
     """Construct Token2Wav directly on ``device`` under default ``dtype``, as a serving stage does.
 
-    Weights are left uninitialised by default (they are about to be overwritten by the
-    checkpoint, and random init of 449M floats costs ~7 s on two cores); the anti-alias filters
-    and rotary frequencies are still computed by the constructors, because they are buffers the
-    checkpoint does not hold.
+    ``construct`` decides where the first write of the parameter memory happens, which on a CPU
+    decides which phase pays the page faults (about 460,000 of them for the full model):
+
+    ``upstream``  as vLLM-Omni: its Token2Wav layers are plain ``nn.Linear``/``nn.Conv1d``/…, whose
+                  constructors run the default init, so their memory is written (resident) before
+                  ``load_weights`` starts; only the fused ``qkv_proj`` stays ``torch.empty``, as
+                  vLLM's ``QKVParallelLinear`` allocates it. The write here is a cheap zero fill
+                  instead of the random init (the load overwrites the values either way; what
+                  matters is where the first touch is timed).
+    ``empty``     nothing written: every first touch lands in ``load_parameters``. Cheapest to
+                  build; the right choice for module-tree studies and the meta device.
+    ``init``      transformers' full default (random) init of every parameter, ``qkv_proj`` too
+                  (about 7 s on two cores for the full model): for study.
+
+    The anti-alias filters and rotary frequencies are computed by the constructors in every mode,
+    because they are buffers the checkpoint does not hold.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+    if construct not in CONSTRUCT_MODES:
+        raise ValueError(f"construct must be one of {CONSTRUCT_MODES}, not {construct!r}")
     _, mdl = _modeling()
     from transformers.initialization import no_init_weights
 
@@ -122,13 +138,31 @@ def build_model(
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        with torch.device(device), (nullcontext() if init_weights else no_init_weights()):
+        with torch.device(device), (nullcontext() if construct == "init" else no_init_weights()):
             model = mdl.Qwen2_5OmniToken2WavModel(config)
             if layout == "vllm-omni":
                 _to_vllm_omni_layout(model)
     finally:
         torch.set_default_dtype(previous)
+    if construct == "upstream":
+        write_initialised_parameters(model)
     return model.eval()
+
+
+def write_initialised_parameters(model: nn.Module) -> int:
+    """Write every parameter an upstream constructor would have initialised; returns bytes written.
+
+    The fused ``qkv_proj`` is skipped: upstream allocates it with ``torch.empty``. Nothing is
+    written on the meta device, which holds no memory.
+    """
+    written = 0
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.device.type == "meta" or ".qkv_proj." in f".{name}":
+                continue
+            param.zero_()
+            written += param.numel() * param.element_size()
+    return written
 
 
 @dataclass(frozen=True)

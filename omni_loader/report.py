@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .model import DATA_DIR
-from .results import read_metadata, read_runs
+from .results import PHASE_COUNTERS, read_metadata, read_runs
 from .stats import (
     Comparison,
+    NoiseFloor,
     compare,
     equivalence,
     format_seconds,
     measured,
     memory_verdict,
+    noise_floor,
     phase_summary,
     run_summary,
     time_unit,
@@ -36,15 +39,20 @@ LABELS = {
     "weight_loading": "Token2Wav weight loading",
     "startup_to_health": "Startup to /health",
     "construct": "Construction",
+    "read_checkpoint": "Read checkpoint into a list",
     "speaker_conditioning": "Speaker conditioning (spk_dict.pt, 1st load)",
-    "materialise_weights": "Materialise weights and split buffers",
+    "split_buffers": "Split off persistent buffers",
+    "materialise_weights": "Materialise weights and split buffers",  # schema-1 directories
     "load_parameters": "Load parameters",
     "load_buffers": "Load persistent buffers",
     "load_spk_dict": "spk_dict.pt (2nd load)",
     "post_load": "Post-load check and eval()",
     "total": "Whole Token2Wav load",
+    "reference_copy": "Reference: strict load_state_dict (after the load)",
 }
 PR_ROWS = ("state_dict_calls", "buffer_discovery", "weight_loading", "startup_to_health")
+# Timed after the load, outside "total": not an A/B row, but the yardstick a phase is held against.
+YARDSTICKS = {"reference_copy": "load_parameters"}
 
 
 def load_reference() -> dict[str, Any]:
@@ -60,7 +68,7 @@ def comparisons(frame) -> list[Comparison]:
     load = list(dict.fromkeys(ok[ok["source"] == "load"]["phase"]))
     server = list(dict.fromkeys(ok[ok["source"] == "server"]["phase"]))
     timed = []
-    for phase in [p for p in LABELS if p in load] + [p for p in load if p not in LABELS]:
+    for phase in [p for p in LABELS if p in load and p not in YARDSTICKS] + [p for p in load if p not in LABELS]:
         timed.append(compare(phase_summary(frame, "baseline", phase), phase_summary(frame, "optimized", phase)))
     for phase in server:
         c = compare(phase_summary(frame, "baseline", phase, "server"), phase_summary(frame, "optimized", phase, "server"))
@@ -126,18 +134,45 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["Python", env.get("python", "")],
         ["omni-loader", f"{env.get('kit_version', '')} ({env.get('kit_commit') or 'no git commit'})"],
         ["Layout / dtype", f"{spec.get('layout', '')} / {spec.get('dtype', '')}"],
+        ["Construction", CONSTRUCT_NOTES.get(spec.get("construct", ""), spec.get("construct", "not recorded"))],
         ["Warm-ups", f"{meta.get('warmup')} per variant"],
         ["Repeats", f"{meta.get('repeats')} per variant, order {meta.get('order')}"
-                    + (", in-process" if spec.get("in_process") else ", fresh process per run")],
+                    + ", " + WORKER_NOTES.get(_workers(spec), _workers(spec))],
         ["Command", f"`{meta.get('command_line', '')}`"],
         ["Started / finished", f"{meta.get('started_at', '?')} / {meta.get('finished_at', meta.get('status', '?'))}"],
     ]
     return _table(["Item", "Value"], rows)
 
 
-def measurement_table(comps: list[Comparison]) -> str:
+CONSTRUCT_NOTES = {
+    "upstream": "upstream: parameters written at construction as vLLM-Omni's constructors do (fused qkv_proj "
+                "left empty)",
+    "empty": "empty: no parameter written before loading (first touches land in load_parameters)",
+    "init": "init: full random init at construction",
+}
+WORKER_NOTES = {
+    "forkserver": "a fresh process per run, forked from a server that imported torch and the model code once",
+    "spawn": "a fresh interpreter per run (imports included)",
+    "in-process": "in-process (later runs see a warm process)",
+}
+
+
+def _workers(spec: dict[str, Any]) -> str:
+    if "workers" in spec:
+        return spec["workers"]
+    return "in-process" if spec.get("in_process") else "spawn"  # schema 1
+
+
+def _floor_cell(c: Comparison, floor: NoiseFloor | None) -> str:
+    if c.unit != "s" or floor is None or math.isnan(floor.resolvable_fraction):
+        return "—"
+    return f"±{100 * floor.resolvable_fraction:.1f}% ({'resolved' if floor.resolves(c) else 'below the floor'})"
+
+
+def measurement_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | None = None) -> str:
     header = ["Measurement", "Baseline median", "Optimized median", "Change", "Ratio",
               "Baseline min–max", "Optimized min–max", "Mann-Whitney p", "95% CI of Δ median", "Verdict"]
+    header += ["A/A noise floor"] if floors else []
     rows = []
     for c in comps:
         u = row_unit(c)
@@ -145,7 +180,66 @@ def measurement_table(comps: list[Comparison]) -> str:
         rows.append([label(c.phase), _fmt(c.baseline.median, c.unit, u),
                      _fmt(c.optimized.median, c.unit, u),
                      c.change(u), _ratio(c), _spread(c, "baseline"), _spread(c, "optimized"),
-                     f"{c.p_value:.3g}" if c.p_value is not None else "—", ci, c.verdict()])
+                     f"{c.p_value:.3g}" if c.p_value is not None else "—", ci, c.verdict()]
+                    + ([_floor_cell(c, floors.get(c.phase))] if floors else []))
+    return _table(header, rows)
+
+
+def noise_floors(frame) -> dict[str, NoiseFloor]:
+    """The A/A floor of every phase the A/A benchmark timed (empty without ``--aa``)."""
+    aa = measured(frame)
+    phases = dict.fromkeys(aa[aa["source"] == "aa"]["phase"])
+    return {p: f for p in phases if (f := noise_floor(frame, p)) is not None}
+
+
+def noise_floor_table(floors: dict[str, NoiseFloor]) -> str:
+    rows = []
+    for phase, f in floors.items():
+        u = time_unit(f.median)
+        rows.append([label(phase), f"{f.arm1.n} + {f.arm2.n}", format_seconds(f.arm1.median, u),
+                     format_seconds(f.arm2.median, u),
+                     f"{format_seconds(min(f.arm1.min, f.arm2.min), u)}–{format_seconds(max(f.arm1.max, f.arm2.max), u)}",
+                     format_seconds(f.resolvable_seconds, u), f"±{100 * f.resolvable_fraction:.1f}%"])
+    return _table(["Phase", "Runs (arm 1 + arm 2)", "Arm 1 median", "Arm 2 median", "Min–max (both arms)",
+                   "Smallest resolvable change", "Relative"], rows)
+
+
+def yardstick_lines(frame) -> list[str]:
+    """``load_parameters`` against a plain strict ``load_state_dict`` of the same tensors, same runs."""
+    lines = []
+    for yardstick, phase in YARDSTICKS.items():
+        for v in ("baseline", "optimized"):
+            ref, ours = phase_summary(frame, v, yardstick), phase_summary(frame, v, phase)
+            if not ref.n or not ours.n:
+                continue
+            ratios = [o / r for o, r in zip(ours.samples, ref.samples) if r > 0]
+            lines.append(f"- {v}: {label(phase)} {format_seconds(ours.median)} against {label(yardstick)[11:]} "
+                         f"{format_seconds(ref.median)} in the same {ours.n} runs: {statistics.median(ratios):.2f}x "
+                         f"(per-run ratios {min(ratios):.2f}–{max(ratios):.2f}x)")
+    if not lines:
+        return []
+    return ["### Load parameters against a plain copy", "",
+            "After each load (outside its timed phases) the same checkpoint tensors were copied once more into "
+            "the same, now resident, model with a strict `load_state_dict`: what copying alone costs on this "
+            "machine. The ratio is how much more the loader's own step takes.", "", *lines, ""]
+
+
+def counters_table(frame) -> str:
+    """Medians per phase of the kernel's counters: where first touches land, when the CPU was taken away."""
+    from .loader import LEAF_PHASES
+
+    rows = []
+    ok = measured(frame)
+    ok = ok[ok["source"] == "load"]
+    for phase in ("total", *LEAF_PHASES):
+        cells = [label(phase)]
+        for column in PHASE_COUNTERS:
+            for v in ("baseline", "optimized"):
+                values = ok[(ok["variant"] == v) & (ok["phase"] == phase)][column].dropna()
+                cells.append(f"{values.median():,.0f}" if len(values) else "—")
+        rows.append(cells)
+    header = ["Phase"] + [f"{name} ({v[:4]}.)" for name in ("Minor faults", "Major faults", "Voluntary switches",
+                                                            "Involuntary switches") for v in ("baseline", "optimized")]
     return _table(header, rows)
 
 
@@ -198,13 +292,17 @@ def memory_table(frame) -> tuple[str, str]:
     return table, "; ".join(verdicts) or "not measured"
 
 
-def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str) -> list[str]:
+def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
+             floors: dict[str, NoiseFloor] | None = None) -> list[str]:
     lines = []
+    floors = floors or {}
     for c in comps:
         if c.phase in PR_ROWS:
             u = row_unit(c)
+            floor = _floor_cell(c, floors.get(c.phase))
             lines.append(f"- **{LABELS[c.phase]}**: {_fmt(c.baseline.median, c.unit, u)} → "
-                         f"{_fmt(c.optimized.median, c.unit, u)} ({c.change(u)}); {c.verdict()}.")
+                         f"{_fmt(c.optimized.median, c.unit, u)} ({c.change(u)}); {c.verdict()}"
+                         + (f"; A/A noise floor {floor}" if floor != "—" else "") + ".")
     lines.append(f"- **Equivalence**: {equiv['statement']}.")
     lines.append(f"- **Memory**: {memory}.")
     return lines
@@ -215,6 +313,7 @@ def render_report(directory: str | Path) -> str:
     meta = read_metadata(directory)
     frame = read_runs(directory)
     comps = comparisons(frame)
+    floors = noise_floors(frame)
     equiv = equivalence(frame)
     mem_table, mem_verdict = memory_table(frame)
     failed = frame[frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
@@ -227,7 +326,7 @@ def render_report(directory: str | Path) -> str:
         f"This report measures both loader variants: {n['baseline']} + {n['optimized']} measured runs after "
         f"{meta.get('warmup')} warm-up(s) per variant, order {meta.get('order')}; status {meta.get('status')}.",
         "",
-        *headline(comps, equiv, mem_verdict),
+        *headline(comps, equiv, mem_verdict, floors),
         "",
         "## Environment",
         "",
@@ -239,8 +338,12 @@ def render_report(directory: str | Path) -> str:
         "and a percentile bootstrap interval for median(optimized) − median(baseline). Where the min–max ranges "
         "overlap no stable difference is claimed, as the PR did for startup.",
         "",
-        measurement_table(comps),
+        measurement_table(comps, floors),
         "",
+        *(["### A/A noise floor", "",
+           "The optimized variant in both arms, planned like the A/B runs: any difference between the arms is "
+           "noise, so an A/B difference smaller than the floor cannot be told apart from identical loads.", "",
+           noise_floor_table(floors), ""] if floors else []),
         "## Verdicts",
         "",
         *[f"- {label(c.phase)}: {c.verdict()}" for c in comps],
@@ -265,6 +368,15 @@ def render_report(directory: str | Path) -> str:
         "",
         attribution_table(frame),
         "",
+        "### Page faults and context switches per phase",
+        "",
+        "Medians per run of `getrusage` deltas. Minor faults are first touches of fresh memory (on a CPU, every "
+        "4 KiB page of a parameter written for the first time); involuntary switches are the scheduler giving "
+        "the CPU to another process: a phase with many of them was slowed by a neighbour, not by its own work.",
+        "",
+        counters_table(frame),
+        "",
+        *yardstick_lines(frame),
     ]
     parts += _plots_section(directory, frame, comps)
     parts += _profiles_section(directory)

@@ -22,7 +22,9 @@ from typing import Any
 
 from .errors import ResultsError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions this kit reads. Version 1 lacks the per-phase counters and the per-run stamps; read, they are empty.
+READABLE_SCHEMAS = (1, 2)
 METADATA_FILE = "metadata.json"
 RUNS_FILE = "runs.csv"
 
@@ -43,8 +45,17 @@ RUN_COLUMNS = (
     "digest",
     "rss_peak_bytes",  # process peak resident memory at the end of the run
     "device_peak_bytes",  # GPU peak allocated, '' on CPU
-    "source",  # load (a loader worker) | server (serve-ab)
+    "source",  # load (a loader worker) | aa (the A/A noise-floor benchmark) | server (serve-ab)
+    # schema 2
+    "minor_faults",  # page faults served without I/O during the phase (first touches of fresh memory)
+    "major_faults",  # page faults that needed I/O (e.g. reading a checkpoint page from disk)
+    "voluntary_switches",  # context switches the process asked for (waiting on I/O, a lock)
+    "involuntary_switches",  # context switches forced by the scheduler: another process took the CPU
+    "run_started",  # wall-clock start of the run (UTC, ISO 8601), to see drift across a benchmark
+    "run_ended",  # wall-clock end of the run
 )
+# Per-phase getrusage deltas (see timing.PhaseClock), in RUN_COLUMNS and in the loader's phase records.
+PHASE_COUNTERS = ("minor_faults", "major_faults", "voluntary_switches", "involuntary_switches")
 
 
 def write_metadata(directory: str | os.PathLike[str], metadata: dict[str, Any]) -> Path:
@@ -67,9 +78,11 @@ def read_metadata(directory: str | os.PathLike[str]) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path} is not valid JSON ({exc})") from None
     version = record.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_SCHEMAS:
+        newer = isinstance(version, int) and version > SCHEMA_VERSION
         raise ResultsError(
-            f"{path} has schema_version {version!r}; this omni-loader reads version {SCHEMA_VERSION} only"
+            f"{path} has schema_version {version!r}; this omni-loader reads versions "
+            f"{', '.join(map(str, READABLE_SCHEMAS))}" + (" (upgrade omni-loader to read it)" if newer else "")
         )
     return record
 
@@ -95,7 +108,11 @@ def read_runs(directory: str | os.PathLike[str]):  # -> pandas.DataFrame
     path = Path(directory) / RUNS_FILE
     if not path.exists():
         return pd.DataFrame(columns=list(RUN_COLUMNS))
-    frame = pd.read_csv(path, keep_default_na=False, na_values={"seconds": [""], "device_peak_bytes": [""]})
+    numeric = ("seconds", "device_peak_bytes", *PHASE_COUNTERS)
+    frame = pd.read_csv(path, keep_default_na=False, na_values={c: [""] for c in numeric})
+    for column in RUN_COLUMNS[RUN_COLUMNS.index("minor_faults"):]:
+        if column not in frame.columns:  # a schema-1 file
+            frame[column] = float("nan") if column in PHASE_COUNTERS else ""
     missing = [c for c in RUN_COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsError(f"{path} lacks columns {missing}")

@@ -1,19 +1,23 @@
 """The A/B benchmark: warm-ups, then alternating measured runs, each appended to disk as it ends.
 
-By default every run is a fresh Python process (``omni_loader.worker``), as a server restart
-is: imports, allocator and caches start cold each time, and a crash takes down one run, not the
-benchmark. ``in_process=True`` runs the loads in this interpreter instead (for notebooks).
+By default every run is a process forked from a fork server that has imported torch and the
+model code once (see :mod:`omni_loader.worker`): each load starts with no model built and no
+device touched, as a server restart does, and a crash takes down one run, not the benchmark.
+``workers="spawn"`` starts a new interpreter per run (imports included), ``"in-process"`` loads
+in this interpreter (notebooks, debugging).
+
+``aa=True`` adds an A/A benchmark after the A/B one: the optimized variant in both arms, planned
+the same way. Its two arms differ only by chance, so the difference between them is the smallest
+change this machine can resolve for each phase: the noise floor the report quotes beside each
+A/B difference.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
-import subprocess
-import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,10 +25,15 @@ from typing import Any
 from .checkpoint import Snapshot
 from .errors import PlanError, ResultsError
 from .metadata import command_line, environment, now_iso
-from .results import METADATA_FILE, append_rows, read_metadata, read_runs, write_metadata
+from .results import METADATA_FILE, PHASE_COUNTERS, append_rows, read_metadata, read_runs, write_metadata
 
 ORDERS = ("alternate", "abba", "shuffle", "blocked")
 VARIANTS = ("baseline", "optimized")
+# The A/A benchmark's two arms (rows with source "aa"); both load AA_VARIANT.
+AA_ARMS = ("aa-1", "aa-2")
+AA_VARIANT = "optimized"
+DEFAULT_RUNS = 10
+DEFAULT_WARMUP = 1
 
 
 @dataclass(frozen=True)
@@ -35,24 +44,44 @@ class BenchmarkSpec:
     layout: str = "vllm-omni"
     device: str = "cpu"
     dtype: str = "float32"
-    warmup: int = 1
-    runs: int = 5
+    construct: str = "upstream"
+    warmup: int = DEFAULT_WARMUP
+    runs: int = DEFAULT_RUNS
     order: str = "alternate"
     seed: int = 0
-    in_process: bool = False
+    workers: str = "forkserver"
     worker_timeout: float | None = None
+    aa: bool = False
+    reference_copy: bool = False
+
+    def plan(self) -> list[PlannedRun]:
+        """The A/B runs, then (with ``aa``) the A/A runs, numbered in one sequence."""
+        plan = plan_runs(self.warmup, self.runs, self.order, self.seed)
+        if self.aa:
+            plan += plan_runs(self.warmup, self.runs, self.order, self.seed, first_id=len(plan), variants=AA_ARMS,
+                              source="aa")
+        return plan
+
+    def request(self, run: PlannedRun) -> Any:
+        from .worker import LoadRequest
+
+        variant = AA_VARIANT if run.source == "aa" else run.variant
+        return LoadRequest(self.checkpoint, variant, self.layout, self.device, self.dtype, self.construct,
+                           self.reference_copy)
 
 
 @dataclass(frozen=True)
 class PlannedRun:
     run_id: int
-    variant: str
+    variant: str  # the variant loaded, or the A/A arm (aa-1, aa-2) for source "aa"
     warmup: bool
     order: int | None  # 1-based index among the measured runs of this variant
+    source: str = "load"  # load: the A/B benchmark; aa: the A/A noise-floor benchmark
 
 
 def plan_runs(
-    warmup: int, runs: int, order: str = "alternate", seed: int = 0, first_id: int = 0
+    warmup: int, runs: int, order: str = "alternate", seed: int = 0, first_id: int = 0,
+    variants: tuple[str, str] = VARIANTS, source: str = "load",
 ) -> list[PlannedRun]:
     """Warm-ups of each variant first (A, B, A, B...), then the measured runs in ``order``.
 
@@ -64,7 +93,7 @@ def plan_runs(
         raise PlanError(f"--order must be one of {ORDERS}, not {order!r}")
     if warmup < 0 or runs < 1:
         raise PlanError("--warmup must be >= 0 and --runs >= 1")
-    a, b = VARIANTS
+    a, b = variants
     if order == "alternate":
         sequence = [a, b] * runs
     elif order == "abba":
@@ -73,72 +102,39 @@ def plan_runs(
         sequence = [a] * runs + [b] * runs
         if order == "shuffle":
             random.Random(seed).shuffle(sequence)
-    plan = [PlannedRun(first_id + i, v, True, None) for i, v in enumerate([a, b] * warmup)]
-    seen = dict.fromkeys(VARIANTS, 0)
+    plan = [PlannedRun(first_id + i, v, True, None, source) for i, v in enumerate([a, b] * warmup)]
+    seen = dict.fromkeys(variants, 0)
     for variant in sequence:
         seen[variant] += 1
-        plan.append(PlannedRun(first_id + len(plan), variant, False, seen[variant]))
+        plan.append(PlannedRun(first_id + len(plan), variant, False, seen[variant], source))
     return plan
 
 
 # --------------------------------------------------------------------------- one run
 
 
-def rows_for_run(run: PlannedRun, result: dict[str, Any], source: str = "load") -> list[dict[str, Any]]:
+def rows_for_run(run: PlannedRun, result: dict[str, Any], source: str | None = None,
+                 started: str = "", ended: str = "") -> list[dict[str, Any]]:
     """runs.csv rows (one per phase) for one finished load."""
     common = {
         "run_id": run.run_id, "variant": run.variant, "warmup": run.warmup, "order": run.order,
         "status": "ok", "error": "", "state_dict_calls": result["state_dict_calls"],
         "weights_loaded": result["weights_loaded"], "persistent_buffers": len(result["persistent_buffers"]),
         "digest": result["digest"], "rss_peak_bytes": result["rss_peak_bytes"],
-        "device_peak_bytes": result["device_peak_bytes"], "source": source,
+        "device_peak_bytes": result["device_peak_bytes"], "source": source or run.source,
+        "run_started": started, "run_ended": ended,
     }
-    return [{**common, "phase": p["name"], "parent": p["parent"] or "", "seconds": p["seconds"]}
+    return [{**common, "phase": p["name"], "parent": p["parent"] or "", "seconds": p["seconds"],
+             **{k: p.get(k, "") for k in PHASE_COUNTERS}}
             for p in result["phase_records"]]
 
 
-def failed_row(run: PlannedRun, error: str, seconds: float | None = None) -> dict[str, Any]:
+def failed_row(run: PlannedRun, error: str, seconds: float | None = None, started: str = "",
+               ended: str = "") -> dict[str, Any]:
     return {"run_id": run.run_id, "variant": run.variant, "warmup": run.warmup, "order": run.order,
             "phase": "total", "parent": "", "seconds": seconds, "status": "failed",
-            "error": error.strip().splitlines()[-1][:300] if error.strip() else "failed", "source": "load"}
-
-
-def _run_in_process(spec: BenchmarkSpec, variant: str) -> dict[str, Any]:
-    from .worker import run_load
-
-    return run_load(spec.checkpoint, variant, spec.layout, spec.device, spec.dtype)
-
-
-def _run_in_worker(spec: BenchmarkSpec, variant: str) -> dict[str, Any]:
-    """Run one load in a fresh interpreter; raise RuntimeError with its last error line on failure."""
-    from .worker import worker_command
-
-    with tempfile.TemporaryDirectory(prefix="omni-loader-run-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = worker_command(spec.checkpoint, variant, spec.layout, spec.device, spec.dtype, out=str(out))
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
-        try:
-            _, stderr = proc.communicate(timeout=spec.worker_timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise RuntimeError(f"worker killed after --worker-timeout {spec.worker_timeout:g} s") from None
-        except BaseException:
-            _kill_group(proc)
-            raise
-        if proc.returncode != 0:
-            reason = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-            how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
-            raise RuntimeError(f"worker {how}" + (f": {reason}" if reason else ""))
-        return json.loads(out.read_text())
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+            "error": error.strip().splitlines()[-1][:300] if error.strip() else "failed", "source": run.source,
+            "run_started": started, "run_ended": ended}
 
 
 # --------------------------------------------------------------------------- the benchmark
@@ -150,31 +146,41 @@ def run_benchmark(
     snapshot: Snapshot | None = None,
     resume: bool = False,
     progress: bool = True,
+    on_start: Callable[[PlannedRun, int], None] | None = None,
 ) -> Path:
     """Run (or continue) the benchmark into ``out``; returns the results directory.
+
+    ``on_start(run, pid)`` is called as each run's worker process starts.
 
     A run that fails is recorded with status ``failed`` and the benchmark goes on. An interrupt
     (Ctrl-C) stops after killing the current worker; every finished run is already on disk, and
     metadata.json says ``interrupted`` so that ``--resume`` can pick up the missing runs.
     """
+    from .worker import WorkerFailed, run_isolated, start_forkserver
+
     out = Path(out)
-    plan = plan_runs(spec.warmup, spec.runs, spec.order, spec.seed)
+    plan = spec.plan()
     metadata = _start(spec, out, plan, snapshot, resume)
     existing = read_runs(out) if resume else None
-    done = set(existing[existing["source"] == "load"]["run_id"].astype(int)) if resume else set()
+    done = set(existing[existing["source"].isin(["load", "aa"])]["run_id"].astype(int)) if resume else set()
     todo = [r for r in plan if r.run_id not in done]
     bar = _progress_bar(len(plan), initial=len(plan) - len(todo), enabled=progress)
     metadata["status"] = "running"
     write_metadata(out, metadata)
     try:
+        if spec.workers == "forkserver" and todo:
+            bar.set_postfix_str("starting the worker server (imports torch and the model code once)")
+            start_forkserver()
         for run in todo:
             bar.set_postfix_str(f"run {run.run_id + 1}/{len(plan)} {run.variant}{' (warm-up)' if run.warmup else ''}")
-            started = time.perf_counter()
+            started, began = time.perf_counter(), now_iso(precise=True)
             try:
-                result = (_run_in_process if spec.in_process else _run_in_worker)(spec, run.variant)
-                append_rows(out, rows_for_run(run, result))
-            except RuntimeError as exc:
-                append_rows(out, [failed_row(run, str(exc), time.perf_counter() - started)])
+                result = run_isolated(spec.request(run), spec.workers, spec.worker_timeout,
+                                      on_start=(lambda pid, run=run: on_start(run, pid)) if on_start else None)
+                append_rows(out, rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
+            except WorkerFailed as exc:
+                append_rows(out, [failed_row(run, str(exc), time.perf_counter() - started, began,
+                                             now_iso(precise=True))])
             bar.update(1)
     except KeyboardInterrupt:
         metadata.update(status="interrupted", interrupted_at=now_iso())
@@ -201,6 +207,8 @@ def _start(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], snapshot: Sna
     return {
         "kind": "reproduce",
         "spec": asdict(spec),
+        "construct": spec.construct,
+        "workers": spec.workers,
         "warmup": spec.warmup,
         "repeats": spec.runs,
         "order": spec.order,
@@ -235,8 +243,8 @@ def reproduce(
     layout: str = "vllm-omni",
     device: str = "cpu",
     dtype: str = "float32",
-    warmup: int = 1,
-    runs: int = 5,
+    warmup: int = DEFAULT_WARMUP,
+    runs: int = DEFAULT_RUNS,
     order: str = "alternate",
     seed: int = 0,
     in_process: bool = False,
@@ -245,15 +253,22 @@ def reproduce(
     profile: bool = False,
     with_startup: bool = False,
     progress: bool = True,
+    construct: str = "upstream",
+    workers: str = "forkserver",
+    aa: bool = False,
+    reference_copy: bool = False,
 ) -> Path:
     """The main job: the A/B benchmark, optional profiles and startup runs, then report.md and plots.
 
     This is what ``omni-loader reproduce`` and notebook 01 call. Returns the results directory.
+    ``in_process=True`` is short for ``workers="in-process"``.
     """
     from .report import write_report
 
-    spec = BenchmarkSpec(checkpoint=str(snapshot.root), layout=layout, device=device, dtype=dtype, warmup=warmup,
-                         runs=runs, order=order, seed=seed, in_process=in_process, worker_timeout=worker_timeout)
+    spec = BenchmarkSpec(checkpoint=str(snapshot.root), layout=layout, device=device, dtype=dtype,
+                         construct=construct, warmup=warmup, runs=runs, order=order, seed=seed,
+                         workers="in-process" if in_process else workers, worker_timeout=worker_timeout, aa=aa,
+                         reference_copy=reference_copy)
     out = run_benchmark(spec, out, snapshot=snapshot, resume=resume, progress=progress)
     if profile:
         from .profiling import profile_variants
@@ -282,9 +297,10 @@ def cmd_reproduce(args: Any) -> int:
     print(f"results: {out}")
     try:
         reproduce(snapshot, out, layout=args.layout, device=args.device, dtype=args.dtype, warmup=args.warmup,
-                  runs=args.runs, order=args.order, seed=args.order_seed, in_process=args.in_process,
+                  runs=args.runs, order=args.order, seed=args.order_seed, workers=args.workers,
                   worker_timeout=args.worker_timeout, resume=args.resume, profile=args.profile,
-                  with_startup=args.with_startup)
+                  with_startup=args.with_startup, construct=args.construct, aa=args.aa,
+                  reference_copy=args.reference_copy)
     except KeyboardInterrupt:
         n = read_runs(out)["run_id"].nunique() if (out / "runs.csv").exists() else 0
         print(f"interrupted: {n} run(s) saved in {out}; continue with --resume --out {out}")
@@ -297,16 +313,30 @@ def cmd_reproduce(args: Any) -> int:
 
 def add_command(sub: Any) -> None:
     from .cli import _add_checkpoint_args, _add_load_args
+    from .worker import WORKER_MODES
 
     p = sub.add_parser("reproduce", help="reproduce the PR's tables: alternating A/B loads, statistics, report, plots")
     _add_checkpoint_args(p)
     _add_load_args(p)
-    p.add_argument("--warmup", type=int, default=1, help="warm-up runs per variant (default 1)")
-    p.add_argument("--runs", type=int, default=5, help="measured runs per variant (default 5)")
+    p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
+                   help=f"warm-up runs per variant (default {DEFAULT_WARMUP})")
+    p.add_argument("--runs", type=int, default=DEFAULT_RUNS,
+                   help=f"measured runs per variant (default {DEFAULT_RUNS}; the PR used 5)")
     p.add_argument("--order", choices=ORDERS, default="alternate", help="run order (default alternate: ABAB...)")
     p.add_argument("--order-seed", type=int, default=0, help="seed for --order shuffle")
-    p.add_argument("--in-process", action="store_true", help="load in this process instead of a fresh worker per run")
+    w = p.add_mutually_exclusive_group()
+    w.add_argument("--workers", choices=WORKER_MODES, default="forkserver",
+                   help="process per run: forkserver (default: forked from a server that imported torch and the "
+                        "model code once), spawn (a new interpreter, imports included) or in-process")
+    w.add_argument("--spawn", dest="workers", action="store_const", const="spawn",
+                   help="short for --workers spawn: a full cold start per run")
+    w.add_argument("--in-process", dest="workers", action="store_const", const="in-process",
+                   help="short for --workers in-process")
     p.add_argument("--worker-timeout", type=float, default=None, metavar="S", help="kill a worker after S seconds")
+    p.add_argument("--aa", action="store_true",
+                   help=f"also run an A/A benchmark ({AA_VARIANT} in both arms) for this machine's noise floor")
+    p.add_argument("--reference-copy", action="store_true",
+                   help="also time a plain strict load_state_dict of the same tensors after each load (a yardstick)")
     p.add_argument("--out", metavar="DIR", help="results directory (default results/reproduce-<...>-<time>)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted results directory (--out)")
     p.add_argument("--profile", action="store_true", help="also profile one load per variant into DIR/profiles")

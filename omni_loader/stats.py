@@ -240,17 +240,63 @@ def summary_table(frame):  # -> pandas.DataFrame
     return pd.DataFrame(out, columns=["source", "variant", "phase", "n", "median", "q1", "q3", "iqr", "min", "max"])
 
 
+@dataclass(frozen=True)
+class NoiseFloor:
+    """What an A/A benchmark (the same variant in both arms) says about one phase on this machine.
+
+    The two arms differ only by chance, so any difference between them is noise. The smallest
+    change this machine can resolve for the phase is taken as the larger of the A/A difference of
+    medians and the half-width of its bootstrap interval, relative to the A/A median: a smaller
+    A/B difference cannot be told apart from what identical loads do.
+    """
+
+    phase: str
+    arm1: Summary
+    arm2: Summary
+    ci_low: float | None
+    ci_high: float | None
+
+    @property
+    def median(self) -> float:
+        return float(np.median([*self.arm1.samples, *self.arm2.samples])) if self.arm1.n + self.arm2.n else math.nan
+
+    @property
+    def resolvable_seconds(self) -> float:
+        if self.ci_low is None or self.ci_high is None:
+            return math.nan
+        return max(abs(self.arm2.median - self.arm1.median), (self.ci_high - self.ci_low) / 2)
+
+    @property
+    def resolvable_fraction(self) -> float:
+        return self.resolvable_seconds / self.median if self.median else math.nan
+
+    def resolves(self, comparison: Comparison) -> bool:
+        """True when an A/B difference is larger than this floor (relative to the baseline median)."""
+        return comparison.percent / 100 > self.resolvable_fraction
+
+
+def noise_floor(frame, phase: str, arms: tuple[str, str] = ("aa-1", "aa-2")) -> NoiseFloor | None:
+    """The A/A floor of ``phase`` from rows with source 'aa', or None when there are none."""
+    one, two = (phase_summary(frame, arm, phase, "aa") for arm in arms)
+    if one.n < 2 or two.n < 2:
+        return None
+    ci = bootstrap_median_difference(one.samples, two.samples)
+    return NoiseFloor(phase, one, two, ci[0] if ci else None, ci[1] if ci else None)
+
+
 def equivalence(frame) -> dict[str, Any]:
-    """Did every successful run of both variants load the same tensors (same digest)?"""
-    runs = frame[(frame["status"] == "ok") & (frame["source"] == "load")].drop_duplicates("run_id")
-    digests = {v: sorted(set(runs[runs["variant"] == v]["digest"].astype(str))) for v in ("baseline", "optimized")}
-    all_digests = set(digests["baseline"]) | set(digests["optimized"])
+    """Did every successful run of both variants (A/A runs included) load the same tensors (same digest)?"""
+    runs = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"])].drop_duplicates("run_id")
+    arms = ["baseline", "optimized", *sorted(set(runs[runs["source"] == "aa"]["variant"]))]
+    digests = {v: sorted(set(runs[runs["variant"] == v]["digest"].astype(str))) for v in arms}
+    all_digests = set().union(*digests.values())
     ok = len(all_digests) == 1 and all(digests.values()) and "" not in all_digests
     return {
         "equivalent": ok,
         "runs": int(len(runs)),
         "digests": digests,
-        "statement": (f"equivalent: all {len(runs)} runs of both variants loaded identical tensors "
+        "statement": (f"equivalent: all {len(runs)} runs of both variants{' and the A/A arms' if len(digests) > 2 else ''}"
+                      " loaded identical tensors "
                       f"(SHA-256 {next(iter(all_digests))[:16]}…)") if ok else
                      f"NOT equivalent: digests differ between runs or variants: {digests}",
     }

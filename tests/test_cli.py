@@ -119,17 +119,22 @@ def test_load_readable(capsys: pytest.CaptureFixture[str], tiny_snapshot: Path, 
     code, out, _ = run_cli(capsys, "load", "--variant", "baseline", "--checkpoint", str(tiny_snapshot))
     assert code == 0
     lines = out.splitlines()
-    assert lines[0] == "Token2Wav load: variant=baseline layout=vllm-omni device=cpu dtype=float32"
+    assert lines[0] == ("Token2Wav load: variant=baseline layout=vllm-omni device=cpu dtype=float32"
+                        " construct=upstream")
     assert lines[1] == f"checkpoint: {tiny_snapshot} (directory)"
+    data = load_json("--variant", "baseline")
     for phase in ("total", "weight_loading", *LEAF_PHASES):
         (row,) = [line for line in lines if line.split()[0] == phase]
-        assert row.endswith(" ms")
-        float(row.split()[1])
+        name, seconds, unit, faults, *_ = row.split()
+        assert unit == "ms"
+        float(seconds)
+        assert faults.replace(",", "").isdigit()
+    minor = {r["name"]: r["minor_faults"] for r in data["phase_records"]}
+    assert minor["construct"] > minor["buffer_discovery"]  # construction writes the parameters (upstream)
     assert "state_dict() calls: 51" in lines
     assert "weights loaded:     187" in lines
     assert f"persistent buffers: {INV_FREQ}" in lines
-    digest = load_json("--variant", "baseline")["digest"]
-    assert any(line.startswith(f"digest:             {digest} (") for line in lines)
+    assert any(line.startswith(f"digest:             {data['digest']} (") for line in lines)
 
 
 def test_load_from_hub_cache(capsys: pytest.CaptureFixture[str], tiny_snapshot: Path, tmp_path: Path,

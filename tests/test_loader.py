@@ -117,11 +117,13 @@ def test_phases(loads: dict, key: tuple[str, str]) -> None:
     assert parents["total"] is None
     children = [p for p in result.phases if p.parent == "weight_loading"]
     assert [p.name for p in children] == [
-        "buffer_discovery", "materialise_weights", "load_parameters", "load_buffers", "load_spk_dict"
+        "buffer_discovery", "split_buffers", "load_parameters", "load_buffers", "load_spk_dict"
     ]
     assert sum(p.seconds for p in children) <= seconds["weight_loading"]
     top = [p for p in result.phases if p.parent == "total"]
-    assert {p.name for p in top} == {"construct", "speaker_conditioning", "weight_loading", "post_load"}
+    # Upstream's order: the outer load_weights lists the checkpoint before speaker conditioning.
+    assert [p.name for p in top] == ["construct", "read_checkpoint", "speaker_conditioning", "weight_loading",
+                                     "post_load"]
     assert sum(p.seconds for p in top) <= seconds["total"]
     assert all(p.rss_peak_bytes > 0 and p.device_peak_bytes is None for p in result.phases)
 
@@ -244,6 +246,35 @@ def test_persistent_buffer_comes_from_the_checkpoint(tiny_snapshot: Path, tmp_pa
     model, result = load_token2wav(snap, "optimized", layout="transformers")
     assert torch.equal(model.code2wav_dit_model.rotary_embed.inv_freq, computed)
     assert INV_FREQ not in result.loaded_names
+
+
+def test_persistent_buffer_missing_from_the_checkpoint_still_counts(tiny_snapshot: Path, tmp_path: Path,
+                                                                    loads: dict) -> None:
+    """As reload_buffers_to_model: a persistent buffer the checkpoint lacks is copied onto itself and
+    counted as loaded, so the weights-loaded figure does not depend on whether inv_freq was saved."""
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
+    index_path = copy / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    shard = copy / index["weight_map"].pop(PREFIX + INV_FREQ)
+    index_path.write_text(json.dumps(index))
+    tensors = safetensors.torch.load_file(str(shard))
+    del tensors[PREFIX + INV_FREQ]
+    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    model, result = load_token2wav(open_snapshot(copy), "optimized")
+    full = loads["optimized", "vllm-omni"][1]
+    assert INV_FREQ in result.loaded_names
+    assert result.weights_loaded == full.weights_loaded
+    computed = loads["optimized", "vllm-omni"][0].code2wav_dit_model.rotary_embed.inv_freq
+    assert torch.equal(model.code2wav_dit_model.rotary_embed.inv_freq, computed)
+
+
+def test_reference_copy_is_timed_outside_the_load(tiny_snapshot: Path, loads: dict) -> None:
+    """The yardstick copies the same tensors again after the load: outside "total", model unchanged."""
+    model, result = load_token2wav(open_snapshot(tiny_snapshot), "optimized", reference_copy=True)
+    records = {p.name: p for p in result.phases}
+    assert records["reference_copy"].parent is None
+    assert result.phases[-1].name == "reference_copy"  # ended after "total"
+    assert result.digest == loads["optimized", "vllm-omni"][1].digest
 
 
 # --------------------------------------------------------------------------- dtype, device, errors

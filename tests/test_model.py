@@ -182,3 +182,46 @@ def test_bad_layout_and_size_are_rejected() -> None:
         build_model(config_dict("tiny"), layout="sglang", device="meta")
     with pytest.raises(ValueError, match="size"):
         config_dict("medium")
+
+
+# --------------------------------------------------------------------------- construction modes
+
+
+def _residency(construct: str) -> tuple[list[float], list[float]]:
+    """Resident fractions of the parameters of 1 MiB or more right after a full-size construction in a
+    fresh interpreter (in this one, freed memory may come back resident): (fused qkv_proj, all others)."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json; from omni_loader.model import build_model, config_dict; "
+            "from omni_loader.residency import parameter_residency; "
+            f"print(json.dumps(parameter_residency(build_model(config_dict('full'), construct='{construct}'))))")
+    fractions = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                          check=True).stdout)
+    qkv = [f for name, f in fractions.items() if ".qkv_proj." in name]
+    return qkv, [f for name, f in fractions.items() if ".qkv_proj." not in name]
+
+
+@pytest.mark.slow
+def test_upstream_construction_leaves_only_qkv_proj_untouched() -> None:
+    """As vLLM-Omni: constructors write every parameter but the fused qkv_proj (torch.empty upstream)."""
+    qkv, other = _residency("upstream")
+    assert len(qkv) == 22 and len(other) > 100
+    assert min(other) == 1.0
+    assert max(qkv) < 0.05
+
+
+@pytest.mark.slow
+def test_empty_construction_touches_no_parameter() -> None:
+    qkv, other = _residency("empty")
+    fractions = qkv + other
+    assert len(qkv) == 22 and max(qkv) < 0.05
+    # A few parameters may reuse pages that construction's own temporaries (the filters) touched.
+    assert sum(f < 0.05 for f in fractions) >= 0.95 * len(fractions)
+    assert sum(fractions) / len(fractions) < 0.05
+
+
+def test_unknown_construction_mode() -> None:
+    with pytest.raises(ValueError, match="construct must be one of"):
+        build_model(config_dict("tiny"), device="meta", construct="lazy")

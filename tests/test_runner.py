@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -44,7 +43,7 @@ def test_plan_abba_and_shuffle():
 
 
 def test_in_process_benchmark_rows(tiny_snapshot, tmp_path):
-    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=1, runs=2, in_process=True)
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=1, runs=2, workers="in-process")
     out = run_benchmark(spec, tmp_path / "res", progress=False)
     frame = read_runs(out)
     assert sorted(frame["run_id"].unique()) == list(range(6))
@@ -73,40 +72,44 @@ def _worker_pids(marker: str) -> list[int]:
     return pids
 
 
-def test_killed_worker_is_recorded_and_the_rest_go_on(tiny_snapshot, tmp_path):
-    # A private copy gives the worker command line a unique marker to find it by.
-    import shutil
-
-    snap = shutil.copytree(tiny_snapshot, tmp_path / "snap-kill-marker")
-    spec = BenchmarkSpec(checkpoint=str(snap), warmup=0, runs=2)
+@pytest.mark.parametrize("workers", ["forkserver", "spawn"])
+def test_killed_worker_is_recorded_and_the_rest_go_on(tiny_snapshot, tmp_path, workers):
+    """Run 0's worker is stopped the moment it exists, then killed: it is known to be run 0 (no poller
+    guessing which worker it saw) and cannot finish first."""
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=2, workers=workers)
     killed: list[int] = []
 
-    def killer() -> None:
-        deadline = time.monotonic() + 60
-        while not killed and time.monotonic() < deadline:
-            pids = _worker_pids("snap-kill-marker")
-            if pids:
-                os.kill(pids[0], signal.SIGKILL)
-                killed.append(pids[0])
-            time.sleep(0.05)
+    def kill_run_0(run, pid: int) -> None:
+        if run.run_id == 0:
+            os.kill(pid, signal.SIGSTOP)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
 
-    thread = threading.Thread(target=killer)
-    thread.start()
-    out = run_benchmark(spec, tmp_path / "res", progress=False)
-    thread.join()
-    assert killed
+    out = run_benchmark(spec, tmp_path / "res", progress=False, on_start=kill_run_0)
+    assert len(killed) == 1
     frame = read_runs(out)
     runs = frame.drop_duplicates("run_id").set_index("run_id")
     assert sorted(runs.index) == [0, 1, 2, 3]
     assert runs.loc[0, "status"] == "failed" and "signal 9" in runs.loc[0, "error"]
     assert (runs.loc[[1, 2, 3], "status"] == "ok").all()
+    assert runs.loc[[1, 2, 3], "digest"].nunique() == 1
 
 
-def test_worker_timeout_kills_and_records(tiny_snapshot, tmp_path):
-    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, worker_timeout=0.2)
-    frame = read_runs(run_benchmark(spec, tmp_path / "res", progress=False))
+@pytest.mark.parametrize("workers", ["forkserver", "spawn"])
+def test_worker_timeout_kills_and_records(tiny_snapshot, tmp_path, workers):
+    """Every worker is stopped (SIGSTOP) as it starts, so every one outlives the timeout: no race."""
+    stopped: list[int] = []
+
+    def stop(run, pid: int) -> None:
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, worker_timeout=1, workers=workers)
+    frame = read_runs(run_benchmark(spec, tmp_path / "res", progress=False, on_start=stop))
     assert list(frame["status"]) == ["failed", "failed"]
-    assert frame["error"].str.contains("--worker-timeout").all()
+    assert frame["error"].str.contains("--worker-timeout 1 s").all()
+    for pid in stopped:  # killed and reaped, not left stopped
+        assert not Path(f"/proc/{pid}").exists()
 
 
 def test_interrupt_keeps_rows_and_resume_completes(tiny_snapshot, tmp_path):
@@ -146,7 +149,7 @@ def test_resume_with_another_spec_is_refused(tiny_snapshot, tmp_path):
     from omni_loader.cli import main
 
     out = tmp_path / "res"
-    run_benchmark(BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, in_process=True), out,
+    run_benchmark(BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, workers="in-process"), out,
                   progress=False)
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["spec"]["runs"] == 1
@@ -164,3 +167,9 @@ def test_plan_warmups_alternate_whatever_the_order():
     assert [r.run_id for r in plan_runs(2, 1, first_id=7)] == list(range(7, 13))
     assert _letters(plan_runs(2, 1, "blocked"), False) == "BO"
     assert _letters(plan_runs(0, 3, "blocked"), False) == "BBBOOO"
+    assert plan_runs(1, 6, "shuffle") == plan_runs(1, 6, "shuffle", seed=0)  # the default seed is 0
+    assert {r.source for r in plan_runs(1, 2)} == {"load"}
+    assert {r.source for r in plan_runs(1, 2, source="aa")} == {"aa"}  # warm-ups and measured runs alike
+    for warmup, runs in ((-1, 2), (1, 0), (-1, 0)):
+        with pytest.raises(ValueError, match=r"^--warmup must be >= 0 and --runs >= 1$"):
+            plan_runs(warmup, runs)

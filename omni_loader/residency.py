@@ -1,0 +1,52 @@
+"""Which pages of a tensor are resident: where a CPU load's first touches have (not yet) landed.
+
+Freshly allocated memory is only address space until it is written: the first write of each
+4 KiB page is a page fault in which the kernel finds and zeroes a page. Whether a model's
+parameters are resident before loading starts decides whether ``load_parameters`` pays those
+faults, so the kit can look, on Linux, through ``/proc/self/pagemap`` (bit 63 of each page's
+entry: present in RAM). Readable without privileges; the page frame numbers, which need them,
+are not used.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import torch
+
+_ENTRY = struct.Struct("<Q")
+_PRESENT = 1 << 63
+
+
+def page_size() -> int:
+    return os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_fraction(tensor: torch.Tensor) -> float | None:
+    """Fraction of the pages under ``tensor``'s bytes that are resident, or None where it cannot be
+    told (not on the CPU, empty, or no ``/proc/self/pagemap``)."""
+    if tensor.device.type != "cpu" or tensor.numel() == 0:
+        return None
+    size = page_size()
+    start = tensor.data_ptr()
+    end = start + tensor.numel() * tensor.element_size()
+    first, last = start // size, (end - 1) // size
+    try:
+        with open("/proc/self/pagemap", "rb") as fh:
+            fh.seek(first * _ENTRY.size)
+            raw = fh.read((last - first + 1) * _ENTRY.size)
+    except OSError:
+        return None
+    entries = [e for (e,) in _ENTRY.iter_unpack(raw)]
+    return sum(1 for e in entries if e & _PRESENT) / len(entries) if entries else None
+
+
+def parameter_residency(model: torch.nn.Module, min_bytes: int = 1 << 20) -> dict[str, float | None]:
+    """``{name: resident fraction}`` of every parameter of at least ``min_bytes``.
+
+    Meaningful in a fresh process: memory freed by an earlier model may be handed out again while
+    still resident, which is one reason each measured load gets a process of its own.
+    """
+    return {name: resident_fraction(p) for name, p in model.named_parameters()
+            if p.numel() * p.element_size() >= min_bytes}
