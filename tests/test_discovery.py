@@ -278,3 +278,38 @@ def test_token2wav_tiny_variants_agree(layout: str, expected: list[str]) -> None
     with count_state_dict_calls(model) as opt:
         find_persistent_buffers(model, "optimized")
     assert (base.calls, opt.calls) == (n_buffers, 0)
+
+
+# --------------------------------------------------------------------------- exact wording and defaults
+
+
+def test_default_variant_is_the_optimized_rule() -> None:
+    model = Tree()
+    with count_state_dict_calls(model) as calls:
+        found = find_persistent_buffers(model)
+    assert calls.calls == 0 and set(found) == PERSISTENT
+
+
+def test_hazard_reasons_are_stated_in_full() -> None:
+    model = Tree()
+    _register_post_hook(model.child, lambda module, state_dict, prefix, local_metadata: None)
+    model.child.register_state_dict_pre_hook(lambda module, prefix, keep_vars: None)
+    model.stack[0] = SelectiveLeaf()
+    model.extra = ExtraStateDict()
+    assert [str(h) for h in rule_hazards(model)] == [
+        "child (Leaf): has state_dict post-hooks",
+        "child (Leaf): has state_dict pre-hooks",
+        "stack.0 (SelectiveLeaf): overrides _save_to_state_dict",
+        "extra (ExtraStateDict): overrides state_dict",
+    ]
+
+
+def test_disagreement_summary_in_full() -> None:
+    model = Tree()
+    _register_post_hook(model.stack[0], _drop_keep())
+    _register_post_hook(model.child, lambda module, state_dict, prefix, local_metadata: None)
+    assert compare_variants(model).summary() == (
+        "variants DISAGREE on 3 persistent buffer(s); only baseline: []; only optimized: ['stack.0.keep']; "
+        "unsafe for the optimized rule: child (Leaf): has state_dict post-hooks; "
+        "stack.0 (Leaf): has state_dict post-hooks"
+    )

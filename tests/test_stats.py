@@ -160,3 +160,147 @@ def test_equivalence_refuses_empty_digests():
     assert same["equivalent"] is True and same["runs"] == 2
     assert same["statement"] == f"equivalent: all 2 runs of both variants loaded identical tensors (SHA-256 {'ab' * 8}…)"
     assert same["digests"] == {"baseline": ["ab" * 32], "optimized": ["ab" * 32]}
+
+
+def test_summary_row_and_table_name_every_statistic():
+    s = Summary("baseline", "total", (4.0, 1.0, 3.0, 2.0, 5.0))
+    assert s.as_row() == {"variant": "baseline", "phase": "total", "n": 5, "median": 3.0, "q1": 2.0, "q3": 4.0,
+                          "iqr": 2.0, "min": 1.0, "max": 5.0}
+    rows = [dict(run_id=i, variant=v, warmup=False, phase=p, seconds=x, status="ok", source=src)
+            for i, (v, p, x, src) in enumerate([("baseline", "total", 1.0, "load"), ("baseline", "total", 3.0, "load"),
+                                                ("optimized", "total", 0.5, "load"),
+                                                ("baseline", "total", 40.0, "server")])]
+    table = summary_table(_frame(rows))
+    assert list(table.columns) == ["source", "variant", "phase", "n", "median", "q1", "q3", "iqr", "min", "max"]
+    assert table.to_dict("records") == [
+        {"source": "load", "variant": "baseline", "phase": "total", "n": 2, "median": 2.0, "q1": 1.5, "q3": 2.5,
+         "iqr": 1.0, "min": 1.0, "max": 3.0},
+        {"source": "load", "variant": "optimized", "phase": "total", "n": 1, "median": 0.5, "q1": 0.5, "q3": 0.5,
+         "iqr": 0.0, "min": 0.5, "max": 0.5},
+        {"source": "server", "variant": "baseline", "phase": "total", "n": 1, "median": 40.0, "q1": 40.0,
+         "q3": 40.0, "iqr": 0.0, "min": 40.0, "max": 40.0},  # a server figure is kept apart from the loader's
+    ]
+    empty = summary_table(_frame([dict(run_id=0, variant="baseline", warmup=True, phase="total", seconds=1.0,
+                                       status="ok", source="load")]))
+    assert empty.empty and list(empty.columns) == list(table.columns)
+
+
+def test_comparison_change_is_phrased_in_its_unit_and_row_unit():
+    slow = Summary("baseline", "startup_to_health", (105.738,))
+    fast = Summary("optimized", "startup_to_health", (104.322,))
+    assert compare(slow, fast).change() == "1.416 s faster, 1.34%"
+    assert compare(slow, fast).change("ms") == "1416.000 ms faster, 1.34%"
+    small = compare(Summary("baseline", "x", (1.0,)), Summary("optimized", "x", (0.5,)))
+    assert small.change() == "500.000 ms faster, 50.00%" and small.change("s") == "0.500 s faster, 50.00%"
+    calls = compare(Summary("baseline", "state_dict_calls", (51.0,)), Summary("optimized", "state_dict_calls", (0.0,)),
+                    unit="calls")
+    assert calls.change() == "Removed 51 calls" and calls.change("s") == "Removed 51 calls"
+    assert calls.p_value is None and calls.verdict() == "deterministic count"
+    mem = compare(Summary("baseline", "rss", (2.0**30,)), Summary("optimized", "rss", (2.0**30 + 2**20,)), unit="bytes")
+    assert mem.change() == "+1.0 MiB"
+
+
+def test_run_summary_takes_one_value_per_measured_run_and_skips_blanks():
+    from omni_loader.stats import run_summary
+
+    rows = []
+    for run_id, variant, warm, calls, peak in [(0, "baseline", True, 99, 5), (1, "baseline", False, 51, 7),
+                                              (2, "optimized", False, 0, 6), (3, "baseline", False, 51, "")]:
+        for phase in ("construct", "total"):  # per-run columns repeat on every phase row of the run
+            rows.append(dict(run_id=run_id, variant=variant, warmup=warm, phase=phase, seconds=1.0, status="ok",
+                             source="load", state_dict_calls=calls, device_peak_bytes=peak))
+    rows.append(dict(run_id=4, variant="baseline", warmup=False, phase="total", seconds=1.0, status="ok",
+                     source="load", state_dict_calls=7, device_peak_bytes=float("nan")))
+    frame = _frame(rows)
+    calls = run_summary(frame, "baseline", "state_dict_calls")
+    assert calls == Summary("baseline", "state_dict_calls", (51.0, 51.0, 7.0))
+    assert run_summary(frame, "optimized", "state_dict_calls").samples == (0.0,)
+    assert run_summary(frame, "baseline", "device_peak_bytes").samples == (7.0,)  # '' and nan are not measured
+
+
+def test_time_unit_switches_to_seconds_at_ten():
+    from omni_loader.stats import format_seconds, time_unit
+
+    assert [time_unit(x) for x in (1.0, 9.999, 10.0, 10.5, -12.0, math.nan, math.inf)] == [
+        "ms", "ms", "s", "s", "s", "ms", "ms"]
+    assert format_seconds(10.0) == "10.000 s" and format_seconds(9.9994) == "9999.400 ms"
+    assert format_seconds(None) == "n/a" and format_seconds(math.inf) == "n/a"
+    assert format_seconds(2.0, "s") == "2.000 s" and format_seconds(2.0, "ms") == "2000.000 ms"
+
+
+def test_summary_edge_cases():
+    empty = Summary("baseline", "p", ())
+    assert empty.n == 0 and all(math.isnan(x) for x in (empty.median, empty.q1, empty.q3, empty.min, empty.max))
+    assert not empty.high_spread
+    one = Summary("baseline", "p", (2.0,))
+    assert (one.median, one.iqr, one.relative_iqr, one.high_spread) == (2.0, 0.0, 0.0, False)
+    zero = Summary("baseline", "p", (0.0, 0.0, 1.0))
+    assert zero.median == 0.0 and math.isnan(zero.relative_iqr) and not zero.high_spread
+    # spread exactly at the 10% limit is not 'high'; above it is
+    at = Summary("baseline", "p", (0.95, 1.0, 1.05))
+    assert at.relative_iqr == pytest.approx(0.05) and not at.high_spread
+    wide = Summary("baseline", "p", (0.8, 1.0, 1.2))
+    assert wide.relative_iqr == pytest.approx(0.2) and wide.high_spread
+    assert Summary("baseline", "p", (0.8, 1.2)).high_spread  # two samples are enough to judge
+
+
+def test_comparison_figures_and_every_verdict():
+    base = Summary("baseline", "total", (2.0, 2.1, 2.2))
+    opt = Summary("optimized", "total", (1.0, 1.1, 1.2))
+    c = compare(base, opt)
+    assert c.difference == pytest.approx(-1.0) and c.percent == pytest.approx(100 / 2.1)
+    assert c.ratio == pytest.approx(2.1 / 1.1) and not c.ranges_overlap
+    assert c.p_value == pytest.approx(0.1) and not c.significant  # 3 + 3 fully separated: p = 2/20
+    assert c.verdict() == "ranges separate but not significant at n=3+3 (p=0.1)"
+    low, high = c.ci_low, c.ci_high
+    assert low <= -1.0 <= high
+    assert compare(Summary("baseline", "t", (1.0,)), opt).verdict() == "too few runs for a test"
+    assert compare(base, Summary("optimized", "t", (1.0,))).verdict() == "too few runs for a test"
+    zero = compare(Summary("baseline", "t", (0.0, 0.0)), Summary("optimized", "t", (0.0, 0.0)))
+    assert math.isnan(zero.percent) and zero.ratio == math.inf
+    varies = compare(Summary("baseline", "c", (3.0, 4.0)), Summary("optimized", "c", (0.0, 0.0)), unit="calls")
+    assert varies.verdict() == "count varies between runs" and varies.ci_low is None and varies.notes == []
+    noisy = compare(Summary("baseline", "t", (1.0, 2.0, 3.0)), Summary("optimized", "t", (1.0, 2.0, 3.0)))
+    assert noisy.notes == ["baseline spread is high: IQR is 50% of the median",
+                           "optimized spread is high: IQR is 50% of the median"]
+    assert noisy.p_value == 1.0 and noisy.ranges_overlap
+
+
+def test_phrasing_of_counts_bytes_and_slower_loads():
+    assert phrase_change(4, 10, "calls") == "6 more calls"
+    assert phrase_change(2**30, 2**30 + 3 * 2**20, "bytes") == "+3.0 MiB"
+    assert phrase_change(2**30, 2**30 - 2**19, "bytes") == "-0.5 MiB"
+    assert phrase_change(100, 100, "bytes") == "unchanged" and phrase_change(1.5, 1.5) == "unchanged"
+    assert phrase_change(0.0, 0.5) == "500.000 ms slower, nan%"
+    assert phrase_change(12.0, 11.0) == "1.000 s faster, 8.33%"  # the row's unit comes from the baseline
+    assert phrase_change(12.0, 11.0, row_unit="ms") == "1000.000 ms faster, 8.33%"
+
+
+def test_ranges_overlap_needs_two_samples():
+    assert not ranges_overlap([], [1.0]) and not ranges_overlap([1.0], [])
+    assert ranges_overlap((1.0,), (1.0,))
+
+
+def test_mann_whitney_of_identical_values_and_bootstrap_seed():
+    assert mann_whitney((1.0, 1.0), (1.0, 1.0)) == 1.0
+    assert mann_whitney((1.0, 2.0), (1.0,)) is None
+    a, b = (1.0, 1.2, 1.1, 1.3), (2.0, 2.2, 2.1, 2.4)
+    assert bootstrap_median_difference(a, b) == bootstrap_median_difference(a, b, seed=0)
+    assert bootstrap_median_difference(a, (1.0,)) is None
+    narrow = bootstrap_median_difference(a, b, confidence=0.5)
+    wide = bootstrap_median_difference(a, b, confidence=0.99)
+    assert wide[0] <= narrow[0] <= narrow[1] <= wide[1]
+
+
+def test_phase_summary_keeps_sources_apart_and_orders_by_run():
+    from omni_loader.stats import measured, phase_summary
+
+    rows = [dict(run_id=i, variant="baseline", warmup=w, phase="weight_loading", seconds=x, status=st, source=src)
+            for i, (w, x, st, src) in enumerate([(False, 3.0, "ok", "load"), (False, 1.0, "ok", "load"),
+                                                  (True, 9.0, "ok", "load"), (False, 7.0, "failed", "load"),
+                                                  (False, 5.0, "ok", "server")])]
+    frame = _frame(rows).iloc[::-1]  # rows in any order: samples come in run order
+    assert phase_summary(frame, "baseline", "weight_loading").samples == (3.0, 1.0)
+    assert phase_summary(frame, "baseline", "weight_loading", "server").samples == (5.0,)
+    assert phase_summary(frame, "optimized", "weight_loading").samples == ()
+    assert sorted(measured(frame)["run_id"]) == [0, 1, 4]

@@ -1,0 +1,102 @@
+"""The score of ``make mutation``: mutmut's results per core module, equivalent mutants excluded.
+
+Run by the Makefile after ``mutmut run``; reads ``mutants/omni_loader/<module>.py.meta`` and the list of
+equivalent mutants in ``tests/mutation-equivalent.md`` (one ``- `mutant name`: reason`` line each).
+Exits 1 when a mutant survived that is not listed (kill it with a test, or list it with its reason), or
+when a listed mutant no longer survives (drop it from the list).
+
+    python tests/mutation_score.py [--seconds N] discovery loader checkpoint stats report results runner
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EQUIVALENT_FILE = REPO / "tests" / "mutation-equivalent.md"
+SCOPE = {"runner": "omni_loader.runner.x_plan_runs__mutmut_*"}  # the planner only
+KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
+          37: "killed"}
+SURVIVED = {0: "survived", 5: "no tests", 33: "no tests"}
+
+
+def equivalent_mutants(path: Path = EQUIVALENT_FILE) -> dict[str, str]:
+    """``{mutant name: reason}`` from the list's ``- `name`: reason`` lines."""
+    if not path.is_file():
+        return {}
+    found = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"^- `([^`]+__mutmut_\d+)`:\s*(.+)$", line.strip())
+        if m:
+            found[m.group(1)] = m.group(2)
+    return found
+
+
+def module_results(module: str, mutants_dir: Path = REPO / "mutants") -> dict[str, int | None]:
+    meta = mutants_dir / "omni_loader" / f"{module}.py.meta"
+    if not meta.is_file():
+        raise SystemExit(f"no mutmut results for {module}: {meta} (run `make mutation MODULES={module}`)")
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    pattern = SCOPE.get(module, f"omni_loader.{module}.*")
+    return {name: code for name, code in codes.items() if fnmatch.fnmatch(name, pattern)}
+
+
+def status(code: int | None) -> str:
+    if code is None:
+        return "not checked"
+    return KILLED.get(code) or SURVIVED.get(code) or f"other ({code})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("modules", nargs="+")
+    p.add_argument("--seconds", type=int, help="how long the run took (printed with the score)")
+    args = p.parse_args(argv)
+    equivalent = equivalent_mutants()
+    unlisted, stale, lines = [], [], []
+    total = Counter()
+    lines.append(f"{'module':<12} {'mutants':>7} {'killed':>6} {'timeout':>7} {'equiv.':>6} {'survived':>8} "
+                 f"{'no tests':>8} {'other':>5} {'score':>7}")
+    for module in args.modules:
+        counts = Counter()
+        for name, code in sorted(module_results(module).items()):
+            s = status(code)
+            if name in equivalent:
+                counts["equivalent"] += 1
+                if s not in ("survived", "no tests"):
+                    stale.append(f"{name} ({s})")
+                continue
+            counts[s if s in ("killed", "timeout", "survived", "no tests") else "other"] += 1
+            if s in ("survived", "no tests") or s.startswith("other") or s == "not checked":
+                unlisted.append(f"{name} ({s})")
+        counts["mutants"] = sum(v for k, v in counts.items())
+        total.update(counts)
+        lines.append(_row(module, counts))
+    lines.append(_row("total", total))
+    print("\n".join(lines))
+    if args.seconds is not None:
+        print(f"time: {args.seconds // 60} min {args.seconds % 60} s")
+    if unlisted:
+        print(f"\n{len(unlisted)} mutant(s) survived and are not listed in {EQUIVALENT_FILE.relative_to(REPO)} "
+              "(kill each with a test, or list it with the reason it is equivalent; `mutmut show NAME`):")
+        print("\n".join(f"  {u}" for u in unlisted))
+    if stale:
+        print(f"\nlisted as equivalent but no longer surviving (drop them from the list): {', '.join(stale)}")
+    return 1 if unlisted or stale else 0
+
+
+def _row(name: str, c: Counter) -> str:
+    scored = c["mutants"] - c["equivalent"]
+    score = f"{100 * (c['killed'] + c['timeout']) / scored:.1f}%" if scored else "—"
+    return (f"{name:<12} {c['mutants']:>7} {c['killed']:>6} {c['timeout']:>7} {c['equivalent']:>6} "
+            f"{c['survived']:>8} {c['no tests']:>8} {c['other']:>5} {score:>7}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
