@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -334,3 +335,216 @@ def test_where_time_goes_stacks_each_variants_phase_medians(plotted):
         assert lefts == pytest.approx([sum(widths[:k]) for k in range(len(widths))]), variant  # stacked
     legend = [r["label"] for r in rows if r["kind"] == "bar" and r["label"]]
     assert legend == list(LEAF_PHASES)
+
+
+# --------------------------------------------------------------------------- the whole report, from known rows
+
+ENV = {"device": "cpu", "device_name": "Test CPU", "device_memory_bytes": 8 * 2**30, "gpu_backend": "rocm",
+       "cpu": "Model X", "cpu_count": 2, "memory_bytes": 24 * 2**30, "torch": "2.13.0", "rocm_hip": "7.2",
+       "transformers": "5.24.0", "python": "3.11.7", "kit_version": "0.9", "kit_commit": "abc1234"}
+
+
+def _rich_results(out):
+    """Both variants, 3 measured runs each plus a warm-up and a failed run, server rows, memory figures."""
+    from omni_loader.loader import LEAF_PHASES
+    from omni_loader.results import append_rows, write_metadata
+
+    write_metadata(out, {"kind": "reproduce", "warmup": 1, "repeats": 3, "order": "alternate",
+                         "status": "complete", "model": "Test model", "environment": ENV,
+                         "checkpoint": {"checkpoint_source": "directory", "checkpoint_dir": "/snap"},
+                         "spec": {"layout": "vllm-omni", "dtype": "float32", "construct": "upstream",
+                                  "workers": "spawn"},
+                         "command_line": "omni-loader reproduce", "started_at": "T0", "finished_at": "T1"})
+    discovery = {"baseline": [0.40, 0.50, 0.45], "optimized": [0.0020, 0.0024, 0.0022]}
+    rss = {"baseline": [100, 104, 102], "optimized": [101, 103, 102]}
+    rows = []
+
+    def run(run_id, variant, k, warm=False):
+        leaves = {p: 0.01 for p in LEAF_PHASES}
+        leaves["buffer_discovery"] = discovery[variant][k]
+        leaves["load_parameters"] = [0.10, 0.30, 0.20][k]  # alike in both variants, with a high spread
+        phases = {**leaves, "weight_loading": 1.0 + leaves["buffer_discovery"], "total": 2.0 + leaves["buffer_discovery"]}
+        for phase, seconds in phases.items():
+            rows.append({"run_id": run_id, "variant": variant, "warmup": warm, "order": None if warm else k + 1,
+                         "phase": phase, "parent": "", "seconds": seconds, "status": "ok", "error": "",
+                         "state_dict_calls": 51 if variant == "baseline" else 0, "weights_loaded": 187,
+                         "persistent_buffers": 1, "digest": "e" * 64, "rss_peak_bytes": rss[variant][k] * 2**20,
+                         "device_peak_bytes": None, "source": "load"})
+
+    run(0, "baseline", 0, warm=True)
+    run(1, "optimized", 0, warm=True)
+    for k in range(3):
+        run(2 + 2 * k, "baseline", k)
+        run(3 + 2 * k, "optimized", k)
+    rows.append({"run_id": 8, "variant": "optimized", "warmup": False, "order": 4, "phase": "total", "parent": "",
+                 "seconds": None, "status": "failed", "error": "worker killed by signal 9", "source": "load"})
+    for k, (b, o) in enumerate([(105.0, 104.0), (106.0, 104.5), (104.5, 103.0)]):
+        for variant, seconds, run_id in (("baseline", b, 9 + 2 * k), ("optimized", o, 10 + 2 * k)):
+            rows.append({"run_id": run_id, "variant": variant, "warmup": False, "order": k + 1,
+                         "phase": "startup_to_health", "parent": "", "seconds": seconds, "status": "ok",
+                         "source": "server"})
+            rows.append({"run_id": run_id, "variant": variant, "warmup": False, "order": k + 1,
+                         "phase": "weight_loading", "parent": "startup_to_health", "seconds": seconds / 100,
+                         "status": "ok", "source": "server"})
+    append_rows(out, rows)
+    return out
+
+
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory):
+    out = _rich_results(tmp_path_factory.mktemp("rich") / "res")
+    return out, render_report(out)
+
+
+def _section(text: str, heading: str) -> list[str]:
+    return text.split(heading + "\n", 1)[1].split("\n## ", 1)[0].strip("\n").splitlines()
+
+
+def test_report_intro_headline_and_verdicts(rich):
+    out, text = rich
+    lines = text.splitlines()
+    assert lines[0] == "# Token2Wav loading: baseline vs optimized buffer discovery"
+    assert ("This report measures both loader variants: 3 + 3 measured runs after 1 warm-up(s) per variant, "
+            "order alternate; status complete.") in lines[2]
+    head = lines[4:lines.index("## Environment")]
+    assert head[0] == "- **Calls to state_dict()**: 51 → 0 (Removed 51 calls); deterministic count."
+    assert head[1] == ("- **Buffer discovery**: 450.000 ms → 2.200 ms (447.800 ms faster, 99.51%); "
+                       "ranges separate but not significant at n=3+3 (p=0.1).")
+    assert head[2] == ("- **Token2Wav weight loading**: 1450.000 ms → 1002.200 ms (447.800 ms faster, 30.88%); "
+                       "ranges separate but not significant at n=3+3 (p=0.1).")
+    assert head[3] == ("- **Startup to /health**: 105.000 s → 104.000 s (1.000 s faster, 0.95%); "
+                       "ranges overlap: no stable difference claimed.")
+    # every successful load is hashed, warm-ups included: 8 runs
+    assert head[4] == f"- **Equivalence**: equivalent: all 8 runs of both variants loaded identical tensors (SHA-256 {'e' * 16}…)."
+    assert head[5] == "- **Memory**: Peak process RSS: unchanged (within noise)."
+    verdicts = _section(text, "## Verdicts")
+    assert verdicts[:4] == ["- Calls to state_dict(): deterministic count",
+                            "- Buffer discovery: ranges separate but not significant at n=3+3 (p=0.1)",
+                            "- Token2Wav weight loading: ranges separate but not significant at n=3+3 (p=0.1)",
+                            "- Startup to /health: ranges overlap: no stable difference claimed"]
+    assert "- Server log: weight_loading: ranges overlap: no stable difference claimed" in verdicts
+    assert "- Failed runs: 1 (run 8 optimized: worker killed by signal 9)" in verdicts
+    assert "- Memory: Peak process RSS: unchanged (within noise)" in verdicts
+    spread = _section(text, "### Spread warnings")
+    assert "- Load parameters: baseline spread is high: IQR is 50% of the median" in spread
+    assert "- Load parameters: optimized spread is high: IQR is 50% of the median" in spread
+
+
+def test_report_environment_table(rich):
+    _, text = rich
+    rows = _md_tables(text, "## Environment")
+    assert rows[0] == ["Item", "Value"]
+    table = dict(rows[1:])
+    assert table["Model"] == "Test model"
+    assert table["Checkpoint"] == "directory: /snap"
+    assert table["Device"] == "cpu (Test CPU, 8 GiB)"
+    assert table["CPU"] == "Model X (2 cores)"
+    assert table["Memory"] == "24 GiB"
+    assert table["PyTorch"] == "2.13.0" and table["transformers"] == "5.24.0" and table["Python"] == "3.11.7"
+    assert table["ROCm (HIP)"] == "7.2"
+    assert table["omni-loader"] == "0.9 (abc1234)"
+    assert table["Layout / dtype"] == "vllm-omni / float32"
+    assert table["Warm-ups"] == "1 per variant"
+    assert table["Repeats"] == "3 per variant, order alternate, a fresh interpreter per run (imports included)"
+    assert table["Command"] == "`omni-loader reproduce`"
+    assert table["Started / finished"] == "T0 / T1"
+
+
+def test_environment_table_without_a_gpu_or_details():
+    from omni_loader.report import environment_table
+
+    table = dict(_md_tables("\n" + environment_table({"spec": {"in_process": True}}), "\n")[1:])
+    assert table["CUDA"] == "none (CPU build)" and table["Device"] == "()" and table["Memory"] == "?"
+    assert table["CPU"] == "(? cores)" and table["omni-loader"] == "(no git commit)"  # cells are stripped
+    assert table["Repeats"] == "None per variant, order None, in-process (later runs see a warm process)"
+    assert table["Started / finished"] == "? / ?" and table["Checkpoint"] == "?:"
+    cuda = dict(_md_tables("\n" + environment_table({"environment": {"cuda": "12.4"}, "status": "running"}), "\n")[1:])
+    assert cuda["CUDA"] == "12.4" and cuda["Started / finished"] == "? / running"
+    assert cuda["Repeats"].endswith(", a fresh interpreter per run (imports included)")  # schema 1: spawn
+
+
+def test_report_measurement_table_cells(rich):
+    out, text = rich
+    rows = _md_tables(text, "## Measurements")
+    assert rows[0] == ["Measurement", "Baseline median", "Optimized median", "Change", "Ratio", "Baseline min–max",
+                       "Optimized min–max", "Mann-Whitney p", "95% CI of Δ median", "Verdict"]
+    body = {r[0]: r for r in rows[1:]}
+    assert [r[0] for r in rows[1:5]] == ["Calls to state_dict()", "Buffer discovery", "Token2Wav weight loading",
+                                        "Startup to /health"]
+    assert body["Calls to state_dict()"][1:] == ["51", "0", "Removed 51 calls", "—", "51–51", "0–0", "—", "—",
+                                                 "deterministic count"]
+    bd = body["Buffer discovery"]
+    assert bd[1:5] == ["450.000 ms", "2.200 ms", "447.800 ms faster, 99.51%", f"{0.45 / 0.0022:.2f}x"]
+    assert bd[5:7] == ["400.000 ms–500.000 ms (IQR 50.000 ms)", "2.000 ms–2.400 ms (IQR 0.200 ms)"]
+    assert bd[7] == "0.1"
+    low, high = (float(x.removesuffix(" ms")) for x in bd[8].split(" … "))
+    assert low <= (0.0022 - 0.45) * 1e3 <= high < 0
+    startup = body["Startup to /health"]
+    assert startup[1:4] == ["105.000 s", "104.000 s", "1.000 s faster, 0.95%"]  # startup in seconds, as the PR
+    assert startup[5] == "104.500 s–106.000 s (IQR 0.750 s)"
+    assert body["Server log: weight_loading"][1:3] == ["1050.000 ms", "1040.000 ms"]
+    assert body["Whole Token2Wav load"][1:3] == ["2450.000 ms", "2002.200 ms"]
+
+
+def test_report_memory_table(rich):
+    _, text = rich
+    rows = _md_tables(text, "## Memory")
+    assert rows == [["Memory", "Baseline median", "Baseline min–max", "Optimized median", "Optimized min–max",
+                     "Verdict"],
+                    ["Peak process RSS", "102 MiB", "100 MiB–104 MiB", "102 MiB", "101 MiB–103 MiB",
+                     "unchanged (within noise)"]]
+
+
+def test_memory_table_with_device_peaks_and_without_figures(tmp_path):
+    from omni_loader.report import memory_table
+
+    rows = []
+    for run_id, (variant, dev) in enumerate([("baseline", 2**30), ("optimized", 2 * 2**30)]):
+        rows.append({"run_id": run_id, "variant": variant, "warmup": False, "phase": "total", "seconds": 1.0,
+                     "status": "ok", "source": "load", "rss_peak_bytes": "", "device_peak_bytes": dev})
+    out = tmp_path / "res"
+    from omni_loader.results import append_rows
+
+    out.mkdir()
+    append_rows(out, rows)
+    table, verdict = memory_table(read_runs(out))
+    assert verdict == "Peak device memory: changed by 100.0%"
+    assert table.splitlines()[2] == "| Peak device memory | 1,024 MiB | 1,024 MiB–1,024 MiB | 2,048 MiB | 2,048 MiB–2,048 MiB | changed by 100.0% |"
+    table, verdict = memory_table(read_runs(tmp_path / "nothing"))
+    assert verdict == "not measured" and len(table.splitlines()) == 2
+
+
+def test_report_plots_and_profiles_are_linked(rich, tmp_path):
+    import shutil
+
+    out, text = rich
+    assert _section(text, "## Plots") == ["![phases](plots/phases.png)", "![where_time_goes](plots/where_time_goes.png)",
+                                          "![ratios_vs_pr](plots/ratios_vs_pr.png)"]
+    assert "## Profiles" not in text
+    copy = Path(shutil.copytree(out, tmp_path / "copy"))
+    (copy / "profiles" / "baseline").mkdir(parents=True)
+    for name in ("profile.md", "flame.svg", "notes.txt"):
+        (copy / "profiles" / "baseline" / name).write_text("x")
+    (copy / "profiles" / "profile.md").write_text("x")
+    (copy / "profiles" / "stray.csv").write_text("x")  # a file, not a variant directory
+    profiles = _section(render_report(copy), "## Profiles")
+    assert profiles == ["Where the time goes, both variants: [profiles/profile.md](profiles/profile.md)", "",
+                        "- baseline: [flame.svg](profiles/baseline/flame.svg), "
+                        "[profile.md](profiles/baseline/profile.md)"]
+    (copy / "profiles" / "profile.md").unlink()
+    assert _section(render_report(copy), "## Profiles")[0].startswith("- baseline: ")
+
+
+def test_comparisons_order_and_labels(rich):
+    from omni_loader.report import comparisons, label, row_unit
+
+    out, _ = rich
+    comps = comparisons(read_runs(out))
+    phases = [c.phase for c in comps]
+    assert phases[:4] == ["state_dict_calls", "buffer_discovery", "weight_loading", "startup_to_health"]
+    assert phases[-1] == "server:weight_loading"  # server log figures last
+    assert [c.unit for c in comps[:2]] == ["calls", "s"]
+    assert label("server:weight_loading") == "Server log: weight_loading" and label("other") == "other"
+    assert label("total") == "Whole Token2Wav load"
+    assert [row_unit(c) for c in comps[1:4]] == ["ms", "ms", "s"]
+    assert comparisons(read_runs(out / "nowhere")) == []
