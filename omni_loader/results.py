@@ -14,9 +14,11 @@ it finished, and ``--resume`` can tell which planned runs are still missing.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +110,14 @@ def read_runs(directory: str | os.PathLike[str]):  # -> pandas.DataFrame
     path = Path(directory) / RUNS_FILE
     if not path.exists():
         return pd.DataFrame(columns=list(RUN_COLUMNS))
+    return _typed(path, path)
+
+
+def _typed(source: Any, path: Any):  # -> pandas.DataFrame
+    import pandas as pd
+
     numeric = ("seconds", "device_peak_bytes", *PHASE_COUNTERS)
-    frame = pd.read_csv(path, keep_default_na=False, na_values={c: [""] for c in numeric})
+    frame = pd.read_csv(source, keep_default_na=False, na_values={c: [""] for c in numeric})
     for column in RUN_COLUMNS[RUN_COLUMNS.index("minor_faults"):]:
         if column not in frame.columns:  # a schema-1 file
             frame[column] = float("nan") if column in PHASE_COUNTERS else ""
@@ -123,3 +131,205 @@ def read_runs(directory: str | os.PathLike[str]):  # -> pandas.DataFrame
 
 def _cell(value: Any) -> Any:
     return "" if value is None else value
+
+
+# --------------------------------------------------------------------------- integrity
+
+
+# Sources of rows, and the default source of a plan entry that lacks one (schema 1 plans).
+SOURCES = ("load", "aa", "server")
+
+
+@dataclass(frozen=True)
+class ResultsCheck:
+    """A results directory read with its integrity checked: what it holds, what was wrong, what was left out.
+
+    ``frame`` is runs.csv without the rows that cannot be trusted (torn or malformed lines, rows of
+    a newer schema, every row of a run that appears twice, rows that match no planned run, runs
+    with phase rows missing). ``problems`` says what was found, one line each; ``summary`` says it
+    in a few words (the report's opening sentence quotes it).
+    """
+
+    directory: Path
+    metadata: dict[str, Any]
+    frame: Any  # pandas.DataFrame
+    problems: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # short form of each problem, e.g. "1 torn row ignored"
+    missing_runs: tuple[int, ...] = ()  # planned run ids with no trusted rows
+    rejected_lines: tuple[int, ...] = ()  # line numbers (1-based, header 1) of runs.csv left out of frame
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def summary(self) -> str:
+        return "; ".join(self.findings)
+
+
+def planned_runs(metadata: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """run_id -> plan entry (variant, warmup, order, source) of every benchmark in ``metadata``."""
+    plans: dict[int, dict[str, Any]] = {}
+    default = "server" if metadata.get("kind") == "serve-ab" else "load"
+    for entries, source in ((metadata.get("plan") or [], default),
+                            ((metadata.get("serve_ab") or {}).get("plan") or [], "server")):
+        for entry in entries:
+            plans[int(entry["run_id"])] = {"source": source, **entry}
+    return plans
+
+
+def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
+    """Read a results directory and check it; raise :class:`ResultsError` only when it cannot be read at all.
+
+    Checks: a torn last line (a crash mid-write) or any line of the wrong shape, rows of a newer
+    schema, duplicate (run_id, phase) rows, rows that match no planned run of metadata.json (run
+    id, variant, warm-up, order, source), runs whose phase rows are incomplete, planned runs that
+    are missing. Bad rows are left out of ``frame``; each finding is one line of ``problems``.
+    """
+    directory = Path(directory)
+    metadata = read_metadata(directory)
+    found: list[tuple[str, str]] = []  # (short, long)
+    path = directory / RUNS_FILE
+    records, numbers = _read_lines(path, found)
+    frame = _frame(records)
+    frame["_line"] = numbers
+    frame = _check_rows(frame, metadata, found)
+    rejected = tuple(sorted(set(range(2, _count_records(path) + 2)) - set(frame["_line"])))
+    frame = frame.drop(columns="_line")
+    plan = planned_runs(metadata)
+    have = set(frame["run_id"].astype(int)) if len(frame) else set()
+    missing = tuple(sorted(set(plan) - have))
+    if missing:
+        status = metadata.get("status")
+        why = f" (status {status}: continue with --resume --out {directory})" if status != "complete" else ""
+        found.append((f"{len(missing)} planned run(s) missing",
+                      f"{len(missing)} of {len(plan)} planned runs have no usable rows: {_ids(missing)}{why}"))
+    return ResultsCheck(directory, metadata, frame, [long for _, long in found], [short for short, _ in found],
+                        missing, rejected)
+
+
+def _count_records(path: Path) -> int:
+    """Data records (header excluded) in runs.csv, torn ones included."""
+    if not path.exists():
+        return 0
+    return max(0, len(list(csv.reader(io.StringIO(path.read_bytes().decode("utf-8", errors="replace"),
+                                                  newline="")))) - 1)
+
+
+def _ids(ids: Iterable[int], most: int = 12) -> str:
+    ids = sorted(ids)
+    text = ", ".join(map(str, ids[:most]))
+    return text + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
+def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str]], list[int]]:
+    """runs.csv's records whose shape is right (header first), reporting the others."""
+    if not path.exists():
+        return [list(RUN_COLUMNS)], []
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    if not text:
+        return [list(RUN_COLUMNS)], []
+    records = list(csv.reader(io.StringIO(text, newline="")))
+    header = records[0]
+    missing = [c for c in RUN_COLUMNS[: RUN_COLUMNS.index("minor_faults")] if c not in header]
+    if missing:
+        raise ResultsError(f"{path} lacks columns {missing}; it was not written by omni-loader (or its header is "
+                           f"damaged): restore it from a copy")
+    unknown = [c for c in header if c not in RUN_COLUMNS]
+    if unknown:
+        found.append((f"{len(unknown)} unknown column(s) ignored",
+                      f"{path.name} has columns this omni-loader does not know ({', '.join(unknown)}): "
+                      "written by a newer version? they are ignored"))
+    torn = [] if text.endswith("\n") else [len(records)]  # a crash cut the last line short
+    newer, malformed = [], []
+    good, numbers = [header], []
+    for number, record in enumerate(records[1:], start=2):
+        if number in torn:
+            continue
+        if not record:
+            continue  # a blank line
+        if len(record) > len(header):
+            newer.append(number)
+        elif len(record) < len(header):
+            (torn if number == len(records) else malformed).append(number)
+        else:
+            good.append(record)
+            numbers.append(number)
+    if torn:
+        found.append((f"{len(torn)} torn row ignored",
+                      f"the last line of {path.name} (line {torn[0]}) is torn, cut short by a crash or a full "
+                      "disk: ignored; --resume repeats its run"))
+    if newer:
+        found.append((f"{len(newer)} row(s) of a newer schema ignored",
+                      f"{len(newer)} row(s) of {path.name} have more fields than its header (lines {_ids(newer)}): "
+                      "written by a newer omni-loader or two writers interleaved; ignored"))
+    if malformed:
+        found.append((f"{len(malformed)} malformed row(s) ignored",
+                      f"{len(malformed)} row(s) of {path.name} have too few fields (lines {_ids(malformed)}): "
+                      "ignored"))
+    return good, numbers
+
+
+def _frame(records: list[list[str]]):  # -> pandas.DataFrame
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(records)
+    buffer.seek(0)
+    return _typed(buffer, RUNS_FILE)[list(RUN_COLUMNS)]
+
+
+def _check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]]):
+    """Rows with bad values, duplicates, rows off the plan, incomplete runs: left out and reported."""
+    import pandas as pd
+
+    if not len(frame):
+        return frame
+    run_ids = pd.to_numeric(frame["run_id"], errors="coerce")
+    bad_values = run_ids.isna() | (run_ids != run_ids.round()) | ~frame["source"].isin(SOURCES)
+    if bad_values.any():
+        found.append((f"{int(bad_values.sum())} row(s) with unreadable values ignored",
+                      f"{int(bad_values.sum())} row(s) of {RUNS_FILE} have no integer run_id or an unknown source: "
+                      "ignored"))
+    frame = frame[~bad_values].copy()
+    frame["run_id"] = run_ids[~bad_values].astype(int)
+
+    dup_keys = frame.duplicated(["run_id", "phase"], keep=False)
+    dup_runs = sorted(set(frame.loc[dup_keys, "run_id"]))
+    if dup_runs:
+        rows = int(frame["run_id"].isin(dup_runs).sum())
+        found.append((f"{len(dup_runs)} duplicated run(s) ignored",
+                      f"{len(dup_runs)} run(s) have more than one row for a phase (run ids {_ids(dup_runs)}): two "
+                      f"writers, or rows copied twice; all {rows} of their rows are ignored"))
+        frame = frame[~frame["run_id"].isin(dup_runs)]
+
+    plan = planned_runs(metadata)
+    if plan:
+        def matches(row: Any) -> bool:
+            entry = plan.get(int(row.run_id))
+            if entry is None:
+                return False
+            order = "" if entry.get("order") is None else str(entry["order"])
+            return (row.variant == entry["variant"] and bool(row.warmup) == bool(entry["warmup"])
+                    and str(row.order).removesuffix(".0") == order and row.source == entry["source"])
+
+        off = ~frame.apply(matches, axis=1).astype(bool)
+        if off.any():
+            runs = sorted(set(frame.loc[off, "run_id"]))
+            found.append((f"{int(off.sum())} row(s) off the plan ignored",
+                          f"{int(off.sum())} row(s) of run ids {_ids(runs)} do not match the plan in "
+                          f"{METADATA_FILE} (run id, variant, warm-up, order or source): from another benchmark? "
+                          "ignored"))
+            frame = frame[~off]
+
+    # A run's rows are written together; an ok run with fewer phases than its peers lost some (a crash).
+    incomplete: list[int] = []
+    ok = frame[frame["status"] == "ok"]
+    for source, rows in ok.groupby("source"):
+        phases = rows.groupby("run_id")["phase"].agg(frozenset)
+        full = phases.value_counts().idxmax()
+        incomplete += [int(r) for r, p in phases.items() if p < full]
+    if incomplete:
+        found.append((f"{len(incomplete)} incomplete run(s) ignored",
+                      f"{len(incomplete)} run(s) lack phase rows their peers have (run ids {_ids(incomplete)}): "
+                      "cut short by a crash; ignored, --resume repeats them"))
+        frame = frame[~frame["run_id"].isin(incomplete)]
+    return frame.reset_index(drop=True)
