@@ -348,3 +348,95 @@ def test_open_snapshot_names_the_culprit(snap_copy: Path, mutate, culprit: str) 
     assert culprit in message
     assert str(snap_copy) in message
     assert "\n" not in message
+
+
+# --------------------------------------------------------------------------- exact records, defaults, the Hub offline
+
+
+def test_describe_is_the_metadata_record(tiny_snapshot: Path) -> None:
+    snap = open_snapshot(tiny_snapshot, model_id="Org/Name")
+    assert snap.describe() == {
+        "checkpoint_dir": str(tiny_snapshot), "checkpoint_source": "directory", "model_id": "Org/Name",
+        "revision": None, "synthetic": {"size": "tiny", "seed": 0, "note": snap.synthetic["note"]},
+        "checkpoint_tensors": len(snap.weight_map), "checkpoint_shards": sorted(set(snap.weight_map.values())),
+    }
+
+
+def test_synthetic_config_is_shaped_like_the_released_one(tiny_snapshot: Path) -> None:
+    config = json.loads((tiny_snapshot / CONFIG_FILE).read_text())
+    assert config["architectures"] == ["Qwen2_5OmniModel"]
+    assert config["model_type"] == "qwen2_5_omni" and config["enable_audio_output"] is True
+    assert config["token2wav_config"] == open_snapshot(tiny_snapshot).token2wav_config
+
+
+def test_corrupt_single_file_names_it(snap_copy: Path) -> None:
+    (snap_copy / INDEX_FILE).unlink()
+    for shard in snap_copy.glob("model-*.safetensors"):
+        shard.unlink()
+    (snap_copy / SINGLE_FILE).write_bytes(b"not a safetensors file")
+    with pytest.raises(CheckpointError, match=re.escape(f"truncated or corrupt shard {snap_copy / SINGLE_FILE}: ")):
+        open_snapshot(snap_copy)
+
+
+def test_default_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from omni_loader.checkpoint import default_cache_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("OMNI_LOADER_CACHE", "")  # empty: not set
+    assert default_cache_dir() == tmp_path / ".cache" / "omni-loader"
+    monkeypatch.delenv("OMNI_LOADER_CACHE")
+    assert default_cache_dir() == tmp_path / ".cache" / "omni-loader"
+    monkeypatch.setenv("OMNI_LOADER_CACHE", str(tmp_path / "c"))
+    assert default_cache_dir() == tmp_path / "c"
+
+
+def test_resolve_snapshot_defaults_and_precedence(tiny_snapshot: Path, tmp_path: Path, capsys) -> None:
+    import inspect
+
+    defaults = {k: p.default for k, p in inspect.signature(resolve_snapshot).parameters.items()}
+    assert defaults == {"checkpoint": None, "model_id": None, "size": "full", "seed": 0, "cache_dir": None,
+                        "download": False, "progress": False}
+    snap = resolve_snapshot(checkpoint=tiny_snapshot, model_id="Org/Name", size="nope")  # --checkpoint wins
+    assert (snap.root, snap.source, snap.model_id) == (tiny_snapshot, "directory", "Org/Name")
+    capsys.readouterr()
+    resolve_snapshot(size="tiny", seed=5)  # synthesized quietly unless asked
+    assert capsys.readouterr().err == ""
+
+
+def test_place_in_hub_cache_names_a_snapshot_by_its_files_and_place(tiny_snapshot: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "hub"
+    first = place_in_hub_cache(tiny_snapshot, cache, MODEL_ID)
+    assert place_in_hub_cache(tiny_snapshot, cache, MODEL_ID) == first  # again: replaced in place
+    repo = cache / "models--Qwen--Qwen2.5-Omni-3B"
+    assert (repo / "refs" / "main").read_text() == first.name and first.parent == repo / "snapshots"
+    other = Path(shutil.copytree(tiny_snapshot, tmp_path / "elsewhere"))
+    moved = place_in_hub_cache(other, cache, MODEL_ID)  # same files, another place: another snapshot
+    assert moved.name != first.name and (repo / "refs" / "main").read_text() == moved.name
+    (other / "extra.txt").write_text("x")
+    assert place_in_hub_cache(other, cache, MODEL_ID).name != moved.name  # same place, other files
+    assert sorted(p.name for p in first.iterdir()) == sorted(p.name for p in tiny_snapshot.iterdir())
+
+
+def test_hub_lookup_by_revision_offline_download_and_default_cache(
+    tiny_snapshot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import huggingface_hub.constants as hub
+
+    cache = tmp_path / "hub"
+    target = place_in_hub_cache(tiny_snapshot, cache, MODEL_ID)
+    assert find_in_hub_cache(MODEL_ID, cache_dir=cache, revision=target.name).revision == target.name
+    with pytest.raises(CheckpointError, match="is not in"):
+        find_in_hub_cache(MODEL_ID, cache_dir=cache, revision="0" * 40)  # a revision that is not cached
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", True)  # --download, answered from the cache: no network here
+    snap = find_in_hub_cache(MODEL_ID, cache_dir=cache, download=True)
+    assert snap.root.resolve() == target.resolve() and snap.source == "hub-cache"
+    assert resolve_snapshot(model_id=MODEL_ID, cache_dir=cache, download=True).root == snap.root
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(CheckpointError) as err:
+        find_in_hub_cache(MODEL_ID)
+    assert str(err.value) == (f"model {MODEL_ID!r} is not in the default Hugging Face cache (HF_HUB_CACHE); "
+                              "pass --download to fetch it, or --checkpoint DIR")
+    with pytest.raises(CheckpointError) as err:
+        find_in_hub_cache("not a valid id!!", cache_dir=cache)
+    assert str(err.value).startswith("not a valid Hugging Face model id: 'not a valid id!!' (")
+    assert "None" not in str(err.value)  # the validator's own reason, first line

@@ -406,3 +406,47 @@ def _ancestors(name: str, parents: dict) -> list[str]:
         name = parents[name]
         out.append(name)
     return out
+
+
+def test_result_record_takes_the_peaks_of_its_phases() -> None:
+    from omni_loader.loader import LoadResult
+    from omni_loader.timing import PhaseRecord
+
+    def rec(name: str, rss: int, dev: int | None) -> PhaseRecord:
+        return PhaseRecord(name=name, seconds=0.5, parent=None, rss_bytes=1, rss_peak_bytes=rss, device_peak_bytes=dev)
+
+    def result(phases: list) -> dict:
+        return LoadResult("baseline", "vllm-omni", "cuda:0", "float32", "upstream", phases, 3, 4, ["b"], "d", 5).to_dict()
+
+    data = result([rec("a", 7, None), rec("b", 9, 40), rec("c", 8, 60), rec("d", 2, None)])
+    assert (data["rss_peak_bytes"], data["device_peak_bytes"]) == (9, 60)
+    assert data["construct"] == "upstream" and data["phases"] == dict.fromkeys("abcd", 0.5)
+    assert [r["name"] for r in data["phase_records"]] == list("abcd")
+    assert (data["state_dict_calls"], data["weights_loaded"], data["persistent_buffers"]) == (3, 4, ["b"])
+    assert (data["digest"], data["tensors_digested"], data["device"], data["dtype"]) == ("d", 5, "cuda:0", "float32")
+    empty = result([])
+    assert (empty["rss_peak_bytes"], empty["device_peak_bytes"]) == (0, None)
+    assert result([rec("a", 7, 0)])["device_peak_bytes"] == 0  # a measured zero is not 'not measured'
+
+
+def test_digest_covers_name_dtype_shape_and_bytes_of_every_tensor() -> None:
+    import hashlib
+
+    from torch import nn
+
+    model = nn.Module()
+    model.w = nn.Parameter(torch.tensor([1.0, 2.0]))
+    model.register_buffer("empty", torch.zeros(0, 3))
+    expected = hashlib.sha256()
+    expected.update(b"empty|torch.float32|(0, 3)|")  # no bytes for an empty tensor
+    expected.update(b"w|torch.float32|(2,)|" + torch.tensor([1.0, 2.0]).numpy().tobytes())
+    assert tensor_digest(model) == (expected.hexdigest(), 2)
+
+
+def test_reference_copy_holds_the_same_tensors_in_both_layouts(tiny_snapshot: Path, loads: dict) -> None:
+    """The yardstick copy loads the checkpoint again with a strict load_state_dict: it must fit either layout."""
+    for layout in ("vllm-omni", "transformers"):
+        model, result = load_token2wav(open_snapshot(tiny_snapshot), "optimized", layout=layout, reference_copy=True)
+        assert [p.name for p in result.phases][-1] == "reference_copy"
+        assert result.phases[-1].parent is None  # outside the load's total
+        assert result.digest == loads["optimized", layout][1].digest  # the same values, copied once more
