@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
-from .errors import OmniLoaderError
+from .errors import OmniLoaderError, one_line
 
 # Modules that add their own subcommands through ``add_command(subparsers)``.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -19,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "omni_loader.profiling",
     "omni_loader.traversal",
     "omni_loader.server",
+    "omni_loader.compare",
 )
 
 
@@ -41,7 +44,8 @@ def _add_load_args(p: argparse.ArgumentParser) -> None:
                    help="where parameter memory is first written: upstream (default: at construction, as vLLM-Omni's "
                         "constructors do; fused qkv_proj left empty), empty (nothing written: first touches land in "
                         "load_parameters) or init (full random init)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (ROCm GPUs are cuda); default cpu")
+    p.add_argument("--device", default="auto",
+                   help="auto (default: the GPU when torch sees one, else the CPU), cpu, cuda or cuda:N (ROCm GPUs are cuda)")
     p.add_argument("--dtype", choices=tuple(DTYPES), default="float32", help="stage dtype (default float32)")
 
 
@@ -153,6 +157,38 @@ def cmd_discovery_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- audit
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Exit 1 when the two rules disagree on any model built: that is a finding, not a crash."""
+    from pathlib import Path
+
+    from .audit import architectures, audit, audit_frame, audit_markdown
+
+    known = architectures()
+    archs = known if args.all else args.arch
+    unknown = [a for a in archs if a not in known]
+    if unknown:
+        raise OmniLoaderError(f"--arch {unknown[0]!r} is not a transformers model type (see --list)")
+    if args.list or not archs:
+        print("\n".join(known) if args.list else "give --arch NAME (repeatable), --all or --list")
+        return 0 if args.list else 2
+    rows = audit(archs, repeats=args.repeats, progress=not args.json)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        audit_frame(rows).to_csv(out / "audit.csv", index=False)
+        (out / "audit.md").write_text(audit_markdown(rows, top=None))
+    if args.json:
+        _print_json([r.to_dict() for r in rows])
+    else:
+        print(audit_markdown(rows, top=args.top))
+        if args.out:
+            print(f"audit: {Path(args.out) / 'audit.csv'}, {Path(args.out) / 'audit.md'}")
+    return 1 if any(r.agree is False for r in rows) else 0
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -167,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Start with `omni-loader reproduce` (synthetic full-size checkpoint, CPU) or `--help` on a command.",
     )
     parser.add_argument("--version", action="version", version=f"omni-loader {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help=f"print the full traceback of an error (also {DEBUG_ENV}=1); any place on the line")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("inventory", help="count modules, buffers and parameters (meta device, fast)")
@@ -199,18 +237,95 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_discovery_bench)
 
+    p = sub.add_parser("audit", help="audit transformers architectures for the state_dict()-per-buffer cost (meta)")
+    p.add_argument("--arch", action="append", default=[], metavar="NAME", help="a model type, e.g. resnet (repeatable)")
+    p.add_argument("--all", action="store_true", help="every model type transformers' AutoModel knows")
+    p.add_argument("--list", action="store_true", help="list the model types and exit")
+    p.add_argument("--repeats", type=int, default=3, help="timed calls of each rule per model (default 3)")
+    p.add_argument("--top", type=int, default=10, help="rows of the printed table (default 10)")
+    p.add_argument("--out", metavar="DIR", help="write audit.csv (every model) and audit.md here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit)
+
     for name in COMMAND_MODULES:
         importlib.import_module(name).add_command(sub)
     return parser
 
 
+# Libraries whose exceptions reach the user as one line (the file, what is wrong), not as a traceback.
+ONE_LINE_MODULES = ("torch", "safetensors", "json", "pickle", "_pickle", "zipfile", "pandas", "csv")
+DEBUG_ENV = "OMNI_LOADER_DEBUG"
+
+
+def given_options(args: argparse.Namespace) -> set[str]:
+    """The dests of the options the user typed (not argparse defaults): :func:`main` records them.
+
+    Without that record (a command function called directly), the options whose value differs
+    from the command's default count as typed.
+    """
+    explicit = getattr(args, "explicit", None)
+    if explicit is not None:
+        return set(explicit)
+    defaults = vars(build_parser().parse_args([args.command])) if getattr(args, "command", None) else {}
+    return {k for k, v in vars(args).items() if k in defaults and v != defaults[k]}
+
+
+def _explicit_options(argv: Sequence[str]) -> set[str]:
+    """Parse ``argv`` again with every default suppressed: what is left was typed."""
+    parser = build_parser()
+
+    def suppress(p: argparse.ArgumentParser) -> None:
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    suppress(sub)
+            action.default = argparse.SUPPRESS
+        p._defaults.clear()
+
+    suppress(parser)
+    return set(vars(parser.parse_args(list(argv)))) - {"command", "debug"}
+
+
+def _debug(argv: list[str]) -> tuple[bool, list[str]]:
+    """``--debug`` anywhere before ``--`` (or OMNI_LOADER_DEBUG=1): tracebacks for errors."""
+    head = argv[: argv.index("--")] if "--" in argv else argv
+    flag = "--debug" in head
+    if flag:
+        argv = [a for i, a in enumerate(argv) if not (a == "--debug" and i < len(head))]
+    env = os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return flag or env, argv
+
+
+def _from_library(exc: BaseException) -> bool:
+    """Was ``exc`` raised inside torch, safetensors, json...? (Then it is a file's problem, told in one line.)"""
+    if type(exc).__module__.split(".")[0] in ONE_LINE_MODULES:
+        return True
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_globals.get("__name__", "")
+        tb = tb.tb_next
+    return bool(last) and last.split(".")[0] in ONE_LINE_MODULES
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    debug, argv = _debug(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
+    args.explicit = _explicit_options(argv)
     try:
         return int(args.func(args) or 0)
     except OmniLoaderError as exc:
-        print(f"omni-loader: error: {exc}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        print(f"omni-loader: error: {one_line(str(exc), limit=2000, library=False)}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:  # a file torch, safetensors, json... could not read (or an OS error): one line
+        if debug or not (isinstance(exc, OSError) or _from_library(exc)):
+            raise
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) and str(exc.filename) not in str(exc) else ""
+        print(f"omni-loader: error: {type(exc).__name__}: {one_line(str(exc))}{where}; run again with --debug "
+              "(or OMNI_LOADER_DEBUG=1) for the traceback", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("omni-loader: interrupted", file=sys.stderr)
         return 130

@@ -42,10 +42,11 @@ from torch import nn
 
 from .checkpoint import Snapshot, iter_token2wav_weights
 from .devices import resolve_device
-from .discovery import count_state_dict_calls, find_persistent_buffers
+from .discovery import count_state_dict_calls
 from .errors import CheckpointError, OmniLoaderError
 from .model import CHECKPOINT_PREFIX, _modeling, build_model
 from .timing import PhaseClock, PhaseRecord
+from .variants import Variant, variant_from
 
 # (fused parameter, checkpoint part, shard index): vLLM-Omni's stacked q/k/v mapping.
 STACKED_PARAMS = (("qkv_proj", "to_q", 0), ("qkv_proj", "to_k", 1), ("qkv_proj", "to_v", 2))
@@ -118,9 +119,14 @@ def split_buffer_entries(
 
 
 def load_parameters(
-    model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
+    model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool,
+    non_blocking: bool = False,
 ) -> dict[str, set[int]]:
-    """Copy checkpoint tensors into parameters; returns parameter name -> shards loaded."""
+    """Copy checkpoint tensors into parameters; returns parameter name -> shards loaded.
+
+    This is the ``copy`` implementation of the ``parameters`` step (see :mod:`omni_loader.variants`):
+    what vLLM's default weight loader does, a ``copy_`` that casts and moves.
+    """
     params = dict(model.named_parameters())
     skippable = {n for n, _ in model.named_buffers()}  # e.g. inv_freq where it is not persistent
     loaded: dict[str, set[int]] = defaultdict(set)
@@ -134,11 +140,72 @@ def load_parameters(
         param = params[target]
         if shard is None:
             _check_shape(key, tensor, param, snapshot)
-            param.data.copy_(tensor)
+            param.data.copy_(tensor, non_blocking=non_blocking)
         else:
-            _load_stacked_shard(key, param, tensor, shard, snapshot)
+            _load_stacked_shard(key, param, tensor, shard, snapshot, non_blocking)
         loaded[target].add(0 if shard is None else shard)
     return loaded
+
+
+def load_parameters_assign(
+    model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
+) -> dict[str, set[int]]:
+    """The ``assign`` parameters step: make the checkpoint's tensors *be* the parameters.
+
+    safetensors hands out tensors backed by the memory-mapped file; where one already has the
+    parameter's dtype and device, it replaces the parameter (as ``load_state_dict(assign=True)``
+    does) and no byte is copied until something reads it. The fused ``qkv_proj`` still needs its
+    q/k/v stacked into one new tensor; a dtype or device mismatch falls back to a copy.
+    """
+    params = dict(model.named_parameters())
+    copies: list[tuple[str, torch.Tensor]] = []
+    parts: dict[str, dict[int, tuple[str, torch.Tensor]]] = defaultdict(dict)
+    loaded: dict[str, set[int]] = defaultdict(set)
+    for key, tensor in weights:
+        target, shard = _stacked_target(_strip(key)) if fused else (_strip(key), None)
+        param = params.get(target)
+        if param is None or (shard is None and not _assignable(tensor, param)):
+            copies.append((key, tensor))  # load_parameters raises for unknown keys, as the copy step does
+        elif shard is None:
+            _check_shape(key, tensor, param, snapshot)
+            _assign(model, target, tensor, param)
+            loaded[target].add(0)
+        else:
+            parts[target][shard] = (key, tensor)
+    for target, shards in parts.items():
+        param = params[target]
+        if len(shards) == len(STACKED_PARAMS) and all(_assignable(t, param) for _, t in shards.values()):
+            for shard, (key, tensor) in shards.items():
+                _load_stacked_shard(key, param, tensor, shard, snapshot, check_only=True)
+            _assign(model, target, torch.cat([shards[i][1] for i in range(len(STACKED_PARAMS))]), param)
+            loaded[target].update(shards)
+        else:
+            copies += list(shards.values())
+    for name, shards in load_parameters(model, copies, snapshot, fused).items():
+        loaded[name].update(shards)
+    return loaded
+
+
+def load_parameters_pinned(
+    model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
+) -> dict[str, set[int]]:
+    """The ``pinned`` parameters step (GPU only): stage each host tensor in pinned memory, then copy it
+    to the device without blocking, so host-side staging and device transfers overlap; the phase clock
+    synchronises at the end of the step, so the figure includes every transfer."""
+    staged = [(key, tensor.pin_memory() if tensor.device.type == "cpu" else tensor) for key, tensor in weights]
+    return load_parameters(model, staged, snapshot, fused, non_blocking=True)
+
+
+def _assignable(tensor: torch.Tensor, param: torch.Tensor) -> bool:
+    return tensor.dtype == param.dtype and tensor.device == param.device
+
+
+def _assign(model: nn.Module, name: str, tensor: torch.Tensor, old: nn.Parameter) -> None:
+    owner, _, leaf = name.rpartition(".")
+    module = model.get_submodule(owner) if owner else model
+    if tuple(tensor.shape) != tuple(old.shape):
+        raise CheckpointError(f"shape mismatch for {name}: checkpoint {tuple(tensor.shape)}, model {tuple(old.shape)}")
+    setattr(module, leaf, nn.Parameter(tensor, requires_grad=old.requires_grad))
 
 
 def load_buffers(
@@ -169,8 +236,12 @@ def load_buffers(
 def load_speaker_dict(snapshot: Snapshot, device: torch.device) -> dict[str, Any]:
     try:
         return torch.load(snapshot.spk_dict_path, map_location=device, weights_only=True)
-    except Exception as exc:
-        raise CheckpointError(f"cannot read speaker dictionary {snapshot.spk_dict_path}: {exc}") from None
+    except Exception as exc:  # one line: torch's weights-only message is paragraphs long
+        from .errors import one_line
+
+        raise CheckpointError(f"cannot read speaker dictionary {snapshot.spk_dict_path} ({one_line(str(exc), 160)}):"
+                              " the file is damaged or not a torch dictionary; restore spk_dict.pt from the model "
+                              "snapshot") from None
 
 
 def check_all_loaded(model: nn.Module, loaded: dict[str, set[int]], fused: bool) -> None:
@@ -201,7 +272,7 @@ def tensor_digest(model: nn.Module) -> tuple[str, int]:
 
 def load_token2wav(
     snapshot: Snapshot,
-    variant: str = "optimized",
+    variant: str | Variant = "optimized",
     layout: str = "vllm-omni",
     device: str | torch.device = "cpu",
     dtype: str = "float32",
@@ -216,8 +287,14 @@ def load_token2wav(
     tensors once more with a plain strict ``load_state_dict`` into the same (now resident) model:
     the yardstick that ``load_parameters`` is measured against, side by side in one process.
     ``clock`` lets a profiler observe the phase edges (a :class:`PhaseClock` subclass).
+    ``variant`` is a built-in name (``baseline``, ``optimized``, ``assign``, ``pinned``) or a
+    :class:`~omni_loader.variants.Variant` naming its own steps.
     """
+    spec = variant_from(variant)
     dev = resolve_device(str(device))
+    if spec.needs_gpu and dev.type != "cuda":
+        raise OmniLoaderError(f"variant {spec.name} needs a GPU (--device cuda); this load is on {dev}")
+    discover, load_params = spec.step("discovery"), spec.step("parameters")
     torch_dtype = _dtype(dtype)
     _modeling()  # a serving stage has imported its model code before it loads; keep imports out of the phases
     clock = clock or PhaseClock(dev)
@@ -232,11 +309,11 @@ def load_token2wav(
             load_speaker_dict(snapshot, dev)
         with clock.phase("weight_loading"):
             with clock.phase("buffer_discovery"), count_state_dict_calls(model) as calls:
-                persistent = find_persistent_buffers(model, variant)
+                persistent = discover(model)
             with clock.phase("split_buffers"):
                 param_entries, buffer_entries = split_buffer_entries(weights, persistent)
             with clock.phase("load_parameters"):
-                loaded = load_parameters(model, param_entries, snapshot, fused)
+                loaded = load_params(model, param_entries, snapshot, fused)
             with clock.phase("load_buffers"):
                 loaded_buffers = load_buffers(model, persistent, buffer_entries, snapshot)
             with clock.phase("load_spk_dict"):
@@ -253,7 +330,7 @@ def load_token2wav(
     # A meta-device model holds no bytes to digest.
     hexdigest, count = tensor_digest(model) if digest and dev.type != "meta" else ("", 0)
     result = LoadResult(
-        variant=variant,
+        variant=spec.name,
         layout=layout,
         device=str(dev),
         dtype=dtype,
@@ -315,7 +392,8 @@ def _check_shape(key: str, tensor: torch.Tensor, target: torch.Tensor, snapshot:
         )
 
 
-def _load_stacked_shard(key: str, param: torch.Tensor, tensor: torch.Tensor, shard: int, snapshot: Snapshot) -> None:
+def _load_stacked_shard(key: str, param: torch.Tensor, tensor: torch.Tensor, shard: int, snapshot: Snapshot,
+                        non_blocking: bool = False, check_only: bool = False) -> None:
     rows = param.shape[0] // len(STACKED_PARAMS)
     expected = (rows, *param.shape[1:])
     if tuple(tensor.shape) != expected:
@@ -323,7 +401,8 @@ def _load_stacked_shard(key: str, param: torch.Tensor, tensor: torch.Tensor, sha
             f"shape mismatch for {key} in {snapshot.root / snapshot.weight_map[key]}: "
             f"checkpoint {tuple(tensor.shape)}, model shard {expected}"
         )
-    param.data.narrow(0, shard * rows, rows).copy_(tensor)
+    if not check_only:
+        param.data.narrow(0, shard * rows, rows).copy_(tensor, non_blocking=non_blocking)
 
 
 def _dtype(name: str) -> torch.dtype:

@@ -13,10 +13,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .formatting import command_text, duration, mib
 from .model import DATA_DIR
 from .results import PHASE_COUNTERS, read_metadata, read_runs
 from .stats import (
     Comparison,
+    phrase_change,
     NoiseFloor,
     compare,
     equivalence,
@@ -93,8 +95,8 @@ def _fmt(value: float, unit: str, row_unit: str | None = None) -> str:
     if unit == "calls":
         return f"{value:g}"
     if unit == "bytes":
-        return f"{value / 2**20:,.0f} MiB"
-    return format_seconds(value, row_unit)
+        return mib(value, 0)
+    return duration(value, row_unit)
 
 
 def _spread(c: Comparison, which: str) -> str:
@@ -138,7 +140,7 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["Warm-ups", f"{meta.get('warmup')} per variant"],
         ["Repeats", f"{meta.get('repeats')} per variant, order {meta.get('order')}"
                     + ", " + WORKER_NOTES.get(_workers(spec), _workers(spec))],
-        ["Command", f"`{meta.get('command_line', '')}`"],
+        ["Command", command_text(meta)],
         ["Started / finished", f"{meta.get('started_at', '?')} / {meta.get('finished_at', meta.get('status', '?'))}"],
     ]
     return _table(["Item", "Value"], rows)
@@ -308,13 +310,61 @@ def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
     return lines
 
 
+BEYOND_ROWS = ("state_dict_calls", "buffer_discovery", "load_parameters", "weight_loading", "total")
+
+
+def planned_arms(meta: dict[str, Any]) -> list[str]:
+    """The variants a benchmark planned (schema 1: the PR's two), then the A/A arms if it had them."""
+    spec = meta.get("spec", {})
+    arms = list(spec.get("variants") or ("baseline", "optimized"))
+    return arms + (["aa-1", "aa-2"] if spec.get("aa") else [])
+
+
+def beyond_pr_section(frame, meta: dict[str, Any]) -> list[str]:
+    """Every variant outside the PR's pair, compared with the benchmark's first variant."""
+    spec = meta.get("spec", {})
+    arms = list(spec.get("variants") or ("baseline", "optimized"))
+    first = arms[0]
+    others = [v for v in arms[1:] if {first, v} != {"baseline", "optimized"}]
+    if not others:
+        return []
+    from .variants import variant_from
+
+    custom = {v["name"]: v for v in spec.get("custom_variants", [])}
+    rows, notes = [], []
+    for v in others:
+        for phase in BEYOND_ROWS:
+            if phase == "state_dict_calls":
+                c = compare(run_summary(frame, first, phase), run_summary(frame, v, phase), unit="calls")
+            else:
+                c = compare(phase_summary(frame, first, phase), phase_summary(frame, v, phase))
+            if not c.baseline.n or not c.optimized.n:
+                continue
+            u = row_unit(c)
+            rows.append([v, label(c.phase), _fmt(c.baseline.median, c.unit, u), _fmt(c.optimized.median, c.unit, u),
+                         c.change(u), _ratio(c), _spread(c, "optimized"), c.verdict()])
+        base_rss, rss = run_summary(frame, first, "rss_peak_bytes"), run_summary(frame, v, "rss_peak_bytes")
+        if base_rss.n and rss.n:
+            rows.append([v, "Peak process RSS", _fmt(base_rss.median, "bytes"), _fmt(rss.median, "bytes"),
+                         phrase_change(base_rss.median, rss.median, "bytes"), "—",
+                         f"{_fmt(rss.min, 'bytes')}–{_fmt(rss.max, 'bytes')}", memory_verdict(base_rss, rss)])
+        variant = variant_from(custom[v]) if v in custom else variant_from(v)
+        steps = f"discovery `{variant.discovery}`, parameters `{variant.parameters}`"
+        notes.append(f"- **{v}**: {steps}. Memory: {variant.memory or 'no change to where parameters live'}.")
+    return ["## Beyond the PR", "",
+            f"Each other variant against `{first}`, the first of this benchmark's variants, in the same runs "
+            "(same alternation, same statistics; equivalence above covers every variant).", "",
+            _table(["Variant", "Measurement", f"{first} median", "Variant median", "Change", "Ratio",
+                    "Variant min–max", "Verdict"], rows), "", *notes, ""]
+
+
 def render_report(directory: str | Path) -> str:
     directory = Path(directory)
     meta = read_metadata(directory)
     frame = read_runs(directory)
     comps = comparisons(frame)
     floors = noise_floors(frame)
-    equiv = equivalence(frame)
+    equiv = equivalence(frame, planned_arms(meta))
     mem_table, mem_verdict = memory_table(frame)
     failed = frame[frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
     warnings = [f"- {label(c.phase)}: {note}" for c in comps for note in c.notes]
@@ -344,6 +394,7 @@ def render_report(directory: str | Path) -> str:
            "The optimized variant in both arms, planned like the A/B runs: any difference between the arms is "
            "noise, so an A/B difference smaller than the floor cannot be told apart from identical loads.", "",
            noise_floor_table(floors), ""] if floors else []),
+        *beyond_pr_section(frame, meta),
         "## Verdicts",
         "",
         *[f"- {label(c.phase)}: {c.verdict()}" for c in comps],

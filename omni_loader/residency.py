@@ -50,3 +50,23 @@ def parameter_residency(model: torch.nn.Module, min_bytes: int = 1 << 20) -> dic
     """
     return {name: resident_fraction(p) for name, p in model.named_parameters()
             if p.numel() * p.element_size() >= min_bytes}
+
+
+def backing_file(tensor: torch.Tensor) -> str | None:
+    """The file a CPU tensor's memory is mapped from (``/proc/self/maps``), or None for anonymous
+    memory (an ordinary allocation) or where it cannot be told. A tensor that safetensors handed out
+    and that was assigned, not copied, into a model is backed by its shard file."""
+    if tensor.device.type != "cpu" or tensor.numel() == 0:
+        return None
+    address = tensor.data_ptr()
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                fields = line.split(maxsplit=5)
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                if start <= address < end:
+                    path = fields[5].strip() if len(fields) == 6 else ""
+                    return path if path.startswith("/") else None
+    except OSError:
+        return None
+    return None

@@ -284,22 +284,50 @@ def noise_floor(frame, phase: str, arms: tuple[str, str] = ("aa-1", "aa-2")) -> 
     return NoiseFloor(phase, one, two, ci[0] if ci else None, ci[1] if ci else None)
 
 
-def equivalence(frame) -> dict[str, Any]:
-    """Did every successful run of both variants (A/A runs included) load the same tensors (same digest)?"""
+def equivalence(frame, variants: list[str] | tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Did every successful run of every variant (A/A runs included) load the same model?
+
+    The same model means the same SHA-256 digest of every tensor *and* the same counts: a variant
+    that finds other persistent buffers can still end with equal tensors (a buffer the checkpoint
+    holds the constructor's value of), yet it loaded something else, so it is not equivalent.
+    """
     runs = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"])].drop_duplicates("run_id")
-    arms = ["baseline", "optimized", *sorted(set(runs[runs["source"] == "aa"]["variant"]))]
+    # Every planned arm must have loaded something: an arm whose runs all failed is not "equivalent".
+    arms = list(dict.fromkeys([*(variants or ("baseline", "optimized")), *runs["variant"]]))
     digests = {v: sorted(set(runs[runs["variant"] == v]["digest"].astype(str))) for v in arms}
+    counts = {c: {v: sorted(set(runs[runs["variant"] == v][c].astype(str))) for v in arms} for c in EQUAL_COUNTS}
     all_digests = set().union(*digests.values())
-    ok = len(all_digests) == 1 and all(digests.values()) and "" not in all_digests
-    return {
-        "equivalent": ok,
-        "runs": int(len(runs)),
-        "digests": digests,
-        "statement": (f"equivalent: all {len(runs)} runs of both variants{' and the A/A arms' if len(digests) > 2 else ''}"
-                      " loaded identical tensors "
-                      f"(SHA-256 {next(iter(all_digests))[:16]}…)") if ok else
-                     f"NOT equivalent: digests differ between runs or variants: {digests}",
-    }
+    same_counts = {c: len(set().union(*per_arm.values())) == 1 for c, per_arm in counts.items()}
+    ok = len(all_digests) == 1 and all(digests.values()) and "" not in all_digests and all(same_counts.values())
+    if ok:
+        fixed = ", ".join(f"{next(iter(set().union(*counts[c].values())))} {c.replace('_', ' ')}" for c in counts)
+        statement = (f"equivalent: all {len(runs)} runs of {_arms_phrase(arms)} loaded identical tensors "
+                     f"(SHA-256 {next(iter(all_digests))[:16]}…; {fixed})")
+    elif len(all_digests) != 1 or not all(digests.values()) or "" in all_digests:
+        statement = f"NOT equivalent: {_digest_phrase(digests)}"
+    else:
+        statement = "NOT equivalent: " + "; ".join(
+            f"{c.replace('_', ' ')} differ: " + ", ".join(f"{v} {'/'.join(vals) or 'none'}" for v, vals in per_arm.items())
+            for c, per_arm in counts.items() if not same_counts[c])
+    return {"equivalent": ok, "runs": int(len(runs)), "digests": digests, "statement": statement}
+
+
+# Per-run counts that must be equal for two loads to be the same load.
+EQUAL_COUNTS = ("weights_loaded", "persistent_buffers")
+
+
+def _digest_phrase(digests: dict[str, list[str]]) -> str:
+    """Which arm loaded what, in one line: 'baseline 1a2b3c4d…; optimized 1a2b3c4d…, 9f8e7d6c…; assign none'."""
+    def short(ds: list[str]) -> str:
+        return ", ".join(f"{d[:16]}…" if d else "(no digest)" for d in ds) or "no successful run"
+
+    return "digests differ between runs or variants: " + "; ".join(f"{v} {short(ds)}" for v, ds in digests.items())
+
+
+def _arms_phrase(arms: list[str]) -> str:
+    variants = [a for a in arms if not a.startswith("aa-")]
+    text = "both variants" if len(variants) == 2 else f"all {len(variants)} variants ({', '.join(variants)})"
+    return text + (" and the A/A arms" if len(variants) < len(arms) else "")
 
 
 def memory_verdict(baseline: Summary, optimized: Summary, tolerance: float = 0.02) -> str:

@@ -59,7 +59,7 @@ class LoadRequest:
     """Everything one load needs: a plain value that crosses a process boundary."""
 
     checkpoint: str
-    variant: str
+    variant: str | dict[str, Any]  # a built-in variant's name, or a Variant's dict (its own steps)
     layout: str = "vllm-omni"
     device: str = "cpu"
     dtype: str = "float32"
@@ -74,19 +74,23 @@ def run_load(checkpoint: str | LoadRequest, variant: str = "optimized", layout: 
     """Open the snapshot and load it once; the dict is what runs.csv rows are made from."""
     from .checkpoint import open_snapshot
     from .loader import load_token2wav
+    from .variants import variant_from
 
     req = checkpoint if isinstance(checkpoint, LoadRequest) else LoadRequest(
         str(checkpoint), variant, layout, device, dtype, construct, reference_copy, digest)
     snapshot = open_snapshot(req.checkpoint)
-    model, result = load_token2wav(snapshot, req.variant, layout=req.layout, device=req.device, dtype=req.dtype,
+    model, result = load_token2wav(snapshot, variant_from(req.variant), layout=req.layout, device=req.device, dtype=req.dtype,
                                    digest=req.digest, construct=req.construct, reference_copy=req.reference_copy)
     del model
     return result.to_dict()
 
 
-def worker_command(checkpoint: str, variant: str, layout: str, device: str, dtype: str, out: str | None = None,
-                   repeat: int = 1, construct: str = "upstream", reference_copy: bool = False) -> list[str]:
+def worker_command(checkpoint: str, variant: str | dict[str, Any], layout: str, device: str, dtype: str,
+                   out: str | None = None, repeat: int = 1, construct: str = "upstream",
+                   reference_copy: bool = False) -> list[str]:
     """The argv that runs one load in a fresh interpreter (``repeat`` loads, for a sampling profiler)."""
+    if isinstance(variant, dict):  # a variant with its own steps travels as NAME=discovery:REF,parameters:REF
+        variant = f"{variant['name']}=discovery:{variant['discovery']},parameters:{variant['parameters']}"
     cmd = [sys.executable, "-m", "omni_loader.worker", "--checkpoint", str(checkpoint), "--variant", variant,
            "--layout", layout, "--device", device, "--dtype", dtype, "--construct", construct]
     cmd += ["--reference-copy"] if reference_copy else []
@@ -229,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m omni_loader.worker", description=__doc__)
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--variant", required=True, choices=("baseline", "optimized"))
+    p.add_argument("--variant", required=True,
+                   help="a built-in variant's name, or NAME=discovery:REF[,parameters:REF] (see omni_loader.variants)")
     p.add_argument("--layout", default="vllm-omni")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
@@ -243,9 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error(f"--repeat must be at least 1, not {args.repeat}")
-    request = LoadRequest(args.checkpoint, args.variant, args.layout, args.device, args.dtype, args.construct,
-                          args.reference_copy, not args.no_digest)
+    from .variants import parse_variant
+
     try:
+        variant = parse_variant(args.variant).to_dict() if "=" in args.variant else args.variant
+        request = LoadRequest(args.checkpoint, variant, args.layout, args.device, args.dtype, args.construct,
+                              args.reference_copy, not args.no_digest)
         data = run_load(request)
         if args.repeat > 1:
             totals = [data["phases"]["total"]]

@@ -1,0 +1,159 @@
+"""Audit any transformers architecture for the ``state_dict()``-in-a-loop pattern.
+
+Token2Wav is one model where asking ``name in model.state_dict()`` per buffer costs a full tree
+walk each time; any model with many buffers and many modules pays the same B·N. This module
+builds architectures from their default configs on the meta device (no weights, no memory), and
+for each reports the tree's size, both rules' results and whether they agree, the modules that
+could make the optimized rule wrong (:func:`~omni_loader.discovery.rule_hazards`), the baseline's
+``state_dict()`` calls and both rules' times.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from torch import nn
+
+from .discovery import compare_variants, count_state_dict_calls, find_persistent_buffers
+
+AUDIT_COLUMNS = ("arch", "model_class", "modules", "named_buffers", "persistent_buffers", "agree", "hazards",
+                 "baseline_calls", "baseline_seconds", "optimized_seconds", "ratio", "build_seconds", "error")
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One architecture: what its tree holds and what both discovery rules cost on it."""
+
+    arch: str
+    model_class: str = ""
+    modules: int = 0
+    named_buffers: int = 0
+    persistent_buffers: int = 0
+    agree: bool | None = None
+    hazards: list[str] = field(default_factory=list)
+    baseline_calls: int = 0
+    baseline_seconds: float = math.nan
+    optimized_seconds: float = math.nan
+    build_seconds: float = math.nan
+    error: str = ""  # why it could not be built; the other fields are then empty
+
+    @property
+    def ratio(self) -> float:
+        return self.baseline_seconds / self.optimized_seconds if self.optimized_seconds else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "hazards": "; ".join(self.hazards), "ratio": self.ratio}
+
+
+def architectures() -> list[str]:
+    """Every model type transformers' ``AutoModel`` knows, sorted."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    return sorted(MODEL_MAPPING_NAMES)
+
+
+def build_on_meta(arch: str) -> nn.Module:
+    """``AutoModel`` of ``arch``'s default config on the meta device (raises on any failure)."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.for_model(arch)
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AutoModel.from_config(config)
+
+
+def audit_model(arch: str, model: nn.Module, repeats: int = 3, build_seconds: float = math.nan) -> AuditRow:
+    """Both rules on ``model``, alternating, ``repeats`` timed calls each after one warm-up."""
+    times: dict[str, list[float]] = {"baseline": [], "optimized": []}
+    calls = 0
+    for i in range(repeats + 1):
+        for variant in times:
+            with count_state_dict_calls(model) as counter:
+                start = time.perf_counter()
+                found = find_persistent_buffers(model, variant)
+                elapsed = time.perf_counter() - start
+            if variant == "baseline":
+                calls = counter.calls
+            if i:
+                times[variant].append(elapsed)
+    agreement = compare_variants(model)
+    return AuditRow(
+        arch=arch, model_class=type(model).__name__, modules=sum(1 for _ in model.named_modules()),
+        named_buffers=sum(1 for _ in model.named_buffers()), persistent_buffers=len(found),
+        agree=agreement.agree, hazards=[str(h) for h in agreement.hazards], baseline_calls=calls,
+        baseline_seconds=statistics.median(times["baseline"]), optimized_seconds=statistics.median(times["optimized"]),
+        build_seconds=build_seconds,
+    )
+
+
+def audit_arch(arch: str, repeats: int = 3) -> AuditRow:
+    """Build ``arch`` and audit it; a model that cannot be built gives a row with its one-line error."""
+    start = time.perf_counter()
+    try:
+        model = build_on_meta(arch)
+    except Exception as exc:  # noqa: BLE001 - any failure to build is a finding of the sweep, not a crash
+        reason = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:200]
+        return AuditRow(arch=arch, error=reason)
+    return audit_model(arch, model, repeats, time.perf_counter() - start)
+
+
+def audit(archs: Iterable[str], repeats: int = 3, progress: bool = True,
+          on_row: Callable[[AuditRow], None] | None = None) -> list[AuditRow]:
+    """Audit every architecture in ``archs`` (one process: transformers' modules import once each)."""
+    from transformers.utils import logging as hf_logging
+
+    from .progress import progress_bar
+
+    hf_logging.set_verbosity_error()
+    archs = list(archs)
+    rows = []
+    with progress_bar(total=len(archs), desc="audit", unit="model", enabled=progress) as bar:
+        for arch in archs:
+            bar.set_postfix_str(arch)
+            rows.append(audit_arch(arch, repeats))
+            if on_row:
+                on_row(rows[-1])
+            bar.update(1)
+    return rows
+
+
+def audit_frame(rows: list[AuditRow]):  # -> pandas.DataFrame
+    """Tidy rows (one per architecture), costliest baseline first, failures last."""
+    import pandas as pd
+
+    frame = pd.DataFrame([r.to_dict() for r in rows], columns=list(AUDIT_COLUMNS))
+    frame["built"] = frame["error"] == ""
+    return frame.sort_values(["built", "baseline_seconds"], ascending=[False, False]).drop(columns="built")
+
+
+def audit_markdown(rows: list[AuditRow], top: int | None = 10) -> str:
+    """The costliest ``top`` built models by baseline time, then a line on the others and the failures."""
+    from .formatting import count, markdown_table, short_duration, times
+
+    built = sorted((r for r in rows if not r.error), key=lambda r: -r.baseline_seconds)
+    shown = built[:top] if top else built
+    table = markdown_table(
+        [[r.arch, r.model_class, count(r.modules), count(r.named_buffers), count(r.persistent_buffers),
+          count(r.baseline_calls), short_duration(r.baseline_seconds), short_duration(r.optimized_seconds),
+          times(r.ratio), "yes" if r.agree else "**NO**", "; ".join(r.hazards) or "none"] for r in shown],
+        ["Architecture", "Model class", "Modules N", "Buffers B", "Persistent", "Baseline state_dict() calls",
+         "Baseline", "Optimized", "Ratio", "Rules agree", "Hazards"],
+        right=range(2, 9))
+    failed = [r for r in rows if r.error]
+    disagree = [r.arch for r in built if not r.agree]
+    flagged = [r.arch for r in built if r.hazards]
+    lines = [table, f"{len(built)} of {len(rows)} architectures built on the meta device"
+             + (f"; showing the {len(shown)} costliest by baseline time" if len(shown) < len(built) else "") + ".",
+             f"Rules disagree on: {', '.join(disagree) or 'none'}. "
+             f"Modules that could make the optimized rule wrong (hazards) in: {', '.join(flagged) or 'none'}."]
+    if failed:
+        lines.append(f"Not built ({len(failed)}): " + "; ".join(f"{r.arch} ({r.error[:80]})" for r in failed[:20])
+                     + (" …" if len(failed) > 20 else ""))
+    return "\n\n".join(lines) + "\n"

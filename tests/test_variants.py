@@ -1,0 +1,127 @@
+"""Loader variants: built-in and user-defined steps, any number of arms, equivalence across all of them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from omni_loader.checkpoint import open_snapshot
+from omni_loader.errors import OmniLoaderError
+from omni_loader.loader import load_token2wav
+from omni_loader.report import render_report
+from omni_loader.residency import backing_file
+from omni_loader.results import read_runs
+from omni_loader.runner import plan_runs, reproduce
+from omni_loader.variants import BUILTIN_VARIANTS, Variant, parse_variant, resolve_step
+
+STEPS_FILE = '''
+from omni_loader.discovery import non_persistent_buffer_names
+
+
+def find(model):
+    """The optimized rule, written by a user."""
+    skip = non_persistent_buffer_names(model)
+    return {name: buf for name, buf in model.named_buffers() if name not in skip}
+
+
+def find_nothing(model):
+    """A wrong rule: no buffer is persistent."""
+    return {}
+'''
+
+
+@pytest.fixture
+def steps_file(tmp_path: Path) -> Path:
+    path = tmp_path / "my_steps.py"
+    path.write_text(STEPS_FILE)
+    return path
+
+
+def test_three_variant_rotations_are_balanced() -> None:
+    names = ("baseline", "optimized", "assign")
+    plan = plan_runs(warmup=1, runs=6, variants=names)
+    measured = [r for r in plan if not r.warmup]
+    assert [r.variant for r in plan if r.warmup] == list(names)
+    assert Counter(r.variant for r in measured) == dict.fromkeys(names, 6)
+    rounds = [measured[i:i + 3] for i in range(0, 18, 3)]
+    assert all({r.variant for r in round_} == set(names) for round_ in rounds)  # each round has every arm
+    for position in range(3):  # and each arm takes each position equally often
+        assert Counter(round_[position].variant for round_ in rounds) == dict.fromkeys(names, 2)
+    assert [r.order for r in measured if r.variant == "assign"] == list(range(1, 7))
+
+
+def test_parse_variant_and_bad_definitions(steps_file: Path) -> None:
+    v = parse_variant(f"mine=discovery:{steps_file}:find")
+    assert v == Variant("mine", discovery=f"{steps_file}:find", parameters="builtin:copy")
+    assert callable(resolve_step(v.discovery, "discovery"))
+    for bad, message in (("mine", "NAME=STEP:REF"), ("mine=loader:x:y", "STEP one of"),
+                         ("optimized=discovery:x:y", "built-in variant"),
+                         (f"mine=discovery:{steps_file}:nope", "no function 'nope'"),
+                         ("mine=discovery:no_such_module_here:find", "cannot import"),
+                         ("mine=parameters:builtin:teleport", "no built-in 'teleport'")):
+        with pytest.raises(OmniLoaderError, match=message):
+            v = parse_variant(bad)
+            resolve_step(v.discovery, "discovery")
+            resolve_step(v.parameters, "parameters")
+
+
+def test_user_step_runs_in_fresh_workers_beside_the_builtins(tiny_snapshot: Path, tmp_path: Path,
+                                                             steps_file: Path) -> None:
+    snapshot = open_snapshot(tiny_snapshot)
+    mine = parse_variant(f"mine=discovery:{steps_file}:find")
+    out = reproduce(snapshot, tmp_path / "res", warmup=0, runs=2, variants=("baseline", "optimized", "mine"),
+                    custom_variants=[mine], progress=False)
+    runs = read_runs(out).drop_duplicates("run_id")
+    assert Counter(runs["variant"]) == {"baseline": 2, "optimized": 2, "mine": 2}
+    assert set(runs[runs["variant"] == "mine"]["state_dict_calls"]) == {0}
+    assert runs["digest"].nunique() == 1 and (runs["status"] == "ok").all()
+    report = render_report(out)
+    assert "all 6 runs of all 3 variants (baseline, optimized, mine) loaded identical tensors" in report
+    assert "## Beyond the PR" in report and f"discovery `{steps_file}:find`" in report
+    assert "| Buffer discovery |" in report  # the PR table is still there: baseline and optimized both ran
+
+
+def test_a_variant_that_loads_something_else_fails_loudly(tiny_snapshot: Path, tmp_path: Path,
+                                                          steps_file: Path) -> None:
+    out = tmp_path / "res"
+    proc = subprocess.run(
+        [sys.executable, "-m", "omni_loader", "reproduce", "--checkpoint", str(tiny_snapshot), "--warmup", "0",
+         "--runs", "1", "--variants", "optimized,wrong", "--variant", f"wrong=discovery:{steps_file}:find_nothing",
+         "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "NOT equivalent" in errors[0] and "persistent buffers differ" in errors[0]
+    assert "NOT equivalent" in (out / "report.md").read_text()
+    assert "| Buffer discovery |" not in (out / "report.md").read_text().split("## Beyond the PR")[0]
+
+
+def test_assign_variant_loads_the_same_model_backed_by_the_shards(tiny_snapshot: Path) -> None:
+    snapshot = open_snapshot(tiny_snapshot)
+    copied, copy_result = load_token2wav(snapshot, "optimized")
+    assigned, assign_result = load_token2wav(snapshot, "assign")
+    assert assign_result.digest == copy_result.digest
+    assert assign_result.weights_loaded == copy_result.weights_loaded
+    shards = {str((snapshot.root / shard).resolve()) for shard in snapshot.weight_map.values()}
+    params = dict(assigned.named_parameters())
+    big = [n for n, p in params.items() if p.numel() * p.element_size() >= 1 << 16]
+    assert big
+    for name in big:
+        backing = backing_file(params[name])
+        if ".qkv_proj." in name:
+            assert backing is None  # stacked into a new tensor
+        else:
+            assert backing is not None and str(Path(backing).resolve()) in shards, name
+    assert all(backing_file(p) is None for p in copied.parameters())
+
+
+def test_gpu_variant_on_a_cpu_is_refused_in_one_line(tiny_snapshot: Path, tmp_path: Path) -> None:
+    assert BUILTIN_VARIANTS["pinned"].needs_gpu
+    with pytest.raises(OmniLoaderError, match="pinned needs a GPU") as info:
+        reproduce(open_snapshot(tiny_snapshot), tmp_path / "res", device="cpu", variants=("optimized", "pinned"),
+                  progress=False)
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "res").exists()  # refused before anything was written
