@@ -193,8 +193,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .discovery import VARIANTS
     from .model import LAYOUTS, SIZES
+    from .variants import BUILTIN_VARIANTS
 
     parser = argparse.ArgumentParser(
         prog="omni-loader",
@@ -223,7 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_synth)
 
     p = sub.add_parser("load", help="load Token2Wav once with one variant and report its phases")
-    p.add_argument("--variant", choices=VARIANTS, default="optimized")
+    p.add_argument("--variant", choices=tuple(BUILTIN_VARIANTS), default="optimized",
+                   help="a built-in loader variant (default optimized)")
     _add_checkpoint_args(p)
     _add_load_args(p)
     p.add_argument("--json", action="store_true")

@@ -28,3 +28,21 @@ class ResultsError(OmniLoaderError):
 
 class PlanError(OmniLoaderError, ValueError):
     """A run plan that cannot be made (unknown order, no runs)."""
+
+
+def one_line(text: str, limit: int = 300, library: bool = True) -> str:
+    """The first meaningful line of a library's error message (torch's weights-only essay, a JSON position...).
+
+    torch.load's ``UnpicklingError`` opens with paragraphs on ``weights_only``; the line that says
+    what is wrong with the file follows ``WeightsUnpickler error:``. ANSI escapes are dropped.
+    """
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(text))
+    marker = "WeightsUnpickler error:"
+    if library and marker in text:
+        text = text.split(marker, 1)[1]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("Please file an issue")] or lines
+    line = lines[0] if lines else "no message"
+    return line if len(line) <= limit else line[: limit - 3] + "..."

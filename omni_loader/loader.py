@@ -196,6 +196,29 @@ def load_parameters_pinned(
     return load_parameters(model, staged, snapshot, fused, non_blocking=True)
 
 
+def load_parameters_fastsafetensors(
+    model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
+) -> dict[str, set[int]]:
+    """The ``fastsafetensors`` parameters step: vLLM's optional loader library reads the shards.
+
+    fastsafetensors reads whole shard files straight into one buffer on the parameters' device
+    (through GPUDirect Storage where the machine has it; here ``nogds``, through host bounce
+    buffers) instead of safetensors' per-tensor memory map; its tensors are then assigned, as in
+    :func:`load_parameters_assign`, so the bytes are moved once. The tensors the read_checkpoint
+    step listed serve only as the list of keys.
+    """
+    try:
+        from fastsafetensors import fastsafe_open
+    except ImportError:
+        raise OmniLoaderError("variant fastsafetensors needs the fastsafetensors package (pip install "
+                              "fastsafetensors)") from None
+    device = next(model.parameters()).device
+    files = sorted({str(snapshot.root / snapshot.weight_map[key]) for key, _ in weights})
+    with fastsafe_open(files, device=str(device), nogds=True) as reader:
+        entries = [(key, reader.get_tensor(key)) for key, _ in weights]
+    return load_parameters_assign(model, entries, snapshot, fused)
+
+
 def _assignable(tensor: torch.Tensor, param: torch.Tensor) -> bool:
     return tensor.dtype == param.dtype and tensor.device == param.device
 

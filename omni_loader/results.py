@@ -14,10 +14,13 @@ it finished, and ``--resume`` can tell which planned runs are still missing.
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import os
-from collections.abc import Iterable
+import socket
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,10 @@ SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
 METADATA_FILE = "metadata.json"
 RUNS_FILE = "runs.csv"
+# Held (flock) by the one process writing the directory; holds its pid and command while it does.
+LOCK_FILE = "writer.lock"
+# Rows a resume found untrustworthy (torn, duplicated, off the plan) are moved here, not deleted.
+REJECTED_FILE = "runs.rejected.csv"
 
 # Column order of runs.csv. Pinned by tests: changing it means bumping SCHEMA_VERSION.
 RUN_COLUMNS = (
@@ -93,14 +100,23 @@ def append_rows(directory: str | os.PathLike[str], rows: Iterable[dict[str, Any]
     """Append rows to runs.csv (header on first write), flushed and synced to disk at once."""
     path = Path(directory) / RUNS_FILE
     new = not path.exists() or path.stat().st_size == 0
+    torn = not new and not _ends_with_newline(path)
     with path.open("a", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=RUN_COLUMNS, extrasaction="raise")
         if new:
             writer.writeheader()
+        if torn:  # a crash cut the last line short: end it, so that it stays one (rejected) line of its own
+            fh.write("\r\n")
         for row in rows:
             writer.writerow({col: _cell(row.get(col)) for col in RUN_COLUMNS})
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
 
 
 def read_runs(directory: str | os.PathLike[str]):  # -> pandas.DataFrame
@@ -157,6 +173,8 @@ class ResultsCheck:
     findings: list[str] = field(default_factory=list)  # short form of each problem, e.g. "1 torn row ignored"
     missing_runs: tuple[int, ...] = ()  # planned run ids with no trusted rows
     rejected_lines: tuple[int, ...] = ()  # line numbers (1-based, header 1) of runs.csv left out of frame
+    rejected_because: tuple[str, ...] = ()  # the findings (short form) that left those lines out
+    notes: tuple[str, ...] = ()  # what is not a problem but worth saying: rows set aside by an earlier --resume
 
     @property
     def ok(self) -> bool:
@@ -164,7 +182,8 @@ class ResultsCheck:
 
     @property
     def summary(self) -> str:
-        return "; ".join(self.findings)
+        """The findings, then the notes, in a few words each ('' when there is nothing to say)."""
+        return "; ".join([*self.findings, *self.notes])
 
 
 def planned_runs(metadata: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -196,6 +215,7 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     frame = _check_rows(frame, metadata, found)
     rejected = tuple(sorted(set(range(2, _count_records(path) + 2)) - set(frame["_line"])))
     frame = frame.drop(columns="_line")
+    because = tuple(short for short, _ in found)
     plan = planned_runs(metadata)
     have = set(frame["run_id"].astype(int)) if len(frame) else set()
     missing = tuple(sorted(set(plan) - have))
@@ -204,8 +224,132 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
         why = f" (status {status}: continue with --resume --out {directory})" if status != "complete" else ""
         found.append((f"{len(missing)} planned run(s) missing",
                       f"{len(missing)} of {len(plan)} planned runs have no usable rows: {_ids(missing)}{why}"))
+    found += _writer_findings(directory, metadata)
+    notes = tuple(f"{r.get('rows')} row(s) set aside by --resume ({REJECTED_FILE})" for r in metadata.get("repairs", []))
     return ResultsCheck(directory, metadata, frame, [long for _, long in found], [short for short, _ in found],
-                        missing, rejected)
+                        missing, rejected, because, notes)
+
+
+def _writer_findings(directory: Path, metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """A directory whose metadata says ``running``: still being written, or its writer died."""
+    statuses = [metadata.get("status"), (metadata.get("serve_ab") or {}).get("status")]
+    if "running" not in statuses:
+        return []
+    holder = lock_holder(directory)
+    if holder and holder.get("alive"):
+        return [("still being written",
+                 f"{directory} is being written now by {describe_holder(holder)}: more runs are to come")]
+    return [("its writer died",
+             f"metadata.json says running, but no process is writing {directory}: its writer was killed or crashed; "
+             f"continue with --resume --out {directory}")]
+
+
+# --------------------------------------------------------------------------- one writer
+
+
+_HELD: dict[Path, list[int]] = {}  # directory -> [lock file descriptor, depth] held by this process
+
+
+@contextmanager
+def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold the results directory's writer lock (made if need be) for the block; re-entrant in one process.
+
+    An exclusive ``flock`` on ``writer.lock``: the OS drops it when the process dies however it
+    dies, so a crash never leaves a directory locked. A second writer is refused with one line
+    naming the directory and the process that holds it. Readers take no lock.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    key = directory.resolve()
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield directory
+        finally:
+            _HELD[key][1] -= 1
+        return
+    fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        holder = lock_holder(directory)
+        raise ResultsError(f"{directory} is being written by {describe_holder(holder)}; one writer per results "
+                           "directory: wait for it to finish, or choose another --out") from None
+    from .metadata import command_line, now_iso
+
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "command": command_line(), "since": now_iso()}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(record).encode(), 0)
+    _HELD[key] = [fd, 1]
+    try:
+        yield directory
+    finally:
+        del _HELD[key]
+        os.ftruncate(fd, 0)  # an empty lock file: nobody writing
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def lock_holder(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Who holds (or last held, if it died) the writer lock: pid, host, command, since, alive; None if nobody.
+
+    Read without locking: the holder writes its record after taking the lock and empties it on release.
+    """
+    try:
+        text = (Path(directory) / LOCK_FILE).read_text()
+        record = json.loads(text) if text.strip() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+        return None
+    alive = None  # unknown: another host
+    if record.get("host") == socket.gethostname():
+        try:
+            os.kill(record["pid"], 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:
+            alive = True
+    return {**record, "alive": alive}
+
+
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    if not holder:
+        return "another process"
+    command = holder.get("command") or "?"
+    command = command if len(command) <= 80 else command[:77] + "..."
+    return f"process {holder['pid']} on {holder.get('host', '?')} ({command}, since {holder.get('since', '?')})"
+
+
+def set_aside_rejected(check: ResultsCheck) -> int:
+    """Move the rows a check left out of runs.csv into runs.rejected.csv; returns how many. Writers only.
+
+    Called by ``--resume`` under the writer lock before it appends: the runs those rows belonged to
+    are then run again, and runs.csv holds only rows that can be trusted. Nothing is deleted.
+    """
+    if not check.rejected_lines:
+        return 0
+    path = check.directory / RUNS_FILE
+    records = list(csv.reader(io.StringIO(path.read_bytes().decode("utf-8", errors="replace"), newline="")))
+    rejected = set(check.rejected_lines)
+    keep = [r for n, r in enumerate(records, start=1) if n not in rejected]
+    out = [r for n, r in enumerate(records, start=1) if n in rejected]
+    side = check.directory / REJECTED_FILE
+    with side.open("a", newline="") as fh:
+        if fh.tell() == 0:
+            csv.writer(fh, lineterminator="\r\n").writerow(records[0])
+        csv.writer(fh, lineterminator="\r\n").writerows(out)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp = path.with_suffix(".csv.tmp")
+    with tmp.open("w", newline="") as fh:
+        csv.writer(fh, lineterminator="\r\n").writerows(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return len(out)
 
 
 def _count_records(path: Path) -> int:
