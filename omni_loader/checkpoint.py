@@ -341,7 +341,7 @@ def place_in_hub_cache(
     return target
 
 def _progress(total: int, desc: str, enabled: bool) -> Any:
-    from tqdm.auto import tqdm
+    from .progress import progress_bar  # a widget in JupyterLab, a few whole lines in logs and saved notebooks
 
-    return tqdm(total=total, desc=desc, disable=not enabled, unit="tensor", leave=False)
+    return progress_bar(total=total, desc=desc, enabled=enabled, unit="tensor", leave=False)
 

@@ -8,6 +8,7 @@ phase edge.
 
 from __future__ import annotations
 
+import os
 import platform
 import resource
 import sys
@@ -16,13 +17,32 @@ import torch
 
 from .errors import DeviceError
 
-DEVICE_CHOICES = ("cpu", "cuda", "meta")
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "meta")
+AUTO = "auto"
 
 
-def resolve_device(name: str) -> torch.device:
-    """Turn a ``--device`` value into a ``torch.device``, or explain in one line why not."""
+def auto_device() -> torch.device:
+    """The GPU when torch sees one (CUDA or ROCm: both are ``torch.cuda``), else the CPU.
+
+    ``auto`` is the default of the CLI and the notebooks so that a person with a GPU measures on it
+    without knowing the flag, and a person without one is not stopped by a missing GPU.
+    """
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def resolve_device(name: str | torch.device) -> torch.device:
+    """Turn a ``--device`` value into a ``torch.device``, or explain in one line why not.
+
+    ``auto`` resolves here, once, to :func:`auto_device`; everything downstream (the loader, the
+    metadata, runs.csv) sees and records the resolved device, never the word ``auto``.
+    """
+    if isinstance(name, torch.device):
+        name = str(name)
+    name = str(name).strip()
+    if name == AUTO:
+        return auto_device()
     kind = name.split(":", 1)[0]
-    if kind not in DEVICE_CHOICES:
+    if kind not in DEVICE_CHOICES or kind == AUTO:
         raise DeviceError(f"--device {name!r} is not one of {', '.join(DEVICE_CHOICES)} (ROCm GPUs are 'cuda')")
     if kind == "cuda" and not torch.cuda.is_available():
         raise DeviceError(
@@ -33,6 +53,22 @@ def resolve_device(name: str) -> torch.device:
     if kind == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
         raise DeviceError(f"--device {name}: only {torch.cuda.device_count()} GPU(s) visible")
     return device
+
+
+def device_banner(name: str | torch.device) -> str:
+    """One line naming the device a run will use and why: printed at the top of each notebook."""
+    device = resolve_device(name)
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        backend = f"ROCm {torch.version.hip}" if torch.version.hip else f"CUDA {torch.version.cuda}"
+        what = f"{device} ({props.name}, {props.total_memory / 2**30:,.0f} GiB, {backend})"
+    else:
+        what = f"{device} ({os.cpu_count()} cores; torch {torch.__version__})"
+    why = ""
+    if str(name).strip() == AUTO:
+        why = " — chosen by device='auto': " + ("torch sees a GPU" if device.type == "cuda" else
+                                               "torch sees no GPU (torch.cuda.is_available() is False)")
+    return f"device: {what}{why}"
 
 
 def synchronize(device: torch.device) -> None:

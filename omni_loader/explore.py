@@ -94,6 +94,17 @@ def class_by_depth(model: nn.Module):  # -> DataFrame
     return out.sort_values("total", ascending=False)
 
 
+def describe_tree(model: nn.Module, label: str = "Token2Wav") -> str:
+    """One line: where the model lives and how many modules, buffers and parameter bytes it has."""
+    from .formatting import count, mib
+
+    counts = layout_counts(model)
+    device = next(model.parameters()).device
+    return (f"{label} on {device}: {count(counts['modules'])} modules, {count(counts['named buffers'])} named buffers "
+            f"({count(counts['persistent buffers'])} persistent), {count(counts['parameter tensors'])} parameter "
+            f"tensors, {mib(counts['parameter bytes'])} of parameters")
+
+
 # =========================================================================== buffers
 
 
@@ -253,15 +264,28 @@ def weights_are_random(snapshot: Any) -> bool:
 
 
 def load_model(size: str = "tiny", layout: str = "vllm-omni", checkpoint: str | None = None,
-               model_id: str | None = None, device: str = "cpu"):
+               model_id: str | None = None, device: str = "auto"):
     """``(model, snapshot, load_result)``: the snapshot (``checkpoint``, ``model_id`` in the local
-    cache, or the embedded synthetic one of ``size``) loaded with the optimized rule."""
+    cache, or the embedded synthetic one of ``size``) loaded with the optimized rule onto ``device``
+    (``auto``: the GPU when torch sees one; the forward pass then runs there too)."""
     from .checkpoint import resolve_snapshot
     from .loader import load_token2wav
 
     snapshot = resolve_snapshot(checkpoint=checkpoint, model_id=model_id, size=size)
     model, result = load_token2wav(snapshot, "optimized", layout=layout, device=device)
     return model, snapshot, result
+
+
+def describe_load(snapshot: Any, result: Any) -> str:
+    """Two lines: which snapshot was loaded, and what the load cost and found."""
+    from .formatting import count, short_duration
+
+    seconds = result.phase_seconds()
+    return (f"snapshot: {snapshot.root} ({snapshot.source})\n"
+            f"load on {result.device}: {short_duration(seconds['total'])} in total, buffer discovery "
+            f"{short_duration(seconds['buffer_discovery'])}, {count(result.state_dict_calls)} state_dict() calls, "
+            f"{count(result.weights_loaded)} weights loaded, persistent buffers: "
+            f"{', '.join(result.persistent_buffers) or '(none)'}")
 
 
 @dataclass
@@ -275,19 +299,40 @@ class Waveform:
     n_codes: int
     num_steps: int
     seconds: float  # wall time of the forward pass
+    device: str = "cpu"
 
     @property
     def duration(self) -> float:
         return len(self.audio) / self.sample_rate
 
     def describe(self) -> str:
-        text = (f"{len(self.audio):,} samples = {self.duration * 1e3:.1f} ms at {self.sample_rate} Hz from "
-                f"{self.n_codes} codec tokens, speaker {self.speaker}, {self.num_steps} ODE steps, "
-                f"forward pass {self.seconds:.2f} s")
+        """Length, source and cost of the clip (whether the weights are random is :meth:`note`)."""
+        from .formatting import short_duration
+
+        return (f"{len(self.audio):,} samples = {short_duration(self.duration)} at {self.sample_rate:,} Hz from "
+                f"{self.n_codes:,} codec tokens, speaker {self.speaker}, {self.num_steps} ODE steps, on "
+                f"{self.device}; forward pass {short_duration(self.seconds)}")
+
+    def note(self) -> str:
+        """Markdown: what the sound can mean. Said once, where it is seen (not also in describe())."""
         if self.random_weights:
-            text += (". The weights are RANDOM (synthetic snapshot): this shows the pipeline runs end to end "
-                     "and has the right shapes; the sound is noise, not speech.")
-        return text
+            return ("**The weights are random** (a synthetic snapshot: `omni_loader_synthetic` in its config.json). "
+                    "The pipeline runs end to end with the released shapes, but what you hear is noise, not speech.")
+        return "Weights from the checkpoint: with codec tokens from the talker, this is speech."
+
+    def save(self, path: str | Path) -> Path:
+        """Write the clip as a 16-bit PCM WAV file (``path`` a file, or a directory for ``token2wav.wav``)."""
+        import numpy as np
+        from scipy.io import wavfile
+
+        path = Path(path)
+        if path.suffix.lower() != ".wav":
+            path.mkdir(parents=True, exist_ok=True)
+            path = path / "token2wav.wav"
+        peak = float(np.max(np.abs(self.audio))) if len(self.audio) else 0.0
+        scaled = self.audio / peak if peak > 0 else self.audio  # the player normalises too
+        wavfile.write(path, self.sample_rate, (np.clip(scaled, -1, 1) * 32767).astype(np.int16))
+        return path
 
 
 def synthesize_waveform(
@@ -324,10 +369,32 @@ def synthesize_waveform(
         torch.manual_seed(seed)
         start = time.perf_counter()
         wav = model(code.to(device), conditioning=conditioning, reference_mel=reference_mel, num_steps=num_steps)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # GPU work is queued: wait for it before reading the clock
         seconds = time.perf_counter() - start
     audio = wav.reshape(-1).float().cpu().numpy().astype(np.float32)
     return Waveform(audio=audio, sample_rate=SAMPLE_RATE, random_weights=weights_are_random(snapshot),
-                    speaker=speaker, n_codes=int(code.shape[-1]), num_steps=num_steps, seconds=seconds)
+                    speaker=speaker, n_codes=int(code.shape[-1]), num_steps=num_steps, seconds=seconds,
+                    device=str(device))
+
+
+def plot_waveform(wave: Waveform):  # -> Figure
+    """The clip against time (seconds), labelled with its speaker and whether the weights are random."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 2.6), layout="constrained")
+    ax = fig.subplots()
+    t = np.arange(len(wave.audio)) / wave.sample_rate
+    ax.plot(t, wave.audio, lw=0.5, label=f"speaker {wave.speaker}")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("amplitude")
+    ax.set_xlim(0, max(wave.duration, 1 / wave.sample_rate))
+    ax.set_title(f"Token2Wav output: {wave.duration:,.2f} s at {wave.sample_rate:,} Hz"
+                 + (" (random weights: noise)" if wave.random_weights else ""))
+    ax.legend(loc="upper right")
+    ax.grid(True, alpha=0.3)
+    return fig
 
 
 # =========================================================================== when the rules disagree

@@ -14,7 +14,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
+from .formatting import number, short_duration, times  # noqa: E402
 from .stats import Comparison, measured, phase_summary  # noqa: E402
 
 COLORS = {"baseline": "#d1495b", "optimized": "#00798c"}
@@ -101,6 +103,9 @@ def write_figure_data(fig: Any, path: Path) -> Path:
     return path
 
 
+_plain = matplotlib.ticker.FuncFormatter(lambda value, _pos: number(value))
+
+
 def _unit(values: list[float]) -> tuple[float, str]:
     top = max(values) if values else 0
     return (1.0, "s") if top >= 10 else (1e3, "ms")
@@ -124,10 +129,11 @@ def plot_phase_runs(frame, comps: list[Comparison], directory: Path) -> list[Pat
             ax.errorbar([i + 0.3], [s.median * scale],
                         yerr=[[(s.median - s.min) * scale], [(s.max - s.median) * scale]],
                         fmt="D", color=color, capsize=4, markersize=6, zorder=4)
-            ax.annotate(f"{s.median * scale:.3g}", (i + 0.38, s.median * scale), fontsize=8, va="center")
+            ax.annotate(short_duration(s.median), (i + 0.38, s.median * scale), fontsize=8, va="center")
         if c.optimized.median > 0 and c.ratio > 10:
             ax.set_yscale("log")
-            ax.set_title(f"{c.phase}\n{c.ratio:.0f}x (log scale)", fontsize=10)
+            ax.yaxis.set_major_formatter(_plain)  # 10, 100 rather than 10¹, 10²
+            ax.set_title(f"{c.phase}\n{times(c.ratio)} faster (log scale)", fontsize=10)
         else:
             ax.set_title(f"{c.phase}\n{c.change()}", fontsize=10)
         ax.set_xticks([0, 1], list(VARIANTS))
@@ -145,16 +151,25 @@ def plot_phase_runs(frame, comps: list[Comparison], directory: Path) -> list[Pat
 
 
 def plot_where_time_goes(frame, directory: Path) -> list[Path]:
-    """Stacked bars of leaf-phase medians per variant: where the load time goes."""
+    """Stacked bars of leaf-phase medians per variant: where the load time goes.
+
+    The bar is the sum of the phase medians, which is not the median of the whole load: medians do
+    not add up (the run with the median total need not have the median of every phase), and the
+    clock also runs between phases. So the whole load's median is marked on each bar as a tick and
+    both figures are written out, instead of leaving a reader to wonder why the bar and the table
+    disagree.
+    """
     from .loader import LEAF_PHASES
 
     medians = {v: [phase_summary(frame, v, p).median for p in LEAF_PHASES] for v in VARIANTS}
     if all(math.isnan(x) for v in medians.values() for x in v):
         return []
+    totals = {v: phase_summary(frame, v, "total").median for v in VARIANTS}
     values = [x for v in medians.values() for x in v if not math.isnan(x)]
-    scale, unit = _unit([sum(values)])
-    fig, ax = plt.subplots(figsize=(9, 3.4))
+    scale, unit = _unit([sum(values), *[t for t in totals.values() if not math.isnan(t)]])
+    fig, ax = plt.subplots(figsize=(9, 3.8))
     cmap = plt.get_cmap("tab10")
+    widest = 0.0
     for j, variant in enumerate(VARIANTS):
         left = 0.0
         for k, (phase, med) in enumerate(zip(LEAF_PHASES, medians[variant])):
@@ -163,11 +178,26 @@ def plot_where_time_goes(frame, directory: Path) -> list[Path]:
             ax.barh(j, med * scale, left=left, color=cmap(k), edgecolor="white",
                     label=phase if j == 0 else None)
             left += med * scale
-        ax.annotate(f"{left:.3g} {unit}", (left, j), xytext=(4, 0), textcoords="offset points", va="center")
+        total = totals[variant]
+        label = f"Σ phases {short_duration(left / scale)}"
+        end = left
+        if not math.isnan(total):
+            ax.plot([total * scale] * 2, [j - 0.42, j + 0.42], color="black", lw=1.6, zorder=5)
+            label += f"\nwhole load {short_duration(total)}"
+            end = max(end, total * scale)
+        ax.annotate(label, (end, j), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)
+        widest = max(widest, end)
+    ax.set_xlim(0, widest * 1.3)  # room for the labels inside the frame
     ax.set_yticks(range(len(VARIANTS)), list(VARIANTS))
     ax.set_xlabel(f"median time ({unit})")
     ax.set_title("Where the Token2Wav load time goes (median of each phase)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, fontsize=8)
+    handles, names = ax.get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], color="black", lw=1.6))
+    names.append("median whole load")
+    ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5, fontsize=8)
+    ax.text(0.0, -0.4, "The bar adds the median of each phase; the tick is the median of the whole load. They differ "
+            "because medians\ndo not add up (the run with the median total need not have the median of every phase) and "
+            "the clock also runs between phases.", fontsize=7.5, color="#444", va="top", transform=ax.transAxes)
     ax.invert_yaxis()
     return _save(fig, directory, "where_time_goes")
 
@@ -186,13 +216,17 @@ def plot_ratios(comps: list[Comparison], reference: dict[str, Any], directory: P
         for dx, value, color, label in ((-width / 2, pr, "#8d96a3", "PR (MI300X, ROCm)"),
                                         (width / 2, ours, "#00798c", "this run")):
             ax.bar(i + dx, value, width, color=color, label=label if i == 0 else None)
-            ax.annotate(f"{value:.3g}x", (i + dx, value), ha="center", va="bottom", fontsize=8)
+            ax.annotate(times(value), (i + dx, value), ha="center", va="bottom", fontsize=8)
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_plain)
+    drawn = [v for r in refs for v in (r["baseline"] / r["optimized"], mine[r["measurement"]].ratio) if v > 0]
+    # 1x (no change) stays in view; room for the labels and the legend above the tallest bar
+    ax.set_ylim(min(0.7, min(drawn, default=1.0) * 0.7), max(max(drawn, default=1.0), 1.0) * 4)
     ax.axhline(1, color="black", lw=0.8)
     ax.set_xticks(range(len(refs)), [r["label"] for r in refs])
     ax.set_ylabel("baseline / optimized (median ratio, log)")
     ax.set_title("Speed-up of the optimized loader: this run against the PR")
-    ax.legend()
+    ax.legend(loc="upper right")
     return _save(fig, directory, "ratios_vs_pr")
 
 

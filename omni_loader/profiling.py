@@ -62,6 +62,7 @@ FLAME_SVG = "flame.svg"
 SPEEDSCOPE_JSON = "speedscope.json"
 LOAD_JSON = "load.json"
 PY_SPY_LOG = "py-spy.log"
+TORCH_LOG = "torch-profiler.log"
 OTHER_PHASE = "(between phases)"
 TOP_COLUMNS = ["function", "ncalls", "primitive_calls", "tottime", "cumtime"]
 _STATE_DICT_FILE = "torch/nn/modules/module.py"
@@ -90,6 +91,21 @@ class VariantProfile:
 
     def top_costs(self, n: int = 10) -> pd.DataFrame:
         return top_costs(self.phase_functions, self.phase_shares(), n) if self.phase_functions is not None else pd.DataFrame()
+
+    def flamegraph(self, link_from: str | os.PathLike[str] | None = None) -> Any:
+        """The load's flamegraph for a notebook (:class:`omni_loader.flamegraph.FlameView`), or None
+        when py-spy did not run. Links are relative to ``link_from`` (default: the working directory,
+        which in a notebook is the notebook's own directory)."""
+        from . import flamegraph
+
+        speedscope = self.files.get("speedscope")
+        if not speedscope or not Path(speedscope).is_file():
+            return None
+        flame = flamegraph.build(speedscope, title=f"{self.variant} load: where its samples are")
+        files = {"speedscope.json": Path(speedscope)}
+        if self.files.get("flamegraph"):
+            files["flame.svg"] = Path(self.files["flamegraph"])
+        return flamegraph.FlameView(flame, link_from=link_from, files=files)
 
 
 # --------------------------------------------------------------------------- input checks
@@ -197,7 +213,16 @@ def _md_table(df: pd.DataFrame, formats: dict[str, str] | None = None) -> str:
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+    from .formatting import percent
+
+    return percent(x)
+
+
+def _code(names: Iterable[str]) -> list[str]:
+    """Function names as Markdown code, so ``__setattr__`` is not rendered as bold 'setattr'."""
+    from .formatting import code
+
+    return [code(n) for n in names]
 
 
 def _remove(paths: Iterable[Path]) -> None:
@@ -370,7 +395,7 @@ def _read_csv(path: str | os.PathLike[str], variant: str | None, name: str) -> p
     return pd.read_csv(p)
 
 
-def profile_cprofile(snapshot: Any, variant: str, directory: Path, layout: str = "vllm-omni", device: str = "cpu",
+def profile_cprofile(snapshot: Any, variant: str, directory: Path, layout: str = "vllm-omni", device: str = "auto",
                      dtype: str = "float32", top: int = DEFAULT_TOP) -> dict[str, Any]:
     """One load under cProfile; writes the pstats, the top-functions table and per-phase functions."""
     from .loader import load_token2wav
@@ -418,7 +443,7 @@ def top_costs(phase_functions: pd.DataFrame, shares: pd.DataFrame, n: int = 10) 
 # --------------------------------------------------------------------------- torch.profiler
 
 
-def profile_torch(snapshot: Any, variant: str, directory: Path, layout: str = "vllm-omni", device: str = "cpu",
+def profile_torch(snapshot: Any, variant: str, directory: Path, layout: str = "vllm-omni", device: str = "auto",
                   dtype: str = "float32", top: int = DEFAULT_TOP) -> dict[str, Any]:
     """One load under torch.profiler (CPU, plus CUDA on a GPU): Chrome trace and key_averages table."""
     from torch.profiler import ProfilerActivity, profile
@@ -428,7 +453,7 @@ def profile_torch(snapshot: Any, variant: str, directory: Path, layout: str = "v
 
     on_gpu = resolve_device(device).type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    with profile(activities=activities) as prof:
+    with _stderr_to(directory / TORCH_LOG), profile(activities=activities) as prof:
         model, result = load_token2wav(snapshot, variant, layout=layout, device=device, dtype=dtype, digest=False)
     del model
     trace_path = directory / TRACE_JSON
@@ -449,8 +474,31 @@ def profile_torch(snapshot: Any, variant: str, directory: Path, layout: str = "v
                        f"Top {top} of {len(ops)}; the CSV holds all. `phase::` rows are the load's phase ranges.\n\n"
                        + _md_table(ops.head(top), fmt))
     ranges = trace_phase_ranges(trace_path)
-    return {"files": {"trace": trace_path, "torch_ops_csv": csv_path, "torch_ops_md": md_path},
+    return {"files": {"trace": trace_path, "torch_ops_csv": csv_path, "torch_ops_md": md_path,
+                      "torch_log": directory / TORCH_LOG},
             "ops": ops, "phase_ranges": ranges, "result": result}
+
+
+@contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Send what C++ code writes to file descriptor 2 into ``path`` for the duration of the block.
+
+    Kineto (torch.profiler's engine) writes ``USDT: … profiler_start`` lines straight to fd 2, with
+    no setting to turn them off; in a notebook every one is a red stderr output. They are kept in
+    the variant's ``torch-profiler.log`` instead.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
 
 
 def trace_phase_ranges(trace: str | os.PathLike[str] | dict) -> pd.DataFrame:
@@ -483,7 +531,7 @@ def auto_repeat(load_seconds: float, rate: int) -> int:
 
 
 def record_py_spy(py_spy: str, snapshot_root: str | os.PathLike[str], variant: str, directory: Path,
-                  layout: str = "vllm-omni", device: str = "cpu", dtype: str = "float32", rate: int = DEFAULT_RATE,
+                  layout: str = "vllm-omni", device: str = "auto", dtype: str = "float32", rate: int = DEFAULT_RATE,
                   native: bool = False, repeat: int = 1, py_spy_svg: bool = False) -> dict[str, Any]:
     """Record a fresh worker process with py-spy: ``speedscope.json`` and ``flame.svg``.
 
@@ -548,59 +596,12 @@ def _py_spy_run(fmt: str, out: Path, py_spy: str, snapshot_root: str | os.PathLi
     return result
 
 
-def speedscope_to_svg(speedscope: str | os.PathLike[str], svg: str | os.PathLike[str], title: str = "py-spy",
-                      width: int = 1200, row: int = 16, min_px: float = 0.3) -> Path:
-    """Draw a static flamegraph (root at the bottom, hover for names and counts) from a speedscope file."""
-    from html import escape
-    from zlib import crc32
+def speedscope_to_svg(speedscope: str | os.PathLike[str], svg: str | os.PathLike[str], title: str = "py-spy") -> Path:
+    """Draw the load's flamegraph from a speedscope file (see :mod:`omni_loader.flamegraph`: only the
+    stacks under ``load_token2wav``; hover for names and shares, click to zoom)."""
+    from . import flamegraph
 
-    df = speedscope_samples(speedscope)
-    tree: dict[str, Any] = {"name": "all", "value": 0.0, "children": {}}
-    for stack, files, weight in zip(df["stack"], df["stack_files"], df["weight"]):
-        node = tree
-        node["value"] += weight
-        for name, where in zip(stack, files):
-            node = node["children"].setdefault(f"{name} ({where})", {"name": f"{name} ({where})", "value": 0.0,
-                                                                    "children": {}})
-            node["value"] += weight
-    total = tree["value"] or 1.0
-
-    def depth(n: dict) -> int:
-        return 1 + max((depth(c) for c in n["children"].values()), default=0)
-
-    rows, top = depth(tree), 40
-    height = top + rows * row + 10
-    scale = (width - 20) / total
-    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">'),
-           '<rect width="100%" height="100%" fill="#fdfdf5"/>',
-           f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="15">{escape(title)}</text>',
-           (f'<text x="10" y="34" fill="#666">{len(df)} samples; hover a frame for its share. '
-           f'The speedscope file next to this one has the timeline.</text>')]
-
-    def draw(n: dict, x: float, level: int) -> None:
-        w = n["value"] * scale
-        if w < min_px:
-            return
-        y = top + (rows - level - 1) * row
-        hue = crc32(n["name"].split(" (")[0].encode()) % 55
-        label = f"{n['name']}: {n['value'] / total:.2%} of samples"
-        out.append(f'<g><title>{escape(label)}</title><rect x="{x + 10:.2f}" y="{y}" width="{w:.2f}" '
-                   f'height="{row - 1}" fill="hsl({hue},80%,{60 + hue % 15}%)" rx="2"/>')
-        chars = int(w // 7)
-        if chars >= 3:
-            text = n["name"] if len(n["name"]) <= chars else n["name"][: chars - 2] + ".."
-            out.append(f'<text x="{x + 12:.2f}" y="{y + row - 4}">{escape(text)}</text>')
-        out.append("</g>")
-        for child in sorted(n["children"].values(), key=lambda c: c["name"]):
-            draw(child, x, level + 1)
-            x += child["value"] * scale
-
-    draw(tree, 0.0, 0)
-    out.append("</svg>")
-    path = Path(svg)
-    path.write_text("\n".join(out) + "\n")
-    return path
+    return flamegraph.svg(flamegraph.build(speedscope, title=title), svg)
 
 
 def speedscope_samples(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -632,14 +633,17 @@ def speedscope_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str], tools: Iterable[str] = TOOLS,
-                    layout: str = "vllm-omni", device: str = "cpu", dtype: str = "float32", top: int = DEFAULT_TOP,
+                    layout: str = "vllm-omni", device: str = "auto", dtype: str = "float32", top: int = DEFAULT_TOP,
                     rate: int = DEFAULT_RATE, native: bool = False, repeat: int | None = None,
                     py_spy: tuple[str | None, str] | None = None, py_spy_svg: bool = False,
                     progress: bool = False) -> VariantProfile:
     """Profile one variant with the chosen tools into ``out_dir/<variant>/`` and write its profile.md."""
     from .loader import load_token2wav
 
+    from .devices import resolve_device
+
     tools = resolve_tools(tools)
+    device = str(resolve_device(device))
     directory = Path(out_dir) / variant
     directory.mkdir(parents=True, exist_ok=True)
     vp = VariantProfile(variant=variant, directory=directory)
@@ -655,7 +659,7 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
     # Never leave a previous run's output next to this run's: profile.md describes this run only.
     _remove([directory / f"{variant}.pstats"] + [directory / n for n in (
         TOP_FUNCTIONS_CSV, TOP_FUNCTIONS_MD, PHASE_FUNCTIONS_CSV, TRACE_JSON, TORCH_OPS_CSV, TORCH_OPS_MD, FLAME_SVG,
-        SPEEDSCOPE_JSON, PY_SPY_LOG)])
+        SPEEDSCOPE_JSON, PY_SPY_LOG, TORCH_LOG)])
 
     if "cprofile" in tools:
         t = time.perf_counter()
@@ -697,7 +701,7 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
 
 
 def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tools: str | Iterable[str] | None = "all",
-                     out_dir: str | os.PathLike[str] = "profile", layout: str = "vllm-omni", device: str = "cpu",
+                     out_dir: str | os.PathLike[str] = "profile", layout: str = "vllm-omni", device: str = "auto",
                      dtype: str = "float32", top: int = DEFAULT_TOP, rate: int = DEFAULT_RATE, native: bool = False,
                      repeat: int | None = None, py_spy: str | os.PathLike[str] | None = None, py_spy_svg: bool = False,
                      warmup: int = 1, progress: bool = False, on_skip: Callable[[str], None] | None = None) -> dict[str, VariantProfile]:
@@ -710,8 +714,11 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
     """
     from .loader import load_token2wav
 
+    from .devices import resolve_device
+
     variants = resolve_variants(variants)
     tools = resolve_tools(tools)
+    device = str(resolve_device(device))  # 'auto' is resolved once; the files name the device used
     if not hasattr(snapshot, "token2wav_config"):  # a snapshot directory
         from .checkpoint import open_snapshot
 
@@ -786,7 +793,7 @@ def largest_cost(vp: VariantProfile) -> dict[str, Any]:
 def _bottleneck_sentence(vp: VariantProfile) -> str:
     c = largest_cost(vp)
     label = "Next bottleneck of the optimized load" if vp.variant == "optimized" else f"Largest cost of the {vp.variant} load"
-    text = f"**{label}:** phase `{c['phase']}`, {_pct(c['phase_share'])} of the load ({c['phase_seconds'] * 1e3:.1f} ms)"
+    text = f"**{label}:** phase `{c['phase']}`, {_pct(c['phase_share'])} of the load ({c['phase_seconds'] * 1e3:,.1f} ms)"
     if "function" in c:
         text += f"; inside it the most own time goes to `{c['function']}` (about {_pct(c['function_share'])} of the load)"
     return text + "."
@@ -816,16 +823,16 @@ def _context_lines(snapshot: Any, layout: str, device: str, dtype: str) -> list[
 
 
 def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterable[str] = TOOLS,
-                         layout: str = "vllm-omni", device: str = "cpu", dtype: str = "float32") -> Path:
+                         layout: str = "vllm-omni", device: str = "auto", dtype: str = "float32") -> Path:
     """``<variant>/profile.md``: where this variant's load spends its time, derived from the files."""
     shares = vp.phase_shares()
     total = vp.reference["phases"]["total"]
     md = [f"# Where the time goes: {vp.variant} load", ""]
     md += _context_lines(snapshot, layout, device, dtype) if snapshot is not None else []
     md += [f"- tools: {', '.join(resolve_tools(tools))}", "",
-           f"## Phase shares (unprofiled reference load: {total * 1e3:.1f} ms)", "",
+           f"## Phase shares (unprofiled reference load: {total * 1e3:,.1f} ms)", "",
            _md_table(shares.assign(ms=shares["seconds"] * 1e3, share=shares["share"].map(_pct))[["phase", "ms", "share"]]
-                     .sort_values("ms", ascending=False), {"ms": "{:.2f}"}),
+                     .sort_values("ms", ascending=False).rename(columns={"ms": "time (ms)"}), {"time (ms)": "{:,.2f}"}),
            _bottleneck_sentence(vp), ""]
     if vp.state_dict_calls is not None:
         c = vp.state_dict_calls
@@ -844,14 +851,14 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
             if inside.empty:
                 md += ["(no function calls recorded inside this phase)", ""]
                 continue
-            shown = pd.DataFrame({"function": inside["function"], "calls": inside["ncalls"],
+            shown = pd.DataFrame({"function": _code(inside["function"]), "calls": inside["ncalls"],
                                   "own ms (cProfile)": inside["tottime"] * 1e3,
                                   "share of phase": inside["share_of_phase"].map(_pct),
                                   "≈ share of load": (inside["share_of_phase"] * share[phase]).map(_pct)})
-            md += [_md_table(shown, {"own ms (cProfile)": "{:.3f}"}), ""]
+            md += [_md_table(shown, {"own ms (cProfile)": "{:,.3f}"}), ""]
         costs = vp.top_costs(10)
         md += ["## Costliest functions of the whole load", "",
-               _md_table(pd.DataFrame({"function": costs["function"], "phase": costs["phase"],
+               _md_table(pd.DataFrame({"function": _code(costs["function"]), "phase": costs["phase"],
                                        "≈ share of load": costs["share_of_load"].map(_pct)})), ""]
     md += ["## Tools", ""]
     files = {k: v.name for k, v in vp.files.items()}
@@ -876,8 +883,86 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
     return path
 
 
+def read_summary(out_dir: str | os.PathLike[str], link_from: str | os.PathLike[str] | None = None) -> str:
+    """``out_dir/profile.md`` with its relative links rewritten to be relative to ``link_from``.
+
+    The file links to ``baseline/profile.md`` relative to itself; a notebook shows it from its own
+    directory (the kernel's working directory, the default ``link_from``), where JupyterLab resolves
+    links, so the links are rewritten for that place.
+    """
+    import re
+
+    out = Path(out_dir)
+    path = out / PROFILE_MD
+    if not path.is_file():
+        raise OmniLoaderError(f"no {PROFILE_MD} in {out}: run the profiles first")
+    base = Path(link_from) if link_from is not None else Path.cwd()
+
+    def relink(m: re.Match) -> str:
+        target = m.group(2)
+        if re.match(r"^[a-z][a-z0-9+.-]*:|^/|^#", target):
+            return m.group(0)
+        return f"]({Path(os.path.relpath((out / target).resolve(), base.resolve())).as_posix()})"
+
+    return re.sub(r"\]\(([<]?)([^)\s>]+)[>]?\)", relink, path.read_text())
+
+
+def phase_share_table(profiles: dict[str, VariantProfile]):  # -> pandas Styler
+    """Phase times (ms) and shares of each variant's unprofiled reference load, side by side."""
+    from .formatting import table
+
+    frame = None
+    for variant, vp in profiles.items():
+        s = vp.phase_shares().set_index("phase")
+        part = pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share": s["share"]})
+        frame = part if frame is None else frame.join(part, how="outer")
+    frame = frame.reset_index()
+    return table(frame, percent=[c for c in frame.columns if c.endswith(" share")],
+                 decimals={c: 2 for c in frame.columns if c.endswith("(ms)")})
+
+
+def state_dict_call_table(profiles: dict[str, VariantProfile]):  # -> Styler
+    """``Module.state_dict`` calls per variant: cProfile's primitive and total calls, the loader's counter."""
+    from .formatting import table
+
+    counts = {v: p.state_dict_calls for v, p in profiles.items() if p.state_dict_calls}
+    frame = pd.DataFrame(counts).rename(index={"primitive": "primitive calls (whole state dicts)",
+                                               "ncalls": "all calls (with recursion)", "counter": "loader's counter"})
+    return table(frame, index=True)
+
+
+def top_function_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFAULT_TOP):  # -> Styler
+    """cProfile's top functions by cumulative time: own and cumulative time in ms, full names."""
+    from .formatting import table
+
+    df = read_top_functions(out_dir, variant).head(n)
+    return table(df.rename(columns={"primitive_calls": "primitive calls", "tottime": "own", "cumtime": "cumulative"}),
+                 seconds=["own", "cumulative"], unit="ms")
+
+
+def torch_ops_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFAULT_TOP):  # -> Styler
+    """torch.profiler's operators, by self time (ms)."""
+    from .formatting import table
+
+    df = read_torch_ops(out_dir, variant).head(n)
+    ms = [c for c in df.columns if c.endswith("_ms")]
+    df = df.rename(columns={c: c[:-3].replace("_", " ") + " (ms)" for c in ms})
+    return table(df, decimals={c: 3 for c in df.columns if c.endswith("(ms)")})
+
+
+def phase_range_table(trace: str | os.PathLike[str] | dict):  # -> Styler
+    """The ``phase::`` ranges of a Chrome trace: start relative to the load (ms) and duration (ms)."""
+    from .formatting import table
+
+    ranges = trace_phase_ranges(trace)
+    start = ranges["ts_us"].min() if len(ranges) else 0
+    shown = pd.DataFrame({"phase": ranges["phase"], "start (ms)": (ranges["ts_us"] - start) / 1e3,
+                          "duration (ms)": ranges["dur_us"] / 1e3})
+    return table(shown.sort_values("start (ms)", kind="stable"), decimals={"start (ms)": 3, "duration (ms)": 3})
+
+
 def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.PathLike[str], snapshot: Any = None,
-                         tools: Iterable[str] = TOOLS, layout: str = "vllm-omni", device: str = "cpu",
+                         tools: Iterable[str] = TOOLS, layout: str = "vllm-omni", device: str = "auto",
                          dtype: str = "float32") -> Path:
     """``out_dir/profile.md``: the variants side by side."""
     md = ["# Where the time goes: " + " vs ".join(profiles), ""]
@@ -888,7 +973,7 @@ def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.
     table = None
     for variant, vp in profiles.items():
         s = vp.phase_shares().set_index("phase")
-        part = pd.DataFrame({f"{variant} ms": s["seconds"] * 1e3, f"{variant} share": s["share"].map(_pct)})
+        part = pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share": s["share"].map(_pct)})
         table = part if table is None else table.join(part, how="outer")
     from .loader import LEAF_PHASES
 
@@ -896,17 +981,17 @@ def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.
     table = table.reset_index().sort_values("phase", key=lambda col: col.map(order), ignore_index=True)
     totals = {"phase": "**total**"}
     for variant, vp in profiles.items():
-        totals.update({f"{variant} ms": vp.reference["phases"]["total"] * 1e3, f"{variant} share": "100.0%"})
+        totals.update({f"{variant} (ms)": vp.reference["phases"]["total"] * 1e3, f"{variant} share": "100.0%"})
     table = pd.concat([table, pd.DataFrame([totals])], ignore_index=True)
-    md += [_md_table(table, {c: "{:.2f}" for c in table.columns if c.endswith(" ms")}), ""]
+    md += [_md_table(table, {c: "{:,.2f}" for c in table.columns if c.endswith("(ms)")}), ""]
     if {"baseline", "optimized"} <= profiles.keys():
         b = profiles["baseline"].reference["phases"]["buffer_discovery"]
         o = profiles["optimized"].reference["phases"]["buffer_discovery"]
         tb, to = (profiles[v].reference["phases"]["total"] for v in ("baseline", "optimized"))
-        ratio = f" ({b / o:.0f}x less)" if o > 0 else ""
-        change = f"{abs(tb - to) / tb:.1%} {'less' if to <= tb else 'more'}"
-        md += [(f"Buffer discovery: {b * 1e3:.2f} ms -> {o * 1e3:.2f} ms{ratio}; whole load: "
-               f"{tb * 1e3:.1f} ms -> {to * 1e3:.1f} ms ({change})."), ""]
+        ratio = f", {b / o:,.0f}× less time" if o > 0 else ""
+        change = f"{_pct(abs(tb - to) / tb)} {'less' if to <= tb else 'more'}"
+        md += [(f"Buffer discovery: {b * 1e3:,.2f} ms → {o * 1e3:,.2f} ms{ratio}; whole load: "
+               f"{tb * 1e3:,.1f} ms → {to * 1e3:,.1f} ms ({change})."), ""]
     lines = []
     for variant, vp in profiles.items():
         if vp.state_dict_calls is not None:
@@ -919,7 +1004,7 @@ def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.
     if "optimized" in profiles and profiles["optimized"].phase_functions is not None:
         costs = profiles["optimized"].top_costs(5)
         md += ["Costliest functions of the optimized load (cProfile own time, scaled to the unprofiled phase shares):",
-               "", _md_table(pd.DataFrame({"function": costs["function"], "phase": costs["phase"],
+               "", _md_table(pd.DataFrame({"function": _code(costs["function"]), "phase": costs["phase"],
                                            "≈ share of load": costs["share_of_load"].map(_pct)})), ""]
     skipped = {vp.py_spy["skipped"] for vp in profiles.values() if vp.py_spy.get("skipped")}
     if skipped:

@@ -213,7 +213,7 @@ def stage_server_commands(
     port: int | None = None,
     port_b: int | None = None,
     layout: str = "vllm-omni",
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str = "float32",
     host: str = "127.0.0.1",
     python: str | None = None,
@@ -471,7 +471,7 @@ def serve_ab(
     grace: float = 10.0,
     poll_interval: float = 0.05,
     port_wait: float = 10.0,
-    device: str = "cpu",
+    device: str = "auto",
     model: str | None = None,
 ) -> Path:
     """Run the A/B start-up benchmark and return the results directory (``out``).
@@ -596,7 +596,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="extract a figure from each run's log (first group; unit read after it); repeatable; "
                         f"defaults: {', '.join(DEFAULT_PATTERNS)}")
     p.add_argument("--no-default-patterns", action="store_true", help="use only the --log-pattern ones")
-    p.add_argument("--device", default="cpu", help="device described in the environment record (default cpu)")
+    p.add_argument("--device", default="auto",
+                   help="device described in the environment record (default auto: the GPU torch sees, else the CPU)")
     p.add_argument("--model", metavar="NAME", help="what the servers serve, recorded in metadata.json")
     p.add_argument("--out", required=True, metavar="DIR", help="results directory (runs.csv, metadata.json, logs/)")
 

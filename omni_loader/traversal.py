@@ -280,17 +280,6 @@ def token2wav_model(size: str = "full", layout: str = "vllm-omni") -> nn.Module:
     return build_model(config_dict(size), layout=layout, device="cpu")
 
 
-def _tqdm() -> Any:
-    """tqdm's notebook widget where ipywidgets is installed, else the plain text bar (no warning)."""
-    import importlib.util
-
-    if importlib.util.find_spec("ipywidgets") is not None:
-        from tqdm.auto import tqdm
-    else:
-        from tqdm.std import tqdm
-    return tqdm
-
-
 def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> pandas.DataFrame
     """Measure every tree of ``config`` (and the real Token2Wav); one tidy row per timed repeat.
 
@@ -303,7 +292,8 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> p
 
     import pandas as pd
 
-    tqdm = _tqdm()
+    from .progress import progress_bar
+
     config = config or SweepConfig.full()
     if config.repeats < 1:
         raise ValueError(f"repeats must be at least 1, not {config.repeats}")
@@ -311,7 +301,7 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> p
     total = (len(trees) + bool(config.token2wav)) * (config.repeats + 1)
     plan: list[tuple[str, nn.Module, tuple[int, int], dict[str, int]]] = []
     rows: list[dict[str, Any]] = []
-    with tqdm(total=total, desc="traversal sweep", unit="tree", disable=not progress) as bar:
+    with progress_bar(total=total, desc="traversal sweep", unit="tree", enabled=progress) as bar:
         bar.set_postfix_str("build + warm up")
         for n, b in trees:
             model = build_tree(n, b, fanout=config.fanout)
@@ -435,20 +425,44 @@ def baseline_over_state_dicts(rows, clock: str = "wall"):  # -> DataFrame
 
 
 def linear_costs(rows, experiment: str = "optimized", clock: str = "wall") -> dict[str, float]:
-    """Least squares ``seconds = per_module * N + per_buffer * B + fixed`` over the synthetic medians.
+    """Least squares ``seconds = per_module * N + per_buffer * B + fixed`` over the synthetic medians,
+    with every cost held at zero or more.
 
     A slope of 1 against N + B says the cost is linear in both; this says how much each module and
-    each buffer adds (a module costs more than a buffer: it is visited by both walks).
+    each buffer adds (a module costs more than a buffer: it is visited by both walks). The fit is
+    non-negative (``scipy.optimize.nnls``) because a cost cannot be: an unconstrained fit of noisy
+    medians can trade a larger per-module cost for a negative fixed cost ("+ -42.6 µs"), which
+    teaches something false. Points are weighted by 1/median, so the small trees (where the fixed
+    cost shows) count as much as the large ones (where the per-item costs do).
     """
     import numpy as np
+    from scipy.optimize import nnls
 
     med = medians(rows, clock)
     pts = med[(med.experiment == experiment) & (med.source == SYNTHETIC)]
     if len(pts) < 3:
         raise ValueError(f"need at least 3 synthetic points of {experiment!r}, have {len(pts)}")
+    y = pts["median"].to_numpy(float)
+    weight = 1.0 / np.where(y > 0, y, 1.0)
     design = np.column_stack([pts.N.to_numpy(float), pts.B.to_numpy(float), np.ones(len(pts))])
-    coef, *_ = np.linalg.lstsq(design, pts["median"].to_numpy(float), rcond=None)
+    coef, _ = nnls(design * weight[:, None], y * weight)
     return {"per_module_seconds": float(coef[0]), "per_buffer_seconds": float(coef[1]), "fixed_seconds": float(coef[2])}
+
+
+def cost_summary(rows, clock: str = "cpu") -> str:
+    """One line: baseline ÷ (B × one ``state_dict()``) across the trees, and the optimized rule's cost
+    per module, per buffer and fixed, in units a person reads (ns, µs)."""
+    from .formatting import number, short_duration
+
+    ratio = baseline_over_state_dicts(rows, clock)["baseline_over_B_state_dicts"]
+    costs = linear_costs(rows, "optimized", clock)
+    head = (f"[{clock} clock] baseline / (B × one state_dict()): median {number(ratio.median())} over {len(ratio)} "
+            f"trees (min {number(ratio.min())}, max {number(ratio.max())})" if len(ratio) else
+            f"[{clock} clock] no tree ran the baseline")
+    fixed = costs["fixed_seconds"]
+    return (f"{head}; optimized ≈ {short_duration(costs['per_module_seconds'])} per module + "
+            f"{short_duration(costs['per_buffer_seconds'])} per buffer"
+            + (f" + {short_duration(fixed)} fixed" if fixed > 0 else ", no measurable fixed cost"))
 
 
 # =========================================================================== plots

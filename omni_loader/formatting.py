@@ -1,0 +1,313 @@
+"""The one way the kit writes numbers for a person: notebook tables, report.md and plot labels.
+
+Why one layer: the same figure (a phase's median, a share of the load, a byte count) appears in a
+notebook table, in ``report.md`` and on a plot. Written three ways (``2.596139``, ``2.6e+03``,
+``2596.139 ms``) it reads as three different numbers, and a reader has to guess the unit. The
+rules here are few and the same everywhere:
+
+* **times** are milliseconds below 10 s and seconds from there on (:func:`time_unit`, the PR's
+  choice per row); in a table the unit is in the column name (``median (ms)``) and the cells hold
+  plain numbers, so a column reads down without repeating it;
+* **shares** are percentages (``71.9%``), never fractions;
+* **counts and bytes** have thousands separators (``1,092``; ``1,834.6 MiB``);
+* **numbers never switch to scientific notation** (no ``e+03``): a reader compares digits;
+* **names are never cut**: long ones (qualified module paths, ``file:line(function)``) wrap.
+
+Tables are pandas Stylers (:func:`table`), which keep the DataFrame's values and only change how
+they are shown; text is plain functions (:func:`duration`, :func:`percent`, :func:`count`, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+SLOW_SECONDS = 10.0  # from here on a time reads better in seconds than in milliseconds
+TIME_SCALE = {"s": 1.0, "ms": 1e3, "µs": 1e6, "ns": 1e9}
+WRAP_WIDTH = "26em"  # widest a text cell grows before it wraps: keeps tables within a notebook page
+
+_SECONDS_SUFFIX = re.compile(r"[ _]?(seconds|secs|s)$")
+
+
+# --------------------------------------------------------------------------- plain text
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def time_unit(seconds: float | Iterable[float]) -> str:
+    """``'s'`` when the (largest) value is 10 s or more, else ``'ms'``."""
+    values = [seconds] if isinstance(seconds, (int, float)) else list(seconds)
+    finite = [abs(float(v)) for v in values if _finite(v)]
+    return "s" if finite and max(finite) >= SLOW_SECONDS else "ms"
+
+
+def duration(seconds: float | None, unit: str | None = None, digits: int = 3) -> str:
+    """``'378.176 ms'``, ``'1,099.526 ms'``, ``'12.300 s'``: fixed decimals in ``unit`` (default by
+    :func:`time_unit`), thousands separated. ``'n/a'`` for a missing value."""
+    if not _finite(seconds):
+        return "n/a"
+    unit = unit or time_unit(float(seconds))
+    return f"{float(seconds) * TIME_SCALE[unit]:,.{digits}f} {unit}"
+
+
+def short_duration(seconds: float | None) -> str:
+    """Three significant digits in the unit that keeps the number between 1 and 1,000 (ns to ms),
+    or seconds from 10 s on: ``'541 ns'``, ``'42.6 µs'``, ``'1.75 ms'``, ``'2,596 ms'``, ``'12.3 s'``.
+    For plot labels and sentences, where a fixed number of decimals would be noise."""
+    if not _finite(seconds):
+        return "n/a"
+    s = float(seconds)
+    if abs(s) >= SLOW_SECONDS:
+        return f"{number(s)} s"
+    if s == 0 or abs(s) >= 1e-3:
+        return f"{number(s * 1e3)} ms"
+    if abs(s) >= 1e-6:
+        return f"{number(s * 1e6)} µs"
+    return f"{number(s * 1e9)} ns"
+
+
+def number(x: float | None, significant: int = 3) -> str:
+    """A plain number with about ``significant`` digits, never in scientific notation, thousands
+    separated: ``2,596``, ``806``, ``1.51``, ``0.000541``; integers are shown whole."""
+    if not _finite(x):
+        return "n/a"
+    x = float(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 10 ** (significant - 1) or (x.is_integer() and abs(x) < 1e15):
+        return f"{x:,.0f}"
+    decimals = significant - 1 - math.floor(math.log10(abs(x)))
+    return f"{x:,.{decimals}f}"
+
+
+def percent(fraction: float | None, digits: int = 1) -> str:
+    """A share written as a percentage: ``0.7198605`` -> ``'72.0%'``."""
+    if not _finite(fraction):
+        return "n/a"
+    return f"{100 * float(fraction):,.{digits}f}%"
+
+
+_percent_text = percent  # table() has a parameter of the same name
+
+
+def count(n: float | None) -> str:
+    """A whole number with thousands separators: ``1092`` -> ``'1,092'``."""
+    if not _finite(n):
+        return "n/a"
+    return f"{round(float(n)):,}"
+
+
+def mib(nbytes: float | None, digits: int = 1) -> str:
+    """Bytes as MiB (2**20), thousands separated: ``1923743744`` -> ``'1,834.6 MiB'``."""
+    if not _finite(nbytes):
+        return "n/a"
+    return f"{float(nbytes) / 2**20:,.{digits}f} MiB"
+
+
+def times(ratio: float | None) -> str:
+    """A ratio as 'so many times': ``203.4`` -> ``'203×'``, ``1.84`` -> ``'1.84×'``."""
+    if ratio is None or (isinstance(ratio, float) and math.isnan(ratio)):
+        return "n/a"
+    if math.isinf(ratio):
+        return "∞"
+    return f"{number(ratio)}×"
+
+
+def code(text: str) -> str:
+    """Markdown inline code: keeps ``__setattr__`` from rendering as bold 'setattr'."""
+    text = str(text)
+    fence = "``" if "`" in text else "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_table(rows: Sequence[Sequence[Any]], header: Sequence[str], right: Iterable[int] = ()) -> str:
+    """A GitHub-flavoured Markdown table; cells are written as given (format them first), ``|`` escaped."""
+    right = set(right)
+    lines = ["| " + " | ".join(header) + " |",
+             "| " + " | ".join("---:" if i in right else "---" for i in range(len(header))) + " |"]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- tables (pandas Styler)
+
+
+def seconds_column(name: str, unit: str) -> str:
+    """``'median'`` -> ``'median (ms)'``; ``'median_seconds'`` -> ``'median (ms)'``."""
+    base = _SECONDS_SUFFIX.sub("", str(name)) if str(name) not in ("s", "seconds") else "time"
+    return f"{base or 'time'} ({unit})"
+
+
+def _general(x: Any) -> str:
+    if isinstance(x, bool) or x is None:
+        return "" if x is None else str(x)
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        if isinstance(x, float) and math.isnan(x):
+            return ""
+        return number(x, 4) if isinstance(x, float) and not float(x).is_integer() else count(x)
+    try:  # numpy scalars
+        import numpy as np
+
+        if isinstance(x, np.bool_):
+            return str(bool(x))
+        if isinstance(x, np.integer):
+            return count(int(x))
+        if isinstance(x, np.floating):
+            return _general(float(x))
+    except ImportError:  # pragma: no cover - numpy comes with pandas
+        pass
+    return str(x)
+
+
+_BREAK_AFTER = re.compile(r"([./:(_,])")
+
+
+def wrap_text(value: Any) -> str:
+    """HTML for a text cell: escaped, with a break opportunity (``<wbr>``) after each ``.`` ``/``
+    ``:`` ``(`` ``_`` ``,``, so a qualified module path or ``file:line(function)`` wraps at its
+    parts instead of being cut, or forcing the table wider than the page. Copying the text copies
+    no invisible characters."""
+    from html import escape
+
+    text = _plain_value(value) if not isinstance(value, (int, float)) or isinstance(value, bool) else _general(value)
+    return _BREAK_AFTER.sub(r"\1<wbr>", escape(text, quote=False))
+
+
+def table(
+    df: Any,
+    *,
+    seconds: Iterable[str] = (),
+    percent: Iterable[str] = (),
+    mib: Iterable[str] = (),
+    decimals: Mapping[str, int] | None = None,
+    unit: str | None = None,
+    index: bool = False,
+    caption: str | None = None,
+):  # -> pandas.io.formats.style.Styler
+    """``df`` as a table for people (a pandas Styler; the DataFrame itself is not changed).
+
+    ``seconds`` columns are shown in one unit (``unit`` or :func:`time_unit` of their largest
+    value) with the unit added to the column name; ``percent`` columns hold fractions and are shown
+    as percentages; ``mib`` columns hold bytes and are shown in MiB; ``decimals`` fixes the decimals
+    of other numeric columns. Every other number gets thousands separators and no scientific
+    notation; text wraps at :data:`WRAP_WIDTH` instead of being cut. ``index=False`` hides a plain
+    0..n-1 index (a meaningful index, such as a phase name, is kept: pass ``index=True``).
+    """
+    import pandas as pd
+
+    frame = df.to_frame() if isinstance(df, pd.Series) else df.copy()
+    if isinstance(frame.columns, pd.MultiIndex):
+        raise ValueError("table() takes flat column names; join the levels first")
+    frame.columns = [str(c) for c in frame.columns]
+    seconds, percent, mib = [list(map(str, c)) for c in (seconds, percent, mib)]
+    missing = [c for c in (*seconds, *percent, *mib, *(decimals or {})) if c not in frame.columns]
+    if missing:
+        raise KeyError(f"no column {missing[0]!r} in the table (has {', '.join(frame.columns)})")
+    formats: dict[str, Any] = {}
+    if seconds:
+        u = unit or time_unit(frame[seconds].to_numpy(dtype=float).ravel())
+        renamed = {c: seconds_column(c, u) for c in seconds}
+        for c in seconds:
+            frame[c] = frame[c].astype(float) * TIME_SCALE[u]
+        frame = frame.rename(columns=renamed)
+        formats.update({renamed[c]: (lambda v: "" if not _finite(v) else f"{v:,.3f}") for c in seconds})
+    for c in percent:
+        formats[c] = lambda v: "" if not _finite(v) else _percent_text(v)
+    for c in mib:
+        name = c if "mib" in c.lower() else f"{c} (MiB)"
+        frame = frame.rename(columns={c: name})
+        formats[name] = lambda v: "" if not _finite(v) else f"{float(v) / 2**20:,.1f}"
+    for c, d in (decimals or {}).items():
+        formats[c] = lambda v, d=d: "" if not _finite(v) else f"{float(v):,.{d}f}"
+    numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool]
+    text = [c for c in frame.columns if c not in numeric]
+    for c in frame.columns:
+        formats.setdefault(c, _general if c in numeric else wrap_text)
+    styler = frame.style.format(formats).format_index(wrap_text, axis="columns")
+    if not index and isinstance(frame.index, pd.RangeIndex):
+        styler = styler.hide(axis="index")
+    else:
+        styler = styler.format_index(wrap_text, axis="index")
+    styler = styler.set_properties(subset=numeric, **{"text-align": "right", "white-space": "nowrap",
+                                                      "font-variant-numeric": "tabular-nums"})
+    styler = styler.set_properties(subset=text, **{"text-align": "left", "white-space": "normal",
+                                                   "overflow-wrap": "break-word", "max-width": WRAP_WIDTH})
+    styler = styler.set_table_styles([
+        {"selector": "th", "props": [("text-align", "left"), ("white-space", "normal"), ("max-width", WRAP_WIDTH),
+                                     ("overflow-wrap", "break-word")]},
+        {"selector": "caption", "props": [("caption-side", "top"), ("text-align", "left"), ("font-weight", "bold")]},
+    ], overwrite=False)
+    if caption:
+        styler = styler.set_caption(caption)
+    return styler
+
+
+def _plain_value(value: Any) -> str:
+    """A value as a reader wants it in a cell: no dict or list reprs, no 'None'."""
+    if value is None or (isinstance(value, str) and not value):
+        return "—"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k}: {_plain_value(v)}" for k, v in value.items()) or "—"
+    if isinstance(value, tuple) and all(isinstance(v, int) for v in value):
+        return str(value)  # a shape: (1, 1, 12)
+    if isinstance(value, (list, tuple, set)):
+        return ", ".join(_plain_value(v) for v in value) or "—"
+    return _general(value)
+
+
+def key_values(mapping: Mapping[str, Any], caption: str | None = None):  # -> Styler
+    """A dict as a two-column table (``item``, ``value``) instead of its repr."""
+    import pandas as pd
+
+    rows = [{"item": str(k), "value": _plain_value(v)} for k, v in mapping.items()]
+    return table(pd.DataFrame(rows, columns=["item", "value"]), caption=caption)
+
+
+# --------------------------------------------------------------------------- views of the kit's tables
+
+
+SUMMARY_SECONDS = ("median", "q1", "q3", "iqr", "min", "max")
+
+
+def summary_table(frame):  # -> Styler
+    """``stats.summary_table`` of a runs frame (one row per variant and phase), times in one unit."""
+    from .stats import summary_table as summary
+
+    df = summary(frame)
+    return table(df, seconds=[c for c in SUMMARY_SECONDS if c in df.columns])
+
+
+# --------------------------------------------------------------------------- the environment table
+
+
+def command_text(meta: Mapping[str, Any]) -> str:
+    """The environment table's Command cell: the command line that made a results directory.
+
+    Inside a notebook, ``sys.argv`` is the kernel's launcher (``ipykernel_launcher.py -f
+    /tmp/tmp….json``): true, but it tells a reader nothing. Then the cell says a notebook ran it and
+    gives the equivalent shell command, rebuilt from the benchmark's recorded spec.
+    """
+    import shlex
+
+    cmd = str(meta.get("command_line", "") or "")
+    if "ipykernel" not in cmd and "kernel" not in cmd.split(" ", 1)[0]:
+        return f"`{cmd}`" if cmd else "?"
+    spec = meta.get("spec", {}) or {}
+    args = ["omni-loader", str(meta.get("kind", "reproduce"))]
+    for key, flag in (("checkpoint", "--checkpoint"), ("layout", "--layout"), ("device", "--device"),
+                      ("dtype", "--dtype"), ("warmup", "--warmup"), ("runs", "--runs"), ("order", "--order")):
+        if spec.get(key) not in (None, ""):
+            args += [flag, str(spec[key])]
+    if spec.get("in_process") or spec.get("workers") == "in-process":
+        args.append("--in-process")
+    return f"a notebook (Jupyter kernel); the same run from a shell: `{shlex.join(args)}`"

@@ -1,0 +1,121 @@
+"""One progress bar for every long step of the kit, right for wherever it is watched.
+
+A progress bar is drawn for a person looking at it now, but the same code also runs where nobody
+is: papermill executing a notebook, a CI log, ``make reproduce > log``. tqdm redraws its line
+with a carriage return many times a second; in a terminal that is one line that moves, but in a
+saved notebook or a log every redraw is kept (dozens of lines per bar, the last one often stuck
+at 76% because the final redraw is a clear). So :func:`progress_bar` picks one of three forms:
+
+``widget``    an ipywidgets bar (``tqdm.auto``), when the code runs in a Jupyter kernel that a
+              Jupyter server started for an open notebook (JupyterLab sets ``JPY_SESSION_NAME``
+              in the kernel's environment) and ipywidgets is installed;
+``terminal``  tqdm's usual redrawn line on stderr, when stderr is a terminal;
+``lines``     everywhere else (papermill, nbclient, pipes, logs): a few complete lines, one at
+              the start, one at each quarter and one at the end, which always says where the
+              bar finished. In a kernel they go to stdout, so a notebook has no stderr output.
+
+``OMNI_LOADER_PROGRESS=widget|terminal|lines|off`` overrides the choice.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from typing import Any
+
+from tqdm.std import tqdm as _std_tqdm
+
+MODES = ("widget", "terminal", "lines", "off")
+ENV = "OMNI_LOADER_PROGRESS"
+LINE_STEPS = 4  # lines mode: a line at 0%, 25%, 50%, 75% and a final one
+
+
+def _in_kernel() -> bool:
+    """True inside an IPython kernel (a notebook or console attached to ipykernel)."""
+    if "ipykernel" not in sys.modules:
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - ipykernel brings IPython
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def progress_mode(stream: Any = None) -> str:
+    """The form a bar takes here: 'widget', 'terminal', 'lines' or 'off' (see the module doc)."""
+    forced = os.environ.get(ENV, "").strip().lower()
+    if forced:
+        if forced not in MODES:
+            raise ValueError(f"${ENV}={forced!r} is not one of {', '.join(MODES)}")
+        return forced
+    if _in_kernel():
+        interactive = bool(os.environ.get("JPY_SESSION_NAME"))
+        return "widget" if interactive and importlib.util.find_spec("ipywidgets") is not None else "lines"
+    stream = stream or sys.stderr
+    try:
+        return "terminal" if stream.isatty() else "lines"
+    except (AttributeError, ValueError):
+        return "lines"
+
+
+class LineProgress(_std_tqdm):
+    """tqdm that writes whole lines at a few milestones instead of redrawing one line.
+
+    At most ``LINE_STEPS + 1`` lines: the start, each crossed quarter, and the end; the last line
+    is written on ``close()`` and always shows the final count, whatever ``leave`` says.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._printed: int | None = None
+        self._final = False
+        super().__init__(*args, **kwargs)
+
+    def _milestone(self) -> int:
+        if not self.total:
+            return 0
+        return min(LINE_STEPS, int(LINE_STEPS * self.n / self.total))
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+        if msg is not None or self._final:  # a clear, or the bar is already done: nothing to write
+            return False
+        step = self._milestone()
+        if self._printed is not None and step <= self._printed:
+            return False
+        if step >= LINE_STEPS:  # 100% is written by close(), once, with the final figures
+            return False
+        self._printed = step
+        self._write_line()
+        return True
+
+    def _write_line(self) -> None:
+        self.fp.write(self.__str__() + "\n")
+        self.fp.flush()
+
+    def close(self) -> None:
+        if not self.disable and not self._final:
+            with self._lock:
+                self._ema_dt = lambda: None  # the final line shows the overall rate
+                self._final = True
+                self._write_line()
+        self.leave = False  # the line is written; tqdm must not clear or repeat it
+        super().close()
+
+
+def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", initial: int = 0,
+                 enabled: bool = True, leave: bool = True, **kwargs: Any) -> Any:
+    """A tqdm bar in the form :func:`progress_mode` chooses; use it like tqdm (``update``,
+    ``set_postfix_str``, ``close`` or a ``with`` block). ``enabled=False`` gives a silent bar."""
+    mode = progress_mode() if enabled else "off"
+    common = dict(total=total, desc=desc, unit=unit, initial=initial, **kwargs)
+    if mode == "off":
+        return _std_tqdm(disable=True, **common)
+    if mode == "widget":
+        from tqdm.auto import tqdm
+
+        return tqdm(leave=leave, **common)
+    if mode == "terminal":
+        return _std_tqdm(leave=leave, file=sys.stderr, **common)
+    stream = sys.stdout if _in_kernel() else sys.stderr
+    return LineProgress(file=stream, mininterval=0, dynamic_ncols=False, ncols=100, ascii=True, **common)
