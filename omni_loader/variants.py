@@ -7,8 +7,8 @@ The load path (:mod:`omni_loader.loader`) has two steps worth swapping:
                 checkpoint's ``(key, tensor)`` entries into the model's parameters
 
 A :class:`Variant` names one implementation of each. The PR's two variants differ only in
-``discovery``; ``assign`` and ``pinned`` keep the PR's fix and attack what remains after it, the
-parameter copy. A user's own step is a reference ``module:function`` (an importable module) or
+``discovery``; ``assign``, ``fastsafetensors`` and ``pinned`` (GPU only) keep the PR's fix and
+attack what remains after it, moving the parameters' bytes. A user's own step is a reference ``module:function`` (an importable module) or
 ``path/to/file.py:function``, imported where the load runs (in the worker process), so a variant
 travels between processes as plain strings.
 
@@ -60,6 +60,10 @@ BUILTIN_VARIANTS: dict[str, Variant] = {
                        "they stay backed by the file mapping (pages shared with the page cache, read on first "
                        "use), and the memory written at construction is freed; the fused qkv_proj is a new "
                        "stacked tensor"),
+        Variant("fastsafetensors", parameters="builtin:fastsafetensors",
+                memory="fastsafetensors reads the shard files into one buffer on the device (no GPUDirect "
+                       "Storage here: through host bounce buffers) and the parameters are views of it; the "
+                       "memory written at construction is freed"),
         Variant("pinned", parameters="builtin:pinned", needs_gpu=True,
                 memory="each host tensor is staged in pinned (page-locked) host memory before a non-blocking "
                        "copy to the GPU; pinned staging is freed after the load"),
@@ -70,11 +74,17 @@ BUILTIN_VARIANTS: dict[str, Variant] = {
 def builtin_steps() -> dict[str, dict[str, Callable[..., Any]]]:
     """The built-in implementations of each step, by name (imported lazily: they need torch)."""
     from .discovery import _RULES
-    from .loader import load_parameters, load_parameters_assign, load_parameters_pinned
+    from .loader import (
+        load_parameters,
+        load_parameters_assign,
+        load_parameters_fastsafetensors,
+        load_parameters_pinned,
+    )
 
     return {
         "discovery": dict(_RULES),
-        "parameters": {"copy": load_parameters, "assign": load_parameters_assign, "pinned": load_parameters_pinned},
+        "parameters": {"copy": load_parameters, "assign": load_parameters_assign,
+                       "fastsafetensors": load_parameters_fastsafetensors, "pinned": load_parameters_pinned},
     }
 
 

@@ -125,3 +125,15 @@ def test_gpu_variant_on_a_cpu_is_refused_in_one_line(tiny_snapshot: Path, tmp_pa
                   progress=False)
     assert "\n" not in str(info.value)
     assert not (tmp_path / "res").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("variant", ["assign", "fastsafetensors"])
+def test_parameter_loading_alternatives_load_the_same_model(tiny_snapshot: Path, variant: str) -> None:
+    snapshot = open_snapshot(tiny_snapshot)
+    _, reference = load_token2wav(snapshot, "optimized")
+    model, result = load_token2wav(snapshot, variant, layout="vllm-omni")
+    assert (result.variant, result.digest, result.weights_loaded) == (variant, reference.digest,
+                                                                     reference.weights_loaded)
+    _, transformers_ref = load_token2wav(snapshot, "optimized", layout="transformers")
+    _, transformers_alt = load_token2wav(snapshot, variant, layout="transformers")
+    assert transformers_alt.digest == transformers_ref.digest
