@@ -1,0 +1,287 @@
+"""``omni-loader compare`` and ``pack`` on real tiny-model reproductions made here (in-process, seconds each)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import statistics
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from omni_loader.archive import pack
+from omni_loader.cli import main
+from omni_loader.compare import NOT_RECORDED, REFERENCE_LABEL, compare_results, render, render_markdown, write_compare
+from omni_loader.errors import ResultsError
+from omni_loader.report import comparisons, load_reference, write_report
+from omni_loader.results import RUN_COLUMNS, read_runs
+from omni_loader.runner import BenchmarkSpec, run_benchmark
+from omni_loader.stats import mann_whitney
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Three real reproductions: alternate and abba orders (same layout), and the transformers layout."""
+    root = tmp_path_factory.mktemp("compare")
+    made = {}
+    for name, extra in (("alt", {}), ("abba", {"order": "abba"}), ("tf", {"layout": "transformers"})):
+        spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=3, workers="in-process", **extra)
+        made[name] = run_benchmark(spec, root / name, progress=False)
+    write_report(made["alt"])  # report.md and plots/, for the archive
+    return made
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _rewrite_runs(directory: Path, column: str, value: str) -> None:
+    path = directory / "runs.csv"
+    rows = list(csv.DictReader(path.open()))
+    for row in rows:
+        row[column] = value
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _samples(directory: Path, phase: str, variant: str) -> list[float]:
+    frame = read_runs(directory)
+    rows = frame[(~frame["warmup"]) & (frame["status"] == "ok") & (frame["phase"] == phase)
+                 & (frame["variant"] == variant) & (frame["source"] == "load")]
+    return list(rows["seconds"])
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("omni-loader: error: ")
+    return lines[0]
+
+
+def test_two_reproductions_side_by_side(runs):
+    result = compare_results([runs["alt"], runs["abba"]])
+    alt, abba = result.entries
+    assert (alt.label, abba.label) == ("alt", "abba")
+    assert result.anchor == "alt" and result.against is None
+    assert result.pr_rows == ("state_dict_calls", "buffer_discovery", "weight_loading")  # no startup measured
+    for entry, directory in ((alt, runs["alt"]), (abba, runs["abba"])):
+        assert entry.runs == {"baseline": 3, "optimized": 3}
+        assert (entry.layout, entry.construct, entry.workers) == ("vllm-omni", "upstream", "in-process")
+        own = {c.phase: c for c in comparisons(read_runs(directory))}
+        for phase in ("buffer_discovery", "weight_loading"):
+            c = entry.comparison(phase)
+            for variant in ("baseline", "optimized"):
+                assert getattr(c, variant).median == pytest.approx(statistics.median(_samples(directory, phase,
+                                                                                              variant)))
+            assert c.ratio == pytest.approx(own[phase].ratio)
+            assert c.verdict() == own[phase].verdict()  # the directory's own statistics, not re-derived
+            low, high = entry.intervals[phase]
+            assert 0 < low <= high
+        assert entry.comparison("state_dict_calls").baseline.median > 0
+    assert len(set(alt.digests)) == 1 and alt.digests == abba.digests
+    assert result.checks == ()  # same model, digest and counts: nothing to say
+
+    text = render_markdown(result)
+    header, reference, *rows = [line for line in text.split("\n\n")[2].splitlines() if "---" not in line]
+    assert header.startswith("| Results | Machine | torch | transformers | Kit commit | Layout | Construction | Runs")
+    assert reference.startswith(f"| {REFERENCE_LABEL} | 1 AMD Instinct MI300X VF (ROCm 7.2.53211) | 2.12.0+git6bbd260")
+    assert "456.946 ms → 1.564 ms; 292.16x" in reference and "219 → 0" in reference
+    assert [r.split(" | ")[0] for r in rows] == ["| alt", "| abba"]
+    assert "ok: same model, digest and counts" in rows[1]
+
+    records = list(csv.DictReader(io.StringIO(render(result, "csv"))))
+    assert [r["results"] for r in records] == [REFERENCE_LABEL, "alt", "abba"]
+    pr = {m["measurement"]: m for m in load_reference()["measurements"]}
+    assert float(records[0]["buffer_discovery_ratio"]) == pytest.approx(pr["buffer_discovery"]["baseline"]
+                                                                       / pr["buffer_discovery"]["optimized"])
+    assert float(records[2]["buffer_discovery_ratio"]) == pytest.approx(abba.comparison("buffer_discovery").ratio)
+    assert records[2]["layout"] == "vllm-omni" and records[2]["runs_baseline"] == "3"
+    assert json.loads(render(result, "json"))["results"][1]["results"] == "alt"
+
+
+def test_other_layout_is_explained_never_mixed(runs):
+    result = compare_results([runs["alt"], runs["tf"]], against=runs["alt"])
+    tf = result.entry("tf")
+    assert tf.layout == "transformers" and tf.digests != result.entry("alt").digests
+    # another module tree loads other tensors: said once, digest and counts not compared, not a mismatch
+    assert [(c.kind, c.what) for c in result.checks_for("tf")] == [("note", "layout")]
+    assert not result.mismatched("tf")
+    (row,) = result.against_rows
+    assert row.comparison is None and row.verdict().startswith("not compared: layout differs")
+    text = render_markdown(result)
+    assert "note (layout)" in text and "digest and counts are not compared" in text
+
+
+def test_against_phase_by_phase(runs, capsys):
+    result = compare_results([runs["abba"]], against=runs["alt"])
+    assert [e.label for e in result.entries] == ["alt", "abba"] and result.against == "alt"
+    rows = {(r.phase, r.variant): r for r in result.against_rows}
+    assert {"buffer_discovery", "weight_loading", "total"} <= {p for p, _ in rows}
+    for variant in ("baseline", "optimized"):
+        r = rows[("buffer_discovery", variant)]
+        mine, theirs = _samples(runs["alt"], "buffer_discovery", variant), _samples(runs["abba"], "buffer_discovery",
+                                                                                    variant)
+        assert r.ratio == pytest.approx(statistics.median(theirs) / statistics.median(mine))
+        assert r.comparison.p_value == pytest.approx(mann_whitney(tuple(mine), tuple(theirs)))
+        change = f"{r.ratio:.2f}x slower" if r.ratio > 1 else f"{1 / r.ratio:.2f}x faster"
+        significant = r.comparison.p_value < 0.05
+        assert r.verdict() == (f"{change} (significant, Mann-Whitney p={r.comparison.p_value:.3g})" if significant
+                               else f"not significant (p={r.comparison.p_value:.3g}; {change})")
+
+    assert main(["compare", str(runs["abba"]), "--against", str(runs["alt"]), "--format", "csv"]) == 0
+    directories, against = capsys.readouterr().out.split("\n\n")
+    assert [r["results"] for r in csv.DictReader(io.StringIO(directories))] == [REFERENCE_LABEL, "alt", "abba"]
+    table = list(csv.DictReader(io.StringIO(against)))
+    assert len(table) == len(result.against_rows)
+    first = next(r for r in table if r["phase"] == "buffer_discovery" and r["variant"] == "baseline")
+    assert float(first["ratio"]) == pytest.approx(rows[("buffer_discovery", "baseline")].ratio)
+
+
+@pytest.mark.parametrize("fmt", ["tar.gz", "zip"])
+def test_packed_archive_compares_like_its_directory(runs, tmp_path, fmt, capsys):
+    out = tmp_path / "sent" / f"alt.{fmt}"
+    assert main(["pack", str(runs["alt"]), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    if fmt == "zip":
+        names = zipfile.ZipFile(out).namelist()
+    else:
+        names = tarfile.open(out).getnames()
+    assert {"alt/metadata.json", "alt/runs.csv", "alt/report.md", "alt/plots/phases.png"} <= set(names)
+    assert all(n.startswith("alt/") and (n.count("/") == 1 or n.startswith("alt/plots/")) for n in names)
+
+    before = sorted(p.name for p in out.parent.iterdir())
+    result = compare_results([runs["alt"], out])
+    assert sorted(p.name for p in out.parent.iterdir()) == before  # read without unpacking beside it
+    directory, archive = result.entries
+    assert archive.label == f"alt.{fmt}" and archive.archive and not directory.archive
+    assert result.checks == ()
+    for phase in ("buffer_discovery", "weight_loading", "total"):
+        assert archive.comparison(phase).baseline.samples == directory.comparison(phase).baseline.samples
+    table = render_markdown(result)
+    assert f"| alt.{fmt} (archive) |" in table
+
+
+def test_digest_or_counts_that_differ_are_flagged(runs, tmp_path):
+    other = _copy(runs["alt"], tmp_path / "other-checkpoint")
+    _rewrite_runs(other, "digest", "f" * 64)
+    counts = _copy(runs["alt"], tmp_path / "other-counts")
+    _rewrite_runs(counts, "persistent_buffers", "7")
+    result = compare_results([runs["alt"], other, counts])
+    assert [(c.kind, c.what) for c in result.checks_for("other-checkpoint")] == [("mismatch", "digest")]
+    assert [(c.kind, c.what) for c in result.checks_for("other-counts")] == [("mismatch", "counts")]
+    assert "persistent buffers 7 / 7 here, 1 / 1 in alt" in result.checks_for("other-counts")[0].message
+    text = render_markdown(result)
+    assert "| other-checkpoint ✗ |" in text and "✗ MISMATCH (digest)" in text
+    assert "tensor digest ffffffffffff… differs from alt's" in text
+
+    written = write_compare(result, tmp_path / "cmp")
+    shown = list(csv.DictReader((tmp_path / "cmp" / "plots" / "compare_ratios.csv").open()))
+    flagged = {(r["title"], float(r["x"])) for r in shown if r["kind"] == "point" and "check failed" in r["label"]}
+    assert flagged == {(t, x) for t in ("Buffer discovery", "Token2Wav weight loading") for x in (1.0, 2.0)}
+    assert tmp_path / "cmp" / "compare.md" in written
+
+    against = compare_results([other], against=runs["alt"])
+    (row,) = against.against_rows
+    assert row.verdict() == "not compared: digest differs (see the checks)"
+
+
+def test_unknown_schema_is_refused_in_one_line(runs, tmp_path, capsys):
+    newer = _copy(runs["alt"], tmp_path / "newer")
+    meta = json.loads((newer / "metadata.json").read_text())
+    (newer / "metadata.json").write_text(json.dumps({**meta, "schema_version": 99}))
+    assert main(["compare", str(runs["alt"]), str(newer)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "schema_version 99" in line and "newer" in line
+    # the same directory sent as an archive is refused the same way
+    archive = tmp_path / "newer.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(newer, arcname="newer")
+    assert main(["compare", str(archive)]) == 2
+    assert "schema_version 99" in _one_error_line(capsys.readouterr().err)
+    assert main(["pack", str(newer)]) == 2
+    assert "schema_version 99" in _one_error_line(capsys.readouterr().err)
+
+
+def test_schema_1_directory_is_read_construction_not_recorded(runs, tmp_path):
+    old = _copy(runs["alt"], tmp_path / "schema1")
+    meta = json.loads((old / "metadata.json").read_text())
+    meta["schema_version"] = 1
+    meta.pop("construct")
+    meta["spec"].pop("construct")
+    (old / "metadata.json").write_text(json.dumps(meta))
+    frame = read_runs(old)
+    frame[list(RUN_COLUMNS[: RUN_COLUMNS.index("minor_faults")])].to_csv(old / "runs.csv", index=False)
+    result = compare_results([runs["alt"], old])
+    entry = result.entry("schema1")
+    assert entry.schema_version == 1 and entry.construct == NOT_RECORDED
+    assert entry.comparison("buffer_discovery").baseline.samples == \
+        result.entry("alt").comparison("buffer_discovery").baseline.samples
+    assert f"| {NOT_RECORDED} |" in render_markdown(result)
+
+
+@pytest.mark.parametrize("fmt", ["tar.gz", "zip"])
+def test_archive_members_outside_their_folder_are_refused(runs, tmp_path, fmt):
+    archive = tmp_path / "inside" / f"evil.{fmt}"
+    archive.parent.mkdir()
+    members = {"res/metadata.json": (runs["alt"] / "metadata.json").read_bytes(),
+               "res/runs.csv": (runs["alt"] / "runs.csv").read_bytes(), "../escaped.txt": b"gotcha"}
+    if fmt == "zip":
+        with zipfile.ZipFile(archive, "w") as zf:
+            for name, data in members.items():
+                zf.writestr(name, data)
+    else:
+        with tarfile.open(archive, "w:gz") as tf:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    with pytest.raises(ResultsError, match="unsafe archive member refused"):
+        compare_results([archive])
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "inside" / "escaped.txt").exists()
+
+
+def test_plot_shows_each_ratio_its_interval_and_the_prs(runs, tmp_path, capsys):
+    assert main(["compare", str(runs["alt"]), str(runs["abba"]), "--out", str(tmp_path / "cmp")]) == 0
+    printed = capsys.readouterr().out
+    assert "![ratios](" in printed
+    for name in ("compare.md", "compare.csv", "compare.json", "plots/compare_ratios.png", "plots/compare_ratios.svg"):
+        assert (tmp_path / "cmp" / name).is_file(), name
+    assert not (tmp_path / "cmp" / "against.csv").exists()
+    assert "![ratios](plots/compare_ratios.png)" in (tmp_path / "cmp" / "compare.md").read_text()
+
+    result = compare_results([runs["alt"], runs["abba"]])
+    shown = list(csv.DictReader((tmp_path / "cmp" / "plots" / "compare_ratios.csv").open()))
+    pr = {m["label"]: m["baseline"] / m["optimized"] for m in load_reference()["measurements"] if m["optimized"]}
+    for title, phase in (("Buffer discovery", "buffer_discovery"), ("Token2Wav weight loading", "weight_loading")):
+        panel = [r for r in shown if r["title"] == title]
+        ticks = sorted((float(r["x"]), r["text"]) for r in panel if r["kind"] == "xtick")
+        assert ticks == [(0.0, "alt"), (1.0, "abba")]
+        points = {float(r["x"]): float(r["y"]) for r in panel if r["kind"] == "point"}
+        assert points == pytest.approx({i: e.comparison(phase).ratio for i, e in enumerate(result.entries)})
+        for i, e in enumerate(result.entries):
+            ends = sorted(float(r["y"]) for r in panel if r["kind"] == "line" and r["label"] == "95% interval"
+                          and float(r["x"]) == i)
+            assert ends == pytest.approx(sorted(e.intervals[phase]))
+        pr_line = [float(r["y"]) for r in panel if r["kind"] == "line" and r["label"].startswith("PR 7061")]
+        assert pr_line == pytest.approx([pr[title]] * 2)  # a horizontal line: both ends at the PR's ratio
+        assert {float(r["y"]) for r in panel if r["kind"] == "line" and r["label"] == "no change (1x)"} == {1.0}
+
+
+def test_pack_names_and_refuses_to_overwrite(runs, tmp_path):
+    directory = _copy(runs["alt"], tmp_path / "mine")
+    archive = pack(directory)
+    assert archive == tmp_path / "mine.tar.gz" and tarfile.is_tarfile(archive)
+    with pytest.raises(ResultsError, match="already exists"):
+        pack(directory)
+    assert pack(directory, overwrite=True) == archive
+    assert zipfile.is_zipfile(pack(directory, out=tmp_path / "mine.zip"))
+    with pytest.raises(ResultsError, match="must end in"):
+        pack(directory, out=tmp_path / "mine.zip", fmt="tar.gz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "mine.tar.gz", "mine.zip"]  # no temporary left
