@@ -34,7 +34,7 @@ from typing import Any
 
 from .archive import archive_format, opened
 from .errors import ResultsError
-from .report import LABELS, PR_ROWS, comparisons, load_reference
+from .report import LABELS, PR_ROWS, comparisons, load_reference, planned_arms
 from .results import check_results
 from .stats import (
     Comparison,
@@ -231,8 +231,8 @@ def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
         problems.append(f"{len(failed)} run(s) failed (run {first['run_id']} {first['variant']}: {first['error']})")
     loads = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"])]
     digests = tuple(sorted({str(d) for d in loads["digest"] if str(d)}))
-    if len(loads) and not equivalence(frame)["equivalent"]:
-        problems.append(f"its own runs did not all load identical tensors ({len(digests)} digests)")
+    if len(loads) and not equivalence(frame, planned_arms(checked.metadata))["equivalent"]:
+        problems.append(f"its own runs did not all load the same model (digests or counts differ between runs: {len(digests)} digest(s)); see its report.md")
     per_run = ok[ok["source"] == "load"].drop_duplicates("run_id")
     counts = {column: {v: tuple(sorted({float(x) for x in per_run[per_run["variant"] == v][column]
                                         if str(x) not in ("", "nan")})) for v in VARIANTS}

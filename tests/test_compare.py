@@ -285,3 +285,16 @@ def test_pack_names_and_refuses_to_overwrite(runs, tmp_path):
     with pytest.raises(ResultsError, match="must end in"):
         pack(directory, out=tmp_path / "mine.zip", fmt="tar.gz")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "mine.tar.gz", "mine.zip"]  # no temporary left
+
+
+def test_a_directorys_own_problems_are_shown(runs, tmp_path):
+    torn = _copy(runs["alt"], tmp_path / "torn")
+    with (torn / "runs.csv").open("a") as fh:
+        fh.write("6,baseline,False,4,construct,total,0.1")  # a crash cut the last line short
+    result = compare_results([runs["alt"], torn])
+    (problem,) = result.checks_for("torn")
+    assert (problem.kind, problem.what) == ("problem", "results") and "torn" in problem.message
+    assert not result.mismatched("torn")  # the rows it kept are still the same model
+    assert result.entry("torn").runs == {"baseline": 3, "optimized": 3}
+    text = render_markdown(result)
+    assert "problem (results)" in text and f"- **torn**: problem in the directory (results): {problem.message}" in text
