@@ -3,7 +3,8 @@
 Run by the Makefile after ``mutmut run``; reads ``mutants/omni_loader/<module>.py.meta`` and the list of
 equivalent mutants in ``tests/mutation-equivalent.md`` (one ``- `mutant name`: reason`` line each).
 Exits 1 when a mutant survived that is not listed (kill it with a test, or list it with its reason), or
-when a listed mutant no longer survives (drop it from the list).
+when a listed mutant no longer survives (drop it from the list). Mutants listed as ``(untested)`` (real
+survivors that no test here can reach, e.g. the network path of ``--download``) count as survived.
 
     python tests/mutation_score.py [--seconds N] discovery loader checkpoint stats report results runner
 """
@@ -26,16 +27,19 @@ KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout"
 SURVIVED = {0: "survived", 5: "no tests", 33: "no tests"}
 
 
-def equivalent_mutants(path: Path = EQUIVALENT_FILE) -> dict[str, str]:
-    """``{mutant name: reason}`` from the list's ``- `name`: reason`` lines."""
+def listed_mutants(path: Path = EQUIVALENT_FILE) -> tuple[dict[str, str], dict[str, str]]:
+    """``({equivalent mutant: reason}, {known survivor: reason})`` from the list's lines:
+    ``- `name`: reason`` for an equivalent mutant (left out of the score), ``- `name` (untested): reason``
+    for a real survivor no test here can kill (it stays in the score as survived, and does not fail the run).
+    """
+    equivalent, untested = {}, {}
     if not path.is_file():
-        return {}
-    found = {}
+        return equivalent, untested
     for line in path.read_text().splitlines():
-        m = re.match(r"^- `([^`]+__mutmut_\d+)`:\s*(.+)$", line.strip())
+        m = re.match(r"^- `([^`]+__mutmut_\d+)`( \(untested\))?:\s*(.+)$", line.strip())
         if m:
-            found[m.group(1)] = m.group(2)
-    return found
+            (untested if m.group(2) else equivalent)[m.group(1)] = m.group(3)
+    return equivalent, untested
 
 
 def module_results(module: str, mutants_dir: Path = REPO / "mutants") -> dict[str, int | None]:
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("modules", nargs="+")
     p.add_argument("--seconds", type=int, help="how long the run took (printed with the score)")
     args = p.parse_args(argv)
-    equivalent = equivalent_mutants()
+    equivalent, untested = listed_mutants()
     unlisted, stale, lines = [], [], []
     total = Counter()
     lines.append(f"{'module':<12} {'mutants':>7} {'killed':>6} {'timeout':>7} {'equiv.':>6} {'survived':>8} "
@@ -73,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
                     stale.append(f"{name} ({s})")
                 continue
             counts[s if s in ("killed", "timeout", "survived", "no tests") else "other"] += 1
-            if s in ("survived", "no tests") or s.startswith("other") or s == "not checked":
+            if name in untested:
+                if s not in ("survived", "no tests"):
+                    stale.append(f"{name} ({s})")
+            elif s in ("survived", "no tests") or s.startswith("other") or s == "not checked":
                 unlisted.append(f"{name} ({s})")
         counts["mutants"] = sum(v for k, v in counts.items())
         total.update(counts)
@@ -87,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
               "(kill each with a test, or list it with the reason it is equivalent; `mutmut show NAME`):")
         print("\n".join(f"  {u}" for u in unlisted))
     if stale:
-        print(f"\nlisted as equivalent but no longer surviving (drop them from the list): {', '.join(stale)}")
+        print(f"\nlisted but no longer surviving (drop them from the list): {', '.join(stale)}")
     return 1 if unlisted or stale else 0
 
 

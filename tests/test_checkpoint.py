@@ -440,3 +440,67 @@ def test_hub_lookup_by_revision_offline_download_and_default_cache(
         find_in_hub_cache("not a valid id!!", cache_dir=cache)
     assert str(err.value).startswith("not a valid Hugging Face model id: 'not a valid id!!' (")
     assert "None" not in str(err.value)  # the validator's own reason, first line
+
+
+def test_shards_fill_up_to_the_limit() -> None:
+    from omni_loader.checkpoint import _plan_shards
+
+    f32 = torch.float32
+    specs = {"a": ((10,), f32), "b": ((10,), f32), "c": ((10,), f32)}  # 40 bytes each
+    assert _plan_shards(specs, 80) == [["a", "b"], ["c"]]  # exactly full still fits
+    assert _plan_shards(specs, 79) == [["a"], ["b"], ["c"]]
+    assert _plan_shards(specs, 10**6) == [["a", "b", "c"]]
+    big = {"big": ((100,), f32), "a": ((10,), f32), "b": ((10,), f32)}
+    assert _plan_shards(big, 80) == [["big"], ["a", "b"]]  # too big for a shard: alone, and no empty shard first
+    assert _plan_shards({"h": ((20,), torch.bfloat16), "a": ((10,), f32)}, 80) == [["h", "a"]]  # by the dtype's size
+
+
+def test_speaker_dictionary_is_shaped_like_the_released_one(tiny_snapshot: Path, tmp_path: Path) -> None:
+    from omni_loader.model import make_config
+
+    dit = make_config(config_dict("tiny")).dit_config
+    spk = torch.load(tiny_snapshot / SPK_DICT_FILE, weights_only=True)
+    assert list(spk) == ["Chelsie", "Ethan"]
+    for entry in spk.values():
+        assert sorted(entry) == ["bos_token", "cond", "ref_mel"]
+        assert entry["cond"].shape == (1, dit.enc_emb_dim)
+        assert entry["ref_mel"].shape == (1, 300, dit.mel_dim)
+        assert 0.4 < float(entry["ref_mel"].std()) < 0.6 and 0.7 < float(entry["cond"].std()) < 1.3
+        assert entry["bos_token"] == dit.num_embeds - 1
+    assert not torch.equal(spk["Chelsie"]["cond"], spk["Ethan"]["cond"])
+    again = torch.load(synthesize(tmp_path / "again", size="tiny", seed=0) / SPK_DICT_FILE, weights_only=True)
+    other = torch.load(synthesize(tmp_path / "other", size="tiny", seed=1) / SPK_DICT_FILE, weights_only=True)
+    assert torch.equal(again["Ethan"]["ref_mel"], spk["Ethan"]["ref_mel"])  # from the seeded generator
+    assert not torch.equal(other["Ethan"]["ref_mel"], spk["Ethan"]["ref_mel"])
+
+
+def test_synthetic_weights_are_small_and_shards_say_pytorch(tiny_snapshot: Path) -> None:
+    stds = []
+    for shard in sorted(tiny_snapshot.glob("model-*.safetensors")):
+        with safe_open(str(shard), framework="pt") as fh:
+            assert fh.metadata() == {"format": "pt"}
+            stds += [float(fh.get_tensor(k).std()) for k in fh.keys() if fh.get_tensor(k).numel() > 1000]
+    assert stds and all(0.015 < s < 0.025 for s in stds)  # N(0, 0.02), as an initialiser would draw
+
+
+def test_synthesize_into_new_parents_shared_and_via_a_sibling_temp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    import stat
+
+    seen = []
+    real_save = torch.save
+
+    def spy(obj, path, *args, **kwargs):  # where the speaker dictionary is written before the rename
+        seen.append(Path(path).parent)
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", spy)
+    monkeypatch.setenv("OMNI_LOADER_PROGRESS", "lines")
+    out = synthesize(tmp_path / "a" / "b" / "snap", size="tiny", seed=0, progress=True)
+    assert out == tmp_path / "a" / "b" / "snap" and (out / INDEX_FILE).is_file()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    assert len(seen) == 1 and seen[0].parent == out.parent and seen[0].name.startswith(".snap.tmp-")
+    err = capsys.readouterr().err.splitlines()
+    n = len(open_snapshot(out).weight_map)
+    assert err[0].startswith("synth tiny:") and f"{n}/{n} " in err[-1] and "tensor" in err[-1]
