@@ -15,7 +15,7 @@ from typing import Any
 
 from .formatting import command_text, duration, mib
 from .model import DATA_DIR
-from .results import PHASE_COUNTERS, read_metadata, read_runs
+from .results import PHASE_COUNTERS, check_results
 from .stats import (
     Comparison,
     phrase_change,
@@ -360,8 +360,8 @@ def beyond_pr_section(frame, meta: dict[str, Any]) -> list[str]:
 
 def render_report(directory: str | Path) -> str:
     directory = Path(directory)
-    meta = read_metadata(directory)
-    frame = read_runs(directory)
+    check = check_results(directory)  # rows that cannot be trusted are left out, and said so below
+    meta, frame = check.metadata, check.frame
     comps = comparisons(frame)
     floors = noise_floors(frame)
     equiv = equivalence(frame, planned_arms(meta))
@@ -374,8 +374,10 @@ def render_report(directory: str | Path) -> str:
         "",
         f"vLLM-Omni PR 7061 replaced one `state_dict()` per named buffer with one walk of the module tree. "
         f"This report measures both loader variants: {n['baseline']} + {n['optimized']} measured runs after "
-        f"{meta.get('warmup')} warm-up(s) per variant, order {meta.get('order')}; status {meta.get('status')}.",
+        f"{meta.get('warmup')} warm-up(s) per variant, order {meta.get('order')}; status {meta.get('status')}; "
+        f"{check.summary or 'integrity checks found nothing wrong'}.",
         "",
+        *([*(f"- Integrity: {p}" for p in check.problems), ""] if check.problems else []),
         *headline(comps, equiv, mem_verdict, floors),
         "",
         "## Environment",
@@ -466,10 +468,17 @@ def write_report(directory: str | Path) -> Path:
 
 
 def cmd_report(args: Any) -> int:
+    import sys
+
     path = write_report(args.directory)
     if not args.quiet:
         print(path.read_text())
     print(f"report: {path}")
+    problems = check_results(args.directory).problems
+    if args.strict and problems:
+        print(f"omni-loader: error: {args.directory}: {len(problems)} integrity problem(s): {' | '.join(problems)}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -477,4 +486,7 @@ def add_command(sub: Any) -> None:
     p = sub.add_parser("report", help="re-render report.md and plots from a saved results directory")
     p.add_argument("directory", metavar="DIR")
     p.add_argument("--quiet", action="store_true", help="do not print the report")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when the integrity checks find anything (torn or duplicated rows, rows off the plan, "
+                        "missing runs, a writer still running or dead)")
     p.set_defaults(func=cmd_report)

@@ -391,9 +391,13 @@ def _rich_results(out):
 
 
 @pytest.fixture(scope="module")
-def rich(tmp_path_factory):
-    out = _rich_results(tmp_path_factory.mktemp("rich") / "res")
-    return out, render_report(out)
+def rich_dir(tmp_path_factory):
+    return _rich_results(tmp_path_factory.mktemp("rich") / "res")
+
+
+@pytest.fixture(scope="module")
+def rich(rich_dir):
+    return rich_dir, render_report(rich_dir)
 
 
 def _section(text: str, heading: str) -> list[str]:
@@ -405,7 +409,7 @@ def test_report_intro_headline_and_verdicts(rich):
     lines = text.splitlines()
     assert lines[0] == "# Token2Wav loading: baseline vs optimized buffer discovery"
     assert ("This report measures both loader variants: 3 + 3 measured runs after 1 warm-up(s) per variant, "
-            "order alternate; status complete.") in lines[2]
+            "order alternate; status complete; integrity checks found nothing wrong.") in lines[2]
     head = lines[4:lines.index("## Environment")]
     assert head[0] == "- **Calls to state_dict()**: 51 → 0 (Removed 51 calls); deterministic count."
     assert head[1] == ("- **Buffer discovery**: 450.000 ms → 2.200 ms (447.800 ms faster, 99.51%); "
@@ -430,9 +434,11 @@ def test_report_intro_headline_and_verdicts(rich):
     assert "- Load parameters: optimized spread is high: IQR is 50% of the median" in spread
 
 
-def test_report_environment_table(rich):
-    _, text = rich
-    rows = _md_tables(text, "## Environment")
+def test_report_environment_table(rich_dir):
+    from omni_loader.report import environment_table
+    from omni_loader.results import read_metadata
+
+    rows = _md_tables("\n" + environment_table(read_metadata(rich_dir)), "\n")
     assert rows[0] == ["Item", "Value"]
     table = dict(rows[1:])
     assert table["Model"] == "Test model"
@@ -463,9 +469,10 @@ def test_environment_table_without_a_gpu_or_details():
     assert cuda["Repeats"].endswith(", a fresh interpreter per run (imports included)")  # schema 1: spawn
 
 
-def test_report_measurement_table_cells(rich):
-    out, text = rich
-    rows = _md_tables(text, "## Measurements")
+def test_report_measurement_table_cells(rich_dir):
+    from omni_loader.report import comparisons, measurement_table
+
+    rows = _md_tables("\n" + measurement_table(comparisons(read_runs(rich_dir))), "\n")
     assert rows[0] == ["Measurement", "Baseline median", "Optimized median", "Change", "Ratio", "Baseline min–max",
                        "Optimized min–max", "Mann-Whitney p", "95% CI of Δ median", "Verdict"]
     body = {r[0]: r for r in rows[1:]}
@@ -486,9 +493,12 @@ def test_report_measurement_table_cells(rich):
     assert body["Whole Token2Wav load"][1:3] == ["2450.000 ms", "2002.200 ms"]
 
 
-def test_report_memory_table(rich):
-    _, text = rich
-    rows = _md_tables(text, "## Memory")
+def test_report_memory_table(rich_dir):
+    from omni_loader.report import memory_table
+
+    table, verdict = memory_table(read_runs(rich_dir))
+    assert verdict == "Peak process RSS: unchanged (within noise)"
+    rows = _md_tables("\n" + table, "\n")
     assert rows == [["Memory", "Baseline median", "Baseline min–max", "Optimized median", "Optimized min–max",
                      "Verdict"],
                     ["Peak process RSS", "102 MiB", "100 MiB–104 MiB", "102 MiB", "101 MiB–103 MiB",
@@ -535,10 +545,10 @@ def test_report_plots_and_profiles_are_linked(rich, tmp_path):
     assert _section(render_report(copy), "## Profiles")[0].startswith("- baseline: ")
 
 
-def test_comparisons_order_and_labels(rich):
+def test_comparisons_order_and_labels(rich_dir):
     from omni_loader.report import comparisons, label, row_unit
 
-    out, _ = rich
+    out = rich_dir
     comps = comparisons(read_runs(out))
     phases = [c.phase for c in comps]
     assert phases[:4] == ["state_dict_calls", "buffer_discovery", "weight_loading", "startup_to_health"]
