@@ -157,3 +157,53 @@ def audit_markdown(rows: list[AuditRow], top: int | None = 10) -> str:
         lines.append(f"Not built ({len(failed)}): " + "; ".join(f"{r.arch} ({r.error[:80]})" for r in failed[:20])
                      + (" …" if len(failed) > 20 else ""))
     return "\n\n".join(lines) + "\n"
+
+
+def place_on_curve(rows: list[AuditRow], fit: Any):  # (rows, traversal.LogLogFit) -> pandas.DataFrame
+    """Each built model's baseline time against the synthetic B·N line of the traversal sweep.
+
+    ``measured_over_fit`` near 1 says the model's baseline cost is what its B·N predicts: the
+    B·N law of notebook 03 carries over to real architectures. Models with no buffers cost the
+    baseline nothing and have no place on a log axis; they are left out.
+    """
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        if r.error or not r.named_buffers:
+            continue
+        x = r.named_buffers * r.modules
+        predicted = float(fit.predict(x))
+        out.append({"arch": r.arch, "N": r.modules, "B": r.named_buffers, "x": x,
+                    "baseline_seconds": r.baseline_seconds, "predicted_seconds": predicted,
+                    "measured_over_fit": r.baseline_seconds / predicted,
+                    "inside_fitted_range": fit.x_min <= x <= fit.x_max})
+    return pd.DataFrame(out).sort_values("x") if out else pd.DataFrame(out)
+
+
+def plot_on_curve(placed, fit: Any, token2wav: tuple[int, int, float] | None = None):  # -> Figure
+    """The models of an audit on the synthetic B·N line: one labelled point per model, log-log."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    xs = np.geomspace(min(fit.x_min, placed["x"].min()), max(fit.x_max, placed["x"].max()), 50)
+    ax.plot(xs, fit.predict(xs) * 1e3, color="gray", lw=1.5,
+            label=f"synthetic trees: time ∝ (B·N)^{fit.slope:.2f}")
+    ax.scatter(placed["x"], placed["baseline_seconds"] * 1e3, color="#00798c", zorder=3, label="audited models")
+    for rec in placed.itertuples(index=False):
+        ax.annotate(rec.arch, (rec.x, rec.baseline_seconds * 1e3), xytext=(4, 3), textcoords="offset points",
+                    fontsize=8)
+    if token2wav:
+        n, b, seconds = token2wav
+        ax.plot([b * n], [seconds * 1e3], marker="*", ms=16, color="crimson", mec="black", ls="none",
+                label=f"Token2Wav (N={n:,}, B={b})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("B·N (named buffers × modules)")
+    ax.set_ylabel("baseline discovery, median (ms)")
+    ax.set_title("The state_dict()-per-buffer cost across architectures (meta device)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
