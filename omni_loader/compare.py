@@ -308,11 +308,17 @@ def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
         checks += [Check(e.label, "problem", "results", p) for p in e.problems]
         if e is anchor:
             continue
+        same_tree = (e.layout, e.dtype) == (anchor.layout, anchor.dtype)
         if e.model != anchor.model:
-            checks.append(Check(e.label, "mismatch", "model",
-                                f"model {e.model!r} is not {anchor.label}'s {anchor.model!r}: another model's "
-                                "times are not comparable"))
-        if (e.layout, e.dtype) != (anchor.layout, anchor.dtype):
+            if same_tree and e.digests and e.digests == anchor.digests:  # named otherwise, the same bytes
+                checks.append(Check(e.label, "note", "model",
+                                    f"model recorded as {e.model!r}, {anchor.label}'s as {anchor.model!r}, but both "
+                                    "loaded identical tensors (same digest): the same model"))
+            else:
+                checks.append(Check(e.label, "mismatch", "model",
+                                    f"model {e.model!r} is not {anchor.label}'s {anchor.model!r}: another model's "
+                                    "times are not comparable"))
+        if not same_tree:
             checks.append(Check(e.label, "note", "layout",
                                 f"layout {e.layout} / {e.dtype} against {anchor.label}'s {anchor.layout} / "
                                 f"{anchor.dtype}: another module tree or dtype loads other tensors, so digest and "

@@ -51,6 +51,11 @@ def _rewrite_runs(directory: Path, column: str, value: str) -> None:
         writer.writerows(rows)
 
 
+def _set_model(directory: Path, model: str) -> None:
+    meta = json.loads((directory / "metadata.json").read_text())
+    (directory / "metadata.json").write_text(json.dumps({**meta, "model": model}))
+
+
 def _samples(directory: Path, phase: str, variant: str) -> list[float]:
     frame = read_runs(directory)
     rows = frame[(~frame["warmup"]) & (frame["status"] == "ok") & (frame["phase"] == phase)
@@ -171,11 +176,17 @@ def test_packed_archive_compares_like_its_directory(runs, tmp_path, fmt, capsys)
 def test_digest_or_counts_that_differ_are_flagged(runs, tmp_path):
     other = _copy(runs["alt"], tmp_path / "other-checkpoint")
     _rewrite_runs(other, "digest", "f" * 64)
+    _set_model(other, "Qwen/Qwen2.5-Omni-7B Token2Wav")
     counts = _copy(runs["alt"], tmp_path / "other-counts")
     _rewrite_runs(counts, "persistent_buffers", "7")
-    result = compare_results([runs["alt"], other, counts])
-    assert [(c.kind, c.what) for c in result.checks_for("other-checkpoint")] == [("mismatch", "digest")]
+    renamed = _copy(runs["alt"], tmp_path / "renamed")  # reproduce records "(synthetic weights)"; run_benchmark not
+    _set_model(renamed, "Qwen/Qwen2.5-Omni-3B Token2Wav (synthetic weights)")
+    result = compare_results([runs["alt"], other, counts, renamed])
+    assert [(c.kind, c.what) for c in result.checks_for("other-checkpoint")] == [("mismatch", "model"),
+                                                                                 ("mismatch", "digest")]
     assert [(c.kind, c.what) for c in result.checks_for("other-counts")] == [("mismatch", "counts")]
+    assert [(c.kind, c.what) for c in result.checks_for("renamed")] == [("note", "model")]
+    assert not result.mismatched("renamed")  # named otherwise, but the same bytes
     assert "persistent buffers 7 / 7 here, 1 / 1 in alt" in result.checks_for("other-counts")[0].message
     text = render_markdown(result)
     assert "| other-checkpoint ✗ |" in text and "✗ MISMATCH (digest)" in text
@@ -185,11 +196,13 @@ def test_digest_or_counts_that_differ_are_flagged(runs, tmp_path):
     shown = list(csv.DictReader((tmp_path / "cmp" / "plots" / "compare_ratios.csv").open()))
     flagged = {(r["title"], float(r["x"])) for r in shown if r["kind"] == "point" and "check failed" in r["label"]}
     assert flagged == {(t, x) for t in ("Buffer discovery", "Token2Wav weight loading") for x in (1.0, 2.0)}
+    drawn = {(r["title"], float(r["x"])) for r in shown if r["kind"] == "point" and r["label"] == "ratio of medians"}
+    assert drawn == {(t, x) for t in ("Buffer discovery", "Token2Wav weight loading") for x in (0.0, 3.0)}
     assert tmp_path / "cmp" / "compare.md" in written
 
     against = compare_results([other], against=runs["alt"])
     (row,) = against.against_rows
-    assert row.verdict() == "not compared: digest differs (see the checks)"
+    assert row.verdict() == "not compared: model differs; digest differs (see the checks)"
 
 
 def test_unknown_schema_is_refused_in_one_line(runs, tmp_path, capsys):
