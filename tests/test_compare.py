@@ -311,3 +311,33 @@ def test_a_directorys_own_problems_are_shown(runs, tmp_path):
     assert result.entry("torn").runs == {"baseline": 3, "optimized": 3}
     text = render_markdown(result)
     assert "problem (results)" in text and f"- **torn**: problem in the directory (results): {problem.message}" in text
+
+
+def test_startup_to_health_column_when_a_directory_measured_it(runs, tmp_path):
+    """serve-ab rows (source server) in a reproduce directory add the PR's startup row, in seconds."""
+    from omni_loader.results import append_rows
+    from omni_loader.runner import plan_runs
+
+    startup = _copy(runs["alt"], tmp_path / "with-startup")
+    meta = json.loads((startup / "metadata.json").read_text())
+    plan = plan_runs(0, 3, "alternate", first_id=100, source="server")
+    meta["serve_ab"] = {"status": "complete", "plan": [{"run_id": r.run_id, "variant": r.variant, "warmup": r.warmup,
+                                                         "order": r.order} for r in plan]}
+    (startup / "metadata.json").write_text(json.dumps(meta))
+    seconds = {"baseline": [21.0, 22.0, 23.0], "optimized": [20.0, 20.5, 21.5]}
+    append_rows(startup, [{"run_id": r.run_id, "variant": r.variant, "warmup": False, "order": r.order,
+                           "phase": "startup_to_health", "parent": "", "seconds": seconds[r.variant][r.order - 1],
+                           "status": "ok", "error": "", "source": "server"} for r in plan])
+    result = compare_results([runs["alt"], startup])
+    assert result.pr_rows[-1] == "startup_to_health"
+    assert result.checks_for("with-startup") == []
+    c = result.entry("with-startup").comparison("startup_to_health")
+    assert (c.baseline.median, c.optimized.median) == (22.0, 20.5)
+    assert c.verdict() == "ranges overlap: no stable difference claimed"
+    text = render_markdown(result)
+    header = next(line for line in text.splitlines() if line.startswith("| Results |"))
+    assert header.endswith("| Token2Wav weight loading | Startup to /health | Checks |")
+    assert "105.738 s → 104.322 s; 1.01x; ranges overlapped" in text
+    assert "22.000 s [21.000–23.000] → 20.500 s [20.000–21.500]; 1.07x" in text
+    assert "| alt |" in text and text.split("| alt |")[1].split("\n")[0].rstrip().endswith(
+        "| not measured | reference for the checks |")
