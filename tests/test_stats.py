@@ -102,7 +102,7 @@ def test_summary_table_and_equivalence_use_measured_ok_rows_only():
         (4, "optimized", False, math.nan, "failed", ""),
     ]:
         rows.append(dict(run_id=run_id, variant=variant, warmup=warm, phase="total", seconds=secs, status=status,
-                         digest=digest, source="load"))
+                         digest=digest, source="load", weights_loaded=187, persistent_buffers=1))
     frame = _frame(rows)
     table = summary_table(frame).set_index("variant")
     assert table.loc["baseline", "median"] == 2.0 and table.loc["baseline", "n"] == 2
@@ -142,9 +142,10 @@ def test_memory_verdict_either_rule_is_enough():
     assert memory_verdict(Summary("baseline", "rss", ()), far) == "not measured"
 
 
-def _digest_frame(digests):
+def _digest_frame(digests, weights=None):
     return _frame([dict(run_id=i, variant=v, warmup=False, phase="total", seconds=1.0, status="ok", digest=d,
-                        source="load") for i, (v, d) in enumerate(digests)])
+                        source="load", weights_loaded=(weights or {}).get(v, 187), persistent_buffers=1)
+                   for i, (v, d) in enumerate(digests)])
 
 
 def test_equivalence_refuses_empty_digests():
@@ -158,8 +159,12 @@ def test_equivalence_refuses_empty_digests():
     assert only_one_variant["equivalent"] is False
     same = equivalence(_digest_frame([("baseline", "ab" * 32), ("optimized", "ab" * 32)]))
     assert same["equivalent"] is True and same["runs"] == 2
-    assert same["statement"] == f"equivalent: all 2 runs of both variants loaded identical tensors (SHA-256 {'ab' * 8}…)"
+    assert same["statement"].startswith(f"equivalent: all 2 runs of both variants loaded identical tensors "
+                                        f"(SHA-256 {'ab' * 8}…")
     assert same["digests"] == {"baseline": ["ab" * 32], "optimized": ["ab" * 32]}
+    # the same tensors, but one variant loaded fewer weights: another load, not an equivalent one
+    fewer = equivalence(_digest_frame([("baseline", "ab" * 32), ("optimized", "ab" * 32)], {"optimized": 186}))
+    assert fewer["equivalent"] is False and "weights loaded differ" in fewer["statement"]
 
 
 def test_summary_row_and_table_name_every_statistic():
