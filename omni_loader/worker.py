@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import types
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -167,7 +168,7 @@ def start_forkserver() -> None:
     server's start-up.
     """
     proc = forkserver_context().Process(target=_nothing, daemon=True)
-    proc.start()
+    _start_without_main(proc)
     proc.join()
     if proc.exitcode != 0:
         raise WorkerFailed(f"the fork server could not start a worker ({_how(proc.exitcode)})")
@@ -177,10 +178,26 @@ def _nothing() -> None:
     pass
 
 
+def _start_without_main(proc: Any) -> None:
+    """Start a forkserver child without making it import the caller's ``__main__``.
+
+    multiprocessing re-imports the parent's main script in every child so that functions defined
+    there can be found; ours live in omni_loader, so that import is never needed, and it would run a
+    user's unguarded script (one without ``if __name__ == "__main__"``) once per measured load, or
+    fail outright for code read from stdin. Hiding ``__main__`` while the child is launched skips it.
+    """
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        proc.start()
+    finally:
+        sys.modules["__main__"] = saved
+
+
 def _run_forked(request: LoadRequest, out: Path, timeout: float | None,
                 on_start: Callable[[int], None] | None = None) -> None:
     proc = forkserver_context().Process(target=_forked_main, args=(asdict(request), str(out)), daemon=True)
-    proc.start()
+    _start_without_main(proc)
     try:
         if on_start:
             on_start(proc.pid)

@@ -39,3 +39,20 @@ def test_forked_worker_error_is_one_line(tmp_path: Path) -> None:
 def test_unknown_worker_mode(tiny_snapshot: Path) -> None:
     with pytest.raises(Exception, match="--workers must be one of"):
         run_isolated(LoadRequest(str(tiny_snapshot), "optimized"), "thread")
+
+
+def test_forked_workers_do_not_rerun_the_callers_script(tiny_snapshot: Path, tmp_path: Path) -> None:
+    """A script without an ``if __name__ == "__main__"`` guard (here read from stdin, which has no file
+    to re-import) benchmarks normally: its workers never run it again."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "script-ran"
+    script = (f"from pathlib import Path\n"
+              f"with open({str(marker)!r}, 'a') as fh: fh.write('x')\n"
+              f"from omni_loader.worker import LoadRequest, run_isolated\n"
+              f"print(run_isolated(LoadRequest({str(tiny_snapshot)!r}, 'optimized'))['weights_loaded'])\n")
+    proc = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["187"]
+    assert marker.read_text() == "x"  # the script ran once: in the parent only
