@@ -209,10 +209,10 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     metadata = read_metadata(directory)
     found: list[tuple[str, str]] = []  # (short, long)
     path = directory / RUNS_FILE
-    records, numbers = _read_lines(path, found)
+    records, numbers, cut = _read_lines(path, found)
     frame = _frame(records)
     frame["_line"] = numbers
-    frame = _check_rows(frame, metadata, found)
+    frame = _check_rows(frame, metadata, found, cut)
     rejected = tuple(sorted(set(range(2, _count_records(path) + 2)) - set(frame["_line"])))
     frame = frame.drop(columns="_line")
     because = tuple(short for short, _ in found)
@@ -221,11 +221,12 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     missing = tuple(sorted(set(plan) - have))
     if missing:
         status = metadata.get("status")
-        why = f" (status {status}: continue with --resume --out {directory})" if status != "complete" else ""
+        why = f" (status {status}: continue with {resume_command(directory, metadata)})" if status != "complete" else ""
         found.append((f"{len(missing)} planned run(s) missing",
                       f"{len(missing)} of {len(plan)} planned runs have no usable rows: {_ids(missing)}{why}"))
     found += _writer_findings(directory, metadata)
-    notes = tuple(f"{r.get('rows')} row(s) set aside by --resume ({REJECTED_FILE})" for r in metadata.get("repairs", []))
+    repairs = [*metadata.get("repairs", []), *(metadata.get("serve_ab") or {}).get("repairs", [])]
+    notes = tuple(f"{r.get('rows')} row(s) set aside by --resume ({REJECTED_FILE})" for r in repairs)
     return ResultsCheck(directory, metadata, frame, [long for _, long in found], [short for short, _ in found],
                         missing, rejected, because, notes)
 
@@ -241,7 +242,13 @@ def _writer_findings(directory: Path, metadata: dict[str, Any]) -> list[tuple[st
                  f"{directory} is being written now by {describe_holder(holder)}: more runs are to come")]
     return [("its writer died",
              f"metadata.json says running, but no process is writing {directory}: its writer was killed or crashed; "
-             f"continue with --resume --out {directory}")]
+             f"continue with {resume_command(directory, metadata)}")]
+
+
+def resume_command(directory: str | os.PathLike[str], metadata: dict[str, Any]) -> str:
+    """The command that continues ``directory``: its spec comes from metadata.json, so nothing else is needed."""
+    command = "serve-ab" if metadata.get("kind") == "serve-ab" else "reproduce"
+    return f"omni-loader {command} --resume --out {directory}"
 
 
 # --------------------------------------------------------------------------- one writer
@@ -278,7 +285,10 @@ def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
                            "directory: wait for it to finish, or choose another --out") from None
     from .metadata import command_line, now_iso
 
-    record = {"pid": os.getpid(), "host": socket.gethostname(), "command": command_line(), "since": now_iso()}
+    command = command_line()
+    if command.split(" ", 1)[0] in ("__main__.py", "-c"):  # python -m omni_loader
+        command = "omni-loader" + command[len(command.split(" ", 1)[0]):]
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "command": command, "since": now_iso()}
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(record).encode(), 0)
     _HELD[key] = [fd, 1]
@@ -366,13 +376,14 @@ def _ids(ids: Iterable[int], most: int = 12) -> str:
     return text + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
 
-def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str]], list[int]]:
-    """runs.csv's records whose shape is right (header first), reporting the others."""
+def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str]], list[int], set[int]]:
+    """runs.csv's records whose shape is right (header first), their line numbers, and the run ids of
+    the records cut short (a crash mid-write: those runs lack rows), reporting the bad records."""
     if not path.exists():
-        return [list(RUN_COLUMNS)], []
+        return [list(RUN_COLUMNS)], [], set()
     text = path.read_bytes().decode("utf-8", errors="replace")
     if not text:
-        return [list(RUN_COLUMNS)], []
+        return [list(RUN_COLUMNS)], [], set()
     records = list(csv.reader(io.StringIO(text, newline="")))
     header = records[0]
     missing = [c for c in RUN_COLUMNS[: RUN_COLUMNS.index("minor_faults")] if c not in header]
@@ -387,7 +398,10 @@ def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str
     torn = [] if text.endswith("\n") else [len(records)]  # a crash cut the last line short
     newer, malformed = [], []
     good, numbers = [header], []
+    cut: set[int] = set()
     for number, record in enumerate(records[1:], start=2):
+        if (number in torn or len(record) < len(header)) and len(record) > 1 and record[0].isdigit():
+            cut.add(int(record[0]))  # its run id was written whole: that run's rows are incomplete
         if number in torn:
             continue
         if not record:
@@ -402,7 +416,7 @@ def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str
     if torn:
         found.append((f"{len(torn)} torn row ignored",
                       f"the last line of {path.name} (line {torn[0]}) is torn, cut short by a crash or a full "
-                      "disk: ignored; --resume repeats its run"))
+                      "disk: ignored"))
     if newer:
         found.append((f"{len(newer)} row(s) of a newer schema ignored",
                       f"{len(newer)} row(s) of {path.name} have more fields than its header (lines {_ids(newer)}): "
@@ -411,7 +425,7 @@ def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str
         found.append((f"{len(malformed)} malformed row(s) ignored",
                       f"{len(malformed)} row(s) of {path.name} have too few fields (lines {_ids(malformed)}): "
                       "ignored"))
-    return good, numbers
+    return good, numbers, cut
 
 
 def _frame(records: list[list[str]]):  # -> pandas.DataFrame
@@ -421,7 +435,7 @@ def _frame(records: list[list[str]]):  # -> pandas.DataFrame
     return _typed(buffer, RUNS_FILE)[list(RUN_COLUMNS)]
 
 
-def _check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]]):
+def _check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]], cut: set[int] = frozenset()):
     """Rows with bad values, duplicates, rows off the plan, incomplete runs: left out and reported."""
     import pandas as pd
 
@@ -465,15 +479,18 @@ def _check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]]):
             frame = frame[~off]
 
     # A run's rows are written together; an ok run with fewer phases than its peers lost some (a crash).
-    incomplete: list[int] = []
-    ok = frame[frame["status"] == "ok"]
-    for source, rows in ok.groupby("source"):
+    # A run whose last row was cut short is incomplete, and so is a loader run without a phase its peers
+    # have (every load of a variant records the same phases; a server's log figures may come and go).
+    incomplete = sorted(set(frame["run_id"]) & set(cut))
+    ok = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"]) & ~frame["run_id"].isin(incomplete)]
+    for _, rows in ok.groupby(["source", "variant"]):
         phases = rows.groupby("run_id")["phase"].agg(frozenset)
-        full = phases.value_counts().idxmax()
-        incomplete += [int(r) for r, p in phases.items() if p < full]
+        full = frozenset().union(*phases)
+        incomplete += [int(r) for r, p in phases.items() if p != full]
+    incomplete = sorted(incomplete)
     if incomplete:
         found.append((f"{len(incomplete)} incomplete run(s) ignored",
-                      f"{len(incomplete)} run(s) lack phase rows their peers have (run ids {_ids(incomplete)}): "
-                      "cut short by a crash; ignored, --resume repeats them"))
+                      f"{len(incomplete)} run(s) lost phase rows, cut short by a crash (run ids {_ids(incomplete)}): "
+                      "ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(incomplete)]
     return frame.reset_index(drop=True)

@@ -34,6 +34,7 @@ from .results import (
     check_results,
     read_metadata,
     read_runs,
+    resume_command,
     set_aside_rejected,
     write_metadata,
     writer_lock,
@@ -391,7 +392,12 @@ def _reproduce_locked(spec: BenchmarkSpec, snapshot: Snapshot, out: str | os.Pat
 
         profile_variants(snapshot, ("baseline", "optimized"), ("cprofile", "py-spy", "torch"), out / "profiles",
                          layout=layout, device=device)
-    if with_startup and read_metadata(out).get("serve_ab", {}).get("status") != "complete":
+    startup = read_metadata(out).get("serve_ab")
+    if with_startup and startup and startup.get("status") != "complete":
+        from .serve_ab import resume_serve_ab
+
+        resume_serve_ab(out)  # its saved commands (and ports): the missing startup runs only
+    elif with_startup and not startup:
         from .server import serve_ab, stage_server_commands
 
         base_cmd, opt_cmd, url = stage_server_commands(str(snapshot.root), layout=layout, device=device)
@@ -507,7 +513,7 @@ def cmd_reproduce(args: Any) -> int:
             n = frame[frame["source"].isin(["load", "aa"])]["run_id"].nunique()
         except ResultsError:
             n = 0
-        print(f"interrupted: {n} run(s) saved in {out}; continue with: omni-loader reproduce --resume --out {out}")
+        print(f"interrupted: {n} run(s) saved in {out}; continue with: {resume_command(out, {})}")
         return 130
     report = out / REPORT_FILE
     print(report.read_text())

@@ -456,6 +456,80 @@ def _prepare_out(out: Path) -> tuple[dict[str, Any] | None, int]:
     return None, 0
 
 
+# serve-ab's spec keys (metadata.json) and the options that set them, to name a conflict on --resume.
+SPEC_OPTIONS = {"baseline_cmd": "--baseline-cmd", "optimized_cmd": "--optimized-cmd", "health_url": "--health-url",
+                "warmup": "--warmup", "runs": "--runs", "order": "--order", "timeout_s": "--timeout",
+                "grace_s": "--grace", "poll_interval_s": "--poll-interval", "port_wait_s": "--port-wait",
+                "patterns": "--log-pattern"}
+
+
+def saved_serve_ab(out: str | os.PathLike[str]) -> dict[str, Any]:
+    """The serve-ab record of a results directory (its own, or the one under a reproduce's ``serve_ab``)."""
+    from .results import read_metadata
+
+    metadata = read_metadata(out)
+    record = metadata if metadata.get("kind") == "serve-ab" else metadata.get("serve_ab")
+    if not isinstance(record, dict) or not isinstance(record.get("spec"), dict):
+        raise ResultsError(f"--resume: {out} holds no serve-ab benchmark to continue")
+    return record
+
+
+def serve_ab_conflicts(saved: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
+    """One phrase per spec key of ``given`` that differs from ``saved``: ``--runs 6 (saved: 5)``."""
+    def shown(value: Any) -> str:
+        if isinstance(value, dict):
+            return ",".join(f"{k}={v}" for k, v in value.items()) or "none"
+        return str(value)
+
+    return [f"{SPEC_OPTIONS.get(k, k)} {shown(v)} (saved: {shown(saved.get(k))})"
+            for k, v in given.items() if v != saved.get(k)]
+
+
+def resume_serve_ab(out: str | os.PathLike[str], progress: Progress = True) -> Path:
+    """Continue an interrupted serve-ab benchmark with the spec saved in ``out``: the missing runs only."""
+    spec = saved_serve_ab(out)["spec"]
+    return serve_ab(spec["baseline_cmd"], spec["optimized_cmd"], spec["health_url"], out, warmup=spec["warmup"],
+                    runs=spec["runs"], timeout=spec["timeout_s"], patterns=spec["patterns"], progress=progress,
+                    order=spec["order"], grace=spec["grace_s"], poll_interval=spec["poll_interval_s"],
+                    port_wait=spec["port_wait_s"], resume=True)
+
+
+def _resume_host(out: Path) -> dict[str, Any] | None:
+    """The reproduce record that holds this serve-ab one (None when serve-ab owns the directory)."""
+    from .results import read_metadata
+
+    record = read_metadata(out)
+    record.pop("schema_version", None)
+    return None if record.get("kind") == "serve-ab" else {k: v for k, v in record.items() if k != "serve_ab"}
+
+
+def _resume_record(out: Path, record: dict[str, Any], saved: dict[str, Any],
+                   counts: dict[str, int]) -> tuple[dict[str, Any], set[int]]:
+    """The saved record, continued: spec and plan checked, untrusted rows set aside, finished runs counted."""
+    from .metadata import now_iso
+    from .results import REJECTED_FILE, check_results, set_aside_rejected
+
+    keys = [k for k in SPEC_OPTIONS if k in saved["spec"]]
+    conflicts = serve_ab_conflicts(saved["spec"], {k: record["spec"][k] for k in keys})
+    if not conflicts and saved.get("plan") != record["plan"]:
+        conflicts = ["the run plan"]
+    if conflicts:
+        raise ResultsError(f"--resume: {out} holds a serve-ab benchmark made with another spec: {', '.join(conflicts)}")
+    check = check_results(out)
+    moved = set_aside_rejected(check)
+    continued = {**saved, "status": "running"}
+    continued.setdefault("resumed_at", []).append(now_iso())
+    if moved:
+        continued.setdefault("repairs", []).append(
+            {"at": now_iso(), "rows": moved, "file": REJECTED_FILE, "why": list(check.rejected_because)})
+    ids = {int(r["run_id"]) for r in saved.get("plan", [])}
+    mine = check.frame[(check.frame["source"] == SOURCE) & (check.frame["phase"] == PHASE)
+                       & check.frame["run_id"].isin(ids)]
+    for status in mine["status"]:
+        counts[status if status in counts else "failed"] += 1
+    return continued, set(mine["run_id"].astype(int))
+
+
 def serve_ab(
     baseline_cmd: Command,
     optimized_cmd: Command,
@@ -473,6 +547,7 @@ def serve_ab(
     port_wait: float = 10.0,
     device: str = "auto",
     model: str | None = None,
+    resume: bool = False,
 ) -> Path:
     """Run the A/B start-up benchmark and return the results directory (``out``).
 
@@ -482,7 +557,23 @@ def serve_ab(
     with run_ids after its runs and this benchmark's record is stored under its ``"serve_ab"`` key.
     Log figures keep their names; their rows have source ``server``, which keeps them apart from
     the loader's own phases of the same name.
+
+    ``resume`` continues the serve-ab benchmark saved in ``out`` (same spec, or a one-line refusal
+    naming what differs): rows the integrity check rejects are set aside, missing runs are run.
+    The directory's writer lock is held throughout.
     """
+    from .results import writer_lock
+
+    with writer_lock(out):
+        return _serve_ab(baseline_cmd, optimized_cmd, health_url, out, warmup, runs, timeout, patterns, progress,
+                         order=order, grace=grace, poll_interval=poll_interval, port_wait=port_wait, device=device,
+                         model=model, resume=resume)
+
+
+def _serve_ab(baseline_cmd: Command, optimized_cmd: Command, health_url: str, out: str | os.PathLike[str],
+              warmup: int, runs: int, timeout: float, patterns: Mapping[str, str | re.Pattern[str]] | None,
+              progress: Progress, *, order: str, grace: float, poll_interval: float, port_wait: float, device: str,
+              model: str | None, resume: bool) -> Path:
     from .metadata import command_line, environment, now_iso
     from .results import append_rows, write_metadata
 
@@ -495,7 +586,12 @@ def serve_ab(
     pattern_src = dict(DEFAULT_PATTERNS if patterns is None else patterns)
     compiled = compile_patterns(pattern_src)
     out = Path(out)
-    host_record, first_id = _prepare_out(out)
+    if resume:
+        saved = saved_serve_ab(out)
+        host_record = _resume_host(out)
+        first_id = min(int(r["run_id"]) for r in saved["plan"]) if saved.get("plan") else 0
+    else:
+        host_record, first_id = _prepare_out(out)
     plan = plan_runs(warmup, runs, order, first_id=first_id)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -537,12 +633,15 @@ def serve_ab(
             write_metadata(out, {**host_record, "serve_ab": record})
 
     counts = {"ok": 0, "failed": 0}
+    done: set[int] = set()
+    if resume:
+        record, done = _resume_record(out, record, saved, counts)
     save("running", counts)
     say(f"{len(plan)} runs ({warmup} warm-up of each, then {runs} of each, {order}); health {health_url}; "
         f"logs in {logs}")
     status = "interrupted"
     try:
-        for run in plan:
+        for run in (r for r in plan if r.run_id not in done):
             outcome = run_one(run, argvs[run.variant], health_url, host, port, logs, timeout=timeout, grace=grace,
                               poll_interval=poll_interval, port_wait=port_wait, patterns=compiled)
             append_rows(out, outcome_rows(outcome))
@@ -579,9 +678,10 @@ def summarize(out: str | os.PathLike[str]) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--baseline-cmd", required=True, metavar="CMD", help="server command of the baseline (no shell)")
-    p.add_argument("--optimized-cmd", required=True, metavar="CMD", help="server command of the optimized version")
-    p.add_argument("--health-url", required=True, metavar="URL", help="e.g. http://127.0.0.1:8091/health")
+    p.add_argument("--baseline-cmd", metavar="CMD", help="server command of the baseline (no shell; required "
+                   "unless --resume)")
+    p.add_argument("--optimized-cmd", metavar="CMD", help="server command of the optimized version (idem)")
+    p.add_argument("--health-url", metavar="URL", help="e.g. http://127.0.0.1:8091/health (idem)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up runs of each variant first (default 1)")
     p.add_argument("--runs", type=int, default=5, help="measured runs of each variant (default 5)")
     p.add_argument("--order", choices=ORDERS, default="alternate", help="measured-run order (default alternate)")
@@ -600,9 +700,45 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="device described in the environment record (default auto: the GPU torch sees, else the CPU)")
     p.add_argument("--model", metavar="NAME", help="what the servers serve, recorded in metadata.json")
     p.add_argument("--out", required=True, metavar="DIR", help="results directory (runs.csv, metadata.json, logs/)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the interrupted serve-ab benchmark in --out with its saved spec (options given "
+                        "must agree with it)")
+
+
+# serve-ab's options (argparse dest) -> its spec keys in metadata.json.
+SPEC_DESTS = {"baseline_cmd": "baseline_cmd", "optimized_cmd": "optimized_cmd", "health_url": "health_url",
+              "warmup": "warmup", "runs": "runs", "order": "order", "timeout": "timeout_s", "grace": "grace_s",
+              "poll_interval": "poll_interval_s", "port_wait": "port_wait_s"}
+
+
+def check_resume_args(args: argparse.Namespace) -> None:
+    """serve-ab --resume: the options typed must agree with the saved spec (the rest are taken from it)."""
+    from .cli import given_options
+
+    saved = saved_serve_ab(args.out)["spec"]
+    given = given_options(args)
+    values = {key: getattr(args, dest) for dest, key in SPEC_DESTS.items() if dest in given}
+    for key in ("baseline_cmd", "optimized_cmd"):
+        if key in values:
+            values[key] = shlex.join(split_command(values[key], SPEC_OPTIONS[key]))
+    if given & {"log_pattern", "no_default_patterns"}:
+        values["patterns"] = parse_pattern_args(args.log_pattern, defaults=not args.no_default_patterns)
+    conflicts = serve_ab_conflicts(saved, values)
+    if conflicts:
+        raise ResultsError(f"--resume --out {args.out}: options that contradict the saved serve-ab benchmark: "
+                           f"{', '.join(conflicts)}; drop them (the spec comes from metadata.json) or choose another "
+                           "--out")
 
 
 def run_cli(args: argparse.Namespace) -> int:
+    if args.resume:
+        check_resume_args(args)
+    else:
+        missing = [f"--{d.replace('_', '-')}" for d in ("baseline_cmd", "optimized_cmd", "health_url")
+                   if not getattr(args, d)]
+        if missing:
+            raise OmniLoaderError(f"serve-ab needs {', '.join(missing)} (or --resume --out DIR to continue a saved "
+                                  "benchmark)")
     patterns = parse_pattern_args(args.log_pattern, defaults=not args.no_default_patterns)
 
     def on_term(signum: int, _frame: Any) -> None:
@@ -610,10 +746,16 @@ def run_cli(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
-        out = serve_ab(args.baseline_cmd, args.optimized_cmd, args.health_url, args.out, warmup=args.warmup,
-                       runs=args.runs, timeout=args.timeout, patterns=patterns, progress=True, order=args.order,
-                       grace=args.grace, poll_interval=args.poll_interval, port_wait=args.port_wait,
-                       device=args.device, model=args.model)
+        if args.resume:
+            out = resume_serve_ab(args.out, progress=True)
+        else:
+            out = serve_ab(args.baseline_cmd, args.optimized_cmd, args.health_url, args.out, warmup=args.warmup,
+                           runs=args.runs, timeout=args.timeout, patterns=patterns, progress=True, order=args.order,
+                           grace=args.grace, poll_interval=args.poll_interval, port_wait=args.port_wait,
+                           device=args.device, model=args.model)
+    except KeyboardInterrupt:
+        print(f"interrupted: continue with: omni-loader serve-ab --resume --out {args.out}", file=sys.stderr)
+        return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(f"serve-ab: wrote {Path(out) / 'runs.csv'} and {Path(out) / 'metadata.json'}")

@@ -99,3 +99,146 @@ def test_text_columns_keep_empty_cells_and_na_like_words(tmp_path):
     frame = read_runs(tmp_path)
     assert frame["digest"].iloc[0] == "" and frame["error"].iloc[0] == "NA" and frame["variant"].iloc[0] == "None"
     assert frame["warmup"].iloc[0] is False or frame["warmup"].iloc[0] == False  # noqa: E712
+
+
+# --------------------------------------------------------------------------- integrity (check_results)
+
+
+def _plan(n: int) -> list[dict]:
+    return [{"run_id": i, "variant": ("baseline", "optimized")[i % 2], "warmup": False, "order": i // 2 + 1,
+             "source": "load"} for i in range(n)]
+
+
+def _run_rows(run_id: int, phases=("total", "construct")) -> list[dict]:
+    plan = _plan(run_id + 1)[run_id]
+    return [_row(run_id, variant=plan["variant"], order=plan["order"], phase=p, parent="" if p == "total" else "total")
+            for p in phases]
+
+
+def _results(tmp_path, n: int = 4, status: str = "complete"):
+    write_metadata(tmp_path, {"kind": "reproduce", "plan": _plan(n), "status": status})
+    append_rows(tmp_path, [row for i in range(n) for row in _run_rows(i)])
+    return tmp_path
+
+
+def test_check_results_of_a_clean_directory(tmp_path):
+    from omni_loader.results import check_results
+
+    check = check_results(_results(tmp_path))
+    assert check.ok and check.problems == [] and check.summary == "" and check.rejected_lines == ()
+    assert check.directory == tmp_path and check.metadata["kind"] == "reproduce"
+    assert list(check.frame.columns) == list(RUN_COLUMNS) and len(check.frame) == 8
+    assert check.frame.equals(read_runs(tmp_path))
+
+
+def test_check_results_leaves_out_a_duplicated_run_and_a_torn_last_line(tmp_path):
+    from omni_loader.results import check_results
+
+    out = _results(tmp_path)
+    append_rows(out, _run_rows(2))  # run 2 again: two writers
+    with (out / RUNS_FILE).open("a") as fh:
+        fh.write("2,baseline,False,2,tot")  # the second writer's crash mid-line
+    check = check_results(out)
+    assert not check.ok
+    assert check.summary == "1 torn row ignored; 1 duplicated run(s) ignored; 1 planned run(s) missing"
+    assert "line 12" in check.problems[0] and "run ids 2" in check.problems[1] and "all 4 of their rows" in check.problems[1]
+    assert sorted(set(check.frame["run_id"])) == [0, 1, 3] and len(check.frame) == 6
+    assert check.missing_runs == (2,) and check.rejected_lines == (6, 7, 10, 11, 12)
+
+
+def test_check_results_rows_off_the_plan_newer_schema_and_incomplete_runs(tmp_path):
+    from omni_loader.results import check_results
+
+    out = _results(tmp_path, n=4)
+    append_rows(out, [_row(9, phase="total")])  # a run id the plan does not have
+    append_rows(out, [_row(3, phase="extra", variant="baseline")])  # run 3 is planned as optimized
+    with (out / RUNS_FILE).open("a") as fh:
+        fh.write(",".join(["5"] * (len(RUN_COLUMNS) + 2)) + "\r\n")  # more fields than the header
+    lines = (out / RUNS_FILE).read_text().splitlines(keepends=True)
+    (out / RUNS_FILE).write_text("".join(line for line in lines  # run 1 loses its construct row
+                                         if not (line.startswith("1,") and ",construct," in line)))
+    check = check_results(out)
+    assert "1 row(s) of a newer schema ignored" in check.findings
+    assert "2 row(s) off the plan ignored" in check.findings
+    assert "1 incomplete run(s) ignored" in check.findings and "run ids 1" in " ".join(check.problems)
+    assert sorted(set(check.frame["run_id"])) == [0, 2, 3] and len(check.frame) == 6
+    assert check.missing_runs == (1,)
+
+
+def test_check_results_says_an_interrupted_directory_can_be_resumed(tmp_path):
+    from omni_loader.results import check_results
+
+    out = _results(tmp_path, n=2)
+    write_metadata(out, {"kind": "reproduce", "plan": _plan(4), "status": "interrupted"})
+    check = check_results(out)
+    assert check.problems == [f"2 of 4 planned runs have no usable rows: 2, 3 (status interrupted: continue with "
+                              f"omni-loader reproduce --resume --out {out})"]
+    write_metadata(out, {"kind": "reproduce", "plan": _plan(4), "status": "running"})  # nobody holds the lock
+    assert check_results(out).findings[-1] == "its writer died"
+
+
+def test_check_results_refuses_what_it_cannot_read(tmp_path):
+    from omni_loader.results import check_results
+
+    with pytest.raises(ResultsError, match="no metadata.json"):
+        check_results(tmp_path)
+    (tmp_path / METADATA_FILE).write_text('{"schema_version": 3}')
+    with pytest.raises(ResultsError, match="schema_version 3.*upgrade omni-loader"):
+        check_results(tmp_path)
+
+
+def test_writer_lock_refuses_a_second_writer_and_names_the_holder(tmp_path):
+    import fcntl
+    import os
+
+    from omni_loader.results import LOCK_FILE, lock_holder, writer_lock
+
+    with writer_lock(tmp_path), writer_lock(tmp_path):  # re-entrant in one process
+        holder = lock_holder(tmp_path)
+        assert holder["pid"] == os.getpid() and holder["alive"] is True
+    assert lock_holder(tmp_path) is None  # released: the record is emptied
+    fd = os.open(tmp_path / LOCK_FILE, os.O_RDWR)  # another open file: as another process would hold it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, json.dumps({"pid": 1, "host": "elsewhere", "command": "omni-loader reproduce",
+                                 "since": "then"}).encode())
+        with pytest.raises(ResultsError) as err, writer_lock(tmp_path):
+            pass
+        assert str(err.value).startswith(f"{tmp_path} is being written by process 1 on elsewhere "
+                                         "(omni-loader reproduce, since then); one writer per results directory")
+    finally:
+        os.close(fd)
+    with writer_lock(tmp_path):  # the OS dropped the lock with the descriptor
+        pass
+
+
+def test_set_aside_moves_rejected_rows_and_keeps_the_rest(tmp_path):
+    from omni_loader.results import REJECTED_FILE, check_results, set_aside_rejected
+
+    out = _results(tmp_path)
+    append_rows(out, _run_rows(1))
+    with (out / RUNS_FILE).open("a") as fh:
+        fh.write("1,optimized")
+    before = check_results(out)
+    assert set_aside_rejected(before) == 5
+    after = check_results(out)
+    assert after.rejected_lines == () and after.frame.equals(before.frame)
+    assert (out / REJECTED_FILE).read_text().splitlines()[0] == ",".join(RUN_COLUMNS)
+    assert len((out / REJECTED_FILE).read_text().splitlines()) == 6
+    append_rows(out, _run_rows(1))  # the run again: now once
+    assert check_results(out).ok
+
+
+def test_a_run_whose_last_row_was_cut_short_is_left_out_whole(tmp_path):
+    from omni_loader.results import check_results, set_aside_rejected
+
+    out = _results(tmp_path, n=4)
+    rows = (out / RUNS_FILE).read_bytes().decode()
+    (out / RUNS_FILE).write_bytes((rows[: rows.rindex("\r\n3,") + 2] + "3,optimized,False,2,con").encode())  # torn
+    check = check_results(out)
+    assert check.findings == ["1 torn row ignored", "1 incomplete run(s) ignored", "1 planned run(s) missing"]
+    assert sorted(set(check.frame["run_id"])) == [0, 1, 2] and check.rejected_lines == (8, 9)
+    append_rows(out, _run_rows(3))  # a writer that did not set the torn line aside first: the line stays apart
+    check = check_results(out)
+    assert check.findings == ["1 malformed row(s) ignored", "1 duplicated run(s) ignored", "1 planned run(s) missing"]
+    assert set_aside_rejected(check) == 4 and check_results(out).missing_runs == (3,)

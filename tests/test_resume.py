@@ -1,0 +1,265 @@
+"""Results you can trust after anything (issue 10): interrupt, resume, a second writer, damaged files.
+
+Each test drives the real ``omni-loader`` in subprocesses on the tiny model, as a user would.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from omni_loader.results import METADATA_FILE, REJECTED_FILE, RUNS_FILE, check_results, lock_holder, read_metadata
+from omni_loader.runner import BenchmarkSpec, run_benchmark
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def omni(*args: str | os.PathLike[str], env: dict[str, str] | None = None,
+         timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "omni_loader", *map(str, args)], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, check=False, env={**os.environ, **(env or {})})
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("omni-loader: error: "), stderr
+    return lines[0]
+
+
+def saved_run_ids(out: Path) -> set[str]:
+    try:
+        with (out / RUNS_FILE).open(newline="") as fh:
+            return {row["run_id"] for row in csv.DictReader(fh)}
+    except (OSError, csv.Error, KeyError):
+        return set()
+
+
+def totals_per_run(out: Path) -> dict[int, int]:
+    """run_id -> number of `total` rows (a run recorded twice has two)."""
+    counts: dict[int, int] = {}
+    with (out / RUNS_FILE).open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["phase"] in ("total", "startup_to_health"):
+                counts[int(row["run_id"])] = counts.get(int(row["run_id"]), 0) + 1
+    return counts
+
+
+def opening(out: Path) -> str:
+    return (out / "report.md").read_text().splitlines()[2]
+
+
+def small_benchmark(snapshot: Path, out: Path, **spec) -> Path:
+    """A finished benchmark made in this process (fast): 0 warm-ups, 1 run each unless told."""
+    fields = {"warmup": 0, "runs": 1, "workers": "in-process", **spec}
+    return run_benchmark(BenchmarkSpec(checkpoint=str(snapshot), **fields), out, progress=False)
+
+
+# --------------------------------------------------------------------------- interrupt, then --resume --out DIR
+
+
+@pytest.mark.slow
+def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path):
+    out = tmp_path / "res"
+    options = ["--size", "tiny", "--warmup", "1", "--runs", "3", "--order", "abba", "--aa", "--reference-copy"]
+    proc = subprocess.Popen([sys.executable, "-m", "omni_loader", "reproduce", *options, "--out", str(out)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None and len(saved_run_ids(out)) < 3:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the benchmark ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    hint = stdout.strip().splitlines()[-1]
+    assert hint.startswith("interrupted: ") and hint.endswith(f"continue with: omni-loader reproduce --resume --out {out}")
+    meta = read_metadata(out)
+    assert meta["status"] == "interrupted" and len(meta["plan"]) == 2 * (1 + 3) * 2  # A/B then A/A
+    assert 3 <= len(saved_run_ids(out)) < len(meta["plan"])
+
+    resumed = omni("reproduce", "--resume", "--out", out)  # exactly what the hint says
+    assert resumed.returncode == 0, resumed.stderr
+    assert totals_per_run(out) == {i: 1 for i in range(16)}  # every planned run, once
+    check = check_results(out)
+    assert check.ok, check.problems
+    assert BenchmarkSpec.from_metadata(check.metadata).runs == 3 and check.metadata["spec"]["aa"] is True
+    assert ("3 + 3 measured runs after 1 warm-up(s) per variant, order abba; status complete; integrity checks "
+            "found nothing wrong.") in opening(out)
+    assert set(check.frame[check.frame["source"] == "aa"]["variant"]) == {"aa-1", "aa-2"}
+    assert "reference_copy" in set(check.frame["phase"])
+    strict = omni("report", out, "--quiet", "--strict")
+    assert strict.returncode == 0, strict.stderr
+
+
+def test_resume_refuses_contradicting_options_by_name_and_accepts_agreeing_ones(tiny_snapshot, tmp_path):
+    out = small_benchmark(tiny_snapshot, tmp_path / "res", order="abba")
+    before = {name: (out / name).read_bytes() for name in (RUNS_FILE, METADATA_FILE)}
+
+    refused = omni("reproduce", "--resume", "--out", out, "--runs", "2", "--order", "alternate", "--in-process")
+    assert refused.returncode == 2
+    line = one_error_line(refused.stderr)
+    assert "--runs 2 (saved: 1)" in line and "--order alternate (saved: abba)" in line
+    assert "--workers" not in line  # --in-process agrees with the saved spec
+    assert refused.stdout == ""  # refused before anything else
+    assert {name: (out / name).read_bytes() for name in before} == before  # nothing touched
+
+    other = omni("reproduce", "--resume", "--out", out, "--size", "full")
+    assert other.returncode == 2 and f"--size full (saved: {tiny_snapshot})" in one_error_line(other.stderr)
+
+    agreed = omni("reproduce", "--resume", "--out", out, "--runs", "1", "--warmup", "0", "--order", "abba",
+                  "--checkpoint", tiny_snapshot, "--workers", "in-process")
+    assert agreed.returncode == 0, agreed.stderr
+    assert (out / RUNS_FILE).read_bytes() == before[RUNS_FILE]  # nothing was missing: nothing ran
+    assert read_metadata(out)["resumed_at"]
+
+
+# --------------------------------------------------------------------------- one writer
+
+
+@pytest.mark.slow
+def test_a_second_writer_is_refused_while_the_first_finishes_unharmed(tmp_path):
+    out = tmp_path / "res"
+    first = subprocess.Popen([sys.executable, "-m", "omni_loader", "reproduce", "--size", "tiny", "--warmup", "0",
+                              "--runs", "2", "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and first.poll() is None and not (
+                (out / METADATA_FILE).is_file() and (lock_holder(out) or {}).get("pid") == first.pid):
+            time.sleep(0.02)
+        assert first.poll() is None, first.communicate()
+        os.kill(first.pid, signal.SIGSTOP)  # the first writer holds the lock for as long as this test needs
+        try:
+            for second in (omni("reproduce", "--resume", "--out", out),
+                           omni("reproduce", "--size", "tiny", "--runs", "2", "--out", out)):
+                assert second.returncode == 2
+                line = one_error_line(second.stderr)
+                assert line.startswith(f"omni-loader: error: {out} is being written by process {first.pid} on ")
+                assert "one writer per results directory" in line
+            reader = omni("report", out, "--quiet", "--strict")  # readers take no lock
+            assert reader.returncode == 1 and "still being written" in opening(out)
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
+        _, stderr = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, stderr
+    assert totals_per_run(out) == {i: 1 for i in range(4)}
+    check = check_results(out)
+    assert check.ok, check.problems
+    assert lock_holder(out) is None  # released
+    assert "2 + 2 measured runs" in opening(out)
+
+
+# --------------------------------------------------------------------------- damaged files
+
+
+def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repaired(tiny_snapshot, tmp_path):
+    out = small_benchmark(tiny_snapshot, tmp_path / "res", runs=2)  # runs 0-3: B O B O
+    lines = (out / RUNS_FILE).read_text().splitlines(keepends=True)
+    run_1 = [line for line in lines if line.startswith("1,")]
+    with (out / RUNS_FILE).open("a", newline="") as fh:
+        fh.write("".join(run_1))  # run 1 a second time, as two writers left it
+        fh.write(run_1[0][:40])  # and once more, cut short by a crash
+
+    report = omni("report", out, "--quiet", "--strict")
+    assert report.returncode == 1
+    line = one_error_line(report.stderr)
+    assert "is torn" in line and "run ids 1" in line
+    assert ("2 + 1 measured runs after 0 warm-up(s) per variant, order alternate; status complete; 1 torn row "
+            "ignored; 1 duplicated run(s) ignored; 1 planned run(s) missing.") in opening(out)
+    check = check_results(out)
+    assert sorted(set(check.frame["run_id"])) == [0, 2, 3] and check.missing_runs == (1,)
+    assert len(check.frame) == len(lines) - 1 - len(run_1)
+
+    resumed = omni("reproduce", "--resume", "--out", out)  # sets the bad rows aside, runs run 1 again
+    assert resumed.returncode == 0, resumed.stderr
+    assert totals_per_run(out) == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert len((out / REJECTED_FILE).read_text().splitlines()) == 1 + 2 * len(run_1) + 1
+    assert omni("report", out, "--quiet", "--strict").returncode == 0
+    assert f"2 + 2 measured runs after 0 warm-up(s) per variant, order alternate; status complete; " \
+           f"{2 * len(run_1) + 1} row(s) set aside by --resume (runs.rejected.csv)." in opening(out)
+
+
+def test_a_garbage_speaker_dictionary_is_one_line_and_exit_2(tiny_snapshot, tmp_path):
+    snap = Path(shutil.copytree(tiny_snapshot, tmp_path / "snap"))
+    (snap / "spk_dict.pt").write_bytes(bytes(range(256)) * 4)
+    proc = omni("load", "--checkpoint", snap, "--device", "cpu")
+    assert proc.returncode == 2 and proc.stdout == ""
+    line = one_error_line(proc.stderr)
+    assert line.startswith(f"omni-loader: error: cannot read speaker dictionary {snap / 'spk_dict.pt'} (")
+    assert "restore spk_dict.pt" in line and "weights_only" not in line
+    debug = omni("load", "--checkpoint", snap, "--device", "cpu", env={"OMNI_LOADER_DEBUG": "1"})
+    assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr
+    assert debug.stderr.strip().splitlines()[-1] == line
+    flag = omni("load", "--checkpoint", snap, "--device", "cpu", "--debug")
+    assert flag.returncode == 2 and flag.stderr.count("Traceback") == 1
+
+
+def test_a_damaged_metadata_file_is_one_line(tmp_path):
+    (tmp_path / METADATA_FILE).write_text('{"schema_version": 2, "kind": ')
+    proc = omni("report", tmp_path)
+    assert proc.returncode == 2
+    assert f"{tmp_path / METADATA_FILE} is not valid JSON" in one_error_line(proc.stderr)
+
+
+# --------------------------------------------------------------------------- serve-ab --resume
+
+HEALTHY = r"""
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+print("Buffer discovery took 1.5 ms", flush=True)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path):
+    port = _free_port()
+    cmd = shlex.join([sys.executable, "-c", HEALTHY, str(port)])
+    out = tmp_path / "ab"
+    made = omni("serve-ab", "--baseline-cmd", cmd, "--optimized-cmd", cmd, "--health-url",
+                f"http://127.0.0.1:{port}/health", "--warmup", "0", "--runs", "2", "--grace", "1", "--out", out)
+    assert made.returncode == 0, made.stderr
+    # As a crash would leave it: runs 2 and 3 lost, run 1's last row torn, status still running.
+    lines = (out / RUNS_FILE).read_text().splitlines(keepends=True)
+    kept = [line for line in lines if not line.startswith(("2,", "3,"))]
+    (out / RUNS_FILE).write_text("".join(kept[:-1]) + kept[-1][:30])
+    meta = json.loads((out / METADATA_FILE).read_text())
+    (out / METADATA_FILE).write_text(json.dumps({**meta, "status": "running"}))
+    assert not check_results(out).ok
+
+    refused = omni("serve-ab", "--resume", "--out", out, "--runs", "3", "--health-url",
+                   f"http://127.0.0.1:{port}/health")
+    assert refused.returncode == 2
+    line = one_error_line(refused.stderr)
+    assert "--runs 3 (saved: 2)" in line and "--health-url" not in line
+
+    resumed = omni("serve-ab", "--resume", "--out", out)
+    assert resumed.returncode == 0, resumed.stderr
+    assert totals_per_run(out) == {0: 1, 1: 1, 2: 1, 3: 1}
+    check = check_results(out)
+    assert check.ok, check.problems
+    assert check.metadata["status"] == "complete" and check.metadata["runs_ok"] == 4
+    run_1 = len([line for line in kept if line.startswith("1,")])  # run 1 lost its last row: set aside whole
+    assert check.notes == (f"{run_1} row(s) set aside by --resume (runs.rejected.csv)",)
