@@ -230,10 +230,45 @@ def plot_ratios(comps: list[Comparison], reference: dict[str, Any], directory: P
     return _save(fig, directory, "ratios_vs_pr")
 
 
+DRIFT_PHASES = ("total", "weight_loading")
+
+
+def plot_drift(frame, directory: Path) -> list[Path]:
+    """A phase's seconds against run order (warm-ups hollow): a drift over the benchmark shows as a slope.
+
+    Run order is the plan's (run_id); the per-run wall-clock stamps (run_started) order them the same.
+    """
+    if frame.empty or "source" not in frame:
+        return []
+    rows = frame[(frame["source"] == "load") & (frame["status"] == "ok") & frame["phase"].isin(DRIFT_PHASES)]
+    phases = [p for p in DRIFT_PHASES if (rows["phase"] == p).any()]
+    if not phases:
+        return []
+    fig, axes = plt.subplots(1, len(phases), figsize=(5.5 * len(phases), 3.4), squeeze=False)
+    for ax, phase in zip(axes.flat, phases):
+        of_phase = rows[rows["phase"] == phase]
+        scale, unit = _unit(list(of_phase["seconds"]))
+        for variant, runs in of_phase.groupby("variant", sort=False):
+            runs = runs.sort_values("run_id")
+            color = COLORS.get(str(variant))
+            ax.plot(runs["run_id"], runs["seconds"] * scale, color=color, alpha=0.35, lw=1, label="_line")
+            for warm, part in runs.groupby("warmup"):
+                ax.scatter(part["run_id"], part["seconds"] * scale, s=24, zorder=3, color=color,
+                           facecolors="none" if warm else color,
+                           label=f"{variant} warm-up" if warm else f"{variant}")
+        ax.set_title(f"{phase}: seconds against run order", fontsize=10)
+        ax.set_xlabel("run (plan order; warm-ups hollow)")
+        ax.set_ylabel(f"time ({unit})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, directory, "drift")
+
+
 def write_plots(directory: str | Path, frame, comps: list[Comparison], reference: dict[str, Any]) -> list[Path]:
     """All plots of one results directory, under ``plots/``."""
     out = Path(directory) / "plots"
     if measured(frame).empty:
         return []
     return [*plot_phase_runs(frame, comps, out), *plot_where_time_goes(frame, out),
-            *plot_ratios(comps, reference, out)]
+            *plot_ratios(comps, reference, out), *plot_drift(frame, out)]

@@ -258,10 +258,20 @@ def plotted(tmp_path_factory):
 
 def test_each_plot_has_its_data_file_beside_it(plotted):
     names = sorted(p.name for p in (plotted / "plots").iterdir())
-    assert names == sorted(f"{stem}.{ext}" for stem in ("phases", "ratios_vs_pr", "where_time_goes")
+    assert names == sorted(f"{stem}.{ext}" for stem in ("phases", "ratios_vs_pr", "where_time_goes", "drift")
                            for ext in ("png", "svg", "csv"))
     text = (plotted / "report.md").read_text()
     assert "![phases](plots/phases.png)" in text and "![ratios_vs_pr](plots/ratios_vs_pr.png)" in text
+
+
+def test_drift_plot_shows_each_runs_seconds_at_its_place_in_the_run_order(plotted):
+    frame = read_runs(plotted)
+    rows = [r for r in _figure_rows(plotted / "plots" / "drift.csv") if r["kind"] == "point"]
+    for panel, phase in enumerate(("total", "weight_loading")):
+        want = frame[frame["phase"] == phase]
+        drawn = sorted((float(r["x"]), round(float(r["y"]), 6)) for r in rows if r["panel"] == str(panel))
+        assert drawn == sorted((float(i), round(s * 1e3, 6)) for i, s in zip(want["run_id"], want["seconds"]))
+        assert {r["label"] for r in rows if r["panel"] == str(panel)} == {"baseline", "optimized"}
 
 
 def test_phase_plot_shows_every_run_and_the_medians(plotted):
@@ -535,7 +545,7 @@ def test_report_plots_and_profiles_are_linked(rich, tmp_path):
 
     out, text = rich
     assert _section(text, "## Plots") == ["![phases](plots/phases.png)", "![where_time_goes](plots/where_time_goes.png)",
-                                          "![ratios_vs_pr](plots/ratios_vs_pr.png)"]
+                                          "![ratios_vs_pr](plots/ratios_vs_pr.png)", "![drift](plots/drift.png)"]
     assert "## Profiles" not in text
     copy = Path(shutil.copytree(out, tmp_path / "copy"))
     (copy / "profiles" / "baseline").mkdir(parents=True)
