@@ -7,7 +7,7 @@ The public API, by module (imported lazily, so ``import omni_loader`` stays chea
 - checkpoint: ``resolve_snapshot``, ``open_snapshot``, ``find_in_hub_cache``, ``synthesize``, ``iter_token2wav_weights``
 - loader:     ``load_token2wav``, ``LoadResult``
 - runner:     ``reproduce``, ``run_benchmark``, ``BenchmarkSpec``, ``plan_runs``
-- results:    ``read_runs``, ``read_metadata``
+- results:    ``check_results`` (runs.csv checked: untrusted rows left out and named), ``read_runs``, ``read_metadata``
 - report:     ``write_report``, ``render_report``
 """
 
@@ -37,6 +37,7 @@ _API = {
     "run_benchmark": "runner",
     "BenchmarkSpec": "runner",
     "plan_runs": "runner",
+    "check_results": "results",
     "read_runs": "results",
     "read_metadata": "results",
     "write_report": "report",

@@ -120,7 +120,11 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 def read_runs(directory: str | os.PathLike[str]):  # -> pandas.DataFrame
-    """runs.csv as a DataFrame with typed columns (empty frame with the columns when absent)."""
+    """runs.csv as it is on disk, as a DataFrame with typed columns (empty frame with the columns when absent).
+
+    Nothing is checked: to read results, use :func:`check_results` (its ``frame`` leaves out torn,
+    duplicated and off-plan rows, and it says what it left out).
+    """
     import pandas as pd
 
     path = Path(directory) / RUNS_FILE

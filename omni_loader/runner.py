@@ -33,7 +33,6 @@ from .results import (
     append_rows,
     check_results,
     read_metadata,
-    read_runs,
     resume_command,
     set_aside_rejected,
     write_metadata,
@@ -528,7 +527,7 @@ def equivalent(out: Path) -> bool:
     from .report import planned_arms
     from .stats import equivalence
 
-    equiv = equivalence(read_runs(out), planned_arms(read_metadata(out)))
+    equiv = equivalence(check_results(out).frame, planned_arms(read_metadata(out)))
     if not equiv["equivalent"]:
         print(f"omni-loader: error: {out}: {equiv['statement']}", file=sys.stderr)
     return bool(equiv["equivalent"])

@@ -659,9 +659,9 @@ def _serve_ab(baseline_cmd: Command, optimized_cmd: Command, health_url: str, ou
 
 def summarize(out: str | os.PathLike[str]) -> list[str]:
     """Median, min, max and n per variant for each server phase of ``out`` (measured, ok runs)."""
-    from .results import read_runs
+    from .results import check_results
 
-    frame = read_runs(out)
+    frame = check_results(out).frame  # rows that cannot be trusted are left out
     frame = frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]
     lines = []
     phases = [PHASE] + sorted(p for p in set(frame["phase"]) if p != PHASE)
