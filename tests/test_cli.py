@@ -129,8 +129,6 @@ def test_load_readable(capsys: pytest.CaptureFixture[str], tiny_snapshot: Path, 
         assert unit == "ms"
         float(seconds)
         assert faults.replace(",", "").isdigit()
-    minor = {r["name"]: r["minor_faults"] for r in data["phase_records"]}
-    assert minor["construct"] > minor["buffer_discovery"]  # construction writes the parameters (upstream)
     assert "state_dict() calls: 51" in lines
     assert "weights loaded:     187" in lines
     assert f"persistent buffers: {INV_FREQ}" in lines
