@@ -398,6 +398,14 @@ def test_phase_seconds_are_the_clock_difference(tiny_snapshot: Path, monkeypatch
     for p in result.phases:
         assert p.seconds == 1 + 2 * nested(p.name), p.name
     assert result.phase_seconds()["total"] == 2 * len(result.phases) - 1
+    # the phases, in the order they end, each under its parent
+    assert [(p.name, p.parent) for p in result.phases] == [
+        ("construct", "total"), ("read_checkpoint", "total"), ("speaker_conditioning", "total"),
+        ("buffer_discovery", "weight_loading"), ("split_buffers", "weight_loading"),
+        ("load_parameters", "weight_loading"), ("load_buffers", "weight_loading"), ("load_spk_dict", "weight_loading"),
+        ("weight_loading", "total"), ("post_load", "total"), ("total", None)]
+    assert (result.variant, result.layout, result.construct) == ("baseline", "vllm-omni", "upstream")
+    assert result.persistent_buffers == [INV_FREQ] and result.state_dict_calls == 51
 
 
 def _ancestors(name: str, parents: dict) -> list[str]:
@@ -450,3 +458,104 @@ def test_reference_copy_holds_the_same_tensors_in_both_layouts(tiny_snapshot: Pa
         assert [p.name for p in result.phases][-1] == "reference_copy"
         assert result.phases[-1].parent is None  # outside the load's total
         assert result.digest == loads["optimized", layout][1].digest  # the same values, copied once more
+
+
+def _rewrite_tensor(root: Path, key: str, tensor: torch.Tensor) -> Path:
+    """Replace one checkpoint tensor in its shard; returns the shard."""
+    index = json.loads((root / "model.safetensors.index.json").read_text())
+    shard = root / index["weight_map"][key]
+    tensors = safetensors.torch.load_file(str(shard))
+    tensors[key] = tensor
+    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    return shard
+
+
+@pytest.mark.parametrize("name, part", [("code2wav_bigvgan_model.conv_post.weight", "model"),
+                                        ("code2wav_dit_model.transformer_blocks.0.attn.to_v.weight", "model shard"),
+                                        (INV_FREQ, "model")])
+def test_shape_mismatch_names_key_shard_and_both_shapes(tiny_snapshot: Path, tmp_path: Path, name: str,
+                                                        part: str) -> None:
+    """A parameter, one q/k/v part of a fused parameter, a persistent buffer: each refused with both shapes."""
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
+    key = PREFIX + name
+    model, _ = load_token2wav(open_snapshot(copy), "optimized", device="meta", digest=False)
+    target = dict(model.named_parameters()).get(name.replace(".to_v.", ".qkv_proj."))
+    expected = tuple(target.shape) if target is not None else tuple(model.code2wav_dit_model.rotary_embed.inv_freq.shape)
+    if part == "model shard":
+        expected = (expected[0] // 3, *expected[1:])
+    shard = _rewrite_tensor(copy, key, torch.zeros(7))
+    with pytest.raises(CheckpointError) as err:
+        load_token2wav(open_snapshot(copy), "optimized")
+    assert str(err.value) == f"shape mismatch for {key} in {shard}: checkpoint (7,), {part} {expected}"
+
+
+def test_missing_first_fused_part_names_it(tiny_snapshot: Path, tmp_path: Path) -> None:
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
+    key = PREFIX + "code2wav_dit_model.transformer_blocks.1.attn.to_q.weight"
+    index_path = copy / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    shard = copy / index["weight_map"].pop(key)
+    index_path.write_text(json.dumps(index))
+    tensors = safetensors.torch.load_file(str(shard))
+    del tensors[key]
+    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError) as err:
+        load_token2wav(open_snapshot(copy), "baseline")
+    assert str(err.value) == (f"checkpoint is missing key {key} "
+                              "(needed by parameter code2wav_dit_model.transformer_blocks.1.attn.qkv_proj.weight)")
+
+
+def test_a_skipped_buffer_early_in_the_checkpoint_does_not_end_the_load(tiny_snapshot: Path, tmp_path: Path,
+                                                                        loads: dict) -> None:
+    """The transformers layout has no persistent inv_freq: its checkpoint entry is skipped, and every entry after
+    it still loads (here inv_freq is moved to the front of the first shard)."""
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
+    index_path = copy / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    key = PREFIX + INV_FREQ
+    first = sorted(set(index["weight_map"].values()))[0]
+    old = copy / index["weight_map"][key]
+    moved = safetensors.torch.load_file(str(old))
+    inv = moved.pop(key)
+    safetensors.torch.save_file(moved, str(old), metadata={"format": "pt"})
+    front = safetensors.torch.load_file(str(copy / first))
+    safetensors.torch.save_file({key: inv, **front}, str(copy / first), metadata={"format": "pt"})
+    index["weight_map"] = {key: first, **{k: v for k, v in index["weight_map"].items() if k != key}}
+    index_path.write_text(json.dumps(index))
+    _, result = load_token2wav(open_snapshot(copy), "optimized", layout="transformers")
+    assert result.digest == loads["optimized", "transformers"][1].digest
+
+
+class _NotATensor:
+    pass
+
+
+def test_speaker_dictionary_is_read_as_weights_only_onto_the_device(tiny_snapshot: Path, tmp_path: Path) -> None:
+    from omni_loader.loader import load_speaker_dict
+
+    snap = open_snapshot(tiny_snapshot)
+    on_meta = load_speaker_dict(snap, torch.device("meta"))
+    assert {t.device.type for entry in on_meta.values() for t in entry.values() if isinstance(t, torch.Tensor)} == {"meta"}
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
+    torch.save({"Ethan": {"cond": _NotATensor()}}, copy / "spk_dict.pt")  # a pickle that is not just tensors
+    with pytest.raises(CheckpointError) as err:
+        load_speaker_dict(open_snapshot(copy), torch.device("cpu"))
+    message = str(err.value)
+    assert message.startswith(f"cannot read speaker dictionary {copy / 'spk_dict.pt'} (")
+    assert message.endswith("): the file is damaged or not a torch dictionary; restore spk_dict.pt from the model "
+                            "snapshot")
+    reason = message[len(f"cannot read speaker dictionary {copy / 'spk_dict.pt'} ("):message.index("): the file")]
+    assert "\n" not in message and 20 < len(reason) <= 160  # the library's reason, on one line, cut at 160
+    assert reason != "None"
+
+
+def test_bad_dtype_lists_the_choices(tiny_snapshot: Path) -> None:
+    with pytest.raises(OmniLoaderError) as err:
+        load_token2wav(open_snapshot(tiny_snapshot), dtype="float64")
+    assert str(err.value) == "--dtype 'float64' is not one of float32, bfloat16, float16"
+
+
+def test_a_gpu_variant_on_the_cpu_is_refused(tiny_snapshot: Path) -> None:
+    with pytest.raises(OmniLoaderError) as err:
+        load_token2wav(open_snapshot(tiny_snapshot), "pinned", device="cpu")
+    assert str(err.value) == "variant pinned needs a GPU (--device cuda); this load is on cpu"
