@@ -26,8 +26,11 @@ mutation: $(STAMP)  ## mutation testing of the core modules (long; not in CI): m
 		|| exit $$?; \
 	$(BIN)/python tests/mutation_score.py --seconds $$(( $$(date +%s) - start )) $(MODULES)
 
+# JupyterLab with the project's Jupyter configuration (jupyter-config/: no news pop-up), serving the
+# repository root so that the notebooks' links into results/ resolve; it opens on notebooks/.
 lab: $(STAMP)  ## open the notebooks in JupyterLab
-	$(BIN)/jupyter lab notebooks/
+	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter-config $(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) \
+		--LabApp.default_url=/lab/tree/notebooks
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,4 +40,4 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) results mutants
+	rm -rf $(VENV) results mutants notebooks/results
