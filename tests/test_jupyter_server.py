@@ -163,3 +163,17 @@ def test_server_stops_without_orphans(server_run: ServerRun) -> None:
     assert not server_run.group_alive_after_stop, "a process of the server's group outlived it"
     assert not server_run.port_open_after_stop, "the port still accepts connections after the stop"
     print(f"jupyter server answered after {server_run.startup_s:.1f} s, exited with {server_run.returncode}")
+
+
+def test_project_jupyter_config_turns_off_the_news_popup(tmp_path: Path) -> None:
+    """``make lab`` (and the browser test) put ``jupyter-config/`` on JUPYTER_CONFIG_PATH: JupyterLab's
+    page config then disables the announcements plugin, whose "get notified about official Jupyter
+    news?" question would otherwise greet every new user, and the news feed is off."""
+    env = dict(os.environ, JUPYTER_CONFIG_PATH=str(REPO / "jupyter-config"), JUPYTER_CONFIG_DIR=str(tmp_path))
+    code = ("import json; from jupyterlab_server.config import get_static_page_config; "
+            "print(json.dumps(get_static_page_config()))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    disabled = json.loads(out).get("disabledExtensions", {})
+    assert disabled.get("@jupyterlab/apputils-extension:announcements") is True
+    server_config = json.loads((REPO / "jupyter-config" / "jupyter_server_config.json").read_text())
+    assert server_config["LabApp"]["news_url"] is None
