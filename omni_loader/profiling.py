@@ -794,9 +794,31 @@ def _bottleneck_sentence(vp: VariantProfile) -> str:
     c = largest_cost(vp)
     label = "Next bottleneck of the optimized load" if vp.variant == "optimized" else f"Largest cost of the {vp.variant} load"
     text = f"**{label}:** phase `{c['phase']}`, {_pct(c['phase_share'])} of the load ({c['phase_seconds'] * 1e3:,.1f} ms)"
+    faults = _fault_clause(vp, c["phase"], c["phase_seconds"])
+    if faults["dominant"]:
+        return text + "; " + faults["text"] + "."
     if "function" in c:
         text += f"; inside it the most own time goes to `{c['function']}` (about {_pct(c['function_share'])} of the load)"
-    return text + "."
+    return text + (f"; {faults['text']}" if faults["text"] else "") + "."
+
+
+def _fault_clause(vp: VariantProfile, phase: str, seconds: float) -> dict[str, Any]:
+    """Page faults of ``phase`` in the reference load, priced at this machine's measured cost of a
+    first touch: when they account for half the phase or more, they, not the phase's functions, are
+    its cost (cProfile attributes the kernel's time to whichever function touched the page)."""
+    from .residency import fault_share, first_touch_seconds
+
+    record = next((r for r in vp.reference.get("phase_records", []) if r.get("name") == phase), {})
+    minor = int(record.get("minor_faults") or 0)
+    if not minor or seconds <= 0:
+        return {"dominant": False, "text": ""}
+    per_fault = first_touch_seconds()
+    share = fault_share(minor, seconds, per_fault)
+    text = (f"it took {minor:,} minor page faults (first touches of fresh memory), about {_pct(share)} of the phase "
+            f"at {per_fault * 1e6:.2f} µs each as measured on this machine")
+    if share >= 0.5:
+        text = f"the phase is dominated by page faults: {text}, so the copies are not what costs"
+    return {"dominant": share >= 0.5, "text": text}
 
 
 def _largest_phases(shares: pd.DataFrame, cover: float = 0.8, most: int = 3) -> list[str]:

@@ -70,3 +70,24 @@ def backing_file(tensor: torch.Tensor) -> str | None:
     except OSError:
         return None
     return None
+
+
+def first_touch_seconds(nbytes: int = 64 << 20) -> float:
+    """What one minor page fault costs on this machine now: the first write of ``nbytes`` of fresh
+    memory minus a second write of the same pages, per page. 64 MiB is above glibc's largest mmap
+    threshold, so the block is always fresh address space."""
+    import time
+
+    block = torch.empty(nbytes, dtype=torch.uint8)
+    start = time.perf_counter()
+    block.fill_(1)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    block.fill_(2)
+    second = time.perf_counter() - start
+    return max(first - second, 0.0) / (nbytes // page_size())
+
+
+def fault_share(minor_faults: int, seconds: float, per_fault: float) -> float:
+    """The share of a phase's time its minor page faults account for, at ``per_fault`` seconds each."""
+    return min(1.0, minor_faults * per_fault / seconds) if seconds > 0 else 0.0

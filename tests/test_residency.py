@@ -1,0 +1,44 @@
+"""Where first touches land: resident pages, file-backed tensors, and what a page fault costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from omni_loader.profiling import VariantProfile, _bottleneck_sentence
+from omni_loader.residency import backing_file, fault_share, first_touch_seconds, resident_fraction
+
+
+def test_resident_fraction_follows_the_first_write() -> None:
+    block = torch.empty(64 << 20, dtype=torch.uint8)  # fresh pages: above glibc's mmap threshold
+    assert resident_fraction(block) < 0.05
+    block[: 32 << 20].fill_(1)
+    assert 0.45 < resident_fraction(block) < 0.55
+    block.fill_(1)
+    assert resident_fraction(block) == 1.0
+    assert backing_file(block) is None  # anonymous memory
+    assert resident_fraction(torch.empty(0)) is None
+
+
+def test_a_first_touch_costs_something_and_shares_are_bounded() -> None:
+    assert first_touch_seconds() > 0
+    assert fault_share(1000, 1.0, 1e-6) == 0.001
+    assert fault_share(10**6, 0.5, 1e-6) == 1.0  # never more than the whole phase
+    assert fault_share(10, 0.0, 1e-6) == 0.0
+
+
+def _profile(minor_faults: int, seconds: float) -> VariantProfile:
+    phases = {"total": seconds * 1.25, "construct": seconds / 4, "load_parameters": seconds}
+    records = [{"name": n, "seconds": s, "minor_faults": minor_faults if n == "load_parameters" else 0}
+               for n, s in phases.items()]
+    return VariantProfile("optimized", Path("."), reference={"phases": phases, "phase_records": records})
+
+
+def test_profile_names_page_faults_when_they_dominate_a_phase() -> None:
+    per_fault = first_touch_seconds()
+    dominated = _bottleneck_sentence(_profile(minor_faults=int(3 / per_fault), seconds=1.0))  # 6x margin for noise
+    assert "`load_parameters`" in dominated and "dominated by page faults" in dominated
+    light = _bottleneck_sentence(_profile(minor_faults=int(0.01 / per_fault), seconds=1.0))
+    assert "dominated" not in light and "minor page faults" in light
+    assert "page faults" not in _bottleneck_sentence(_profile(minor_faults=0, seconds=1.0))
