@@ -383,6 +383,8 @@ def plot_waveform(wave: Waveform):  # -> Figure
     import numpy as np
     from matplotlib.figure import Figure
 
+    from .formatting import short_duration
+
     fig = Figure(figsize=(10, 2.6), layout="constrained")
     ax = fig.subplots()
     t = np.arange(len(wave.audio)) / wave.sample_rate
@@ -390,7 +392,7 @@ def plot_waveform(wave: Waveform):  # -> Figure
     ax.set_xlabel("time (s)")
     ax.set_ylabel("amplitude")
     ax.set_xlim(0, max(wave.duration, 1 / wave.sample_rate))
-    ax.set_title(f"Token2Wav output: {wave.duration:,.2f} s at {wave.sample_rate:,} Hz"
+    ax.set_title(f"Token2Wav output: {short_duration(wave.duration)} at {wave.sample_rate:,} Hz"
                  + (" (random weights: noise)" if wave.random_weights else ""))
     ax.legend(loc="upper right")
     ax.grid(True, alpha=0.3)

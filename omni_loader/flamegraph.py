@@ -224,7 +224,7 @@ _SCRIPT = """
   function zoom(target) {
     var x0 = +target.getAttribute("data-x"), w0 = +target.getAttribute("data-w"), d0 = +target.getAttribute("data-d");
     frames.forEach(function (g) {
-      var x = +g.getAttribute("data-x"), w = +g.getAttribute("data-w"), d = +g.getAttribute("data-d"), e = 1e-9;
+      var x = +g.getAttribute("data-x"), w = +g.getAttribute("data-w"), d = +g.getAttribute("data-d"), e = Math.pow(10, -9);
       if (d >= d0 && x >= x0 - e && x + w <= x0 + w0 + e) { place(g, (x - x0) / w0, w / w0); }
       else if (d < d0 && x <= x0 + e && x + w >= x0 + w0 - e) { place(g, 0, 1); }
       else { g.style.display = "none"; }

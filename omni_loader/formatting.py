@@ -167,18 +167,27 @@ def _general(x: Any) -> str:
     return str(x)
 
 
-_BREAK_AFTER = re.compile(r"([./:(_,])")
+# after a separator, and after an underscore between two letters or digits (not inside __init__)
+_BREAK_AFTER = re.compile(r"([./:(,]|(?<=[A-Za-z0-9])_(?=[A-Za-z0-9]))")
+_BREAK_AFTER_UNDERSCORE = re.compile(r"((?<=[A-Za-z0-9])_(?=[A-Za-z0-9]))")
 
 
 def wrap_text(value: Any) -> str:
     """HTML for a text cell: escaped, with a break opportunity (``<wbr>``) after each ``.`` ``/``
-    ``:`` ``(`` ``_`` ``,``, so a qualified module path or ``file:line(function)`` wraps at its
+    ``:`` ``(`` ``,`` and word-joining ``_``, so a qualified module path or ``file:line(function)`` wraps at its
     parts instead of being cut, or forcing the table wider than the page. Copying the text copies
     no invisible characters."""
     from html import escape
 
     text = _plain_value(value) if not isinstance(value, (int, float)) or isinstance(value, bool) else _general(value)
     return _BREAK_AFTER.sub(r"\1<wbr>", escape(text, quote=False))
+
+
+def _header_text(value: Any) -> str:
+    """A column or index label: escaped, breakable after ``_`` only (``persistent_<wbr>by_<wbr>set``)."""
+    from html import escape
+
+    return _BREAK_AFTER_UNDERSCORE.sub(r"\1<wbr>", escape(str(value), quote=False))
 
 
 def table(
@@ -231,7 +240,7 @@ def table(
     text = [c for c in frame.columns if c not in numeric]
     for c in frame.columns:
         formats.setdefault(c, _general if c in numeric else wrap_text)
-    styler = frame.style.format(formats).format_index(wrap_text, axis="columns")
+    styler = frame.style.format(formats).format_index(_header_text, axis="columns")
     if not index and isinstance(frame.index, pd.RangeIndex):
         styler = styler.hide(axis="index")
     else:

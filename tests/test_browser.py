@@ -15,6 +15,7 @@ What is checked, each as a person would notice it:
   without running it, its outputs are trusted and its audio player has its sound; the same copy
   changed after signing is not (Lab's sanitizer drops the player's ``data:`` source and the tables'
   styles), which shows the check means something;
+* the kit's progress bar is an ipywidgets bar in a kernel Lab started;
 * notebook 04, run through the Lab UI (Run ▸ Run All Cells) on tiny settings, ends with no error or
   stderr output, an audio player, a plot image and no table wider than its output area; a
   screenshot is saved under ``results/browser-test/``;
@@ -171,6 +172,13 @@ def _tab(page, name: str, current: bool = False):
     return page.locator(css).filter(has=page.locator(".lm-TabBar-tabLabel", has_text=re.compile(f"^{re.escape(name)}$")))
 
 
+def _run_all(page) -> None:
+    """Run ▸ Run All Cells, with the notebook focused (the menu acts on the focused document)."""
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell .jp-InputArea-prompt").first.click()
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+
 def _settles_unmodified(page, within_ms: int = 20_000) -> bool:
     """Whether the current tab ends up without the "modified" mark. When the kernel's language info
     arrives Lab sets the notebook's metadata and marks it modified for a moment; it clears the mark
@@ -262,6 +270,43 @@ def test_an_executed_copy_is_trusted_and_shows_its_audio_and_plots(page, lab, tm
     assert shown["unsigned"]["trusted"] == 0 and shown["unsigned"]["playable"] == 0
 
 
+def test_progress_bars_are_widgets_in_lab(page, lab) -> None:
+    """In a kernel JupyterLab started, the kit's progress bar is an ipywidgets bar (no text redraws,
+    no "IProgress not found" warning)."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from omni_loader import notebooks
+
+    path = notebooks.results_root() / "browser-test" / "progress.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nb = new_notebook(cells=[new_code_cell(
+        "from omni_loader.progress import progress_bar, progress_mode\n"
+        "print(progress_mode())\n"
+        "with progress_bar(total=5, desc='synth tiny', unit='tensor') as bar:\n"
+        "    for _ in range(5):\n"
+        "        bar.update(1)")])
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    nbformat.write(nb, path)
+    try:
+        rel = path.relative_to(REPO)
+    except ValueError:
+        pytest.skip(f"{path} is outside the server root {REPO} ($OMNI_LOADER_RESULTS points elsewhere)")
+    _open(page, lab, rel.as_posix())
+    _run_all(page)
+    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    panel.locator(".jp-CodeCell .jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).first.wait_for(state="attached")
+    page.wait_for_function("""() => {
+        const p = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+        return p.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") && p.innerText.includes('100%');
+    }""", polling=500)
+    shown = _outputs(page)
+    texts = panel.locator(".jp-OutputArea-output").all_inner_texts()
+    assert not shown["stderr"], shown["stderr"]
+    assert [t.strip() for t in texts][:1] == ["widget"], texts
+    assert panel.locator(".jp-OutputArea-output .widget-hprogress").count() == 1, texts
+
+
 def test_notebook_04_runs_in_lab_on_tiny_settings(page, lab) -> None:
     from omni_loader import notebooks
 
@@ -276,8 +321,7 @@ def test_notebook_04_runs_in_lab_on_tiny_settings(page, lab) -> None:
     page.keyboard.press("Enter")  # edit it
     page.keyboard.insert_text(f"{TINY}; out_dir = {str(notebooks.results_root() / 'browser-test' / 'notebook04')!r}")
     page.keyboard.press("Escape")
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_text("Run All Cells", exact=True).click()
+    _run_all(page)
     # Done when the kernel is idle and every code cell has an execution count, or a cell failed
     # (Run All stops there, and the error output says why).
     page.wait_for_function("""() => {

@@ -1,14 +1,19 @@
 """Every notebook in notebooks/ is stored clean and runs top to bottom in a real kernel.
 
 Notebooks are found by globbing, so a new one is tested as soon as it is added. Each is executed
-with papermill (kernel ``python3`` of this environment, working directory ``notebooks/``, as
-JupyterLab would use) into a temporary file, with small settings injected: an override applies
-only when the notebook's ``parameters`` cell declares that name (read with papermill's
-``inspect_notebook``).
+the way the kit executes notebooks (``omni_loader.notebooks.execute``: papermill, kernel ``python3``
+of this environment, working directory ``notebooks/`` as in JupyterLab, the copy signed) into a
+temporary file, with small settings injected: an override applies only when the notebook's
+``parameters`` cell declares that name (read with papermill's ``inspect_notebook``).
+
+What a person reading the executed copy would object to is checked on every notebook: an error, any
+stderr output (warnings, a progress bar redrawn line by line), a number in scientific notation
+(``e+03``), and a copy JupyterLab would not trust (it would hide the HTML outputs).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -18,8 +23,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-KERNEL = "python3"
 CELL_TIMEOUT_S = 300  # per cell; a stuck cell fails the test instead of hanging it
+SCIENTIFIC = re.compile(r"\d[eE][+-]\d")  # 2.6e+03, 5.129299e+12
+BASE64 = re.compile(r"base64,[A-Za-z0-9+/=\s]+")  # embedded audio and images are not numbers
+SCRIPT = re.compile(r"<script\b.*?</script>", re.S)  # nor is code a reader never sees
 
 
 def small_overrides(out_dir: Path) -> dict[str, object]:
@@ -65,20 +72,14 @@ def test_notebook_is_stored_clean(path: Path) -> None:
 def test_notebook_executes(path: Path, tmp_path: Path) -> None:
     import papermill as pm
 
+    from omni_loader import notebooks
+
     declared = pm.inspect_notebook(str(path))
     assert declared, f"{path.name}: papermill finds no parameters (tag the parameters cell)"
     parameters = {k: v for k, v in small_overrides(tmp_path / "results").items() if k in declared}
     output = tmp_path / path.name
     start = time.perf_counter()
-    pm.execute_notebook(
-        str(path),
-        str(output),
-        parameters=parameters,
-        kernel_name=KERNEL,
-        cwd=str(NOTEBOOK_DIR),
-        progress_bar=False,
-        execution_timeout=CELL_TIMEOUT_S,
-    )
+    notebooks.execute(path, output, parameters, cwd=NOTEBOOK_DIR, timeout=CELL_TIMEOUT_S)
     elapsed = time.perf_counter() - start
     executed = nbformat.read(output, as_version=4)
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
@@ -86,6 +87,11 @@ def test_notebook_executes(path: Path, tmp_path: Path) -> None:
     assert not errors, f"{path.name}: {errors[0].ename}: {errors[0].evalue}"
     injected = [c for c in executed.cells if "injected-parameters" in c.get("metadata", {}).get("tags", [])]
     assert (len(injected) == 1) == bool(parameters)
+    stderr = [o.text for o in _outputs(executed) if o.output_type == "stream" and o.name == "stderr"]
+    assert not stderr, f"{path.name}: stderr output: {stderr[0][:500]!r}"
+    scientific = [m.group(0) for text in _shown_text(executed) for m in re.finditer(r".{0,40}\d[eE][+-]\d.{0,20}", text)]
+    assert not scientific, f"{path.name}: numbers in scientific notation: {scientific[:3]}"
+    assert notebooks.is_trusted(output), f"{path.name}: the executed copy is not signed; JupyterLab would hide its HTML"
     print(f"{path.name}: executed in {elapsed:.1f} s with {parameters}")
     check = PROMISES.get(path.name)
     if check:
@@ -104,6 +110,16 @@ def _text(nb: nbformat.NotebookNode, mime: str = "text/plain") -> str:
     return "".join(o.get("text", "") + str(o.get("data", {}).get(mime, "")) for o in _outputs(nb))
 
 
+def _shown_text(nb: nbformat.NotebookNode) -> list[str]:
+    """Everything a reader sees as text: streams, plain text, HTML and Markdown (embedded media left out)."""
+    texts = []
+    for o in _outputs(nb):
+        texts.append(o.get("text", ""))
+        for mime in ("text/plain", "text/html", "text/markdown"):
+            texts.append(SCRIPT.sub("", BASE64.sub("base64,", str(o.get("data", {}).get(mime, "")))))
+    return texts
+
+
 def _promises_03(nb: nbformat.NotebookNode, results: Path) -> None:
     assert {"image/png", "text/html"} <= _mimes(nb), "03: no inline plot or table"
     text = _text(nb)
@@ -112,14 +128,29 @@ def _promises_03(nb: nbformat.NotebookNode, results: Path) -> None:
     assert (results / "traversal.csv").is_file() and (results / "traversal.png").is_file()
 
 
+def _promises_02(nb: nbformat.NotebookNode, results: Path) -> None:
+    html = _text(nb, "text/html")
+    assert "<table" in html, "02: no tables"
+    if (results / "baseline" / "speedscope.json").is_file():  # py-spy could record here
+        assert html.count('class="omni-flame"') == 2, "02: not one inline flamegraph per variant"
+        assert "stacks under load_token2wav() only" in html, "02: the flamegraph does not say which samples it shows"
+        assert "speedscope.json</a>" in html, "02: no link to the speedscope file"
+    markdown = _text(nb, "text/markdown")
+    assert "](baseline/profile.md)" not in markdown, "02: profile.md links relative to the results, not the notebook"
+
+
 def _promises_04(nb: nbformat.NotebookNode, results: Path) -> None:
     assert {"image/png", "text/html", "text/markdown"} <= _mimes(nb), "04: no chart, table or note"
     assert "<audio" in _text(nb, "text/html"), "04: no audio player"
-    assert "weights are RANDOM" in _text(nb), "04: does not say the synthetic weights are random"
+    note = _text(nb, "text/markdown")
+    assert note.count("The weights are random") == 1, "04: does not say once that the synthetic weights are random"
+    assert "RANDOM" not in _text(nb), "04: the random-weights warning is printed a second time"
+    assert (results / "token2wav.wav").is_file(), "04: the clip is not saved"
 
 
 # Extra checks for the notebooks that promise specific content (others only have to run cleanly).
 PROMISES = {
+    "02_profiles.ipynb": _promises_02,
     "03_module_traversal_costs.ipynb": _promises_03,
     "04_explore_token2wav.ipynb": _promises_04,
 }
