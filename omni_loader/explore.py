@@ -288,6 +288,13 @@ def describe_load(snapshot: Any, result: Any) -> str:
             f"{', '.join(result.persistent_buffers) or '(none)'}")
 
 
+def clip_length(seconds: float) -> str:
+    """How long a clip plays, as its player shows it: ``2.00 s``; a clip under a second in ms."""
+    from .formatting import short_duration
+
+    return f"{seconds:,.2f} s" if seconds >= 1 else short_duration(seconds)
+
+
 @dataclass
 class Waveform:
     """What :func:`synthesize_waveform` produced, and whether it can mean anything."""
@@ -309,7 +316,7 @@ class Waveform:
         """Length, source and cost of the clip (whether the weights are random is :meth:`note`)."""
         from .formatting import short_duration
 
-        return (f"{len(self.audio):,} samples = {short_duration(self.duration)} at {self.sample_rate:,} Hz from "
+        return (f"{len(self.audio):,} samples = {clip_length(self.duration)} at {self.sample_rate:,} Hz from "
                 f"{self.n_codes:,} codec tokens, speaker {self.speaker}, {self.num_steps} ODE steps, on "
                 f"{self.device}; forward pass {short_duration(self.seconds)}")
 
@@ -383,8 +390,6 @@ def plot_waveform(wave: Waveform):  # -> Figure
     import numpy as np
     from matplotlib.figure import Figure
 
-    from .formatting import short_duration
-
     fig = Figure(figsize=(10, 2.6), layout="constrained")
     ax = fig.subplots()
     t = np.arange(len(wave.audio)) / wave.sample_rate
@@ -392,7 +397,7 @@ def plot_waveform(wave: Waveform):  # -> Figure
     ax.set_xlabel("time (s)")
     ax.set_ylabel("amplitude")
     ax.set_xlim(0, max(wave.duration, 1 / wave.sample_rate))
-    ax.set_title(f"Token2Wav output: {short_duration(wave.duration)} at {wave.sample_rate:,} Hz"
+    ax.set_title(f"Token2Wav output: {clip_length(wave.duration)} at {wave.sample_rate:,} Hz"
                  + (" (random weights: noise)" if wave.random_weights else ""))
     ax.legend(loc="upper right")
     ax.grid(True, alpha=0.3)
