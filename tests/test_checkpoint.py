@@ -497,6 +497,9 @@ def test_synthesize_into_new_parents_shared_and_via_a_sibling_temp_dir(
 
     monkeypatch.setattr(torch, "save", spy)
     monkeypatch.setenv("OMNI_LOADER_PROGRESS", "lines")
+    from tqdm.std import tqdm
+
+    monkeypatch.setattr(tqdm, "monitor_interval", 0)  # no monitor thread left behind in this process
     out = synthesize(tmp_path / "a" / "b" / "snap", size="tiny", seed=0, progress=True)
     assert out == tmp_path / "a" / "b" / "snap" and (out / INDEX_FILE).is_file()
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
@@ -504,3 +507,28 @@ def test_synthesize_into_new_parents_shared_and_via_a_sibling_temp_dir(
     err = capsys.readouterr().err.splitlines()
     n = len(open_snapshot(out).weight_map)
     assert err[0].startswith("synth tiny:") and f"{n}/{n} " in err[-1] and "tensor" in err[-1]
+
+
+def test_reading_weights_names_the_shard_at_fault(snap_copy: Path) -> None:
+    snap = open_snapshot(snap_copy)
+    key = sorted(snap.weight_map)[0]
+    shard = snap_copy / snap.weight_map[key]
+    tensors = safetensors.torch.load_file(str(shard))
+    del tensors[key]  # the index still maps the key to this shard
+    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError) as err:
+        list(iter_token2wav_weights(snap))
+    assert str(err.value) == f"{INDEX_FILE} maps {key} to {shard}, which does not hold it"
+    shard.write_bytes(shard.read_bytes()[:64])  # truncated
+    with pytest.raises(CheckpointError) as err:
+        list(iter_token2wav_weights(snap))
+    assert str(err.value).startswith(f"truncated or corrupt shard {shard}: ")
+    assert str(err.value) != f"truncated or corrupt shard {shard}: "  # with the library's reason
+
+
+def test_synthesize_defaults() -> None:
+    import inspect
+
+    defaults = {k: p.default for k, p in inspect.signature(synthesize).parameters.items() if k != "out"}
+    assert {k: defaults[k] for k in ("size", "seed", "progress", "overwrite", "token2wav_config")} == {
+        "size": "full", "seed": 0, "progress": False, "overwrite": False, "token2wav_config": None}

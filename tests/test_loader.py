@@ -406,6 +406,7 @@ def test_phase_seconds_are_the_clock_difference(tiny_snapshot: Path, monkeypatch
         ("weight_loading", "total"), ("post_load", "total"), ("total", None)]
     assert (result.variant, result.layout, result.construct) == ("baseline", "vllm-omni", "upstream")
     assert result.persistent_buffers == [INV_FREQ] and result.state_dict_calls == 51
+    assert result.weights_loaded == 187 and INV_FREQ in result.loaded_names  # the buffer after the others, too
 
 
 def _ancestors(name: str, parents: dict) -> list[str]:

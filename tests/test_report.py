@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import omni_loader.plots  # noqa: F401  (matplotlib loaded at collection: make mutation forks its workers after it)
+import scipy.stats  # noqa: F401
 from omni_loader.cli import main
 from omni_loader.formatting import duration
 from omni_loader.report import LABELS, render_report

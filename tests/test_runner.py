@@ -173,3 +173,15 @@ def test_plan_warmups_alternate_whatever_the_order():
     for warmup, runs in ((-1, 2), (1, 0), (-1, 0)):
         with pytest.raises(ValueError, match=r"^--warmup must be >= 0 and --runs >= 1$"):
             plan_runs(warmup, runs)
+
+
+def test_plan_rotates_three_variants_and_refuses_fewer_than_two_different():
+    plan = plan_runs(warmup=1, runs=3, variants=("a", "b", "c"))
+    assert "".join(r.variant for r in plan if r.warmup) == "abc"
+    assert "".join(r.variant for r in plan if not r.warmup) == "abc" "bca" "cab"  # each variant in each position
+    assert [r.order for r in plan if r.variant == "c"] == [None, 1, 2, 3]
+    assert "".join(r.variant for r in plan_runs(0, 2, "abba", variants=("a", "b", "c"))) == "abccba"
+    for variants in (("a",), ("a", "a"), ("a", "b", "a")):
+        with pytest.raises(ValueError) as err:
+            plan_runs(1, 2, variants=variants)
+        assert str(err.value) == f"a plan needs two or more different variants, not {variants}"

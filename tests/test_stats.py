@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 import pytest
+import scipy.stats  # noqa: F401  (imported here, not per test: make mutation forks its workers after collection)
 
 from omni_loader.stats import (
     Summary,
