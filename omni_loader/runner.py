@@ -487,7 +487,7 @@ def spec_kwargs(spec: BenchmarkSpec) -> dict[str, Any]:
 
 def cmd_reproduce(args: Any) -> int:
     from .cli import snapshot_from_args
-    from .devices import resolve_device
+    from .devices import device_banner
     from .report import REPORT_FILE
 
     if args.resume and not args.out:
@@ -497,7 +497,8 @@ def cmd_reproduce(args: Any) -> int:
         spec, snapshot = resume_spec(args, out)
         chosen = spec_kwargs(spec)
     else:
-        resolve_device(args.device)  # fail fast, before a multi-GB snapshot is made
+        print(device_banner(args.device))  # resolves --device (auto: the GPU torch sees): fails fast, before a
+        # multi-GB snapshot is made, and says which device the run will use
         snapshot = snapshot_from_args(args)
         chosen = dict(layout=args.layout, device=args.device, dtype=args.dtype, warmup=args.warmup, runs=args.runs,
                       order=args.order, seed=args.order_seed, workers=args.workers,
