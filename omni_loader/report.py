@@ -137,6 +137,7 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["omni-loader", f"{env.get('kit_version', '')} ({env.get('kit_commit') or 'no git commit'})"],
         ["Layout / dtype", f"{spec.get('layout', '')} / {spec.get('dtype', '')}"],
         ["Construction", CONSTRUCT_NOTES.get(spec.get("construct", ""), spec.get("construct", "not recorded"))],
+        ["Torch threads per load", _threads(spec)],
         ["Warm-ups", f"{meta.get('warmup')} per variant"],
         ["Repeats", f"{meta.get('repeats')} per variant, order {meta.get('order')}"
                     + ", " + WORKER_NOTES.get(_workers(spec), _workers(spec))],
@@ -157,6 +158,12 @@ WORKER_NOTES = {
     "spawn": "a fresh interpreter per run (imports included)",
     "in-process": "in-process (later runs see a warm process)",
 }
+
+
+def _threads(spec: dict[str, Any]) -> str:
+    if "threads" not in spec:
+        return "not recorded"
+    return f"{spec['threads']} (intra-op)" if spec["threads"] else "torch's default"
 
 
 def _workers(spec: dict[str, Any]) -> str:

@@ -65,6 +65,7 @@ class BenchmarkSpec:
     worker_timeout: float | None = None
     aa: bool = False
     reference_copy: bool = False
+    threads: int | None = 1  # torch intra-op threads per load (see worker.intra_op_threads); None: torch's default
     variants: tuple[str, ...] = VARIANTS  # the arms, in order; statistics compare each with the first
     custom_variants: tuple[dict[str, Any], ...] = ()  # Variant dicts of the arms that name their own steps
 
@@ -95,14 +96,15 @@ class BenchmarkSpec:
         custom = {v["name"]: v for v in self.custom_variants}
         variant = AA_VARIANT if run.source == "aa" else custom.get(run.variant, run.variant)
         return LoadRequest(self.checkpoint, variant, self.layout, self.device, self.dtype, self.construct,
-                           self.reference_copy)
+                           self.reference_copy, threads=self.threads)
 
 
 # The option that sets each spec field, to name a conflict the way the user would type it.
 SPEC_OPTIONS = {"checkpoint": "--checkpoint", "layout": "--layout", "device": "--device", "dtype": "--dtype",
                 "construct": "--construct", "warmup": "--warmup", "runs": "--runs", "order": "--order",
                 "seed": "--order-seed", "workers": "--workers", "worker_timeout": "--worker-timeout", "aa": "--aa",
-                "reference_copy": "--reference-copy", "variants": "--variants", "custom_variants": "--variant"}
+                "reference_copy": "--reference-copy", "variants": "--variants", "custom_variants": "--variant",
+                "threads": "--threads"}
 
 
 def spec_conflicts(saved: BenchmarkSpec, given: dict[str, Any], options: dict[str, str] | None = None) -> list[str]:
@@ -359,6 +361,7 @@ def reproduce(
     reference_copy: bool = False,
     variants: tuple[str, ...] | list[str] = VARIANTS,
     custom_variants: tuple[Variant, ...] | list[Variant] = (),
+    threads: int | None = 1,
 ) -> Path:
     """The main job: the A/B benchmark, optional profiles and startup runs, then report.md and plots.
 
@@ -374,7 +377,7 @@ def reproduce(
     spec = BenchmarkSpec(checkpoint=str(snapshot.root), layout=layout, device=device, dtype=dtype,
                          construct=construct, warmup=warmup, runs=runs, order=order, seed=seed,
                          workers="in-process" if in_process else workers, worker_timeout=worker_timeout, aa=aa,
-                         reference_copy=reference_copy, variants=tuple(v.name for v in chosen),
+                         reference_copy=reference_copy, threads=threads, variants=tuple(v.name for v in chosen),
                          custom_variants=tuple(v.to_dict() for v in chosen if v.name not in BUILTIN_VARIANTS))
     with writer_lock(out):  # one writer for the whole job: benchmark, profiles, startup runs, report
         return _reproduce_locked(spec, snapshot, out, resume, progress, profile, with_startup)
@@ -423,7 +426,7 @@ def check_variants(names: tuple[str, ...] | list[str], custom: tuple[Variant, ..
 SPEC_DESTS = {"layout": "layout", "device": "device", "dtype": "dtype", "construct": "construct",
               "warmup": "warmup", "runs": "runs", "order": "order", "order_seed": "seed", "workers": "workers",
               "worker_timeout": "worker_timeout", "aa": "aa", "reference_copy": "reference_copy",
-              "variants": "variants", "variant": "custom_variants"}
+              "variants": "variants", "variant": "custom_variants", "threads": "threads"}
 CHECKPOINT_DESTS = ("checkpoint", "model", "size", "seed", "hf_cache", "download")
 
 
@@ -481,7 +484,8 @@ def spec_kwargs(spec: BenchmarkSpec) -> dict[str, Any]:
 
     return dict(layout=spec.layout, device=spec.device, dtype=spec.dtype, warmup=spec.warmup, runs=spec.runs,
                 order=spec.order, seed=spec.seed, workers=spec.workers, worker_timeout=spec.worker_timeout,
-                construct=spec.construct, aa=spec.aa, reference_copy=spec.reference_copy, variants=spec.variants,
+                construct=spec.construct, aa=spec.aa, reference_copy=spec.reference_copy, threads=spec.threads,
+                variants=spec.variants,
                 custom_variants=[variant_from(v) for v in spec.custom_variants])
 
 
@@ -503,7 +507,8 @@ def cmd_reproduce(args: Any) -> int:
         chosen = dict(layout=args.layout, device=args.device, dtype=args.dtype, warmup=args.warmup, runs=args.runs,
                       order=args.order, seed=args.order_seed, workers=args.workers,
                       worker_timeout=args.worker_timeout, construct=args.construct, aa=args.aa,
-                      reference_copy=args.reference_copy, variants=args.variants, custom_variants=args.variant)
+                      reference_copy=args.reference_copy, variants=args.variants, custom_variants=args.variant,
+                      threads=args.threads or None)
     print(f"results: {out}")
     try:
         reproduce(snapshot, out, resume=args.resume, profile=args.profile, with_startup=args.with_startup, **chosen)
@@ -567,6 +572,9 @@ def add_command(sub: Any) -> None:
                    help=f"also run an A/A benchmark ({AA_VARIANT} in both arms) for this machine's noise floor")
     p.add_argument("--reference-copy", action="store_true",
                    help="also time a plain strict load_state_dict of the same tensors after each load (a yardstick)")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="torch intra-op threads per load (default 1: a busy neighbour core cannot stall a copy's "
+                        "thread barrier; 0: torch's default)")
     p.add_argument("--out", metavar="DIR", help="results directory (default results/reproduce-<...>-<time>)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted results directory (--out)")
     p.add_argument("--profile", action="store_true", help="also profile one load per variant into DIR/profiles")

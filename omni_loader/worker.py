@@ -33,7 +33,8 @@ import subprocess
 import sys
 import tempfile
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ class LoadRequest:
     construct: str = "upstream"
     reference_copy: bool = False
     digest: bool = True
+    threads: int | None = None  # torch intra-op threads for the load; None: torch's default
 
 
 def run_load(checkpoint: str | LoadRequest, variant: str = "optimized", layout: str = "vllm-omni",
@@ -80,21 +82,44 @@ def run_load(checkpoint: str | LoadRequest, variant: str = "optimized", layout: 
     req = checkpoint if isinstance(checkpoint, LoadRequest) else LoadRequest(
         str(checkpoint), variant, layout, device, dtype, construct, reference_copy, digest)
     snapshot = open_snapshot(req.checkpoint)
-    model, result = load_token2wav(snapshot, variant_from(req.variant), layout=req.layout, device=req.device, dtype=req.dtype,
-                                   digest=req.digest, construct=req.construct, reference_copy=req.reference_copy)
+    with intra_op_threads(req.threads):
+        model, result = load_token2wav(snapshot, variant_from(req.variant), layout=req.layout, device=req.device, dtype=req.dtype,
+                                       digest=req.digest, construct=req.construct,
+                                       reference_copy=req.reference_copy)
     del model
     return result.to_dict()
 
 
+@contextmanager
+def intra_op_threads(threads: int | None) -> Iterator[None]:
+    """Run a load with ``threads`` torch intra-op threads (None: leave torch's choice), then restore.
+
+    On a CPU every ``copy_`` of a large tensor is an OpenMP parallel region that ends in a barrier.
+    When another process holds one of the cores, the thread that shares it is descheduled for a
+    time slice and the others wait at the barrier: with 720 copies that turned 0.2 s of
+    ``load_parameters`` into 2.5 s here, and a verdict into noise. One thread has no barrier.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def worker_command(checkpoint: str, variant: str | dict[str, Any], layout: str, device: str, dtype: str,
                    out: str | None = None, repeat: int = 1, construct: str = "upstream",
-                   reference_copy: bool = False) -> list[str]:
+                   reference_copy: bool = False, threads: int | None = None) -> list[str]:
     """The argv that runs one load in a fresh interpreter (``repeat`` loads, for a sampling profiler)."""
     if isinstance(variant, dict):  # a variant with its own steps travels as NAME=discovery:REF,parameters:REF
         variant = f"{variant['name']}=discovery:{variant['discovery']},parameters:{variant['parameters']}"
     cmd = [sys.executable, "-m", "omni_loader.worker", "--checkpoint", str(checkpoint), "--variant", variant,
            "--layout", layout, "--device", device, "--dtype", dtype, "--construct", construct]
     cmd += ["--reference-copy"] if reference_copy else []
+    cmd += ["--threads", str(threads)] if threads else []
     cmd += ["--repeat", str(repeat)] if repeat != 1 else []
     return cmd + (["--out", str(out)] if out else [])
 
@@ -126,7 +151,8 @@ def run_isolated(request: LoadRequest, mode: str = "forkserver", timeout: float 
 def _run_spawned(request: LoadRequest, out: Path, timeout: float | None,
                  on_start: Callable[[int], None] | None = None) -> None:
     cmd = worker_command(request.checkpoint, request.variant, request.layout, request.device, request.dtype,
-                         out=str(out), construct=request.construct, reference_copy=request.reference_copy)
+                         out=str(out), construct=request.construct, reference_copy=request.reference_copy,
+                         threads=request.threads)
     if not request.digest:
         cmd.append("--no-digest")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -257,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--construct", choices=CONSTRUCT_MODES, default="upstream")
     p.add_argument("--reference-copy", action="store_true")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--no-digest", action="store_true")
     p.add_argument("--out", help="write the JSON here instead of stdout")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
@@ -270,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         variant = parse_variant(args.variant).to_dict() if "=" in args.variant else args.variant
         request = LoadRequest(args.checkpoint, variant, args.layout, args.device, args.dtype, args.construct,
-                              args.reference_copy, not args.no_digest)
+                              args.reference_copy, not args.no_digest, args.threads)
         data = run_load(request)
         if args.repeat > 1:
             totals = [data["phases"]["total"]]

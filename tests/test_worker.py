@@ -56,3 +56,27 @@ def test_forked_workers_do_not_rerun_the_callers_script(tiny_snapshot: Path, tmp
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["187"]
     assert marker.read_text() == "x"  # the script ran once: in the parent only
+
+
+def test_threads_apply_to_the_load_and_are_restored(tiny_snapshot: Path, tmp_path: Path) -> None:
+    """A discovery step reports the intra-op threads the load ran with; in-process, the caller's setting
+    comes back afterwards."""
+    import torch
+
+    from omni_loader.variants import Variant
+
+    seen = tmp_path / "threads.txt"
+    step = tmp_path / "report_threads.py"
+    step.write_text("import torch\nfrom omni_loader.discovery import find_persistent_buffers\n"
+                    f"def find(model):\n    open({str(seen)!r}, 'a').write(f'{{torch.get_num_threads()}} ')\n"
+                    "    return find_persistent_buffers(model, 'optimized')\n")
+    variant = Variant("probe", discovery=f"{step}:find").to_dict()
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for mode in ("forkserver", "spawn", "in-process"):
+            run_isolated(LoadRequest(str(tiny_snapshot), variant, threads=1), mode)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen.read_text().split() == ["1", "1", "1"]
