@@ -532,3 +532,14 @@ def test_synthesize_defaults() -> None:
     defaults = {k: p.default for k, p in inspect.signature(synthesize).parameters.items() if k != "out"}
     assert {k: defaults[k] for k in ("size", "seed", "progress", "overwrite", "token2wav_config")} == {
         "size": "full", "seed": 0, "progress": False, "overwrite": False, "token2wav_config": None}
+
+
+def test_resolve_snapshot_uses_seed_0_and_no_download_unless_asked(tiny_snapshot: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants as hub
+
+    monkeypatch.setenv("OMNI_LOADER_CACHE", str(tmp_path / "cache"))
+    assert resolve_snapshot(size="tiny").root.name == "tiny-seed0"
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", True)
+    with pytest.raises(CheckpointError, match="pass --download to fetch it"):
+        resolve_snapshot(model_id="Nobody/NoSuchModel", cache_dir=tmp_path / "hub")
