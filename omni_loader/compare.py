@@ -493,6 +493,22 @@ def _phase_label(phase: str) -> str:
     return LABELS.get(phase, phase)
 
 
+def check_lines(result: SideBySide) -> list[str]:
+    """One Markdown bullet per directory: what its checks against the anchor found."""
+    lines = []
+    for e in result.entries:
+        found = result.checks_for(e.label)
+        if e.label == result.anchor:
+            lines.append(f"- **{e.label}**: the reference of the checks (model {e.model!r}, layout {e.layout} / "
+                         f"{e.dtype}, digest {_digests(e)}).")
+        elif not found:
+            lines.append(f"- **{e.label}**: ok: same model, tensor digest and counts as {result.anchor}.")
+        for c in found:
+            mark = {"mismatch": "✗ mismatch", "problem": "problem in the directory", "note": "note"}[c.kind]
+            lines.append(f"- **{e.label}**: {mark} ({c.what}): {c.message}.")
+    return lines
+
+
 def render_markdown(result: SideBySide, plot: str | None = None) -> str:
     """The table, the checks explained, the --against table, and the plot when it was written (``plot``: its path)."""
     n = len(result.entries)
@@ -508,18 +524,9 @@ def render_markdown(result: SideBySide, plot: str | None = None) -> str:
         "",
         "## Checks",
         "",
+        *check_lines(result),
+        "",
     ]
-    for e in result.entries:
-        found = result.checks_for(e.label)
-        if e.label == result.anchor:
-            parts.append(f"- **{e.label}**: the reference of the checks (model {e.model!r}, layout {e.layout} / "
-                         f"{e.dtype}, digest {_digests(e)}).")
-        elif not found:
-            parts.append(f"- **{e.label}**: ok: same model, tensor digest and counts as {result.anchor}.")
-        for c in found:
-            mark = {"mismatch": "✗ mismatch", "problem": "problem in the directory", "note": "note"}[c.kind]
-            parts.append(f"- **{e.label}**: {mark} ({c.what}): {c.message}.")
-    parts.append("")
     if result.against:
         h, r = against_table(result)
         parts += [f"## Against {result.against}", "",
