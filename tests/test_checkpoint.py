@@ -362,11 +362,14 @@ def test_describe_is_the_metadata_record(tiny_snapshot: Path) -> None:
     }
 
 
-def test_synthetic_config_is_shaped_like_the_released_one(tiny_snapshot: Path) -> None:
-    config = json.loads((tiny_snapshot / CONFIG_FILE).read_text())
+def test_synthesized_config_is_shaped_like_the_released_one(tmp_path: Path) -> None:
+    snap = synthesize(tmp_path / "snap", size="tiny", seed=2)  # made here, not by the shared fixture
+    config = json.loads((snap / CONFIG_FILE).read_text())
     assert config["architectures"] == ["Qwen2_5OmniModel"]
     assert config["model_type"] == "qwen2_5_omni" and config["enable_audio_output"] is True
-    assert config["token2wav_config"] == open_snapshot(tiny_snapshot).token2wav_config
+    assert config["token2wav_config"] == config_dict("tiny")
+    assert config["omni_loader_synthetic"] == {"size": "tiny", "seed": 2,
+                                               "note": "random weights; names, shapes, dtypes as released"}
 
 
 def test_corrupt_single_file_names_it(snap_copy: Path) -> None:
@@ -474,9 +477,10 @@ def test_speaker_dictionary_is_shaped_like_the_released_one(tiny_snapshot: Path,
     assert not torch.equal(other["Ethan"]["ref_mel"], spk["Ethan"]["ref_mel"])
 
 
-def test_synthetic_weights_are_small_and_shards_say_pytorch(tiny_snapshot: Path) -> None:
+def test_synthesized_weights_are_small_and_shards_say_pytorch(tmp_path: Path) -> None:
+    snap = synthesize(tmp_path / "snap", size="tiny", seed=0)  # made here, not by the shared fixture
     stds = []
-    for shard in sorted(tiny_snapshot.glob("model-*.safetensors")):
+    for shard in sorted(snap.glob("model-*.safetensors")):
         with safe_open(str(shard), framework="pt") as fh:
             assert fh.metadata() == {"format": "pt"}
             stds += [float(fh.get_tensor(k).std()) for k in fh.keys() if fh.get_tensor(k).numel() > 1000]
@@ -543,3 +547,17 @@ def test_resolve_snapshot_uses_seed_0_and_no_download_unless_asked(tiny_snapshot
     monkeypatch.setattr(hub, "HF_HUB_OFFLINE", True)
     with pytest.raises(CheckpointError, match="pass --download to fetch it"):
         resolve_snapshot(model_id="Nobody/NoSuchModel", cache_dir=tmp_path / "hub")
+
+
+def test_synthesis_is_quiet_unless_asked(tmp_path: Path, capsys) -> None:
+    synthesize(tmp_path / "quiet", size="tiny", seed=0)
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""
+
+
+def test_an_index_without_token2wav_tensors_says_so(snap_copy: Path) -> None:
+    (snap_copy / INDEX_FILE).write_text(json.dumps({"weight_map": {"thinker.a": "x.safetensors",
+                                                                   "talker.b": "x.safetensors"}}))
+    with pytest.raises(CheckpointError) as err:
+        open_snapshot(snap_copy)
+    assert str(err.value) == f"no 'token2wav.' tensors in {snap_copy} (2 other tensors)"

@@ -560,3 +560,40 @@ def test_a_gpu_variant_on_the_cpu_is_refused(tiny_snapshot: Path) -> None:
     with pytest.raises(OmniLoaderError) as err:
         load_token2wav(open_snapshot(tiny_snapshot), "pinned", device="cpu")
     assert str(err.value) == "variant pinned needs a GPU (--device cuda); this load is on cpu"
+
+
+def test_load_buffers_reloads_every_persistent_buffer_wherever_it_sits() -> None:
+    """A non-persistent buffer met first (here at the root) does not end the walk: every persistent one after
+    it is reloaded, from the checkpoint when it holds the buffer, else onto itself."""
+    from torch import nn
+
+    from omni_loader.discovery import find_persistent_buffers
+    from omni_loader.loader import load_buffers
+
+    model = nn.Module()
+    model.register_buffer("scratch", torch.zeros(2), persistent=False)
+    model.inner = nn.Module()
+    model.inner.register_buffer("a", torch.zeros(2))
+    model.inner.register_buffer("b", torch.ones(3))
+    done = load_buffers(model, find_persistent_buffers(model), [(PREFIX + "inner.a", torch.full((2,), 5.0))], None)
+    assert done == {"inner.a", "inner.b"}
+    assert torch.equal(model.inner.a, torch.full((2,), 5.0)) and torch.equal(model.inner.b, torch.ones(3))
+
+
+@pytest.mark.parametrize("name", ["code2wav_bigvgan_model.conv_post.weight",
+                                  "code2wav_dit_model.transformer_blocks.0.attn.to_v.weight", INV_FREQ])
+@pytest.mark.parametrize("layout", ["vllm-omni", "transformers"])
+def test_assign_variant_refuses_what_the_copy_loader_refuses(tiny_snapshot: Path, tmp_path: Path, name: str,
+                                                             layout: str) -> None:
+    """Zero-copy assignment checks shapes exactly as the copy does: the same error, word for word, or none."""
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
+    _rewrite_tensor(copy, PREFIX + name, torch.zeros(7))
+    outcomes = []
+    for variant in ("optimized", "assign"):
+        try:
+            load_token2wav(open_snapshot(copy), variant, layout=layout)
+            outcomes.append("loaded")
+        except CheckpointError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[1] == outcomes[0]
+    assert outcomes[0].startswith("shape mismatch for ") or (name == INV_FREQ and layout == "transformers")
