@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint import Snapshot
+from .discovery import VARIANTS
 from .errors import OmniLoaderError, PlanError, ResultsError
 from .metadata import command_line, environment, now_iso
 from .variants import BUILTIN_VARIANTS, STEPS, Variant, parse_variant, resolve_variants
@@ -40,7 +41,6 @@ from .results import (
 )
 
 ORDERS = ("alternate", "abba", "shuffle", "blocked")
-VARIANTS = ("baseline", "optimized")
 # The A/A benchmark's two arms (rows with source "aa"); both load AA_VARIANT.
 AA_ARMS = ("aa-1", "aa-2")
 AA_VARIANT = "optimized"

@@ -28,8 +28,6 @@ from typing import Any
 from .errors import OmniLoaderError
 
 STEPS = ("discovery", "parameters")
-# The PR's two variants: the PR-format table is about exactly these.
-PR_VARIANTS = ("baseline", "optimized")
 
 
 @dataclass(frozen=True)

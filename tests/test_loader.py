@@ -225,11 +225,24 @@ def test_token2wav_forward_is_equal_across_layouts(loads: dict, tiny_snapshot: P
 # --------------------------------------------------------------------------- buffers from the checkpoint
 
 
-def _rewrite(snap_dir: Path, key: str, tensor: torch.Tensor) -> None:
-    index = json.loads((snap_dir / "model.safetensors.index.json").read_text())
-    shard = snap_dir / index["weight_map"][key]
+def _rewrite_tensor(root: Path, key: str, tensor: torch.Tensor) -> Path:
+    """Replace one checkpoint tensor in its shard; returns the shard."""
+    index = json.loads((root / "model.safetensors.index.json").read_text())
+    shard = root / index["weight_map"][key]
     tensors = safetensors.torch.load_file(str(shard))
     tensors[key] = tensor
+    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    return shard
+
+
+def _drop_key(root: Path, key: str) -> None:
+    """Remove one tensor from a snapshot: from its shard and from the index."""
+    index_path = root / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    shard = root / index["weight_map"].pop(key)
+    index_path.write_text(json.dumps(index))
+    tensors = safetensors.torch.load_file(str(shard))
+    del tensors[key]
     safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
 
 
@@ -237,7 +250,7 @@ def test_persistent_buffer_comes_from_the_checkpoint(tiny_snapshot: Path, tmp_pa
     """vLLM-Omni's layout copies the checkpoint's inv_freq into the buffer; transformers' keeps its own."""
     copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
     computed = loads["optimized", "vllm-omni"][0].code2wav_dit_model.rotary_embed.inv_freq.clone()
-    _rewrite(copy, PREFIX + INV_FREQ, computed * 2)
+    _rewrite_tensor(copy, PREFIX + INV_FREQ, computed * 2)
     snap = open_snapshot(copy)
     for variant in ("baseline", "optimized"):
         model, result = load_token2wav(snap, variant)
@@ -253,13 +266,7 @@ def test_persistent_buffer_missing_from_the_checkpoint_still_counts(tiny_snapsho
     """As reload_buffers_to_model: a persistent buffer the checkpoint lacks is copied onto itself and
     counted as loaded, so the weights-loaded figure does not depend on whether inv_freq was saved."""
     copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
-    index_path = copy / "model.safetensors.index.json"
-    index = json.loads(index_path.read_text())
-    shard = copy / index["weight_map"].pop(PREFIX + INV_FREQ)
-    index_path.write_text(json.dumps(index))
-    tensors = safetensors.torch.load_file(str(shard))
-    del tensors[PREFIX + INV_FREQ]
-    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    _drop_key(copy, PREFIX + INV_FREQ)
     model, result = load_token2wav(open_snapshot(copy), "optimized")
     full = loads["optimized", "vllm-omni"][1]
     assert INV_FREQ in result.loaded_names
@@ -306,13 +313,7 @@ def test_bad_dtype(tiny_snapshot: Path) -> None:
 def test_missing_fused_part_names_the_checkpoint_key(tiny_snapshot: Path, tmp_path: Path) -> None:
     copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
     key = PREFIX + "code2wav_dit_model.transformer_blocks.2.attn.to_k.weight"
-    index_path = copy / "model.safetensors.index.json"
-    index = json.loads(index_path.read_text())
-    shard = copy / index["weight_map"].pop(key)
-    index_path.write_text(json.dumps(index))
-    tensors = safetensors.torch.load_file(str(shard))
-    del tensors[key]
-    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    _drop_key(copy, key)
     for layout in ("vllm-omni", "transformers"):
         with pytest.raises(CheckpointError, match=f"missing key {key}"):
             load_token2wav(open_snapshot(copy), "optimized", layout=layout)
@@ -461,16 +462,6 @@ def test_reference_copy_holds_the_same_tensors_in_both_layouts(tiny_snapshot: Pa
         assert result.digest == loads["optimized", layout][1].digest  # the same values, copied once more
 
 
-def _rewrite_tensor(root: Path, key: str, tensor: torch.Tensor) -> Path:
-    """Replace one checkpoint tensor in its shard; returns the shard."""
-    index = json.loads((root / "model.safetensors.index.json").read_text())
-    shard = root / index["weight_map"][key]
-    tensors = safetensors.torch.load_file(str(shard))
-    tensors[key] = tensor
-    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
-    return shard
-
-
 @pytest.mark.parametrize("name, part", [("code2wav_bigvgan_model.conv_post.weight", "model"),
                                         ("code2wav_dit_model.transformer_blocks.0.attn.to_v.weight", "model shard"),
                                         (INV_FREQ, "model")])
@@ -493,13 +484,7 @@ def test_shape_mismatch_names_key_shard_and_both_shapes(tiny_snapshot: Path, tmp
 def test_missing_first_fused_part_names_it(tiny_snapshot: Path, tmp_path: Path) -> None:
     copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "copy"))
     key = PREFIX + "code2wav_dit_model.transformer_blocks.1.attn.to_q.weight"
-    index_path = copy / "model.safetensors.index.json"
-    index = json.loads(index_path.read_text())
-    shard = copy / index["weight_map"].pop(key)
-    index_path.write_text(json.dumps(index))
-    tensors = safetensors.torch.load_file(str(shard))
-    del tensors[key]
-    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    _drop_key(copy, key)
     with pytest.raises(CheckpointError) as err:
         load_token2wav(open_snapshot(copy), "baseline")
     assert str(err.value) == (f"checkpoint is missing key {key} "
