@@ -27,6 +27,7 @@ import torch
 
 from .errors import CheckpointError
 from .model import CHECKPOINT_PREFIX, build_model, config_dict
+from .names import SYNTHETIC_KEY
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -95,7 +96,7 @@ def open_snapshot(root: str | os.PathLike[str], source: str = "directory", model
         weight_map=token2wav,
         model_id=model_id,
         revision=root.name if source == "hub-cache" else None,
-        synthetic=config.get("omni_loader_synthetic"),
+        synthetic=config.get(SYNTHETIC_KEY),
     )
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -307,7 +308,7 @@ def _hub_config(t2w_config: dict[str, Any], size: str, seed: int) -> dict[str, A
         "model_type": "qwen2_5_omni",
         "enable_audio_output": True,
         "token2wav_config": t2w_config,
-        "omni_loader_synthetic": {"size": size, "seed": seed, "note": "random weights; names, shapes, dtypes as released"},
+        SYNTHETIC_KEY: {"size": size, "seed": seed, "note": "random weights; names, shapes, dtypes as released"},
     }
 
 def _speaker_dict(config: Any, gen: torch.Generator) -> dict[str, dict[str, Any]]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-VARIANTS = ("baseline", "optimized")
+from .names import VARIANTS  # noqa: F401  (re-exported)
 
 
 def _baseline(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -47,13 +47,14 @@ def _optimized(model: nn.Module) -> dict[str, torch.Tensor]:
     return {name: buf for name, buf in model.named_buffers() if name not in skip}
 
 
-_RULES = {"baseline": _baseline, "optimized": _optimized}
+# The two buffer-discovery rules by variant name (a Variant names them as builtin:<name>).
+RULES = {"baseline": _baseline, "optimized": _optimized}
 
 
 def find_persistent_buffers(model: nn.Module, variant: str = "optimized") -> dict[str, torch.Tensor]:
     """``{qualified_name: buffer}`` for every buffer that ``model.state_dict()`` would hold."""
     try:
-        rule = _RULES[variant]
+        rule = RULES[variant]
     except KeyError:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}") from None
     return rule(model)

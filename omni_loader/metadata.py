@@ -11,6 +11,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -78,6 +79,11 @@ def environment(device: str = "cpu") -> dict[str, Any]:
 
 def command_line() -> str:
     return shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
+
+
+def stamped(name: str) -> str:
+    """``name-YYYYmmdd-HHMMSS``: how a results directory made without ``--out`` is named (CLI and notebooks)."""
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def now_iso(precise: bool = False) -> str:

@@ -22,11 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-LAYOUTS = ("vllm-omni", "transformers")
-# How parameter memory is prepared at construction; see :func:`build_model`.
-CONSTRUCT_MODES = ("upstream", "empty", "init")
-SIZES = ("full", "tiny")
+from .names import CONSTRUCT_MODES, DATA_DIR, LAYOUTS, SIZES  # noqa: F401  (re-exported: model's vocabulary)
+
 CHECKPOINT_PREFIX = "token2wav."
 
 
@@ -37,6 +34,11 @@ def _modeling() -> Any:
     from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni as mdl
 
     return cfg, mdl
+
+
+def import_model_code() -> None:
+    """Import transformers' Qwen2.5-Omni model code now (cached): a serving stage has done so before it loads."""
+    _modeling()
 
 
 def config_dict(size: str) -> dict[str, Any]:

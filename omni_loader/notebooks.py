@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import OmniLoaderError
-from .metadata import REPO_ROOT
+from .metadata import REPO_ROOT, stamped
 
 RESULTS_ENV = "OMNI_LOADER_RESULTS"
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -45,7 +45,7 @@ def results_dir(name: str, out_dir: str | os.PathLike[str] | None = None, stamp:
     ``<results root>/<name>`` with ``stamp=False``, for results that replace the previous run's)."""
     if out_dir:
         return Path(out_dir).expanduser().resolve()
-    return results_root() / (f"{name}-{time.strftime('%Y%m%d-%H%M%S')}" if stamp else name)
+    return results_root() / (stamped(name) if stamp else name)
 
 
 def sign(path: str | os.PathLike[str]) -> Path:

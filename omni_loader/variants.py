@@ -71,8 +71,8 @@ BUILTIN_VARIANTS: dict[str, Variant] = {
 
 def builtin_steps() -> dict[str, dict[str, Callable[..., Any]]]:
     """The built-in implementations of each step, by name (imported lazily: they need torch)."""
-    from .discovery import _RULES
-    from .loader import (
+    from .discovery import RULES
+    from .steps import (
         load_parameters,
         load_parameters_assign,
         load_parameters_fastsafetensors,
@@ -80,7 +80,7 @@ def builtin_steps() -> dict[str, dict[str, Callable[..., Any]]]:
     )
 
     return {
-        "discovery": dict(_RULES),
+        "discovery": dict(RULES),
         "parameters": {"copy": load_parameters, "assign": load_parameters_assign,
                        "fastsafetensors": load_parameters_fastsafetensors, "pinned": load_parameters_pinned},
     }

@@ -1,0 +1,110 @@
+"""The ``omni-loader`` command line: the one layer that knows about argparse.
+
+Each command module here turns options into typed values (a :class:`~omni_loader.options.LoadOptions`,
+a benchmark spec, paths) and makes one call into the library; no library module takes an
+``argparse.Namespace`` or prints a command's output. This package owns the parser, the one-line
+error policy (:func:`main`) and which options the user typed (for ``--resume``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from .. import __version__
+from ..errors import OmniLoaderError, one_line
+
+# The command modules, in the order ``--help`` lists their commands; each adds its subcommands
+# through ``add_command(subparsers)``.
+COMMAND_MODULES: tuple[str, ...] = ("model", "reproduce", "report", "profile", "traversal", "serve")
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="omni-loader",
+        description="Profile Qwen2.5-Omni Token2Wav loading with both buffer-discovery variants "
+        "(baseline: one state_dict() per buffer; optimized: one module walk).",
+        epilog="Start with `omni-loader reproduce` (synthetic full-size checkpoint, CPU) or `--help` on a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"omni-loader {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help=f"print the full traceback of an error (also {DEBUG_ENV}=1); any place on the line")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").add_command(sub)
+    return parser
+
+
+# Libraries whose exceptions reach the user as one line (the file, what is wrong), not as a traceback.
+ONE_LINE_MODULES = ("torch", "safetensors", "json", "pickle", "_pickle", "zipfile", "pandas", "csv")
+DEBUG_ENV = "OMNI_LOADER_DEBUG"
+
+
+def _explicit_options(argv: Sequence[str]) -> set[str]:
+    """Parse ``argv`` again with every default suppressed: what is left was typed."""
+    parser = build_parser()
+
+    def suppress(p: argparse.ArgumentParser) -> None:
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    suppress(sub)
+            action.default = argparse.SUPPRESS
+        p._defaults.clear()
+
+    suppress(parser)
+    return set(vars(parser.parse_args(list(argv)))) - {"command", "debug"}
+
+
+def _debug(argv: list[str]) -> tuple[bool, list[str]]:
+    """``--debug`` anywhere before ``--`` (or OMNI_LOADER_DEBUG=1): tracebacks for errors."""
+    head = argv[: argv.index("--")] if "--" in argv else argv
+    flag = "--debug" in head
+    if flag:
+        argv = [a for i, a in enumerate(argv) if not (a == "--debug" and i < len(head))]
+    env = os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return flag or env, argv
+
+
+def _from_library(exc: BaseException) -> bool:
+    """Was ``exc`` raised inside torch, safetensors, json...? (Then it is a file's problem, told in one line.)"""
+    if type(exc).__module__.split(".")[0] in ONE_LINE_MODULES:
+        return True
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_globals.get("__name__", "")
+        tb = tb.tb_next
+    return bool(last) and last.split(".")[0] in ONE_LINE_MODULES
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    debug, argv = _debug(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(argv)
+    args.explicit = _explicit_options(argv)
+    try:
+        return int(args.func(args) or 0)
+    except OmniLoaderError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"omni-loader: error: {one_line(str(exc), limit=2000, library=False)}", file=sys.stderr)
+        return exc.exit_code
+    except Exception as exc:  # a file torch, safetensors, json... could not read (or an OS error): one line
+        if debug or not (isinstance(exc, OSError) or _from_library(exc)):
+            raise
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) and str(exc.filename) not in str(exc) else ""
+        print(f"omni-loader: error: {type(exc).__name__}: {one_line(str(exc))}{where}; run again with --debug "
+              "(or OMNI_LOADER_DEBUG=1) for the traceback", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("omni-loader: interrupted", file=sys.stderr)
+        return 130
