@@ -11,16 +11,17 @@ could make the optimized rule wrong (:func:`~omni_loader.discovery.rule_hazards`
 from __future__ import annotations
 
 import math
-import statistics
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from torch import nn
 
-from .discovery import compare_variants, count_state_dict_calls, find_persistent_buffers
+from .discovery_timing import time_discovery
+from .fits import LogLogFit
 
 AUDIT_COLUMNS = ("arch", "model_class", "modules", "named_buffers", "persistent_buffers", "agree", "hazards",
                  "baseline_calls", "baseline_seconds", "optimized_seconds", "ratio", "build_seconds", "error")
@@ -71,25 +72,14 @@ def build_on_meta(arch: str) -> nn.Module:
 
 def audit_model(arch: str, model: nn.Module, repeats: int = 3, build_seconds: float = math.nan) -> AuditRow:
     """Both rules on ``model``, alternating, ``repeats`` timed calls each after one warm-up."""
-    times: dict[str, list[float]] = {"baseline": [], "optimized": []}
-    calls = 0
-    for i in range(repeats + 1):
-        for variant in times:
-            with count_state_dict_calls(model) as counter:
-                start = time.perf_counter()
-                found = find_persistent_buffers(model, variant)
-                elapsed = time.perf_counter() - start
-            if variant == "baseline":
-                calls = counter.calls
-            if i:
-                times[variant].append(elapsed)
-    agreement = compare_variants(model)
+    timing = time_discovery(model, repeats=repeats, warmup=1)
+    agreement = timing.agreement
     return AuditRow(
         arch=arch, model_class=type(model).__name__, modules=sum(1 for _ in model.named_modules()),
-        named_buffers=sum(1 for _ in model.named_buffers()), persistent_buffers=len(found),
-        agree=agreement.agree, hazards=[str(h) for h in agreement.hazards], baseline_calls=calls,
-        baseline_seconds=statistics.median(times["baseline"]), optimized_seconds=statistics.median(times["optimized"]),
-        build_seconds=build_seconds,
+        named_buffers=sum(1 for _ in model.named_buffers()), persistent_buffers=len(agreement.optimized),
+        agree=agreement.agree, hazards=[str(h) for h in agreement.hazards],
+        baseline_calls=timing.state_dict_calls["baseline"], baseline_seconds=timing.median("baseline"),
+        optimized_seconds=timing.median("optimized"), build_seconds=build_seconds,
     )
 
 
@@ -104,8 +94,7 @@ def audit_arch(arch: str, repeats: int = 3) -> AuditRow:
     return audit_model(arch, model, repeats, time.perf_counter() - start)
 
 
-def audit(archs: Iterable[str], repeats: int = 3, progress: bool = True,
-          on_row: Callable[[AuditRow], None] | None = None) -> list[AuditRow]:
+def audit(archs: Iterable[str], repeats: int = 3, progress: bool = True) -> list[AuditRow]:
     """Audit every architecture in ``archs`` (one process: transformers' modules import once each)."""
     from transformers.utils import logging as hf_logging
 
@@ -118,8 +107,6 @@ def audit(archs: Iterable[str], repeats: int = 3, progress: bool = True,
         for arch in archs:
             bar.set_postfix_str(arch)
             rows.append(audit_arch(arch, repeats))
-            if on_row:
-                on_row(rows[-1])
             bar.update(1)
     return rows
 
@@ -159,7 +146,17 @@ def audit_markdown(rows: list[AuditRow], top: int | None = 10) -> str:
     return "\n\n".join(lines) + "\n"
 
 
-def place_on_curve(rows: list[AuditRow], fit: Any):  # (rows, traversal.LogLogFit) -> pandas.DataFrame
+def write_audit(rows: list[AuditRow], out_dir: str | Path) -> dict[str, Path]:
+    """Write audit.csv (every architecture, tidy) and audit.md (the whole table) into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"csv": out / "audit.csv", "markdown": out / "audit.md"}
+    audit_frame(rows).to_csv(files["csv"], index=False)
+    files["markdown"].write_text(audit_markdown(rows, top=None))
+    return files
+
+
+def place_on_curve(rows: list[AuditRow], fit: LogLogFit):  # -> pandas.DataFrame
     """Each built model's baseline time against the synthetic B·N line of the traversal sweep.
 
     ``measured_over_fit`` near 1 says the model's baseline cost is what its B·N predicts: the
@@ -181,28 +178,28 @@ def place_on_curve(rows: list[AuditRow], fit: Any):  # (rows, traversal.LogLogFi
     return pd.DataFrame(out).sort_values("x") if out else pd.DataFrame(out)
 
 
-def plot_on_curve(placed, fit: Any, token2wav: tuple[int, int, float] | None = None):  # -> Figure
+def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
     """The models of an audit on the synthetic B·N line: one labelled point per model, log-log."""
     import numpy as np
     from matplotlib.figure import Figure
 
+    from .formatting import TIME_SCALE, time_unit
+
+    unit = time_unit(placed["baseline_seconds"])
+    scale = TIME_SCALE[unit]
     fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.subplots()
     xs = np.geomspace(min(fit.x_min, placed["x"].min()), max(fit.x_max, placed["x"].max()), 50)
-    ax.plot(xs, fit.predict(xs) * 1e3, color="gray", lw=1.5,
+    ax.plot(xs, fit.predict(xs) * scale, color="gray", lw=1.5,
             label=f"synthetic trees: time ∝ (B·N)^{fit.slope:.2f}")
-    ax.scatter(placed["x"], placed["baseline_seconds"] * 1e3, color="#00798c", zorder=3, label="audited models")
+    ax.scatter(placed["x"], placed["baseline_seconds"] * scale, color="#00798c", zorder=3, label="audited models")
     for rec in placed.itertuples(index=False):
-        ax.annotate(rec.arch, (rec.x, rec.baseline_seconds * 1e3), xytext=(4, 3), textcoords="offset points",
+        ax.annotate(rec.arch, (rec.x, rec.baseline_seconds * scale), xytext=(4, 3), textcoords="offset points",
                     fontsize=8)
-    if token2wav:
-        n, b, seconds = token2wav
-        ax.plot([b * n], [seconds * 1e3], marker="*", ms=16, color="crimson", mec="black", ls="none",
-                label=f"Token2Wav (N={n:,}, B={b})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("B·N (named buffers × modules)")
-    ax.set_ylabel("baseline discovery, median (ms)")
+    ax.set_ylabel(f"baseline discovery, median ({unit})")
     ax.set_title("The state_dict()-per-buffer cost across architectures (meta device)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")

@@ -1,27 +1,31 @@
 """Looking inside Token2Wav: tables of its module tree, buffers and parameter bytes, the two
-layouts side by side, a forward pass from codec tokens to a waveform, and small modules on which
-the two buffer-discovery rules disagree.
+layouts side by side, and small modules on which the two buffer-discovery rules disagree.
 
 Everything returns a pandas DataFrame, a matplotlib Figure (built without pyplot) or a small
-dataclass, so notebooks only call and display.
+dataclass, so notebooks only call and display. The counts of a whole tree are
+:func:`~omni_loader.model.inventory`'s (one definition of "how many modules, buffers, bytes"); the
+forward pass from codec tokens to audio lives in :mod:`~omni_loader.waveform`.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections import Counter
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 
 from .discovery import compare_variants, non_persistent_buffer_names, rule_hazards
-
-SAMPLE_RATE = 24_000  # Qwen2.5-Omni's Token2Wav writes 24 kHz audio
-SYNTHETIC_KEY = "omni_loader_synthetic"  # config.json key that marks a synthetic (random-weight) snapshot
+from .model import Inventory, build_model, config_dict, inventory
+from .names import LAYOUTS
+from .waveform import (  # noqa: F401  (re-exported: notebook 04's forward pass, by its old address)
+    SAMPLE_RATE,
+    Waveform,
+    clip_length,
+    describe_load,
+    load_model,
+    plot_waveform,
+    synthesize_waveform,
+)
 
 
 # =========================================================================== module tree
@@ -94,15 +98,13 @@ def class_by_depth(model: nn.Module):  # -> DataFrame
     return out.sort_values("total", ascending=False)
 
 
-def describe_tree(model: nn.Module, label: str = "Token2Wav") -> str:
-    """One line: where the model lives and how many modules, buffers and parameter bytes it has."""
+def describe_tree(inv: Inventory) -> str:
+    """One line: which tree, and how many modules, buffers and parameter bytes it has."""
     from .formatting import count, mib
 
-    counts = layout_counts(model)
-    device = next(model.parameters()).device
-    return (f"{label} on {device}: {count(counts['modules'])} modules, {count(counts['named buffers'])} named buffers "
-            f"({count(counts['persistent buffers'])} persistent), {count(counts['parameter tensors'])} parameter "
-            f"tensors, {mib(counts['parameter bytes'])} of parameters")
+    return (f"Token2Wav ({inv.size}, {inv.layout} layout): {count(inv.modules)} modules, "
+            f"{count(inv.named_buffers)} named buffers ({count(len(inv.persistent_buffers))} persistent), "
+            f"{count(inv.parameters)} parameter tensors, {mib(inv.parameter_bytes)} of parameters")
 
 
 # =========================================================================== buffers
@@ -200,47 +202,40 @@ def plot_parameter_bytes(table, title: str = "Parameter bytes per submodule", to
 # =========================================================================== layouts
 
 
-def layout_counts(model: nn.Module) -> dict[str, int]:
-    """The counts the PR and the facts quote, for one built model."""
-    params = list(model.parameters())
-    non_persistent = non_persistent_buffer_names(model)
-    buffers = [n for n, _ in model.named_buffers()]
-    return {
-        "modules": sum(1 for _ in model.named_modules()),
-        "named buffers": len(buffers),
-        "persistent buffers": sum(1 for n in buffers if n not in non_persistent),
-        "non-persistent buffers": sum(1 for n in buffers if n in non_persistent),
-        "parameter tensors": len(params),
-        "parameter elements": sum(p.numel() for p in params),
-        "parameter bytes": sum(p.numel() * p.element_size() for p in params),
-        "state_dict keys": len(model.state_dict()),
-    }
-
-
 def build_layouts(size: str = "full") -> dict[str, nn.Module]:
     """Both layouts of Token2Wav built on the meta device: the full tree, no memory, well under a second."""
-    from .model import LAYOUTS, build_model, config_dict
-
     return {layout: build_model(config_dict(size), layout=layout, device="meta") for layout in LAYOUTS}
 
 
-def compare_layouts(size: str = "full", models: dict[str, nn.Module] | None = None):  # -> DataFrame
-    """Counts of both layouts side by side, with the difference (vllm-omni minus transformers)."""
+def labelled_counts(inv: Inventory) -> dict[str, int]:
+    """The counts of one :func:`~omni_loader.model.inventory` as the layout table shows them."""
+    persistent = len(inv.persistent_buffers)
+    return {
+        "modules": inv.modules,
+        "named buffers": inv.named_buffers,
+        "persistent buffers": persistent,
+        "non-persistent buffers": inv.named_buffers - persistent,
+        "parameter tensors": inv.parameters,
+        "parameter elements": inv.parameter_elements,
+        "parameter bytes": inv.parameter_bytes,
+    }
+
+
+def compare_layouts(size: str = "full"):  # -> DataFrame
+    """The inventories of both layouts side by side, with the difference (vllm-omni minus transformers)."""
     import pandas as pd
 
-    models = models or build_layouts(size)
-    table = pd.DataFrame({layout: layout_counts(m) for layout, m in models.items()})
-    if {"vllm-omni", "transformers"} <= set(table.columns):
-        table["vllm-omni − transformers"] = table["vllm-omni"] - table["transformers"]
+    table = pd.DataFrame({layout: labelled_counts(inventory(layout, size)) for layout in LAYOUTS})
+    table["vllm-omni − transformers"] = table["vllm-omni"] - table["transformers"]
     table.index.name = "count"
     return table
 
 
-def layout_differences(size: str = "full", models: dict[str, nn.Module] | None = None):  # -> DataFrame
+def layout_differences(size: str = "full"):  # -> DataFrame
     """Module classes and persistent buffers whose counts differ between the layouts."""
     import pandas as pd
 
-    models = models or build_layouts(size)
+    models = build_layouts(size)
     counts = {layout: Counter(type(m).__name__ for _, m in model.named_modules()) for layout, model in models.items()}
     for layout, model in models.items():
         non_persistent = non_persistent_buffer_names(model)
@@ -251,157 +246,6 @@ def layout_differences(size: str = "full", models: dict[str, nn.Module] | None =
     differ = table.nunique(axis=1) > 1
     table.index.name = "module class / buffer"
     return table[differ].sort_index()
-
-
-# =========================================================================== forward pass
-
-
-def weights_are_random(snapshot: Any) -> bool:
-    """True when the snapshot's ``config.json`` carries the ``omni_loader_synthetic`` key."""
-    root = Path(getattr(snapshot, "root", snapshot))
-    config = json.loads((root / "config.json").read_text())
-    return SYNTHETIC_KEY in config
-
-
-def load_model(size: str = "tiny", layout: str = "vllm-omni", checkpoint: str | None = None,
-               model_id: str | None = None, device: str = "auto"):
-    """``(model, snapshot, load_result)``: the snapshot (``checkpoint``, ``model_id`` in the local
-    cache, or the embedded synthetic one of ``size``) loaded with the optimized rule onto ``device``
-    (``auto``: the GPU when torch sees one; the forward pass then runs there too)."""
-    from .checkpoint import resolve_snapshot
-    from .loader import load_token2wav
-
-    snapshot = resolve_snapshot(checkpoint=checkpoint, model_id=model_id, size=size)
-    model, result = load_token2wav(snapshot, "optimized", layout=layout, device=device)
-    return model, snapshot, result
-
-
-def describe_load(snapshot: Any, result: Any) -> str:
-    """Two lines: which snapshot was loaded, and what the load cost and found."""
-    from .formatting import count, short_duration
-
-    seconds = result.phase_seconds()
-    return (f"snapshot: {snapshot.root} ({snapshot.source})\n"
-            f"load on {result.device}: {short_duration(seconds['total'])} in total, buffer discovery "
-            f"{short_duration(seconds['buffer_discovery'])}, {count(result.state_dict_calls)} state_dict() calls, "
-            f"{count(result.weights_loaded)} weights loaded, persistent buffers: "
-            f"{', '.join(result.persistent_buffers) or '(none)'}")
-
-
-def clip_length(seconds: float) -> str:
-    """How long a clip plays, as its player shows it: ``2.00 s``; a clip under a second in ms."""
-    from .formatting import short_duration
-
-    return f"{seconds:,.2f} s" if seconds >= 1 else short_duration(seconds)
-
-
-@dataclass
-class Waveform:
-    """What :func:`synthesize_waveform` produced, and whether it can mean anything."""
-
-    audio: Any  # numpy float32, 1-D
-    sample_rate: int
-    random_weights: bool
-    speaker: str
-    n_codes: int
-    num_steps: int
-    seconds: float  # wall time of the forward pass
-    device: str = "cpu"
-
-    @property
-    def duration(self) -> float:
-        return len(self.audio) / self.sample_rate
-
-    def describe(self) -> str:
-        """Length, source and cost of the clip (whether the weights are random is :meth:`note`)."""
-        from .formatting import short_duration
-
-        return (f"{len(self.audio):,} samples = {clip_length(self.duration)} at {self.sample_rate:,} Hz from "
-                f"{self.n_codes:,} codec tokens, speaker {self.speaker}, {self.num_steps} ODE steps, on "
-                f"{self.device}; forward pass {short_duration(self.seconds)}")
-
-    def note(self) -> str:
-        """Markdown: what the sound can mean. Said once, where it is seen (not also in describe())."""
-        if self.random_weights:
-            return ("**The weights are random** (a synthetic snapshot: `omni_loader_synthetic` in its config.json). "
-                    "The pipeline runs end to end with the released shapes, but what you hear is noise, not speech.")
-        return "Weights from the checkpoint: with codec tokens from the talker, this is speech."
-
-    def save(self, path: str | Path) -> Path:
-        """Write the clip as a 16-bit PCM WAV file (``path`` a file, or a directory for ``token2wav.wav``)."""
-        import numpy as np
-        from scipy.io import wavfile
-
-        path = Path(path)
-        if path.suffix.lower() != ".wav":
-            path.mkdir(parents=True, exist_ok=True)
-            path = path / "token2wav.wav"
-        peak = float(np.max(np.abs(self.audio))) if len(self.audio) else 0.0
-        scaled = self.audio / peak if peak > 0 else self.audio  # the player normalises too
-        wavfile.write(path, self.sample_rate, (np.clip(scaled, -1, 1) * 32767).astype(np.int16))
-        return path
-
-
-def synthesize_waveform(
-    model: nn.Module,
-    snapshot: Any,
-    n_codes: int = 50,
-    num_steps: int = 4,
-    speaker: str | None = None,
-    seed: int = 0,
-    code: torch.Tensor | None = None,
-) -> Waveform:
-    """Codec tokens -> mel (DiT, ``num_steps`` ODE steps) -> waveform (BigVGAN), as the stage does.
-
-    Conditioning vector and reference mel come from the snapshot's ``spk_dict.pt``. Without
-    ``code``, ``n_codes`` tokens are drawn from ``seed``; the DiT's initial noise is drawn from
-    ``seed`` too, without disturbing the global RNG.
-    """
-    import numpy as np
-
-    from .loader import load_speaker_dict
-
-    device = next(model.parameters()).device
-    speakers = load_speaker_dict(snapshot, torch.device("cpu"))
-    speaker = speaker or min(speakers)
-    if speaker not in speakers:
-        raise ValueError(f"speaker {speaker!r} is not in {snapshot.spk_dict_path} (has {sorted(speakers)})")
-    entry = speakers[speaker]
-    if code is None:
-        vocab = int(entry.get("bos_token", model.config.dit_config.num_embeds - 1))
-        code = torch.randint(0, vocab, (1, n_codes), generator=torch.Generator().manual_seed(seed))
-    conditioning = entry["cond"].float().to(device)
-    reference_mel = entry["ref_mel"].float().to(device)
-    with torch.random.fork_rng(devices=[]), torch.inference_mode():
-        torch.manual_seed(seed)
-        start = time.perf_counter()
-        wav = model(code.to(device), conditioning=conditioning, reference_mel=reference_mel, num_steps=num_steps)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)  # GPU work is queued: wait for it before reading the clock
-        seconds = time.perf_counter() - start
-    audio = wav.reshape(-1).float().cpu().numpy().astype(np.float32)
-    return Waveform(audio=audio, sample_rate=SAMPLE_RATE, random_weights=weights_are_random(snapshot),
-                    speaker=speaker, n_codes=int(code.shape[-1]), num_steps=num_steps, seconds=seconds,
-                    device=str(device))
-
-
-def plot_waveform(wave: Waveform):  # -> Figure
-    """The clip against time (seconds), labelled with its speaker and whether the weights are random."""
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(10, 2.6), layout="constrained")
-    ax = fig.subplots()
-    t = np.arange(len(wave.audio)) / wave.sample_rate
-    ax.plot(t, wave.audio, lw=0.5, label=f"speaker {wave.speaker}")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("amplitude")
-    ax.set_xlim(0, max(wave.duration, 1 / wave.sample_rate))
-    ax.set_title(f"Token2Wav output: {clip_length(wave.duration)} at {wave.sample_rate:,} Hz"
-                 + (" (random weights: noise)" if wave.random_weights else ""))
-    ax.legend(loc="upper right")
-    ax.grid(True, alpha=0.3)
-    return fig
 
 
 # =========================================================================== when the rules disagree

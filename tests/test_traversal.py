@@ -1,26 +1,29 @@
-"""The traversal sweep: synthetic trees, call counts, log-log fits, files written, and the CLI."""
+"""The traversal sweep: synthetic trees, call and visit counts, log-log fits, files written, and the CLI."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
+from collections import Counter
 
 import pandas as pd
 import pytest
 
-from omni_loader import traversal
+from omni_loader import fits, traversal, trees
 from omni_loader.discovery import (
     compare_variants,
     count_state_dict_calls,
     find_persistent_buffers,
     non_persistent_buffer_names,
 )
+from omni_loader.discovery_timing import DiscoveryTiming, time_discovery
 
 
 @pytest.mark.parametrize(("n", "b"), [(2, 2), (5, 3), (16, 4), (7, 40), (100, 17)])
 def test_tree_has_exactly_n_modules_and_b_buffers(n: int, b: int) -> None:
-    tree = traversal.build_tree(n, b)
-    assert traversal.tree_counts(tree) == (n, b)
+    tree = trees.build_tree(n, b)
+    assert trees.tree_counts(tree) == (n, b)
     persistent = find_persistent_buffers(tree, "optimized")
     assert "scale" in persistent  # root level: no leading dot
     assert len(persistent) == 2
@@ -31,7 +34,7 @@ def test_tree_has_exactly_n_modules_and_b_buffers(n: int, b: int) -> None:
 
 
 def test_root_level_non_persistent_buffer_has_no_leading_dot() -> None:
-    tree = traversal.build_tree(8, 6)
+    tree = trees.build_tree(8, 6)
     names = non_persistent_buffer_names(tree)
     assert "filter0" in names  # registered on the root
     assert not any(name.startswith(".") for name in names)
@@ -40,14 +43,14 @@ def test_root_level_non_persistent_buffer_has_no_leading_dot() -> None:
 
 def test_tree_rejects_impossible_sizes() -> None:
     with pytest.raises(ValueError):
-        traversal.build_tree(1, 4)
+        trees.build_tree(1, 4)
     with pytest.raises(ValueError):
-        traversal.build_tree(4, 1)
+        trees.build_tree(4, 1)
 
 
 @pytest.mark.parametrize(("n", "b"), [(10, 2), (64, 8), (33, 50)])
 def test_baseline_builds_the_state_dict_once_per_buffer(n: int, b: int) -> None:
-    tree = traversal.build_tree(n, b)
+    tree = trees.build_tree(n, b)
     with count_state_dict_calls(tree) as calls:
         find_persistent_buffers(tree, "baseline")
     assert calls.calls == b
@@ -59,7 +62,7 @@ def test_baseline_builds_the_state_dict_once_per_buffer(n: int, b: int) -> None:
 def test_fit_on_hand_computed_data() -> None:
     # log10 points (0, 0), (1, 2), (2, 3): mean x 1, mean y 5/3, Sxy = 3, Sxx = 2, Syy = 14/3,
     # so slope 3/2, intercept 5/3 - 3/2 = 1/6, R² = Sxy² / (Sxx Syy) = 9 / (28/3) = 27/28.
-    fit = traversal.fit_loglog([1, 10, 100], [1, 100, 1000])
+    fit = fits.fit_loglog([1, 10, 100], [1, 100, 1000])
     assert fit.slope == pytest.approx(1.5)
     assert fit.intercept == pytest.approx(1 / 6)
     assert fit.r2 == pytest.approx(27 / 28)
@@ -69,7 +72,7 @@ def test_fit_on_hand_computed_data() -> None:
 
 def test_fit_recovers_an_exact_power_law() -> None:
     xs = [4, 16, 64, 256, 1024]
-    fit = traversal.fit_loglog(xs, [3e-6 * x**2 for x in xs])
+    fit = fits.fit_loglog(xs, [3e-6 * x**2 for x in xs])
     assert fit.slope == pytest.approx(2.0)
     assert fit.intercept == pytest.approx(math.log10(3e-6))
     assert fit.r2 == pytest.approx(1.0)
@@ -78,7 +81,7 @@ def test_fit_recovers_an_exact_power_law() -> None:
 
 def test_fit_needs_two_distinct_x() -> None:
     with pytest.raises(ValueError):
-        traversal.fit_loglog([5, 5], [1, 2])
+        fits.fit_loglog([5, 5], [1, 2])
 
 
 def test_fit_sweep_and_placement_on_constructed_rows() -> None:
@@ -88,49 +91,122 @@ def test_fit_sweep_and_placement_on_constructed_rows() -> None:
     for n in (16, 64, 256):
         for b in (4, 16):
             for exp, slope in (("state_dict", 1.0), ("baseline", 1.0), ("optimized", 1.0)):
-                x = traversal.experiment_x(exp, n, b)
+                x = fits.experiment_x(exp, n, b)
                 for repeat, wobble in enumerate((0.9, 1.0, 1.3)):  # median is the 1.0 one
                     t = 2e-7 * x**slope * wobble
                     rows.append({"experiment": exp, "source": "synthetic", "N": n, "B": b, "x": x, "repeat": repeat,
                                  "seconds": t, "cpu_seconds": t / 2, "number": 1})
     rows.append({"experiment": "baseline", "source": "token2wav-x", "N": 100, "B": 10, "x": 1000, "repeat": 0,
                  "seconds": 2e-7 * 1000 * 2, "cpu_seconds": 1e-7 * 1000 * 2, "number": 1})
-    frame = pd.DataFrame(rows, columns=list(traversal.CSV_COLUMNS))
+    frame = pd.DataFrame(rows, columns=list(fits.CSV_COLUMNS))
     for clock, factor in (("wall", 1.0), ("cpu", 0.5)):
-        fits = traversal.fit_sweep(frame, clock)
-        assert set(fits) == set(traversal.EXPERIMENTS)
-        for fit in fits.values():
+        found = fits.fit_sweep(frame, clock)
+        assert set(found) == set(fits.EXPERIMENTS)
+        for fit in found.values():
             assert fit.slope == pytest.approx(1.0)
             assert fit.r2 == pytest.approx(1.0)
-        assert fits["baseline"].predict(1000) == pytest.approx(2e-4 * factor)
-        placed = traversal.place_points(frame, fits, clock)
+        assert found["baseline"].predict(1000) == pytest.approx(2e-4 * factor)
+        placed = fits.place_points(frame, found, clock)
         assert len(placed) == 1
         assert placed.measured_over_fit.iloc[0] == pytest.approx(2.0)
-    ratio = traversal.baseline_over_state_dicts(frame)
+    ratio = fits.baseline_over_state_dicts(frame)
     assert len(ratio) == 6
     assert ratio.baseline_over_B_state_dicts.to_numpy() == pytest.approx([1.0] * 6)
 
 
+def synthetic_rows(cost) -> pd.DataFrame:
+    """Sweep rows of a 4 x 3 grid whose medians follow ``cost(experiment, N, B)`` exactly (repeats wobble around it)."""
+    rows = []
+    for n in (16, 64, 256, 1024):
+        for b in (4, 16, 64):
+            for exp in fits.EXPERIMENTS:
+                for repeat, wobble in enumerate((1.0, 0.8, 1.5)):
+                    t = cost(exp, n, b) * wobble
+                    rows.append({"experiment": exp, "source": "synthetic", "N": n, "B": b,
+                                 "x": fits.experiment_x(exp, n, b), "repeat": repeat, "seconds": t,
+                                 "cpu_seconds": t, "number": 1})
+    return pd.DataFrame(rows, columns=list(fits.CSV_COLUMNS))
+
+
+def test_fitted_slopes_are_the_exponents_of_the_constructed_laws() -> None:
+    """Each experiment against its own x: a quadratic law gives slope 2, a square root 0.5, a linear one 1."""
+    exponent = {"state_dict": 2.0, "baseline": 1.0, "optimized": 0.5}
+    rows = synthetic_rows(lambda exp, n, b: 1e-6 * fits.experiment_x(exp, n, b) ** exponent[exp])
+    for clock in fits.CLOCKS:
+        found = fits.fit_sweep(rows, clock)
+        assert {e: f.slope for e, f in found.items()} == pytest.approx(exponent)
+        assert all(f.r2 == pytest.approx(1.0) and f.n_points == 12 for f in found.values())
+
+
+def test_linear_costs_recover_per_module_per_buffer_and_fixed_costs() -> None:
+    rows = synthetic_rows(lambda exp, n, b: 3e-7 * n + 1e-7 * b + 2e-6)
+    costs = fits.linear_costs(rows, "optimized", "cpu")
+    assert costs == pytest.approx({"per_module_seconds": 3e-7, "per_buffer_seconds": 1e-7, "fixed_seconds": 2e-6})
+    line = fits.cost_summary(rows, "cpu")
+    assert re.search(r"optimized ≈ 300 ns per module \+ 100(\.0)? ns per buffer \+ 2(\.00)? µs fixed$", line), line
+
+
+def test_sweep_config_presets_and_checks() -> None:
+    assert traversal.SweepConfig.preset(True) == traversal.SweepConfig.quick()
+    assert traversal.SweepConfig.preset(False, repeats=None, warmup=None) == traversal.SweepConfig()
+    config = traversal.SweepConfig.preset(True, repeats=2, warmup=0, token2wav=None)
+    assert (config.repeats, config.warmup, config.token2wav, config.n_values) == (
+        2, 0, None, traversal.SweepConfig.quick().n_values)
+    with pytest.raises(ValueError, match="repeats"):
+        traversal.SweepConfig.quick(repeats=0)
+    with pytest.raises(ValueError, match="warmup"):
+        traversal.SweepConfig.full(warmup=-1)
+
+
 def test_time_discovery_still_times_both_variants() -> None:
-    tree = traversal.build_tree(20, 6)
-    timing = traversal.time_discovery(tree, repeats=3, warmup=0)
+    tree = trees.build_tree(20, 6)
+    timing = time_discovery(tree, repeats=3, warmup=0)
     assert timing.state_dict_calls == {"baseline": 6, "optimized": 0}
     assert all(len(v) == 3 for v in timing.samples.values())
     assert timing.agree and "agree on 2 persistent buffer(s)" in timing.summary
     for variant, samples in timing.samples.items():
         assert timing.median(variant) == sorted(samples)[1]
-    assert timing.ratio() == timing.median("baseline") / timing.median("optimized")
 
 
-def test_baseline_rule_is_the_slower_on_a_tree_with_many_buffers() -> None:
-    """150 buffers on 150 modules: the baseline builds 150 whole state dicts (22,500 module visits) where the
-    optimized rule walks the tree once, so its median is two orders of magnitude lower: 'slower' has room to
-    spare on a busy machine. The medians of alternating calls are compared, nothing is timed against a limit."""
-    tree = traversal.build_tree(150, 150)
-    timing = traversal.time_discovery(tree, repeats=3, warmup=1)
-    assert timing.state_dict_calls == {"baseline": 150, "optimized": 0}
-    assert timing.ratio() > 1
-    assert min(timing.samples["baseline"]) > timing.median("optimized")
+def test_ratio_is_baseline_median_over_optimized_median() -> None:
+    timing = DiscoveryTiming(samples={"baseline": [3.0, 1.0, 2.0], "optimized": [0.5, 1.0, 0.25]},
+                             state_dict_calls={}, agreement=compare_variants(trees.build_tree(4, 2)))
+    assert timing.ratio() == 4.0  # median 2 / median 0.5
+
+
+@pytest.fixture
+def visits(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """Per-module work counted on every TreeNode: ``named_modules`` calls (one per module a walk visits,
+    since the walk recurses through them) and ``_save_to_state_dict`` calls (one per module a
+    ``state_dict()`` build visits)."""
+    counter: Counter = Counter()
+    walk, save = trees.TreeNode.named_modules, trees.TreeNode._save_to_state_dict
+
+    def counting_walk(self, *args, **kwargs):
+        counter["walk"] += 1
+        return walk(self, *args, **kwargs)
+
+    def counting_save(self, *args, **kwargs):
+        counter["save"] += 1
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(trees.TreeNode, "named_modules", counting_walk)
+    monkeypatch.setattr(trees.TreeNode, "_save_to_state_dict", counting_save)
+    return counter
+
+
+@pytest.mark.parametrize(("n", "b"), [(10, 2), (64, 8), (33, 50), (150, 150)])
+def test_baseline_visits_b_times_n_modules_optimized_two_walks(visits: Counter, n: int, b: int) -> None:
+    """Why one rule grows as B·N and the other as N + B, counted instead of timed: the baseline builds the
+    whole state dict once per buffer (B·N module saves) beside one named_buffers() walk (N visits);
+    the optimized rule saves nothing and walks the tree twice (named_modules(), named_buffers())."""
+    tree = trees.build_tree(n, b)
+    visits.clear()
+    find_persistent_buffers(tree, "baseline")
+    assert dict(visits) == {"save": b * n, "walk": n}
+    visits.clear()
+    find_persistent_buffers(tree, "optimized")
+    assert dict(visits) == {"walk": 2 * n}
 
 
 def _check_outputs(out, config) -> pd.DataFrame:
@@ -140,36 +216,38 @@ def _check_outputs(out, config) -> pd.DataFrame:
         assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "<svg" in (out / f"{stem}.svg").read_text()[:2000]
     rows = pd.read_csv(out / "traversal.csv")
-    assert list(rows.columns) == list(traversal.CSV_COLUMNS)
+    assert list(rows.columns) == list(fits.CSV_COLUMNS)
     assert (rows.seconds > 0).all() and (rows.cpu_seconds >= 0).all()
     for rec in rows.itertuples(index=False):
-        assert rec.x == traversal.experiment_x(rec.experiment, rec.N, rec.B)
+        assert rec.x == fits.experiment_x(rec.experiment, rec.N, rec.B)
     synth = rows[rows.source == "synthetic"]
     assert set(zip(synth.N, synth.B)) == set(config.trees())
-    fits = pd.read_csv(out / "fits.csv")
-    assert set(zip(fits.clock, fits.experiment)) == {(c, e) for c in traversal.CLOCKS for e in traversal.EXPERIMENTS}
-    assert fits.r2.between(0, 1).all()
+    table = pd.read_csv(out / "fits.csv")
+    assert set(zip(table.clock, table.experiment)) == {(c, e) for c in fits.CLOCKS for e in fits.EXPERIMENTS}
+    assert table.r2.between(0, 1).all()
     record = json.loads((out / "fits.json").read_text())
-    assert set(record["fits"]) == set(record["fits_cpu"]) == set(traversal.EXPERIMENTS)
+    assert set(record["fits"]) == set(record["fits_cpu"]) == set(fits.EXPERIMENTS)
     assert record["config"]["repeats"] == config.repeats
     return rows
 
 
 def test_sweep_on_tiny_settings_writes_csv_fits_and_plots(tmp_path) -> None:
-    result = traversal.traversal_sweep(tmp_path, quick=True, repeats=2, warmup=0, min_time=0.0,
-                                       n_values=(8, 16, 32), b_values=(2, 4), token2wav="tiny", progress=False)
+    config = traversal.SweepConfig.quick(repeats=2, warmup=0, min_time=0.0, n_values=(8, 16, 32), b_values=(2, 4),
+                                         token2wav="tiny")
+    result = traversal.traversal_sweep(config, tmp_path, progress=False)
     rows = _check_outputs(tmp_path, result.config)
     # every experiment on every tree, 2 repeats each, plus the tiny Token2Wav
     assert len(rows) == (6 + 1) * 3 * 2
     t2w = rows[rows.source == "token2wav-tiny"]
-    assert set(t2w.experiment) == set(traversal.EXPERIMENTS)
+    assert set(t2w.experiment) == set(fits.EXPERIMENTS)
     assert len(result.placement) == 3
     assert "slope" in result.summary()
 
 
 def test_sweep_skips_baseline_above_the_cap(tmp_path) -> None:
-    result = traversal.traversal_sweep(None, quick=True, repeats=1, warmup=0, min_time=0.0, n_values=(8, 64),
-                                       b_values=(4,), max_baseline_bn=100, token2wav=None, progress=False)
+    config = traversal.SweepConfig.quick(repeats=1, warmup=0, min_time=0.0, n_values=(8, 64), b_values=(4,),
+                                         max_baseline_bn=100, token2wav=None)
+    result = traversal.traversal_sweep(config, progress=False)
     baseline = result.rows[result.rows.experiment == "baseline"]
     assert list(baseline.N) == [8]
     assert "baseline" not in result.fits  # one point only: no line
