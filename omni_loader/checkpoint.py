@@ -47,7 +47,6 @@ class Snapshot:
     model_id: str | None = None
     revision: str | None = None
     synthetic: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def spk_dict_path(self) -> Path:
