@@ -16,7 +16,6 @@ import json
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import torch

@@ -14,7 +14,6 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
 
 from .. import __version__
 from ..errors import OmniLoaderError, one_line
