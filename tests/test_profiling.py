@@ -12,7 +12,9 @@ import pytest
 
 from omni_loader import cli, profiling, worker
 from omni_loader.errors import OmniLoaderError
-from omni_loader.loader import LEAF_PHASES
+from omni_loader.names import LEAF_PHASES
+from omni_loader.options import LoadOptions
+from omni_loader.profiling import ProfileSettings
 
 VARIANTS = ("baseline", "optimized")
 
@@ -85,7 +87,9 @@ def test_top_functions_table_reads_back_sorted_by_cumtime(profiled: Path) -> Non
     assert len(df) == profiling.DEFAULT_TOP
     assert df["cumtime"].is_monotonic_decreasing
     assert df["function"].str.contains(r"\(load_token2wav\)").any()
-    assert not df["function"].str.contains("_lsprof|profiling.py").any()  # the profiler itself is filtered out
+    profiler = "_lsprof|omni_loader/profiling/"  # the profiler itself (and its phase clock) is filtered out
+    assert not df["function"].str.contains(profiler).any()
+    assert not profiling.read_phase_functions(profiled, "baseline")["function"].str.contains(profiler).any()
     assert "| function | ncalls | primitive calls |" in (profiled / "baseline" / "top_functions.md").read_text()
     assert profiling.read_top_functions(profiled / "baseline" / "top_functions.csv").equals(df)
 
@@ -220,7 +224,7 @@ def test_py_spy_without_ptrace_permission_is_skipped_once(
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     out = tmp_path / "prof"
     rc = cli.main(["profile", "--tool", "py-spy", "--tool", "cprofile", "--checkpoint", str(tiny_snapshot),
-                   "--py-spy", str(fake), "--out", str(out), "--warmup", "0"])
+                   "--py-spy", str(fake), "--out", str(out), "--warmup", "0", "--construct", "empty"])
     assert rc == 0
     err = [ln for ln in capsys.readouterr().err.splitlines() if "py-spy" in ln]
     assert len(err) == 1 and "ptrace not permitted" in err[0], err
@@ -228,6 +232,7 @@ def test_py_spy_without_ptrace_permission_is_skipped_once(
         assert (out / variant / "top_functions.csv").is_file()
         assert not (out / variant / "trace.json").exists()  # torch was not asked for
         assert "ptrace not permitted" in (out / variant / "profile.md").read_text()
+        assert json.loads((out / variant / "load.json").read_text())["construct"] == "empty"  # --construct reached the loads
 
 
 # --------------------------------------------------------------------------- bad input, library, worker
@@ -255,10 +260,12 @@ def test_bad_input_is_one_line_error(tiny_snapshot: Path, tmp_path: Path, capsys
 def test_library_api_returns_paths_and_frames(tiny_snapshot: Path, tmp_path: Path) -> None:
     from omni_loader.checkpoint import open_snapshot
 
-    profiles = profiling.profile_variants(open_snapshot(tiny_snapshot), "optimized", "cprofile", tmp_path, top=5,
-                                          warmup=0)
+    options, settings = LoadOptions(layout="transformers", device="cpu"), ProfileSettings(top=9, warmup=0)
+    profiles = profiling.profile_variants(open_snapshot(tiny_snapshot), "optimized", "cprofile", tmp_path, options,
+                                          settings, top=5)  # a keyword overrides one field of the settings
     vp = profiles["optimized"]
     assert set(profiles) == {"optimized"}
+    assert vp.reference["layout"] == "transformers" and "layout transformers" in (tmp_path / "profile.md").read_text()
     assert vp.files["pstats"] == tmp_path / "optimized" / "optimized.pstats" and vp.files["pstats"].is_file()
     assert vp.state_dict_calls == {"primitive": 0, "ncalls": 0, "counter": 0}
     shares = vp.phase_shares()
@@ -285,3 +292,56 @@ def test_auto_repeat_aims_at_enough_samples() -> None:
     assert profiling.auto_repeat(10.0, 250) == 1
     assert profiling.auto_repeat(0.04, 250) == 25
     assert profiling.auto_repeat(0.001, 250) == profiling.MAX_AUTO_REPEAT
+
+
+# --------------------------------------------------------------------------- settings, overrides, shapes
+
+
+def test_keywords_override_single_fields_of_the_options_and_settings() -> None:
+    """runner.py and notebook 02 pass loose keywords (layout=, device=, top=...); each overrides one field."""
+    options, settings = profiling.with_overrides(LoadOptions(dtype="bfloat16"), ProfileSettings(top=3, rate=100),
+                                                 {"layout": "transformers", "top": 5, "repeat": None})
+    assert options == LoadOptions(layout="transformers", dtype="bfloat16")
+    assert settings == ProfileSettings(top=5, rate=100)
+    assert profiling.with_overrides(None, None, {}) == (LoadOptions(), ProfileSettings())
+    with pytest.raises(TypeError, match="'rows'"):
+        profiling.with_overrides(None, None, {"rows": 3})
+    with pytest.raises(OmniLoaderError, match="--layout"):
+        profiling.with_overrides(None, None, {"layout": "flat"})
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"top": 0}, "--top must be at least 1, not 0"),
+    ({"rate": 0}, "--rate must be a positive number of samples per second, not 0"),
+    ({"repeat": 0}, "--repeat must be at least 1, not 0"),
+    ({"warmup": -1}, "--warmup must be 0 or more, not -1"),
+])
+def test_settings_are_checked_with_one_line_naming_the_option(changes: dict, message: str) -> None:
+    with pytest.raises(OmniLoaderError, match=message):
+        ProfileSettings(**changes)
+    with pytest.raises(OmniLoaderError, match=message):
+        ProfileSettings().replace(**changes)
+
+
+def test_settings_repeat_is_given_or_aims_at_enough_samples() -> None:
+    assert ProfileSettings(repeat=4).repeat_for(0.001) == 4
+    assert ProfileSettings(rate=250).repeat_for(0.04) == profiling.auto_repeat(0.04, 250) == 25
+    assert ProfileSettings(py_spy=Path("/x/py-spy")).py_spy == "/x/py-spy"  # a path is kept as text
+
+
+def test_markdown_tables_right_align_numbers_and_format_columns() -> None:
+    import pandas as pd
+
+    from omni_loader.profiling.outputs import frame_markdown
+
+    df = pd.DataFrame({"function": ["a|b", "c"], "calls": [3, 12], "ms": [1.23456, float("nan")]})
+    assert frame_markdown(df, {"ms": "{:.2f}"}).splitlines() == [
+        "| function | calls | ms |", "| --- | ---: | ---: |", "| a\\|b | 3 | 1.23 |", "| c | 12 | nan |"]
+
+
+def test_flamegraph_keeps_its_old_import_path() -> None:
+    from omni_loader import flamegraph
+    from omni_loader.profiling import flamegraph as moved
+
+    assert flamegraph.build is moved.build and flamegraph.FlameView is moved.FlameView
+    assert profiling.flamegraph is moved

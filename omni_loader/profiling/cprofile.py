@@ -1,0 +1,143 @@
+"""cProfile around one load: the whole-load pstats, its top functions, and own time per function per phase.
+
+Why per phase: the question is not "which function is slow" but "what fills the phase that is
+slow". :class:`~omni_loader.profiling.clock.SnapshotClock` snapshots the profiler at every phase
+edge; :func:`phase_function_rows` turns the snapshot differences into one row per (phase,
+function), exact for every call that starts and ends inside the phase.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import pstats
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import OmniLoaderError
+from ..names import LEAF_PHASES
+from ..options import LoadOptions
+from .outputs import PHASE_FUNCTIONS_CSV, TOP_FUNCTIONS_CSV, TOP_FUNCTIONS_MD, frame_markdown
+from .settings import DEFAULT_TOP
+from .sources import function_label, is_profiler_frame
+
+TOP_COLUMNS = ["function", "ncalls", "primitive_calls", "tottime", "cumtime"]
+STATE_DICT_FILE = "torch/nn/modules/module.py"
+
+
+def profile_cprofile(snapshot: Any, variant: str, directory: Path, options: LoadOptions,
+                     top: int = DEFAULT_TOP) -> dict[str, Any]:
+    """One load under cProfile; writes the pstats, the top-functions table and per-phase functions."""
+    from ..loader import load_token2wav
+    from .clock import SnapshotClock  # imports torch: only when a load is profiled
+
+    prof = cProfile.Profile()
+    clock = SnapshotClock(options.device, prof)
+    prof.enable()
+    try:
+        model, result = load_token2wav(snapshot, variant, options, digest=False, clock=clock)
+    finally:
+        prof.disable()
+    del model
+    stats = pstats.Stats(prof)
+    pstats_path = directory / f"{variant}.pstats"
+    stats.dump_stats(str(pstats_path))
+    csv_path, md_path = write_top_functions(top_functions(stats, top), directory,
+                                            f"cProfile: top {top} functions of one {variant} load")
+    phases = phase_function_rows(clock.marks)
+    phase_path = directory / PHASE_FUNCTIONS_CSV
+    phases.to_csv(phase_path, index=False)
+    counts = state_dict_call_counts(stats)
+    counts["counter"] = result.state_dict_calls
+    return {
+        "files": {"pstats": pstats_path, "top_functions_csv": csv_path, "top_functions_md": md_path,
+                  "phase_functions_csv": phase_path},
+        "state_dict_calls": counts,
+        "phase_functions": phases,
+        "result": result,
+    }
+
+
+def phase_function_rows(marks: list[Any]) -> pd.DataFrame:
+    """Own and cumulative time of every function inside every leaf phase, from the clock's
+    :class:`~omni_loader.profiling.clock.PhaseMark` s; ``share_of_phase`` is its part of the phase's own time."""
+    enter: dict[str, dict] = {}
+    rows = []
+    for mark in marks:
+        if mark.edge == "enter":
+            enter[mark.phase] = mark.counters
+            continue
+        if mark.phase not in LEAF_PHASES or mark.phase not in enter:
+            continue
+        rows += _phase_rows(mark.phase, enter.pop(mark.phase), mark.counters)
+    df = pd.DataFrame(rows, columns=["phase", "function", "ncalls", "primitive_calls", "tottime", "cumtime"])
+    phase_own = df.groupby("phase")["tottime"].transform("sum")
+    df["share_of_phase"] = (df["tottime"] / phase_own.where(phase_own > 0)).fillna(0.0)
+    return df.sort_values(["phase", "tottime"], ascending=[True, False], ignore_index=True)
+
+
+def _phase_rows(phase: str, before: dict, after: dict) -> list[tuple]:
+    rows = []
+    for code, (calls, rec, cum, own) in after.items():
+        c0, r0, cum0, own0 = before.get(code, (0, 0, 0.0, 0.0))
+        key = cProfile.label(code)
+        if (calls == c0 and own - own0 <= 0) or is_profiler_frame(key):
+            continue
+        rows.append((phase, function_label(key), calls - c0, (calls - rec) - (c0 - r0), own - own0, cum - cum0))
+    return rows
+
+
+def top_functions(stats: str | os.PathLike[str] | pstats.Stats, n: int = DEFAULT_TOP, sort: str = "cumtime",
+                  exclude_profiler: bool = True) -> pd.DataFrame:
+    """The ``n`` costliest functions of a pstats file: function, ncalls, primitive_calls, tottime, cumtime (s)."""
+    if sort not in ("cumtime", "tottime", "ncalls", "primitive_calls"):
+        raise OmniLoaderError(f"cannot sort the top functions by {sort!r}")
+    st = stats if isinstance(stats, pstats.Stats) else read_pstats(stats)
+    rows = [(function_label(k), nc, cc, tt, ct) for k, (cc, nc, tt, ct, _) in st.stats.items()
+            if not (exclude_profiler and is_profiler_frame(k))]
+    df = pd.DataFrame(rows, columns=TOP_COLUMNS)
+    return df.sort_values(sort, ascending=False, kind="stable", ignore_index=True).head(n)
+
+
+def read_pstats(path: str | os.PathLike[str]) -> pstats.Stats:
+    path = Path(path)
+    if not path.is_file():
+        raise OmniLoaderError(f"pstats file not found: {path}")
+    try:
+        return pstats.Stats(str(path))
+    except Exception as exc:
+        raise OmniLoaderError(f"not a pstats file: {path} ({exc})") from None
+
+
+def state_dict_call_counts(stats: str | os.PathLike[str] | pstats.Stats) -> dict[str, int]:
+    """Calls of ``torch.nn.Module.state_dict`` in a profile: ``primitive`` and ``ncalls``.
+
+    ``Module.state_dict`` recurses into every child module, so ``ncalls`` counts one call per
+    module per state dict built. The *primitive* calls (those not made from inside another
+    ``state_dict``) are the number of times a whole state dict was built: the PR's figure.
+    """
+    st = stats if isinstance(stats, pstats.Stats) else read_pstats(stats)
+    primitive = ncalls = 0
+    for (file, _, name), (cc, nc, *_rest) in st.stats.items():
+        if name == "state_dict" and file.replace(os.sep, "/").endswith(STATE_DICT_FILE):
+            primitive += cc
+            ncalls += nc
+    return {"primitive": primitive, "ncalls": ncalls}
+
+
+def state_dict_primitive_calls(stats: str | os.PathLike[str] | pstats.Stats) -> int:
+    """How many whole state dicts the profiled code built (top-level ``Module.state_dict`` calls)."""
+    return state_dict_call_counts(stats)["primitive"]
+
+
+def write_top_functions(df: pd.DataFrame, directory: Path, title: str) -> tuple[Path, Path]:
+    """``top_functions.csv`` (seconds) and ``top_functions.md`` (milliseconds) from :func:`top_functions`."""
+    csv_path, md_path = directory / TOP_FUNCTIONS_CSV, directory / TOP_FUNCTIONS_MD
+    df.to_csv(csv_path, index=False)
+    shown = df.assign(tottime=df["tottime"] * 1e3, cumtime=df["cumtime"] * 1e3).rename(
+        columns={"primitive_calls": "primitive calls", "tottime": "tottime (ms)", "cumtime": "cumtime (ms)"})
+    md_path.write_text(f"# {title}\n\nSorted by cumulative time; the CSV holds seconds.\n\n"
+                       + frame_markdown(shown, {"tottime (ms)": "{:.3f}", "cumtime (ms)": "{:.3f}"}))
+    return csv_path, md_path

@@ -1,0 +1,298 @@
+"""Flamegraphs of the Token2Wav load, drawn from py-spy's samples, for reading in a notebook.
+
+py-spy samples the whole worker process: the interpreter starting, Python importing torch and
+transformers, the model code being imported, then the loads. Drawn as they come, those imports
+are most of the picture (deep towers of ``_find_and_load`` frames) and the load, the thing being
+studied, is a sliver. So :func:`build` **keeps only the stacks under the load entry point**
+(:data:`ENTRY`, ``loader.load_token2wav``) and, below it, drops the loader's one-time import of the
+model code (:data:`SKIP_UNDER_ENTRY`: ``_modeling``, which runs before the timed phases); every
+picture says how many samples that left. An import the load itself triggers (``torch.load``
+importing its helpers on first use) is real load time, so it stays, but as a single
+``(import)`` frame instead of a tower of import machinery. Direct recursion (``Module.state_dict`` calling itself
+once per child module) is folded into one frame by default, so the height of the graph is the
+depth of the call chain, not of the module tree.
+
+The drawing is an icicle (the load on top, callees below), ``width=100%`` of whatever holds it.
+Hovering a frame shows its function, file and share of the load's samples; clicking a frame zooms
+into it, clicking the top frame zooms back out. :func:`svg` writes it as a standalone SVG file
+(the script inside runs when the file is opened in a browser), :class:`FlameView` shows it inline
+in JupyterLab (the script runs in a trusted notebook output) with the speedscope file one click
+away for the timeline view.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+from zlib import crc32
+
+from ..errors import OmniLoaderError
+from .sources import short_path
+
+ENTRY = "load_token2wav"
+SKIP_UNDER_ENTRY = ("_modeling",)
+IMPORT = "(import)"  # one frame for Python's import machinery, wherever the load imports a module lazily
+_IMPORT_FRAMES = ("_find_and_load", "_handle_fromlist", "_gcd_import", "import_module")
+WIDTH = 1000  # viewBox units; the SVG scales to the width of its container
+ROW = 18
+HEADER = 58
+PAD = 4
+CHAR = 6.6  # width of one 11-unit monospace character
+# Frame colours by where the code lives: the kit, torch, transformers, safetensors, anything else.
+PACKAGES = (("omni_loader", 205), ("torch", 28), ("transformers", 275), ("safetensors", 120), ("", 0))
+
+
+@dataclass
+class Node:
+    name: str
+    file: str
+    samples: int = 0
+    seconds: float = 0.0
+    children: dict[tuple[str, str], Node] = field(default_factory=dict)
+
+    def child(self, name: str, file: str) -> Node:
+        key = (name, file)
+        if key not in self.children:
+            self.children[key] = Node(name, file)
+        return self.children[key]
+
+    def depth(self) -> int:
+        return 1 + max((c.depth() for c in self.children.values()), default=0)
+
+
+@dataclass
+class Flame:
+    """The load's call tree with sample counts, and what was left out to get it."""
+
+    root: Node
+    samples_total: int  # every sample in the speedscope file
+    samples_kept: int  # the samples under ENTRY, less those under SKIP_UNDER_ENTRY
+    entry: str
+    skipped: tuple[str, ...]
+    folded_recursion: bool
+    title: str = ""
+    speedscope: Path | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.root.seconds
+
+    def note(self) -> str:
+        """One sentence saying which samples the picture shows."""
+        share = self.samples_kept / self.samples_total if self.samples_total else 0.0
+        without = "".join(f", without its {s}()" for s in self.skipped)
+        text = (f"{self.samples_kept:,} of {self.samples_total:,} samples ({share:.0%}): stacks under "
+                f"{self.entry}() only{without}")
+        return text + ("; recursion and imports folded" if self.folded_recursion else "; imports folded")
+
+
+def _frames(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[tuple[list[int], float]]]:
+    try:
+        data = json.loads(Path(path).read_text())
+        frames = data["shared"]["frames"]
+        samples = [(list(s), float(w)) for prof in data["profiles"] for s, w in zip(prof["samples"], prof["weights"])]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise OmniLoaderError(f"cannot read speedscope file {path}: {exc}") from None
+    return frames, samples
+
+
+def build(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[str, ...] = SKIP_UNDER_ENTRY,
+          fold_recursion: bool = True, title: str = "") -> Flame:
+    """The call tree of the samples under ``entry`` (see the module doc), rooted at ``entry``."""
+    frames, samples = _frames(speedscope)
+    names = [str(f.get("name", "?")) for f in frames]
+    files = [str(f.get("file") or "") for f in frames]
+    root: Node | None = None
+    kept = 0
+    for stack, weight in samples:
+        starts = [i for i, f in enumerate(stack) if names[f].split(".")[-1] == entry]
+        if not starts:
+            continue
+        below = stack[starts[-1]:]
+        if len(below) > 1 and names[below[1]].split(".")[-1] in skip:
+            continue
+        kept += 1
+        if root is None:
+            root = Node(names[below[0]], files[below[0]])
+        node = root
+        node.samples += 1
+        node.seconds += weight
+        previous = below[0]
+        for f in below[1:]:
+            if fold_recursion and names[f] == names[previous] and files[f] == files[previous]:
+                continue
+            if names[f].split(".")[-1] in _IMPORT_FRAMES:  # the rest of the stack is the import itself
+                node = node.child(IMPORT, "")
+                node.samples += 1
+                node.seconds += weight
+                break
+            node = node.child(names[f], files[f])
+            node.samples += 1
+            node.seconds += weight
+            previous = f
+    if root is None:
+        raise OmniLoaderError(f"no samples under {entry}() in {speedscope}: nothing of the load was recorded")
+    return Flame(root=root, samples_total=len(samples), samples_kept=kept, entry=entry, skipped=tuple(skip),
+                 folded_recursion=fold_recursion, title=title, speedscope=Path(speedscope))
+
+
+def _short(file: str) -> str:
+    return short_path(file) if file else "?"
+
+
+def _colour(node: Node) -> str:
+    path = node.file.replace(os.sep, "/")
+    hue = next(h for pkg, h in PACKAGES if not pkg or f"/{pkg}/" in path)
+    grey = hue == 0
+    jitter = crc32(node.name.encode()) % 24 - 12
+    return f"hsl({(hue + jitter) % 360},{8 if grey else 62}%,{74 + jitter // 3}%)"
+
+
+def _label(name: str, width: float) -> str:
+    chars = int((width - 6) // CHAR)
+    if chars < 3:
+        return ""
+    return name if len(name) <= chars else name[: chars - 1] + "…"
+
+
+def svg_body(flame: Flame, element_id: str, min_width: float = 0.4) -> tuple[str, int]:
+    """The ``<svg>`` element (no script) and its height, for :func:`svg` and :class:`FlameView`."""
+    total = flame.root.samples or 1
+    inner = WIDTH - 2 * PAD
+    out: list[str] = []
+    rows = 0
+
+    def draw(node: Node, x: float, depth: int) -> None:
+        nonlocal rows
+        w = node.samples / total
+        if w * inner < min_width:
+            return
+        rows = max(rows, depth + 1)
+        y = HEADER + depth * ROW
+        where = "modules imported during the load" if node.name == IMPORT else _short(node.file)
+        tip = f"{node.name} ({where}): {node.samples / total:.1%} of the load's samples, {node.seconds:,.2f} s"
+        out.append(f'<g class="f" data-x="{x:.6f}" data-w="{w:.6f}" data-d="{depth}" data-n="{escape(node.name)}">'
+                   f"<title>{escape(tip)}</title>"
+                   f'<rect x="{PAD + x * inner:.2f}" y="{y}" width="{w * inner:.2f}" height="{ROW - 1}" rx="2" '
+                   f'fill="{_colour(node)}"/>'
+                   f'<text x="{PAD + x * inner + 3:.2f}" y="{y + ROW - 5}">{escape(_label(node.name, w * inner))}</text>'
+                   "</g>")
+        for child in sorted(node.children.values(), key=lambda c: -c.samples):
+            draw(child, x, depth + 1)
+            x += child.samples / total
+
+    draw(flame.root, 0.0, 0)
+    height = HEADER + rows * ROW + PAD
+    title = flame.title or f"{flame.entry}() flamegraph"
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" id="{element_id}" class="omni-flame" width="100%" '
+            f'viewBox="0 0 {WIDTH} {height}" font-family="monospace" font-size="11" style="max-width:{WIDTH}px">'
+            '<style>.omni-flame g.f{cursor:pointer}.omni-flame g.f:hover rect{stroke:#333;stroke-width:0.8}'
+            '.omni-flame text{pointer-events:none;fill:#111}</style>'
+            f'<rect width="100%" height="100%" fill="#fcfcf8"/>'
+            f'<text x="{PAD}" y="16" font-size="14" font-weight="bold">{escape(title)}</text>'
+            f'<text x="{PAD}" y="32" fill="#555">{escape(flame.note())}</text>'
+            f'<text x="{PAD}" y="48" fill="#135" class="status">Hover a frame for its share of the load; click a '
+            "frame to zoom into it, the top frame to zoom out.</text>")
+    return head + "".join(out) + "</svg>", height
+
+
+# Zoom and status line. Works on the inline SVG (notebook output) and on the standalone file.
+_SCRIPT = """
+(function () {
+  var svg = document.getElementById("%(id)s");
+  if (!svg || svg.getAttribute("data-ready")) { return; }
+  svg.setAttribute("data-ready", "1");
+  var inner = %(inner)s, pad = %(pad)s, ch = %(char)s;
+  var frames = Array.prototype.slice.call(svg.querySelectorAll("g.f"));
+  var status = svg.querySelector("text.status"), idle = status.textContent;
+  function label(name, w) {
+    var n = Math.floor((w - 6) / ch);
+    return n < 3 ? "" : (name.length <= n ? name : name.slice(0, n - 1) + "\\u2026");
+  }
+  function place(g, x, w) {
+    var r = g.querySelector("rect"), t = g.querySelector("text");
+    g.style.display = w * inner < 0.4 ? "none" : "";
+    r.setAttribute("x", pad + x * inner); r.setAttribute("width", w * inner);
+    t.setAttribute("x", pad + x * inner + 3); t.textContent = label(g.getAttribute("data-n"), w * inner);
+  }
+  function zoom(target) {
+    var x0 = +target.getAttribute("data-x"), w0 = +target.getAttribute("data-w"), d0 = +target.getAttribute("data-d");
+    frames.forEach(function (g) {
+      var x = +g.getAttribute("data-x"), w = +g.getAttribute("data-w"), d = +g.getAttribute("data-d"), e = Math.pow(10, -9);
+      if (d >= d0 && x >= x0 - e && x + w <= x0 + w0 + e) { place(g, (x - x0) / w0, w / w0); }
+      else if (d < d0 && x <= x0 + e && x + w >= x0 + w0 - e) { place(g, 0, 1); }
+      else { g.style.display = "none"; }
+    });
+  }
+  svg.addEventListener("click", function (ev) {
+    var g = ev.target.closest ? ev.target.closest("g.f") : null;
+    if (g) { zoom(g); }
+  });
+  svg.addEventListener("mouseover", function (ev) {
+    var g = ev.target.closest ? ev.target.closest("g.f") : null;
+    status.textContent = g ? g.querySelector("title").textContent : idle;
+  });
+  svg.addEventListener("mouseleave", function () { status.textContent = idle; });
+})();
+"""
+
+
+def script(element_id: str) -> str:
+    return _SCRIPT % {"id": element_id, "inner": WIDTH - 2 * PAD, "pad": PAD, "char": CHAR}
+
+
+def svg(flame: Flame, path: str | os.PathLike[str]) -> Path:
+    """Write the flamegraph as a standalone SVG file; its script runs when a browser opens the file."""
+    element_id = "flame-" + uuid.uuid4().hex[:8]
+    body, _ = svg_body(flame, element_id)
+    code = script(element_id).replace("]]>", "]]]]><![CDATA[>")
+    text = body[: -len("</svg>")] + f'<script type="text/javascript"><![CDATA[{code}]]></script></svg>\n'
+    out = Path(path)
+    out.write_text('<?xml version="1.0" encoding="UTF-8"?>\n' + text)
+    return out
+
+
+def _href(path: Path, link_from: str | os.PathLike[str] | None) -> str:
+    base = Path(link_from) if link_from is not None else Path.cwd()
+    try:
+        return Path(os.path.relpath(Path(path).resolve(), base.resolve())).as_posix()
+    except ValueError:  # another drive (Windows)
+        return Path(path).resolve().as_uri()
+
+
+class FlameView:
+    """A flamegraph shown inline in a notebook (HTML: the SVG, its script and the file links).
+
+    ``link_from`` is the directory the links are written relative to: a notebook's own directory
+    (its kernel's working directory, the default), which is what JupyterLab resolves them against.
+    """
+
+    def __init__(self, flame: Flame, link_from: str | os.PathLike[str] | None = None,
+                 files: dict[str, Path] | None = None) -> None:
+        self.flame = flame
+        self.link_from = link_from
+        self.files = dict(files or {})
+        if flame.speedscope is not None:
+            self.files.setdefault("speedscope.json", flame.speedscope)
+
+    def _repr_html_(self) -> str:
+        element_id = "flame-" + uuid.uuid4().hex[:10]
+        body, _ = svg_body(self.flame, element_id)
+        links = []
+        for label, path in self.files.items():
+            if path and Path(path).exists():
+                links.append(f'<a href="{escape(_href(Path(path), self.link_from))}" download>{escape(label)}</a>')
+        hint = ""
+        if links:
+            hint = ("<div style='font-size:90%;margin-top:2px'>Files: " + " · ".join(links) +
+                    " — the speedscope file holds every sample with its timeline: open it in speedscope "
+                    "(speedscope.app, or <code>npx speedscope FILE</code>).</div>")
+        return f"<div>{body}{hint}</div><script>{script(element_id)}</script>"
+
+    def __repr__(self) -> str:  # text/plain, where HTML is not shown
+        return f"<flamegraph: {self.flame.title or self.flame.entry}; {self.flame.note()}>"

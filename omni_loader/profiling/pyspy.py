@@ -1,0 +1,171 @@
+"""py-spy around a fresh worker process: ``speedscope.json``, ``flame.svg``, and reading the samples.
+
+Why a fresh process: a server restart loads the model in a new interpreter, with cold caches and
+nothing imported yet; py-spy samples such a worker (``python -m omni_loader.worker``) from outside,
+without changing how it runs. Several loads per worker (``repeat``) give enough samples of a short
+load. When py-spy is missing or may not trace (no ptrace permission in a container),
+:class:`PySpyUnavailable` carries the one line to show, and the other tools still run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import OmniLoaderError
+from ..options import LoadOptions
+from .outputs import FLAME_SVG, PY_SPY_LOG, SPEEDSCOPE_JSON, remove_files
+from .settings import PY_SPY_ENV, ProfileSettings
+
+PTRACE_HINTS = ("permission denied", "operation not permitted", "ptrace", "os error 1)", "elevated permissions")
+
+
+class PySpyUnavailable(Exception):
+    """py-spy is missing or may not trace here; the message is the one line to show."""
+
+
+def find_py_spy(explicit: str | os.PathLike[str] | None = None) -> tuple[str | None, str]:
+    """The py-spy executable to run, or ``(None, why not)``.
+
+    Looked up in order: ``explicit`` (``--py-spy``), ``$OMNI_LOADER_PY_SPY``, the bin directory of
+    this interpreter (a virtualenv's ``bin/``), ``PATH``. A path given explicitly or through the
+    environment is used as is: if nothing executable is there, py-spy counts as missing.
+    """
+    for given, source in ((explicit, "--py-spy"), (os.environ.get(PY_SPY_ENV) or None, f"${PY_SPY_ENV}")):
+        if given:
+            path = Path(given)
+            if path.is_file() and os.access(path, os.X_OK):
+                return str(path), ""
+            return None, f"py-spy not found at {path} (set by {source})"
+    local = Path(sys.executable).parent / "py-spy"
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local), ""
+    found = shutil.which("py-spy")
+    if found:
+        return found, ""
+    return None, f"py-spy not found (not in {local.parent}, not on PATH); install it with 'pip install py-spy'"
+
+
+@dataclass(frozen=True)
+class PySpyJob:
+    """One variant's py-spy recording: which executable, which load, where the files go.
+
+    ``settings.repeat`` is the number of loads per worker, already decided (see
+    :meth:`~omni_loader.profiling.settings.ProfileSettings.repeat_for`).
+    """
+
+    exe: str
+    snapshot_root: str
+    variant: str
+    directory: Path
+    options: LoadOptions
+    settings: ProfileSettings
+
+    @property
+    def log(self) -> Path:
+        return self.directory / PY_SPY_LOG
+
+    def command(self, fmt: str, out: Path, worker_json: Path) -> list[str]:
+        """``py-spy record --format fmt`` around one worker that writes its result to ``worker_json``."""
+        from ..worker import worker_command
+
+        s, o = self.settings, self.options
+        cmd = [self.exe, "record", "--format", fmt, "--output", str(out), "--rate", str(s.rate)]
+        cmd += ["--native"] if s.native else []
+        return cmd + ["--", *worker_command(self.snapshot_root, self.variant, o.layout, o.device, o.dtype,
+                                            out=str(worker_json), repeat=s.repeat or 1, construct=o.construct),
+                      "--no-digest"]
+
+    def run(self, fmt: str, out: Path) -> dict[str, Any]:
+        """Record one worker in format ``fmt`` into ``out``; returns the worker's JSON result."""
+        worker_json = self.directory / f"py-spy-worker-{fmt}.json"
+        remove_files([worker_json])
+        cmd = self.command(fmt, out, worker_json)
+        try:
+            proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+        except OSError as exc:
+            raise PySpyUnavailable(f"cannot run py-spy at {self.exe}: {exc.strerror or exc}") from None
+        with self.log.open("a") as fh:
+            fh.write(f"$ {' '.join(cmd)}\n[exit {proc.returncode}]\n{proc.stdout}{proc.stderr}\n")
+        text = f"{proc.stdout}\n{proc.stderr}"
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        last = lines[-1] if lines else "no output"
+        if proc.returncode != 0:
+            first = next((ln for ln in lines if "error" in ln.lower()), last)
+            if any(h in text.lower() for h in PTRACE_HINTS):
+                raise PySpyUnavailable(f"py-spy may not trace processes here (ptrace not permitted: {first}); "
+                                       "run as root, or set kernel.yama.ptrace_scope=0 / grant CAP_SYS_PTRACE")
+            raise PySpyUnavailable(f"py-spy failed (exit {proc.returncode}): {first}")
+        if not worker_json.is_file():
+            reason = next((ln for ln in reversed(lines) if "omni-loader worker: error" in ln or "Error" in ln), last)
+            raise OmniLoaderError(f"the {self.variant} load under py-spy failed: {reason}")
+        result = json.loads(worker_json.read_text())
+        worker_json.unlink()
+        if not out.is_file():
+            raise PySpyUnavailable(f"py-spy wrote no {fmt} output ({last})")
+        return result
+
+
+def record_py_spy(job: PySpyJob) -> dict[str, Any]:
+    """Record a fresh worker process with py-spy: ``speedscope.json`` and ``flame.svg``.
+
+    The flamegraph is drawn from the same samples as the speedscope file (one recording); with
+    ``settings.py_spy_svg`` a second worker is recorded in py-spy's own (interactive) flamegraph
+    format. Raises :class:`PySpyUnavailable` when py-spy cannot run or may not trace (ptrace), and
+    :class:`OmniLoaderError` when the load itself failed in the worker.
+    """
+    d, s = job.directory, job.settings
+    job.log.write_text("")
+    remove_files([d / FLAME_SVG, d / SPEEDSCOPE_JSON])
+    worker = job.run("speedscope", d / SPEEDSCOPE_JSON)
+    if s.py_spy_svg:
+        job.run("flamegraph", d / FLAME_SVG)
+    else:
+        speedscope_to_svg(d / SPEEDSCOPE_JSON, d / FLAME_SVG, title=(f"{job.variant} load, fresh worker process "
+                                                                    f"({s.repeat} load(s)), py-spy {s.rate} Hz"))
+    files = {"speedscope": d / SPEEDSCOPE_JSON, "flamegraph": d / FLAME_SVG, "py_spy_log": job.log}
+    summary = speedscope_summary(files["speedscope"])
+    summary.update(rate=s.rate, native=s.native, repeat=s.repeat, py_spy_svg=s.py_spy_svg,
+                   worker_load_seconds=worker.get("phases", {}).get("total"))
+    return {"files": files, "summary": summary}
+
+
+def speedscope_to_svg(speedscope: str | os.PathLike[str], svg: str | os.PathLike[str], title: str = "py-spy") -> Path:
+    """Draw the load's flamegraph from a speedscope file (see :mod:`omni_loader.profiling.flamegraph`:
+    only the stacks under ``load_token2wav``; hover for names and shares, click to zoom)."""
+    from . import flamegraph
+
+    return flamegraph.svg(flamegraph.build(speedscope, title=title), svg)
+
+
+def speedscope_samples(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """One row per py-spy sample of a speedscope file: thread, weight (s) and the stack's frame names
+    (root first), plus ``stack_files`` as ``file:line`` of each frame."""
+    try:
+        data = json.loads(Path(path).read_text())
+        frames = data["shared"]["frames"]
+        rows = []
+        for prof in data["profiles"]:
+            for sample, weight in zip(prof["samples"], prof["weights"]):
+                rows.append((prof.get("name", ""), weight, [frames[i]["name"] for i in sample],
+                             [f"{frames[i].get('file')}:{frames[i].get('line')}" for i in sample]))
+    except (OSError, json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
+        raise OmniLoaderError(f"cannot read speedscope file {path}: {exc}") from None
+    return pd.DataFrame(rows, columns=["thread", "weight", "stack", "stack_files"])
+
+
+def speedscope_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Sample counts: all, inside ``load_token2wav``, and with ``Module.state_dict`` on the stack."""
+    df = speedscope_samples(path)
+    in_load = df["stack"].map(lambda s: any(f.endswith("load_token2wav") for f in s))
+    with_sd = df["stack"].map(lambda s: any(f.split(".")[-1] == "state_dict" for f in s))
+    return {"samples": len(df), "load_samples": int(in_load.sum()),
+            "state_dict_samples": int((in_load & with_sd).sum())}

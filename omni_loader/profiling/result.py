@@ -1,0 +1,104 @@
+"""What profiling one variant produced, and the figures derived from it.
+
+Why the figures are derived from an unprofiled load: cProfile slows Python-heavy code far more than
+C code, so phase shares measured under it are distorted. Every share here comes from the reference
+load (``load.json``) that ran without a profiler; cProfile only says which functions fill a phase.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import OmniLoaderError
+from ..names import LEAF_PHASES
+
+OTHER_PHASE = "(between phases)"
+
+
+@dataclass
+class VariantProfile:
+    """What profiling one variant produced: its files, the reference load and derived figures."""
+
+    variant: str
+    directory: Path
+    files: dict[str, Path] = field(default_factory=dict)
+    reference: dict[str, Any] = field(default_factory=dict)  # LoadResult.to_dict() of the unprofiled load
+    state_dict_calls: dict[str, int] | None = None  # primitive / ncalls (cProfile), counter (loader)
+    phase_functions: pd.DataFrame | None = None
+    torch_phases: list[str] = field(default_factory=list)
+    py_spy: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def phase_shares(self) -> pd.DataFrame:
+        return phase_shares(self.reference)
+
+    def top_costs(self, n: int = 10) -> pd.DataFrame:
+        if self.phase_functions is None:
+            return pd.DataFrame()
+        return top_costs(self.phase_functions, self.phase_shares(), n)
+
+    def flamegraph(self, link_from: str | os.PathLike[str] | None = None) -> Any:
+        """The load's flamegraph for a notebook (:class:`~omni_loader.profiling.flamegraph.FlameView`), or
+        None when py-spy did not run. Links are relative to ``link_from`` (default: the working
+        directory, which in a notebook is the notebook's own directory)."""
+        from . import flamegraph
+
+        speedscope = self.files.get("speedscope")
+        if not speedscope or not Path(speedscope).is_file():
+            return None
+        flame = flamegraph.build(speedscope, title=f"{self.variant} load: where its samples are")
+        files = {"speedscope.json": Path(speedscope)}
+        if self.files.get("flamegraph"):
+            files["flame.svg"] = Path(self.files["flamegraph"])
+        return flamegraph.FlameView(flame, link_from=link_from, files=files)
+
+
+def phase_shares(result: Any) -> pd.DataFrame:
+    """Leaf phases of one load with seconds and share of the total (a LoadResult or its dict).
+
+    Time the clock spent between leaf phases (phase bookkeeping, the lazy shard iterator being
+    created) is one more row, so the shares add up to 100%.
+    """
+    seconds = result.phase_seconds() if hasattr(result, "phase_seconds") else dict(result["phases"])
+    total = seconds.get("total")
+    if not total or total <= 0:
+        raise OmniLoaderError("load result has no positive 'total' phase; cannot compute phase shares")
+    rows = [(name, seconds[name]) for name in LEAF_PHASES if name in seconds]
+    rest = total - sum(s for _, s in rows)
+    if rest > 0:
+        rows.append((OTHER_PHASE, rest))
+    df = pd.DataFrame(rows, columns=["phase", "seconds"])
+    df["share"] = df["seconds"] / total
+    return df
+
+
+def top_costs(phase_functions: pd.DataFrame, shares: pd.DataFrame, n: int = 10) -> pd.DataFrame:
+    """The costliest (phase, function) pairs of the load, as an estimated share of the whole load.
+
+    A function's share of its phase's own time under cProfile, times the phase's share of the
+    unprofiled reference load (see the module doc for why the shares come from that load).
+    """
+    share = dict(zip(shares["phase"], shares["share"]))
+    df = phase_functions[phase_functions["phase"].isin(share)].copy()
+    df["share_of_load"] = df["phase"].map(share) * df["share_of_phase"]
+    return df.sort_values("share_of_load", ascending=False, ignore_index=True).head(n)
+
+
+def largest_cost(vp: VariantProfile) -> dict[str, Any]:
+    """The largest leaf phase of the reference load and, with cProfile, its costliest function."""
+    shares = vp.phase_shares()
+    shares = shares[shares["phase"] != OTHER_PHASE].sort_values("share", ascending=False)
+    top = shares.iloc[0]
+    found: dict[str, Any] = {"phase": top["phase"], "phase_share": float(top["share"]),
+                             "phase_seconds": float(top["seconds"])}
+    if vp.phase_functions is not None:
+        inside = vp.phase_functions[vp.phase_functions["phase"] == top["phase"]]
+        if len(inside):
+            f = inside.sort_values("tottime", ascending=False).iloc[0]
+            found.update(function=f["function"], function_share=float(top["share"] * f["share_of_phase"]))
+    return found

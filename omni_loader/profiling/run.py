@@ -1,0 +1,191 @@
+"""One profiling run: warm-up loads, then per variant an unprofiled reference load and every chosen tool.
+
+Why a reference load per variant: the profilers distort what they measure (cProfile most of all),
+so every share in the reports comes from a load that ran without one (``load.json``); the tools
+only say what fills the phases. Every load is told the same :class:`~omni_loader.options.LoadOptions`
+(its device resolved once, so that the files name the device used) and the tools run with one
+:class:`~omni_loader.profiling.settings.ProfileSettings`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import OmniLoaderError
+from ..options import LoadOptions
+from ..progress import progress_bar
+from .cprofile import profile_cprofile
+from .outputs import LOAD_JSON, remove_files, variant_files
+from .pyspy import PySpyJob, PySpyUnavailable, find_py_spy, record_py_spy
+from .result import VariantProfile
+from .settings import SETTING_NAMES, TOOLS, ProfileSettings, resolve_tools, resolve_variants
+from .summary import write_summary_report, write_variant_report
+from .torch_trace import profile_torch, torch_note
+
+LOAD_OPTION_NAMES = tuple(f.name for f in fields(LoadOptions))
+SpyLookup = tuple[str | None, str]  # find_py_spy's answer: (executable, "") or (None, why not)
+
+
+def with_overrides(options: LoadOptions | None, settings: ProfileSettings | None,
+                   overrides: dict[str, Any]) -> tuple[LoadOptions, ProfileSettings]:
+    """``options`` and ``settings`` with single fields overridden by keyword (``layout=``, ``top=``...),
+    as :func:`~omni_loader.loader.load_token2wav` takes them; ``None`` means "not given"."""
+    unknown = sorted(set(overrides) - {*LOAD_OPTION_NAMES, *SETTING_NAMES})
+    if unknown:
+        raise TypeError(f"profile_variants() got an unexpected keyword argument {unknown[0]!r}")
+    load = {k: v for k, v in overrides.items() if k in LOAD_OPTION_NAMES}
+    tool = {k: v for k, v in overrides.items() if k in SETTING_NAMES}
+    return (options or LoadOptions()).replace(**load), (settings or ProfileSettings()).replace(**tool)
+
+
+def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tools: str | Iterable[str] | None = "all",
+                     out_dir: str | os.PathLike[str] = "profile", options: LoadOptions | None = None,
+                     settings: ProfileSettings | None = None, *, progress: bool = False,
+                     on_skip: Callable[[str], None] | None = None, **overrides: Any) -> dict[str, VariantProfile]:
+    """Profile each variant into ``out_dir/<variant>/`` and write ``out_dir/profile.md``.
+
+    ``options`` sets the loads (layout, device, dtype, construct), ``settings`` the tools (table
+    rows, py-spy's rate, loads per worker, warm-up loads...); keywords of the same names
+    (``layout=``, ``device=``, ``top=``, ``warmup=``...) override single fields of either.
+    When py-spy is missing or may not trace, ``on_skip`` gets one line (default: printed to stderr)
+    and the other tools still run. Returns ``{variant: VariantProfile}``.
+    """
+    options, settings = with_overrides(options, settings, overrides)
+    variants, tools = resolve_variants(variants), resolve_tools(tools)
+    options = options.resolved()  # 'auto' is resolved once; the files name the device used
+    snapshot = _opened(snapshot)
+    out = _output_directory(out_dir)
+    skip = on_skip or (lambda line: print(f"omni-loader profile: {line}", file=sys.stderr, flush=True))
+    spy: SpyLookup | None = None
+    if "py-spy" in tools:
+        spy = find_py_spy(settings.py_spy)
+        if spy[0] is None:
+            skip(f"{spy[1]}; skipping the flamegraph and speedscope profiles")
+    profiles: dict[str, VariantProfile] = {}
+    steps = settings.warmup + len(variants) * (1 + len(tools))
+    with progress_bar(total=steps, desc="profile", unit="step", enabled=progress) as bar:
+        warm_up(snapshot, variants[0], options, settings.warmup, bar)
+        for variant in variants:
+            vp = profile_variant(snapshot, variant, out, tools, options, settings, spy=spy, bar=bar)
+            if "skipped" in vp.py_spy and spy is not None and spy[0] is not None:
+                skip(f"{vp.py_spy['skipped']}; skipping the flamegraph and speedscope profiles")
+                spy = (None, vp.py_spy["skipped"])  # say it once; the next variant would fail the same way
+            profiles[variant] = vp
+    write_summary_report(profiles, out, snapshot=snapshot, tools=tools, options=options)
+    return profiles
+
+
+def _opened(snapshot: Any) -> Any:
+    if hasattr(snapshot, "token2wav_config"):
+        return snapshot
+    from ..checkpoint import open_snapshot  # a snapshot directory
+
+    return open_snapshot(snapshot)
+
+
+def _output_directory(out_dir: str | os.PathLike[str]) -> Path:
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise OmniLoaderError(f"--out {out} exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _step(bar: Any, text: str) -> None:
+    bar.set_postfix_str(text, refresh=False)
+    bar.update(1)
+
+
+def warm_up(snapshot: Any, variant: str, options: LoadOptions, loads: int, bar: Any) -> None:
+    """``loads`` unprofiled loads, so that no profiled variant pays for the first load in this process."""
+    from ..loader import load_token2wav
+
+    for i in range(loads):
+        t = time.perf_counter()
+        model, _ = load_token2wav(snapshot, variant, options, digest=False)
+        del model
+        _step(bar, f"warm-up load {i + 1}/{loads} ({variant}): {time.perf_counter() - t:.3f} s")
+
+
+def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str], tools: Iterable[str] = TOOLS,
+                    options: LoadOptions | None = None, settings: ProfileSettings | None = None, *,
+                    spy: SpyLookup | None = None, bar: Any = None) -> VariantProfile:
+    """Profile one variant with the chosen tools into ``out_dir/<variant>/`` and write its profile.md.
+
+    ``spy`` is a py-spy lookup already made (:func:`~omni_loader.profiling.pyspy.find_py_spy`);
+    ``bar`` a progress bar that advances one step per load (none: silent).
+    """
+    tools, options, settings = resolve_tools(tools), (options or LoadOptions()).resolved(), settings or ProfileSettings()
+    bar = bar if bar is not None else progress_bar(enabled=False)
+    directory = Path(out_dir) / variant
+    directory.mkdir(parents=True, exist_ok=True)
+    vp = VariantProfile(variant=variant, directory=directory)
+    reference = reference_load(vp, snapshot, options)
+    _step(bar, f"{variant}: reference load {reference.phase_seconds()['total']:.3f} s")
+    # Never leave a previous run's output next to this run's: profile.md describes this run only.
+    remove_files(directory / name for name in variant_files(variant))
+    if "cprofile" in tools:
+        _step(bar, _run_cprofile(vp, snapshot, options, settings))
+    if "torch" in tools:
+        _step(bar, _run_torch(vp, snapshot, options, settings, reference))
+    if "py-spy" in tools:
+        _step(bar, _run_py_spy(vp, snapshot, options, settings, spy or find_py_spy(settings.py_spy), reference))
+    vp.files["profile_md"] = write_variant_report(vp, snapshot=snapshot, tools=tools, options=options)
+    return vp
+
+
+def reference_load(vp: VariantProfile, snapshot: Any, options: LoadOptions) -> Any:
+    """The unprofiled load that every share comes from, saved as ``load.json``; returns its LoadResult."""
+    from ..loader import load_token2wav
+
+    model, reference = load_token2wav(snapshot, vp.variant, options, digest=False)
+    del model
+    vp.reference = reference.to_dict()
+    (vp.directory / LOAD_JSON).write_text(json.dumps(vp.reference, indent=2, default=str))
+    vp.files["load"] = vp.directory / LOAD_JSON
+    return reference
+
+
+def _run_cprofile(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings) -> str:
+    t = time.perf_counter()
+    out = profile_cprofile(snapshot, vp.variant, vp.directory, options, settings.top)
+    vp.files.update(out["files"])
+    vp.state_dict_calls = out["state_dict_calls"]
+    vp.phase_functions = out["phase_functions"]
+    return f"{vp.variant}: cProfile load {time.perf_counter() - t:.3f} s"
+
+
+def _run_torch(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings,
+               reference: Any) -> str:
+    t = time.perf_counter()
+    out = profile_torch(snapshot, vp.variant, vp.directory, options, settings.top)
+    vp.files.update(out["files"])
+    vp.torch_phases = list(out["phase_ranges"]["phase"])
+    vp.notes.append(torch_note(out["ops"], out["phase_ranges"], reference))
+    return f"{vp.variant}: torch.profiler load {time.perf_counter() - t:.3f} s"
+
+
+def _run_py_spy(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings,
+                spy: SpyLookup, reference: Any) -> str:
+    """Record the variant with py-spy, or note in ``vp.py_spy`` why it was skipped."""
+    exe, why = spy
+    if exe is None:
+        vp.py_spy = {"skipped": why}
+        return f"{vp.variant}: sampling skipped"
+    chosen = settings.replace(repeat=settings.repeat_for(reference.phase_seconds()["total"]))
+    t = time.perf_counter()
+    try:
+        out = record_py_spy(PySpyJob(exe, str(snapshot.root), vp.variant, vp.directory, options, chosen))
+    except PySpyUnavailable as exc:
+        vp.py_spy = {"skipped": str(exc)}
+        return f"{vp.variant}: sampling skipped"
+    vp.files.update(out["files"])
+    vp.py_spy = out["summary"]
+    return f"{vp.variant}: sampled {chosen.repeat} load(s), {vp.py_spy['samples']} samples, {time.perf_counter() - t:.1f} s"

@@ -1,0 +1,104 @@
+"""How a profiling run is set up: which tools, which variants, and the settings they run with.
+
+Why a value of its own: the profilers' settings (table rows, py-spy's rate, native frames, loads
+per worker, the py-spy executable, warm-up loads) used to travel as a dozen loose arguments beside
+the load options. The command layer or a notebook now builds one :class:`ProfileSettings` (checked
+here, one line naming the option that is wrong) and a :class:`~omni_loader.options.LoadOptions`,
+and hands both down. This module imports neither torch nor pandas: the command line's parser
+reads its defaults from here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ..errors import OmniLoaderError
+from ..names import VARIANTS
+
+TOOLS = ("cprofile", "py-spy", "torch")
+VARIANT_CHOICES = (*VARIANTS, "both")
+PY_SPY_ENV = "OMNI_LOADER_PY_SPY"
+DEFAULT_RATE = 250
+DEFAULT_TOP = 30
+MAX_AUTO_REPEAT = 50
+SAMPLES_WANTED = 250  # auto repeat aims at this many py-spy samples inside the loads
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """How the profilers run (the load itself is set by a ``LoadOptions``).
+
+    ``top``: rows of the top-function and operator tables. ``rate``: py-spy samples per second.
+    ``native``: py-spy also records C/C++ frames. ``repeat``: loads per py-spy worker (None: enough
+    for about :data:`SAMPLES_WANTED` samples). ``py_spy``: the py-spy executable (None: looked up,
+    see :func:`~omni_loader.profiling.pyspy.find_py_spy`). ``py_spy_svg``: a second recording in
+    py-spy's own SVG format instead of drawing ``flame.svg`` from the speedscope samples.
+    ``warmup``: unprofiled loads first, so that no variant pays for the process's first load.
+    """
+
+    top: int = DEFAULT_TOP
+    rate: int = DEFAULT_RATE
+    native: bool = False
+    repeat: int | None = None
+    py_spy: str | None = None
+    py_spy_svg: bool = False
+    warmup: int = 1
+
+    def __post_init__(self) -> None:
+        if self.top < 1:
+            raise OmniLoaderError(f"--top must be at least 1, not {self.top}")
+        if self.rate < 1:
+            raise OmniLoaderError(f"--rate must be a positive number of samples per second, not {self.rate}")
+        if self.repeat is not None and self.repeat < 1:
+            raise OmniLoaderError(f"--repeat must be at least 1, not {self.repeat}")
+        if self.warmup < 0:
+            raise OmniLoaderError(f"--warmup must be 0 or more, not {self.warmup}")
+        if self.py_spy is not None:
+            object.__setattr__(self, "py_spy", os.fspath(self.py_spy))
+
+    def replace(self, **changes: Any) -> ProfileSettings:
+        """A copy with ``changes`` applied (``None`` values are ignored: "not given")."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def repeat_for(self, load_seconds: float) -> int:
+        """Loads per py-spy worker: ``repeat`` when given, else :func:`auto_repeat` for this load."""
+        return self.repeat or auto_repeat(load_seconds, self.rate)
+
+
+SETTING_NAMES = tuple(f.name for f in fields(ProfileSettings))
+
+
+def auto_repeat(load_seconds: float, rate: int) -> int:
+    """Loads per py-spy worker so that about ``SAMPLES_WANTED`` samples land inside the loads."""
+    if load_seconds <= 0:
+        return 1
+    return max(1, min(MAX_AUTO_REPEAT, math.ceil(SAMPLES_WANTED / rate / load_seconds)))
+
+
+def resolve_tools(tools: str | Iterable[str] | None) -> tuple[str, ...]:
+    """``"all"``/None -> every tool; otherwise the named tools, checked, in the canonical order."""
+    if tools is None:
+        return TOOLS
+    names = [tools] if isinstance(tools, str) else list(tools)
+    if not names or "all" in names:
+        return TOOLS
+    unknown = [t for t in names if t not in TOOLS]
+    if unknown:
+        raise OmniLoaderError(f"unknown profiling tool {unknown[0]!r}; choose from {', '.join(TOOLS)} or all")
+    return tuple(t for t in TOOLS if t in names)
+
+
+def resolve_variants(variants: str | Iterable[str]) -> tuple[str, ...]:
+    """``"both"`` -> baseline and optimized; otherwise the named variants, checked."""
+    names = [variants] if isinstance(variants, str) else list(variants)
+    if "both" in names:
+        return VARIANTS
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown or not names:
+        bad = unknown[0] if unknown else "(none)"
+        raise OmniLoaderError(f"unknown variant {bad!r}; choose from {', '.join(VARIANT_CHOICES)}")
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,44 @@
+"""Source locations as a person reads them: short paths and pstats-style function labels.
+
+Why a module of its own: the cProfile tables and the flamegraph both name functions by their
+source file; the path is shortened the same way in both, so a function reads the same in every
+table and picture of one run.
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory that holds omni_loader/
+# This package, as code objects name it: its frames are the profiler's, not the load's.
+PROFILING_DIRS = frozenset({str(Path(__file__).parent), str(Path(__file__).resolve().parent)})
+
+
+def short_path(path: str) -> str:
+    """A source path relative to site-packages, the standard library or this repository."""
+    roots = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
+    roots.add(str(PACKAGE_ROOT))
+    best = ""
+    for root in filter(None, roots):
+        root = root.rstrip(os.sep) + os.sep
+        if path.startswith(root) and len(root) > len(best):
+            best = root
+    return path[len(best) :] if best else path
+
+
+def function_label(key: tuple[str, int, str]) -> str:
+    """``file:line(name)`` as pstats prints it (built-ins as ``{name}``), with a shortened path."""
+    file, line, name = key
+    if file == "~" and line == 0:
+        return f"{{{name[1:-1]}}}" if name.startswith("<") and name.endswith(">") else name
+    return f"{short_path(file)}:{line}({name})"
+
+
+def is_profiler_frame(key: tuple[str, int, str]) -> bool:
+    """Frames of the profiling machinery, not of the load: this package and the profiler's own code."""
+    file, _, name = key
+    if file == "~":
+        return "_lsprof" in name
+    return os.path.basename(file) in ("cProfile.py", "pstats.py") or os.path.dirname(file) in PROFILING_DIRS

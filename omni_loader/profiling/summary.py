@@ -1,0 +1,230 @@
+"""``profile.md``: where each variant's load spends its time, and the variants side by side.
+
+Why generated: every sentence of the attribution (the largest phase, the functions that fill it,
+the page faults that may be its real cost) is computed from the files of the same run, so the
+text cannot drift from the data. ``DIR/<variant>/profile.md`` details one variant;
+``DIR/profile.md`` sets them side by side and links the details.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import OmniLoaderError
+from ..formatting import code, percent
+from ..names import LEAF_PHASES
+from ..options import LoadOptions
+from .outputs import (FLAME_SVG, LOAD_JSON, PHASE_FUNCTIONS_CSV, PROFILE_MD, SPEEDSCOPE_JSON, TOP_FUNCTIONS_CSV,
+                      TOP_FUNCTIONS_MD, frame_markdown)
+from .result import OTHER_PHASE, VariantProfile, largest_cost
+from .settings import TOOLS, resolve_tools
+
+
+def bottleneck_sentence(vp: VariantProfile) -> str:
+    """The load's largest cost in one sentence: its largest phase and what fills it (functions or page faults)."""
+    c = largest_cost(vp)
+    label = "Next bottleneck of the optimized load" if vp.variant == "optimized" else f"Largest cost of the {vp.variant} load"
+    text = f"**{label}:** phase `{c['phase']}`, {percent(c['phase_share'])} of the load ({c['phase_seconds'] * 1e3:,.1f} ms)"
+    faults = fault_clause(vp, c["phase"], c["phase_seconds"])
+    if faults["dominant"]:
+        return text + "; " + faults["text"] + "."
+    if "function" in c:
+        text += f"; inside it the most own time goes to `{c['function']}` (about {percent(c['function_share'])} of the load)"
+    return text + (f"; {faults['text']}" if faults["text"] else "") + "."
+
+
+def fault_clause(vp: VariantProfile, phase: str, seconds: float) -> dict[str, Any]:
+    """Page faults of ``phase`` in the reference load, priced at this machine's measured cost of a
+    first touch: when they account for half the phase or more, they, not the phase's functions, are
+    its cost (cProfile attributes the kernel's time to whichever function touched the page)."""
+    from ..residency import fault_share, first_touch_seconds
+
+    record = next((r for r in vp.reference.get("phase_records", []) if r.get("name") == phase), {})
+    minor = int(record.get("minor_faults") or 0)
+    if not minor or seconds <= 0:
+        return {"dominant": False, "text": ""}
+    per_fault = first_touch_seconds()
+    share = fault_share(minor, seconds, per_fault)
+    text = (f"it took {minor:,} minor page faults (first touches of fresh memory), about {percent(share)} of the phase "
+            f"at {per_fault * 1e6:.2f} µs each as measured on this machine")
+    if share >= 0.5:
+        text = f"the phase is dominated by page faults: {text}, so the copies are not what costs"
+    return {"dominant": share >= 0.5, "text": text}
+
+
+def largest_phases(shares: pd.DataFrame, cover: float = 0.8, most: int = 3) -> list[str]:
+    """The largest leaf phases, enough to cover ``cover`` of the load, at most ``most`` of them."""
+    ranked = shares[shares["phase"] != OTHER_PHASE].sort_values("share", ascending=False)
+    chosen, covered = [], 0.0
+    for _, row in ranked.iterrows():
+        if len(chosen) >= most or (chosen and covered >= cover):
+            break
+        chosen.append(row["phase"])
+        covered += row["share"]
+    return chosen
+
+
+def context_lines(snapshot: Any, options: LoadOptions) -> list[str]:
+    """What was loaded, how, and on what software and machine."""
+    import platform
+
+    import torch
+
+    root = getattr(snapshot, "root", snapshot)
+    source = getattr(snapshot, "source", "?")
+    return [(f"- checkpoint: `{root}` ({source}); layout {options.layout}; device {options.device}; "
+             f"dtype {options.dtype}; construct {options.construct}"),
+            (f"- torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPU(s), "
+             f"{platform.machine()}")]
+
+
+def _header(title: str, snapshot: Any, options: LoadOptions | None) -> list[str]:
+    return [title, ""] + (context_lines(snapshot, options or LoadOptions()) if snapshot is not None else [])
+
+
+def _cost_table(costs: pd.DataFrame) -> str:
+    return frame_markdown(pd.DataFrame({"function": [code(f) for f in costs["function"]], "phase": costs["phase"],
+                                        "≈ share of load": costs["share_of_load"].map(percent)}))
+
+
+def _functions_in_phases(vp: VariantProfile, shares: pd.DataFrame) -> list[str]:
+    md = ["## Top functions by own time inside the largest phases", "",
+          ("From cProfile (profiler frames excluded). *share of phase* is the function's part of the own time "
+           "measured inside the phase; *≈ share of load* scales it by the phase's share of the unprofiled load."), ""]
+    share = dict(zip(shares["phase"], shares["share"]))
+    for phase in largest_phases(shares):
+        inside = vp.phase_functions[vp.phase_functions["phase"] == phase].head(8)
+        md += [f"### `{phase}`: {percent(share[phase])} of the load", ""]
+        if inside.empty:
+            md += ["(no function calls recorded inside this phase)", ""]
+            continue
+        shown = pd.DataFrame({"function": [code(f) for f in inside["function"]], "calls": inside["ncalls"],
+                              "own ms (cProfile)": inside["tottime"] * 1e3,
+                              "share of phase": inside["share_of_phase"].map(percent),
+                              "≈ share of load": (inside["share_of_phase"] * share[phase]).map(percent)})
+        md += [frame_markdown(shown, {"own ms (cProfile)": "{:,.3f}"}), ""]
+    return md + ["## Costliest functions of the whole load", "", _cost_table(vp.top_costs(10)), ""]
+
+
+def _tool_lines(vp: VariantProfile) -> list[str]:
+    md = ["## Tools", ""]
+    files = {k: v.name for k, v in vp.files.items()}
+    if "pstats" in files:
+        md.append(f"- cProfile: `{files['pstats']}`, `{TOP_FUNCTIONS_CSV}`/`{TOP_FUNCTIONS_MD}` (top functions by "
+                  f"cumulative time), `{PHASE_FUNCTIONS_CSV}` (own time per function per phase)")
+    md += [f"- {n}" for n in vp.notes]
+    s = vp.py_spy
+    if s.get("skipped"):
+        md.append(f"- py-spy: **skipped**: {s['skipped']}")
+    elif s:
+        frac = s["state_dict_samples"] / s["load_samples"] if s["load_samples"] else 0.0
+        how = ("two fresh worker processes, one per file" if s["py_spy_svg"]
+               else "one fresh worker process; the SVG is drawn from the speedscope samples")
+        md.append(f"- py-spy: `{FLAME_SVG}`, `{SPEEDSCOPE_JSON}` from {how} ({s['repeat']} load(s) per worker, "
+                  f"the first cold; {s['rate']} Hz{', native frames' if s['native'] else ''}); "
+                  f"{s['samples']} samples, {s['load_samples']} inside `load_token2wav`, {s['state_dict_samples']} of "
+                  f"them ({percent(frac)}) with `Module.state_dict` on the stack")
+    return md + [f"- reference load: `{LOAD_JSON}`"]
+
+
+def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterable[str] = TOOLS,
+                         options: LoadOptions | None = None) -> Path:
+    """``<variant>/profile.md``: where this variant's load spends its time, derived from the files."""
+    shares = vp.phase_shares()
+    total = vp.reference["phases"]["total"]
+    shown = (shares.assign(ms=shares["seconds"] * 1e3, share=shares["share"].map(percent))[["phase", "ms", "share"]]
+             .sort_values("ms", ascending=False).rename(columns={"ms": "time (ms)"}))
+    md = _header(f"# Where the time goes: {vp.variant} load", snapshot, options)
+    md += [f"- tools: {', '.join(resolve_tools(tools))}", "",
+           f"## Phase shares (unprofiled reference load: {total * 1e3:,.1f} ms)", "",
+           frame_markdown(shown, {"time (ms)": "{:,.2f}"}), bottleneck_sentence(vp), ""]
+    if vp.state_dict_calls is not None:
+        c = vp.state_dict_calls
+        md += ["## state_dict() calls", "",
+               (f"cProfile counts {c['primitive']} primitive (top-level) calls of `torch.nn.Module.state_dict` "
+                f"({c['ncalls']} calls including the recursive calls into child modules); the loader's own counter "
+                f"says {c['counter']}."), ""]
+    if vp.phase_functions is not None:
+        md += _functions_in_phases(vp, shares)
+    path = vp.directory / PROFILE_MD
+    path.write_text("\n".join(md + _tool_lines(vp)) + "\n")
+    return path
+
+
+def _side_by_side(profiles: dict[str, VariantProfile]) -> str:
+    table = None
+    for variant, vp in profiles.items():
+        s = vp.phase_shares().set_index("phase")
+        part = pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share": s["share"].map(percent)})
+        table = part if table is None else table.join(part, how="outer")
+    order = {name: i for i, name in enumerate((*LEAF_PHASES, OTHER_PHASE))}
+    table = table.reset_index().sort_values("phase", key=lambda col: col.map(order), ignore_index=True)
+    totals = {"phase": "**total**"}
+    for variant, vp in profiles.items():
+        totals.update({f"{variant} (ms)": vp.reference["phases"]["total"] * 1e3, f"{variant} share": "100.0%"})
+    table = pd.concat([table, pd.DataFrame([totals])], ignore_index=True)
+    return frame_markdown(table, {c: "{:,.2f}" for c in table.columns if c.endswith("(ms)")})
+
+
+def _discovery_change(profiles: dict[str, VariantProfile]) -> list[str]:
+    if not {"baseline", "optimized"} <= profiles.keys():
+        return []
+    b, o = (profiles[v].reference["phases"]["buffer_discovery"] for v in ("baseline", "optimized"))
+    tb, to = (profiles[v].reference["phases"]["total"] for v in ("baseline", "optimized"))
+    ratio = f", {b / o:,.0f}× less time" if o > 0 else ""
+    change = f"{percent(abs(tb - to) / tb)} {'less' if to <= tb else 'more'}"
+    return [(f"Buffer discovery: {b * 1e3:,.2f} ms → {o * 1e3:,.2f} ms{ratio}; whole load: "
+             f"{tb * 1e3:,.1f} ms → {to * 1e3:,.1f} ms ({change})."), ""]
+
+
+def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.PathLike[str], snapshot: Any = None,
+                         tools: Iterable[str] = TOOLS, options: LoadOptions | None = None) -> Path:
+    """``out_dir/profile.md``: the variants side by side."""
+    md = _header("# Where the time goes: " + " vs ".join(profiles), snapshot, options)
+    md += [f"- tools: {', '.join(resolve_tools(tools))}; per-variant details in " +
+           ", ".join(f"[`{v}/{PROFILE_MD}`]({v}/{PROFILE_MD})" for v in profiles), "",
+           "## Phase shares (unprofiled reference loads)", "", _side_by_side(profiles), ""]
+    md += _discovery_change(profiles)
+    lines = [f"- {variant}: {c['primitive']} (cProfile primitive calls; {c['ncalls']} with recursion; "
+             f"loader counter {c['counter']})" for variant, vp in profiles.items()
+             if (c := vp.state_dict_calls) is not None]
+    if lines:
+        md += ["## Module.state_dict() calls", "", *lines, ""]
+    md += ["## Largest costs", ""] + [f"- {bottleneck_sentence(vp)}" for vp in profiles.values()] + [""]
+    if "optimized" in profiles and profiles["optimized"].phase_functions is not None:
+        md += ["Costliest functions of the optimized load (cProfile own time, scaled to the unprofiled phase shares):",
+               "", _cost_table(profiles["optimized"].top_costs(5)), ""]
+    skipped = {vp.py_spy["skipped"] for vp in profiles.values() if vp.py_spy.get("skipped")}
+    if skipped:
+        md += ["## Skipped", ""] + [f"- py-spy: {s}" for s in sorted(skipped)] + [""]
+    path = Path(out_dir) / PROFILE_MD
+    path.write_text("\n".join(md))
+    return path
+
+
+def read_summary(out_dir: str | os.PathLike[str], link_from: str | os.PathLike[str] | None = None) -> str:
+    """``out_dir/profile.md`` with its relative links rewritten to be relative to ``link_from``.
+
+    The file links to ``baseline/profile.md`` relative to itself; a notebook shows it from its own
+    directory (the kernel's working directory, the default ``link_from``), where JupyterLab resolves
+    links, so the links are rewritten for that place.
+    """
+    out = Path(out_dir)
+    path = out / PROFILE_MD
+    if not path.is_file():
+        raise OmniLoaderError(f"no {PROFILE_MD} in {out}: run the profiles first")
+    base = Path(link_from) if link_from is not None else Path.cwd()
+
+    def relink(m: re.Match) -> str:
+        target = m.group(2)
+        if re.match(r"^[a-z][a-z0-9+.-]*:|^/|^#", target):
+            return m.group(0)
+        return f"]({Path(os.path.relpath((out / target).resolve(), base.resolve())).as_posix()})"
+
+    return re.sub(r"\]\(([<]?)([^)\s>]+)[>]?\)", relink, path.read_text())

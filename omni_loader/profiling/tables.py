@@ -1,0 +1,61 @@
+"""The profiles as notebook tables (pandas Stylers), read back from the files of a run.
+
+Why from the files: a notebook may show a run made earlier (or by ``omni-loader profile``);
+every table here reads what the run wrote, so the notebook shows exactly what the files hold.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from ..formatting import table
+from .outputs import read_top_functions, read_torch_ops
+from .result import VariantProfile
+from .settings import DEFAULT_TOP
+from .torch_trace import trace_phase_ranges
+
+
+def phase_share_table(profiles: dict[str, VariantProfile]):  # -> pandas Styler
+    """Phase times (ms) and shares of each variant's unprofiled reference load, side by side."""
+    frame = None
+    for variant, vp in profiles.items():
+        s = vp.phase_shares().set_index("phase")
+        part = pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share": s["share"]})
+        frame = part if frame is None else frame.join(part, how="outer")
+    frame = frame.reset_index()
+    return table(frame, percent=[c for c in frame.columns if c.endswith(" share")],
+                 decimals={c: 2 for c in frame.columns if c.endswith("(ms)")})
+
+
+def state_dict_call_table(profiles: dict[str, VariantProfile]):  # -> Styler
+    """``Module.state_dict`` calls per variant: cProfile's primitive and total calls, the loader's counter."""
+    counts = {v: p.state_dict_calls for v, p in profiles.items() if p.state_dict_calls}
+    frame = pd.DataFrame(counts).rename(index={"primitive": "primitive calls (whole state dicts)",
+                                               "ncalls": "all calls (with recursion)", "counter": "loader's counter"})
+    return table(frame, index=True)
+
+
+def top_function_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFAULT_TOP):  # -> Styler
+    """cProfile's top functions by cumulative time: own and cumulative time in ms, full names."""
+    df = read_top_functions(out_dir, variant).head(n)
+    return table(df.rename(columns={"primitive_calls": "primitive calls", "tottime": "own", "cumtime": "cumulative"}),
+                 seconds=["own", "cumulative"], unit="ms")
+
+
+def torch_ops_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFAULT_TOP):  # -> Styler
+    """torch.profiler's operators, by self time (ms)."""
+    df = read_torch_ops(out_dir, variant).head(n)
+    ms = [c for c in df.columns if c.endswith("_ms")]
+    df = df.rename(columns={c: c[:-3].replace("_", " ") + " (ms)" for c in ms})
+    return table(df, decimals={c: 3 for c in df.columns if c.endswith("(ms)")})
+
+
+def phase_range_table(trace: str | os.PathLike[str] | dict):  # -> Styler
+    """The ``phase::`` ranges of a Chrome trace: start relative to the load (ms) and duration (ms)."""
+    ranges = trace_phase_ranges(trace)
+    start = ranges["ts_us"].min() if len(ranges) else 0
+    shown = pd.DataFrame({"phase": ranges["phase"], "start (ms)": (ranges["ts_us"] - start) / 1e3,
+                          "duration (ms)": ranges["dur_us"] / 1e3})
+    return table(shown.sort_values("start (ms)", kind="stable"), decimals={"start (ms)": 3, "duration (ms)": 3})

@@ -1,0 +1,115 @@
+"""torch.profiler around one load: a Chrome trace with the load's phases, and the operator table.
+
+Why torch.profiler beside cProfile: cProfile sees Python calls, not what the tensor library does
+inside one; torch.profiler records the operators (copies, casts, on a GPU the host-to-device
+transfers), and :class:`~omni_loader.timing.PhaseClock` marks every phase as a ``phase::<name>``
+range, so each operator lands inside the phase that caused it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import OmniLoaderError
+from ..options import LoadOptions
+from .outputs import TORCH_LOG, TORCH_OPS_CSV, TORCH_OPS_MD, TRACE_JSON, frame_markdown
+from .settings import DEFAULT_TOP
+
+
+def profile_torch(snapshot: Any, variant: str, directory: Path, options: LoadOptions,
+                  top: int = DEFAULT_TOP) -> dict[str, Any]:
+    """One load under torch.profiler (CPU, plus CUDA on a GPU): Chrome trace and key_averages table."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from ..devices import resolve_device
+    from ..loader import load_token2wav
+
+    on_gpu = resolve_device(options.device).type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    with stderr_to(directory / TORCH_LOG), profile(activities=activities) as prof:
+        model, result = load_token2wav(snapshot, variant, options, digest=False)
+    del model
+    trace_path = directory / TRACE_JSON
+    prof.export_chrome_trace(str(trace_path))
+    ops = operator_table(prof.key_averages(), on_gpu)
+    csv_path, md_path = directory / TORCH_OPS_CSV, directory / TORCH_OPS_MD
+    ops.to_csv(csv_path, index=False)
+    sort = "self_gpu_ms" if on_gpu else "self_cpu_ms"
+    fmt = {c: "{:.3f}" for c in ops.columns if c.endswith("_ms")}
+    md_path.write_text(f"# torch.profiler: operators of one {variant} load, by {sort.replace('_ms', '')} time\n\n"
+                       f"Top {top} of {len(ops)}; the CSV holds all. `phase::` rows are the load's phase ranges.\n\n"
+                       + frame_markdown(ops.head(top), fmt))
+    ranges = trace_phase_ranges(trace_path)
+    return {"files": {"trace": trace_path, "torch_ops_csv": csv_path, "torch_ops_md": md_path,
+                      "torch_log": directory / TORCH_LOG},
+            "ops": ops, "phase_ranges": ranges, "result": result}
+
+
+def operator_table(averages: Any, on_gpu: bool) -> pd.DataFrame:
+    """``key_averages()`` as a frame in ms, by self GPU time on a GPU, else by self CPU time."""
+    rows = []
+    for e in averages:
+        row = {"name": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1e3,
+               "cpu_total_ms": e.cpu_time_total / 1e3}
+        if on_gpu:
+            row.update(self_gpu_ms=e.self_device_time_total / 1e3, gpu_total_ms=e.device_time_total / 1e3)
+        rows.append(row)
+    sort = "self_gpu_ms" if on_gpu else "self_cpu_ms"
+    return pd.DataFrame(rows).sort_values(sort, ascending=False, ignore_index=True)
+
+
+@contextmanager
+def stderr_to(path: Path) -> Iterator[None]:
+    """Send what C++ code writes to file descriptor 2 into ``path`` for the duration of the block.
+
+    Kineto (torch.profiler's engine) writes ``USDT: … profiler_start`` lines straight to fd 2, with
+    no setting to turn them off; in a notebook every one is a red stderr output. They are kept in
+    the variant's ``torch-profiler.log`` instead.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def trace_phase_ranges(trace: str | os.PathLike[str] | dict) -> pd.DataFrame:
+    """The ``phase::<name>`` CPU ranges of a Chrome trace: phase, start (us), duration (us)."""
+    if isinstance(trace, dict):
+        data = trace
+    else:
+        try:
+            data = json.loads(Path(trace).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise OmniLoaderError(f"cannot read Chrome trace {trace}: {exc}") from None
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    rows = [(e["name"].split("::", 1)[1], e.get("ts"), e.get("dur")) for e in events
+            if str(e.get("name", "")).startswith("phase::") and e.get("ph") == "X" and e.get("cat") == "user_annotation"]
+    return pd.DataFrame(rows, columns=["phase", "ts_us", "dur_us"])
+
+
+def torch_note(ops: pd.DataFrame, ranges: pd.DataFrame, reference: Any) -> str:
+    """One line for profile.md: whether the trace holds one range per load phase, and the top operators."""
+    expected = [p.name for p in reference.phases]
+    counts = ranges["phase"].value_counts()
+    ok = all(counts.get(p, 0) == 1 for p in expected)
+    real = ops[~ops["name"].str.startswith("phase::")]
+    col = "self_gpu_ms" if "self_gpu_ms" in ops.columns else "self_cpu_ms"
+    top3 = ", ".join(f"`{r['name']}` {r[col]:.1f} ms" for _, r in real.head(3).iterrows())
+    where = "one `phase::` range per load phase" if ok else f"phase ranges found: {dict(counts)}"
+    return f"torch.profiler: {where} in `{TRACE_JSON}`; top operators by {col[:-3].replace('_', ' ')} time: {top3}"
