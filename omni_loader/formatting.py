@@ -42,10 +42,25 @@ def _finite(x: Any) -> bool:
 
 
 def time_unit(seconds: float | Iterable[float]) -> str:
-    """``'s'`` when the (largest) value is 10 s or more, else ``'ms'``."""
-    values = [seconds] if isinstance(seconds, (int, float)) else list(seconds)
+    """``'s'`` when the (largest) value is 10 s or more, else ``'ms'``: the PR's choice per row.
+
+    The one rule for the unit of a time in the kit: a report row, a table column (pass all its
+    values), a plot's axis (pass everything it draws) and a sentence all choose here, so the same
+    figure never reads as milliseconds in one place and seconds in another. Missing and infinite
+    values do not count.
+    """
+    values = list(seconds) if isinstance(seconds, Iterable) and not isinstance(seconds, str) else [seconds]
     finite = [abs(float(v)) for v in values if _finite(v)]
     return "s" if finite and max(finite) >= SLOW_SECONDS else "ms"
+
+
+def format_seconds(seconds: float | None, unit: str | None = None) -> str:
+    """``'1099.526 ms'``, ``'105.738 s'``: three decimals in ``unit`` (default by :func:`time_unit`),
+    no thousands separators: the compact form of a time inside a longer cell or sentence."""
+    if not _finite(seconds):
+        return "n/a"
+    unit = unit or time_unit(float(seconds))
+    return f"{float(seconds) * TIME_SCALE[unit]:.3f} {unit}"
 
 
 def duration(seconds: float | None, unit: str | None = None, digits: int = 3) -> str:
@@ -129,11 +144,18 @@ def code(text: str) -> str:
 
 
 def markdown_table(rows: Sequence[Sequence[Any]], header: Sequence[str], right: Iterable[int] = ()) -> str:
-    """A GitHub-flavoured Markdown table; cells are written as given (format them first), ``|`` escaped."""
+    """A GitHub-flavoured Markdown table, the kit's only one (report.md, compare.md, profiles).
+
+    Cells are written as given (format them first); a ``|`` is escaped and a line break becomes a
+    space, since either would end the cell or the row. ``right`` lists the columns aligned right.
+    """
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
     right = set(right)
-    lines = ["| " + " | ".join(header) + " |",
+    lines = ["| " + " | ".join(map(cell, header)) + " |",
              "| " + " | ".join("---:" if i in right else "---" for i in range(len(header))) + " |"]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -280,43 +302,3 @@ def key_values(mapping: Mapping[str, Any], caption: str | None = None):  # -> St
 
     rows = [{"item": str(k), "value": _plain_value(v)} for k, v in mapping.items()]
     return table(pd.DataFrame(rows, columns=["item", "value"]), caption=caption)
-
-
-# --------------------------------------------------------------------------- views of the kit's tables
-
-
-SUMMARY_SECONDS = ("median", "q1", "q3", "iqr", "min", "max")
-
-
-def summary_table(frame):  # -> Styler
-    """``stats.summary_table`` of a runs frame (one row per variant and phase), times in one unit."""
-    from .stats import summary_table as summary
-
-    df = summary(frame)
-    return table(df, seconds=[c for c in SUMMARY_SECONDS if c in df.columns])
-
-
-# --------------------------------------------------------------------------- the environment table
-
-
-def command_text(meta: Mapping[str, Any]) -> str:
-    """The environment table's Command cell: the command line that made a results directory.
-
-    Inside a notebook, ``sys.argv`` is the kernel's launcher (``ipykernel_launcher.py -f
-    /tmp/tmp….json``): true, but it tells a reader nothing. Then the cell says a notebook ran it and
-    gives the equivalent shell command, rebuilt from the benchmark's recorded spec.
-    """
-    import shlex
-
-    cmd = str(meta.get("command_line", "") or "")
-    if "ipykernel" not in cmd and "kernel" not in cmd.split(" ", 1)[0]:
-        return f"`{cmd}`" if cmd else "?"
-    spec = meta.get("spec", {}) or {}
-    args = ["omni-loader", str(meta.get("kind", "reproduce"))]
-    for key, flag in (("checkpoint", "--checkpoint"), ("layout", "--layout"), ("device", "--device"),
-                      ("dtype", "--dtype"), ("warmup", "--warmup"), ("runs", "--runs"), ("order", "--order")):
-        if spec.get(key) not in (None, ""):
-            args += [flag, str(spec[key])]
-    if spec.get("in_process") or spec.get("workers") == "in-process":
-        args.append("--in-process")
-    return f"a notebook (Jupyter kernel); the same run from a shell: `{shlex.join(args)}`"

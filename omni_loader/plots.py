@@ -1,126 +1,57 @@
-"""Plots of saved results: every run as a point, medians and spread, where the time goes.
+"""Plots of saved results: every run as a point, medians and spread, where the time goes, ratios.
 
-Rendered from the rows in runs.csv (and the comparisons derived from them), as PNG and SVG under
-``plots/``. Nothing here measures anything.
+Each function builds a figure from rows of runs.csv (or the comparisons derived from them) and
+returns it, or None when the rows hold nothing to draw; nothing here measures or writes. The
+figures are :class:`omni_loader.figures.ShownFigure` objects built without pyplot: a notebook
+shows one returned by a cell, and building one never switches the kernel's matplotlib backend.
+:func:`omni_loader.figures.write_figure` writes them (PNG, SVG and the values drawn as CSV).
+
+Time axes follow the kit's one unit rule (:func:`omni_loader.formatting.time_unit` of everything
+a panel draws): milliseconds below 10 s, seconds from there on.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
+from .figures import ShownFigure, figure_data, write_figure, write_figure_data  # noqa: F401  (re-exported)
+from .formatting import TIME_SCALE, number, short_duration, time_unit, times
+from .measurements import LABELS
+from .names import LEAF_PHASES, VARIANTS
+from .stats import Comparison, measured, phase_summary
 
-from .formatting import number, short_duration, times  # noqa: E402
-from .stats import Comparison, measured, phase_summary  # noqa: E402
+if TYPE_CHECKING:
+    from .side_by_side import SideBySide
 
 COLORS = {"baseline": "#d1495b", "optimized": "#00798c"}
-VARIANTS = ("baseline", "optimized")
+DRIFT_PHASES = ("total", "weight_loading")
+
+_plain = FuncFormatter(lambda value, _pos: number(value))  # 10, 100 rather than 10¹, 10²
 
 
-def _save(fig: Any, directory: Path, stem: str) -> list[Path]:
-    """PNG and SVG of ``fig``, and beside them ``<stem>.csv``: the values drawn, read back from its artists."""
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = [directory / f"{stem}.png", directory / f"{stem}.svg"]
-    for p in paths:
-        fig.savefig(p, dpi=130 if p.suffix == ".png" else None, bbox_inches="tight")
-    paths.append(write_figure_data(fig, directory / f"{stem}.csv"))
-    plt.close(fig)
-    return paths
+def _scale(values: list[float]) -> tuple[float, str]:
+    """The factor from seconds to the axis unit, and the unit, for an axis drawing ``values`` (seconds)."""
+    unit = time_unit(values)
+    return TIME_SCALE[unit], unit
 
 
-FIGURE_DATA_COLUMNS = ("panel", "title", "xlabel", "ylabel", "kind", "label", "x", "y", "width", "height", "value",
-                       "text")
-
-
-def figure_data(fig: Any) -> list[dict[str, Any]]:
-    """What a figure shows, one row per drawn value, read from its artists (not from the data behind them).
-
-    ``kind`` is ``bar`` (x, y, width, height of the rectangle; ``value`` its length), ``point`` (a
-    scatter point), ``line`` (a vertex of a line; ``text`` its marker), ``text`` (an annotation at
-    x, y), ``xtick`` or ``ytick`` (a category's tick label at its position). Values are in the plotted unit
-    (see ``ylabel`` / ``xlabel``); ``panel`` numbers the axes in the figure's order.
-    """
-    from matplotlib.collections import PathCollection
-    from matplotlib.container import BarContainer
-    from matplotlib.text import Annotation
-
-    rows: list[dict[str, Any]] = []
-    for panel, ax in enumerate(fig.axes):
-        if not ax.get_visible() or not ax.axison:
-            continue
-        base = {"panel": panel, "title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel()}
-
-        def add(kind: str, label: Any = "", **values: Any) -> None:
-            shown = isinstance(label, str) and not label.startswith("_")  # "_child3": matplotlib's, not a label
-            rows.append({**base, "kind": kind, "label": label if shown else "", **values})
-
-        for container in ax.containers:
-            if isinstance(container, BarContainer):
-                for patch, value in zip(container.patches, container.datavalues):
-                    add("bar", container.get_label(), x=patch.get_x(), y=patch.get_y(), width=patch.get_width(),
-                        height=patch.get_height(), value=float(value))
-        for collection in ax.collections:
-            if isinstance(collection, PathCollection):
-                for x, y in collection.get_offsets():
-                    add("point", collection.get_label(), x=float(x), y=float(y))
-        for line in ax.lines:
-            for x, y in zip(line.get_xdata(), line.get_ydata()):
-                add("line", line.get_label(), x=float(x), y=float(y), text=str(line.get_marker()))
-        for t in ax.texts:
-            x, y = t.xy if isinstance(t, Annotation) else t.get_position()
-            add("text", x=float(x), y=float(y), text=t.get_text())
-        for kind, axis in (("xtick", ax.xaxis), ("ytick", ax.yaxis)):
-            for pos, lab in zip(axis.get_ticklocs(), axis.get_ticklabels()):
-                if _is_category(lab.get_text()):  # a named category, not a number on a scale
-                    add(kind, **{kind[0]: float(pos)}, text=lab.get_text())
-    return rows
-
-
-def _is_category(text: str) -> bool:
-    if not text or text.startswith("$"):  # mathtext: a scale's number (10^2)
-        return False
-    try:
-        float(text.replace("\u2212", "-"))
-    except ValueError:
-        return True
-    return False
-
-
-def write_figure_data(fig: Any, path: Path) -> Path:
-    import csv
-
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIGURE_DATA_COLUMNS)
-        writer.writeheader()
-        writer.writerows({c: ("" if row.get(c) is None else row.get(c)) for c in FIGURE_DATA_COLUMNS}
-                         for row in figure_data(fig))
-    return path
-
-
-_plain = matplotlib.ticker.FuncFormatter(lambda value, _pos: number(value))
-
-
-def _unit(values: list[float]) -> tuple[float, str]:
-    top = max(values) if values else 0
-    return (1.0, "s") if top >= 10 else (1e3, "ms")
-
-
-def plot_phase_runs(frame, comps: list[Comparison], directory: Path) -> list[Path]:
+def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
     """One panel per timed phase: each run as a point, the median as a bar, min–max as a whisker."""
     timed = [c for c in comps if c.unit == "s"]
     if not timed:
-        return []
+        return None
     cols = 3
     rows = math.ceil(len(timed) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    fig = ShownFigure(figsize=(4.2 * cols, 3.2 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, c in zip(axes.flat, timed):
-        scale, unit = _unit([*c.baseline.samples, *c.optimized.samples])
+        scale, unit = _scale([*c.baseline.samples, *c.optimized.samples])
         for i, s in enumerate((c.baseline, c.optimized)):
             color = COLORS[s.variant]
             xs = [i + 0.08 * ((k % 5) - 2) for k in range(s.n)]
@@ -132,7 +63,7 @@ def plot_phase_runs(frame, comps: list[Comparison], directory: Path) -> list[Pat
             ax.annotate(short_duration(s.median), (i + 0.38, s.median * scale), fontsize=8, va="center")
         if c.optimized.median > 0 and c.ratio > 10:
             ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(_plain)  # 10, 100 rather than 10¹, 10²
+            ax.yaxis.set_major_formatter(_plain)
             ax.set_title(f"{c.phase}\n{times(c.ratio)} faster (log scale)", fontsize=10)
         else:
             ax.set_title(f"{c.phase}\n{c.change()}", fontsize=10)
@@ -142,15 +73,15 @@ def plot_phase_runs(frame, comps: list[Comparison], directory: Path) -> list[Pat
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(timed):]:
         ax.axis("off")
-    handles = [plt.Line2D([], [], marker="o", ls="", color=COLORS[v], label=f"{v}: runs") for v in VARIANTS]
-    handles.append(plt.Line2D([], [], marker="D", ls="-", color="gray", label="median with min–max"))
+    handles = [Line2D([], [], marker="o", ls="", color=COLORS[v], label=f"{v}: runs") for v in VARIANTS]
+    handles.append(Line2D([], [], marker="D", ls="-", color="gray", label="median with min–max"))
     fig.legend(handles=handles, loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.02))
     fig.suptitle("Every measured run per phase: median and min–max spread", fontsize=13)
     fig.tight_layout(rect=(0, 0.04, 1, 0.97))
-    return _save(fig, directory, "phases")
+    return fig
 
 
-def plot_where_time_goes(frame, directory: Path) -> list[Path]:
+def where_time_goes_figure(frame) -> ShownFigure | None:
     """Stacked bars of leaf-phase medians per variant: where the load time goes.
 
     The bar is the sum of the phase medians, which is not the median of the whole load: medians do
@@ -159,16 +90,15 @@ def plot_where_time_goes(frame, directory: Path) -> list[Path]:
     both figures are written out, instead of leaving a reader to wonder why the bar and the table
     disagree.
     """
-    from .loader import LEAF_PHASES
-
     medians = {v: [phase_summary(frame, v, p).median for p in LEAF_PHASES] for v in VARIANTS}
     if all(math.isnan(x) for v in medians.values() for x in v):
-        return []
+        return None
     totals = {v: phase_summary(frame, v, "total").median for v in VARIANTS}
     values = [x for v in medians.values() for x in v if not math.isnan(x)]
-    scale, unit = _unit([sum(values), *[t for t in totals.values() if not math.isnan(t)]])
-    fig, ax = plt.subplots(figsize=(9, 3.8))
-    cmap = plt.get_cmap("tab10")
+    scale, unit = _scale([sum(values), *totals.values()])
+    fig = ShownFigure(figsize=(9, 3.8))
+    ax = fig.subplots()
+    cmap = matplotlib.colormaps["tab10"]
     widest = 0.0
     for j, variant in enumerate(VARIANTS):
         left = 0.0
@@ -179,43 +109,44 @@ def plot_where_time_goes(frame, directory: Path) -> list[Path]:
                     label=phase if j == 0 else None)
             left += med * scale
         total = totals[variant]
-        label = f"Σ phases {short_duration(left / scale)}"
+        text = f"Σ phases {short_duration(left / scale)}"
         end = left
         if not math.isnan(total):
             ax.plot([total * scale] * 2, [j - 0.42, j + 0.42], color="black", lw=1.6, zorder=5)
-            label += f"\nwhole load {short_duration(total)}"
+            text += f"\nwhole load {short_duration(total)}"
             end = max(end, total * scale)
-        ax.annotate(label, (end, j), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)
+        ax.annotate(text, (end, j), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)
         widest = max(widest, end)
     ax.set_xlim(0, widest * 1.3)  # room for the labels inside the frame
     ax.set_yticks(range(len(VARIANTS)), list(VARIANTS))
     ax.set_xlabel(f"median time ({unit})")
     ax.set_title("Where the Token2Wav load time goes (median of each phase)")
     handles, names = ax.get_legend_handles_labels()
-    handles.append(plt.Line2D([], [], color="black", lw=1.6))
+    handles.append(Line2D([], [], color="black", lw=1.6))
     names.append("median whole load")
     ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5, fontsize=8)
     ax.text(0.0, -0.4, "The bar adds the median of each phase; the tick is the median of the whole load. They differ "
             "because medians\ndo not add up (the run with the median total need not have the median of every phase) and "
             "the clock also runs between phases.", fontsize=7.5, color="#444", va="top", transform=ax.transAxes)
     ax.invert_yaxis()
-    return _save(fig, directory, "where_time_goes")
+    return fig
 
 
-def plot_ratios(comps: list[Comparison], reference: dict[str, Any], directory: Path) -> list[Path]:
+def ratios_figure(comps: list[Comparison], reference: dict[str, Any]) -> ShownFigure | None:
     """Baseline/optimized ratio of each PR measurement: this run beside the PR's."""
     mine = {c.phase: c for c in comps if c.unit == "s"}
     refs = [r for r in reference["measurements"] if r["unit"] == "s" and r["measurement"] in mine]
     if not refs:
-        return []
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+        return None
+    fig = ShownFigure(figsize=(7, 3.6))
+    ax = fig.subplots()
     width = 0.38
     for i, r in enumerate(refs):
         pr = r["baseline"] / r["optimized"]
         ours = mine[r["measurement"]].ratio
-        for dx, value, color, label in ((-width / 2, pr, "#8d96a3", "PR (MI300X, ROCm)"),
-                                        (width / 2, ours, "#00798c", "this run")):
-            ax.bar(i + dx, value, width, color=color, label=label if i == 0 else None)
+        for dx, value, color, name in ((-width / 2, pr, "#8d96a3", "PR (MI300X, ROCm)"),
+                                       (width / 2, ours, "#00798c", "this run")):
+            ax.bar(i + dx, value, width, color=color, label=name if i == 0 else None)
             ax.annotate(times(value), (i + dx, value), ha="center", va="bottom", fontsize=8)
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(_plain)
@@ -227,27 +158,25 @@ def plot_ratios(comps: list[Comparison], reference: dict[str, Any], directory: P
     ax.set_ylabel("baseline / optimized (median ratio, log)")
     ax.set_title("Speed-up of the optimized loader: this run against the PR")
     ax.legend(loc="upper right")
-    return _save(fig, directory, "ratios_vs_pr")
+    return fig
 
 
-DRIFT_PHASES = ("total", "weight_loading")
-
-
-def plot_drift(frame, directory: Path) -> list[Path]:
+def drift_figure(frame) -> ShownFigure | None:
     """A phase's seconds against run order (warm-ups hollow): a drift over the benchmark shows as a slope.
 
     Run order is the plan's (run_id); the per-run wall-clock stamps (run_started) order them the same.
     """
     if frame.empty or "source" not in frame:
-        return []
+        return None
     rows = frame[(frame["source"] == "load") & (frame["status"] == "ok") & frame["phase"].isin(DRIFT_PHASES)]
     phases = [p for p in DRIFT_PHASES if (rows["phase"] == p).any()]
     if not phases:
-        return []
-    fig, axes = plt.subplots(1, len(phases), figsize=(5.5 * len(phases), 3.4), squeeze=False)
+        return None
+    fig = ShownFigure(figsize=(5.5 * len(phases), 3.4))
+    axes = fig.subplots(1, len(phases), squeeze=False)
     for ax, phase in zip(axes.flat, phases):
         of_phase = rows[rows["phase"] == phase]
-        scale, unit = _unit(list(of_phase["seconds"]))
+        scale, unit = _scale(list(of_phase["seconds"]))
         for variant, runs in of_phase.groupby("variant", sort=False):
             runs = runs.sort_values("run_id")
             color = COLORS.get(str(variant))
@@ -262,13 +191,70 @@ def plot_drift(frame, directory: Path) -> list[Path]:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    return _save(fig, directory, "drift")
+    return fig
+
+
+def report_figures(frame, comps: list[Comparison], reference: dict[str, Any]) -> dict[str, ShownFigure]:
+    """Every plot of one results directory, by file stem, in report.md's order (none without measured runs)."""
+    if measured(frame).empty:
+        return {}
+    built = {"phases": phases_figure(comps), "where_time_goes": where_time_goes_figure(frame),
+             "ratios_vs_pr": ratios_figure(comps, reference), "drift": drift_figure(frame)}
+    return {stem: fig for stem, fig in built.items() if fig is not None}
 
 
 def write_plots(directory: str | Path, frame, comps: list[Comparison], reference: dict[str, Any]) -> list[Path]:
-    """All plots of one results directory, under ``plots/``."""
+    """All plots of one results directory written under ``plots/``: PNG, SVG and CSV of each."""
     out = Path(directory) / "plots"
-    if measured(frame).empty:
-        return []
-    return [*plot_phase_runs(frame, comps, out), *plot_where_time_goes(frame, out),
-            *plot_ratios(comps, reference, out), *plot_drift(frame, out)]
+    return [p for stem, fig in report_figures(frame, comps, reference).items() for p in write_figure(fig, out, stem)]
+
+
+def ratio_figure(result: SideBySide) -> ShownFigure:
+    """``compare``'s plot: one panel per timed PR row, each directory's ratio baseline/optimized with its
+    95% interval, the PR's ratio as a dashed line, 1x (no change) as a solid one. Directories that failed
+    a check are drawn as crosses."""
+    timed = [p for p in result.pr_rows if p != "state_dict_calls"]
+    labels = [e.label for e in result.entries]
+    fig = ShownFigure(figsize=(max(4.5, 0.9 * len(labels) + 2.5) * len(timed), 4.2), layout="constrained")
+    axes = fig.subplots(1, len(timed), squeeze=False)[0]
+    for ax, phase in zip(axes, timed):
+        _ratio_panel(ax, result, phase)
+        ax.set_xticks(range(len(labels)), labels, rotation=25, ha="right")
+        ax.set_xlim(-0.6, len(labels) - 0.4)
+        ax.set_title(LABELS[phase])
+    handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
+    handles.pop("95% interval", None)
+    handles["95% interval"] = Line2D([], [], color="#00798c", lw=2, alpha=0.5)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 4),
+               fontsize=8)
+    fig.suptitle("Speed-up of the optimized loader per results directory, against the PR's")
+    return fig
+
+
+def _ratio_panel(ax: Any, result: SideBySide, phase: str) -> None:
+    for flagged, marker, name in ((False, "o", "ratio of medians"), (True, "X", "ratio of medians (check failed)")):
+        points = [(i, e.comparison(phase).ratio) for i, e in enumerate(result.entries)
+                  if e.comparison(phase) and result.mismatched(e.label) == flagged
+                  and math.isfinite(e.comparison(phase).ratio)]
+        if points:
+            ax.scatter([x for x, _ in points], [y for _, y in points], marker=marker, s=36, zorder=4,
+                       color="#d1495b" if flagged else "#00798c", label=name)
+    for i, e in enumerate(result.entries):
+        iv = e.intervals.get(phase)
+        if iv:
+            ax.plot([i, i], list(iv), color="#00798c", lw=2, alpha=0.5, solid_capstyle="butt", label="95% interval")
+        c = e.comparison(phase)
+        if c and math.isfinite(c.ratio):
+            ax.annotate(f"{c.ratio:.3g}x", (i, c.ratio), xytext=(6, 0), textcoords="offset points",
+                        va="center", fontsize=8)
+    ref = result.reference_row(phase)
+    if ref:
+        pr = ref["baseline"] / ref["optimized"]
+        ax.axhline(pr, color="#8d96a3", ls="--", lw=1.4, label="PR 7061 (MI300X, as published)")
+        ax.annotate(f"PR {pr:.3g}x", (len(result.entries) - 0.45, pr), ha="right", va="bottom", fontsize=8,
+                    color="#5b6470")
+    ax.axhline(1, color="black", lw=0.8, label="no change (1x)")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))  # 10, 100: not 10¹, 10²
+    ax.set_ylabel("baseline / optimized (median ratio, log)")
+    ax.grid(axis="y", alpha=0.3)

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .formatting import format_seconds, time_unit  # the one unit rule; also importable from here, as before
+
 HIGH_SPREAD = 0.10  # IQR / median above which a summary carries a warning
 ALPHA = 0.05
 
@@ -129,7 +131,7 @@ def ranges_overlap(a: tuple[float, ...] | list[float], b: tuple[float, ...] | li
 def phrase_change(baseline: float, optimized: float, unit: str = "s", row_unit: str | None = None) -> str:
     """The PR's phrasing: '455.382 ms faster, 99.66%', '1.416 s faster, 1.34%', 'Removed 219 calls'.
 
-    A time difference is written in the unit of its row (see :func:`time_unit`), as the PR did:
+    A time difference is written in the unit of its row (:func:`formatting.time_unit`), as the PR did:
     startup is quoted in seconds, even where the difference is a second and a half.
     """
     if unit == "calls":
@@ -147,19 +149,6 @@ def phrase_change(baseline: float, optimized: float, unit: str = "s", row_unit: 
     pct = 100.0 * abs(diff) / baseline if baseline else math.nan
     unit_of_row = row_unit or time_unit(baseline)
     return f"{format_seconds(abs(diff), unit_of_row)} {'faster' if diff > 0 else 'slower'}, {pct:.2f}%"
-
-
-def time_unit(reference: float) -> str:
-    """'s' for a row whose baseline takes 10 s or more, else 'ms' (the PR's choice per row)."""
-    return "s" if math.isfinite(reference) and abs(reference) >= 10 else "ms"
-
-
-def format_seconds(seconds: float, unit: str | None = None) -> str:
-    """Three decimals in ``unit`` ('ms' or 's'; by default chosen from the value itself)."""
-    if seconds is None or not math.isfinite(seconds):
-        return "n/a"
-    unit = unit or time_unit(seconds)
-    return f"{seconds:.3f} s" if unit == "s" else f"{seconds * 1e3:.3f} ms"
 
 
 def mann_whitney(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:

@@ -52,8 +52,22 @@ def _rewrite_runs(directory: Path, column: str, value: str) -> None:
 
 
 def _set_model(directory: Path, model: str) -> None:
-    meta = json.loads((directory / "metadata.json").read_text())
-    (directory / "metadata.json").write_text(json.dumps({**meta, "model": model}))
+    from omni_loader.results import benchmark, read_metadata, store_benchmark
+
+    store_benchmark(directory, "load", {**benchmark(read_metadata(directory), "load"), "model": model})
+
+
+def _as_flat_schema(directory: Path, version: int) -> None:
+    """Rewrite a directory's metadata.json as schemas 1 and 2 laid it out: the load record at the top, its load
+    options flat in the spec; schema 1 recorded no construction mode."""
+    from omni_loader.results import benchmark, read_metadata
+
+    record = benchmark(read_metadata(directory), "load")
+    spec = {k: v for k, v in record["spec"].items() if k != "load"} | record["spec"].get("load", {})
+    if version == 1:
+        spec.pop("construct", None)
+        record = {k: v for k, v in record.items() if k != "construct"}
+    (directory / "metadata.json").write_text(json.dumps({"schema_version": version, **record, "spec": spec}))
 
 
 def _samples(directory: Path, phase: str, variant: str) -> list[float]:
@@ -222,13 +236,26 @@ def test_unknown_schema_is_refused_in_one_line(runs, tmp_path, capsys):
     assert "schema_version 99" in _one_error_line(capsys.readouterr().err)
 
 
+def test_schema_2_and_3_directories_are_read_alike(runs, tmp_path):
+    """Model, machine and settings come from each directory's load record (results.benchmark), whatever its schema."""
+    old = _copy(runs["alt"], tmp_path / "schema2")
+    _as_flat_schema(old, 2)
+    result = compare_results([runs["alt"], old])
+    assert result.checks_for("schema2") == []
+    new, flat = result.entry("alt"), result.entry("schema2")
+    assert (new.schema_version, flat.schema_version) == (3, 2)
+    described = ("model", "machine", "layout", "dtype", "construct", "workers", "kit_commit")
+    assert [getattr(flat, k) for k in described] == [getattr(new, k) for k in described]
+    assert NOT_RECORDED not in [getattr(new, k) for k in described]
+    assert new.layout == "vllm-omni" and new.dtype == "float32" and new.construct == "upstream"
+    rows = list(csv.DictReader(io.StringIO(render(result, "csv"))))
+    keep = ("model", "device", "cpu", "torch", "layout", "dtype", "construct", "workers", "kit_commit")
+    assert [{k: r[k] for k in keep} for r in rows[1:]] == [{k: rows[1][k] for k in keep}] * 2
+
+
 def test_schema_1_directory_is_read_construction_not_recorded(runs, tmp_path):
     old = _copy(runs["alt"], tmp_path / "schema1")
-    meta = json.loads((old / "metadata.json").read_text())
-    meta["schema_version"] = 1
-    meta.pop("construct")
-    meta["spec"].pop("construct")
-    (old / "metadata.json").write_text(json.dumps(meta))
+    _as_flat_schema(old, 1)
     frame = read_runs(old)
     frame[list(RUN_COLUMNS[: RUN_COLUMNS.index("minor_faults")])].to_csv(old / "runs.csv", index=False)
     result = compare_results([runs["alt"], old])
@@ -315,15 +342,13 @@ def test_a_directorys_own_problems_are_shown(runs, tmp_path):
 
 def test_startup_to_health_column_when_a_directory_measured_it(runs, tmp_path):
     """serve-ab rows (source server) in a reproduce directory add the PR's startup row, in seconds."""
-    from omni_loader.results import append_rows
+    from omni_loader.results import append_rows, store_benchmark
     from omni_loader.runner import plan_runs
 
     startup = _copy(runs["alt"], tmp_path / "with-startup")
-    meta = json.loads((startup / "metadata.json").read_text())
     plan = plan_runs(0, 3, "alternate", first_id=100, source="server")
-    meta["serve_ab"] = {"status": "complete", "plan": [{"run_id": r.run_id, "variant": r.variant, "warmup": r.warmup,
-                                                         "order": r.order} for r in plan]}
-    (startup / "metadata.json").write_text(json.dumps(meta))
+    store_benchmark(startup, "startup", {"kind": "serve-ab", "status": "complete", "plan": [
+        {"run_id": r.run_id, "variant": r.variant, "warmup": r.warmup, "order": r.order} for r in plan]})
     seconds = {"baseline": [21.0, 22.0, 23.0], "optimized": [20.0, 20.5, 21.5]}
     append_rows(startup, [{"run_id": r.run_id, "variant": r.variant, "warmup": False, "order": r.order,
                            "phase": "startup_to_health", "parent": "", "seconds": seconds[r.variant][r.order - 1],

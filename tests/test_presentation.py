@@ -18,6 +18,7 @@ import torch
 
 from omni_loader import devices, flamegraph, formatting, notebooks, progress
 from omni_loader.errors import DeviceError, OmniLoaderError
+from omni_loader.report_environment import command_text
 
 # --------------------------------------------------------------------------- plain text
 
@@ -57,12 +58,12 @@ def test_command_text_names_a_notebook_run_and_its_shell_equivalent() -> None:
     meta = {"command_line": "ipykernel_launcher.py -f /tmp/tmpab12.json --HistoryManager.hist_file=:memory:",
             "kind": "reproduce", "spec": {"checkpoint": "/snap", "layout": "vllm-omni", "device": "cpu", "warmup": 1,
                                           "runs": 5, "order": "alternate", "workers": "in-process"}}
-    text = formatting.command_text(meta)
+    text = command_text(meta)
     assert "ipykernel" not in text and "/tmp/tmp" not in text
     assert text.startswith("a notebook (Jupyter kernel)")
     assert "`omni-loader reproduce --checkpoint /snap --layout vllm-omni --device cpu --warmup 1 --runs 5 " \
            "--order alternate --in-process`" in text
-    assert formatting.command_text({"command_line": "omni-loader reproduce --size tiny"}) == \
+    assert command_text({"command_line": "omni-loader reproduce --size tiny"}) == \
         "`omni-loader reproduce --size tiny`"
 
 
@@ -160,15 +161,15 @@ def test_auto_resolves_to_what_torch_sees_and_never_stays_auto() -> None:
 @pytest.mark.slow
 def test_reproduce_records_the_resolved_device(tiny_snapshot: Path, tmp_path: Path) -> None:
     from omni_loader.checkpoint import open_snapshot
-    from omni_loader.results import read_metadata, read_runs
+    from omni_loader.results import benchmark, read_metadata, read_runs, recorded_load_options
     from omni_loader.runner import reproduce
 
     out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "r", device="auto", warmup=0, runs=1, in_process=True,
                     progress=False)
-    meta = read_metadata(out)
+    record = benchmark(read_metadata(out), "load")
     resolved = str(devices.resolve_device("auto"))
-    assert meta["spec"]["device"] == resolved and meta["environment"]["device"] == resolved
-    assert "auto" not in json.dumps(meta["spec"]) and len(read_runs(out))
+    assert recorded_load_options(record)["device"] == resolved and record["environment"]["device"] == resolved
+    assert "auto" not in json.dumps(record["spec"]) and len(read_runs(out))
 
 
 def test_cli_device_default_is_auto() -> None:

@@ -13,7 +13,7 @@ import scipy.stats  # noqa: F401
 from omni_loader.cli import main
 from omni_loader.formatting import duration
 from omni_loader.report import LABELS, render_report
-from omni_loader.results import RUN_COLUMNS, SCHEMA_VERSION, read_runs
+from omni_loader.results import RUN_COLUMNS, SCHEMA_VERSION, benchmark, read_runs
 from omni_loader.stats import format_seconds, time_unit
 
 
@@ -43,9 +43,10 @@ def test_reproduce_writes_the_results_layout(results):
     assert tuple(header) == RUN_COLUMNS
     meta = json.loads((results / "metadata.json").read_text())
     assert meta["schema_version"] == SCHEMA_VERSION
+    record = benchmark(meta, "load")
     for key in ("model", "checkpoint", "environment", "warmup", "repeats", "order", "command_line", "plan"):
-        assert key in meta
-    assert meta["checkpoint"]["checkpoint_source"] == "directory"
+        assert key in record
+    assert record["checkpoint"]["checkpoint_source"] == "directory"
 
 
 def _report_rows(text: str) -> dict[str, list[str]]:
@@ -112,10 +113,11 @@ def test_report_on_a_directory_without_results(tmp_path, capsys):
 
 def _write_results(out, runs):
     """A results directory from ``runs``: (variant, {phase: seconds}, digest) per measured run."""
-    from omni_loader.results import append_rows, write_metadata
+    from omni_loader.results import append_rows, store_benchmark
 
-    write_metadata(out, {"kind": "reproduce", "warmup": 0, "repeats": len(runs) // 2, "order": "alternate",
-                         "status": "complete"})
+    out.mkdir(parents=True, exist_ok=True)
+    store_benchmark(out, "load", {"kind": "reproduce", "warmup": 0, "repeats": len(runs) // 2, "order": "alternate",
+                                  "status": "complete"})
     rows = []
     for run_id, (variant, phases, digest) in enumerate(runs):
         for phase, seconds in phases.items():
@@ -153,7 +155,7 @@ def _md_tables(text: str, after: str) -> list[list[str]]:
 
 
 def _leaves(values: list[float]) -> dict[str, float]:
-    from omni_loader.loader import LEAF_PHASES
+    from omni_loader.names import LEAF_PHASES
 
     assert len(values) >= 2
     # the first values go to the first phases, the rest of the leaves get the last value
@@ -162,7 +164,7 @@ def _leaves(values: list[float]) -> dict[str, float]:
 
 def test_attribution_shares_are_of_each_variants_own_total(tmp_path):
     """'Where the load time goes': a phase's share is its median over the median total of the same variant."""
-    from omni_loader.loader import LEAF_PHASES
+    from omni_loader.names import LEAF_PHASES
 
     base = _leaves([0.6, 0.2, 0.1])  # baseline total 0.6 + 0.2 + 0.1 * (k - 2)
     opt = _leaves([0.3, 0.05, 0.02])  # a different total: a share over the wrong total shows
@@ -239,7 +241,7 @@ def _scale(axis_label: str) -> float:
 @pytest.fixture(scope="module")
 def plotted(tmp_path_factory):
     """A results directory with known, varied samples, rendered once (report and plots)."""
-    from omni_loader.loader import LEAF_PHASES
+    from omni_loader.names import LEAF_PHASES
     from omni_loader.report import write_report
 
     samples = {  # three runs per variant; buffer discovery 200x faster, other phases alike
@@ -331,7 +333,7 @@ def test_ratio_plot_shows_baseline_over_optimized_beside_the_prs(plotted):
 
 
 def test_where_time_goes_stacks_each_variants_phase_medians(plotted):
-    from omni_loader.loader import LEAF_PHASES
+    from omni_loader.names import LEAF_PHASES
 
     frame = read_runs(plotted)
     measured = frame[~frame["warmup"]]
@@ -357,17 +359,34 @@ ENV = {"device": "cpu", "device_name": "Test CPU", "device_memory_bytes": 8 * 2*
        "transformers": "5.24.0", "python": "3.11.7", "kit_version": "0.9", "kit_commit": "abc1234"}
 
 
+# The load benchmark of the rich directory, as the current schema records it (load options nested in the spec).
+RICH_RECORD = {"kind": "reproduce", "warmup": 1, "repeats": 3, "order": "alternate", "status": "complete",
+               "model": "Test model", "environment": ENV,
+               "checkpoint": {"checkpoint_source": "directory", "checkpoint_dir": "/snap"},
+               "spec": {"load": {"layout": "vllm-omni", "device": "cpu", "dtype": "float32", "construct": "upstream"},
+                        "workers": "spawn"},
+               "command_line": "omni-loader reproduce", "started_at": "T0", "finished_at": "T1"}
+
+
+def write_schema(out: Path, record: dict, version: int, startup: dict | None = None) -> None:
+    """metadata.json holding the load benchmark ``record`` (and a ``startup`` one) as schema ``version`` lays
+    it out: 3 names each benchmark under "benchmarks"; 2 puts the load record at the top, load options flat in
+    its spec, and serve-ab's record under "serve_ab"."""
+    out.mkdir(parents=True, exist_ok=True)
+    if version >= 3:
+        meta = {"schema_version": version, "benchmarks": {"load": record, **({"startup": startup} if startup else {})}}
+    else:
+        spec = {k: v for k, v in record["spec"].items() if k != "load"} | record["spec"].get("load", {})
+        meta = {"schema_version": version, **record, "spec": spec, **({"serve_ab": startup} if startup else {})}
+    (out / "metadata.json").write_text(json.dumps(meta))
+
+
 def _rich_results(out):
     """Both variants, 3 measured runs each plus a warm-up and a failed run, server rows, memory figures."""
-    from omni_loader.loader import LEAF_PHASES
-    from omni_loader.results import append_rows, write_metadata
+    from omni_loader.names import LEAF_PHASES
+    from omni_loader.results import append_rows
 
-    write_metadata(out, {"kind": "reproduce", "warmup": 1, "repeats": 3, "order": "alternate",
-                         "status": "complete", "model": "Test model", "environment": ENV,
-                         "checkpoint": {"checkpoint_source": "directory", "checkpoint_dir": "/snap"},
-                         "spec": {"layout": "vllm-omni", "dtype": "float32", "construct": "upstream",
-                                  "workers": "spawn"},
-                         "command_line": "omni-loader reproduce", "started_at": "T0", "finished_at": "T1"})
+    write_schema(out, RICH_RECORD, SCHEMA_VERSION)
     discovery = {"baseline": [0.40, 0.50, 0.45], "optimized": [0.0020, 0.0024, 0.0022]}
     rss = {"baseline": [100, 104, 102], "optimized": [101, 103, 102]}
     rows = []
@@ -482,7 +501,8 @@ def test_environment_table_without_a_gpu_or_details():
     assert table["CPU"] == "(? cores)" and table["omni-loader"] == "(no git commit)"  # cells are stripped
     assert table["Repeats"] == "None per variant, order None, in-process (later runs see a warm process)"
     assert table["Started / finished"] == "? / ?" and table["Checkpoint"] == "?:"
-    cuda = dict(_md_tables("\n" + environment_table({"environment": {"cuda": "12.4"}, "status": "running"}), "\n")[1:])
+    cuda = dict(_md_tables("\n" + environment_table({"kind": "reproduce", "environment": {"cuda": "12.4"},
+                                                       "status": "running"}), "\n")[1:])
     assert cuda["CUDA"] == "12.4" and cuda["Started / finished"] == "? / running"
     assert cuda["Repeats"].endswith(", a fresh interpreter per run (imports included)")  # schema 1: spawn
 
@@ -561,6 +581,53 @@ def test_report_plots_and_profiles_are_linked(rich, tmp_path):
                         "[profile.md](profiles/baseline/profile.md)"]
     (copy / "profiles" / "profile.md").unlink()
     assert _section(render_report(copy), "## Profiles")[0].startswith("- baseline: ")
+
+
+def test_render_report_writes_nothing_and_write_report_writes_what_it_links(rich, tmp_path):
+    import shutil
+
+    out, text = rich
+    assert not (out / "plots").exists() and not (out / "report.md").exists()  # rendered, not written
+    copy = Path(shutil.copytree(out, tmp_path / "copy"))
+    from omni_loader.report import write_report
+
+    path = write_report(copy)
+    assert path == copy / "report.md" and path.read_text() == text
+    linked = re.findall(r"!\[\w+\]\((plots/\w+\.png)\)", text)
+    assert len(linked) == 4 and all((copy / p).is_file() for p in linked)
+    assert sorted(p.name for p in (copy / "plots").iterdir()) == sorted(
+        f"{Path(p).stem}.{ext}" for p in linked for ext in ("png", "svg", "csv"))
+
+
+def test_report_reads_schema_2_and_3_records_alike(rich_dir, tmp_path):
+    """The report reads a benchmark's record only through results.benchmark: schema 2's layout (load record at
+    the top, load options flat, serve-ab's record under "serve_ab") and schema 3's ("benchmarks") give one report,
+    and the load benchmark's record is the one described, not the startup one beside it."""
+    import shutil
+
+    startup = {"kind": "serve-ab", "status": "complete", "model": "Other model", "warmup": 9,
+               "environment": {"device": "cuda", "device_name": "Other GPU"}, "spec": {"runs": 9}}
+    texts = {}
+    for version in (2, 3):
+        copy = Path(shutil.copytree(rich_dir, tmp_path / f"v{version}"))
+        write_schema(copy, RICH_RECORD, version, startup)
+        texts[version] = render_report(copy)
+    assert texts[2] == texts[3]
+    table = dict(_md_tables(texts[3], "## Environment")[1:])
+    assert table["Model"] == "Test model" and table["Device"] == "cpu (Test CPU, 8 GiB)"
+    assert table["Layout / dtype"] == "vllm-omni / float32" and table["Construction"].startswith("upstream:")
+    assert table["Warm-ups"] == "1 per variant" and table["Started / finished"] == "T0 / T1"
+
+
+def test_a_startup_benchmark_alone_is_described_by_its_own_record():
+    from omni_loader.measurements import described_record, spec_of
+
+    serve_ab = {"schema_version": 2, "kind": "serve-ab", "model": "M", "spec": {"runs": 4}}
+    assert described_record(serve_ab)["model"] == "M" and spec_of(serve_ab) == {"runs": 4}
+    both = {"schema_version": 3, "benchmarks": {"startup": {"model": "S"}, "load": {"model": "L", "spec": {
+        "load": {"layout": "transformers"}, "runs": 2}}}}
+    assert described_record(both)["model"] == "L" and spec_of(both) == {"runs": 2, "layout": "transformers"}
+    assert described_record({"schema_version": 3, "benchmarks": {}}) == {}
 
 
 def test_comparisons_order_and_labels(rich_dir):

@@ -1,0 +1,247 @@
+"""The tables of report.md that come from the rows of runs.csv: measurements, noise floor, memory,
+the PR's figures, where the time goes, page faults, and the variants beyond the PR.
+
+Each function takes rows (or the comparisons derived from them) and returns Markdown, so a
+notebook can show any one table (``display(Markdown(...))``) and :mod:`omni_loader.report`
+strings them together. Times follow the kit's one unit rule (:func:`formatting.time_unit`, with
+startup in seconds as the PR quotes it); tables are written by :func:`formatting.markdown_table`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from .formatting import duration, format_seconds, markdown_table, mib, table, time_unit
+from .measurements import LABELS, PR_PAIR, PR_ROWS, YARDSTICKS, label, row_unit, spec_of
+from .names import LEAF_PHASES
+from .results import PHASE_COUNTERS
+from .stats import (
+    Comparison,
+    NoiseFloor,
+    compare,
+    measured,
+    memory_verdict,
+    phase_summary,
+    phrase_change,
+    run_summary,
+)
+from .stats import summary_table as runs_summary  # a DataFrame; summary_table below shows it
+
+# The rows compared for each variant beyond the PR's pair.
+BEYOND_ROWS = ("state_dict_calls", "buffer_discovery", "load_parameters", "weight_loading", "total")
+SUMMARY_SECONDS = ("median", "q1", "q3", "iqr", "min", "max")
+
+
+def _fmt(value: float, unit: str, unit_of_row: str | None = None) -> str:
+    if unit == "calls":
+        return f"{value:g}"
+    if unit == "bytes":
+        return mib(value, 0)
+    return duration(value, unit_of_row)
+
+
+def _spread(c: Comparison, which: str) -> str:
+    s = getattr(c, which)
+    if c.unit != "s":
+        return f"{_fmt(s.min, c.unit)}–{_fmt(s.max, c.unit)}"
+    u = row_unit(c)
+    return f"{_fmt(s.min, 's', u)}–{_fmt(s.max, 's', u)} (IQR {_fmt(s.iqr, 's', u)})"
+
+
+def _ratio(c: Comparison) -> str:
+    if c.unit == "calls":
+        return "—"
+    return "∞" if math.isinf(c.ratio) else f"{c.ratio:.2f}x"
+
+
+def _floor_cell(c: Comparison, floor: NoiseFloor | None) -> str:
+    if c.unit != "s" or floor is None or math.isnan(floor.resolvable_fraction):
+        return "—"
+    return f"±{100 * floor.resolvable_fraction:.1f}% ({'resolved' if floor.resolves(c) else 'below the floor'})"
+
+
+def measurement_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | None = None) -> str:
+    """Every comparison: medians, change, ratio, spread, test, interval, verdict (and the A/A floor)."""
+    header = ["Measurement", "Baseline median", "Optimized median", "Change", "Ratio",
+              "Baseline min–max", "Optimized min–max", "Mann-Whitney p", "95% CI of Δ median", "Verdict"]
+    header += ["A/A noise floor"] if floors else []
+    rows = []
+    for c in comps:
+        u = row_unit(c)
+        ci = (f"{_fmt(c.ci_low, 's', u)} … {_fmt(c.ci_high, 's', u)}" if c.ci_low is not None else "—")
+        rows.append([label(c.phase), _fmt(c.baseline.median, c.unit, u),
+                     _fmt(c.optimized.median, c.unit, u),
+                     c.change(u), _ratio(c), _spread(c, "baseline"), _spread(c, "optimized"),
+                     f"{c.p_value:.3g}" if c.p_value is not None else "—", ci, c.verdict()]
+                    + ([_floor_cell(c, floors.get(c.phase))] if floors else []))
+    return markdown_table(rows, header)
+
+
+def noise_floor_table(floors: dict[str, NoiseFloor]) -> str:
+    """Per phase, what the A/A arms say: the smallest change this machine resolves."""
+    rows = []
+    for phase, f in floors.items():
+        u = time_unit(f.median)
+        rows.append([label(phase), f"{f.arm1.n} + {f.arm2.n}", format_seconds(f.arm1.median, u),
+                     format_seconds(f.arm2.median, u),
+                     f"{format_seconds(min(f.arm1.min, f.arm2.min), u)}–{format_seconds(max(f.arm1.max, f.arm2.max), u)}",
+                     format_seconds(f.resolvable_seconds, u), f"±{100 * f.resolvable_fraction:.1f}%"])
+    return markdown_table(rows, ["Phase", "Runs (arm 1 + arm 2)", "Arm 1 median", "Arm 2 median",
+                                 "Min–max (both arms)", "Smallest resolvable change", "Relative"])
+
+
+def yardstick_lines(frame) -> list[str]:
+    """``load_parameters`` against a plain strict ``load_state_dict`` of the same tensors, same runs."""
+    lines = []
+    for yardstick, phase in YARDSTICKS.items():
+        for v in PR_PAIR:
+            ref, ours = phase_summary(frame, v, yardstick), phase_summary(frame, v, phase)
+            if not ref.n or not ours.n:
+                continue
+            ratios = [o / r for o, r in zip(ours.samples, ref.samples) if r > 0]
+            lines.append(f"- {v}: {label(phase)} {format_seconds(ours.median)} against {label(yardstick)[11:]} "
+                         f"{format_seconds(ref.median)} in the same {ours.n} runs: {statistics.median(ratios):.2f}x "
+                         f"(per-run ratios {min(ratios):.2f}–{max(ratios):.2f}x)")
+    if not lines:
+        return []
+    return ["### Load parameters against a plain copy", "",
+            "After each load (outside its timed phases) the same checkpoint tensors were copied once more into "
+            "the same, now resident, model with a strict `load_state_dict`: what copying alone costs on this "
+            "machine. The ratio is how much more the loader's own step takes.", "", *lines, ""]
+
+
+def counters_table(frame) -> str:
+    """Medians per phase of the kernel's counters: where first touches land, when the CPU was taken away."""
+    rows = []
+    ok = measured(frame)
+    ok = ok[ok["source"] == "load"]
+    for phase in ("total", *LEAF_PHASES):
+        cells = [label(phase)]
+        for column in PHASE_COUNTERS:
+            for v in PR_PAIR:
+                values = ok[(ok["variant"] == v) & (ok["phase"] == phase)][column].dropna()
+                cells.append(f"{values.median():,.0f}" if len(values) else "—")
+        rows.append(cells)
+    header = ["Phase"] + [f"{name} ({v[:4]}.)" for name in ("Minor faults", "Major faults", "Voluntary switches",
+                                                            "Involuntary switches") for v in PR_PAIR]
+    return markdown_table(rows, header)
+
+
+def reference_table(comps: list[Comparison], reference: dict[str, Any]) -> str:
+    """The PR's published medians and ratios beside this run's, row by row."""
+    mine = {c.phase: c for c in comps}
+    rows = []
+    for ref in reference["measurements"]:
+        c = mine.get(ref["measurement"])
+        unit = "calls" if ref["unit"] == "calls" else "s"
+        pr_ratio = "—" if unit == "calls" else f"{ref['baseline'] / ref['optimized']:.2f}x"
+        pr_u = time_unit(ref["baseline"])
+        u = row_unit(c) if c else None
+        rows.append([ref["label"], _fmt(ref["baseline"], unit, pr_u), _fmt(ref["optimized"], unit, pr_u), pr_ratio,
+                     _fmt(c.baseline.median, unit, u) if c else "not measured",
+                     _fmt(c.optimized.median, unit, u) if c else "not measured", _ratio(c) if c else "—"])
+    return markdown_table(rows, ["Measurement", "PR baseline", "PR optimized", "PR ratio", "This run baseline",
+                                 "This run optimized", "This run ratio"])
+
+
+def attribution_table(frame) -> str:
+    """Each leaf phase's median and its share of the same variant's median whole load."""
+    rows = []
+    totals = {v: phase_summary(frame, v, "total").median for v in PR_PAIR}
+    if any(math.isnan(t) for t in totals.values()):
+        return "No loader runs in this directory."
+    u = time_unit(max(totals.values()))
+    for phase in LEAF_PHASES:
+        cells = [LABELS.get(phase, phase)]
+        for v in PR_PAIR:
+            s = phase_summary(frame, v, phase)
+            share = 100 * s.median / totals[v] if s.n and totals[v] else math.nan
+            cells += [format_seconds(s.median, u), f"{share:.1f}%"]
+        rows.append(cells)
+    return markdown_table(rows, ["Phase", "Baseline median", "Share", "Optimized median", "Share"])
+
+
+def memory_table(frame) -> tuple[str, str]:
+    """The peak-memory table and its verdicts in one line ('not measured' without figures)."""
+    rows, verdicts = [], []
+    for column, name in (("rss_peak_bytes", "Peak process RSS"), ("device_peak_bytes", "Peak device memory")):
+        base, opt = run_summary(frame, "baseline", column), run_summary(frame, "optimized", column)
+        if not base.n or not opt.n:
+            continue
+        verdict = memory_verdict(base, opt)
+        rows.append([name, _fmt(base.median, "bytes"), f"{_fmt(base.min, 'bytes')}–{_fmt(base.max, 'bytes')}",
+                     _fmt(opt.median, "bytes"), f"{_fmt(opt.min, 'bytes')}–{_fmt(opt.max, 'bytes')}", verdict])
+        verdicts.append(f"{name}: {verdict}")
+    text = markdown_table(rows, ["Memory", "Baseline median", "Baseline min–max", "Optimized median",
+                                 "Optimized min–max", "Verdict"])
+    return text, "; ".join(verdicts) or "not measured"
+
+
+def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
+             floors: dict[str, NoiseFloor] | None = None) -> list[str]:
+    """The report's first bullets: each PR row in one sentence, then equivalence and memory."""
+    lines = []
+    floors = floors or {}
+    for c in comps:
+        if c.phase in PR_ROWS:
+            u = row_unit(c)
+            floor = _floor_cell(c, floors.get(c.phase))
+            lines.append(f"- **{LABELS[c.phase]}**: {_fmt(c.baseline.median, c.unit, u)} → "
+                         f"{_fmt(c.optimized.median, c.unit, u)} ({c.change(u)}); {c.verdict()}"
+                         + (f"; A/A noise floor {floor}" if floor != "—" else "") + ".")
+    lines.append(f"- **Equivalence**: {equiv['statement']}.")
+    lines.append(f"- **Memory**: {memory}.")
+    return lines
+
+
+def beyond_pr_section(frame, meta: dict[str, Any]) -> list[str]:
+    """Every variant outside the PR's pair, compared with the benchmark's first variant."""
+    spec = spec_of(meta)
+    arms = list(spec.get("variants") or PR_PAIR)
+    first = arms[0]
+    others = [v for v in arms[1:] if {first, v} != set(PR_PAIR)]
+    if not others:
+        return []
+    from .variants import variant_from
+
+    custom = {v["name"]: v for v in spec.get("custom_variants", [])}
+    rows, notes = [], []
+    for v in others:
+        rows += _beyond_rows(frame, first, v)
+        variant = variant_from(custom[v]) if v in custom else variant_from(v)
+        steps = f"discovery `{variant.discovery}`, parameters `{variant.parameters}`"
+        notes.append(f"- **{v}**: {steps}. Memory: {variant.memory or 'no change to where parameters live'}.")
+    return ["## Beyond the PR", "",
+            f"Each other variant against `{first}`, the first of this benchmark's variants, in the same runs "
+            "(same alternation, same statistics; equivalence above covers every variant).", "",
+            markdown_table(rows, ["Variant", "Measurement", f"{first} median", "Variant median", "Change", "Ratio",
+                                  "Variant min–max", "Verdict"]), "", *notes, ""]
+
+
+def _beyond_rows(frame, first: str, v: str) -> list[list[str]]:
+    rows = []
+    for phase in BEYOND_ROWS:
+        if phase == "state_dict_calls":
+            c = compare(run_summary(frame, first, phase), run_summary(frame, v, phase), unit="calls")
+        else:
+            c = compare(phase_summary(frame, first, phase), phase_summary(frame, v, phase))
+        if not c.baseline.n or not c.optimized.n:
+            continue
+        u = row_unit(c)
+        rows.append([v, label(c.phase), _fmt(c.baseline.median, c.unit, u), _fmt(c.optimized.median, c.unit, u),
+                     c.change(u), _ratio(c), _spread(c, "optimized"), c.verdict()])
+    base_rss, rss = run_summary(frame, first, "rss_peak_bytes"), run_summary(frame, v, "rss_peak_bytes")
+    if base_rss.n and rss.n:
+        rows.append([v, "Peak process RSS", _fmt(base_rss.median, "bytes"), _fmt(rss.median, "bytes"),
+                     phrase_change(base_rss.median, rss.median, "bytes"), "—",
+                     f"{_fmt(rss.min, 'bytes')}–{_fmt(rss.max, 'bytes')}", memory_verdict(base_rss, rss)])
+    return rows
+
+
+def summary_table(frame):  # -> pandas Styler
+    """:func:`stats.summary_table` of a runs frame (one row per variant and phase) for a notebook,
+    its times in one unit named in the column headers."""
+    df = runs_summary(frame)
+    return table(df, seconds=[c for c in SUMMARY_SECONDS if c in df.columns])
