@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from omni_loader.profiling import VariantProfile, _bottleneck_sentence
+from omni_loader.profiling import VariantProfile, bottleneck_sentence
 from omni_loader.residency import backing_file, fault_share, first_touch_seconds, resident_fraction
 
 
@@ -37,8 +37,8 @@ def _profile(minor_faults: int, seconds: float) -> VariantProfile:
 
 def test_profile_names_page_faults_when_they_dominate_a_phase() -> None:
     per_fault = first_touch_seconds()
-    dominated = _bottleneck_sentence(_profile(minor_faults=int(3 / per_fault), seconds=1.0))  # 6x margin for noise
+    dominated = bottleneck_sentence(_profile(minor_faults=int(3 / per_fault), seconds=1.0))  # 6x margin for noise
     assert "`load_parameters`" in dominated and "dominated by page faults" in dominated
-    light = _bottleneck_sentence(_profile(minor_faults=int(0.01 / per_fault), seconds=1.0))
+    light = bottleneck_sentence(_profile(minor_faults=int(0.01 / per_fault), seconds=1.0))
     assert "dominated" not in light and "minor page faults" in light
-    assert "page faults" not in _bottleneck_sentence(_profile(minor_faults=0, seconds=1.0))
+    assert "page faults" not in bottleneck_sentence(_profile(minor_faults=0, seconds=1.0))

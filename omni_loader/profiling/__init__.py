@@ -54,7 +54,6 @@ from .summary import bottleneck_sentence, read_summary, write_summary_report, wr
 from .tables import phase_range_table, phase_share_table, state_dict_call_table, top_function_table, torch_ops_table
 from .torch_trace import profile_torch, trace_phase_ranges
 
-_bottleneck_sentence = bottleneck_sentence  # the name tests/test_residency.py imports
 
 __all__ = [
     "DEFAULT_RATE", "DEFAULT_TOP", "FLAME_SVG", "LOAD_JSON", "MAX_AUTO_REPEAT", "OTHER_PHASE", "PHASE_FUNCTIONS_CSV",
