@@ -14,7 +14,12 @@ rules here are few and the same everywhere:
 * **names are never cut**: long ones (qualified module paths, ``file:line(function)``) wrap.
 
 Tables are pandas Stylers (:func:`table`), which keep the DataFrame's values and only change how
-they are shown; text is plain functions (:func:`duration`, :func:`percent`, :func:`count`, ...).
+they are shown; text is plain functions (:func:`duration`, :func:`percent`, :func:`count`, ...);
+Markdown tables have one writer (:func:`markdown_table`).
+
+This module imports nothing from the kit: statistics and every renderer build on it, so the
+imports flow one way. Views of the kit's own tables live with their renderers
+(``report.summary_table``, ``report.command_text``).
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ def short_duration(seconds: float | None) -> str:
     if not _finite(seconds):
         return "n/a"
     s = float(seconds)
-    if abs(s) >= SLOW_SECONDS:
+    if time_unit(s) == "s":
         return f"{number(s)} s"
     if s == 0 or abs(s) >= 1e-3:
         return f"{number(s * 1e3)} ms"
