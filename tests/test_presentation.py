@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 import torch
 
-from omni_loader import devices, flamegraph, formatting, notebooks, progress
+from omni_loader import devices, formatting, notebooks, progress
+from omni_loader.profiling import flamegraph
 from omni_loader.errors import DeviceError, OmniLoaderError
 from omni_loader.report_environment import command_text
 

@@ -337,11 +337,3 @@ def test_markdown_tables_right_align_numbers_and_format_columns() -> None:
     df = pd.DataFrame({"function": ["a|b", "c"], "calls": [3, 12], "ms": [1.23456, float("nan")]})
     assert frame_markdown(df, {"ms": "{:.2f}"}).splitlines() == [
         "| function | calls | ms |", "| --- | ---: | ---: |", "| a\\|b | 3 | 1.23 |", "| c | 12 | nan |"]
-
-
-def test_flamegraph_keeps_its_old_import_path() -> None:
-    from omni_loader import flamegraph
-    from omni_loader.profiling import flamegraph as moved
-
-    assert flamegraph.build is moved.build and flamegraph.FlameView is moved.FlameView
-    assert profiling.flamegraph is moved
