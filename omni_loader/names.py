@@ -36,6 +36,24 @@ CONSTRUCT_MODES = ("upstream", "empty", "init")
 SIZES = ("full", "tiny")
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
 
+# How a load's tensors are fingerprinted to check that variants loaded the same model: every
+# parameter's and buffer's name, dtype, shape and bytes. xxh3-128 reads 1.8 GB in about 0.07 s here
+# where SHA-256 took 1.05 s per run; results of schema 1 and 2 hold bare SHA-256 hex digests.
+DIGEST_ALGORITHM = "xxh3-128"
+
+
+def digest_algorithm(digest: str) -> str:
+    """The algorithm a recorded digest was made with: its ``name:`` prefix, or sha256 for a bare hex digest."""
+    name, sep, _ = str(digest).partition(":")
+    return name if sep else "sha256"
+
+
+def short_digest(digest: str, digits: int = 16) -> str:
+    """``xxh3-128 1a2b3c4d5e6f7a8b…``: the algorithm and the first hex digits, to quote a digest in a sentence."""
+    text = str(digest)
+    return f"{digest_algorithm(text)} {text.rpartition(':')[2][:digits]}…" if text else "(no digest)"
+
+
 # The config.json key that marks a snapshot the kit wrote itself (random weights).
 SYNTHETIC_KEY = "omni_loader_synthetic"
 

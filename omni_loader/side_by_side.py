@@ -23,7 +23,7 @@ from typing import Any
 
 from .archive import archive_format, opened
 from .measurements import PR_ROWS, comparisons, described_record, flat_spec, planned_arms
-from .names import VARIANTS
+from .names import VARIANTS, digest_algorithm, short_digest
 from .results import check_results
 from .stats import Comparison, Summary, bootstrap_median_difference, compare, equivalence, measured, run_summary
 
@@ -119,7 +119,7 @@ class Entry:
         """Its tensor digests, shortened: '1a2b3c4d5e6f…' (two or more when its runs disagree)."""
         if not self.digests:
             return "(none recorded)"
-        return " / ".join(f"{d[:12]}…" for d in self.digests)
+        return " / ".join(short_digest(d, 12) for d in self.digests)
 
     def count_text(self, column: str) -> str:
         """A per-run count of each variant: '51 / 0'; several values when its runs disagree."""
@@ -283,7 +283,13 @@ def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
                                 f"{anchor.dtype}: another module tree or dtype loads other tensors, so digest and "
                                 "counts are not compared; its ratios and verdicts are its own"))
             continue
-        if e.digests != anchor.digests:
+        algorithms = ({digest_algorithm(d) for d in e.digests}, {digest_algorithm(d) for d in anchor.digests})
+        if e.digests and anchor.digests and algorithms[0] != algorithms[1]:
+            checks.append(Check(e.label, "note", "digest",
+                                f"tensor digest made with {'/'.join(sorted(algorithms[0]))}, {anchor.label}'s with "
+                                f"{'/'.join(sorted(algorithms[1]))} (an older omni-loader): tensors not compared by "
+                                "digest; the counts still are"))
+        elif e.digests != anchor.digests:
             checks.append(Check(e.label, "mismatch", "digest",
                                 f"tensor digest {e.digest_text} differs from {anchor.label}'s {anchor.digest_text}: it "
                                 "did not load the same bytes (another checkpoint, revision or seed; the same "

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .names import short_digest
 from .formatting import format_seconds, time_unit  # the one unit rule; also importable from here, as before
 
 HIGH_SPREAD = 0.10  # IQR / median above which a summary carries a warning
@@ -276,7 +277,7 @@ def noise_floor(frame, phase: str, arms: tuple[str, str] = ("aa-1", "aa-2")) -> 
 def equivalence(frame, variants: list[str] | tuple[str, ...] | None = None) -> dict[str, Any]:
     """Did every successful run of every variant (A/A runs included) load the same model?
 
-    The same model means the same SHA-256 digest of every tensor *and* the same counts: a variant
+    The same model means the same digest of every tensor (``names.DIGEST_ALGORITHM``) *and* the same counts: a variant
     that finds other persistent buffers can still end with equal tensors (a buffer the checkpoint
     holds the constructor's value of), yet it loaded something else, so it is not equivalent.
     """
@@ -291,7 +292,7 @@ def equivalence(frame, variants: list[str] | tuple[str, ...] | None = None) -> d
     if ok:
         fixed = ", ".join(f"{next(iter(set().union(*counts[c].values())))} {c.replace('_', ' ')}" for c in counts)
         statement = (f"equivalent: all {len(runs)} runs of {_arms_phrase(arms)} loaded identical tensors "
-                     f"(SHA-256 {next(iter(all_digests))[:16]}…; {fixed})")
+                     f"({short_digest(next(iter(all_digests)))}; {fixed})")
     elif len(all_digests) != 1 or not all(digests.values()) or "" in all_digests:
         statement = f"NOT equivalent: {_digest_phrase(digests)}"
     else:
@@ -308,7 +309,7 @@ EQUAL_COUNTS = ("weights_loaded", "persistent_buffers")
 def _digest_phrase(digests: dict[str, list[str]]) -> str:
     """Which arm loaded what, in one line: 'baseline 1a2b3c4d…; optimized 1a2b3c4d…, 9f8e7d6c…; assign none'."""
     def short(ds: list[str]) -> str:
-        return ", ".join(f"{d[:16]}…" if d else "(no digest)" for d in ds) or "no successful run"
+        return ", ".join(short_digest(d) for d in ds) or "no successful run"
 
     return "digests differ between runs or variants: " + "; ".join(f"{v} {short(ds)}" for v, ds in digests.items())
 

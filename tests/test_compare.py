@@ -189,7 +189,7 @@ def test_packed_archive_compares_like_its_directory(runs, tmp_path, fmt, capsys)
 
 def test_digest_or_counts_that_differ_are_flagged(runs, tmp_path):
     other = _copy(runs["alt"], tmp_path / "other-checkpoint")
-    _rewrite_runs(other, "digest", "f" * 64)
+    _rewrite_runs(other, "digest", "xxh3-128:" + "f" * 32)
     _set_model(other, "Qwen/Qwen2.5-Omni-7B Token2Wav")
     counts = _copy(runs["alt"], tmp_path / "other-counts")
     _rewrite_runs(counts, "persistent_buffers", "7")
@@ -204,7 +204,7 @@ def test_digest_or_counts_that_differ_are_flagged(runs, tmp_path):
     assert "persistent buffers 7 / 7 here, 1 / 1 in alt" in result.checks_for("other-counts")[0].message
     text = render_markdown(result)
     assert "| other-checkpoint ✗ |" in text and "✗ MISMATCH (digest)" in text
-    assert "tensor digest ffffffffffff… differs from alt's" in text
+    assert "tensor digest xxh3-128 ffffffffffff… differs from alt's" in text
 
     written = write_compare(result, tmp_path / "cmp")
     shown = list(csv.DictReader((tmp_path / "cmp" / "plots" / "compare_ratios.csv").open()))
@@ -217,6 +217,19 @@ def test_digest_or_counts_that_differ_are_flagged(runs, tmp_path):
     against = compare_results([other], against=runs["alt"])
     (row,) = against.against_rows
     assert row.verdict() == "not compared: model differs; digest differs (see the checks)"
+
+
+def test_digests_of_another_algorithm_are_a_note_not_a_mismatch(runs, tmp_path):
+    """Results of an older omni-loader hold bare SHA-256 digests: they cannot equal an xxh3 digest, so comparing
+    them would flag every old directory as another checkpoint. Said once, as a note; the counts are still compared."""
+    older = _copy(runs["alt"], tmp_path / "older")
+    _rewrite_runs(older, "digest", "f" * 64)
+    result = compare_results([runs["alt"], older])
+    assert [(c.kind, c.what) for c in result.checks_for("older")] == [("note", "digest")]
+    assert "made with sha256, alt's with xxh3-128" in result.checks_for("older")[0].message
+    assert not result.mismatched("older")
+    _rewrite_runs(older, "persistent_buffers", "7")
+    assert ("mismatch", "counts") in [(c.kind, c.what) for c in compare_results([runs["alt"], older]).checks_for("older")]
 
 
 def test_unknown_schema_is_refused_in_one_line(runs, tmp_path, capsys):

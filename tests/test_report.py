@@ -455,7 +455,7 @@ def test_report_intro_headline_and_verdicts(rich):
     from omni_loader.stats import equivalence
 
     statement = equivalence(read_runs(out))["statement"]
-    assert statement.startswith(f"equivalent: all 8 runs of both variants loaded identical tensors (SHA-256 {'e' * 16}…")
+    assert statement.startswith(f"equivalent: all 8 runs of both variants loaded identical tensors (sha256 {'e' * 16}…")
     assert head[4] == f"- **Equivalence**: {statement}."
     assert head[5] == "- **Memory**: Peak process RSS: unchanged (within noise)."
     verdicts = _section(text, "## Verdicts")
