@@ -16,13 +16,13 @@ When loading ends it logs, to stdout and flushed, lines shaped like vLLM's, so t
 SIGTERM or SIGINT closes the listening socket and exits with status 0 (a load still in
 progress is abandoned). A load that fails prints one line and exits with status 2.
 
-The A/B harness lives in :mod:`omni_loader.serve_ab` (re-exported here: ``serve_ab``,
-``stage_server_commands``, ``free_port``); this module registers both commands.
+What a server loads and where it listens is one :class:`StageServerOptions` value (the command
+layer, :mod:`omni_loader.cli.serve`, makes it from the options typed). The A/B harness lives in
+:mod:`omni_loader.serve_ab` (re-exported here: ``serve_ab``, ``stage_server_commands``, ``free_port``).
 """
 
 from __future__ import annotations
 
-import argparse
 import errno
 import json
 import os
@@ -32,16 +32,19 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import OmniLoaderError
+from .options import LoadOptions
 from .serve_ab import DEFAULT_PATTERNS, extract_figures, free_port, serve_ab, stage_server_commands
 
 __all__ = [
     "DEFAULT_PATTERNS",
-    "add_command",
+    "SnapshotChoice",
+    "StageServerOptions",
     "extract_figures",
     "free_port",
     "run_stage_server",
@@ -50,6 +53,42 @@ __all__ = [
 ]
 
 DEFAULT_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class SnapshotChoice:
+    """Which snapshot a stage server loads, as the checkpoint options name it (a directory, a model id
+    in the Hugging Face cache, or the synthetic one of ``size`` and ``seed``).
+
+    A choice, not a snapshot: it is resolved in the loader thread, after the port is bound, because
+    making a synthetic snapshot or finding a model takes time that ``/health`` must already cover.
+    """
+
+    checkpoint: str | None = None
+    model_id: str | None = None
+    size: str = "full"
+    seed: int = 0
+    cache_dir: str | None = None
+    download: bool = False
+
+    def resolve(self) -> Any:  # -> checkpoint.Snapshot
+        from .checkpoint import resolve_snapshot
+
+        return resolve_snapshot(checkpoint=self.checkpoint, model_id=self.model_id, size=self.size, seed=self.seed,
+                                cache_dir=self.cache_dir, download=self.download, progress=False)
+
+
+@dataclass(frozen=True)
+class StageServerOptions:
+    """One stage server: the variant it loads, from which snapshot, with which load options, and where it listens."""
+
+    variant: str
+    port: int
+    snapshot: SnapshotChoice = field(default_factory=SnapshotChoice)
+    load: LoadOptions = field(default_factory=LoadOptions)
+    host: str = DEFAULT_HOST
+    digest: bool = False  # also hash every tensor (reported in /stats; adds to the startup time)
+    tag: str | None = None  # free text echoed in the log and in /stats
 
 
 # --------------------------------------------------------------------------- state
@@ -158,15 +197,13 @@ def _weights_bytes(model: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def load_in_background(args: argparse.Namespace, state: StageState, bound_at: float) -> None:
+def load_in_background(options: StageServerOptions, state: StageState, bound_at: float) -> None:
     """The loader thread: resolve the snapshot, load, log vLLM-style lines, flip /health to 200."""
     try:
-        from .cli import snapshot_from_args
         from .loader import load_token2wav
 
-        snapshot = snapshot_from_args(args, progress=False)
-        model, result = load_token2wav(snapshot, args.variant, layout=args.layout, device=args.device,
-                                       dtype=args.dtype, digest=args.digest)
+        snapshot = options.snapshot.resolve()
+        model, result = load_token2wav(snapshot, options.variant, options.load, digest=options.digest)
         seconds = result.phase_seconds()
         _log(f"Buffer discovery took {seconds['buffer_discovery'] * 1e3:.3f} ms (variant {result.variant}, "
              f"state_dict() calls {result.state_dict_calls}, persistent buffers {len(result.persistent_buffers)})")
@@ -185,10 +222,10 @@ def load_in_background(args: argparse.Namespace, state: StageState, bound_at: fl
         state.set_failed(f"{type(exc).__name__}: {exc}")
 
 
-def run_stage_server(args: argparse.Namespace) -> int:
+def run_stage_server(options: StageServerOptions) -> int:
     """Bind, start the load and the HTTP loop, and wait for a signal (or a failed load)."""
-    state = StageState(args.variant, args.tag)
-    server = bind_server(args.host, args.port, state)
+    state = StageState(options.variant, options.tag)
+    server = bind_server(options.host, options.port, state)
     bound_at = time.perf_counter()
     host, port = server.server_address[:2]
     stop = threading.Event()
@@ -202,10 +239,10 @@ def run_stage_server(args: argparse.Namespace) -> int:
     http_thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
                                    name="stage-server-http", daemon=True)
     http_thread.start()
-    tag = f", tag {args.tag}" if args.tag else ""
-    _log(f"stage-server: listening on http://{host}:{port} (variant {args.variant}{tag}); "
+    tag = f", tag {options.tag}" if options.tag else ""
+    _log(f"stage-server: listening on http://{host}:{port} (variant {options.variant}{tag}); "
          "/health answers 503 until the model is loaded")
-    loader = threading.Thread(target=load_in_background, args=(args, state, bound_at),
+    loader = threading.Thread(target=load_in_background, args=(options, state, bound_at),
                               name="stage-server-load", daemon=True)
     loader.start()
     try:
@@ -227,50 +264,3 @@ def run_stage_server(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(0)
     return 0
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def cmd_stage_server(args: argparse.Namespace) -> int:
-    return run_stage_server(args)
-
-
-def cmd_serve_ab(args: argparse.Namespace) -> int:
-    from .serve_ab import run_cli
-
-    return run_cli(args)
-
-
-def add_command(subparsers: Any) -> None:
-    from .cli import _add_checkpoint_args, _add_load_args
-
-    p = subparsers.add_parser(
-        "stage-server",
-        help="serve /health (503 while Token2Wav loads, 200 once loaded) and /stats, like a vLLM stage",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--variant", choices=("baseline", "optimized"), required=True)
-    _add_checkpoint_args(p)
-    _add_load_args(p)
-    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}, loopback)")
-    p.add_argument("--port", type=int, required=True, help="port to listen on (bound before anything is loaded)")
-    p.add_argument("--digest", action="store_true",
-                   help="also hash every tensor after loading (reported in /stats; adds to the startup time)")
-    p.add_argument("--tag", help="free text echoed in the log and in /stats (e.g. a run label)")
-    p.set_defaults(func=cmd_stage_server)
-
-    from .serve_ab import add_arguments
-
-    p = subparsers.add_parser(
-        "serve-ab",
-        help="time two server commands from spawn to their first HTTP 200 on /health, alternating",
-        description=(
-            "Launch the baseline and optimized server commands alternately (warm-ups first), each in its "
-            "own process group with its output captured, time spawn -> first HTTP 200 on the health URL, "
-            "stop the whole group, and extract named figures from the captured logs."
-        ),
-    )
-    add_arguments(p)
-    p.set_defaults(func=cmd_serve_ab)

@@ -16,15 +16,16 @@ resident model, warm caches, a device context. Three ways to get such a process:
     The load runs in the calling interpreter (notebooks, debugging): later runs see a warm process.
 
 Either way a crashed or killed run loses only itself: the caller gets a :class:`WorkerFailed`
-with one line saying why.
+with one line saying why. Each worker leads a process group of its own, so a Ctrl-C at the
+terminal reaches the benchmark only, which stops the worker's group (:mod:`omni_loader.procs`).
 
 ``python -m omni_loader.worker --variant baseline --checkpoint DIR --out FILE`` is the spawned
-entry point; py-spy records the same one.
+entry point; py-spy records the same one. Its command line is written by :func:`request_command` and
+read by :func:`parse_worker_args` only, so it is parsed here, by hand.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import os
@@ -35,11 +36,13 @@ import tempfile
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .errors import OmniLoaderError
+from .options import LoadOptions
+from .procs import stop_children, stop_group
 
 WORKER_MODES = ("forkserver", "spawn", "in-process")
 # Imported once by the fork server, before any child is forked (none of them touches a device).
@@ -62,29 +65,24 @@ class LoadRequest:
 
     checkpoint: str
     variant: str | dict[str, Any]  # a built-in variant's name, or a Variant's dict (its own steps)
-    layout: str = "vllm-omni"
-    device: str = "cpu"
-    dtype: str = "float32"
-    construct: str = "upstream"
+    options: LoadOptions = LoadOptions(device="cpu")
     reference_copy: bool = False
     digest: bool = True
     threads: int | None = None  # torch intra-op threads for the load; None: torch's default
 
 
-def run_load(checkpoint: str | LoadRequest, variant: str = "optimized", layout: str = "vllm-omni",
-             device: str = "cpu", dtype: str = "float32", digest: bool = True, construct: str = "upstream",
-             reference_copy: bool = False) -> dict[str, Any]:
-    """Open the snapshot and load it once; the dict is what runs.csv rows are made from."""
+def run_load(request: str | LoadRequest, variant: str = "optimized", options: LoadOptions | None = None) -> dict[str, Any]:
+    """Open the snapshot and load it once (``run_load(request)``, or ``run_load(checkpoint, variant,
+    options)``); the dict is what runs.csv rows are made from."""
     from .checkpoint import open_snapshot
     from .loader import load_token2wav
     from .variants import variant_from
 
-    req = checkpoint if isinstance(checkpoint, LoadRequest) else LoadRequest(
-        str(checkpoint), variant, layout, device, dtype, construct, reference_copy, digest)
+    req = request if isinstance(request, LoadRequest) else LoadRequest(
+        str(request), variant, options or LoadOptions(device="cpu"))
     snapshot = open_snapshot(req.checkpoint)
     with intra_op_threads(req.threads):
-        model, result = load_token2wav(snapshot, variant_from(req.variant), layout=req.layout, device=req.device, dtype=req.dtype,
-                                       digest=req.digest, construct=req.construct,
+        model, result = load_token2wav(snapshot, variant_from(req.variant), req.options, digest=req.digest,
                                        reference_copy=req.reference_copy)
     del model
     return result.to_dict()
@@ -110,18 +108,27 @@ def intra_op_threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def request_command(request: LoadRequest, out: str | None = None, repeat: int = 1) -> list[str]:
+    """The argv that runs ``request`` in a fresh interpreter (``repeat`` loads, for a sampling profiler)."""
+    variant = request.variant
+    if isinstance(variant, dict):  # a variant with its own steps travels as NAME=discovery:REF,parameters:REF
+        variant = f"{variant['name']}=discovery:{variant['discovery']},parameters:{variant['parameters']}"
+    opts = request.options
+    cmd = [sys.executable, "-m", "omni_loader.worker", "--checkpoint", str(request.checkpoint), "--variant", variant,
+           "--layout", opts.layout, "--device", opts.device, "--dtype", opts.dtype, "--construct", opts.construct]
+    cmd += ["--reference-copy"] if request.reference_copy else []
+    cmd += ["--threads", str(request.threads)] if request.threads else []
+    cmd += [] if request.digest else ["--no-digest"]
+    cmd += ["--repeat", str(repeat)] if repeat != 1 else []
+    return cmd + (["--out", str(out)] if out else [])
+
+
 def worker_command(checkpoint: str, variant: str | dict[str, Any], layout: str, device: str, dtype: str,
                    out: str | None = None, repeat: int = 1, construct: str = "upstream",
                    reference_copy: bool = False, threads: int | None = None) -> list[str]:
-    """The argv that runs one load in a fresh interpreter (``repeat`` loads, for a sampling profiler)."""
-    if isinstance(variant, dict):  # a variant with its own steps travels as NAME=discovery:REF,parameters:REF
-        variant = f"{variant['name']}=discovery:{variant['discovery']},parameters:{variant['parameters']}"
-    cmd = [sys.executable, "-m", "omni_loader.worker", "--checkpoint", str(checkpoint), "--variant", variant,
-           "--layout", layout, "--device", device, "--dtype", dtype, "--construct", construct]
-    cmd += ["--reference-copy"] if reference_copy else []
-    cmd += ["--threads", str(threads)] if threads else []
-    cmd += ["--repeat", str(repeat)] if repeat != 1 else []
-    return cmd + (["--out", str(out)] if out else [])
+    """:func:`request_command` from loose arguments (the profilers' way of asking for one load)."""
+    options = LoadOptions(layout=layout, device=device, dtype=dtype, construct=construct)
+    return request_command(LoadRequest(checkpoint, variant, options, reference_copy, threads=threads), out, repeat)
 
 
 # --------------------------------------------------------------------------- running one load
@@ -132,8 +139,8 @@ def run_isolated(request: LoadRequest, mode: str = "forkserver", timeout: float 
     """Run one load in a process of kind ``mode`` (see the module docstring) and return its dict.
 
     Raises :class:`WorkerFailed` when the worker fails or is killed (``timeout`` seconds), and
-    kills the worker before re-raising an interrupt. ``on_start`` is called with the worker's pid
-    as soon as it exists (to watch it, or, in tests, to stop or kill it at a known moment).
+    stops the worker's group before re-raising an interrupt. ``on_start`` is called with the
+    worker's pid as soon as it exists (to watch it, or, in tests, to stop or kill it at a known moment).
     """
     if mode == "in-process":
         return run_load(request)
@@ -141,43 +148,32 @@ def run_isolated(request: LoadRequest, mode: str = "forkserver", timeout: float 
         raise OmniLoaderError(f"--workers must be one of {', '.join(WORKER_MODES)}, not {mode!r}")
     with tempfile.TemporaryDirectory(prefix="omni-loader-run-") as tmp:
         out = Path(tmp) / "result.json"
-        if mode == "spawn":
-            _run_spawned(request, out, timeout, on_start)
-        else:
-            _run_forked(request, out, timeout, on_start)
+        (_run_spawned if mode == "spawn" else _run_forked)(request, out, timeout, on_start)
         return json.loads(out.read_text())
 
 
 def _run_spawned(request: LoadRequest, out: Path, timeout: float | None,
                  on_start: Callable[[int], None] | None = None) -> None:
-    cmd = worker_command(request.checkpoint, request.variant, request.layout, request.device, request.dtype,
-                         out=str(out), construct=request.construct, reference_copy=request.reference_copy,
-                         threads=request.threads)
-    if not request.digest:
-        cmd.append("--no-digest")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(request_command(request, out=str(out)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
     try:
         if on_start:
             on_start(proc.pid)
         _, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        stop_process_group(proc)
+        _stop_spawned(proc)
         raise WorkerFailed(f"worker killed after --worker-timeout {timeout:g} s") from None
     except BaseException:
-        stop_process_group(proc)
+        _stop_spawned(proc)
         raise
     if proc.returncode != 0:
         reason = stderr.strip().splitlines()[-1] if stderr.strip() else ""
         raise WorkerFailed(_how(proc.returncode) + (f": {reason}" if reason else ""))
 
 
-def stop_process_group(proc: subprocess.Popen) -> None:
-    """SIGKILL a worker's whole process group (it was started in a session of its own) and reap it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+def _stop_spawned(proc: subprocess.Popen) -> None:
+    stop_group(proc.pid, grace=0, leader=proc)  # a measured load has nothing to flush: no grace
+    proc.communicate()  # close its pipes
 
 
 def forkserver_context() -> Any:
@@ -187,12 +183,31 @@ def forkserver_context() -> Any:
     return ctx
 
 
+def ensure_forkserver() -> None:
+    """Start the fork server if it is not running, with SIGINT blocked while it starts.
+
+    The server inherits the signal mask and keeps SIGINT blocked through its imports (after them
+    it ignores SIGINT itself): a Ctrl-C at the terminal, which reaches the whole foreground group,
+    is then the benchmark's to handle, not a traceback of the server's half-done imports.
+    """
+    from multiprocessing import forkserver, resource_tracker
+
+    forkserver_context()
+    resource_tracker.ensure_running()  # first: starting it unblocks SIGINT again
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 def start_forkserver() -> None:
     """Start the fork server and wait until its imports are done, by running one empty child.
 
     Called before the first measured run, so that no run (and no ``--worker-timeout``) pays the
     server's start-up.
     """
+    ensure_forkserver()
     proc = forkserver_context().Process(target=_nothing, daemon=True)
     _start_without_main(proc)
     proc.join()
@@ -200,7 +215,24 @@ def start_forkserver() -> None:
         raise WorkerFailed(f"the fork server could not start a worker ({_how(proc.exitcode)})")
 
 
-def _nothing() -> None:
+def stop_forkserver() -> None:
+    """Stop the fork server and any worker it still runs; the next benchmark starts a new one.
+    Called when a benchmark is interrupted, so that nothing of it is left behind."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver  # the stdlib's one fork server per process; it has no public stop
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return
+    stop_children(pid, grace=0)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server._stop()  # reaps it and forgets its address
+
+
+def _nothing() -> None:  # the fork server's first child: proof that its imports are done
     pass
 
 
@@ -222,43 +254,43 @@ def _start_without_main(proc: Any) -> None:
 
 def _run_forked(request: LoadRequest, out: Path, timeout: float | None,
                 on_start: Callable[[int], None] | None = None) -> None:
-    proc = forkserver_context().Process(target=_forked_main, args=(asdict(request), str(out)), daemon=True)
+    ensure_forkserver()
+    proc = forkserver_context().Process(target=_forked_main, args=(request, str(out)), daemon=True)
     _start_without_main(proc)
     try:
         if on_start:
             on_start(proc.pid)
         proc.join(timeout)
     except BaseException:
-        _kill(proc)
+        _stop_forked(proc)
         raise
     if proc.is_alive():
-        _kill(proc)
+        _stop_forked(proc)
         raise WorkerFailed(f"worker killed after --worker-timeout {timeout:g} s")
     if proc.exitcode != 0:
-        reason = ""
-        if out.exists():
-            try:
-                reason = json.loads(out.read_text()).get("error", "")
-            except (json.JSONDecodeError, AttributeError):
-                reason = ""
+        try:
+            reason = json.loads(out.read_text()).get("error", "") if out.exists() else ""
+        except (json.JSONDecodeError, AttributeError):
+            reason = ""
         raise WorkerFailed(_how(proc.exitcode) + (f": {reason}" if reason else ""))
 
 
-def _kill(proc: Any) -> None:
-    proc.kill()
-    proc.join()
+def _stop_forked(proc: Any) -> None:
+    stop_group(proc.pid, grace=0)  # the child leads its own group (see _forked_main)
+    proc.join()  # the fork server reaps it and tells us its exit status
 
 
 def _how(code: int) -> str:
     return f"worker killed by signal {-code}" if code < 0 else f"worker exit {code}"
 
 
-def _forked_main(request: dict[str, Any], out: str) -> None:
+def _forked_main(request: LoadRequest, out: str) -> None:
     """A forked child: load once, write the result (or one line of error) to ``out``, exit."""
+    os.setsid()  # its own group and session, as a spawned worker: the terminal's Ctrl-C is the parent's
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent decides about interrupts
     code = 0
     try:
-        data = run_load(LoadRequest(**request))
+        data = run_load(request)
     except OmniLoaderError as exc:
         data, code = {"error": str(exc)}, exc.exit_code
     except BaseException as exc:  # one line for the runs.csv error column; the run is lost, not the benchmark
@@ -271,46 +303,92 @@ def _forked_main(request: dict[str, Any], out: str) -> None:
 # --------------------------------------------------------------------------- spawned entry point
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .model import CONSTRUCT_MODES
+USAGE = """usage: python -m omni_loader.worker --checkpoint DIR --variant NAME [options]
 
-    p = argparse.ArgumentParser(prog="python -m omni_loader.worker", description=__doc__)
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--variant", required=True,
-                   help="a built-in variant's name, or NAME=discovery:REF[,parameters:REF] (see omni_loader.variants)")
-    p.add_argument("--layout", default="vllm-omni")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--construct", choices=CONSTRUCT_MODES, default="upstream")
-    p.add_argument("--reference-copy", action="store_true")
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    p.add_argument("--no-digest", action="store_true")
-    p.add_argument("--out", help="write the JSON here instead of stdout")
-    p.add_argument("--repeat", type=int, default=1, metavar="N",
-                   help="load N times in this process (for a sampling profiler); the JSON is the first, cold load's,"
-                        " plus 'repeat' and 'repeat_total_seconds' when N > 1")
-    args = p.parse_args(argv)
-    if args.repeat < 1:
-        p.error(f"--repeat must be at least 1, not {args.repeat}")
+One Token2Wav load in this process; its JSON result to --out FILE, else to stdout.
+
+  --variant NAME      a built-in variant, or NAME=discovery:REF[,parameters:REF] (see omni_loader.variants)
+  --layout, --device, --dtype, --construct   the load options (default vllm-omni, cpu, float32, upstream)
+  --reference-copy    also time a plain strict load_state_dict of the same tensors
+  --threads N         torch intra-op threads (default: torch's);  --no-digest   skip hashing the tensors
+  --repeat N          load N times (for a sampling profiler): the JSON is the first load's, plus
+                      'repeat' and 'repeat_total_seconds';  --out FILE   the JSON there, not to stdout"""
+# The worker's options: those that take a value, and the flags.
+VALUED = ("--checkpoint", "--variant", "--layout", "--device", "--dtype", "--construct", "--threads", "--repeat", "--out")
+FLAGS = ("--reference-copy", "--no-digest")
+
+
+@dataclass(frozen=True)
+class WorkerCall:
+    """One invocation of the spawned worker: the load, where its JSON goes, how many times to load."""
+
+    request: LoadRequest
+    out: str | None = None
+    repeat: int = 1
+
+
+def parse_worker_args(argv: list[str]) -> WorkerCall:
+    """The worker's command line (as :func:`request_command` writes it) as a :class:`WorkerCall`;
+    one-line :class:`OmniLoaderError` for anything else."""
     from .variants import parse_variant
 
+    values: dict[str, str] = {}
+    flags: set[str] = set()
+    args = iter(argv)
+    for arg in args:
+        name, eq, inline = arg.partition("=")
+        if name in FLAGS and not eq:
+            flags.add(name)
+        elif name in VALUED:
+            value = inline if eq else next(args, None)
+            if value is None:
+                raise OmniLoaderError(f"{name} needs a value")
+            values[name] = value
+        else:
+            raise OmniLoaderError(f"unknown worker option {arg!r} (see --help)")
+    for required in ("--checkpoint", "--variant"):
+        if required not in values:
+            raise OmniLoaderError(f"{required} is required")
+    threads, repeat = _integer(values, "--threads", None), _integer(values, "--repeat", 1)
+    if repeat < 1:
+        raise OmniLoaderError(f"--repeat must be at least 1, not {repeat}")
+    text = values["--variant"]
+    options = LoadOptions(device="cpu").replace(**{k.lstrip("-"): values.get(k) for k in
+                                                   ("--layout", "--device", "--dtype", "--construct")})
+    request = LoadRequest(values["--checkpoint"], parse_variant(text).to_dict() if "=" in text else text, options,
+                          "--reference-copy" in flags, "--no-digest" not in flags, threads)
+    return WorkerCall(request, values.get("--out"), repeat)
+
+
+def _integer(values: dict[str, str], name: str, default: int | None) -> int | None:
+    if name not in values:
+        return default
     try:
-        variant = parse_variant(args.variant).to_dict() if "=" in args.variant else args.variant
-        request = LoadRequest(args.checkpoint, variant, args.layout, args.device, args.dtype, args.construct,
-                              args.reference_copy, not args.no_digest, args.threads)
-        data = run_load(request)
-        if args.repeat > 1:
+        return int(values[name])
+    except ValueError:
+        raise OmniLoaderError(f"{name} must be an integer, not {values[name]!r}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m omni_loader.worker``: one load (or ``--repeat N``), its JSON to ``--out`` or stdout."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        print(USAGE)
+        return 0
+    try:
+        call = parse_worker_args(args)
+        data = run_load(call.request)
+        if call.repeat > 1:
             totals = [data["phases"]["total"]]
-            for _ in range(args.repeat - 1):
-                again = run_load(LoadRequest(**{**asdict(request), "digest": False}))
-                totals.append(again["phases"]["total"])
-            data.update(repeat=args.repeat, repeat_total_seconds=totals)
+            for _ in range(call.repeat - 1):
+                totals.append(run_load(replace(call.request, digest=False))["phases"]["total"])
+            data.update(repeat=call.repeat, repeat_total_seconds=totals)
     except OmniLoaderError as exc:
         print(f"omni-loader worker: error: {exc}", file=sys.stderr)
         return exc.exit_code
     text = json.dumps(data, default=str)
-    if args.out:
-        Path(args.out).write_text(text)
+    if call.out:
+        Path(call.out).write_text(text)
     else:
         print(text)
     return 0

@@ -40,6 +40,35 @@ def test_metadata_round_trip_with_its_schema_version(tmp_path):
     assert path.read_text().startswith('{\n  "schema_version"')  # indented, the version first
 
 
+def test_the_columns_are_pinned():
+    """runs.csv's columns, in order: changing them means a new schema version (and readers of the old one)."""
+    from dataclasses import fields
+
+    from omni_loader.results import RunRow
+
+    assert RUN_COLUMNS == (
+        "run_id", "variant", "warmup", "order", "phase", "parent", "seconds", "status", "error", "state_dict_calls",
+        "weights_loaded", "persistent_buffers", "digest", "rss_peak_bytes", "device_peak_bytes", "source",
+        "minor_faults", "major_faults", "voluntary_switches", "involuntary_switches", "run_started", "run_ended")
+    assert tuple(f.name for f in fields(RunRow)) == RUN_COLUMNS
+
+
+def test_a_run_row_takes_its_run_from_the_plan(tmp_path):
+    from omni_loader.planner import PlannedRun
+    from omni_loader.results import RunRow, failed_row
+
+    run = PlannedRun(7, "optimized", False, 3, "aa")
+    row = RunRow.of(run, "total", seconds=0.5)
+    assert (row.run_id, row.variant, row.warmup, row.order, row.source) == (7, "optimized", False, 3, "aa")
+    failed = failed_row(run, "Traceback (most recent call last):\n  ...\nValueError: bad shard\n", 1.5)
+    assert (failed.phase, failed.status, failed.error, failed.seconds) == ("total", "failed", "ValueError: bad shard", 1.5)
+    assert failed_row(run, "  ").error == "failed"
+    append_rows(tmp_path, [row, failed])  # RunRow values and dicts alike
+    frame = read_runs(tmp_path)
+    assert list(frame["source"]) == ["aa", "aa"] and list(frame["order"]) == [3, 3]
+    assert list(frame["digest"]) == ["", ""] and frame["minor_faults"].isna().all()  # None is an empty cell
+
+
 def test_metadata_values_that_json_cannot_hold_are_written_as_text(tmp_path):
     write_metadata(tmp_path, {"path": tmp_path})
     assert read_metadata(tmp_path)["path"] == str(tmp_path)
@@ -182,8 +211,8 @@ def test_check_results_refuses_what_it_cannot_read(tmp_path):
 
     with pytest.raises(ResultsError, match="no metadata.json"):
         check_results(tmp_path)
-    (tmp_path / METADATA_FILE).write_text('{"schema_version": 3}')
-    with pytest.raises(ResultsError, match="schema_version 3.*upgrade omni-loader"):
+    (tmp_path / METADATA_FILE).write_text('{"schema_version": 4}')
+    with pytest.raises(ResultsError, match="schema_version 4.*upgrade omni-loader"):
         check_results(tmp_path)
 
 
@@ -242,3 +271,119 @@ def test_a_run_whose_last_row_was_cut_short_is_left_out_whole(tmp_path):
     check = check_results(out)
     assert check.findings == ["1 malformed row(s) ignored", "1 duplicated run(s) ignored", "1 planned run(s) missing"]
     assert set_aside_rejected(check) == 4 and check_results(out).missing_runs == (3,)
+
+
+# --------------------------------------------------------------------------- the suite (schema 3)
+
+
+def _record(kind: str, plan: list[dict], status: str = "complete", **extra) -> dict:
+    return {"kind": kind, "spec": {"x": 1}, "plan": plan, "status": status, **extra}
+
+
+def _startup_plan(first: int, n: int = 2) -> list[dict]:
+    return [{"run_id": first + i, "variant": ("baseline", "optimized")[i % 2], "warmup": False,
+             "order": i // 2 + 1, "source": "server"} for i in range(n)]
+
+
+def test_the_schema_3_file_is_pinned(tmp_path):
+    """A results directory's metadata.json: the version, then its benchmarks by name, each its own record."""
+    from omni_loader.results import store_benchmark
+
+    load = _record("reproduce", _plan(2))
+    store_benchmark(tmp_path, "load", load)
+    startup = _record("serve-ab", _startup_plan(2), status="running")
+    store_benchmark(tmp_path, "startup", startup)  # the load benchmark is kept
+    assert SCHEMA_VERSION == 3
+    assert json.loads((tmp_path / METADATA_FILE).read_text()) == {
+        "schema_version": 3, "benchmarks": {"load": load, "startup": startup}}
+    store_benchmark(tmp_path, "startup", {**startup, "status": "complete"})  # replaced, in place
+    assert list(read_metadata(tmp_path)["benchmarks"]) == ["load", "startup"]
+    assert read_metadata(tmp_path)["benchmarks"]["startup"]["status"] == "complete"
+    with pytest.raises(ValueError, match="load, startup"):
+        store_benchmark(tmp_path, "throughput", load)
+
+
+def test_every_schema_is_read_as_named_benchmarks(tmp_path):
+    from omni_loader.results import benchmark, benchmarks, store_benchmark
+
+    load, startup = _record("reproduce", _plan(2)), _record("serve-ab", _startup_plan(2))
+    schema_2 = {"schema_version": 2, **load, "serve_ab": startup}  # reproduce --with-startup before the suite
+    assert benchmarks(schema_2) == {"load": load, "startup": startup}
+    assert benchmarks({"schema_version": 2, **startup}) == {"startup": startup}  # serve-ab on its own
+    assert benchmarks({"schema_version": 1, **load}) == {"load": load}
+    assert benchmarks({"schema_version": 3, "benchmarks": {"startup": startup}}) == {"startup": startup}
+    assert benchmark(schema_2, "startup") == startup and benchmark({"schema_version": 2, **load}, "startup") is None
+    assert benchmarks({"schema_version": 2}) == {}
+    (tmp_path / METADATA_FILE).write_text(json.dumps(schema_2))
+    store_benchmark(tmp_path, "startup", {**startup, "status": "interrupted"})  # an old file is rewritten as schema 3
+    assert read_metadata(tmp_path) == {"schema_version": 3, "benchmarks": {
+        "load": load, "startup": {**startup, "status": "interrupted"}}}
+
+
+def test_the_load_options_of_either_spec_shape():
+    from omni_loader.results import recorded_load_options
+
+    nested = {"spec": {"checkpoint": "/c", "load": {"layout": "transformers", "device": "cpu", "dtype": "float32",
+                                                    "construct": "empty"}}}
+    flat = {"spec": {"checkpoint": "/c", "layout": "transformers", "device": "cpu", "dtype": "float32"}}
+    assert recorded_load_options(nested) == nested["spec"]["load"]
+    assert recorded_load_options(flat) == {"layout": "transformers", "device": "cpu", "dtype": "float32"}
+
+
+def test_a_record_is_started_and_moved_on_by_one_set_of_functions():
+    from omni_loader.planner import PlannedRun
+    from omni_loader.results import benchmark_record, resumed, with_status
+
+    record = benchmark_record("serve-ab", {"runs": 1}, [PlannedRun(0, "baseline", False, 1, "server")], "cpu",
+                              warmup=0, repeats=1, order="alternate", model=None, checkpoint={"checkpoint_dir": "/c"})
+    assert record["status"] == "running" and record["plan"] == [
+        {"run_id": 0, "variant": "baseline", "warmup": False, "order": 1, "source": "server"}]
+    for key in ("kind", "spec", "plan", "environment", "command_line", "started_at", "warmup", "repeats", "order",
+                "model", "checkpoint"):
+        assert key in record, key
+    done = with_status(record, "complete", runs_ok=1)
+    assert done["status"] == "complete" and done["finished_at"] and done["runs_ok"] == 1 and "status" in record
+    stopped = with_status(record, "interrupted")
+    assert stopped["interrupted_at"] and "finished_at" not in stopped
+    again = resumed(resumed(stopped), 3, ["1 torn row ignored"])
+    assert again["status"] == "running" and len(again["resumed_at"]) == 2
+    assert [(r["rows"], r["file"], r["why"]) for r in again["repairs"]] == [(3, "runs.rejected.csv",
+                                                                             ["1 torn row ignored"])]
+
+
+def test_check_results_reads_every_benchmark_of_a_suite(tmp_path):
+    from omni_loader.results import check_results, planned_runs, resume_command, store_benchmark
+
+    store_benchmark(tmp_path, "load", _record("reproduce", _plan(2)))
+    store_benchmark(tmp_path, "startup", _record("serve-ab", [{k: v for k, v in e.items() if k != "source"}
+                                                              for e in _startup_plan(2, n=4)], status="interrupted"))
+    assert {i: e["source"] for i, e in planned_runs(read_metadata(tmp_path)).items()} == {
+        0: "load", 1: "load", 2: "server", 3: "server", 4: "server", 5: "server"}  # serve-ab's default source
+    append_rows(tmp_path, [row for i in range(2) for row in _run_rows(i)])
+    append_rows(tmp_path, [_row(e["run_id"], variant=e["variant"], order=e["order"], phase="startup_to_health",
+                                source="server") for e in _startup_plan(2)])
+    append_rows(tmp_path, [_row(9, phase="startup_to_health", source="server")])  # on no plan of either
+    check = check_results(tmp_path)
+    assert check.findings == ["1 row(s) off the plan ignored", "2 planned run(s) missing"]
+    assert check.missing_runs == (4, 5) and sorted(set(check.frame["run_id"])) == [0, 1, 2, 3]
+    assert f"(status interrupted: continue with omni-loader reproduce --resume --out {tmp_path})" in check.problems[1]
+    assert check.benchmark("startup")["status"] == "interrupted" and check.benchmark("load")["kind"] == "reproduce"
+    store_benchmark(tmp_path, "startup", _record("serve-ab", _startup_plan(2, n=4), status="running"))
+    assert check_results(tmp_path).findings[-1] == "its writer died"  # a member still running, nobody writing
+    alone = {"schema_version": 3, "benchmarks": {"startup": _record("serve-ab", [])}}
+    assert resume_command(tmp_path, alone) == f"omni-loader serve-ab --resume --out {tmp_path}"
+
+
+def test_resume_benchmark_sets_bad_rows_aside_and_names_the_runs_done(tmp_path):
+    from omni_loader.results import REJECTED_FILE, check_results, resume_benchmark, store_benchmark
+
+    store_benchmark(tmp_path, "load", _record("reproduce", _plan(4), status="interrupted"))
+    append_rows(tmp_path, [row for i in range(3) for row in _run_rows(i)])
+    with (tmp_path / RUNS_FILE).open("a") as fh:
+        fh.write("3,optimized,False,2,tot")  # torn
+    resumption = resume_benchmark(tmp_path, "load")
+    assert resumption.done == {0, 1, 2} and resumption.record["status"] == "running"
+    assert resumption.record["repairs"][0]["rows"] == 1 and (tmp_path / REJECTED_FILE).is_file()
+    assert check_results(tmp_path).rejected_lines == ()
+    with pytest.raises(ResultsError, match="holds no startup benchmark"):
+        resume_benchmark(tmp_path, "startup")

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from omni_loader.results import METADATA_FILE, REJECTED_FILE, RUNS_FILE, check_results, lock_holder, read_metadata
+from omni_loader.results import (METADATA_FILE, REJECTED_FILE, RUNS_FILE, benchmark, check_results, lock_holder,
+                                  read_metadata)
 from omni_loader.runner import BenchmarkSpec, run_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,7 +85,7 @@ def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path):
     assert proc.returncode == 130, stderr
     hint = stdout.strip().splitlines()[-1]
     assert hint.startswith("interrupted: ") and hint.endswith(f"continue with: omni-loader reproduce --resume --out {out}")
-    meta = read_metadata(out)
+    meta = benchmark(read_metadata(out), "load")
     assert meta["status"] == "interrupted" and len(meta["plan"]) == 2 * (1 + 3) * 2  # A/B then A/A
     assert 3 <= len(saved_run_ids(out)) < len(meta["plan"])
 
@@ -93,7 +94,7 @@ def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path):
     assert totals_per_run(out) == {i: 1 for i in range(16)}  # every planned run, once
     check = check_results(out)
     assert check.ok, check.problems
-    assert BenchmarkSpec.from_metadata(check.metadata).runs == 3 and check.metadata["spec"]["aa"] is True
+    assert BenchmarkSpec.from_metadata(check.metadata).runs == 3 and check.benchmark("load")["spec"]["aa"] is True
     assert ("3 + 3 measured runs after 1 warm-up(s) per variant, order abba; status complete; integrity checks "
             "found nothing wrong.") in opening(out)
     assert set(check.frame[check.frame["source"] == "aa"]["variant"]) == {"aa-1", "aa-2"}
@@ -121,7 +122,7 @@ def test_resume_refuses_contradicting_options_by_name_and_accepts_agreeing_ones(
                   "--checkpoint", tiny_snapshot, "--workers", "in-process")
     assert agreed.returncode == 0, agreed.stderr
     assert (out / RUNS_FILE).read_bytes() == before[RUNS_FILE]  # nothing was missing: nothing ran
-    assert read_metadata(out)["resumed_at"]
+    assert benchmark(read_metadata(out), "load")["resumed_at"]
 
 
 # --------------------------------------------------------------------------- one writer
@@ -246,7 +247,8 @@ def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path):
     kept = [line for line in lines if not line.startswith(("2,", "3,"))]
     (out / RUNS_FILE).write_text("".join(kept[:-1]) + kept[-1][:30])
     meta = json.loads((out / METADATA_FILE).read_text())
-    (out / METADATA_FILE).write_text(json.dumps({**meta, "status": "running"}))
+    meta["benchmarks"]["startup"]["status"] = "running"
+    (out / METADATA_FILE).write_text(json.dumps(meta))
     assert not check_results(out).ok
 
     refused = omni("serve-ab", "--resume", "--out", out, "--runs", "3", "--health-url",
@@ -260,6 +262,71 @@ def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path):
     assert totals_per_run(out) == {0: 1, 1: 1, 2: 1, 3: 1}
     check = check_results(out)
     assert check.ok, check.problems
-    assert check.metadata["status"] == "complete" and check.metadata["runs_ok"] == 4
+    assert check.benchmark("startup")["status"] == "complete" and check.benchmark("startup")["runs_ok"] == 4
     run_1 = len([line for line in kept if line.startswith("1,")])  # run 1 lost its last row: set aside whole
     assert check.notes == (f"{run_1} row(s) set aside by --resume (runs.rejected.csv)",)
+
+
+# --------------------------------------------------------------------------- a suite: load and startup benchmarks
+
+
+def _startup_beside(out: Path, runs: int = 2) -> Path:
+    """serve-ab's startup benchmark (a stand-in server) added to the load benchmark in ``out``."""
+    from omni_loader.serve_ab import serve_ab
+
+    port = _free_port()
+    cmd = shlex.join([sys.executable, "-c", HEALTHY, str(port)])
+    return serve_ab(cmd, cmd, f"http://127.0.0.1:{port}/health", out, warmup=0, runs=runs, grace=1, progress=False)
+
+
+def _cut_startup(out: Path, keep: int) -> None:
+    """As a crash during the startup benchmark leaves it: only its first ``keep`` runs, status interrupted."""
+    meta = json.loads((out / METADATA_FILE).read_text())
+    startup = meta["benchmarks"]["startup"]
+    ids = [entry["run_id"] for entry in startup["plan"]]
+    lines = (out / RUNS_FILE).read_text().splitlines(keepends=True)
+    (out / RUNS_FILE).write_text("".join(line for line in lines if not any(line.startswith(f"{i},")
+                                                                          for i in ids[keep:])))
+    startup["status"] = "interrupted"
+    (out / METADATA_FILE).write_text(json.dumps(meta))
+
+
+def test_reproduce_resume_continues_the_startup_benchmark_of_its_suite(tiny_snapshot, tmp_path):
+    out = _startup_beside(small_benchmark(tiny_snapshot, tmp_path / "res"))
+    suite = read_metadata(out)
+    assert suite["schema_version"] == 3 and list(suite["benchmarks"]) == ["load", "startup"]
+    assert [e["run_id"] for e in benchmark(suite, "startup")["plan"]] == [2, 3, 4, 5]  # after the load runs
+    _cut_startup(out, keep=1)
+    check = check_results(out)
+    assert check.missing_runs == (3, 4, 5)
+    assert check.problems[-1].endswith(f"(status interrupted: continue with omni-loader reproduce --resume --out {out})")
+
+    resumed = omni("reproduce", "--resume", "--out", out)  # exactly what the check says
+    assert resumed.returncode == 0, resumed.stderr
+    assert totals_per_run(out) == {i: 1 for i in range(6)}
+    check = check_results(out)
+    assert check.ok, check.problems
+    assert [check.benchmark(name)["status"] for name in ("load", "startup")] == ["complete", "complete"]
+    assert check.benchmark("startup")["runs_ok"] == 4 and check.benchmark("startup")["resumed_at"]
+
+
+def test_a_schema_2_directory_is_read_resumed_and_rewritten_as_a_suite(tiny_snapshot, tmp_path):
+    """Before the suite, serve-ab's record sat under the load record's "serve_ab" key, and the spec was flat."""
+    out = _startup_beside(small_benchmark(tiny_snapshot, tmp_path / "res", layout="transformers"))
+    _cut_startup(out, keep=2)
+    suite = json.loads((out / METADATA_FILE).read_text())
+    load, startup = suite["benchmarks"]["load"], suite["benchmarks"]["startup"]
+    spec = {k: v for k, v in load["spec"].items() if k != "load"} | load["spec"]["load"]
+    startup["plan"] = [{k: v for k, v in e.items() if k != "source"} for e in startup["plan"]]  # as serve-ab wrote it
+    (out / METADATA_FILE).write_text(json.dumps({"schema_version": 2, **load, "spec": spec, "serve_ab": startup}))
+    assert check_results(out).missing_runs == (4, 5)
+    assert BenchmarkSpec.from_metadata(read_metadata(out)).load.layout == "transformers"
+
+    refused = omni("reproduce", "--resume", "--out", out, "--layout", "vllm-omni")
+    assert "--layout vllm-omni (saved: transformers)" in one_error_line(refused.stderr)
+    resumed = omni("serve-ab", "--resume", "--out", out)  # the startup benchmark alone
+    assert resumed.returncode == 0, resumed.stderr
+    suite = read_metadata(out)
+    assert suite["schema_version"] == 3 and list(suite["benchmarks"]) == ["load", "startup"]
+    assert suite["benchmarks"]["load"]["spec"]["layout"] == "transformers"  # the load record as it was
+    assert check_results(out).ok and benchmark(suite, "startup")["status"] == "complete"

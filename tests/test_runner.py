@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from omni_loader.results import read_metadata, read_runs
+from omni_loader.options import LoadOptions
+from omni_loader.results import benchmark, read_metadata, read_runs
 from omni_loader.runner import BenchmarkSpec, plan_runs, run_benchmark
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _letters(plan, warmup):
@@ -50,9 +53,18 @@ def test_in_process_benchmark_rows(tiny_snapshot, tmp_path):
     phases = set(frame["phase"])
     assert {"buffer_discovery", "weight_loading", "total", "construct", "load_parameters"} <= phases
     assert frame.groupby("run_id")["phase"].count().nunique() == 1  # one row per run and phase
-    meta = read_metadata(out)
+    suite = read_metadata(out)
+    assert list(suite) == ["schema_version", "benchmarks"] and list(suite["benchmarks"]) == ["load"]
+    meta = benchmark(suite, "load")
     assert meta["status"] == "complete" and meta["warmup"] == 1 and meta["repeats"] == 2
     assert meta["order"] == "alternate" and len(meta["plan"]) == 6
+    # what the renderers read of a load benchmark (report.md, compare)
+    for key in ("kind", "spec", "plan", "status", "environment", "checkpoint", "model", "command_line", "warmup",
+                "repeats", "order", "construct", "workers", "started_at", "finished_at"):
+        assert key in meta, key
+    assert meta["kind"] == "reproduce" and (meta["construct"], meta["workers"]) == ("upstream", "in-process")
+    assert meta["spec"]["load"] == {"layout": "vllm-omni", "device": "cpu", "dtype": "float32", "construct": "upstream"}
+    assert BenchmarkSpec.from_metadata(suite) == spec
     for key in ("torch", "transformers", "kit_version", "kit_commit", "cpu", "device_name"):
         assert key in meta["environment"]
     with pytest.raises(Exception, match="already used"):
@@ -130,7 +142,7 @@ def test_interrupt_keeps_rows_and_resume_completes(tiny_snapshot, tmp_path):
     assert "--resume" in output
     kept = read_runs(out)["run_id"].nunique()
     assert 2 <= kept < 8
-    assert read_metadata(out)["status"] == "interrupted"
+    assert benchmark(read_metadata(out), "load")["status"] == "interrupted"
     assert not _worker_pids(str(tiny_snapshot))  # the worker of the interrupted run is gone
 
     from omni_loader.cli import main
@@ -140,7 +152,7 @@ def test_interrupt_keeps_rows_and_resume_completes(tiny_snapshot, tmp_path):
     frame = read_runs(out)
     assert sorted(frame["run_id"].unique()) == list(range(8))
     assert frame.groupby("run_id")["phase"].count().nunique() == 1  # no run recorded twice
-    meta = read_metadata(out)
+    meta = benchmark(read_metadata(out), "load")
     assert meta["status"] == "complete" and meta["resumed_at"]
     assert (out / "report.md").exists()
 
@@ -152,7 +164,7 @@ def test_resume_with_another_spec_is_refused(tiny_snapshot, tmp_path):
     run_benchmark(BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, workers="in-process"), out,
                   progress=False)
     meta = json.loads((out / "metadata.json").read_text())
-    assert meta["spec"]["runs"] == 1
+    assert meta["benchmarks"]["load"]["spec"]["runs"] == 1
     rc = main(["reproduce", "--checkpoint", str(tiny_snapshot), "--warmup", "0", "--runs", "3", "--out", str(out),
                "--resume", "--in-process"])
     assert rc == 2
@@ -185,3 +197,82 @@ def test_plan_rotates_three_variants_and_refuses_fewer_than_two_different():
         with pytest.raises(ValueError) as err:
             plan_runs(1, 2, variants=variants)
         assert str(err.value) == f"a plan needs two or more different variants, not {variants}"
+
+
+@pytest.mark.parametrize("moment", ["server imports", "a run"])
+def test_ctrl_c_at_the_terminal_leaves_one_line_and_no_process(tiny_snapshot, tmp_path, moment):
+    """Ctrl-C reaches the terminal's whole foreground group: reproduce, its fork server (even while that
+    imports torch), its worker. The benchmark says one line and exits 130; nothing prints a traceback,
+    and nothing of its group is left running."""
+    import psutil
+
+    out = tmp_path / "res"
+    proc = subprocess.Popen([sys.executable, "-m", "omni_loader", "reproduce", "--checkpoint", str(tiny_snapshot),
+                             "--warmup", "0", "--runs", "6", "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def ready() -> bool:
+        if moment == "a run":
+            return (out / "runs.csv").exists() and read_runs(out)["run_id"].nunique() >= 1
+        return any("multiprocessing.forkserver" in c for c in _in_session(psutil, proc.pid))
+
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and not ready():
+            time.sleep(0.02)
+        assert proc.poll() is None, "benchmark finished before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)  # as the terminal does
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert stdout.strip().splitlines()[-1].startswith("interrupted: ")
+    deadline = time.monotonic() + 10  # the fork server and the workers have gone with the benchmark
+    while time.monotonic() < deadline and _in_session(psutil, proc.pid):
+        time.sleep(0.1)
+    assert not _in_session(psutil, proc.pid)
+
+
+def _in_session(psutil, sid: int) -> list[str]:
+    left = []
+    for p in psutil.process_iter(["pid", "status", "cmdline"]):
+        try:
+            if os.getsid(p.pid) == sid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                left.append(" ".join(p.info["cmdline"] or []))
+        except (OSError, psutil.Error):
+            continue
+    return left
+
+
+def test_a_spec_embeds_its_load_options_and_reads_back_the_old_flat_one():
+    spec = BenchmarkSpec(checkpoint="/snap", load=LoadOptions(layout="transformers", device="cpu"), runs=3)
+    assert BenchmarkSpec(checkpoint="/snap", layout="transformers", runs=3) == spec  # the shorthand
+    assert (spec.layout, spec.device, spec.dtype, spec.construct) == ("transformers", "cpu", "float32", "upstream")
+    assert spec.to_dict()["load"] == {"layout": "transformers", "device": "cpu", "dtype": "float32",
+                                      "construct": "upstream"}
+    assert BenchmarkSpec.from_metadata({"schema_version": 3, "benchmarks": {"load": {"spec": spec.to_dict()}}}) == spec
+    flat = {k: v for k, v in spec.to_dict().items() if k != "load"} | spec.to_dict()["load"]
+    assert BenchmarkSpec.from_metadata({"schema_version": 2, "kind": "reproduce", "spec": flat}) == spec
+    from omni_loader.errors import ResultsError
+    from omni_loader.runner import spec_conflicts
+
+    with pytest.raises(ResultsError, match="schema 1"):
+        BenchmarkSpec.from_metadata({"schema_version": 1, "spec": {"checkpoint": "/snap", "in_process": True}})
+    with pytest.raises(ResultsError, match=r"does not know \(speed\)"):
+        BenchmarkSpec.from_metadata({"schema_version": 3, "benchmarks": {"load": {"spec": {**spec.to_dict(),
+                                                                                            "speed": 1}}}})
+    assert spec_conflicts(spec, {"layout": "vllm-omni", "device": "cpu", "runs": 3, "aa": True}) == [
+        "--layout vllm-omni (saved: transformers)", "--aa (saved: off)"]
+
+
+def test_reproduce_takes_load_options_and_single_overrides(tiny_snapshot, tmp_path):
+    from omni_loader.checkpoint import open_snapshot
+    from omni_loader.runner import reproduce
+
+    out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "r", LoadOptions(layout="transformers", dtype="bfloat16"),
+                    device="cpu", dtype="float32", warmup=0, runs=1, in_process=True, progress=False)
+    spec = BenchmarkSpec.from_metadata(read_metadata(out))
+    assert spec.load == LoadOptions(layout="transformers", device="cpu", dtype="float32", construct="upstream")
+    assert spec.workers == "in-process" and spec.runs == 1 and (out / "report.md").is_file()

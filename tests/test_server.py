@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from omni_loader.errors import OmniLoaderError, ResultsError
-from omni_loader.results import append_rows, read_metadata, read_runs, write_metadata
+from omni_loader.options import LoadOptions
+from omni_loader.results import append_rows, benchmark, check_results, read_metadata, read_runs, write_metadata
 from omni_loader.serve_ab import (
     DEFAULT_PATTERNS,
     extract_figures,
@@ -164,15 +165,17 @@ def test_plan_alternates_after_warmups():
 def test_stage_server_commands(tiny_snapshot):
     port = free_port()
     assert port_is_free("127.0.0.1", port)
-    a, b, url = stage_server_commands(tiny_snapshot, port, device="cpu")
+    a, b, url = stage_server_commands(tiny_snapshot, port, options=LoadOptions(layout="transformers", dtype="bfloat16",
+                                                                              construct="empty"), device="cpu")
     assert url == f"http://127.0.0.1:{port}/health"
     for cmd, variant in ((a, "baseline"), (b, "optimized")):
         argv = shlex.split(cmd)
         assert argv[:4] == [sys.executable, "-m", "omni_loader", "stage-server"]
         assert argv[argv.index("--variant") + 1] == variant and argv[argv.index("--port") + 1] == str(port)
         assert argv[argv.index("--checkpoint") + 1] == str(tiny_snapshot)
-    with pytest.raises(ValueError):
-        stage_server_commands(tiny_snapshot, port, port + 1)
+        given = {argv[i]: argv[i + 1] for i in range(4, len(argv) - 1, 2)}
+        assert {k: given[k] for k in ("--layout", "--device", "--dtype", "--construct")} == {
+            "--layout": "transformers", "--device": "cpu", "--dtype": "bfloat16", "--construct": "empty"}
 
 
 # --------------------------------------------------------------------------- stage-server
@@ -306,8 +309,11 @@ def test_serve_ab_with_two_stage_servers(tiny_snapshot, tmp_path):
         run = group.iloc[0]
         said = [ln for ln in lines if ln.startswith(f"run {run_id} {run['variant']}")]
         assert len(said) == 1 and f"healthy after {secs['startup_to_health']:.3f} s" in said[0], said
-    meta = read_metadata(out)
+    suite = read_metadata(out)
+    assert list(suite["benchmarks"]) == ["startup"]
+    meta = benchmark(suite, "startup")
     assert meta["kind"] == "serve-ab" and meta["status"] == "complete" and meta["runs_ok"] == 4
+    assert [e["source"] for e in meta["plan"]] == ["server"] * 4
     assert meta["spec"]["baseline_cmd"] == a and meta["spec"]["health_url"] == url
     assert meta["spec"]["warmup"] == 1 and meta["spec"]["runs"] == 1 and meta["spec"]["order"] == "alternate"
     assert meta["environment"]["python"] and meta["command_line"] and meta["started_at"] and meta["finished_at"]
@@ -338,7 +344,7 @@ def test_serve_ab_times_out_kills_and_goes_on(tmp_path, python):
     assert set(ok[ok["phase"] == "buffer_discovery"]["seconds"]) == {0.0015}
     # a failed run keeps its log figures, marked failed with the run
     assert set(frame[(frame["phase"] == "buffer_discovery") & (frame["status"] == "failed")]["seconds"]) == {0.04}
-    assert read_metadata(out)["runs_failed"] == 1
+    assert benchmark(read_metadata(out), "startup")["runs_failed"] == 1
 
 
 def test_serve_ab_early_exit_and_busy_port(tmp_path):
@@ -366,7 +372,9 @@ def test_serve_ab_early_exit_and_busy_port(tmp_path):
 def test_serve_ab_shares_a_results_directory(tmp_path):
     """reproduce --with-startup: serve-ab rows join another benchmark's directory without mixing phases."""
     out = tmp_path / "reproduce"
-    write_metadata(out, {"kind": "reproduce", "warmup": 0})
+    load = {"kind": "reproduce", "warmup": 0, "plan": [{"run_id": i, "variant": v, "warmup": False, "order": 1}
+                                                       for i, v in enumerate(("baseline", "optimized"))]}
+    write_metadata(out, load)  # a load benchmark's record as schema 2 had it, at the top level
     append_rows(out, [{"run_id": i, "variant": v, "warmup": False, "order": 1, "phase": "weight_loading",
                        "parent": "", "seconds": 0.1, "status": "ok", "source": "load"}
                       for i, v in enumerate(("baseline", "optimized"))])
@@ -382,9 +390,11 @@ def test_serve_ab_shares_a_results_directory(tmp_path):
 
     phases = [c.phase for c in comparisons(frame)]
     assert "server:weight_loading" in phases and "startup_to_health" in phases
-    meta = read_metadata(out)
-    assert meta["kind"] == "reproduce" and meta["serve_ab"]["kind"] == "serve-ab"
-    assert meta["serve_ab"]["status"] == "complete"
+    suite = read_metadata(out)
+    assert suite["schema_version"] == 3 and list(suite["benchmarks"]) == ["load", "startup"]  # rewritten as a suite
+    assert benchmark(suite, "load") == load
+    assert benchmark(suite, "startup")["kind"] == "serve-ab" and benchmark(suite, "startup")["status"] == "complete"
+    assert check_results(out).ok
     with pytest.raises(ResultsError):
         serve_ab(_cmd(HEALTHY, port, marker), _cmd(HEALTHY, port, marker), f"http://127.0.0.1:{port}/health", out,
                  warmup=0, runs=1, progress=False)
@@ -411,7 +421,7 @@ def test_serve_ab_cli_interrupted_leaves_no_process(tmp_path, python):
         _kill_group(proc)
     assert proc.returncode == 130, err
     assert marker_processes(marker) == []
-    meta = read_metadata(out)
+    meta = benchmark(read_metadata(out), "startup")
     assert meta["status"] == "interrupted" and meta["interrupted_at"]
 
 

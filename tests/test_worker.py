@@ -80,3 +80,65 @@ def test_threads_apply_to_the_load_and_are_restored(tiny_snapshot: Path, tmp_pat
     finally:
         torch.set_num_threads(before)
     assert seen.read_text().split() == ["1", "1", "1"]
+
+
+def test_the_spawned_command_line_reads_back_as_the_request() -> None:
+    """request_command writes the worker's argv; parse_worker_args reads it back: the same LoadRequest."""
+    from omni_loader.options import LoadOptions
+    from omni_loader.worker import parse_worker_args, request_command
+
+    custom = {"name": "mine", "discovery": "pkg.mod:find", "parameters": "builtin:copy", "memory": "",
+              "needs_gpu": False}
+    for request in (LoadRequest("/snap", "baseline"),
+                    LoadRequest("/snap", custom, LoadOptions(layout="transformers", device="cuda:1", dtype="bfloat16",
+                                                             construct="empty"), reference_copy=True, digest=False,
+                                threads=2)):
+        argv = request_command(request, out="r.json", repeat=3)
+        assert argv[1:3] == ["-m", "omni_loader.worker"]
+        call = parse_worker_args(argv[3:])
+        assert (call.request, call.out, call.repeat) == (request, "r.json", 3)
+    call = parse_worker_args(["--checkpoint=/snap", "--variant", "optimized"])
+    assert call.request == LoadRequest("/snap", "optimized") and (call.out, call.repeat) == (None, 1)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--variant", "baseline"], "--checkpoint is required"),
+    (["--checkpoint", "/s", "--variant", "baseline", "--frobnicate"], "unknown worker option '--frobnicate'"),
+    (["--checkpoint", "/s", "--variant", "baseline", "--repeat", "0"], "--repeat must be at least 1, not 0"),
+    (["--checkpoint", "/s", "--variant", "baseline", "--threads", "two"], "--threads must be an integer"),
+    (["--checkpoint", "/s", "--variant", "baseline", "--layout", "flat"], "--layout 'flat' is not one of"),
+    (["--checkpoint", "/s", "--variant"], "--variant needs a value"),
+])
+def test_a_bad_worker_command_line_is_one_line(argv: list[str], message: str) -> None:
+    from omni_loader.errors import OmniLoaderError
+    from omni_loader.worker import parse_worker_args
+
+    with pytest.raises(OmniLoaderError) as err:
+        parse_worker_args(argv)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_stop_group_stops_a_group_that_ignores_sigterm_and_a_leader_not_yet_leading() -> None:
+    """SIGTERM, then SIGKILL after the grace; and a child that has not made its group yet (a forked worker
+    stopped before its setsid) is stopped by its pid."""
+    import signal
+    import subprocess
+    import sys
+
+    from omni_loader.procs import group_members, stop_group
+
+    stubborn = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)']); print('up', flush=True); "
+                "time.sleep(600)")
+    group = subprocess.Popen([sys.executable, "-c", stubborn], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    assert group.stdout.readline() == "up\n"
+    assert len(group_members(group.pid)) == 2
+    assert stop_group(group.pid, grace=0.2, leader=group) == []
+    assert group.returncode == -signal.SIGKILL and group_members(group.pid) == []
+    group.stdout.close()
+
+    same_group = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # our group, not its own
+    assert stop_group(same_group.pid, grace=0, leader=same_group) == []
+    assert same_group.returncode == -signal.SIGKILL

@@ -1,0 +1,180 @@
+"""``omni-loader reproduce``: the main job, and ``--resume`` of an interrupted one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import ResultsError
+from ..metadata import stamped
+from ..names import VARIANTS
+from ..planner import ORDERS
+from ..results import METADATA_FILE, benchmark, check_results, read_metadata, resume_command
+from ..spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, BenchmarkSpec, same_value, spec_conflicts
+from ..variants import BUILTIN_VARIANTS, parse_variant
+from .options import add_checkpoint_options, add_load_options, given_options, load_options, snapshot_from_args
+
+
+def default_out_dir(args: argparse.Namespace) -> Path:
+    """results/reproduce-<what>-<time>, named by the same rule as the notebooks' directories."""
+    label = "model" if args.model else ("checkpoint" if args.checkpoint else f"synthetic-{args.size}")
+    return Path("results") / stamped(f"reproduce-{label}")
+
+
+# reproduce's options that set a spec setting (argparse dest -> BenchmarkSpec's flat name, see BenchmarkSpec.value),
+# and those that pick the checkpoint.
+SPEC_DESTS = {"layout": "layout", "device": "device", "dtype": "dtype", "construct": "construct",
+              "warmup": "warmup", "runs": "runs", "order": "order", "order_seed": "seed", "workers": "workers",
+              "worker_timeout": "worker_timeout", "aa": "aa", "reference_copy": "reference_copy",
+              "variants": "variants", "variant": "custom_variants", "threads": "threads"}
+
+
+CHECKPOINT_DESTS = ("checkpoint", "model", "size", "seed", "hf_cache", "download")
+
+
+def resume_spec(args: argparse.Namespace, out: Path) -> tuple[BenchmarkSpec, Any]:
+    """``--resume --out DIR``: the spec and snapshot saved in DIR; options given that contradict them are refused.
+
+    Options the user did not type are taken from metadata.json; those typed must agree with it.
+    The refusal is one line naming each differing option: ``--runs 6 (saved: 5)``.
+    """
+    from ..checkpoint import open_snapshot
+    from ..devices import resolve_device
+
+    if not (out / METADATA_FILE).is_file():
+        raise ResultsError(f"--resume: {out} has no {METADATA_FILE}, nothing to continue (drop --resume to start "
+                           "a benchmark there)")
+    metadata = read_metadata(out)
+    saved = BenchmarkSpec.from_metadata(metadata)
+    given = given_options(args)
+    values = {field: getattr(args, dest) for dest, field in SPEC_DESTS.items() if dest in given}
+    if "device" in values:
+        values["device"] = str(resolve_device(values["device"]))
+    if "custom_variants" in values:
+        values["custom_variants"] = tuple(v.to_dict() for v in values["custom_variants"])
+    conflicts = spec_conflicts(saved, values)
+    picked = [d for d in CHECKPOINT_DESTS if d in given]
+    if picked and not same_value("checkpoint", str(_checkpoint_dir(args)), saved.checkpoint):
+        typed = " ".join(f"--{d.replace('_', '-')}" + ("" if getattr(args, d) is True else f" {getattr(args, d)}")
+                         for d in picked)
+        conflicts.insert(0, f"{typed} (saved: {saved.checkpoint})")
+    if conflicts:
+        raise ResultsError(f"--resume --out {out}: options that contradict the saved benchmark: {', '.join(conflicts)};"
+                           f" drop them (the spec comes from {METADATA_FILE}) or choose another --out")
+    described = (benchmark(metadata, "load") or {}).get("checkpoint") or {}
+    snapshot = open_snapshot(saved.checkpoint, source=described.get("checkpoint_source") or "directory",
+                             model_id=described.get("model_id"))
+    return saved, snapshot
+
+
+def _checkpoint_dir(args: argparse.Namespace) -> Path:
+    """The snapshot directory the checkpoint options select, found without making or downloading anything."""
+    from ..checkpoint import default_cache_dir, find_in_hub_cache
+
+    if args.checkpoint:
+        return Path(args.checkpoint)
+    if args.model:
+        return find_in_hub_cache(args.model, cache_dir=args.hf_cache, download=False).root
+    return default_cache_dir() / "synthetic" / f"{args.size}-seed{args.seed}"
+
+
+def new_spec(args: argparse.Namespace, snapshot: Any) -> BenchmarkSpec:
+    """The spec that reproduce's options select for a new benchmark of ``snapshot``."""
+    from ..runner import benchmark_spec
+
+    return benchmark_spec(snapshot, load_options(args), warmup=args.warmup, runs=args.runs, order=args.order,
+                          seed=args.order_seed, workers=args.workers, worker_timeout=args.worker_timeout, aa=args.aa,
+                          reference_copy=args.reference_copy, threads=args.threads or None, variants=args.variants,
+                          custom_variants=args.variant)
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from ..devices import device_banner
+    from ..report import REPORT_FILE
+    from ..runner import reproduce_spec
+
+    if args.resume and not args.out:
+        raise ResultsError("--resume needs --out DIR (the results directory to continue)")
+    out = Path(args.out) if args.out else default_out_dir(args)
+    if args.resume:  # the spec comes from DIR/metadata.json; options given must agree with it
+        spec, snapshot = resume_spec(args, out)
+    else:
+        print(device_banner(args.device))  # resolves --device (auto: the GPU torch sees): fails fast, before a
+        # multi-GB snapshot is made, and says which device the run will use
+        snapshot = snapshot_from_args(args)
+        spec = new_spec(args, snapshot)
+    print(f"results: {out}")
+    try:
+        reproduce_spec(spec, snapshot, out, resume=args.resume, profile=args.profile, with_startup=args.with_startup)
+    except KeyboardInterrupt:
+        print(f"interrupted: {saved_runs(out)} run(s) saved in {out}; continue with: {resume_command(out, {})}")
+        return 130
+    report = out / REPORT_FILE
+    print(report.read_text())
+    print(f"report: {report}")
+    return 0 if equivalent(out) else 1
+
+
+def saved_runs(out: Path) -> int:
+    """How many load runs ``out`` holds rows of that can be trusted (0 when it cannot be read)."""
+    try:
+        frame = check_results(out).frame
+    except ResultsError:
+        return 0
+    return int(frame[frame["source"].isin(["load", "aa"])]["run_id"].nunique())
+
+
+def equivalent(out: Path) -> bool:
+    """Did every variant load the same tensors? If not, say so on stderr: the timings compare different loads."""
+    from ..report import planned_arms
+    from ..stats import equivalence
+
+    check = check_results(out)
+    equiv = equivalence(check.frame, planned_arms(check.benchmark("load") or {}))
+    if not equiv["equivalent"]:
+        print(f"omni-loader: error: {out}: {equiv['statement']}", file=sys.stderr)
+    return bool(equiv["equivalent"])
+
+
+def add_command(sub: Any) -> None:
+    from ..worker import WORKER_MODES
+
+    p = sub.add_parser("reproduce", help="reproduce the PR's tables: alternating A/B loads, statistics, report, plots")
+    add_checkpoint_options(p)
+    add_load_options(p)
+    p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
+                   help=f"warm-up runs per variant (default {DEFAULT_WARMUP})")
+    p.add_argument("--runs", type=int, default=DEFAULT_RUNS,
+                   help=f"measured runs per variant (default {DEFAULT_RUNS}; the PR used 5)")
+    p.add_argument("--order", choices=ORDERS, default="alternate", help="run order (default alternate: ABAB...)")
+    p.add_argument("--order-seed", type=int, default=0, help="seed for --order shuffle")
+    w = p.add_mutually_exclusive_group()
+    w.add_argument("--workers", choices=WORKER_MODES, default="forkserver",
+                   help="process per run: forkserver (default: forked from a server that imported torch and the "
+                        "model code once), spawn (a new interpreter, imports included) or in-process")
+    w.add_argument("--spawn", dest="workers", action="store_const", const="spawn",
+                   help="short for --workers spawn: a full cold start per run")
+    w.add_argument("--in-process", dest="workers", action="store_const", const="in-process",
+                   help="short for --workers in-process")
+    p.add_argument("--worker-timeout", type=float, default=None, metavar="S", help="kill a worker after S seconds")
+    p.add_argument("--variants", type=lambda text: tuple(v.strip() for v in text.split(",") if v.strip()),
+                   default=VARIANTS, metavar="A,B[,C...]",
+                   help=f"the arms, compared with the first (default {','.join(VARIANTS)}; built-ins: "
+                        f"{', '.join(BUILTIN_VARIANTS)}, or names given with --variant)")
+    p.add_argument("--variant", type=parse_variant, action="append", default=[], metavar="NAME=STEP:REF[,STEP:REF]",
+                   help="define a variant with your own step(s): STEP is discovery or parameters, REF is "
+                        "module:function or file.py:function, imported in each worker (repeatable)")
+    p.add_argument("--aa", action="store_true",
+                   help=f"also run an A/A benchmark ({AA_VARIANT} in both arms) for this machine's noise floor")
+    p.add_argument("--reference-copy", action="store_true",
+                   help="also time a plain strict load_state_dict of the same tensors after each load (a yardstick)")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="torch intra-op threads per load (default 1: a busy neighbour core cannot stall a copy's "
+                        "thread barrier; 0: torch's default)")
+    p.add_argument("--out", metavar="DIR", help="results directory (default results/reproduce-<...>-<time>)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted results directory (--out)")
+    p.add_argument("--profile", action="store_true", help="also profile one load per variant into DIR/profiles")
+    p.add_argument("--with-startup", action="store_true", help="also measure startup to /health of a stage server")
+    p.set_defaults(func=cmd_reproduce)

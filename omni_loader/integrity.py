@@ -1,0 +1,321 @@
+"""Reading a results directory with its integrity checked, and repairing it before a resume.
+
+Why every reader goes through :func:`check_results`: runs.csv is appended by a process that can
+be killed mid-line, run twice into one directory, or copied by hand. The check leaves out the
+rows that cannot be trusted (torn or malformed lines, rows of a newer schema, runs recorded
+twice, rows that match no planned run of any benchmark of the suite, runs missing phase rows),
+says what it left out in one line each, and names the planned runs still missing. ``--resume``
+moves the left-out rows to runs.rejected.csv (:func:`set_aside_rejected`) and runs those again.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ResultsError
+from .lock import describe_holder, lock_holder
+from .rows import REJECTED_FILE, RUN_COLUMNS, RUNS_FILE, SOURCES, typed_runs
+from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmark, benchmarks, read_metadata, resumed
+
+
+@dataclass(frozen=True)
+class ResultsCheck:
+    """A results directory read with its integrity checked: what it holds, what was wrong, what was left out.
+
+    ``frame`` is runs.csv without the rows that cannot be trusted. ``problems`` says what was
+    found, one line each; ``summary`` says it in a few words (the report's opening sentence
+    quotes it). ``metadata`` is metadata.json as written: read its benchmarks with
+    :meth:`benchmark`.
+    """
+
+    directory: Path
+    metadata: dict[str, Any]
+    frame: Any  # pandas.DataFrame
+    problems: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # short form of each problem, e.g. "1 torn row ignored"
+    missing_runs: tuple[int, ...] = ()  # planned run ids with no trusted rows
+    rejected_lines: tuple[int, ...] = ()  # line numbers (1-based, header 1) of runs.csv left out of frame
+    rejected_because: tuple[str, ...] = ()  # the findings (short form) that left those lines out
+    notes: tuple[str, ...] = ()  # what is not a problem but worth saying: rows set aside by an earlier --resume
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def summary(self) -> str:
+        """The findings, then the notes, in a few words each ('' when there is nothing to say)."""
+        return "; ".join([*self.findings, *self.notes])
+
+    def benchmark(self, name: str) -> dict[str, Any] | None:
+        """The record of benchmark ``name`` (``load``, ``startup``) of this directory, or None."""
+        return benchmark(self.metadata, name)
+
+
+def planned_runs(metadata: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """run_id -> plan entry (variant, warmup, order, source) of every benchmark in ``metadata``."""
+    plans: dict[int, dict[str, Any]] = {}
+    for name, record in benchmarks(metadata).items():
+        for entry in record.get("plan") or []:
+            plans[int(entry["run_id"])] = {"source": DEFAULT_SOURCES.get(name, "load"), **entry}
+    return plans
+
+
+def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
+    """Read a results directory and check it; raise :class:`ResultsError` only when it cannot be read at all.
+
+    Checks: a torn last line (a crash mid-write) or any line of the wrong shape, rows of a newer
+    schema, duplicate (run_id, phase) rows, rows that match no planned run of metadata.json (run
+    id, variant, warm-up, order, source), runs whose phase rows are incomplete, planned runs that
+    are missing, a benchmark whose writer died. Bad rows are left out of ``frame``.
+    """
+    directory = Path(directory)
+    metadata = read_metadata(directory)
+    found: list[tuple[str, str]] = []  # (short, long)
+    path = directory / RUNS_FILE
+    records, numbers, cut = _read_lines(path, found)
+    frame = _frame(records)
+    frame["_line"] = numbers
+    frame = _check_rows(frame, metadata, found, cut)
+    rejected = tuple(sorted(set(range(2, _count_records(path) + 2)) - set(frame["_line"])))
+    frame = frame.drop(columns="_line")
+    because = tuple(short for short, _ in found)
+    plan = planned_runs(metadata)
+    have = set(frame["run_id"].astype(int)) if len(frame) else set()
+    missing = tuple(sorted(set(plan) - have))
+    if missing:
+        status = suite_status(metadata)
+        why = f" (status {status}: continue with {resume_command(directory, metadata)})" if status != "complete" else ""
+        found.append((f"{len(missing)} planned run(s) missing",
+                      f"{len(missing)} of {len(plan)} planned runs have no usable rows: {_ids(missing)}{why}"))
+    found += _writer_findings(directory, metadata)
+    repairs = [r for record in benchmarks(metadata).values() for r in record.get("repairs", [])]
+    notes = tuple(f"{r.get('rows')} row(s) set aside by --resume ({REJECTED_FILE})" for r in repairs)
+    return ResultsCheck(directory, metadata, frame, [long for _, long in found], [short for short, _ in found],
+                        missing, rejected, because, notes)
+
+
+def suite_status(metadata: dict[str, Any]) -> str | None:
+    """The status of the suite: the first of its benchmarks that is not complete, else ``complete``."""
+    statuses = [record.get("status") for record in benchmarks(metadata).values()]
+    return next((s for s in statuses if s != "complete"), "complete" if statuses else None)
+
+
+def _writer_findings(directory: Path, metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """A benchmark whose record says ``running``: still being written, or its writer died."""
+    if not any(record.get("status") == "running" for record in benchmarks(metadata).values()):
+        return []
+    holder = lock_holder(directory)
+    if holder and holder.get("alive"):
+        return [("still being written",
+                 f"{directory} is being written now by {describe_holder(holder)}: more runs are to come")]
+    return [("its writer died",
+             f"metadata.json says running, but no process is writing {directory}: its writer was killed or crashed; "
+             f"continue with {resume_command(directory, metadata)}")]
+
+
+def resume_command(directory: str | os.PathLike[str], metadata: dict[str, Any]) -> str:
+    """The command that continues ``directory``: its specs come from metadata.json, so nothing else is needed.
+
+    ``reproduce --resume`` continues every benchmark of a suite that has a load benchmark (its
+    startup benchmark too); a directory of serve-ab alone is continued by ``serve-ab --resume``.
+    """
+    members = benchmarks(metadata)
+    command = "serve-ab" if "startup" in members and "load" not in members else "reproduce"
+    return f"omni-loader {command} --resume --out {directory}"
+
+
+# --------------------------------------------------------------------------- repair before a resume
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """A benchmark about to be continued: its record (running again), the runs it already has, the check."""
+
+    record: dict[str, Any]
+    done: frozenset[int]  # run ids of its plan with trusted rows (failed runs included: they are not repeated)
+    check: ResultsCheck
+
+
+def resume_benchmark(directory: str | os.PathLike[str], name: str) -> Resumption:
+    """Set aside the rows the check rejects and continue benchmark ``name``. Writers only, under the lock."""
+    check = check_results(directory)
+    record = check.benchmark(name)
+    if record is None:
+        raise ResultsError(f"--resume: {directory} holds no {name} benchmark to continue")
+    moved = set_aside_rejected(check)
+    ids = {int(entry["run_id"]) for entry in record.get("plan") or []}
+    done = frozenset(int(r) for r in check.frame["run_id"] if int(r) in ids) if len(check.frame) else frozenset()
+    return Resumption(resumed(record, moved, check.rejected_because), done, check)
+
+
+def set_aside_rejected(check: ResultsCheck) -> int:
+    """Move the rows a check left out of runs.csv into runs.rejected.csv; returns how many. Writers only.
+
+    Called by ``--resume`` under the writer lock before it appends: the runs those rows belonged to
+    are then run again, and runs.csv holds only rows that can be trusted. Nothing is deleted.
+    """
+    if not check.rejected_lines:
+        return 0
+    path = check.directory / RUNS_FILE
+    records = list(csv.reader(io.StringIO(path.read_bytes().decode("utf-8", errors="replace"), newline="")))
+    rejected = set(check.rejected_lines)
+    keep = [r for n, r in enumerate(records, start=1) if n not in rejected]
+    out = [r for n, r in enumerate(records, start=1) if n in rejected]
+    side = check.directory / REJECTED_FILE
+    with side.open("a", newline="") as fh:
+        if fh.tell() == 0:
+            csv.writer(fh, lineterminator="\r\n").writerow(records[0])
+        csv.writer(fh, lineterminator="\r\n").writerows(out)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp = path.with_suffix(".csv.tmp")
+    with tmp.open("w", newline="") as fh:
+        csv.writer(fh, lineterminator="\r\n").writerows(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return len(out)
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def _count_records(path: Path) -> int:
+    """Data records (header excluded) in runs.csv, torn ones included."""
+    if not path.exists():
+        return 0
+    return max(0, len(list(csv.reader(io.StringIO(path.read_bytes().decode("utf-8", errors="replace"),
+                                                  newline="")))) - 1)
+
+
+def _ids(ids: Iterable[int], most: int = 12) -> str:
+    ids = sorted(ids)
+    text = ", ".join(map(str, ids[:most]))
+    return text + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
+def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str]], list[int], set[int]]:
+    """runs.csv's records whose shape is right (header first), their line numbers, and the run ids of
+    the records cut short (a crash mid-write: those runs lack rows), reporting the bad records."""
+    if not path.exists():
+        return [list(RUN_COLUMNS)], [], set()
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    if not text:
+        return [list(RUN_COLUMNS)], [], set()
+    records = list(csv.reader(io.StringIO(text, newline="")))
+    header = records[0]
+    missing = [c for c in RUN_COLUMNS[: RUN_COLUMNS.index("minor_faults")] if c not in header]
+    if missing:
+        raise ResultsError(f"{path} lacks columns {missing}; it was not written by omni-loader (or its header is "
+                           f"damaged): restore it from a copy")
+    unknown = [c for c in header if c not in RUN_COLUMNS]
+    if unknown:
+        found.append((f"{len(unknown)} unknown column(s) ignored",
+                      f"{path.name} has columns this omni-loader does not know ({', '.join(unknown)}): "
+                      "written by a newer version? they are ignored"))
+    torn = [] if text.endswith("\n") else [len(records)]  # a crash cut the last line short
+    newer, malformed = [], []
+    good, numbers = [header], []
+    cut: set[int] = set()
+    for number, record in enumerate(records[1:], start=2):
+        if (number in torn or len(record) < len(header)) and len(record) > 1 and record[0].isdigit():
+            cut.add(int(record[0]))  # its run id was written whole: that run's rows are incomplete
+        if number in torn:
+            continue
+        if not record:
+            continue  # a blank line
+        if len(record) > len(header):
+            newer.append(number)
+        elif len(record) < len(header):
+            (torn if number == len(records) else malformed).append(number)
+        else:
+            good.append(record)
+            numbers.append(number)
+    if torn:
+        found.append((f"{len(torn)} torn row ignored",
+                      f"the last line of {path.name} (line {torn[0]}) is torn, cut short by a crash or a full "
+                      "disk: ignored"))
+    if newer:
+        found.append((f"{len(newer)} row(s) of a newer schema ignored",
+                      f"{len(newer)} row(s) of {path.name} have more fields than its header (lines {_ids(newer)}): "
+                      "written by a newer omni-loader or two writers interleaved; ignored"))
+    if malformed:
+        found.append((f"{len(malformed)} malformed row(s) ignored",
+                      f"{len(malformed)} row(s) of {path.name} have too few fields (lines {_ids(malformed)}): "
+                      "ignored"))
+    return good, numbers, cut
+
+
+def _frame(records: list[list[str]]):  # -> pandas.DataFrame
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(records)
+    buffer.seek(0)
+    return typed_runs(buffer, RUNS_FILE)[list(RUN_COLUMNS)]
+
+
+def _check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]], cut: set[int] = frozenset()):
+    """Rows with bad values, duplicates, rows off the plan, incomplete runs: left out and reported."""
+    import pandas as pd
+
+    if not len(frame):
+        return frame
+    run_ids = pd.to_numeric(frame["run_id"], errors="coerce")
+    bad_values = run_ids.isna() | (run_ids != run_ids.round()) | ~frame["source"].isin(SOURCES)
+    if bad_values.any():
+        found.append((f"{int(bad_values.sum())} row(s) with unreadable values ignored",
+                      f"{int(bad_values.sum())} row(s) of {RUNS_FILE} have no integer run_id or an unknown source: "
+                      "ignored"))
+    frame = frame[~bad_values].copy()
+    frame["run_id"] = run_ids[~bad_values].astype(int)
+
+    dup_keys = frame.duplicated(["run_id", "phase"], keep=False)
+    dup_runs = sorted(set(frame.loc[dup_keys, "run_id"]))
+    if dup_runs:
+        rows = int(frame["run_id"].isin(dup_runs).sum())
+        found.append((f"{len(dup_runs)} duplicated run(s) ignored",
+                      f"{len(dup_runs)} run(s) have more than one row for a phase (run ids {_ids(dup_runs)}): two "
+                      f"writers, or rows copied twice; all {rows} of their rows are ignored"))
+        frame = frame[~frame["run_id"].isin(dup_runs)]
+
+    plan = planned_runs(metadata)
+    if plan:
+        def matches(row: Any) -> bool:
+            entry = plan.get(int(row.run_id))
+            if entry is None:
+                return False
+            order = "" if entry.get("order") is None else str(entry["order"])
+            return (row.variant == entry["variant"] and bool(row.warmup) == bool(entry["warmup"])
+                    and str(row.order).removesuffix(".0") == order and row.source == entry["source"])
+
+        off = ~frame.apply(matches, axis=1).astype(bool)
+        if off.any():
+            runs = sorted(set(frame.loc[off, "run_id"]))
+            found.append((f"{int(off.sum())} row(s) off the plan ignored",
+                          f"{int(off.sum())} row(s) of run ids {_ids(runs)} do not match the plan in "
+                          f"{METADATA_FILE} (run id, variant, warm-up, order or source): from another benchmark? "
+                          "ignored"))
+            frame = frame[~off]
+
+    # A run's rows are written together; an ok run with fewer phases than its peers lost some (a crash).
+    # A run whose last row was cut short is incomplete, and so is a loader run without a phase its peers
+    # have (every load of a variant records the same phases; a server's log figures may come and go).
+    incomplete = sorted(set(frame["run_id"]) & set(cut))
+    ok = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"]) & ~frame["run_id"].isin(incomplete)]
+    for _, rows in ok.groupby(["source", "variant"]):
+        phases = rows.groupby("run_id")["phase"].agg(frozenset)
+        full = frozenset().union(*phases)
+        incomplete += [int(r) for r, p in phases.items() if p != full]
+    incomplete = sorted(incomplete)
+    if incomplete:
+        found.append((f"{len(incomplete)} incomplete run(s) ignored",
+                      f"{len(incomplete)} run(s) lost phase rows, cut short by a crash (run ids {_ids(incomplete)}): "
+                      "ignored; --resume repeats them"))
+        frame = frame[~frame["run_id"].isin(incomplete)]
+    return frame.reset_index(drop=True)

@@ -1,0 +1,105 @@
+"""One writer per results directory: an exclusive lock held for as long as a benchmark writes it.
+
+Why: two writers appending to one runs.csv interleave rows and plans that no check can untangle
+afterwards. The lock is an ``flock`` on ``writer.lock``, which the OS drops when the process dies
+however it dies, so a crash never leaves a directory locked; the file also names the holder, so a
+refused second writer (and a reader that finds a directory "running") can say who writes it.
+Readers take no lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import ResultsError
+
+# Held (flock) by the one process writing the directory; holds its pid and command while it does.
+LOCK_FILE = "writer.lock"
+
+_HELD: dict[Path, list[int]] = {}  # directory -> [lock file descriptor, depth] held by this process
+
+
+@contextmanager
+def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold the results directory's writer lock (made if need be) for the block; re-entrant in one process.
+
+    A second writer is refused with one line naming the directory and the process that holds it.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    key = directory.resolve()
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield directory
+        finally:
+            _HELD[key][1] -= 1
+        return
+    fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        holder = lock_holder(directory)
+        raise ResultsError(f"{directory} is being written by {describe_holder(holder)}; one writer per results "
+                           "directory: wait for it to finish, or choose another --out") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(_holder_record()).encode(), 0)
+    _HELD[key] = [fd, 1]
+    try:
+        yield directory
+    finally:
+        del _HELD[key]
+        os.ftruncate(fd, 0)  # an empty lock file: nobody writing
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _holder_record() -> dict[str, Any]:
+    """This process as the lock file names it: pid, host, the command as the user typed it, since when."""
+    from .metadata import command_line, now_iso
+
+    command = command_line()
+    first = command.split(" ", 1)[0]
+    if first in ("__main__.py", "-c"):  # python -m omni_loader
+        command = "omni-loader" + command[len(first):]
+    return {"pid": os.getpid(), "host": socket.gethostname(), "command": command, "since": now_iso()}
+
+
+def lock_holder(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Who holds (or last held, if it died) the writer lock: pid, host, command, since, alive; None if nobody.
+
+    Read without locking: the holder writes its record after taking the lock and empties it on release.
+    """
+    try:
+        text = (Path(directory) / LOCK_FILE).read_text()
+        record = json.loads(text) if text.strip() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+        return None
+    alive = None  # unknown: another host
+    if record.get("host") == socket.gethostname():
+        try:
+            os.kill(record["pid"], 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:
+            alive = True
+    return {**record, "alive": alive}
+
+
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    if not holder:
+        return "another process"
+    command = holder.get("command") or "?"
+    command = command if len(command) <= 80 else command[:77] + "..."
+    return f"process {holder['pid']} on {holder.get('host', '?')} ({command}, since {holder.get('since', '?')})"

@@ -1,0 +1,111 @@
+"""Stopping a child process and everything it started: the one way the kit does it.
+
+Why one helper: a server under serve-ab forks its own workers, a load worker may start threads
+or helpers, and a benchmark that is interrupted or times out must leave nothing running behind
+it (a leftover server keeps the next run's port; a leftover worker keeps its memory). Every such
+child is started as the leader of a process group of its own (``start_new_session=True``, or
+``os.setsid()`` in a forked worker), so stopping it means stopping its group: SIGTERM to every
+member, SIGKILL to whatever is left after a grace period, the leader reaped. Members are found
+with psutil (a process that left the group's session is not followed; none of ours does).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+
+# How long the last SIGKILL round waits for the group to disappear before naming the survivors.
+KILL_WAIT = 5.0
+POLL = 0.05
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group ``pgid``, and its leader-to-be: the process ``pgid``
+    itself, even before it has made the group (a forked child stopped before its ``setsid``)."""
+    members = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and (proc.pid == pgid or os.getpgid(proc.pid) == pgid):
+                members.append(proc.pid)
+        except (OSError, psutil.Error):
+            continue
+    return members
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Send ``sig`` to group ``pgid``; if the group does not exist yet (a forked child that has not
+    called ``setsid`` yet), to the process ``pgid`` itself: its pid is the group's id-to-be."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        try:
+            os.kill(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    except PermissionError:
+        pass
+
+
+def stop_group(pgid: int, grace: float = 10.0, leader: subprocess.Popen | None = None) -> list[int]:
+    """Stop process group ``pgid``: SIGTERM, SIGKILL after ``grace`` s (at once when 0), reap ``leader``.
+
+    Returns the pids still alive at the end (normally none). An interrupt while waiting kills the
+    group before it propagates, so Ctrl-C never leaves the group running.
+    """
+    def gone() -> bool:
+        return (leader is None or leader.poll() is not None) and not group_members(pgid)
+
+    try:
+        if grace > 0 and not gone():
+            signal_group(pgid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and not gone():
+                time.sleep(POLL)
+        if not gone():
+            signal_group(pgid, signal.SIGKILL)
+    except BaseException:
+        signal_group(pgid, signal.SIGKILL)  # interrupted while stopping: leave nothing behind
+        raise
+    finally:
+        if leader is not None:
+            try:
+                leader.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+    deadline = time.monotonic() + KILL_WAIT
+    left = group_members(pgid)
+    while left and time.monotonic() < deadline:
+        signal_group(pgid, signal.SIGKILL)
+        time.sleep(POLL)
+        left = group_members(pgid)
+    return left
+
+
+def stop_children(pid: int, grace: float = 1.0) -> list[int]:
+    """Stop every descendant of ``pid`` (not ``pid`` itself): SIGTERM, SIGKILL after ``grace`` s.
+
+    For a process whose children share its group (the multiprocessing fork server's workers that
+    have not made their own yet): its group cannot be signalled without signalling the caller.
+    Returns the pids still alive.
+    """
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    for child in children:
+        try:
+            child.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(children, timeout=grace)
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(alive, timeout=KILL_WAIT)
+    return [p.pid for p in alive]
