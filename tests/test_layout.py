@@ -115,3 +115,21 @@ def test_report_command_runs_without_torch(tmp_path: Path, tiny_snapshot: Path) 
     out = subprocess.run([sys.executable, "-c", probe, str(directory)], capture_output=True, text=True, check=True)
     assert out.stdout.split()[-2:] == ["0", "False"], out.stdout + out.stderr
     assert (directory / "report.md").stat().st_size > 0
+
+
+def test_public_api_resolves_and_is_listed_in_the_docstring() -> None:
+    """Every name of ``omni_loader.__all__`` imports from the module the API list gives, and the list says so."""
+    import importlib
+
+    import omni_loader
+
+    for name, module in omni_loader._API.items():
+        assert getattr(importlib.import_module(f"omni_loader.{module}"), name) is getattr(omni_loader, name), name
+        assert f"``{name}``" in omni_loader.__doc__, f"{name} missing from the API list in omni_loader/__init__.py"
+
+
+def test_readme_layout_names_every_module() -> None:
+    layout = (PACKAGE.parent / "README.md").read_text().split("## Layout", 1)[1]
+    names = {module_name(p).split(".")[1] for p in PACKAGE.rglob("*.py") if module_name(p) != "omni_loader"} - {"__main__"}
+    missing = sorted(n for n in names if n not in layout)
+    assert not missing, f"README's layout section does not name: {missing}"
