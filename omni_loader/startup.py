@@ -144,9 +144,9 @@ def split_command(cmd: Command, what: str = "command") -> list[str]:
 # --------------------------------------------------------------------------- processes
 
 
-def launch(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:
+def launch(argv: Sequence[str], log_path: Path) -> subprocess.Popen:
     """Spawn ``argv`` in a new session (its own process group), stdout+stderr appended to ``log_path``."""
-    child_env = dict(os.environ if env is None else env)
+    child_env = {**os.environ}
     child_env.setdefault("PYTHONUNBUFFERED", "1")  # a server killed at the end still leaves its lines
     with open(log_path, "ab") as log:
         return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -193,8 +193,10 @@ def _reason(exc: Any) -> str:
 # --------------------------------------------------------------------------- one run
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOutcome:
+    """How one startup run ended: ok with its seconds to the first 200, or failed with one line; its log's figures."""
+
     run: PlannedRun
     status: str
     seconds: float | None

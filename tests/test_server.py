@@ -441,3 +441,23 @@ def test_serve_ab_cli_reports_medians(tmp_path, python):
                           "--optimized-cmd", "true", "--health-url", "http://127.0.0.1:1/health",
                           "--out", str(tmp_path / "bad")], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "no-such-program-xyz" in bad.stderr
+
+
+@pytest.mark.slow
+def test_reproduce_with_startup_makes_a_suite_of_two_benchmarks(tiny_snapshot, tmp_path):
+    """The load benchmark, then the startup one beside it: stage servers loading as the benchmark did."""
+    from omni_loader.checkpoint import open_snapshot
+    from omni_loader.runner import reproduce
+
+    out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "r", LoadOptions(construct="empty"), device="cpu",
+                    warmup=0, runs=1, in_process=True, with_startup=True, progress=False)
+    check = check_results(out)
+    assert check.ok, check.problems
+    assert list(check.metadata["benchmarks"]) == ["load", "startup"]
+    load, startup = check.benchmark("load"), check.benchmark("startup")
+    assert (load["status"], startup["status"], startup["runs_ok"]) == ("complete", "complete", 2)
+    assert [e["run_id"] for e in startup["plan"]] == [2, 3]  # after the load runs
+    argv = shlex.split(startup["spec"]["baseline_cmd"])
+    assert argv[argv.index("--construct") + 1] == "empty" and argv[argv.index("--device") + 1] == "cpu"
+    assert startup["environment"]["device"] == "cpu"
+    assert set(check.frame[check.frame["source"] == "server"]["run_id"]) == {2, 3}
