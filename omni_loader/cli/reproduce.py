@@ -132,7 +132,7 @@ def equivalent(out: Path) -> bool:
     from ..stats import equivalence
 
     check = check_results(out)
-    equiv = equivalence(check.frame, planned_arms(check.benchmark("load") or {}))
+    equiv = equivalence(check.frame, planned_arms(check.metadata))
     if not equiv["equivalent"]:
         print(f"omni-loader: error: {out}: {equiv['statement']}", file=sys.stderr)
     return bool(equiv["equivalent"])
