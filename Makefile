@@ -14,11 +14,11 @@ test: $(STAMP)  ## run the test suite
 
 # Mutation testing of the core modules against the fast in-process unit tests ([tool.mutmut] in pyproject.toml).
 # Long, so not part of `make test` or CI. Scope it with MODULES, e.g. `make mutation MODULES="stats report"`.
-# runner is scored on its planner (plan_runs) only. Survivors are either killed by a test or listed, with the
+# Survivors are either killed by a test or listed, with the
 # reason they are equivalent, in tests/mutation-equivalent.md; the score excludes the listed ones.
-MODULES ?= discovery loader checkpoint stats report results runner
+MODULES ?= discovery loader steps checkpoint stats report measurements report_tables rows suite integrity planner
 MUTATION_JOBS ?= 2
-mutant_glob = $(if $(filter runner,$(1)),omni_loader.runner.x_plan_runs__mutmut_*,omni_loader.$(1).*)
+mutant_glob = omni_loader.$(1).*
 
 mutation: $(STAMP)  ## mutation testing of the core modules (long; not in CI): make mutation MODULES="stats report"
 	@start=$$(date +%s); \

@@ -66,11 +66,7 @@ def _holder_record() -> dict[str, Any]:
     """This process as the lock file names it: pid, host, the command as the user typed it, since when."""
     from .metadata import command_line, now_iso
 
-    command = command_line()
-    first = command.split(" ", 1)[0]
-    if first in ("__main__.py", "-c"):  # python -m omni_loader
-        command = "omni-loader" + command[len(first):]
-    return {"pid": os.getpid(), "host": socket.gethostname(), "command": command, "since": now_iso()}
+    return {"pid": os.getpid(), "host": socket.gethostname(), "command": command_line(), "since": now_iso()}
 
 
 def lock_holder(directory: str | os.PathLike[str]) -> dict[str, Any] | None:

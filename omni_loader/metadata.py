@@ -78,7 +78,9 @@ def environment(device: str = "cpu") -> dict[str, Any]:
 
 
 def command_line() -> str:
-    return shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    """This process's command as the user would type it again: ``python -m omni_loader …`` reads ``omni-loader …``."""
+    program = Path(sys.argv[0]).name
+    return shlex.join(["omni-loader" if program in ("__main__.py", "-c") else program, *sys.argv[1:]])
 
 
 def stamped(name: str) -> str:
