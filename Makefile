@@ -34,9 +34,7 @@ lab: $(STAMP)  ## open the notebooks in JupyterLab
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	@# --no-compile: byte-compiling every installed file (torch's thousands) took ~30 of the 68 s of set-up;
-	@# Python compiles the modules a run imports when it first imports them.
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
