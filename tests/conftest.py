@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _interruptible_children() -> None:
+    """Let the processes the tests start take Ctrl-C. Several tests send SIGINT to ``omni-loader`` as a
+    terminal would; a suite started in the background by a non-interactive shell (``make test &``, CI
+    scripts) inherits SIGINT *ignored*, and an ignored signal stays ignored across exec, so every
+    process it starts would ignore those interrupts too. A handler (not SIG_IGN) is reset to the
+    default at exec, so each child starts as it would from a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
