@@ -310,3 +310,34 @@ def test_phase_summary_keeps_sources_apart_and_orders_by_run():
     assert phase_summary(frame, "baseline", "weight_loading", "server").samples == (5.0,)
     assert phase_summary(frame, "optimized", "weight_loading").samples == ()
     assert sorted(measured(frame)["run_id"]) == [0, 1, 4]
+
+
+def _aa_frame(arm1, arm2, source="aa"):
+    return _frame([dict(run_id=i, variant=arm, warmup=False, phase="total", seconds=s, status="ok", source=source)
+                   for i, (arm, s) in enumerate([*(("aa-1", s) for s in arm1), *(("aa-2", s) for s in arm2)])])
+
+
+def test_noise_floor_is_the_aa_difference_or_its_interval_whichever_is_wider():
+    from types import SimpleNamespace
+
+    from omni_loader.stats import noise_floor
+
+    arm1, arm2 = [1.00, 1.02, 0.98, 1.01, 0.99], [1.10, 1.12, 1.08, 1.11, 1.09]
+    floor = noise_floor(_aa_frame(arm1, arm2), "total")
+    assert floor.phase == "total"
+    assert sorted(floor.arm1.samples) == sorted(arm1) and sorted(floor.arm2.samples) == sorted(arm2)
+    assert floor.ci_low < floor.ci_high
+    # the arms' medians are 0.10 s apart, wider than half the bootstrap interval: the floor is that difference
+    assert floor.resolvable_seconds == pytest.approx(max(0.10, (floor.ci_high - floor.ci_low) / 2))
+    assert floor.resolvable_seconds >= 0.10 - 1e-9
+    assert floor.median == pytest.approx(1.05)
+    assert floor.resolvable_fraction == pytest.approx(floor.resolvable_seconds / 1.05)
+    # an A/B change resolves only when it is larger than the floor, relative to the median
+    edge = 100 * floor.resolvable_fraction
+    assert floor.resolves(SimpleNamespace(percent=edge + 1)) is True
+    assert floor.resolves(SimpleNamespace(percent=edge - 1)) is False
+    # no floor without two runs in each arm, nor from A/B rows
+    assert noise_floor(_aa_frame(arm1, arm2[:1]), "total") is None
+    assert noise_floor(_aa_frame(arm1[:1], arm2), "total") is None
+    assert noise_floor(_aa_frame(arm1, arm2, source="load"), "total") is None
+    assert noise_floor(_aa_frame(arm1, arm2), "construct") is None
