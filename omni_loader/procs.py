@@ -96,16 +96,17 @@ def stop_children(pid: int, grace: float = 1.0) -> list[int]:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return []
-    for child in children:
-        try:
-            child.terminate()
-        except psutil.Error:
-            pass
+    _each(children, psutil.Process.terminate)
     _, alive = psutil.wait_procs(children, timeout=grace)
-    for child in alive:
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
+    _each(alive, psutil.Process.kill)
     _, alive = psutil.wait_procs(alive, timeout=KILL_WAIT)
     return [p.pid for p in alive]
+
+
+def _each(procs: list[psutil.Process], action) -> None:
+    """``action`` on every process of ``procs`` that still exists (one that has gone is not an error)."""
+    for proc in procs:
+        try:
+            action(proc)
+        except psutil.Error:
+            pass
