@@ -22,7 +22,8 @@ def pyproject() -> dict:
 
 def pyproject_requirements() -> list[str]:
     project = pyproject()["project"]
-    return list(project["dependencies"]) + list(project["optional-dependencies"]["dev"])
+    extras = project["optional-dependencies"]
+    return list(project["dependencies"]) + list(extras["lab"]) + list(extras["dev"])
 
 
 def environment_pip_requirements(text: str) -> list[str]:

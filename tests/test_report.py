@@ -643,3 +643,24 @@ def test_comparisons_order_and_labels(rich_dir):
     assert label("total") == "Whole Token2Wav load"
     assert [row_unit(c) for c in comps[1:4]] == ["ms", "ms", "s"]
     assert comparisons(read_runs(out / "nowhere")) == []
+
+
+def test_yardstick_line_quotes_per_run_ratios_and_first_touches():
+    """load_parameters against the plain copy of the same run: ratios per run (ours / copy), their median
+    and range, and the median minor faults of each, read from the rows."""
+    import pandas as pd
+
+    from omni_loader.report_tables import yardstick_lines
+
+    rows = []
+    for run_id, (ours, copy) in enumerate([(0.30, 0.15), (0.32, 0.16), (0.34, 0.10)]):
+        for phase, seconds, faults in (("load_parameters", ours, 94_000 + run_id), ("reference_copy", copy, 1)):
+            rows.append({"run_id": run_id, "variant": "optimized", "warmup": False, "status": "ok", "source": "load",
+                         "phase": phase, "seconds": seconds, "minor_faults": faults})
+    lines = yardstick_lines(pd.DataFrame(rows))
+    (line,) = [x for x in lines if x.startswith("- ")]
+    assert line.startswith("- optimized: Load parameters 320.000 ms against strict load_state_dict")
+    assert "150.000 ms in the same 3 runs: 2.00x (per-run ratios 2.00–3.40x)" in line
+    assert line.endswith("minor page faults (first touches) 94,001 against 1")
+    no_counters = yardstick_lines(pd.DataFrame(rows).drop(columns="minor_faults"))
+    assert [x for x in no_counters if x.startswith("- ")][0].endswith("2.00–3.40x)")
