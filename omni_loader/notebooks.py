@@ -16,7 +16,6 @@ trust`` uses), as a person who ran the notebook in Lab would have it.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
