@@ -1,7 +1,7 @@
 """A results directory as one file, so a colleague can send a reproduction as an attachment.
 
 ``omni-loader pack DIR`` writes ``DIR.tar.gz`` (or ``.zip``) holding ``metadata.json``,
-``runs.csv``, ``report.md`` and ``plots/`` under one folder named after the directory;
+``runs.csv``, ``report.md``, ``plots/`` and ``profiles/`` under one folder named after the directory;
 ``omni-loader compare`` reads such an archive as it reads a directory (:func:`opened`).
 
 Reading an archive is safe: it is unpacked into a temporary directory (never beside the archive,
@@ -26,7 +26,7 @@ from .results import METADATA_FILE, RUNS_FILE, read_metadata
 FORMATS = {"tar.gz": (".tar.gz", ".tgz"), "zip": (".zip",)}
 # What an archive holds: the two files the statistics come from, and what was rendered from them.
 PACKED_FILES = (METADATA_FILE, RUNS_FILE, "report.md")
-PACKED_DIRS = ("plots",)
+PACKED_DIRS = ("plots", "profiles")  # the report links into both
 MAX_UNPACKED_BYTES = 2 * 2**30  # a results directory is kilobytes to megabytes; refuse a decompression bomb
 
 

@@ -379,3 +379,16 @@ def test_startup_to_health_column_when_a_directory_measured_it(runs, tmp_path):
     assert "22.000 s [21.000–23.000] → 20.500 s [20.000–21.500]; 1.07x" in text
     assert "| alt |" in text and text.split("| alt |")[1].split("\n")[0].rstrip().endswith(
         "| not measured | reference for the checks |")
+
+
+def test_pack_keeps_what_the_report_links_to(runs, tmp_path):
+    """plots/ and profiles/ travel with the archive (report.md links into both); other files stay behind."""
+    directory = _copy(runs["alt"], tmp_path / "mine")
+    (directory / "profiles" / "torch").mkdir(parents=True)
+    (directory / "profiles" / "profile.md").write_text("# where the time goes\n")
+    (directory / "profiles" / "torch" / "trace.json").write_text("{}")
+    (directory / "scratch.txt").write_text("not a result")
+    with tarfile.open(pack(directory)) as tf:
+        names = set(tf.getnames())
+    assert {"mine/profiles/profile.md", "mine/profiles/torch/trace.json", "mine/report.md"} <= names
+    assert any(n.startswith("mine/plots/") for n in names) and "mine/scratch.txt" not in names
