@@ -63,6 +63,10 @@ def test_a_run_row_takes_its_run_from_the_plan(tmp_path):
     failed = failed_row(run, "Traceback (most recent call last):\n  ...\nValueError: bad shard\n", 1.5)
     assert (failed.phase, failed.status, failed.error, failed.seconds) == ("total", "failed", "ValueError: bad shard", 1.5)
     assert failed_row(run, "  ").error == "failed"
+    assert (failed.run_started, failed.run_ended) == ("", "")  # no stamps unless given
+    stamped = failed_row(run, "x", started="2026-11-30T04:00:00", ended="2026-11-30T04:00:07")
+    assert (stamped.run_started, stamped.run_ended) == ("2026-11-30T04:00:00", "2026-11-30T04:00:07")
+    assert failed_row(run, "y" * 400).error == "y" * 300  # one line of at most 300 characters
     append_rows(tmp_path, [row, failed])  # RunRow values and dicts alike
     frame = read_runs(tmp_path)
     assert list(frame["source"]) == ["aa", "aa"] and list(frame["order"]) == [3, 3]
@@ -121,6 +125,7 @@ def test_read_runs_names_missing_columns(tmp_path):
     with pytest.raises(ResultsError, match="lacks columns") as err:
         read_runs(tmp_path)
     assert "'phase'" in str(err.value) and "'run_id'" not in str(err.value)
+    assert str(err.value).startswith(f"{tmp_path / RUNS_FILE} lacks columns")  # names the file
 
 
 def test_text_columns_keep_empty_cells_and_na_like_words(tmp_path):
@@ -252,8 +257,13 @@ def test_set_aside_moves_rejected_rows_and_keeps_the_rest(tmp_path):
     assert set_aside_rejected(before) == 5
     after = check_results(out)
     assert after.rejected_lines == () and after.frame.equals(before.frame)
-    assert (out / REJECTED_FILE).read_text().splitlines()[0] == ",".join(RUN_COLUMNS)
-    assert len((out / REJECTED_FILE).read_text().splitlines()) == 6
+    rejected = (out / REJECTED_FILE).read_text().splitlines()
+    assert rejected[0] == ",".join(RUN_COLUMNS) and len(rejected) == 6
+    # the rows moved are the rejected ones, as they were: run 1 twice (duplicated) and the torn line
+    assert [r.split(",")[:5] for r in rejected[1:5]] == [["1", "optimized", "False", "1", p] for p in
+                                                          ("total", "construct", "total", "construct")]
+    assert rejected[5] == "1,optimized"
+    assert set_aside_rejected(after) == 0 and len((out / REJECTED_FILE).read_text().splitlines()) == 6
     append_rows(out, _run_rows(1))  # the run again: now once
     assert check_results(out).ok
 
@@ -384,6 +394,111 @@ def test_resume_benchmark_sets_bad_rows_aside_and_names_the_runs_done(tmp_path):
     resumption = resume_benchmark(tmp_path, "load")
     assert resumption.done == {0, 1, 2} and resumption.record["status"] == "running"
     assert resumption.record["repairs"][0]["rows"] == 1 and (tmp_path / REJECTED_FILE).is_file()
+    assert resumption.record["repairs"][0]["why"] == ["1 torn row ignored"]
+    assert resumption.check.directory == tmp_path and resumption.check.rejected_lines == (8,)
     assert check_results(tmp_path).rejected_lines == ()
     with pytest.raises(ResultsError, match="holds no startup benchmark"):
         resume_benchmark(tmp_path, "startup")
+
+
+def test_rows_for_run_writes_one_row_per_phase_with_the_runs_counts():
+    """A worker's result becomes one row per phase record: the phase's own seconds, parent and counters,
+    and the run's counts, digest, memory and stamps on every row."""
+    from omni_loader.planner import PlannedRun
+    from omni_loader.rows import rows_for_run
+
+    result = {"state_dict_calls": 219, "weights_loaded": 960, "persistent_buffers": ["a", "b", "c"],
+              "digest": "xxh3-128:ab", "rss_peak_bytes": 2**31, "device_peak_bytes": None,
+              "phase_records": [
+                  {"name": "total", "parent": None, "seconds": 1.5, "minor_faults": 10, "major_faults": 0,
+                   "voluntary_switches": 2, "involuntary_switches": 3},
+                  {"name": "construct", "parent": "total", "seconds": 0.5, "minor_faults": 7},
+              ]}
+    run = PlannedRun(4, "baseline", False, 2, "load")
+    total, construct = rows_for_run(run, result, started="s0", ended="e0")
+    assert (total.run_id, total.variant, total.order, total.phase, total.parent, total.seconds) == (
+        4, "baseline", 2, "total", "", 1.5)
+    assert (construct.phase, construct.parent, construct.seconds) == ("construct", "total", 0.5)
+    for row in (total, construct):
+        assert (row.state_dict_calls, row.weights_loaded, row.persistent_buffers, row.digest) == (
+            219, 960, 3, "xxh3-128:ab")
+        assert (row.rss_peak_bytes, row.device_peak_bytes, row.source, row.status) == (2**31, None, "load", "ok")
+        assert (row.run_started, row.run_ended) == ("s0", "e0")
+    assert (total.minor_faults, total.major_faults, total.voluntary_switches, total.involuntary_switches) == (
+        10, 0, 2, 3)
+    assert (construct.minor_faults, construct.major_faults, construct.involuntary_switches) == (7, None, None)
+    unstamped = rows_for_run(run, {**result, "digest": None}, source="aa")
+    assert {(r.source, r.digest, r.run_started, r.run_ended) for r in unstamped} == {("aa", "", "", "")}
+
+
+
+def test_write_metadata_puts_its_own_schema_version_first(tmp_path):
+    """A record read from an older file (its own schema_version) is written under this kit's version."""
+    write_metadata(tmp_path, {"benchmarks": {}, "schema_version": 1})
+    record = json.loads((tmp_path / METADATA_FILE).read_text())
+    assert list(record) == ["schema_version", "benchmarks"] and record["schema_version"] == SCHEMA_VERSION
+
+
+def test_status_stamps_and_resumed_repairs_accumulate():
+    from omni_loader.suite import resumed, with_status
+
+    running = with_status({"kind": "reproduce"}, "running")
+    assert set(running) == {"kind", "status"}  # running has no stamp of its own
+    done = with_status(running, "complete", note="x")
+    assert set(done) == {"kind", "status", "note", "finished_at"}
+    once = resumed(done, 2, ["1 torn row ignored"])
+    twice = resumed(once, 1, ("1 duplicated run(s) ignored",))
+    assert [r["rows"] for r in twice["repairs"]] == [2, 1] and len(twice["resumed_at"]) == 2
+    assert [r["why"] for r in twice["repairs"]] == [["1 torn row ignored"], ["1 duplicated run(s) ignored"]]
+    assert all(set(r) == {"at", "rows", "file", "why"} and r["file"] == "runs.rejected.csv" for r in twice["repairs"])
+    assert "repairs" not in resumed(done)  # nothing set aside: no repair noted
+
+
+def test_benchmark_record_keeps_the_spec_as_plain_data():
+    from dataclasses import dataclass
+
+    from omni_loader.suite import benchmark_record
+
+    @dataclass(frozen=True)
+    class Spec:
+        runs: int
+        order: str
+
+    record = benchmark_record("reproduce", Spec(10, "alternate"), [], "cpu", warmup=1, repeats=10,
+                              order="alternate", model="synthetic")
+    assert record["spec"] == {"runs": 10, "order": "alternate"} and record["status"] == "running"
+
+
+def test_suite_status_is_the_first_unfinished_benchmark():
+    from omni_loader.integrity import suite_status
+
+    def suite(*statuses):
+        names = ("load", "startup")
+        return {"schema_version": 3, "benchmarks": {n: {"status": s} for n, s in zip(names, statuses)}}
+
+    assert suite_status(suite("complete", "complete")) == "complete"
+    assert suite_status(suite("complete", "interrupted")) == "interrupted"
+    assert suite_status({"schema_version": 3, "benchmarks": {}}) is None
+
+
+def test_run_id_lists_are_cut_after_twelve():
+    from omni_loader.integrity import _ids
+
+    assert _ids(range(12)) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11"
+    assert _ids([13, *range(12)]) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 1 more"
+    assert _ids(range(20), most=3) == "0, 1, 2 and 17 more"
+
+
+def test_a_torn_line_cut_inside_a_character_is_set_aside_whole(tmp_path):
+    """A crash can cut a row inside a multi-byte UTF-8 character: the line is still read (the broken
+    byte replaced) and moved aside, not a UnicodeDecodeError at --resume."""
+    from omni_loader.results import REJECTED_FILE, check_results, set_aside_rejected
+
+    out = _results(tmp_path)
+    with (out / RUNS_FILE).open("ab") as fh:
+        fh.write("4,baseline,False,3,total,,0.5,failed,caf\u00e9".encode()[:-1])  # é cut after its first byte
+    check = check_results(out)
+    assert check.rejected_lines == (10,)
+    assert set_aside_rejected(check) == 1
+    assert (out / REJECTED_FILE).read_text().splitlines()[1] == "4,baseline,False,3,total,,0.5,failed,caf\ufffd"
+    assert check_results(out).ok
