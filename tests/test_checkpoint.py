@@ -148,6 +148,10 @@ def test_synth_is_deterministic(tiny_snapshot: Path, tmp_path: Path) -> None:
     spk_ref = torch.load(tiny_snapshot / SPK_DICT_FILE, weights_only=True)
     spk1 = torch.load(other / SPK_DICT_FILE, weights_only=True)
     assert torch.equal(spk0["Ethan"]["ref_mel"], spk_ref["Ethan"]["ref_mel"])
+    for speaker in ("Chelsie", "Ethan"):  # every field of every speaker comes from the seed
+        assert torch.equal(spk0[speaker]["cond"], spk_ref[speaker]["cond"])
+        assert torch.equal(spk0[speaker]["ref_mel"], spk_ref[speaker]["ref_mel"])
+        assert spk0[speaker]["bos_token"] == spk_ref[speaker]["bos_token"]
     assert not torch.equal(spk1["Ethan"]["ref_mel"], spk_ref["Ethan"]["ref_mel"])
     # only the random tensors differ with the seed; inv_freq is computed
     t0, t1 = _tensors(tiny_snapshot), _tensors(other)

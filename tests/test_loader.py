@@ -14,6 +14,7 @@ from omni_loader import worker
 from omni_loader.checkpoint import iter_token2wav_weights, open_snapshot, synthesize
 from omni_loader.errors import CheckpointError, OmniLoaderError
 from omni_loader.loader import LEAF_PHASES, load_token2wav, tensor_digest
+from omni_loader.model import build_model
 
 INV_FREQ = "code2wav_dit_model.rotary_embed.inv_freq"
 PREFIX = "token2wav."
@@ -362,7 +363,7 @@ def test_checkpoint_key_matching_no_parameter_is_an_error(tiny_snapshot: Path, t
     tensors = safetensors.torch.load_file(str(copy / shard))
     tensors[key] = torch.ones(3)
     safetensors.torch.save_file(tensors, str(copy / shard), metadata={"format": "pt"})
-    for variant in ("baseline", "optimized"):
+    for variant in ("baseline", "optimized", "assign", "fastsafetensors"):
         for layout in ("vllm-omni", "transformers"):
             with pytest.raises(CheckpointError, match="matches no model parameter") as err:
                 load_token2wav(open_snapshot(copy), variant, layout=layout)
@@ -581,3 +582,42 @@ def test_assign_variant_refuses_what_the_copy_loader_refuses(tiny_snapshot: Path
             outcomes.append(str(exc))
     assert outcomes[1] == outcomes[0]
     assert outcomes[0].startswith("shape mismatch for ") or (name == INV_FREQ and layout == "transformers")
+
+
+def _assign_and_copy(snapshot, dtype: torch.dtype):
+    """The assign step and the copy step on two models built alike, from the same checkpoint entries."""
+    from omni_loader.steps import load_parameters, load_parameters_assign
+
+    weights = list(iter_token2wav_weights(snapshot))
+    assigned, copied = (build_model(snapshot.token2wav_config, layout="vllm-omni", dtype=dtype) for _ in range(2))
+    before = dict(assigned.named_parameters())
+    for name, param in before.items():
+        if ".qkv_proj." in name:
+            param.data.fill_(7.0)  # the fused parameter's old memory, to see that nothing is copied into it
+    plain = next(n for n in before if ".qkv_proj." not in n)
+    before[plain].requires_grad_(False)
+    loaded = load_parameters_assign(assigned, weights, snapshot, True)
+    assert loaded == load_parameters(copied, weights, snapshot, True)  # the same parameters and shards
+    after, reference = dict(assigned.named_parameters()), dict(copied.named_parameters())
+    assert all(torch.equal(after[n], reference[n]) for n in reference) and after.keys() == reference.keys()
+    assert not after[plain].requires_grad and all(p.requires_grad for n, p in after.items() if n != plain)
+    return dict(weights), before, after
+
+
+def test_assign_step_makes_the_mapped_tensors_the_parameters(tiny_snapshot: Path) -> None:
+    """Where dtype and device match, each checkpoint tensor *becomes* its parameter (the same memory),
+    and the fused qkv_proj a new stacked tensor: no byte is copied into the old parameters."""
+    by_key, before, after = _assign_and_copy(open_snapshot(tiny_snapshot), torch.float32)
+    for name, param in after.items():
+        if ".qkv_proj." in name:
+            assert param is not before[name] and bool((before[name] == 7.0).all()), name
+        else:
+            assert param.data_ptr() == by_key[PREFIX + name].data_ptr(), name
+
+
+def test_assign_step_copies_where_the_dtype_differs(tiny_snapshot: Path) -> None:
+    """A bfloat16 model cannot take float32 tensors as its parameters: every one is cast and copied into
+    the parameter that was there, as the copy step does."""
+    _, before, after = _assign_and_copy(open_snapshot(tiny_snapshot), torch.bfloat16)
+    assert all(after[n] is before[n] for n in before)
+    assert {p.dtype for p in after.values()} == {torch.bfloat16}
