@@ -565,3 +565,31 @@ def test_an_index_without_token2wav_tensors_says_so(snap_copy: Path) -> None:
     with pytest.raises(CheckpointError) as err:
         open_snapshot(snap_copy)
     assert str(err.value) == f"no 'token2wav.' tensors in {snap_copy} (2 other tensors)"
+
+
+def test_synthetic_inv_freq_is_what_the_model_computes(tiny_snapshot: Path) -> None:
+    """The one computed tensor of a synthetic snapshot holds the rotary frequencies the constructor
+    computes (1 / base^(2i/dim)), so a load that keeps or overwrites it ends the same."""
+    from omni_loader.model import build_model
+
+    config = open_snapshot(tiny_snapshot).token2wav_config
+    computed = build_model(config, layout="vllm-omni").code2wav_dit_model.rotary_embed.inv_freq
+    stored = _tensors(tiny_snapshot)[INV_FREQ_KEY]
+    assert stored.shape == computed.shape and torch.allclose(stored, computed, rtol=1e-6, atol=0)
+    assert stored[0] == 1.0 and bool((stored[1:] < stored[:-1]).all())  # base^0 first, then falling
+
+
+def test_synthesis_defaults_to_seed_zero(tiny_snapshot: Path, tmp_path: Path) -> None:
+    default = synthesize(tmp_path / "default", size="tiny")
+    assert _shard_digest(default) == _shard_digest(tiny_snapshot)
+
+
+def test_synthesis_bar_counts_tensors_and_goes_when_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    from omni_loader.checkpoint import _progress
+
+    monkeypatch.setenv("OMNI_LOADER_PROGRESS", "terminal")
+    bar = _progress(3, "writing", True)
+    try:
+        assert (bar.total, bar.desc, bar.unit, bar.leave) == (3, "writing", "tensor", False)
+    finally:
+        bar.close()
