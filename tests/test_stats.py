@@ -341,3 +341,169 @@ def test_noise_floor_is_the_aa_difference_or_its_interval_whichever_is_wider():
     assert noise_floor(_aa_frame(arm1[:1], arm2), "total") is None
     assert noise_floor(_aa_frame(arm1, arm2, source="load"), "total") is None
     assert noise_floor(_aa_frame(arm1, arm2), "construct") is None
+
+
+def test_a_test_needs_only_two_runs_in_each_arm():
+    two, three = Summary("baseline", "t", (2.0, 2.2)), Summary("optimized", "t", (1.0, 1.1, 1.2))
+    # 2 + 3 fully separated: exact two-sided p = 2 / C(5, 2) = 0.2
+    assert compare(two, three).verdict() == "ranges separate but not significant at n=2+3 (p=0.2)"
+    slow, fast = Summary("baseline", "t", (2.0, 2.1, 2.2)), Summary("optimized", "t", (1.0, 1.1))
+    assert compare(slow, fast).verdict() == "ranges separate but not significant at n=3+2 (p=0.2)"
+    assert compare(slow, fast).p_value == pytest.approx(0.2)
+
+
+def test_mann_whitney_is_scipys_two_sided_p_unless_every_value_is_the_same():
+    from scipy.stats import mannwhitneyu
+
+    # two distinct values in all: a real test (scipy's tie-corrected p), not the all-equal shortcut
+    two_values = mann_whitney((1.0, 1.0), (2.0, 2.0))
+    assert two_values == float(mannwhitneyu((1.0, 1.0), (2.0, 2.0), alternative="two-sided").pvalue)
+    assert 0 < two_values < 1
+    a, b = (1.0, 2.5, 3.0, 4.5), (2.0, 3.5, 5.0, 6.0, 7.0)
+    assert mann_whitney(a, b) == float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    assert mann_whitney(a, b) == mann_whitney(b, a)  # two-sided: the order of the arms does not matter
+
+
+# Two samples of 8 whose bootstrap interval moves with the seed and the number of resamples.
+BOOT_A = (1.0, 1.03, 0.973, 0.911, 0.955, 0.901, 1.006, 1.134)
+BOOT_B = (0.651, 0.638, 0.749, 0.736, 0.711, 0.607, 0.697, 0.77)
+
+
+def _scipy_percentile_interval(a, b, confidence=0.95, resamples=2000, seed=0):
+    """The interval computed independently: scipy's percentile bootstrap of median(b) - median(a)."""
+    import numpy as np
+
+    res = scipy.stats.bootstrap((np.asarray(a), np.asarray(b)),
+                                lambda x, y, axis=-1: np.median(y, axis=axis) - np.median(x, axis=axis),
+                                confidence_level=confidence, n_resamples=resamples, method="percentile",
+                                rng=np.random.default_rng(seed), vectorized=True)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def test_bootstrap_interval_is_scipys_percentile_interval_with_the_given_settings():
+    import statistics
+
+    default = bootstrap_median_difference(BOOT_A, BOOT_B)
+    assert default == _scipy_percentile_interval(BOOT_A, BOOT_B)
+    low, high = default
+    assert low < statistics.median(BOOT_B) - statistics.median(BOOT_A) < high < 0
+    # the defaults are 95%, 2000 resamples and seed 0: each setting moves this interval
+    assert default != _scipy_percentile_interval(BOOT_A, BOOT_B, resamples=2001)
+    assert default != _scipy_percentile_interval(BOOT_A, BOOT_B, seed=1)
+    assert default != _scipy_percentile_interval(BOOT_A, BOOT_B, confidence=0.9)
+    for kwargs in (dict(confidence=0.5), dict(resamples=500), dict(seed=1), dict(confidence=0.8, seed=3)):
+        got = bootstrap_median_difference(BOOT_A, BOOT_B, **kwargs)
+        assert got == _scipy_percentile_interval(BOOT_A, BOOT_B, **kwargs) and got != default, kwargs
+    narrow = bootstrap_median_difference(BOOT_A, BOOT_B, confidence=0.5)
+    assert low < narrow[0] <= narrow[1] < high
+    # two points per arm are enough for an interval
+    assert bootstrap_median_difference((1.0, 2.0), (3.0, 4.0)) == _scipy_percentile_interval((1.0, 2.0), (3.0, 4.0))
+    assert bootstrap_median_difference((1.0, 2.0), (3.0, 4.0)) == (1.0, 3.0)  # the extreme resamples: 3-2, 4-1
+    assert bootstrap_median_difference((1.0, 2.0), (5.0,)) is None
+
+
+def test_spread_warning_quotes_the_iqr_as_a_rounded_percent():
+    skewed = Summary("baseline", "t", (1.0, 2.0, 4.0))  # IQR 3.0 - 1.5 = 1.5 over a median of 2: 75%
+    c = compare(skewed, Summary("optimized", "t", (1.0, 1.0, 1.0)))
+    assert c.notes == ["baseline spread is high: IQR is 75% of the median"]
+
+
+def test_noise_floor_from_two_runs_per_arm():
+    from omni_loader.stats import noise_floor
+
+    floor = noise_floor(_aa_frame([1.0, 1.2], [1.1, 1.5]), "total")
+    assert (floor.arm1.samples, floor.arm2.samples) == ((1.0, 1.2), (1.1, 1.5))
+    assert (floor.ci_low, floor.ci_high) == bootstrap_median_difference((1.0, 1.2), (1.1, 1.5))
+    assert noise_floor(_aa_frame([1.0], [1.1, 1.5]), "total") is None
+    assert noise_floor(_aa_frame([1.0, 1.2], [1.1]), "total") is None
+
+
+def test_noise_floor_resolves_only_a_strictly_larger_change():
+    from omni_loader.stats import Comparison, NoiseFloor
+
+    same = (1.9, 2.1)  # both arms median 2.0: the floor is the interval's half-width, 0.25 s of 2 s = 12.5%
+    floor = NoiseFloor("total", Summary("aa-1", "total", same), Summary("aa-2", "total", same), -0.25, 0.25)
+    assert floor.resolvable_seconds == 0.25 and floor.resolvable_fraction == 0.125
+
+    def change(optimized):
+        return Comparison("total", Summary("baseline", "total", (1.0,)), Summary("optimized", "total", (optimized,)))
+
+    assert change(0.875).percent == 12.5 and not floor.resolves(change(0.875))  # exactly the floor: not resolved
+    assert floor.resolves(change(0.874)) and floor.resolves(change(1.126))
+    assert not floor.resolves(change(0.876)) and not floor.resolves(change(1.124))
+
+
+XXH = "xxh3-128:0123456789abcdef0123456789abcdef"
+
+
+def _runs_frame(runs):
+    """(variant, digest, weights_loaded, persistent_buffers[, source, status]) per run."""
+    rows = []
+    for i, run in enumerate(runs):
+        variant, digest, weights, buffers, source, status = (*run, *("load", "ok")[len(run) - 4:])
+        rows.append(dict(run_id=i, variant=variant, warmup=False, phase="total", seconds=1.0, status=status,
+                         digest=digest, source=source, weights_loaded=weights, persistent_buffers=buffers))
+    return _frame(rows)
+
+
+def test_equivalence_statement_counts_the_aa_runs_and_names_the_fixed_counts():
+    frame = _runs_frame([("baseline", XXH, 187, 1), ("optimized", XXH, 187, 1), ("aa-1", XXH, 187, 1, "aa"),
+                         ("aa-2", XXH, 187, 1, "aa"), ("baseline", "other", 99, 9, "server"),
+                         ("optimized", "other", 99, 9, "load", "failed")])
+    eq = equivalence(frame)
+    arms = ("baseline", "optimized", "aa-1", "aa-2")
+    assert eq == {"equivalent": True, "runs": 4, "digests": {v: [XXH] for v in arms},
+                  "statement": "equivalent: all 4 runs of both variants and the A/A arms loaded identical tensors "
+                               "(xxh3-128 0123456789abcdef…; 187 weights loaded, 1 persistent buffers)"}
+
+
+def test_equivalence_statement_names_every_variant_beyond_two():
+    arms = ["baseline", "optimized", "assign"]
+    runs = [(v, XXH, 10, 2) for v in arms]
+    assert equivalence(_runs_frame(runs), arms)["statement"] == (
+        "equivalent: all 3 runs of all 3 variants (baseline, optimized, assign) loaded identical tensors "
+        "(xxh3-128 0123456789abcdef…; 10 weights loaded, 2 persistent buffers)")
+    with_aa = equivalence(_runs_frame([*runs, ("aa-1", XXH, 10, 2, "aa")]), arms)
+    assert with_aa["statement"].startswith("equivalent: all 4 runs of all 3 variants (baseline, optimized, assign) "
+                                           "and the A/A arms loaded")
+
+
+def test_equivalence_statement_lists_each_arms_digests():
+    a, b, c = "a" * 64, "b" * 64, "c" * 64
+    eq = equivalence(_runs_frame([("baseline", a, 187, 1), ("optimized", c, 187, 1), ("optimized", b, 187, 1),
+                                  ("baseline", a, 187, 1)]))
+    assert eq["digests"] == {"baseline": [a], "optimized": [b, c]} and eq["equivalent"] is False
+    assert eq["statement"] == ("NOT equivalent: digests differ between runs or variants: "
+                               "baseline sha256 aaaaaaaaaaaaaaaa…; "
+                               "optimized sha256 bbbbbbbbbbbbbbbb…, sha256 cccccccccccccccc…")
+
+
+def test_equivalence_statement_for_an_arm_without_a_successful_run_or_without_digests():
+    failed = equivalence(_runs_frame([("baseline", XXH, 187, 1), ("optimized", "", 0, 0, "load", "failed")]))
+    assert failed["digests"] == {"baseline": [XXH], "optimized": []}
+    assert failed["statement"] == ("NOT equivalent: digests differ between runs or variants: "
+                                   "baseline xxh3-128 0123456789abcdef…; optimized no successful run")
+    blank = equivalence(_runs_frame([("baseline", "", 187, 1), ("optimized", "", 187, 1)]))
+    assert blank["statement"] == ("NOT equivalent: digests differ between runs or variants: "
+                                  "baseline (no digest); optimized (no digest)")
+
+
+def test_equivalence_statement_lists_the_counts_that_differ():
+    eq = equivalence(_runs_frame([("baseline", XXH, 187, 1), ("optimized", XXH, 187, 2), ("optimized", XXH, 186, 2),
+                                  ("baseline", XXH, 187, 1)]))
+    assert eq["equivalent"] is False
+    assert eq["statement"] == ("NOT equivalent: weights loaded differ: baseline 187, optimized 186/187; "
+                               "persistent buffers differ: baseline 1, optimized 2")
+    # a count left blank in the rows is quoted as 'none'
+    blank = equivalence(_runs_frame([("baseline", XXH, "187", 1), ("optimized", XXH, "", 1)]))
+    assert blank["statement"] == "NOT equivalent: weights loaded differ: baseline 187, optimized none"
+
+
+def test_memory_verdict_at_the_tolerance_and_from_a_zero_baseline():
+    base = Summary("baseline", "rss", (100.0, 100.0))
+    assert memory_verdict(base, Summary("optimized", "rss", (102.0, 102.0))) == "unchanged (within noise)"  # 2% exactly
+    assert memory_verdict(base, Summary("optimized", "rss", (102.5, 102.5))) == "changed by 2.5%"
+    assert memory_verdict(base, Summary("optimized", "rss", (101.0,)), tolerance=0.005) == "changed by 1.0%"
+    # a zero baseline median is no division by zero; overlapping ranges are unchanged
+    assert memory_verdict(Summary("baseline", "b", (0.0, 0.0, 8.0)), Summary("optimized", "b", (4.0, 6.0))) == (
+        "unchanged (within noise)")
