@@ -321,10 +321,15 @@ def _arms_phrase(arms: list[str]) -> str:
 
 
 def memory_verdict(baseline: Summary, optimized: Summary, tolerance: float = 0.02) -> str:
-    """'unchanged' when the medians are within ``tolerance`` of each other or the ranges overlap."""
+    """'unchanged' when the medians are within ``tolerance`` of each other or the ranges overlap.
+
+    From a baseline median of 0 no relative change exists: separate ranges are then a change, said
+    without a percentage (equal medians of 0 always have overlapping ranges)."""
     if not baseline.n or not optimized.n:
         return "not measured"
-    rel = abs(optimized.median - baseline.median) / baseline.median if baseline.median else 0.0
-    if rel <= tolerance or ranges_overlap(baseline.samples, optimized.samples):
+    if ranges_overlap(baseline.samples, optimized.samples):
         return "unchanged (within noise)"
-    return f"changed by {100 * rel:.1f}%"
+    if not baseline.median:
+        return "changed (from a median of 0)"
+    rel = abs(optimized.median - baseline.median) / baseline.median
+    return "unchanged (within noise)" if rel <= tolerance else f"changed by {100 * rel:.1f}%"

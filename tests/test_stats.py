@@ -507,3 +507,6 @@ def test_memory_verdict_at_the_tolerance_and_from_a_zero_baseline():
     # a zero baseline median is no division by zero; overlapping ranges are unchanged
     assert memory_verdict(Summary("baseline", "b", (0.0, 0.0, 8.0)), Summary("optimized", "b", (4.0, 6.0))) == (
         "unchanged (within noise)")
+    # ... and separate ranges from a zero median are a change, without a percentage of nothing
+    assert memory_verdict(Summary("baseline", "b", (0.0, 0.0, 1.0)), Summary("optimized", "b", (2.0, 3.0))) == (
+        "changed (from a median of 0)")
