@@ -621,3 +621,27 @@ def test_assign_step_copies_where_the_dtype_differs(tiny_snapshot: Path) -> None
     _, before, after = _assign_and_copy(open_snapshot(tiny_snapshot), torch.bfloat16)
     assert all(after[n] is before[n] for n in before)
     assert {p.dtype for p in after.values()} == {torch.bfloat16}
+
+
+@pytest.mark.parametrize("construct", ["upstream", "empty", "init"])
+def test_the_construction_mode_reaches_build_model(tiny_snapshot: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   construct: str) -> None:
+    """``construct=`` (a keyword or in LoadOptions) is the mode the model is built with, and is reported;
+    the variant defaults to the optimized one."""
+    import omni_loader.loader as loader_module
+    from omni_loader.options import LoadOptions
+
+    seen: list[str] = []
+    real_build = loader_module.build_model
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["construct"])
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(loader_module, "build_model", spy)
+    snapshot = open_snapshot(tiny_snapshot)
+    _, by_keyword = load_token2wav(snapshot, construct=construct, digest=False)
+    _, by_options = load_token2wav(snapshot, "baseline", LoadOptions(construct=construct), digest=False)
+    assert seen == [construct, construct]
+    assert (by_keyword.variant, by_keyword.construct) == ("optimized", construct)
+    assert (by_options.variant, by_options.construct) == ("baseline", construct)
