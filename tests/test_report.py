@@ -664,3 +664,608 @@ def test_yardstick_line_quotes_per_run_ratios_and_first_touches():
     assert line.endswith("minor page faults (first touches) 94,001 against 1")
     no_counters = yardstick_lines(pd.DataFrame(rows).drop(columns="minor_faults"))
     assert [x for x in no_counters if x.startswith("- ")][0].endswith("2.00–3.40x)")
+
+
+# --------------------------------------------------------------------------- exact cells: A/A floor, beyond the PR, summary
+#
+# Every cell below is worked out by hand from the samples written, so a flipped operator, a changed
+# constant, a unit chosen from the wrong value or a dropped row in report_tables / report / measurements
+# shows as a changed cell.
+
+MIB = 2**20
+
+
+def _aa_frame(samples: dict[str, tuple[list[float], list[float]]]):
+    """A runs frame holding only A/A rows (source 'aa'): phase -> (arm 1 samples, arm 2 samples)."""
+    import pandas as pd
+
+    rows = []
+    for phase, arms in samples.items():
+        for arm, values in zip(("aa-1", "aa-2"), arms):
+            for k, seconds in enumerate(values):
+                rows.append({"run_id": 100 * (arm == "aa-2") + k, "variant": arm, "warmup": False, "status": "ok",
+                             "source": "aa", "phase": phase, "seconds": seconds})
+    return pd.DataFrame(rows)
+
+
+def test_noise_floor_table_cells_each_in_the_unit_of_the_floors_own_median():
+    """One unit per row, chosen from the median of both arms together: an arm's median or extreme on the
+    other side of 10 s is still written in the row's unit; the relative floor is the resolvable change over
+    that median (|Δ median| here, wider than half the bootstrap interval by construction)."""
+    from omni_loader.report import noise_floor_table, noise_floors
+
+    frame = _aa_frame({
+        # both arms together: median (9.9 + 10.4) / 2 = 10.15 s -> seconds, though arm 2 lies below 10 s
+        "total": ([10.4, 10.5, 10.6], [9.7, 9.8, 9.9]),
+        # both arms together: median (9.2 + 9.9) / 2 = 9.55 s -> milliseconds, though arm 1 reaches 10 s
+        "buffer_discovery": ([9.9, 10.0, 10.1], [9.0, 9.1, 9.2]),
+    })
+    floors = noise_floors(frame)
+    assert list(floors) == ["total", "buffer_discovery"]
+    rows = _md_tables("\n" + noise_floor_table(floors), "\n")
+    assert rows == [
+        ["Phase", "Runs (arm 1 + arm 2)", "Arm 1 median", "Arm 2 median", "Min–max (both arms)",
+         "Smallest resolvable change", "Relative"],
+        # 0.7 / 10.15 = 6.90%
+        ["Whole Token2Wav load", "3 + 3", "10.500 s", "9.800 s", "9.700 s–10.600 s", "0.700 s", "±6.9%"],
+        # 0.9 / 9.55 = 9.42%
+        ["Buffer discovery", "3 + 3", "10000.000 ms", "9100.000 ms", "9000.000 ms–10100.000 ms", "900.000 ms",
+         "±9.4%"],
+    ]
+    # arms of unequal size are counted each on its own; a phase with fewer than 2 runs in an arm has no floor
+    uneven = _aa_frame({"total": ([0.010, 0.011], [0.012, 0.013, 0.014, 0.015]), "construct": ([0.1], [0.1, 0.2])})
+    assert list(noise_floors(uneven)) == ["total"]
+    assert _md_tables("\n" + noise_floor_table(noise_floors(uneven)), "\n")[1][:2] == ["Whole Token2Wav load",
+                                                                                      "2 + 4"]
+
+
+def test_summary_table_shows_every_time_column_in_one_unit_named_in_its_header():
+    import pandas as pd
+
+    from omni_loader.report import summary_table
+
+    rows = []
+    for k, (b, o) in enumerate([(0.40, 0.0020), (0.50, 0.0024), (0.45, 0.0022)]):
+        for variant, seconds, run_id in (("baseline", b, 2 * k), ("optimized", o, 2 * k + 1)):
+            rows.append({"run_id": run_id, "variant": variant, "warmup": False, "status": "ok", "source": "load",
+                         "phase": "buffer_discovery", "seconds": seconds})
+    styler = summary_table(pd.DataFrame(rows))
+    shown = styler.data
+    assert list(shown.columns) == ["source", "variant", "phase", "n", "median (ms)", "q1 (ms)", "q3 (ms)",
+                                   "iqr (ms)", "min (ms)", "max (ms)"]
+    assert list(shown["variant"]) == ["baseline", "optimized"]
+    assert list(shown.iloc[0, 3:]) == pytest.approx([3, 450.0, 425.0, 475.0, 50.0, 400.0, 500.0])
+    assert list(shown.iloc[1, 3:]) == pytest.approx([3, 2.2, 2.1, 2.3, 0.2, 2.0, 2.4])
+    html = styler.to_html()
+    assert ">450.000<" in html and ">2.200<" in html
+
+
+# The arms directory: the PR's pair, a built-in variant placed between them and a custom variant last, so that the
+# benchmark's first variant is `baseline` and the second is not the PR's other one; plus A/A rows for two phases.
+ARMS = ("baseline", "assign", "optimized", "mine")
+MINE = {"name": "mine", "discovery": "builtin:baseline", "parameters": "builtin:assign", "memory": "",
+        "needs_gpu": False}
+ARMS_SAMPLES = {  # per variant: buffer discovery, load parameters, total (three runs), state_dict calls, peak RSS
+    "baseline": {"buffer_discovery": [0.40, 0.50, 0.45], "load_parameters": [0.030, 0.036, 0.033],
+                 "total": [9.0, 9.2, 9.1], "calls": 51, "rss": [100, 104, 102]},
+    "assign": {"buffer_discovery": [0.0020, 0.0024, 0.0022], "load_parameters": [0.020, 0.024, 0.021],
+               "total": [8.0, 8.2, 8.1], "calls": 51, "rss": [150, 160, 155]},
+    "optimized": {"buffer_discovery": [0.0020, 0.0024, 0.0022], "load_parameters": [0.031, 0.029, 0.033],
+                  "total": [8.5, 8.7, 8.6], "calls": 0, "rss": [101, 103, 102]},
+    # no load_parameters rows and no memory figures: those rows are left out, not written as n/a
+    "mine": {"buffer_discovery": [0.30, 0.35, 0.32], "total": [12.0, 12.4, 12.2], "calls": 0, "rss": None},
+}
+ARMS_AA = {"buffer_discovery": ([0.0020, 0.0021, 0.0022], [0.0023, 0.0024, 0.0025]),
+           "load_parameters": ([0.030, 0.031, 0.032], [0.034, 0.035, 0.036])}
+
+
+def _arms_results(out):
+    from omni_loader.results import append_rows
+
+    record = {**RICH_RECORD, "spec": {**RICH_RECORD["spec"], "variants": list(ARMS), "custom_variants": [MINE],
+                                      "aa": True}}
+    write_schema(out, record, SCHEMA_VERSION)
+    rows = []
+    base = {"warmup": False, "status": "ok", "error": "", "weights_loaded": 187, "persistent_buffers": 1,
+            "digest": "e" * 64, "device_peak_bytes": None}
+    for k in range(3):
+        for i, variant in enumerate(ARMS):
+            s = ARMS_SAMPLES[variant]
+            phases = {p: s[p][k] for p in ("buffer_discovery", "load_parameters", "total") if p in s}
+            phases["weight_loading"] = phases["buffer_discovery"] + phases.get("load_parameters", 0.0) + 0.01
+            for phase, seconds in phases.items():
+                rows.append({**base, "run_id": 4 * k + i, "variant": variant, "order": k + 1, "phase": phase,
+                             "parent": "" if phase == "total" else "total", "seconds": seconds, "source": "load",
+                             "state_dict_calls": s["calls"], "rss_peak_bytes": s["rss"][k] * MIB if s["rss"] else ""})
+    for a, arm in enumerate(("aa-1", "aa-2")):  # every A/A run times both phases
+        for k in range(3):
+            for phase, arms in ARMS_AA.items():
+                rows.append({**base, "run_id": 100 + 3 * a + k, "variant": arm, "order": k + 1, "phase": phase,
+                             "parent": "", "seconds": arms[a][k], "source": "aa", "state_dict_calls": 0,
+                             "rss_peak_bytes": ""})
+    append_rows(out, rows)
+    return out
+
+
+@pytest.fixture(scope="module")
+def arms_dir(tmp_path_factory):
+    return _arms_results(tmp_path_factory.mktemp("arms") / "res")
+
+
+ASSIGN_MEMORY = ("parameters are the checkpoint's memory-mapped tensors where dtype and device allow: they stay "
+                 "backed by the file mapping (pages shared with the page cache, read on first use), and the memory "
+                 "written at construction is freed; the fused qkv_proj is a new stacked tensor")
+BEYOND_HEADER = ["Variant", "Measurement", "baseline median", "Variant median", "Change", "Ratio", "Variant min–max",
+                 "Verdict"]
+SEPARATE = "ranges separate but not significant at n=3+3 (p=0.1)"
+BEYOND_ROWS_ASSIGN = [
+    ["assign", "Calls to state_dict()", "51", "51", "unchanged", "—", "51–51", "deterministic count"],
+    ["assign", "Buffer discovery", "450.000 ms", "2.200 ms", "447.800 ms faster, 99.51%", "204.55x",
+     "2.000 ms–2.400 ms (IQR 0.200 ms)", SEPARATE],
+    # 33 ms -> 21 ms: 12 / 33 = 36.36%, 33 / 21 = 1.57x
+    ["assign", "Load parameters", "33.000 ms", "21.000 ms", "12.000 ms faster, 36.36%", "1.57x",
+     "20.000 ms–24.000 ms (IQR 2.000 ms)", SEPARATE],
+    # weight loading = discovery + load parameters + 10 ms: 493 ms -> 33.2 ms
+    ["assign", "Token2Wav weight loading", "493.000 ms", "33.200 ms", "459.800 ms faster, 93.27%", "14.85x",
+     "32.000 ms–36.400 ms (IQR 2.200 ms)", SEPARATE],
+    ["assign", "Whole Token2Wav load", "9,100.000 ms", "8,100.000 ms", "1000.000 ms faster, 10.99%", "1.12x",
+     "8,000.000 ms–8,200.000 ms (IQR 100.000 ms)", SEPARATE],
+    # 102 MiB -> 155 MiB, ranges 100–104 and 150–160 apart: 53 / 102 = 52.0%
+    ["assign", "Peak process RSS", "102 MiB", "155 MiB", "+53.0 MiB", "—", "150 MiB–160 MiB", "changed by 52.0%"],
+]
+BEYOND_ROWS_MINE = [
+    ["mine", "Calls to state_dict()", "51", "0", "Removed 51 calls", "—", "0–0", "deterministic count"],
+    ["mine", "Buffer discovery", "450.000 ms", "320.000 ms", "130.000 ms faster, 28.89%", "1.41x",
+     "300.000 ms–350.000 ms (IQR 25.000 ms)", SEPARATE],
+    # no Load parameters row: mine has no such rows
+    ["mine", "Token2Wav weight loading", "493.000 ms", "330.000 ms", "163.000 ms faster, 33.06%", "1.49x",
+     "310.000 ms–360.000 ms (IQR 25.000 ms)", SEPARATE],
+    # the row's unit comes from the baseline (9.1 s: ms), the variant's 12.2 s is written in it as well
+    ["mine", "Whole Token2Wav load", "9,100.000 ms", "12,200.000 ms", "3100.000 ms slower, 34.07%", "0.75x",
+     "12,000.000 ms–12,400.000 ms (IQR 200.000 ms)", SEPARATE],
+    # no Peak process RSS row: mine recorded no memory figures
+]
+
+
+def test_beyond_pr_section_compares_every_other_variant_with_the_first(arms_dir):
+    from omni_loader.report import beyond_pr_section
+    from omni_loader.results import read_metadata
+
+    lines = beyond_pr_section(read_runs(arms_dir), read_metadata(arms_dir))
+    table = lines[4]
+    assert lines[:4] == ["## Beyond the PR", "",
+                         "Each other variant against `baseline`, the first of this benchmark's variants, in the same "
+                         "runs (same alternation, same statistics; equivalence above covers every variant).", ""]
+    assert lines[5:] == ["",
+                         "- **assign**: discovery `builtin:optimized`, parameters `builtin:assign`. "
+                         f"Memory: {ASSIGN_MEMORY}.",
+                         "- **mine**: discovery `builtin:baseline`, parameters `builtin:assign`. "
+                         "Memory: no change to where parameters live.",
+                         ""]
+    # `optimized`, the PR's other variant, is the measurement table's: not repeated here
+    assert _md_tables("\n" + table, "\n") == [BEYOND_HEADER, *BEYOND_ROWS_ASSIGN, *BEYOND_ROWS_MINE]
+    assert table.splitlines()[1] == "| --- | --- | --- | --- | --- | --- | --- | --- |"
+
+
+@pytest.fixture
+def no_figures(monkeypatch):
+    """render_report without drawing: the plot stems it links are the keys of what _figures returns."""
+    import omni_loader.report as report
+
+    monkeypatch.setattr(report, "_figures", lambda check, comps: {"phases": None, "drift": None})
+
+
+def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir, no_figures):
+    """The whole report of the arms directory: A/A floors in the headline, as a column and as a table of their
+    own; the variants beyond the PR between the measurements and the verdicts; blocks one blank line apart."""
+    text = render_report(arms_dir)
+    lines = text.split("\n")
+    assert text.endswith("|\n\n## Plots\n\n![phases](plots/phases.png)\n![drift](plots/drift.png)\n\n")
+    assert "\n\n\n" not in text and "|\n|" in text  # blocks one line apart; table rows kept together
+    assert [x for x in lines if x.startswith("#")] == [
+        "# Token2Wav loading: baseline vs optimized buffer discovery", "## Environment", "## Measurements",
+        "### A/A noise floor", "## Beyond the PR", "## Verdicts", "### Spread warnings", "## Memory",
+        "## Against the PR's figures", "## Where the load time goes", "### Page faults and context switches per phase",
+        "## Plots"]
+    assert lines[1] == lines[3] == ""
+    assert lines[2].endswith("3 + 3 measured runs after 1 warm-up(s) per variant, order alternate; status complete; "
+                             "integrity checks found nothing wrong.")  # A/A runs and other variants not counted
+    equivalence = ("equivalent: all 18 runs of all 4 variants (baseline, assign, optimized, mine) and the A/A arms "
+                   "loaded identical tensors (sha256 eeeeeeeeeeeeeeee…; 187 weights loaded, 1 persistent buffers)")
+    assert lines[4:lines.index("## Environment")] == [
+        "- **Calls to state_dict()**: 51 → 0 (Removed 51 calls); deterministic count.",
+        f"- **Buffer discovery**: 450.000 ms → 2.200 ms (447.800 ms faster, 99.51%); {SEPARATE}; "
+        "A/A noise floor ±13.3% (resolved).",  # 0.3 ms over the A/A median 2.25 ms; 99.51% is beyond it
+        f"- **Token2Wav weight loading**: 493.000 ms → 43.000 ms (450.000 ms faster, 91.28%); {SEPARATE}.",
+        f"- **Equivalence**: {equivalence}.",
+        "- **Memory**: Peak process RSS: unchanged (within noise).",
+        ""]
+    for i, line in enumerate(lines[1:-1], start=1):  # every heading stands one blank line apart from its neighbours
+        if line.startswith("#"):
+            assert lines[i - 1] == lines[i + 1] == "", line
+    assert lines[lines.index("## Memory"):lines.index("## Against the PR's figures")] == [
+        "## Memory", "",
+        "| Memory | Baseline median | Baseline min–max | Optimized median | Optimized min–max | Verdict |",
+        "| --- | --- | --- | --- | --- | --- |",
+        "| Peak process RSS | 102 MiB | 100 MiB–104 MiB | 102 MiB | 101 MiB–103 MiB | unchanged (within noise) |", ""]
+    environment = lines[lines.index("## Environment"):lines.index("## Measurements")]
+    assert environment[:3] == ["## Environment", "", "| Item | Value |"] and environment[-1] == ""
+    assert all(x.startswith("| ") for x in environment[2:-1])
+    assert _section(text, "## Measurements")[:3] == [
+        "Medians of the measured runs; spread as min–max and interquartile range; Mann-Whitney U (two-sided) and a "
+        "percentile bootstrap interval for median(optimized) − median(baseline). Where the min–max ranges overlap no "
+        "stable difference is claimed, as the PR did for startup.", "",
+        "| Measurement | Baseline median | Optimized median | Change | Ratio | Baseline min–max | Optimized min–max "
+        "| Mann-Whitney p | 95% CI of Δ median | Verdict | A/A noise floor |"]
+    measurements = _md_tables(text, "## Measurements")
+    assert measurements[0][-2:] == ["Verdict", "A/A noise floor"]
+    assert [r[0] for r in measurements[1:]] == ["Calls to state_dict()", "Buffer discovery", "Token2Wav weight loading",
+                                                "Load parameters", "Whole Token2Wav load"]
+    # a floor only where the A/A runs timed the phase; load parameters' 6.06% is within its ±12.1% (4 ms / 33 ms)
+    assert [r[-1] for r in measurements[1:]] == ["—", "±13.3% (resolved)", "—", "±12.1% (below the floor)", "—"]
+    assert measurements[4][1:8] == ["33.000 ms", "31.000 ms", "2.000 ms faster, 6.06%", "1.06x",
+                                    "30.000 ms–36.000 ms (IQR 3.000 ms)", "29.000 ms–33.000 ms (IQR 2.000 ms)", "0.507"]
+    assert measurements[4][9] == "ranges overlap: no stable difference claimed"
+    assert _section(text, "### A/A noise floor") == [
+        "The optimized variant in both arms, planned like the A/B runs: any difference between the arms is noise, so "
+        "an A/B difference smaller than the floor cannot be told apart from identical loads.", "",
+        "| Phase | Runs (arm 1 + arm 2) | Arm 1 median | Arm 2 median | Min–max (both arms) | Smallest resolvable change "
+        "| Relative |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| Buffer discovery | 3 + 3 | 2.100 ms | 2.400 ms | 2.000 ms–2.500 ms | 0.300 ms | ±13.3% |",
+        "| Load parameters | 3 + 3 | 31.000 ms | 35.000 ms | 30.000 ms–36.000 ms | 4.000 ms | ±12.1% |"]
+    beyond = _md_tables(text, "## Beyond the PR")
+    assert beyond == [BEYOND_HEADER, *BEYOND_ROWS_ASSIGN, *BEYOND_ROWS_MINE]
+    assert f"- **assign**: discovery `builtin:optimized`, parameters `builtin:assign`. Memory: {ASSIGN_MEMORY}." in lines
+    assert _section(text, "## Against the PR's figures")[:3] == [
+        "The PR measured Qwen2.5-Omni-3B on one AMD MI300X (ROCm 7.2, PyTorch 2.12) inside vLLM-Omni; absolute times "
+        "differ across machines, so compare the ratios.", "",
+        "| Measurement | PR baseline | PR optimized | PR ratio | This run baseline | This run optimized | This run ratio |"]
+    assert _md_tables(text, "## Against the PR's figures")[2] == ["Buffer discovery", "456.946 ms", "1.564 ms", "292.16x",
+                                                                 "450.000 ms", "2.200 ms", "204.55x"]
+    assert _section(text, "## Where the load time goes")[0] == "| Phase | Baseline median | Share | Optimized median | Share |"
+    assert _md_tables(text, "## Where the load time goes")[4] == ["Buffer discovery", "450.000 ms", "4.9%", "2.200 ms",
+                                                                  "0.0%"]  # of 9.1 s and of 8.6 s
+    assert _section(text, "### Page faults and context switches per phase")[:3] == [
+        "Medians per run of `getrusage` deltas. Minor faults are first touches of fresh memory (on a CPU, every 4 KiB "
+        "page of a parameter written for the first time); involuntary switches are the scheduler giving the CPU to "
+        "another process: a phase with many of them was slowed by a neighbour, not by its own work.", "",
+        "| Phase | Minor faults (base.) | Minor faults (opti.) | Major faults (base.) | Major faults (opti.) | Voluntary "
+        "switches (base.) | Voluntary switches (opti.) | Involuntary switches (base.) | Involuntary switches (opti.) |"]
+    verdicts = _section(text, "## Verdicts")
+    assert verdicts == ["- Calls to state_dict(): deterministic count", f"- Buffer discovery: {SEPARATE}",
+                        f"- Token2Wav weight loading: {SEPARATE}",
+                        "- Load parameters: ranges overlap: no stable difference claimed",
+                        f"- Whole Token2Wav load: {SEPARATE}", f"- Equivalence: {equivalence}",
+                        "- Memory: Peak process RSS: unchanged (within noise)", "- Failed runs: none", "",
+                        "### Spread warnings", "",
+                        # IQR 50 ms over 450 ms; 53 ms over 493 ms
+                        "- Buffer discovery: baseline spread is high: IQR is 11% of the median",
+                        "- Token2Wav weight loading: baseline spread is high: IQR is 11% of the median"]
+
+
+def test_planned_arms_and_spec_of_read_the_described_record():
+    from omni_loader.measurements import planned_arms, spec_of
+
+    def meta(spec):
+        return {"schema_version": 3, "benchmarks": {"load": {"spec": spec}}}
+
+    assert planned_arms(meta({})) == ["baseline", "optimized"]  # schema 1: the PR's two
+    assert planned_arms(meta({"variants": ["optimized", "assign"]})) == ["optimized", "assign"]
+    assert planned_arms(meta({"variants": ["optimized", "assign"], "aa": True})) == ["optimized", "assign", "aa-1",
+                                                                                    "aa-2"]
+    assert planned_arms(meta({"aa": False})) == ["baseline", "optimized"]
+    # only the load options' own dict is flattened: another setting holding a dict stays as it is
+    spec = {"load": {"layout": "vllm-omni", "dtype": "float32"}, "threads": {"torch": 4}, "runs": 3}
+    assert spec_of(meta(spec)) == {"threads": {"torch": 4}, "runs": 3, "layout": "vllm-omni", "dtype": "float32"}
+    assert spec_of({"schema_version": 3, "benchmarks": {"load": {}}}) == {}
+
+
+def test_labels_and_row_units():
+    from omni_loader.measurements import label, phase_unit, row_unit
+    from omni_loader.stats import Summary, compare
+
+    assert label("server:weight_loading") == "Server log: weight_loading"
+    assert label("server:a:b") == "Server log: a:b"  # only the first colon separates the prefix
+    assert label("buffer_discovery") == "Buffer discovery" and label("my_step") == "my_step"
+    assert phase_unit("startup_to_health", 0.5) == "s"  # startup in seconds whatever its size, as the PR quotes it
+    assert phase_unit("total", 0.5) == "ms" and phase_unit("total", 12.0) == "s"
+    slow = compare(Summary("baseline", "total", (12.0, 13.0)), Summary("optimized", "total", (0.1, 0.2)))
+    assert row_unit(slow) == "s"  # from the baseline's median, not the optimized one's
+    assert row_unit(compare(Summary("baseline", "total", (0.1, 0.2)), Summary("optimized", "total", (12.0, 13.0)))) == "ms"
+
+
+def test_comparisons_leave_out_the_yardstick_and_one_sided_phases_and_keep_unlabelled_ones():
+    """The yardstick (timed after the load) is no A/B row; a phase only one variant timed has no comparison; a
+    phase without a label comes after the labelled ones, once."""
+    import pandas as pd
+
+    from omni_loader.measurements import comparisons
+
+    rows = []
+    for k in range(3):
+        for i, variant in enumerate(("baseline", "optimized")):
+            phases = {"my_step": 0.01 + k / 1000, "total": 1.0 + k / 10, "reference_copy": 0.5 + k / 10,
+                      "construct": 0.2 + k / 100}
+            if variant == "baseline":
+                phases["post_load"] = 0.003
+            for phase, seconds in phases.items():
+                rows.append({"run_id": 2 * k + i, "variant": variant, "warmup": False, "status": "ok",
+                             "source": "load", "phase": phase, "seconds": seconds, "state_dict_calls": 51 * (1 - i)})
+    comps = comparisons(pd.DataFrame(rows))
+    assert [c.phase for c in comps] == ["state_dict_calls", "construct", "total", "my_step"]
+    assert [c.unit for c in comps] == ["calls", "s", "s", "s"]
+    assert [c.baseline.median for c in comps] == pytest.approx([51, 0.21, 1.1, 0.011])
+    assert [c.optimized.median for c in comps] == pytest.approx([0, 0.21, 1.1, 0.011])
+
+
+YARDSTICK_TEXT = [
+    "### Load parameters against a plain copy", "",
+    "After each load (outside its timed phases) the same checkpoint tensors were copied once more into the same, now "
+    "resident, model with a strict `load_state_dict`: what copying alone costs on this machine. The loader's step also "
+    "meets the first touches that construction leaves to it (with `--construct upstream`, the fused `qkv_proj` that "
+    "upstream allocates with `torch.empty`, and the checkpoint's newly mapped pages); the copy meets none. The ratio is "
+    "how much more the loader's step takes, first touches included.", ""]
+
+
+def test_yardstick_lines_per_variant_skip_a_zero_copy_and_unrecorded_faults():
+    """Both variants, baseline first. A copy timed at 0 s gives no ratio (the other runs still do); a variant
+    whose fault counts were not recorded gets no fault clause; a variant without the copy gets no line."""
+    import pandas as pd
+
+    from omni_loader.report_tables import yardstick_lines
+
+    rows = []
+    runs = {"baseline": [(0.20, 0.10), (0.22, 0.10), (0.24, 0.0)], "optimized": [(0.30, 0.15), (0.32, 0.16), (0.34, 0.10)]}
+    for variant, pairs in runs.items():
+        for k, (ours, copy) in enumerate(pairs):
+            run_id = 2 * k + (variant == "optimized")
+            for phase, seconds, faults in (("load_parameters", ours, 90_000 + 1000 * k), ("reference_copy", copy, 7 + k)):
+                rows.append({"run_id": run_id, "variant": variant, "warmup": False, "status": "ok", "source": "load",
+                             "phase": phase, "seconds": seconds,
+                             "minor_faults": None if variant == "baseline" else faults})
+    frame = pd.DataFrame(rows)
+    assert yardstick_lines(frame) == YARDSTICK_TEXT[:-1] + [
+        "",
+        # ratios 0.20 / 0.10 and 0.22 / 0.10; the third run's copy took 0 s: no ratio
+        "- baseline: Load parameters 220.000 ms against strict load_state_dict (after the load) 100.000 ms in the same "
+        "3 runs: 2.10x (per-run ratios 2.00–2.20x)",
+        "- optimized: Load parameters 320.000 ms against strict load_state_dict (after the load) 150.000 ms in the same "
+        "3 runs: 2.00x (per-run ratios 2.00–3.40x); minor page faults (first touches) 91,000 against 8",
+        ""]
+    # without the baseline's copy, the optimized line still comes (the baseline is skipped, not the end)
+    only = yardstick_lines(frame[~((frame["variant"] == "baseline") & (frame["phase"] == "reference_copy"))])
+    assert [x[:12] for x in only if x.startswith("- ")] == ["- optimized:"]
+    assert only[:4] == YARDSTICK_TEXT[:4] and only[-1] == ""
+    assert yardstick_lines(frame[frame["phase"] != "reference_copy"]) == []
+
+
+def test_counters_table_medians_per_phase_and_variant_of_measured_loads():
+    import pandas as pd
+
+    from omni_loader.names import LEAF_PHASES
+    from omni_loader.report_tables import counters_table
+
+    rows = []
+    counts = {  # (variant, phase) -> per run: (minor, major, voluntary, involuntary)
+        ("baseline", "total"): [(1000, 1, 5, None), (1200, 1, 7, None), (1100, 1, 6, None)],
+        ("optimized", "total"): [(500, 0, 8, None), (700, 0, 8, None), (600, 0, 8, None)],
+        ("baseline", "buffer_discovery"): [(10, 0, 2, None), (30, 0, 2, None), (20, 0, 2, None)],
+        ("optimized", "buffer_discovery"): [(1, 0, 3, 4), (3, 0, 3, 4), (2, 0, 3, 4)],
+    }
+    for (variant, phase), runs in counts.items():
+        for k, (minor, major, vol, invol) in enumerate(runs):
+            rows.append({"run_id": 2 * k + (variant == "optimized"), "variant": variant, "warmup": False, "status": "ok",
+                         "source": "load", "phase": phase, "seconds": 0.1, "minor_faults": minor, "major_faults": major,
+                         "voluntary_switches": vol, "involuntary_switches": invol})
+    noise = {"minor_faults": 10**9, "major_faults": 10**9, "voluntary_switches": 10**9, "involuntary_switches": 10**9}
+    for extra in ({"source": "aa", "variant": "baseline"}, {"warmup": True}, {"status": "failed"}):
+        rows.append({"run_id": 50 + len(rows), "variant": "optimized", "warmup": False, "status": "ok", "source": "load",
+                     "phase": "total", "seconds": 0.1, **noise, **extra})  # none of these is a measured load
+    table = counters_table(pd.DataFrame(rows))
+    parsed = _md_tables("\n" + table, "\n")
+    assert parsed[0] == ["Phase", "Minor faults (base.)", "Minor faults (opti.)", "Major faults (base.)",
+                         "Major faults (opti.)", "Voluntary switches (base.)", "Voluntary switches (opti.)",
+                         "Involuntary switches (base.)", "Involuntary switches (opti.)"]
+    body = {r[0]: r[1:] for r in parsed[1:]}
+    assert [r[0] for r in parsed[1:]] == [LABELS[p] for p in ("total", *LEAF_PHASES)]
+    assert body["Whole Token2Wav load"] == ["1,100", "600", "1", "0", "6", "8", "—", "—"]
+    assert body["Buffer discovery"] == ["20", "2", "0", "0", "2", "3", "—", "4"]
+    assert body["Load parameters"] == ["—"] * 8
+
+
+def test_report_states_integrity_problems_and_every_failed_run(tmp_path, no_figures):
+    from omni_loader.results import append_rows
+
+    out = _write_results(tmp_path / "res", _leaf_runs({"buffer_discovery": 0.4, "load_parameters": 0.1},
+                                                      {"buffer_discovery": 0.002, "load_parameters": 0.1}))
+    failed = {"warmup": False, "status": "failed", "source": "load", "phase": "total", "parent": ""}
+    append_rows(out, [
+        {**failed, "run_id": 6, "variant": "optimized", "error": "worker killed by signal 9"},
+        {**failed, "run_id": 6, "variant": "optimized", "error": "worker killed by signal 9", "phase": "construct"},
+        {**failed, "run_id": 7, "variant": "baseline", "error": "out of memory"},
+        # run 0's buffer discovery written twice: the run cannot be trusted
+        {"run_id": 0, "variant": "baseline", "warmup": False, "status": "ok", "source": "load",
+         "phase": "buffer_discovery", "parent": "total", "seconds": 0.4, "digest": "d" * 64}])
+    lines = render_report(out).split("\n")
+    assert lines[2].endswith("2 + 3 measured runs after 0 warm-up(s) per variant, order alternate; status complete; "
+                             "1 duplicated run(s) ignored.")
+    assert lines[3:6] == ["", "- Integrity: 1 run(s) have more than one row for a phase (run ids 0): two writers, or "
+                              "rows copied twice; all 4 of their rows are ignored", ""]
+    assert lines[6].startswith("- **Calls to state_dict()**: 51 → 0")
+    # one line per failed run, each run once however many rows it left
+    verdicts = _section("\n".join(lines), "## Verdicts")
+    assert verdicts[-1] == "- Failed runs: 2 (run 6 optimized: worker killed by signal 9; run 7 baseline: out of memory)"
+    assert "### Spread warnings" not in lines  # runs alike: no spread to warn of
+
+
+def test_profiles_section_links_every_kind_of_profile_file_per_variant(tmp_path, no_figures):
+    out = _write_results(tmp_path / "res", _leaf_runs({"buffer_discovery": 0.4, "load_parameters": 0.1},
+                                                      {"buffer_discovery": 0.002, "load_parameters": 0.1}))
+    for variant, names in (("optimized", ("stats.pstats", "tree.json", "top.csv")),
+                           ("baseline", ("profile.md", "flame.svg", "log.txt", "raw.prof"))):
+        (out / "profiles" / variant).mkdir(parents=True)
+        for name in names:
+            (out / "profiles" / variant / name).write_text("x")
+    links = ("- baseline: [flame.svg](profiles/baseline/flame.svg), [profile.md](profiles/baseline/profile.md)\n"
+             "- optimized: [stats.pstats](profiles/optimized/stats.pstats), "
+             "[top.csv](profiles/optimized/top.csv), [tree.json](profiles/optimized/tree.json)\n\n")
+    assert render_report(out).endswith("\n## Profiles\n\n" + links)
+    (out / "profiles" / "profile.md").write_text("x")  # the attribution of both variants comes first
+    assert render_report(out).endswith("\n## Profiles\n\nWhere the time goes, both variants: "
+                                       "[profiles/profile.md](profiles/profile.md)\n\n" + links)
+
+
+def _comparison(phase, baseline, optimized, unit="s"):
+    from omni_loader.stats import Summary, compare
+
+    return compare(Summary("baseline", phase, tuple(baseline)), Summary("optimized", phase, tuple(optimized)), unit)
+
+
+def test_a_fast_startup_row_stays_in_seconds_in_every_cell():
+    """Startup is quoted in seconds whatever its size: medians, change, spread, IQR and interval all say 's'
+    even where each figure alone would be written in milliseconds."""
+    from omni_loader.report import headline, measurement_table
+
+    startup = _comparison("startup_to_health", [5.0, 5.2, 5.1], [4.0, 4.1, 4.2])
+    (row,) = _md_tables("\n" + measurement_table([startup]), "\n")[1:]
+    assert row[:7] == ["Startup to /health", "5.100 s", "4.100 s", "1.000 s faster, 19.61%", "1.24x",
+                       "5.000 s–5.200 s (IQR 0.100 s)", "4.000 s–4.200 s (IQR 0.100 s)"]
+    assert row[7:] == ["0.1", row[8], SEPARATE]
+    assert re.fullmatch(r"-\d\.\d{3} s … -\d\.\d{3} s", row[8]), row[8]
+    assert headline([startup], {"statement": "equivalent"}, "not measured") == [
+        f"- **Startup to /health**: 5.100 s → 4.100 s (1.000 s faster, 19.61%); {SEPARATE}.",
+        "- **Equivalence**: equivalent.", "- **Memory**: not measured."]
+
+
+def test_measurement_table_ratio_of_a_skipped_phase_and_a_single_run():
+    from omni_loader.report import measurement_table
+
+    skipped = _comparison("split_buffers", [0.001, 0.002, 0.003], [0.0, 0.0, 0.0])
+    single = _comparison("post_load", [0.004], [0.003])
+    calls = _comparison("state_dict_calls", [219, 219], [0, 0], unit="calls")
+    rows = _md_tables("\n" + measurement_table([calls, skipped, single]), "\n")[1:]
+    assert rows[0][1:5] == ["219", "0", "Removed 219 calls", "—"]
+    assert rows[1][1:5] == ["2.000 ms", "0.000 ms", "2.000 ms faster, 100.00%", "∞"]  # an optimized median of 0
+    # one run each: no test, no interval
+    assert rows[2][1:] == ["4.000 ms", "3.000 ms", "1.000 ms faster, 25.00%", "1.33x", "4.000 ms–4.000 ms (IQR 0.000 ms)",
+                           "3.000 ms–3.000 ms (IQR 0.000 ms)", "—", "—", "too few runs for a test"]
+
+
+def test_reference_table_writes_each_side_in_its_baselines_unit():
+    """The PR's two figures in the unit of the PR's baseline, this run's two in the unit of this run's baseline."""
+    from omni_loader.report import reference_table
+
+    reference = {"measurements": [
+        {"measurement": "total", "label": "Whole load", "unit": "s", "baseline": 12.0, "optimized": 0.5},
+        {"measurement": "state_dict_calls", "label": "Calls", "unit": "calls", "baseline": 219, "optimized": 0},
+        {"measurement": "construct", "label": "Construction", "unit": "s", "baseline": 0.5, "optimized": 0.25},
+        {"measurement": "startup_to_health", "label": "Startup", "unit": "s", "baseline": 105.0, "optimized": 104.0}]}
+    comps = [_comparison("total", [11.0, 12.0, 13.0], [0.4, 0.5, 0.6]),
+             _comparison("state_dict_calls", [51, 51], [0, 0], unit="calls"),
+             _comparison("startup_to_health", [5.0, 5.1, 5.2], [4.0, 4.1, 4.2])]
+    rows = _md_tables("\n" + reference_table(comps, reference), "\n")
+    assert rows == [
+        ["Measurement", "PR baseline", "PR optimized", "PR ratio", "This run baseline", "This run optimized",
+         "This run ratio"],
+        ["Whole load", "12.000 s", "0.500 s", "24.00x", "12.000 s", "0.500 s", "24.00x"],
+        ["Calls", "219", "0", "—", "51", "0", "—"],
+        ["Construction", "500.000 ms", "250.000 ms", "2.00x", "not measured", "not measured", "—"],
+        # startup in seconds, however short this run's
+        ["Startup", "105.000 s", "104.000 s", "1.01x", "5.100 s", "4.100 s", "1.24x"]]
+
+
+def test_attribution_in_seconds_for_long_loads_and_no_share_of_a_zero_total(tmp_path):
+    from omni_loader.report import attribution_table
+
+    slow = _write_results(tmp_path / "slow", _leaf_runs({"construct": 11.0, "load_parameters": 0.5},
+                                                        {"construct": 3.0, "load_parameters": 0.5}))
+    rows = {r[0]: r[1:] for r in _md_tables("\n" + attribution_table(read_runs(slow)), "\n")[1:]}
+    # the unit of the longer whole load (11.5 s) for every cell; shares of 11.5 s and 3.5 s
+    assert rows["Construction"] == ["11.000 s", "95.7%", "3.000 s", "85.7%"]
+    assert rows["Load parameters"] == ["0.500 s", "4.3%", "0.500 s", "14.3%"]
+    assert rows["Buffer discovery"] == ["n/a", "nan%", "n/a", "nan%"]
+    zero = _write_results(tmp_path / "zero", [(v, {"construct": 0.001, "total": 0.0}, "d" * 64)
+                                              for v in ("baseline", "optimized")])
+    rows = {r[0]: r[1:] for r in _md_tables("\n" + attribution_table(read_runs(zero)), "\n")[1:]}
+    assert rows["Construction"] == ["1.000 ms", "nan%", "1.000 ms", "nan%"]
+    assert attribution_table(read_runs(tmp_path / "nowhere")) == "No loader runs in this directory."
+
+
+def test_memory_table_leaves_out_a_figure_one_variant_lacks(tmp_path):
+    from omni_loader.report import memory_table
+    from omni_loader.results import append_rows
+
+    out = tmp_path / "res"
+    out.mkdir()
+    append_rows(out, [{"run_id": i, "variant": v, "warmup": False, "phase": "total", "seconds": 1.0, "status": "ok",
+                       "source": "load", "rss_peak_bytes": 2**30 if v == "baseline" else "", "device_peak_bytes": ""}
+                      for i, v in enumerate(("baseline", "optimized"))])
+    table, verdict = memory_table(read_runs(out))
+    assert verdict == "not measured" and len(table.splitlines()) == 2
+    both = tmp_path / "both"
+    both.mkdir()
+    append_rows(both, [{"run_id": i, "variant": v, "warmup": False, "phase": "total", "seconds": 1.0, "status": "ok",
+                        "source": "load", "rss_peak_bytes": 2**30, "device_peak_bytes": (i + 1) * 2**30}
+                       for i, v in enumerate(("baseline", "optimized"))])
+    table, verdict = memory_table(read_runs(both))
+    assert verdict == "Peak process RSS: unchanged (within noise); Peak device memory: changed by 100.0%"
+    assert [r[0] for r in _md_tables("\n" + table, "\n")[1:]] == ["Peak process RSS", "Peak device memory"]
+
+
+def test_beyond_pr_section_follows_the_recorded_variants(arms_dir):
+    """The first recorded variant is the reference; the PR's pair alone has no section; a spec without custom
+    variants names built-ins only."""
+    from omni_loader.report import beyond_pr_section
+
+    frame = read_runs(arms_dir)
+
+    def section(variants):
+        return beyond_pr_section(frame, {"schema_version": 3, "benchmarks": {"load": {"spec": {"variants": variants}}}})
+
+    assert section(["optimized", "baseline"]) == [] and section(None) == []
+    lines = section(["baseline", "optimized", "assign"])
+    assert _md_tables("\n" + lines[4], "\n") == [BEYOND_HEADER, *BEYOND_ROWS_ASSIGN]
+    assert lines[6:] == [f"- **assign**: discovery `builtin:optimized`, parameters `builtin:assign`. Memory: "
+                         f"{ASSIGN_MEMORY}.", ""]
+    lines = section(["optimized", "assign"])
+    assert lines[2].startswith("Each other variant against `optimized`, the first of this benchmark's variants")
+    rows = _md_tables("\n" + lines[4], "\n")
+    assert rows[0][2] == "optimized median"
+    assert rows[1] == ["assign", "Calls to state_dict()", "0", "51", "51 more calls", "—", "51–51", "deterministic count"]
+    assert rows[-1] == ["assign", "Peak process RSS", "102 MiB", "155 MiB", "+53.0 MiB", "—", "150 MiB–160 MiB",
+                        "changed by 52.0%"]
+
+
+def test_report_quotes_a_dead_writers_directory_whole(tmp_path, no_figures):
+    """The integrity line ends with the command that continues the directory: its path is quoted intact (here
+    one that ends in an 'X'), and an empty profile directory is listed as such."""
+    out = _write_results(tmp_path / "runX", _leaf_runs({"buffer_discovery": 0.4, "load_parameters": 0.1},
+                                                       {"buffer_discovery": 0.002, "load_parameters": 0.1}))
+    write_schema(out, {**RICH_RECORD, "status": "running"}, SCHEMA_VERSION)
+    (out / "profiles" / "baseline").mkdir(parents=True)
+    lines = render_report(out).split("\n")
+    assert lines[2].endswith("order alternate; status running; its writer died.")
+    assert lines[4:6] == [f"- Integrity: metadata.json says running, but no process is writing {out}: its writer was "
+                          f"killed or crashed; continue with omni-loader reproduce --resume --out {out}", ""]
+    assert lines[-5:] == ["## Profiles", "", "- baseline: ", "", ""]
+
+
+def test_rows_labelled_server_log_come_after_the_loaders_own():
+    """Whatever its source, a row the report labels 'Server log: …' comes after every other row of its rank."""
+    import pandas as pd
+
+    from omni_loader.measurements import comparisons, label
+
+    rows = []
+    for k in range(2):
+        for i, variant in enumerate(("baseline", "optimized")):
+            for phase, source in (("server:probe", "load"), ("my_step", "load"), ("weight_loading", "server"),
+                                  ("zeta", "server")):
+                rows.append({"run_id": 10 * k + i, "variant": variant, "warmup": False, "status": "ok", "source": source,
+                             "phase": phase, "seconds": 0.1 + k / 100, "state_dict_calls": 0})
+    comps = comparisons(pd.DataFrame(rows))
+    assert [c.phase for c in comps] == ["state_dict_calls", "my_step", "server:probe", "server:weight_loading",
+                                        "server:zeta"]
+    assert [label(c.phase) for c in comps[1:]] == ["my_step", "Server log: probe", "Server log: weight_loading",
+                                                   "Server log: zeta"]
