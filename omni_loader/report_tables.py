@@ -13,7 +13,7 @@ import math
 import statistics
 from typing import Any
 
-from .formatting import duration, format_seconds, markdown_table, mib, table, time_unit
+from .formatting import duration, format_seconds, markdown_table, mib, percent, table, time_unit
 from .measurements import LABELS, PR_PAIR, PR_ROWS, YARDSTICKS, label, row_unit, spec_of
 from .names import LEAF_PHASES
 from .results import PHASE_COUNTERS
@@ -174,8 +174,8 @@ def attribution_table(frame) -> str:
         cells = [LABELS.get(phase, phase)]
         for v in PR_PAIR:
             s = phase_summary(frame, v, phase)
-            share = 100 * s.median / totals[v] if s.n and totals[v] else math.nan
-            cells += [format_seconds(s.median, u), f"{share:.1f}%"]
+            share = s.median / totals[v] if s.n and totals[v] else None
+            cells += [format_seconds(s.median, u), percent(share)]
         rows.append(cells)
     return markdown_table(rows, ["Phase", "Baseline median", "Share", "Optimized median", "Share"])
 
