@@ -502,3 +502,18 @@ def test_a_torn_line_cut_inside_a_character_is_set_aside_whole(tmp_path):
     assert set_aside_rejected(check) == 1
     assert (out / REJECTED_FILE).read_text().splitlines()[1] == "4,baseline,False,3,total,,0.5,failed,caf\ufffd"
     assert check_results(out).ok
+
+
+def test_a_running_benchmark_whose_writer_holds_the_lock_is_still_being_written(tmp_path):
+    """status running + a live lock holder: 'still being written', naming the holder; without one, 'its writer died'."""
+    import os
+
+    from omni_loader.results import check_results, writer_lock
+
+    out = _results(tmp_path, n=2, status="running")
+    with writer_lock(out):
+        check = check_results(out)
+        assert check.findings[-1] == "still being written"
+        assert check.problems[-1].startswith(f"{out} is being written now by process {os.getpid()} on ")
+        assert check.problems[-1].endswith(": more runs are to come")
+    assert check_results(out).findings[-1] == "its writer died"
