@@ -27,12 +27,13 @@ KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout"
 SURVIVED = {0: "survived", 5: "no tests", 33: "no tests"}
 
 
-def listed_mutants(path: Path = EQUIVALENT_FILE) -> tuple[dict[str, str], dict[str, str]]:
+def listed_mutants(path: Path | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """``({equivalent mutant: reason}, {known survivor: reason})`` from the list's lines:
     ``- `name`: reason`` for an equivalent mutant (left out of the score), ``- `name` (untested): reason``
     for a real survivor no test here can kill (it stays in the score as survived, and does not fail the run).
     """
     equivalent, untested = {}, {}
+    path = path or EQUIVALENT_FILE
     if not path.is_file():
         return equivalent, untested
     for line in path.read_text().splitlines():
@@ -61,26 +62,27 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("modules", nargs="+")
     p.add_argument("--seconds", type=int, help="how long the run took (printed with the score)")
+    p.add_argument("--mutants", type=Path, default=REPO / "mutants", help="mutmut's output directory")
     args = p.parse_args(argv)
     equivalent, untested = listed_mutants()
     unlisted, stale, lines = [], [], []
     total = Counter()
     lines.append(f"{'module':<12} {'mutants':>7} {'killed':>6} {'timeout':>7} {'equiv.':>6} {'survived':>8} "
-                 f"{'no tests':>8} {'other':>5} {'score':>7}")
+                 f"{'no tests':>8} {'other':>5} {'unchecked':>9} {'score':>7}")
     for module in args.modules:
         counts = Counter()
-        for name, code in sorted(module_results(module).items()):
+        for name, code in sorted(module_results(module, args.mutants).items()):
             s = status(code)
             if name in equivalent:
                 counts["equivalent"] += 1
                 if s not in ("survived", "no tests"):
                     stale.append(f"{name} ({s})")
                 continue
-            counts[s if s in ("killed", "timeout", "survived", "no tests") else "other"] += 1
+            counts[s if s in ("killed", "timeout", "survived", "no tests", "not checked") else "other"] += 1
             if name in untested:
-                if s not in ("survived", "no tests"):
+                if s not in ("survived", "no tests", "not checked"):
                     stale.append(f"{name} ({s})")
-            elif s in ("survived", "no tests") or s.startswith("other") or s == "not checked":
+            elif s in ("survived", "no tests") or s.startswith("other"):
                 unlisted.append(f"{name} ({s})")
         counts["mutants"] = sum(v for k, v in counts.items())
         total.update(counts)
@@ -90,19 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.seconds is not None:
         print(f"time: {args.seconds // 60} min {args.seconds % 60} s")
     if unlisted:
-        print(f"\n{len(unlisted)} mutant(s) survived and are not listed in {EQUIVALENT_FILE.relative_to(REPO)} "
+        print(f"\n{len(unlisted)} mutant(s) survived and are not listed in {EQUIVALENT_FILE.name} "
               "(kill each with a test, or list it with the reason it is equivalent; `mutmut show NAME`):")
         print("\n".join(f"  {u}" for u in unlisted))
     if stale:
         print(f"\nlisted but no longer surviving (drop them from the list): {', '.join(stale)}")
-    return 1 if unlisted or stale else 0
+    if total["not checked"]:
+        print(f"\n{total['not checked']} mutant(s) not checked yet (an interrupted run): the score is of the "
+              "checked ones; `make mutation` again continues where it stopped")
+    return 1 if unlisted or stale or total["not checked"] else 0
 
 
 def _row(name: str, c: Counter) -> str:
-    scored = c["mutants"] - c["equivalent"]
+    scored = c["mutants"] - c["equivalent"] - c["not checked"]
     score = f"{100 * (c['killed'] + c['timeout']) / scored:.1f}%" if scored else "—"
     return (f"{name:<12} {c['mutants']:>7} {c['killed']:>6} {c['timeout']:>7} {c['equivalent']:>6} "
-            f"{c['survived']:>8} {c['no tests']:>8} {c['other']:>5} {score:>7}")
+            f"{c['survived']:>8} {c['no tests']:>8} {c['other']:>5} {c['not checked']:>9} {score:>7}")
 
 
 if __name__ == "__main__":
