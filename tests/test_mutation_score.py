@@ -45,3 +45,9 @@ def test_an_unlisted_survivor_a_stale_entry_and_unchecked_mutants_fail_the_run(s
     assert "omni_loader.m.x_f__mutmut_1 (survived)" in out  # not listed
     assert "drop them from the list): omni_loader.m.x_f__mutmut_3 (killed)" in out  # stale
     assert "1 mutant(s) not checked yet" in out
+
+
+def test_an_interrupted_run_is_not_a_passing_one(score, tmp_path, capsys):
+    mutants = _meta(tmp_path, {1: 1, 2: None})
+    assert score.main(["m", "--mutants", str(mutants)]) == 1
+    assert capsys.readouterr().out.splitlines()[1].split()[-2:] == ["1", "100.0%"]
