@@ -211,5 +211,5 @@ def _profiles_section(directory: Path) -> list[str]:
     for variant_dir in sorted(p for p in profiles.iterdir() if p.is_dir()):
         files = sorted(p for p in variant_dir.iterdir() if p.suffix in {".md", ".svg", ".json", ".pstats", ".csv"})
         links = ", ".join(f"[{p.name}]({p.relative_to(directory).as_posix()})" for p in files)
-        lines.append(f"- {variant_dir.name}: {links}")
+        lines.append(f"- {variant_dir.name}: {links or 'no profile files'}")
     return lines + [""]

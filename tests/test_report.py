@@ -1248,7 +1248,7 @@ def test_report_quotes_a_dead_writers_directory_whole(tmp_path, no_figures):
     assert lines[2].endswith("order alternate; status running; its writer died.")
     assert lines[4:6] == [f"- Integrity: metadata.json says running, but no process is writing {out}: its writer was "
                           f"killed or crashed; continue with omni-loader reproduce --resume --out {out}", ""]
-    assert lines[-5:] == ["## Profiles", "", "- baseline: ", "", ""]
+    assert lines[-5:] == ["## Profiles", "", "- baseline: no profile files", "", ""]
 
 
 def test_rows_labelled_server_log_come_after_the_loaders_own():
