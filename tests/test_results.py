@@ -516,4 +516,89 @@ def test_a_running_benchmark_whose_writer_holds_the_lock_is_still_being_written(
         assert check.findings[-1] == "still being written"
         assert check.problems[-1].startswith(f"{out} is being written now by process {os.getpid()} on ")
         assert check.problems[-1].endswith(": more runs are to come")
-    assert check_results(out).findings[-1] == "its writer died"
+    died = check_results(out)
+    assert died.findings[-1] == "its writer died"
+    assert died.problems[-1].endswith(f"continue with omni-loader reproduce --resume --out {out}")
+
+
+# --------------------------------------------------------------------------- how runs.csv's lines are read
+
+
+def _lines_after(out, *extra: str, header: str | None = None):
+    """runs.csv of ``out`` with ``extra`` raw lines (each ended with \\r\\n unless it is the last and ends in '|')."""
+    path = out / RUNS_FILE
+    text = path.read_bytes().decode()
+    if header is not None:
+        text = header + text[text.index("\r\n"):]
+    for line in extra:
+        text += line[:-1] if line.endswith("|") else line + "\r\n"
+    path.write_bytes(text.encode())
+    return out
+
+
+def test_an_absent_or_empty_or_header_only_runs_file_rejects_nothing(tmp_path):
+    from omni_loader.results import check_results
+
+    for name, content in (("absent", None), ("empty", ""), ("header", ",".join(RUN_COLUMNS) + "\r\n")):
+        out = tmp_path / name
+        write_metadata(out, {"kind": "reproduce", "plan": _plan(2), "status": "interrupted"})
+        if content is not None:
+            (out / RUNS_FILE).write_text(content)
+        check = check_results(out)
+        assert check.rejected_lines == () and len(check.frame) == 0, name
+        assert list(check.frame.columns) == list(RUN_COLUMNS) and check.missing_runs == (0, 1), name
+
+
+def test_columns_a_newer_version_added_are_named_and_ignored(tmp_path):
+    from omni_loader.results import check_results
+
+    out = _results(tmp_path, n=2)
+    lines = (out / RUNS_FILE).read_bytes().decode().split("\r\n")
+    widened = [lines[0] + ",gpu_temp,fan"] + [line + ",71,on" for line in lines[1:-1]] + [""]
+    (out / RUNS_FILE).write_bytes("\r\n".join(widened).encode())
+    check = check_results(out)
+    assert check.findings == ["2 unknown column(s) ignored"]
+    assert check.problems == ["runs.csv has columns this omni-loader does not know (gpu_temp, fan): written by a "
+                              "newer version? they are ignored"]
+    assert len(check.frame) == 4 and "gpu_temp" not in check.frame
+
+
+def test_a_runs_file_without_the_core_columns_is_refused_in_one_line(tmp_path):
+    from omni_loader.results import check_results
+
+    out = _lines_after(_results(tmp_path, n=2), header=",".join(c for c in RUN_COLUMNS if c != "phase"))
+    with pytest.raises(ResultsError) as err:
+        check_results(out)
+    assert str(err.value) == (f"{out / RUNS_FILE} lacks columns ['phase']; it was not written by omni-loader (or its "
+                              "header is damaged): restore it from a copy")
+
+
+def test_a_last_line_cut_inside_its_last_field_is_torn(tmp_path):
+    """A crash can cut the last line after its last comma: every field is there, the line has no end."""
+    from omni_loader.results import check_results
+
+    out = _results(tmp_path, n=3)
+    write_metadata(out, {"kind": "reproduce", "plan": _plan(4), "status": "complete"})
+    append_rows(out, [{**row, "run_ended": "2026-11-30T05:00:00"} for row in _run_rows(3)])
+    text = (out / RUNS_FILE).read_bytes().decode()
+    assert text.endswith(",2026-11-30T05:00:00\r\n")
+    (out / RUNS_FILE).write_bytes(text[: -len("\r\n") - 2].encode())  # run 3's last row loses the end of its last field
+    check = check_results(out)
+    assert check.findings == ["1 torn row ignored", "1 incomplete run(s) ignored", "1 planned run(s) missing"]
+    assert check.missing_runs == (3,) and sorted(set(check.frame["run_id"])) == [0, 1, 2]
+
+
+def test_short_lines_blank_lines_and_long_lines_in_the_middle(tmp_path):
+    """A short line whose run id was written whole makes that run incomplete; a line of one field or with no
+    run id does not; a blank line is skipped and reading goes on; a long line is named by its line number."""
+    from omni_loader.results import check_results
+
+    out = _lines_after(_results(tmp_path, n=4), "1,optimized", "2", "", "x,y,z", ",".join(["0"] * (len(RUN_COLUMNS) + 1)))
+    append_rows(out, [_row(9, phase="total")])  # off the plan: still read after the blank line
+    check = check_results(out)
+    assert check.missing_runs == (1,)  # run 1's rows are left out; run 2's stay
+    assert sorted(set(check.frame["run_id"])) == [0, 2, 3]
+    assert "3 malformed row(s) ignored" in check.findings and "1 row(s) of a newer schema ignored" in check.findings
+    assert any("(lines 10, 11, 13)" in p for p in check.problems)  # the three short lines
+    assert any("have more fields than its header (lines 14)" in p for p in check.problems)
+    assert "1 row(s) off the plan ignored" in check.findings  # line 15, after the blank line 12
