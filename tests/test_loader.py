@@ -584,30 +584,34 @@ def test_assign_variant_refuses_what_the_copy_loader_refuses(tiny_snapshot: Path
     assert outcomes[0].startswith("shape mismatch for ") or (name == INV_FREQ and layout == "transformers")
 
 
-def _assign_and_copy(snapshot, dtype: torch.dtype):
+def _assign_and_copy(snapshot, dtype: torch.dtype, layout: str = "vllm-omni"):
     """The assign step and the copy step on two models built alike, from the same checkpoint entries."""
     from omni_loader.steps import load_parameters, load_parameters_assign
 
     weights = list(iter_token2wav_weights(snapshot))
-    assigned, copied = (build_model(snapshot.token2wav_config, layout="vllm-omni", dtype=dtype) for _ in range(2))
+    fused = layout == "vllm-omni"
+    assigned, copied = (build_model(snapshot.token2wav_config, layout=layout, dtype=dtype) for _ in range(2))
     before = dict(assigned.named_parameters())
     for name, param in before.items():
         if ".qkv_proj." in name:
             param.data.fill_(7.0)  # the fused parameter's old memory, to see that nothing is copied into it
     plain = next(n for n in before if ".qkv_proj." not in n)
     before[plain].requires_grad_(False)
-    loaded = load_parameters_assign(assigned, weights, snapshot, True)
-    assert loaded == load_parameters(copied, weights, snapshot, True)  # the same parameters and shards
+    loaded = load_parameters_assign(assigned, weights, snapshot, fused)
+    assert loaded == load_parameters(copied, weights, snapshot, fused)  # the same parameters and shards
     after, reference = dict(assigned.named_parameters()), dict(copied.named_parameters())
     assert all(torch.equal(after[n], reference[n]) for n in reference) and after.keys() == reference.keys()
     assert not after[plain].requires_grad and all(p.requires_grad for n, p in after.items() if n != plain)
     return dict(weights), before, after
 
 
-def test_assign_step_makes_the_mapped_tensors_the_parameters(tiny_snapshot: Path) -> None:
+@pytest.mark.parametrize("layout", ["vllm-omni", "transformers"])
+def test_assign_step_makes_the_mapped_tensors_the_parameters(tiny_snapshot: Path, layout: str) -> None:
     """Where dtype and device match, each checkpoint tensor *becomes* its parameter (the same memory),
-    and the fused qkv_proj a new stacked tensor: no byte is copied into the old parameters."""
-    by_key, before, after = _assign_and_copy(open_snapshot(tiny_snapshot), torch.float32)
+    and the fused qkv_proj a new stacked tensor: no byte is copied into the old parameters. In the
+    transformers layout (to_q, to_k, to_v apart) every parameter is a mapped tensor."""
+    by_key, before, after = _assign_and_copy(open_snapshot(tiny_snapshot), torch.float32, layout)
+    assert any(".qkv_proj." in n for n in after) == (layout == "vllm-omni")
     for name, param in after.items():
         if ".qkv_proj." in name:
             assert param is not before[name] and bool((before[name] == 7.0).all()), name
