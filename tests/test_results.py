@@ -586,6 +586,8 @@ def test_a_last_line_cut_inside_its_last_field_is_torn(tmp_path):
     check = check_results(out)
     assert check.findings == ["1 torn row ignored", "1 incomplete run(s) ignored", "1 planned run(s) missing"]
     assert check.missing_runs == (3,) and sorted(set(check.frame["run_id"])) == [0, 1, 2]
+    assert check.problems[0] == ("the last line of runs.csv (line 9) is torn, cut short by a crash or a full disk: "
+                                 "ignored")
 
 
 def test_short_lines_blank_lines_and_long_lines_in_the_middle(tmp_path):
@@ -599,6 +601,26 @@ def test_short_lines_blank_lines_and_long_lines_in_the_middle(tmp_path):
     assert check.missing_runs == (1,)  # run 1's rows are left out; run 2's stay
     assert sorted(set(check.frame["run_id"])) == [0, 2, 3]
     assert "3 malformed row(s) ignored" in check.findings and "1 row(s) of a newer schema ignored" in check.findings
-    assert any("(lines 10, 11, 13)" in p for p in check.problems)  # the three short lines
-    assert any("have more fields than its header (lines 14)" in p for p in check.problems)
+    assert "3 row(s) of runs.csv have too few fields (lines 10, 11, 13): ignored" in check.problems
+    assert ("1 row(s) of runs.csv have more fields than its header (lines 14): written by a newer omni-loader or "
+            "two writers interleaved; ignored") in check.problems
     assert "1 row(s) off the plan ignored" in check.findings  # line 15, after the blank line 12
+
+
+def test_a_short_last_line_that_was_ended_is_still_torn(tmp_path):
+    """append_rows ends a torn line before it writes on; a short line left last, ended, is the same crash."""
+    from omni_loader.results import check_results
+
+    out = _lines_after(_results(tmp_path, n=4), "3,optimized,False,2,con")
+    assert check_results(out).findings[0] == "1 torn row ignored"
+
+
+def test_rows_with_unreadable_run_ids_or_sources_are_ignored(tmp_path):
+    from omni_loader.results import check_results
+
+    out = _results(tmp_path, n=2)
+    append_rows(out, [_row("x1"), _row(1.5), _row(0, source="gpu", phase="other")])
+    check = check_results(out)
+    assert check.findings[0] == "3 row(s) with unreadable values ignored"
+    assert check.problems[0] == "3 row(s) of runs.csv have no integer run_id or an unknown source: ignored"
+    assert len(check.frame) == 4
