@@ -51,3 +51,9 @@ def test_an_interrupted_run_is_not_a_passing_one(score, tmp_path, capsys):
     mutants = _meta(tmp_path, {1: 1, 2: None})
     assert score.main(["m", "--mutants", str(mutants)]) == 1
     assert capsys.readouterr().out.splitlines()[1].split()[-2:] == ["1", "100.0%"]
+
+
+def test_an_unchecked_equivalent_is_not_called_stale(score, tmp_path, capsys):
+    mutants = _meta(tmp_path, {1: 1, 3: None})
+    score.main(["m", "--mutants", str(mutants)])
+    assert "drop them from the list" not in capsys.readouterr().out
