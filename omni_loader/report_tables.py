@@ -132,14 +132,12 @@ def _median_counter(frame, variant: str, phase: str, column: str) -> float | Non
 def counters_table(frame) -> str:
     """Medians per phase of the kernel's counters: where first touches land, when the CPU was taken away."""
     rows = []
-    ok = measured(frame)
-    ok = ok[ok["source"] == "load"]
     for phase in ("total", *LEAF_PHASES):
         cells = [label(phase)]
         for column in PHASE_COUNTERS:
             for v in PR_PAIR:
-                values = ok[(ok["variant"] == v) & (ok["phase"] == phase)][column].dropna()
-                cells.append(f"{values.median():,.0f}" if len(values) else "—")
+                median = _median_counter(frame, v, phase, column)
+                cells.append("—" if median is None else f"{median:,.0f}")
         rows.append(cells)
     header = ["Phase"] + [f"{name} ({v[:4]}.)" for name in ("Minor faults", "Major faults", "Voluntary switches",
                                                             "Involuntary switches") for v in PR_PAIR]
