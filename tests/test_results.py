@@ -624,3 +624,116 @@ def test_rows_with_unreadable_run_ids_or_sources_are_ignored(tmp_path):
     assert check.findings[0] == "3 row(s) with unreadable values ignored"
     assert check.problems[0] == "3 row(s) of runs.csv have no integer run_id or an unknown source: ignored"
     assert len(check.frame) == 4
+
+
+# --------------------------------------------------------------------------- what a check says, word for word
+
+
+def test_a_planned_run_missing_from_a_complete_benchmark_gets_no_resume_hint(tmp_path):
+    from omni_loader.results import check_results
+
+    out = _results(tmp_path, n=2)
+    write_metadata(out, {"kind": "reproduce", "plan": _plan(3), "status": "complete"})
+    assert check_results(out).problems == ["1 of 3 planned runs have no usable rows: 2"]
+
+
+def test_rows_set_aside_by_an_earlier_resume_are_notes_not_problems(tmp_path):
+    from omni_loader.results import check_results
+
+    out = _results(tmp_path, n=2)
+    write_metadata(out, {"kind": "reproduce", "plan": _plan(2), "status": "complete",
+                         "repairs": [{"rows": 3, "file": "runs.rejected.csv"}, {"rows": 1, "file": "runs.rejected.csv"}]})
+    check = check_results(out)
+    assert check.ok and check.notes == ("3 row(s) set aside by --resume (runs.rejected.csv)",
+                                        "1 row(s) set aside by --resume (runs.rejected.csv)")
+
+
+def test_a_bad_first_row_is_rejected_as_line_two(tmp_path):
+    from omni_loader.results import check_results
+
+    write_metadata(tmp_path, {"kind": "reproduce", "plan": _plan(2), "status": "complete"})
+    append_rows(tmp_path, [_row(0, source="gpu", phase="other")] + _run_rows(0) + _run_rows(1))
+    check = check_results(tmp_path)
+    assert check.rejected_lines == (2,) and len(check.frame) == 4  # the header is line 1
+
+
+def test_off_plan_and_incomplete_runs_are_explained_word_for_word(tmp_path):
+    from omni_loader.results import check_results
+
+    out = _results(tmp_path, n=4)
+    append_rows(out, [_row(9, phase="total")])
+    lines = (out / RUNS_FILE).read_text().splitlines(keepends=True)
+    (out / RUNS_FILE).write_text("".join(line for line in lines
+                                         if not (line.startswith("1,") and ",construct," in line)))
+    assert check_results(out).problems[:2] == [
+        "1 row(s) of run ids 9 do not match the plan in metadata.json (run id, variant, warm-up, order or source): "
+        "from another benchmark? ignored",
+        "1 run(s) lost phase rows, cut short by a crash (run ids 1): ignored; --resume repeats them",
+    ]
+
+
+def test_rows_match_their_planned_run_on_variant_warm_up_and_order(tmp_path):
+    from omni_loader.results import check_results
+
+    plan = [{"run_id": 0, "variant": "baseline", "warmup": True, "order": 1, "source": "load"},
+            {"run_id": 1, "variant": "optimized", "warmup": True, "order": None, "source": "load"},
+            {"run_id": 2, "variant": "baseline", "warmup": False, "order": 2, "source": "load"},
+            {"run_id": 3, "variant": "optimized", "warmup": False, "order": 2, "source": "load"}]
+    write_metadata(tmp_path, {"kind": "reproduce", "plan": plan, "status": "complete"})
+    append_rows(tmp_path, [_row(0, warmup=True), _row(1, variant="optimized", warmup=True, order=""),
+                           _row(2, order="2.0"), _row(3, variant="optimized", order=2)])
+    check = check_results(tmp_path)
+    assert check.ok and sorted(check.frame["run_id"]) == [0, 1, 2, 3]  # no order; an order written as a float
+    # Run 3 is planned as optimized: a row naming baseline is off the plan although the rest matches.
+    append_rows(tmp_path, [_row(3, phase="construct", parent="total", order=2)])
+    assert check_results(tmp_path).findings == ["1 row(s) off the plan ignored"]
+
+
+def test_an_aa_run_that_lost_a_phase_is_incomplete(tmp_path):
+    from omni_loader.results import check_results
+
+    plan = [{"run_id": i, "variant": "optimized", "warmup": False, "order": i + 1, "source": "aa"} for i in range(2)]
+    write_metadata(tmp_path, {"kind": "reproduce", "plan": plan, "status": "complete"})
+    rows = [_row(0, variant="optimized", order=1, source="aa", phase=p, parent="" if p == "total" else "total")
+            for p in ("total", "construct")]
+    append_rows(tmp_path, rows + [_row(1, variant="optimized", order=2, source="aa")])
+    check = check_results(tmp_path)
+    assert check.findings == ["1 incomplete run(s) ignored", "1 planned run(s) missing"]
+    assert set(check.frame["run_id"]) == {0}
+
+
+def test_typed_runs_reads_empty_numbers_as_missing_and_fills_a_schema_1_file(tmp_path):
+    import csv
+
+    from omni_loader.rows import PHASE_COUNTERS, typed_runs
+
+    old = RUN_COLUMNS[:RUN_COLUMNS.index("minor_faults")]  # what a schema-1 runs.csv has
+    path = tmp_path / RUNS_FILE
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, old, restval="")
+        writer.writeheader()
+        writer.writerow({**_row(0), "seconds": "n/a", "device_peak_bytes": ""})
+        writer.writerow({**_row(1), "device_peak_bytes": 7})
+    frame = typed_runs(path, path)
+    assert math.isnan(frame["seconds"][0]) and frame["seconds"][1] == 0.5  # unreadable seconds: missing
+    assert math.isnan(frame["device_peak_bytes"][0]) and frame["device_peak_bytes"][1] == 7
+    assert all(frame[c].dtype == float and frame[c].isna().all() for c in PHASE_COUNTERS)
+    assert list(frame["run_started"]) == ["", ""] and list(frame["run_ended"]) == ["", ""]
+    assert list(frame.columns) == list(RUN_COLUMNS)
+
+
+def test_a_schema_1_record_with_only_a_plan_is_the_load_benchmark():
+    from omni_loader.suite import benchmarks
+
+    assert benchmarks({"schema_version": 1, "plan": [{"run_id": 0}]}) == {"load": {"plan": [{"run_id": 0}]}}
+
+
+@pytest.mark.parametrize("content, version", [("[]", "None"), ('{"schema_version": 0}', "0"),
+                                              (json.dumps({"schema_version": SCHEMA_VERSION + 1}), "4")])
+def test_an_unreadable_schema_version_is_named_exactly(tmp_path, content, version):
+    (tmp_path / METADATA_FILE).write_text(content)
+    with pytest.raises(ResultsError) as caught:
+        read_metadata(tmp_path)
+    hint = " (upgrade omni-loader to read it)" if version == "4" else ""
+    assert str(caught.value) == (f"{tmp_path / METADATA_FILE} has schema_version {version}; "
+                                 f"this omni-loader reads versions 1, 2, 3{hint}")
