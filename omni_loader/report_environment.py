@@ -14,6 +14,7 @@ from typing import Any
 
 from .formatting import markdown_table
 from .measurements import described_record, flat_spec
+from .placement import describe_cpus
 
 CONSTRUCT_NOTES = {
     "upstream": "upstream: parameters written at construction as vLLM-Omni's constructors do (fused qkv_proj "
@@ -53,6 +54,7 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["Layout / dtype", f"{spec.get('layout', '')} / {spec.get('dtype', '')}"],
         ["Construction", CONSTRUCT_NOTES.get(spec.get("construct", ""), spec.get("construct", "not recorded"))],
         ["Torch threads per load", threads_of(spec)],
+        ["CPUs per load", describe_cpus(spec.get("cpus"))],
         ["Warm-ups", f"{record.get('warmup')} per variant"],
         ["Repeats", f"{record.get('repeats')} per variant, order {record.get('order')}, "
                     + WORKER_NOTES.get(workers, workers)],

@@ -30,6 +30,7 @@ from .lock import writer_lock
 from .metadata import now_iso
 from .names import VARIANTS
 from .options import LoadOptions
+from .placement import resolve_cpus
 from .planner import ORDERS, PlannedRun, plan_runs
 from .rows import append_rows, failed_row, rows_for_run
 from .spec import (AA_ARMS, AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, SPEC_OPTIONS, BenchmarkSpec, same_value,
@@ -178,6 +179,7 @@ def reproduce(
     variants: tuple[str, ...] | list[str] = VARIANTS,
     custom_variants: tuple[Variant, ...] | list[Variant] = (),
     threads: int | None = 1,
+    cpus: str | tuple[int, ...] = "auto",
 ) -> Path:
     """The main job: the A/B benchmark, optional profiles and startup runs, then report.md and plots.
 
@@ -186,13 +188,15 @@ def reproduce(
     device ``auto``); ``layout``, ``device``, ``dtype`` and ``construct`` override single fields of
     it. ``in_process=True`` is short for ``workers="in-process"``. ``variants`` names the arms (two
     or more; built-ins or the names of ``custom_variants``); the first is the one the others are
-    compared with.
+    compared with. ``cpus`` pins each load's process: ``auto``, ``any`` or CPU numbers (see
+    :func:`~omni_loader.placement.resolve_cpus`).
     """
     options = (options or LoadOptions()).replace(layout=layout, device=device, dtype=dtype, construct=construct)
     spec = benchmark_spec(snapshot, options, warmup=warmup, runs=runs, order=order, seed=seed,
                           workers="in-process" if in_process else workers, worker_timeout=worker_timeout, aa=aa,
                           reference_copy=reference_copy, threads=threads, variants=variants,
-                          custom_variants=custom_variants)
+                          custom_variants=custom_variants,
+                          cpus=resolve_cpus(cpus, threads) if isinstance(cpus, str) else tuple(cpus))
     return reproduce_spec(spec, snapshot, out, resume=resume, profile=profile, with_startup=with_startup,
                           progress=progress)
 

@@ -47,7 +47,8 @@ class BenchmarkSpec:
     worker_timeout: float | None = None
     aa: bool = False
     reference_copy: bool = False
-    threads: int | None = 1  # torch intra-op threads per load (see worker.intra_op_threads); None: torch's default
+    threads: int | None = 1  # torch intra-op threads per load (see placement.intra_op_threads); None: torch's default
+    cpus: tuple[int, ...] = ()  # the CPUs each load's process may run on (placement.cpu_affinity); empty: any
     variants: tuple[str, ...] = VARIANTS  # the arms, in order; statistics compare each with the first
     custom_variants: tuple[dict[str, Any], ...] = ()  # Variant dicts of the arms that name their own steps
     layout: InitVar[str | None] = None
@@ -76,7 +77,8 @@ class BenchmarkSpec:
 
         custom = {v["name"]: v for v in self.custom_variants}
         variant = AA_VARIANT if run.source == "aa" else custom.get(run.variant, run.variant)
-        return LoadRequest(self.checkpoint, variant, self.load, self.reference_copy, threads=self.threads)
+        return LoadRequest(self.checkpoint, variant, self.load, self.reference_copy, threads=self.threads,
+                           cpus=self.cpus)
 
     def to_dict(self) -> dict[str, Any]:
         """As saved in metadata.json: the fields, ``load`` nested."""
@@ -124,7 +126,7 @@ SPEC_OPTIONS = {"checkpoint": "--checkpoint", "layout": "--layout", "device": "-
                 "construct": "--construct", "warmup": "--warmup", "runs": "--runs", "order": "--order",
                 "seed": "--order-seed", "workers": "--workers", "worker_timeout": "--worker-timeout", "aa": "--aa",
                 "reference_copy": "--reference-copy", "variants": "--variants", "custom_variants": "--variant",
-                "threads": "--threads"}
+                "threads": "--threads", "cpus": "--cpus"}
 
 
 def spec_conflicts(saved: BenchmarkSpec, given: dict[str, Any], options: dict[str, str] | None = None) -> list[str]:

@@ -34,14 +34,14 @@ import subprocess
 import sys
 import tempfile
 import types
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .errors import OmniLoaderError
 from .options import LoadOptions
+from .placement import cpu_affinity, intra_op_threads  # noqa: F401  (intra_op_threads re-exported)
 from .procs import stop_children, stop_group
 
 WORKER_MODES = ("forkserver", "spawn", "in-process")
@@ -69,6 +69,7 @@ class LoadRequest:
     reference_copy: bool = False
     digest: bool = True
     threads: int | None = None  # torch intra-op threads for the load; None: torch's default
+    cpus: tuple[int, ...] = ()  # the CPUs the load's process may run on; empty: any (see placement.cpu_affinity)
 
 
 def run_load(request: str | LoadRequest, variant: str = "optimized", options: LoadOptions | None = None) -> dict[str, Any]:
@@ -80,32 +81,12 @@ def run_load(request: str | LoadRequest, variant: str = "optimized", options: Lo
 
     req = request if isinstance(request, LoadRequest) else LoadRequest(
         str(request), variant, options or LoadOptions(device="cpu"))
-    snapshot = open_snapshot(req.checkpoint)
-    with intra_op_threads(req.threads):
+    with cpu_affinity(req.cpus), intra_op_threads(req.threads):
+        snapshot = open_snapshot(req.checkpoint)
         model, result = load_token2wav(snapshot, variant_from(req.variant), req.options, digest=req.digest,
                                        reference_copy=req.reference_copy)
     del model
     return result.to_dict()
-
-
-@contextmanager
-def intra_op_threads(threads: int | None) -> Iterator[None]:
-    """Run a load with ``threads`` torch intra-op threads (None: leave torch's choice), then restore.
-
-    On a CPU every ``copy_`` of a large tensor is an OpenMP parallel region that ends in a barrier.
-    When another process holds one of the cores, the thread that shares it is descheduled for a
-    time slice and the others wait at the barrier: with 720 copies that turned 0.2 s of
-    ``load_parameters`` into 2.5 s here, and a verdict into noise. One thread has no barrier.
-    """
-    import torch
-
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def request_command(request: LoadRequest, out: str | None = None, repeat: int = 1) -> list[str]:
@@ -118,6 +99,7 @@ def request_command(request: LoadRequest, out: str | None = None, repeat: int = 
            "--layout", opts.layout, "--device", opts.device, "--dtype", opts.dtype, "--construct", opts.construct]
     cmd += ["--reference-copy"] if request.reference_copy else []
     cmd += ["--threads", str(request.threads)] if request.threads else []
+    cmd += ["--cpus", ",".join(map(str, request.cpus))] if request.cpus else []
     cmd += [] if request.digest else ["--no-digest"]
     cmd += ["--repeat", str(repeat)] if repeat != 1 else []
     return cmd + (["--out", str(out)] if out else [])
@@ -311,10 +293,12 @@ One Token2Wav load in this process; its JSON result to --out FILE, else to stdou
   --layout, --device, --dtype, --construct   the load options (default vllm-omni, cpu, float32, upstream)
   --reference-copy    also time a plain strict load_state_dict of the same tensors
   --threads N         torch intra-op threads (default: torch's);  --no-digest   skip hashing the tensors
+  --cpus LIST         run on these CPUs only, e.g. 1 or 0,2 (default: any)
   --repeat N          load N times (for a sampling profiler): the JSON is the first load's, plus
                       'repeat' and 'repeat_total_seconds';  --out FILE   the JSON there, not to stdout"""
 # The worker's options: those that take a value, and the flags.
-VALUED = ("--checkpoint", "--variant", "--layout", "--device", "--dtype", "--construct", "--threads", "--repeat", "--out")
+VALUED = ("--checkpoint", "--variant", "--layout", "--device", "--dtype", "--construct", "--threads", "--cpus",
+          "--repeat", "--out")
 FLAGS = ("--reference-copy", "--no-digest")
 
 
@@ -356,8 +340,15 @@ def parse_worker_args(argv: list[str]) -> WorkerCall:
     options = LoadOptions(device="cpu").replace(**{k.lstrip("-"): values.get(k) for k in
                                                    ("--layout", "--device", "--dtype", "--construct")})
     request = LoadRequest(values["--checkpoint"], parse_variant(text).to_dict() if "=" in text else text, options,
-                          "--reference-copy" in flags, "--no-digest" not in flags, threads)
+                          "--reference-copy" in flags, "--no-digest" not in flags, threads, _cpus(values))
     return WorkerCall(request, values.get("--out"), repeat)
+
+
+def _cpus(values: dict[str, str]) -> tuple[int, ...]:
+    try:
+        return tuple(int(c) for c in values["--cpus"].split(",")) if "--cpus" in values else ()
+    except ValueError:
+        raise OmniLoaderError(f"--cpus must be CPU numbers such as 1 or 0,2, not {values['--cpus']!r}") from None
 
 
 def _integer(values: dict[str, str], name: str, default: int | None) -> int | None:

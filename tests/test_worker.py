@@ -92,7 +92,7 @@ def test_the_spawned_command_line_reads_back_as_the_request() -> None:
     for request in (LoadRequest("/snap", "baseline"),
                     LoadRequest("/snap", custom, LoadOptions(layout="transformers", device="cuda:1", dtype="bfloat16",
                                                              construct="empty"), reference_copy=True, digest=False,
-                                threads=2)):
+                                threads=2, cpus=(0, 3))):
         argv = request_command(request, out="r.json", repeat=3)
         assert argv[1:3] == ["-m", "omni_loader.worker"]
         call = parse_worker_args(argv[3:])
@@ -108,6 +108,7 @@ def test_the_spawned_command_line_reads_back_as_the_request() -> None:
     (["--checkpoint", "/s", "--variant", "baseline", "--threads", "two"], "--threads must be an integer"),
     (["--checkpoint", "/s", "--variant", "baseline", "--layout", "flat"], "--layout 'flat' is not one of"),
     (["--checkpoint", "/s", "--variant"], "--variant needs a value"),
+    (["--checkpoint", "/s", "--variant", "baseline", "--cpus", "0,one"], "--cpus must be CPU numbers such as 1 or 0,2"),
 ])
 def test_a_bad_worker_command_line_is_one_line(argv: list[str], message: str) -> None:
     from omni_loader.errors import OmniLoaderError

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import ResultsError
 from ..metadata import stamped
 from ..names import VARIANTS
+from ..placement import resolve_cpus
 from ..planner import ORDERS
 from ..results import METADATA_FILE, benchmark, check_results, read_metadata, resume_command
 from ..spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, BenchmarkSpec, same_value, spec_conflicts
@@ -28,7 +29,7 @@ def default_out_dir(args: argparse.Namespace) -> Path:
 SPEC_DESTS = {"layout": "layout", "device": "device", "dtype": "dtype", "construct": "construct",
               "warmup": "warmup", "runs": "runs", "order": "order", "order_seed": "seed", "workers": "workers",
               "worker_timeout": "worker_timeout", "aa": "aa", "reference_copy": "reference_copy",
-              "variants": "variants", "variant": "custom_variants", "threads": "threads"}
+              "variants": "variants", "variant": "custom_variants", "threads": "threads", "cpus": "cpus"}
 
 
 CHECKPOINT_DESTS = ("checkpoint", "model", "size", "seed", "hf_cache", "download")
@@ -54,6 +55,8 @@ def resume_spec(args: argparse.Namespace, out: Path) -> tuple[BenchmarkSpec, Any
         values["device"] = str(resolve_device(values["device"]))
     if "custom_variants" in values:
         values["custom_variants"] = tuple(v.to_dict() for v in values["custom_variants"])
+    if "cpus" in values:
+        values["cpus"] = resolve_cpus(values["cpus"], values.get("threads", saved.threads))
     conflicts = spec_conflicts(saved, values)
     picked = [d for d in CHECKPOINT_DESTS if d in given]
     if picked and not same_value("checkpoint", str(_checkpoint_dir(args)), saved.checkpoint):
@@ -87,7 +90,7 @@ def new_spec(args: argparse.Namespace, snapshot: Any) -> BenchmarkSpec:
     return benchmark_spec(snapshot, load_options(args), warmup=args.warmup, runs=args.runs, order=args.order,
                           seed=args.order_seed, workers=args.workers, worker_timeout=args.worker_timeout, aa=args.aa,
                           reference_copy=args.reference_copy, threads=args.threads or None, variants=args.variants,
-                          custom_variants=args.variant)
+                          custom_variants=args.variant, cpus=resolve_cpus(args.cpus, args.threads or None))
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -173,6 +176,9 @@ def add_command(sub: Any) -> None:
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="torch intra-op threads per load (default 1: a busy neighbour core cannot stall a copy's "
                         "thread barrier; 0: torch's default)")
+    p.add_argument("--cpus", default="auto", metavar="auto|any|LIST",
+                   help="the CPUs each load's process may run on (default auto: pinned to the last core when it "
+                        "runs on one thread, so that the scheduler does not move it; any: not pinned; or e.g. 1 or 0,2)")
     p.add_argument("--out", metavar="DIR", help="results directory (default results/reproduce-<...>-<time>)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted results directory (--out)")
     p.add_argument("--profile", action="store_true", help="also profile one load per variant into DIR/profiles")
