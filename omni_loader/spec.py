@@ -144,7 +144,7 @@ def spec_conflicts(saved: BenchmarkSpec, given: dict[str, Any], options: dict[st
         if isinstance(value, bool) or isinstance(old, bool):
             lines.append(f"{option} (saved: off)" if value else f"no {option} (saved: on)")
         else:
-            lines.append(f"{option} {_shown(value)} (saved: {_shown(old)})")
+            lines.append(f"{option} {_shown(value, name)} (saved: {_shown(old, name)})")
     return lines
 
 
@@ -162,7 +162,9 @@ def same_value(name: str, value: Any, old: Any) -> bool:
     return norm(value) == norm(old)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: Any, name: str = "") -> str:
+    if name == "cpus" and not value:
+        return "any"  # no pinning, as --cpus spells it
     if value is None:
         return "none"
     if isinstance(value, (list, tuple)):

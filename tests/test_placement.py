@@ -90,3 +90,18 @@ def test_reproduce_records_the_cpus_it_pinned_to_and_refuses_others_in_one_line(
     assert code == 2 and err == [f"omni-loader: error: --cpus 4096: this process may use CPUs "
                                  f"{', '.join(map(str, ALLOWED))}, not 4096"]
     assert not (tmp_path / "x").exists()
+
+
+def test_resume_refuses_other_cpus_naming_them_as_typed(tiny_snapshot: Path, tmp_path: Path, capsys) -> None:
+    from omni_loader.cli import main
+
+    out = tmp_path / "r"
+    base = ["reproduce", "--checkpoint", str(tiny_snapshot), "--warmup", "0", "--runs", "1", "--out", str(out)]
+    assert main(base + ["--cpus", "any"]) == 0
+    capsys.readouterr()
+    assert main(base + ["--resume", "--cpus", str(ALLOWED[-1])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"omni-loader: error: --resume --out {out}: options that contradict the saved benchmark: "
+                   f"--cpus {ALLOWED[-1]} (saved: any); drop them (the spec comes from metadata.json) or choose "
+                   "another --out")
+    assert main(base + ["--resume"]) == 0  # nothing typed: the saved placement is kept
