@@ -13,9 +13,6 @@ from contextlib import contextmanager
 
 from .errors import OmniLoaderError
 
-CPU_CHOICES = ("auto", "any")  # besides a list such as "1" or "0,2"
-
-
 @contextmanager
 def intra_op_threads(threads: int | None) -> Iterator[None]:
     """Run a load with ``threads`` torch intra-op threads (None: leave torch's choice), then restore.
@@ -69,7 +66,7 @@ def resolve_cpus(choice: str, threads: int | None) -> tuple[int, ...]:
     if choice == "auto":
         return (allowed[-1],) if threads == 1 else ()
     try:
-        cpus = tuple(sorted({int(part) for part in choice.split(",")}))
+        cpus = cpu_numbers(choice)
     except ValueError:
         raise OmniLoaderError(f"--cpus {choice}: give auto, any, or CPU numbers such as 1 or 0,2") from None
     outside = [c for c in cpus if c not in allowed]
@@ -77,6 +74,11 @@ def resolve_cpus(choice: str, threads: int | None) -> tuple[int, ...]:
         raise OmniLoaderError(f"--cpus {choice}: this process may use CPUs {', '.join(map(str, allowed))}, "
                               f"not {', '.join(map(str, outside))}")
     return cpus
+
+
+def cpu_numbers(text: str) -> tuple[int, ...]:
+    """``"2,0,2"`` -> ``(0, 2)``: each CPU once, in order; ValueError for anything but numbers."""
+    return tuple(sorted({int(part) for part in text.split(",")}))
 
 
 def describe_cpus(cpus: tuple[int, ...] | list[int] | None) -> str:

@@ -41,7 +41,7 @@ from typing import Any
 
 from .errors import OmniLoaderError
 from .options import LoadOptions
-from .placement import cpu_affinity, intra_op_threads  # noqa: F401  (intra_op_threads re-exported)
+from .placement import cpu_affinity, cpu_numbers, intra_op_threads  # noqa: F401  (intra_op_threads re-exported)
 from .procs import stop_children, stop_group
 
 WORKER_MODES = ("forkserver", "spawn", "in-process")
@@ -346,7 +346,7 @@ def parse_worker_args(argv: list[str]) -> WorkerCall:
 
 def _cpus(values: dict[str, str]) -> tuple[int, ...]:
     try:
-        return tuple(int(c) for c in values["--cpus"].split(",")) if "--cpus" in values else ()
+        return cpu_numbers(values["--cpus"]) if "--cpus" in values else ()
     except ValueError:
         raise OmniLoaderError(f"--cpus must be CPU numbers such as 1 or 0,2, not {values['--cpus']!r}") from None
 

@@ -41,3 +41,24 @@ def tiny_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def python() -> str:
     """The interpreter of the test run, for real subprocesses of the CLI."""
     return sys.executable
+
+
+@pytest.fixture
+def probe_variant(tmp_path: Path):
+    """Make a variant whose discovery step first writes what the load sees, then discovers as optimized.
+
+    ``make(expression, end)`` evaluates ``expression`` inside the load (``os`` and ``torch`` are
+    imported) and appends ``str(value) + end`` to a file; it returns the variant's dict, which any
+    worker mode imports, and that file.
+    """
+    def make(expression: str, end: str) -> tuple[dict, Path]:
+        from omni_loader.variants import Variant
+
+        seen = tmp_path / "seen.txt"
+        step = tmp_path / "probe_step.py"
+        step.write_text("import os\nimport torch\nfrom omni_loader.discovery import find_persistent_buffers\n"
+                        f"def find(model):\n    open({str(seen)!r}, 'a').write(str({expression}) + {end!r})\n"
+                        "    return find_persistent_buffers(model, 'optimized')\n")
+        return Variant("probe", discovery=f"{step}:find").to_dict(), seen
+
+    return make

@@ -52,17 +52,11 @@ def test_the_environment_table_says_where_loads_ran():
     assert describe_cpus(()) == "any (not pinned)"
 
 
-def test_every_worker_mode_runs_the_load_on_the_cpus_asked(tiny_snapshot: Path, tmp_path: Path) -> None:
+def test_every_worker_mode_runs_the_load_on_the_cpus_asked(tiny_snapshot: Path, probe_variant) -> None:
     """A discovery step reports the CPUs its process may use; in-process, the caller's come back afterwards."""
-    from omni_loader.variants import Variant
     from omni_loader.worker import LoadRequest, run_isolated
 
-    seen = tmp_path / "cpus.txt"
-    step = tmp_path / "report_cpus.py"
-    step.write_text("import os\nfrom omni_loader.discovery import find_persistent_buffers\n"
-                    f"def find(model):\n    open({str(seen)!r}, 'a').write(str(sorted(os.sched_getaffinity(0))) + ';')\n"
-                    "    return find_persistent_buffers(model, 'optimized')\n")
-    variant = Variant("probe", discovery=f"{step}:find").to_dict()
+    variant, seen = probe_variant("sorted(os.sched_getaffinity(0))", ";")
     before = os.sched_getaffinity(0)
     for mode in ("forkserver", "spawn", "in-process"):
         run_isolated(LoadRequest(str(tiny_snapshot), variant, cpus=(ALLOWED[-1],)), mode)

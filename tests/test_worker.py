@@ -58,19 +58,12 @@ def test_forked_workers_do_not_rerun_the_callers_script(tiny_snapshot: Path, tmp
     assert marker.read_text() == "x"  # the script ran once: in the parent only
 
 
-def test_threads_apply_to_the_load_and_are_restored(tiny_snapshot: Path, tmp_path: Path) -> None:
+def test_threads_apply_to_the_load_and_are_restored(tiny_snapshot: Path, probe_variant) -> None:
     """A discovery step reports the intra-op threads the load ran with; in-process, the caller's setting
     comes back afterwards."""
     import torch
 
-    from omni_loader.variants import Variant
-
-    seen = tmp_path / "threads.txt"
-    step = tmp_path / "report_threads.py"
-    step.write_text("import torch\nfrom omni_loader.discovery import find_persistent_buffers\n"
-                    f"def find(model):\n    open({str(seen)!r}, 'a').write(f'{{torch.get_num_threads()}} ')\n"
-                    "    return find_persistent_buffers(model, 'optimized')\n")
-    variant = Variant("probe", discovery=f"{step}:find").to_dict()
+    variant, seen = probe_variant("torch.get_num_threads()", " ")
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
