@@ -95,7 +95,7 @@ def _reference_env(result: SideBySide) -> dict[str, str]:
     return {"machine": f"{env.get('GPU', '?')} ({'ROCm ' + env['ROCm'] if env.get('ROCm') else 'GPU'})",
             "torch": env.get("PyTorch", "?"), "transformers": "not published",
             "kit_commit": f"vLLM-Omni {env.get('vLLM-Omni', '?')} (no omni-loader)",
-            "layout": "vllm-omni (inside vLLM-Omni)", "construct": "upstream (inside vLLM-Omni)",
+            "layout": "vllm-omni (inside vLLM-Omni)", "construct": "resident (upstream on a GPU, inside vLLM-Omni)",
             "runs": env.get("Repeats", "?"), "model": env.get("Model", "?")}
 
 
@@ -192,7 +192,7 @@ def table_records(result: SideBySide) -> list[dict[str, Any]]:
                 "model": ref_env["model"], "device": "cuda", "device_name": env.get("GPU", ""),
                 "gpu_backend": "rocm" if env.get("ROCm") else "", "gpu_version": env.get("ROCm", ""),
                 "torch": ref_env["torch"], "kit_commit": ref_env["kit_commit"], "layout": "vllm-omni",
-                "construct": "upstream", "runs_baseline": runs, "runs_optimized": runs,
+                "construct": "resident", "runs_baseline": runs, "runs_optimized": runs,
                 "checks": ""}]
     for phase in result.pr_rows:
         ref = result.reference_row(phase)

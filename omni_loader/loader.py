@@ -1,8 +1,10 @@
 """vLLM-Omni's Token2Wav load path, one named function per step, read top to bottom.
 
 1. ``construct``            build the model under the stage dtype, directly on the device; with
-                            ``construct="upstream"`` (default) the parameters upstream's
-                            constructors initialise are written here, as they are upstream
+                            ``construct="resident"`` (default) every parameter is written here, so
+                            that weight loading copies into resident memory as on the GPU the PR
+                            measured (``upstream-cpu``: only those upstream's constructors
+                            initialise, as on a CPU)
 2. ``read_checkpoint``      the outer Qwen2.5-Omni ``load_weights`` turns the lazy shard iterator
                             into lists (one per stage) before anything else
 3. ``speaker_conditioning`` the stage loads ``spk_dict.pt`` onto the device for conditioning
@@ -24,7 +26,12 @@ Where the kit still differs from vLLM-Omni, and why:
   a default ``copy_`` that casts and moves) without its bookkeeping.
 - The stage's other work between construction and loading (KV cache profiling, other stages on the
   same device) is absent: only Token2Wav's own steps are timed.
-- ``upstream`` construction writes zeros instead of random init: the same pages are touched in the
+- ``resident`` (the default) also writes the fused ``qkv_proj``, which upstream allocates with
+  ``torch.empty``: on a GPU that memory is resident when the caching allocator hands it out, on a CPU
+  it is not, and a CPU virtual machine prices its ~69,000 first touches by the host, differently run
+  to run. Writing it at construction puts the CPU load where the GPU load is (``upstream-cpu`` keeps
+  upstream's CPU behaviour, for study).
+- ``resident`` and ``upstream-cpu`` construction write zeros instead of random init: the same pages are touched in the
   same phase, without the 7 s of random number generation that would only inflate ``construct``.
 - ``read_checkpoint`` lists only the ``token2wav.`` tensors (the stage's other lists are empty
   for a Token2Wav-only snapshot), and the tensors stay lazily mapped, as safetensors gives them.

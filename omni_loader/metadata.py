@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .machine import machine_profile
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,6 +75,7 @@ def environment(device: str = "cpu") -> dict[str, Any]:
     }
     info.update(software_versions())
     info.update(describe_device(resolve_device(device)))
+    info["machine"] = machine_profile()  # virtualisation, free page reporting, THP, governor: what makes it noisy
     return info
 
 

@@ -114,17 +114,27 @@ def build_model(
     ``construct`` decides where the first write of the parameter memory happens, which on a CPU
     decides which phase pays the page faults (about 460,000 of them for the full model):
 
-    ``upstream``  as vLLM-Omni: its Token2Wav layers are plain ``nn.Linear``/``nn.Conv1d``/…, whose
-                  constructors run the default init, so their memory is written (resident) before
-                  ``load_weights`` starts; only the fused ``qkv_proj`` stays ``torch.empty``, as
-                  vLLM's ``QKVParallelLinear`` allocates it. The write here is a cheap zero fill
-                  instead of the random init (the load overwrites the values either way; what
-                  matters is where the first touch is timed).
-    ``empty``     nothing written: every first touch lands in ``load_parameters``. Cheapest to
-                  build; the right choice for module-tree studies and the meta device.
-    ``init``      transformers' full default (random) init of every parameter, ``qkv_proj`` too
-                  (about 7 s on two cores for the full model): for study.
+    ``resident``      every parameter written here, the fused ``qkv_proj`` included, so that
+                      ``load_weights`` copies into resident memory, as it does on the GPU the PR
+                      measured: device memory is backed when the caching allocator takes it from
+                      the driver, so upstream's ``torch.empty`` has no first-touch cost there.
+                      On a CPU virtual machine that hands freed memory back to its host (free
+                      page reporting), a first touch is a host fault whose price varies from run
+                      to run; leaving it inside ``load_parameters`` made a phase both variants
+                      share look 2x faster in one variant. The kit's default.
+    ``upstream-cpu``  upstream's constructors as they behave on a CPU: plain ``nn.Linear``/
+                      ``nn.Conv1d``/… run their default init, so their memory is written before
+                      ``load_weights``; the fused ``qkv_proj`` stays ``torch.empty`` as vLLM's
+                      ``QKVParallelLinear`` allocates it, and its ~69,000 first touches land in
+                      ``load_parameters``. (Called ``upstream`` before; that name still reads.)
+    ``empty``         nothing written: every first touch lands in ``load_parameters``. Cheapest to
+                      build; the right choice for module-tree studies and the meta device.
+    ``init``          transformers' full default (random) init of every parameter, ``qkv_proj``
+                      too (about 7 s on two cores for the full model): for study.
 
+    The writes of ``resident`` and ``upstream-cpu`` are a cheap zero fill instead of a random init:
+    the load overwrites the values either way; what matters is in which phase the first touch is
+    timed.
     The anti-alias filters and rotary frequencies are computed by the constructors in every mode,
     because they are buffers the checkpoint does not hold.
     """
@@ -145,21 +155,22 @@ def build_model(
                 _to_vllm_omni_layout(model)
     finally:
         torch.set_default_dtype(previous)
-    if construct == "upstream":
-        write_initialised_parameters(model)
+    if construct in ("resident", "upstream-cpu"):
+        write_initialised_parameters(model, include_fused=construct == "resident")
     return model.eval()
 
 
-def write_initialised_parameters(model: nn.Module) -> int:
+def write_initialised_parameters(model: nn.Module, include_fused: bool = False) -> int:
     """Write every parameter an upstream constructor would have initialised; returns bytes written.
 
-    The fused ``qkv_proj`` is skipped: upstream allocates it with ``torch.empty``. Nothing is
-    written on the meta device, which holds no memory.
+    The fused ``qkv_proj`` is skipped unless ``include_fused``: upstream allocates it with
+    ``torch.empty``, which on a GPU is resident memory and on a CPU is not. Nothing is written on
+    the meta device, which holds no memory.
     """
     written = 0
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if param.device.type == "meta" or ".qkv_proj." in f".{name}":
+            if param.device.type == "meta" or (not include_fused and ".qkv_proj." in f".{name}"):
                 continue
             param.zero_()
             written += param.numel() * param.element_size()

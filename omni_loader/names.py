@@ -32,7 +32,9 @@ WEIGHT_LOADING_CHILDREN = LEAF_PHASES[3:8]
 # Module trees the kit can build, construction modes (where parameter memory is first written),
 # synthetic snapshot sizes, and the stage dtypes by name (loader maps them to torch dtypes).
 LAYOUTS = ("vllm-omni", "transformers")
-CONSTRUCT_MODES = ("upstream", "empty", "init")
+CONSTRUCT_MODES = ("resident", "upstream-cpu", "empty", "init")
+# Names a results directory of an older kit may hold, and what they mean now.
+LEGACY_CONSTRUCT_MODES = {"upstream": "upstream-cpu"}
 SIZES = ("full", "tiny")
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .errors import OmniLoaderError
-from .names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS
+from .names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, LEGACY_CONSTRUCT_MODES
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,10 @@ class LoadOptions:
     layout: str = "vllm-omni"
     device: str = "auto"
     dtype: str = "float32"
-    construct: str = "upstream"
+    construct: str = "resident"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "construct", LEGACY_CONSTRUCT_MODES.get(self.construct, self.construct))
         for option, value, allowed in (("--layout", self.layout, LAYOUTS), ("--dtype", self.dtype, DTYPE_NAMES),
                                        ("--construct", self.construct, CONSTRUCT_MODES)):
             if value not in allowed:

@@ -15,7 +15,8 @@ from typing import Any
 from .errors import PlanError
 from .names import VARIANTS
 
-ORDERS = ("alternate", "abba", "shuffle", "blocked")
+ORDERS = ("blocks", "alternate", "abba", "shuffle", "blocked")
+DEFAULT_ORDER = "blocks"
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,13 @@ def plan_runs(
 ) -> list[PlannedRun]:
     """Warm-ups of each variant first (A, B, A, B...), then the measured runs in ``order``.
 
-    With two variants ``alternate`` is ABAB..., ``abba`` repeats ABBA (cancels a linear drift),
+    ``blocks`` (the default) is randomized blocks: each round is a seeded random permutation of the
+    variants (AB BA BA AB ...), the randomized multiple interleaved trials of Abedi and Brecht
+    (ICPE 2017). Each variant follows each other variant and itself by chance, so what a run
+    carries over from the one before (memory the host has to back again, a warm cache) is spread
+    over both arms instead of always landing on the same one, as it does under ``alternate``,
+    where B always follows A; and a drift over the benchmark reaches both arms alike.
+    With two variants ``alternate`` is ABAB... (the PR's order), ``abba`` repeats ABBA (cancels a linear drift),
     ``shuffle`` is a seeded random permutation of the same multiset, ``blocked`` is AA...BB...
     With three or more, ``alternate`` rotates the round (ABC BCA CAB ...: each variant takes each
     position equally often when ``runs`` is a multiple of their number) and ``abba`` reverses
@@ -54,6 +61,9 @@ def plan_runs(
     if order == "alternate":
         rounds = [variants if n == 2 else variants[r % n:] + variants[:r % n] for r in range(runs)]
         sequence = [v for round_ in rounds for v in round_]
+    elif order == "blocks":
+        rng = random.Random(seed)
+        sequence = [v for _ in range(runs) for v in rng.sample(variants, n)]
     elif order == "abba":
         sequence = [v for r in range(runs) for v in (variants if r % 2 == 0 else variants[::-1])]
     else:

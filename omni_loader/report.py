@@ -23,6 +23,7 @@ from .measurements import (
     YARDSTICKS,
     comparisons,
     described_record,
+    flat_spec,
     label,
     load_reference,
     noise_floors,
@@ -34,6 +35,7 @@ from .report_tables import (
     BEYOND_ROWS,
     attribution_table,
     beyond_pr_section,
+    controls_section,
     counters_table,
     headline,
     measurement_table,
@@ -43,6 +45,8 @@ from .report_tables import (
     summary_table,
     yardstick_lines,
 )
+from .controls import control_report
+from .machine import machine_warnings
 from .results import ResultsCheck, check_results
 from .stats import Comparison, equivalence, run_summary
 
@@ -69,16 +73,16 @@ def render_report(directory: str | Path) -> str:
 def write_report(directory: str | Path) -> Path:
     """Write ``report.md`` and its plots under ``directory``; returns the report's path."""
     from .figures import write_figure
+    from .safe_files import refuse_links, write_text
 
     directory = Path(directory)
     check = check_results(directory)
+    refuse_links(directory, (REPORT_FILE, PLOTS_DIR))  # before anything is written: links are never followed
     comps = comparisons(check.frame)
     figures = _figures(check, comps)
     for stem, fig in figures.items():
         write_figure(fig, directory / PLOTS_DIR, stem)
-    path = directory / REPORT_FILE
-    path.write_text(_report_text(directory, check, comps, list(figures)))
-    return path
+    return write_text(directory / REPORT_FILE, _report_text(directory, check, comps, list(figures)))
 
 
 def _figures(check: ResultsCheck, comps: list[Comparison]) -> dict[str, Any]:
@@ -93,17 +97,20 @@ def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], 
     floors = noise_floors(frame)
     equiv = equivalence(frame, planned_arms(meta))
     mem_table, mem_verdict = memory_table(frame)
+    controls = control_report(frame, floors=floors)
     parts = [
         *_intro(check, meta),
-        *headline(comps, equiv, mem_verdict, floors),
+        *_machine_lines(described_record(meta)),
+        *headline(comps, equiv, mem_verdict, floors, controls),
         "",
         "## Environment",
         "",
         environment_table(meta),
         "",
         *_measurements_section(comps, floors),
+        *controls_section(controls),
         *beyond_pr_section(frame, meta),
-        *_verdicts_section(frame, comps, equiv, mem_verdict),
+        *_verdicts_section(frame, comps, equiv, mem_verdict, floors),
         "## Memory",
         "",
         mem_table,
@@ -132,13 +139,22 @@ def _intro(check: ResultsCheck, meta: dict[str, Any]) -> list[str]:
     ]
 
 
+def _machine_lines(record: dict[str, Any]) -> list[str]:
+    """The machine's warnings, as pyperf warns of an unstable system: what was wrong and what to do."""
+    env = record.get("environment") or {}
+    warnings = machine_warnings(env.get("machine"), record.get("activity"), flat_spec(record).get("construct"))
+    return [*(f"- **Machine**: {w}" for w in warnings), ""] if warnings else []
+
+
 def _measurements_section(comps: list[Comparison], floors: dict[str, Any]) -> list[str]:
     lines = [
         "## Measurements",
         "",
         "Medians of the measured runs; spread as min–max and interquartile range; Mann-Whitney U (two-sided) "
-        "and a percentile bootstrap interval for median(optimized) − median(baseline). Where the min–max ranges "
-        "overlap no stable difference is claimed, as the PR did for startup.",
+        "and a percentile bootstrap interval for median(optimized) − median(baseline). The kit's verdict claims a "
+        "difference when that interval excludes 0 and the rank test agrees (p < 0.05), and, with an A/A benchmark, "
+        "when it is beyond the noise floor: medians and ranks, which one slow run cannot flip. The PR's own rule "
+        "(no claim where the min–max ranges overlap, as it did for startup) is shown beside it, labelled.",
         "",
         measurement_table(comps, floors),
         "",
@@ -151,14 +167,15 @@ def _measurements_section(comps: list[Comparison], floors: dict[str, Any]) -> li
     return lines
 
 
-def _verdicts_section(frame, comps: list[Comparison], equiv: dict[str, Any], mem_verdict: str) -> list[str]:
+def _verdicts_section(frame, comps: list[Comparison], equiv: dict[str, Any], mem_verdict: str,
+                      floors: dict[str, Any] | None = None) -> list[str]:
     failed = frame[frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
     warnings = [f"- {label(c.phase)}: {note}" for c in comps for note in c.notes]
     failures = "; ".join(f"run {r.run_id} {r.variant}: {r.error}" for r in failed.itertuples())
     return [
         "## Verdicts",
         "",
-        *[f"- {label(c.phase)}: {c.verdict()}" for c in comps],
+        *[f"- {label(c.phase)}: {c.verdict((floors or {}).get(c.phase))}" for c in comps],
         f"- Equivalence: {equiv['statement']}",
         f"- Memory: {mem_verdict}",
         f"- Failed runs: {len(failed)} ({failures})" if len(failed) else "- Failed runs: none",

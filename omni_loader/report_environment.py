@@ -14,11 +14,16 @@ from typing import Any
 
 from .formatting import markdown_table
 from .measurements import described_record, flat_spec
+from .machine import describe_activity, describe_machine
 from .placement import describe_cpus
 
 CONSTRUCT_NOTES = {
-    "upstream": "upstream: parameters written at construction as vLLM-Omni's constructors do (fused qkv_proj "
-                "left empty)",
+    "resident": "resident: every parameter written at construction, fused qkv_proj included, so weight loading "
+                "copies into resident memory as on a GPU",
+    "upstream-cpu": "upstream-cpu: parameters written at construction as vLLM-Omni's constructors do on a CPU "
+                    "(fused qkv_proj left empty: its first touches land in load_parameters)",
+    "upstream": "upstream-cpu: parameters written at construction as vLLM-Omni's constructors do on a CPU "
+                "(fused qkv_proj left empty: its first touches land in load_parameters)",
     "empty": "empty: no parameter written before loading (first touches land in load_parameters)",
     "init": "init: full random init at construction",
 }
@@ -46,6 +51,8 @@ def environment_table(meta: dict[str, Any]) -> str:
                    + (f", {mem / 2**30:.0f} GiB" if mem else "") + ")"],
         ["CPU", f"{env.get('cpu', '')} ({env.get('cpu_count', '?')} cores)"],
         ["Memory", f"{env['memory_bytes'] / 2**30:.0f} GiB" if env.get("memory_bytes") else "?"],
+        ["Machine", describe_machine(env.get("machine"))],
+        ["During the runs", describe_activity(record.get("activity"))],
         ["PyTorch", env.get("torch", "")],
         ["ROCm (HIP)" if gpu == "rocm" else "CUDA", env.get("rocm_hip") or env.get("cuda") or "none (CPU build)"],
         ["transformers", env.get("transformers", "")],

@@ -17,6 +17,7 @@ from .formatting import duration, format_seconds, markdown_table, mib, percent, 
 from .measurements import LABELS, PR_PAIR, PR_ROWS, YARDSTICKS, label, row_unit, spec_of
 from .names import LEAF_PHASES
 from .results import PHASE_COUNTERS
+from .controls import MATERIAL, ControlReport
 from .stats import (
     Comparison,
     NoiseFloor,
@@ -65,8 +66,10 @@ def _floor_cell(c: Comparison, floor: NoiseFloor | None) -> str:
 def measurement_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | None = None) -> str:
     """Every comparison: medians, change, ratio, spread, test, interval, verdict (and the A/A floor)."""
     header = ["Measurement", "Baseline median", "Optimized median", "Change", "Ratio",
-              "Baseline min–max", "Optimized min–max", "Mann-Whitney p", "95% CI of Δ median", "Verdict"]
+              "Baseline min–max", "Optimized min–max", "Mann-Whitney p", "95% CI of Δ median", "Verdict",
+              "PR's rule (min–max)"]
     header += ["A/A noise floor"] if floors else []
+    floors = floors or {}
     rows = []
     for c in comps:
         u = row_unit(c)
@@ -74,7 +77,8 @@ def measurement_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | N
         rows.append([label(c.phase), _fmt(c.baseline.median, c.unit, u),
                      _fmt(c.optimized.median, c.unit, u),
                      c.change(u), _ratio(c), _spread(c, "baseline"), _spread(c, "optimized"),
-                     f"{c.p_value:.3g}" if c.p_value is not None else "—", ci, c.verdict()]
+                     f"{c.p_value:.3g}" if c.p_value is not None else "—", ci, c.verdict(floors.get(c.phase)),
+                     c.pr_rule()]
                     + ([_floor_cell(c, floors.get(c.phase))] if floors else []))
     return markdown_table(rows, header)
 
@@ -115,7 +119,7 @@ def yardstick_lines(frame) -> list[str]:
             "After each load (outside its timed phases) the same checkpoint tensors were copied once more into "
             "the same, now resident, model with a strict `load_state_dict`: what copying alone costs on this "
             "machine. The loader's step also meets the first touches that construction leaves to it (with "
-            "`--construct upstream`, the fused `qkv_proj` that upstream allocates with `torch.empty`, and the "
+            "`--construct upstream-cpu`, the fused `qkv_proj` that upstream allocates with `torch.empty`; in every mode the "
             "checkpoint's newly mapped pages); the copy meets none. The ratio is how much more the loader's "
             "step takes, first touches included.", "", *lines, ""]
 
@@ -195,20 +199,83 @@ def memory_table(frame) -> tuple[str, str]:
 
 
 def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
-             floors: dict[str, NoiseFloor] | None = None) -> list[str]:
-    """The report's first bullets: each PR row in one sentence, then equivalence and memory."""
+             floors: dict[str, NoiseFloor] | None = None, controls: ControlReport | None = None) -> list[str]:
+    """The report's first bullets: each PR row in one sentence (marked where a control confounds
+    it), then equivalence, memory and the controls."""
     lines = []
     floors = floors or {}
     for c in comps:
         if c.phase in PR_ROWS:
             u = row_unit(c)
             floor = _floor_cell(c, floors.get(c.phase))
+            account = controls.row(c.phase) if controls else None
+            mark = (f"; **confounded** by {', '.join(label(p) for p in account.confounders)} (see Controls)"
+                    if account and account.confounded else "")
             lines.append(f"- **{LABELS[c.phase]}**: {_fmt(c.baseline.median, c.unit, u)} → "
-                         f"{_fmt(c.optimized.median, c.unit, u)} ({c.change(u)}); {c.verdict()}"
-                         + (f"; A/A noise floor {floor}" if floor != "—" else "") + ".")
+                         f"{_fmt(c.optimized.median, c.unit, u)} ({c.change(u)}); {c.verdict(floors.get(c.phase))}"
+                         + (f"; A/A noise floor {floor}" if floor != "—" else "")
+                         + (f"; PR's rule: {c.pr_rule()}" if c.unit == "s" else "") + mark + ".")
     lines.append(f"- **Equivalence**: {equiv['statement']}.")
     lines.append(f"- **Memory**: {memory}.")
+    if controls:
+        lines.append(f"- **Controls**: {controls_sentence(controls)}")
     return lines
+
+
+def controls_sentence(report: ControlReport) -> str:
+    """One sentence: which shared phases differ (with figures), or that none does, and what the change bought."""
+    changed = ", ".join(label(p) for p in report.changed) or "no step"
+    differing = report.confounders
+    if differing:
+        named = "; ".join(f"{label(c.phase)} {_fmt(c.comparison.baseline.median, 's')} → "
+                          f"{_fmt(c.comparison.optimized.median, 's')} ({c.comparison.verdict(c.floor)})"
+                          for c in differing)
+        head = (f"{len(differing)} of the {len(report.controls)} phases both variants run unchanged "
+                f"differ{'s' if len(differing) == 1 else ''}: {named}. That is the machine, not the change")
+    else:
+        head = (f"none of the {len(report.controls)} phases both variants run unchanged differs "
+                f"(same statistics{', beyond the A/A floor' if any(c.floor for c in report.controls) else ''})")
+    bought = [f"{label(r.phase)} {_saving(r.saving)} = {_saving(r.changed_saving)} in the changed step "
+              f"({changed}) + {_saving(r.controls_saving)} in controls + {_saving(r.remainder)} between phases"
+              for r in report.rows if r.phase == "weight_loading"]
+    return head + (f"; {bought[0]}" if bought else "") + "."
+
+
+def _saving(seconds: float) -> str:
+    """A saving in a sentence: '883.214 ms saved' reads as a positive; a loss keeps its sign."""
+    return f"{'−' if seconds < 0 else ''}{duration(abs(seconds))}"
+
+
+def controls_section(report: ControlReport | None) -> list[str]:
+    """Every control compared, and each enclosing row's saving taken apart."""
+    if report is None:
+        return []
+    rows = []
+    for control in report.controls:
+        c = control.comparison
+        u = row_unit(c)
+        ci = f"{_fmt(c.ci_low, 's', u)} … {_fmt(c.ci_high, 's', u)}" if c.ci_low is not None else "—"
+        inside = [label(r.phase) for r in report.rows if control.phase in r.controls]
+        rows.append([label(c.phase), _fmt(c.baseline.median, "s", u), _fmt(c.optimized.median, "s", u),
+                     c.change(u), ci, c.verdict(control.floor),
+                     ("**confounds** " if report.material(control) else "") + (", ".join(inside) or "—")])
+    accounts = []
+    for r in report.rows:
+        parts = ", ".join(f"{label(p)} {_saving(v)}" for p, v in r.controls.items() if p in r.confounders)
+        mark = f" **Confounded** by {parts}." if r.confounded else ""
+        accounts.append(f"- {label(r.phase)}: saving {_saving(r.saving)} = {_saving(r.changed_saving)} in the "
+                        f"changed step{'s' if len(r.changed) != 1 else ''} ({', '.join(label(p) for p in r.changed) or 'none'})"
+                        f" + {_saving(r.controls_saving)} in {len(r.controls)} controls + {_saving(r.remainder)} "
+                        f"between phases (and what medians do not add up to). What the change itself bought: "
+                        f"{_saving(r.changed_saving)}.{mark}")
+    return ["## Controls", "",
+            f"`{report.first}` and `{report.second}` differ only in {', '.join(label(p) for p in report.changed) or 'no step'};"
+            " every other phase runs the same code in both arms, so it is a control: a difference there is the "
+            "machine's (first touches priced by a virtual machine's host, carry-over from the run before, a "
+            "neighbour), not the change's. Each control is tested like a headline row; one that differs by at least "
+            f"{100 * MATERIAL:.0f}% of an enclosing row's baseline median marks that row confounded.", "",
+            markdown_table(rows, ["Control", "Baseline median", "Optimized median", "Change", "95% CI of Δ median",
+                                  "Verdict", "Inside"]), "", *accounts, ""]
 
 
 def beyond_pr_section(frame, meta: dict[str, Any]) -> list[str]:

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 from .errors import OmniLoaderError, ResultsError
 from .integrity import resume_benchmark
 from .lock import writer_lock
+from .machine import Activity
 from .metadata import now_iso
 from .names import VARIANTS
 from .options import LoadOptions
 from .placement import resolve_cpus
-from .planner import ORDERS, PlannedRun, plan_runs
+from .planner import DEFAULT_ORDER, ORDERS, PlannedRun, plan_runs
 from .rows import append_rows, failed_row, rows_for_run
 from .spec import (AA_ARMS, AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, SPEC_OPTIONS, BenchmarkSpec, same_value,
                    spec_conflicts)
@@ -75,16 +76,17 @@ def run_benchmark(
         record, done = _resumed(spec, out) if resume else (_started(spec, out, plan, snapshot), frozenset())
         store_benchmark(out, MEMBER, record)
         todo = [r for r in plan if r.run_id not in done]
+        activity = Activity.start()  # what else the machine did meanwhile: the report warns when it was busy
         try:
             _run_all(spec, out, plan, todo, progress, on_start)
         except KeyboardInterrupt:
-            store_benchmark(out, MEMBER, with_status(record, "interrupted"))
+            store_benchmark(out, MEMBER, with_status({**record, "activity": activity.finish()}, "interrupted"))
             if spec.workers == "forkserver":
                 from .worker import stop_forkserver
 
                 stop_forkserver()
             raise
-        store_benchmark(out, MEMBER, with_status(record, "complete"))
+        store_benchmark(out, MEMBER, with_status({**record, "activity": activity.finish()}, "complete"))
     return out
 
 
@@ -165,7 +167,7 @@ def reproduce(
     construct: str | None = None,
     warmup: int = DEFAULT_WARMUP,
     runs: int = DEFAULT_RUNS,
-    order: str = "alternate",
+    order: str = DEFAULT_ORDER,
     seed: int = 0,
     in_process: bool = False,
     worker_timeout: float | None = None,

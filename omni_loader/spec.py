@@ -17,7 +17,7 @@ from typing import Any
 from .errors import ResultsError
 from .names import VARIANTS
 from .options import LoadOptions
-from .planner import PlannedRun, plan_runs
+from .planner import DEFAULT_ORDER, PlannedRun, plan_runs
 from .suite import METADATA_FILE, benchmark
 
 # The A/A benchmark's two arms (rows with source "aa"); both load AA_VARIANT.
@@ -41,7 +41,7 @@ class BenchmarkSpec:
     load: LoadOptions = field(default_factory=lambda: LoadOptions(device="cpu"))
     warmup: int = DEFAULT_WARMUP
     runs: int = DEFAULT_RUNS
-    order: str = "alternate"
+    order: str = DEFAULT_ORDER
     seed: int = 0
     workers: str = "forkserver"
     worker_timeout: float | None = None

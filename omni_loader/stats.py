@@ -111,17 +111,52 @@ class Comparison:
     def change(self, row_unit: str | None = None) -> str:
         return phrase_change(self.baseline.median, self.optimized.median, self.unit, row_unit)
 
-    def verdict(self) -> str:
-        """A plain statement of what the samples support, the PR's overlap rule included."""
+    @property
+    def interval_excludes_zero(self) -> bool:
+        """The bootstrap interval of Δ median lies wholly on one side of zero."""
+        return self.ci_low is not None and self.ci_high is not None and (self.ci_low > 0 or self.ci_high < 0)
+
+    def differs(self, floor: NoiseFloor | None = None) -> bool:
+        """The kit's verdict on a time: a difference is claimed when the 95% bootstrap interval of
+        median(optimized) − median(baseline) excludes zero, the rank test agrees (Mann-Whitney
+        p < ``ALPHA``) and, where an A/A benchmark measured this phase, the difference is larger than
+        its noise floor. Medians and ranks: one slow run moves neither much, where it decides the
+        PR's min–max rule."""
+        if self.unit != "s" or not self.interval_excludes_zero or not self.significant:
+            return False
+        return floor is None or math.isnan(floor.resolvable_fraction) or floor.resolves(self)
+
+    def verdict(self, floor: NoiseFloor | None = None) -> str:
+        """The kit's verdict (:meth:`differs`) in words; counts are deterministic or not."""
         if self.unit != "s":
             return "deterministic count" if self.baseline.min == self.baseline.max else "count varies between runs"
         if self.baseline.n < 2 or self.optimized.n < 2:
             return "too few runs for a test"
-        if self.ranges_overlap:
-            return "ranges overlap: no stable difference claimed"
-        if self.significant:
-            return f"significant (Mann-Whitney p={self.p_value:.3g})"
-        return f"ranges separate but not significant at n={self.baseline.n}+{self.optimized.n} (p={self.p_value:.3g})"
+        if self.differs(floor):
+            direction = "faster" if self.difference < 0 else "slower"
+            beyond = "; beyond the A/A noise floor" if floor is not None and not math.isnan(
+                floor.resolvable_fraction) else ""
+            return f"{direction} (95% CI of Δ median excludes 0, Mann-Whitney p={self.p_value:.3g}{beyond})"
+        if self.interval_excludes_zero and self.significant:
+            return "within the A/A noise floor: no difference claimed"
+        if smallest_p(self.baseline.n, self.optimized.n) >= ALPHA:
+            return (f"no difference claimed: {self.baseline.n}+{self.optimized.n} runs cannot reach "
+                    f"p < {ALPHA:g} (use more runs)")
+        return f"no difference claimed (95% CI of Δ median includes 0 or Mann-Whitney p={self.p_value:.3g})"
+
+    def pr_rule(self) -> str:
+        """The PR's own rule, for the PR-format rows: separate min–max ranges, or no claim."""
+        if self.unit != "s":
+            return "—"
+        if self.baseline.n < 2 or self.optimized.n < 2:
+            return "too few runs"
+        return "ranges overlap: no claim" if self.ranges_overlap else "ranges separate"
+
+
+def smallest_p(n1: int, n2: int) -> float:
+    """The smallest two-sided exact Mann-Whitney p-value ``n1`` + ``n2`` runs can give (complete separation):
+    with 3 + 3 it is 0.1, so no difference can be claimed at 0.05 however large it is."""
+    return min(1.0, 2 / math.comb(n1 + n2, n1)) if n1 and n2 else 1.0
 
 
 def ranges_overlap(a: tuple[float, ...] | list[float], b: tuple[float, ...] | list[float]) -> bool:
@@ -281,11 +316,13 @@ def equivalence(frame, variants: list[str] | tuple[str, ...] | None = None) -> d
     that finds other persistent buffers can still end with equal tensors (a buffer the checkpoint
     holds the constructor's value of), yet it loaded something else, so it is not equivalent.
     """
-    runs = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"])].drop_duplicates("run_id")
+    rows = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"])]
+    runs = rows.drop_duplicates("run_id")
     # Every planned arm must have loaded something: an arm whose runs all failed is not "equivalent".
     arms = list(dict.fromkeys([*(variants or ("baseline", "optimized")), *runs["variant"]]))
-    digests = {v: sorted(set(runs[runs["variant"] == v]["digest"].astype(str))) for v in arms}
-    counts = {c: {v: sorted(set(runs[runs["variant"] == v][c].astype(str))) for v in arms} for c in EQUAL_COUNTS}
+    # Every row of every run, not only its first: a digest or count changed on one phase row is a different load.
+    digests = {v: sorted(set(rows[rows["variant"] == v]["digest"].astype(str))) for v in arms}
+    counts = {c: {v: sorted(set(rows[rows["variant"] == v][c].astype(str))) for v in arms} for c in EQUAL_COUNTS}
     all_digests = set().union(*digests.values())
     same_counts = {c: len(set().union(*per_arm.values())) == 1 for c, per_arm in counts.items()}
     ok = len(all_digests) == 1 and all(digests.values()) and "" not in all_digests and all(same_counts.values())

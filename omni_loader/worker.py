@@ -106,7 +106,7 @@ def request_command(request: LoadRequest, out: str | None = None, repeat: int = 
 
 
 def worker_command(checkpoint: str, variant: str | dict[str, Any], layout: str, device: str, dtype: str,
-                   out: str | None = None, repeat: int = 1, construct: str = "upstream",
+                   out: str | None = None, repeat: int = 1, construct: str = "resident",
                    reference_copy: bool = False, threads: int | None = None) -> list[str]:
     """:func:`request_command` from loose arguments (the profilers' way of asking for one load)."""
     options = LoadOptions(layout=layout, device=device, dtype=dtype, construct=construct)
@@ -290,7 +290,7 @@ USAGE = """usage: python -m omni_loader.worker --checkpoint DIR --variant NAME [
 One Token2Wav load in this process; its JSON result to --out FILE, else to stdout.
 
   --variant NAME      a built-in variant, or NAME=discovery:REF[,parameters:REF] (see omni_loader.variants)
-  --layout, --device, --dtype, --construct   the load options (default vllm-omni, cpu, float32, upstream)
+  --layout, --device, --dtype, --construct   the load options (default vllm-omni, cpu, float32, resident)
   --reference-copy    also time a plain strict load_state_dict of the same tensors
   --threads N         torch intra-op threads (default: torch's);  --no-digest   skip hashing the tensors
   --cpus LIST         run on these CPUs only, e.g. 1 or 0,2 (default: any)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 
 import pandas as pd
@@ -9,6 +11,7 @@ import pytest
 import scipy.stats  # noqa: F401  (imported here, not per test: make mutation forks its workers after collection)
 
 from omni_loader.stats import (
+    NoiseFloor,
     Summary,
     bootstrap_median_difference,
     compare,
@@ -17,6 +20,7 @@ from omni_loader.stats import (
     memory_verdict,
     phrase_change,
     ranges_overlap,
+    smallest_p,
     summary_table,
 )
 
@@ -71,12 +75,14 @@ def test_comparison_verdicts_and_spread_warning():
     fast = Summary("optimized", "buffer_discovery", (0.00100, 0.00101, 0.00102, 0.00101, 0.00103))
     slow = Summary("baseline", "buffer_discovery", (0.4, 0.41, 0.45, 0.42, 0.43))
     c = compare(slow, fast)
-    assert c.significant and c.verdict().startswith("significant")
+    assert c.significant and c.verdict() == "faster (95% CI of Δ median excludes 0, Mann-Whitney p=0.0119)"
+    assert c.pr_rule() == "ranges separate"
     assert c.ratio == pytest.approx(0.42 / 0.00101)
     noisy = Summary("baseline", "total", (1.0, 2.0, 3.0, 4.0, 5.0))
     other = Summary("optimized", "total", (1.5, 2.5, 3.5, 4.5, 5.5))
     c2 = compare(noisy, other)
-    assert c2.ranges_overlap and c2.verdict() == "ranges overlap: no stable difference claimed"
+    assert c2.ranges_overlap and c2.pr_rule() == "ranges overlap: no claim"
+    assert c2.verdict() == f"no difference claimed (95% CI of Δ median includes 0 or Mann-Whitney p={c2.p_value:.3g})"
     assert any("spread is high" in n for n in c2.notes)
     assert not any("spread" in n for n in c.notes)
 
@@ -257,7 +263,8 @@ def test_comparison_figures_and_every_verdict():
     assert c.difference == pytest.approx(-1.0) and c.percent == pytest.approx(100 / 2.1)
     assert c.ratio == pytest.approx(2.1 / 1.1) and not c.ranges_overlap
     assert c.p_value == pytest.approx(0.1) and not c.significant  # 3 + 3 fully separated: p = 2/20
-    assert c.verdict() == "ranges separate but not significant at n=3+3 (p=0.1)"
+    assert c.verdict() == "no difference claimed: 3+3 runs cannot reach p < 0.05 (use more runs)"
+    assert c.pr_rule() == "ranges separate"
     low, high = c.ci_low, c.ci_high
     assert low <= -1.0 <= high
     assert compare(Summary("baseline", "t", (1.0,)), opt).verdict() == "too few runs for a test"
@@ -346,9 +353,9 @@ def test_noise_floor_is_the_aa_difference_or_its_interval_whichever_is_wider():
 def test_a_test_needs_only_two_runs_in_each_arm():
     two, three = Summary("baseline", "t", (2.0, 2.2)), Summary("optimized", "t", (1.0, 1.1, 1.2))
     # 2 + 3 fully separated: exact two-sided p = 2 / C(5, 2) = 0.2
-    assert compare(two, three).verdict() == "ranges separate but not significant at n=2+3 (p=0.2)"
+    assert compare(two, three).verdict() == "no difference claimed: 2+3 runs cannot reach p < 0.05 (use more runs)"
     slow, fast = Summary("baseline", "t", (2.0, 2.1, 2.2)), Summary("optimized", "t", (1.0, 1.1))
-    assert compare(slow, fast).verdict() == "ranges separate but not significant at n=3+2 (p=0.2)"
+    assert compare(slow, fast).verdict() == "no difference claimed: 3+2 runs cannot reach p < 0.05 (use more runs)"
     assert compare(slow, fast).p_value == pytest.approx(0.2)
 
 
@@ -510,3 +517,37 @@ def test_memory_verdict_at_the_tolerance_and_from_a_zero_baseline():
     # ... and separate ranges from a zero median are a change, without a percentage of nothing
     assert memory_verdict(Summary("baseline", "b", (0.0, 0.0, 1.0)), Summary("optimized", "b", (2.0, 3.0))) == (
         "changed (from a median of 0)")
+
+
+def test_one_outlier_flips_the_prs_rule_but_not_the_kits_verdict():
+    """Ten runs a side, 20% apart; one slow optimized run makes the ranges overlap (the PR's rule then
+    claims nothing), while the interval of Δ median and the rank test still call the difference."""
+    base = Summary("baseline", "weight_loading", tuple(1.0 + 0.01 * i for i in range(10)))
+    clean = Summary("optimized", "weight_loading", tuple(0.8 + 0.01 * i for i in range(10)))
+    outlier = Summary("optimized", "weight_loading", (*clean.samples[:9], 1.5))
+    before, after = compare(base, clean), compare(base, outlier)
+    assert before.pr_rule() == "ranges separate" and after.pr_rule() == "ranges overlap: no claim"
+    assert before.differs() and after.differs()
+    assert after.verdict().startswith("faster (95% CI of Δ median excludes 0")
+    # Equal arms: no claim, whatever the PR's rule says.
+    same = compare(base, Summary("optimized", "weight_loading", base.samples))
+    assert not same.differs() and same.verdict().startswith("no difference claimed")
+    # Slower is said so.
+    assert compare(clean, base).verdict().startswith("slower (")
+
+
+def test_the_kits_verdict_needs_the_interval_and_the_rank_test_and_the_floor():
+    base = Summary("baseline", "t", tuple(1.0 + 0.01 * i for i in range(10)))
+    opt = Summary("optimized", "t", tuple(0.9 + 0.01 * i for i in range(10)))
+    c = compare(base, opt)
+    assert c.interval_excludes_zero and c.significant and c.differs()
+    assert not replace(c, p_value=0.2).differs()  # the rank test disagrees
+    assert not replace(c, ci_low=-0.2, ci_high=0.01).differs()  # the interval straddles 0
+    assert not replace(c, ci_low=None, ci_high=None).differs()
+    arm = tuple(1.0 + 0.01 * i for i in range(10))
+    wide = NoiseFloor("t", Summary("aa-1", "t", arm), Summary("aa-2", "t", arm), -0.3, 0.3)  # ±30%
+    narrow = NoiseFloor("t", Summary("aa-1", "t", arm), Summary("aa-2", "t", arm), -0.01, 0.01)
+    assert not c.differs(wide) and c.verdict(wide) == "within the A/A noise floor: no difference claimed"
+    assert c.differs(narrow) and c.verdict(narrow).endswith("; beyond the A/A noise floor)")
+    assert smallest_p(3, 3) == pytest.approx(0.1) and smallest_p(5, 5) == pytest.approx(2 / 252)
+    assert smallest_p(0, 4) == 1.0

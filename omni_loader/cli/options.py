@@ -16,9 +16,10 @@ from typing import Any
 from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, SIZES
 from ..options import LoadOptions
 
-CONSTRUCT_HELP = ("where parameter memory is first written: upstream (default: at construction, as vLLM-Omni's "
-                  "constructors do; fused qkv_proj left empty), empty (nothing written: first touches land in "
-                  "load_parameters) or init (full random init)")
+CONSTRUCT_HELP = ("where parameter memory is first written: resident (default: every parameter at construction, "
+                  "as GPU memory is resident when the allocator hands it out), upstream-cpu (as vLLM-Omni's "
+                  "constructors do on a CPU: fused qkv_proj left empty), empty (nothing written: first touches "
+                  "land in load_parameters) or init (full random init)")
 
 
 def add_checkpoint_options(p: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def add_checkpoint_options(p: argparse.ArgumentParser) -> None:
 
 def add_load_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layout", choices=LAYOUTS, default="vllm-omni", help="module tree to build (default vllm-omni)")
-    p.add_argument("--construct", choices=CONSTRUCT_MODES, default="upstream", help=CONSTRUCT_HELP)
+    p.add_argument("--construct", choices=CONSTRUCT_MODES, default="resident", help=CONSTRUCT_HELP)
     p.add_argument("--device", default="auto",
                    help="auto (default: the GPU when torch sees one, else the CPU), cpu, cuda or cuda:N (ROCm GPUs are cuda)")
     p.add_argument("--dtype", choices=DTYPE_NAMES, default="float32", help="stage dtype (default float32)")
@@ -62,3 +63,52 @@ def given_options(args: argparse.Namespace) -> set[str]:
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+# --------------------------------------------------------------------------- checked option values
+
+# The most runs (per variant) and warm-ups a benchmark may plan: a plan is kept in memory and in
+# metadata.json, and 10,000 loads of even the tiny model take hours.
+MAX_RUNS = 10_000
+# The most torch threads a load may ask for.
+MAX_THREADS = 4096
+
+
+def bounded_int(option: str, low: int, high: int, meaning: str = "") -> Any:
+    """An argparse ``type=``: an integer from ``low`` to ``high``, else one line naming ``option`` (exit 2).
+
+    The error is an :class:`~omni_loader.errors.OmniLoaderError`, which argparse does not catch
+    (only ValueError and TypeError): :func:`omni_loader.cli.main` prints it as its one line.
+    """
+    from ..errors import OmniLoaderError
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise OmniLoaderError(f"{option} {text}: must be a whole number from {low:,} to {high:,}{meaning}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
+def positive_seconds(option: str) -> Any:
+    """An argparse ``type=``: a finite number of seconds above 0, else one line naming ``option`` (exit 2)."""
+    import math
+
+    from ..errors import OmniLoaderError
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value <= 0:
+            raise OmniLoaderError(f"{option} {text}: must be a finite number of seconds above 0")
+        return value
+
+    parse.__name__ = "float"
+    return parse

@@ -11,7 +11,7 @@ from ..errors import ResultsError
 from ..metadata import stamped
 from ..names import VARIANTS
 from ..placement import resolve_cpus
-from ..planner import ORDERS
+from ..planner import DEFAULT_ORDER, ORDERS
 from ..results import METADATA_FILE, benchmark, check_results, read_metadata, resume_command
 from ..spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, BenchmarkSpec, same_value, spec_conflicts
 from ..variants import BUILTIN_VARIANTS, parse_variant
@@ -151,8 +151,10 @@ def add_command(sub: Any) -> None:
                    help=f"warm-up runs per variant (default {DEFAULT_WARMUP})")
     p.add_argument("--runs", type=int, default=DEFAULT_RUNS,
                    help=f"measured runs per variant (default {DEFAULT_RUNS}; the PR used 5)")
-    p.add_argument("--order", choices=ORDERS, default="alternate", help="run order (default alternate: ABAB...)")
-    p.add_argument("--order-seed", type=int, default=0, help="seed for --order shuffle")
+    p.add_argument("--order", choices=ORDERS, default=DEFAULT_ORDER,
+                   help="run order (default blocks: each round a seeded random permutation of the variants, so "
+                        "carry-over from the run before is not tied to one variant; alternate: ABAB..., the PR's)")
+    p.add_argument("--order-seed", type=int, default=0, help="seed for --order blocks and shuffle")
     w = p.add_mutually_exclusive_group()
     w.add_argument("--workers", choices=WORKER_MODES, default="forkserver",
                    help="process per run: forkserver (default: forked from a server that imported torch and the "

@@ -1,0 +1,190 @@
+"""What the machine was and what it was doing: the conditions that make a benchmark noisy.
+
+Why: the same code timed on the same machine must give the same verdicts, and when it does not,
+the reader needs to know whether the machine was fit to measure on. pyperf warns about an unstable
+system; the kit records the facts that decided figures on its own development machine: a virtual
+machine (steal time), free page reporting (freed memory goes back to the host, and its next first
+touch is a host fault priced differently run to run), transparent huge pages, the CPU frequency
+policy, the load average, and how much CPU other processes used while the benchmark ran.
+
+:func:`machine_profile` is read once when a benchmark starts; :class:`Activity` brackets the runs
+(:meth:`Activity.start` / :meth:`Activity.finish`) and returns plain numbers for ``metadata.json``.
+:func:`machine_warnings` turns a saved record into the report's warnings. Linux files are read where
+they exist; elsewhere a field is ``None`` ("not known"), never a guess.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Other processes' CPU (in cores, averaged over the benchmark) above which the machine was busy.
+BUSY_CORES = 0.25
+# Steal time (share of the CPU time the guest wanted) above which the host was short of CPU.
+STEAL_SHARE = 0.02
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _selected(text: str | None) -> str | None:
+    """``always [madvise] never`` -> ``madvise``: the bracketed choice of a sysfs setting."""
+    if not text:
+        return None
+    for word in text.split():
+        if word.startswith("[") and word.endswith("]"):
+            return word[1:-1]
+    return text
+
+
+def virtualisation() -> str | None:
+    """'none', or what says the machine is virtual (the CPU's hypervisor flag, the DMI vendor)."""
+    cpuinfo = _read("/proc/cpuinfo")
+    if cpuinfo is None:
+        return None
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
+    vendor = " ".join(filter(None, (_read("/sys/class/dmi/id/sys_vendor"), _read("/sys/class/dmi/id/product_name"))))
+    if "hypervisor" not in flags:
+        return "none"
+    if not vendor and "firecracker" in (_read("/proc/cmdline") or ""):
+        vendor = "Firecracker"
+    return f"virtual machine ({vendor})" if vendor else "virtual machine (hypervisor flag)"
+
+
+def free_page_reporting() -> str | None:
+    """'on (order N)' when the kernel hands freed memory back to its host, 'off', or None (not Linux)."""
+    cmdline = _read("/proc/cmdline")
+    order = _read("/sys/module/page_reporting/parameters/page_reporting_order")
+    if cmdline is None:
+        return None
+    if order is not None or "page_reporting" in cmdline:
+        if order is None:
+            order = next((w.split("=", 1)[1] for w in cmdline.split() if "page_reporting_order=" in w), "?")
+        return f"on (order {order})"
+    return "off"
+
+
+def machine_profile() -> dict[str, Any]:
+    """The machine's standing settings that decide how noisy a measurement is."""
+    return {
+        "virtualisation": virtualisation(),
+        "free_page_reporting": free_page_reporting(),
+        "transparent_hugepages": _selected(_read("/sys/kernel/mm/transparent_hugepage/enabled")),
+        "cpu_governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "not exposed",
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def _steal_seconds() -> float | None:
+    stat = _read("/proc/stat")
+    if not stat:
+        return None
+    fields = stat.splitlines()[0].split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else None
+
+
+def _own_cpu_seconds() -> float:
+    """CPU used by this process and every process below it, finished children included."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+def _busy_cpu_seconds() -> float:
+    import psutil
+
+    t = psutil.cpu_times()
+    return sum(getattr(t, f) for f in ("user", "nice", "system", "irq", "softirq", "steal") if hasattr(t, f))
+
+
+@dataclass
+class Activity:
+    """What the machine did while a benchmark ran: started with :meth:`start`, read with :meth:`finish`."""
+
+    wall: float = 0.0
+    busy: float = 0.0
+    own: float = 0.0
+    steal: float | None = None
+    load_start: float | None = None
+
+    @classmethod
+    def start(cls) -> Activity:
+        return cls(time.monotonic(), _busy_cpu_seconds(), _own_cpu_seconds(), _steal_seconds(), _load_average())
+
+    def finish(self) -> dict[str, Any]:
+        wall = time.monotonic() - self.wall
+        others = max(0.0, (_busy_cpu_seconds() - self.busy) - (_own_cpu_seconds() - self.own))
+        steal_now = _steal_seconds()
+        steal = steal_now - self.steal if steal_now is not None and self.steal is not None else None
+        return {
+            "seconds": round(wall, 3),
+            "other_cpu_seconds": round(others, 3),
+            "other_cores": round(others / wall, 3) if wall > 0 else None,
+            "steal_seconds": None if steal is None else round(steal, 3),
+            "load_average_start": self.load_start,
+            "load_average_end": _load_average(),
+        }
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def describe_machine(profile: dict[str, Any] | None) -> str:
+    """The environment table's cell for :func:`machine_profile`."""
+    if not profile:
+        return "not recorded"
+    return (f"{profile.get('virtualisation') or 'virtualisation unknown'}; free page reporting "
+            f"{profile.get('free_page_reporting') or 'unknown'}; transparent huge pages "
+            f"{profile.get('transparent_hugepages') or 'unknown'}; CPU frequency governor "
+            f"{profile.get('cpu_governor') or 'unknown'}")
+
+
+def describe_activity(activity: dict[str, Any] | None) -> str:
+    """The environment table's cell for :meth:`Activity.finish`."""
+    if not activity:
+        return "not recorded"
+    steal = activity.get("steal_seconds")
+    return (f"other processes used {activity.get('other_cpu_seconds', 0):,.1f} CPU-s "
+            f"({activity.get('other_cores') or 0:.2f} of a core on average) over {activity.get('seconds', 0):,.0f} s; "
+            f"steal {'not known' if steal is None else f'{steal:,.1f} s'}; load average "
+            f"{activity.get('load_average_start')} → {activity.get('load_average_end')}")
+
+
+def machine_warnings(profile: dict[str, Any] | None, activity: dict[str, Any] | None,
+                     construct: str | None = None) -> list[str]:
+    """What the report warns about the machine, each with what to do (empty: nothing to say)."""
+    warnings = []
+    if activity and (activity.get("other_cores") or 0) > BUSY_CORES:
+        warnings.append(f"the machine was busy: other processes used {activity['other_cores']:.2f} of a core on "
+                        "average while the benchmark ran; their work lands in whichever runs they overlap. Run "
+                        "again on a quiet machine, or judge the differences against an A/A run (--aa).")
+    steal = (activity or {}).get("steal_seconds")
+    if steal and activity.get("seconds") and steal / (activity["seconds"] * (profile or {}).get("cpu_count", 1) or 1) > STEAL_SHARE:
+        warnings.append(f"the host took {steal:,.1f} s of CPU from this virtual machine (steal time): its other "
+                        "guests were busy. Run again later, or on a dedicated machine.")
+    fpr = (profile or {}).get("free_page_reporting") or ""
+    if fpr.startswith("on") and construct in ("upstream-cpu", "empty"):
+        warnings.append(f"this virtual machine hands freed memory back to its host (free page reporting {fpr}) and "
+                        f"--construct {construct} leaves first touches inside load_parameters: their price varies "
+                        "run to run and can pass for a difference between variants. The default --construct "
+                        "resident moves them to construction, as on a GPU.")
+    return warnings
