@@ -10,8 +10,11 @@ the loader's own ``buffer_discovery`` phase are in one unit. The stage server
 
 from __future__ import annotations
 
+import datetime as dt
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO
 
 from .errors import OmniLoaderError
 
@@ -105,3 +108,143 @@ def extract_figures(text: str, patterns: Mapping[str, str | re.Pattern[str]]) ->
             count += 1
             figures.append((name if count == 1 else f"{name}#{count}", to_seconds(value, unit)))
     return figures
+
+
+# --------------------------------------------------------------------------- timeline markers
+# What omni_loader.timeline reads from vLLM and vLLM-Omni startup logs: the lines' tags and
+# timestamps, and the markers (named patterns, data the caller extends) that say where a phase ends.
+
+MARKER_KINDS = ("took", "until", "event")
+TOKEN2WAV = re.compile(r"code2wav|token2wav", re.IGNORECASE)
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_TAGS = r"(?:\((?P<process>[^()]*?)\s*pid=(?P<pid>\d+)\)\s*)?(?:\[Stage-(?P<stage>\d+)\]\s*)?"
+_STAMP = (r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<stamp>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)"
+          r"(?:\s+\[[^\]]*\])?\s?")
+HEADER = re.compile(_TAGS + f"(?:{_STAMP})?")  # at the start of a line: tags, a timestamp, or both
+STAMPED = re.compile(_TAGS + _STAMP)  # after a prefix (a container runtime's): the timestamp is required
+PID = re.compile(r"pid=(\d+)\)")
+PROCESS_STAGE = re.compile(r"stage_?(\d+)", re.IGNORECASE)
+PROCESS_REPLICA = re.compile(r"(?:replica_?|_DP)(\d+)")
+SERVE_AB_HEADER = re.compile(r"# omni-loader serve-ab: run (?P<run>\d+), (?P<variant>[\w-]+)(?P<warmup>, warm-up)?")
+
+
+def literal_prefix(pattern: str) -> str | None:
+    """The literal text every match of ``pattern`` starts with (3 characters or more), else None."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern) and not pattern[i + 1].isalnum():
+            c, i = pattern[i + 1], i + 1
+        elif c in ".^$*+?{}[]()|\\":
+            break
+        if i + 1 < len(pattern) and pattern[i + 1] in "*?{":
+            break  # an optional last character is not part of every match
+        out.append(c)
+        i += 1
+    return "".join(out) if len(out) >= 3 else None
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One thing a startup log says: ``name`` (a phase or event), ``pattern``, ``kind`` (see the module).
+
+    ``level``: how deep the phase nests (0 its own; 1 inside one, as weight loading is inside model
+    loading; -1 a span over the whole startup). ``scope`` ``server``: the API server's work, not a
+    stage's. ``ready`` ``server`` or ``stage``: the line says that one is ready. Lines are pre-filtered
+    by the literal text the pattern starts with, found at C speed; a pattern without one is tried on
+    every line (slower).
+    """
+
+    name: str
+    pattern: str
+    kind: str = "took"
+    after: tuple[str, ...] = ()
+    level: int = 0
+    scope: str = "stage"
+    ready: str = ""
+
+    def __post_init__(self) -> None:
+        what = f"timeline pattern {self.name}={self.pattern!r}"
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", self.name) or self.kind not in MARKER_KINDS:
+            raise OmniLoaderError(f"{what}: the name must be letters, digits, '_', '.' or '-' and the kind one of "
+                                  f"{', '.join(MARKER_KINDS)}")
+        try:
+            rx = re.compile(self.pattern)
+        except re.error as exc:
+            raise OmniLoaderError(f"{what} is not a valid regular expression ({exc})") from None
+        if self.kind == "took" and not rx.groups:
+            raise OmniLoaderError(f"{what} has no group for the seconds")
+        object.__setattr__(self, "regex", rx)
+        object.__setattr__(self, "keyword", literal_prefix(self.pattern))
+
+
+_S = r"(?P<seconds>[0-9]+(?:\.[0-9]+)?) ?(?P<unit>ms|seconds|secs|sec|s)\b"
+DEFAULT_MARKERS: tuple[Marker, ...] = (
+    Marker("weight_loading", r"Loading weights took " + _S, level=1),
+    Marker("model_loading", r"Model loading took (?P<value>[0-9.]+) ?GiB(?: memory)? and " + _S),
+    Marker("torch_compile", r"torch\.compile (?:takes|took) " + _S + " in total", level=1),
+    Marker("dynamo_transform", r"Dynamo bytecode transform time: " + _S, level=2),
+    Marker("graph_capture", r"Graph capturing finished in " + _S + r",? took (?P<value>[0-9.]+) ?GiB", level=1),
+    Marker("init_engine", r"init engine \([^)]*\) took " + _S),
+    Marker("kv_cache_memory", r"Available KV cache memory: (?P<value>[0-9.]+) ?GiB", "event"),
+    Marker("weights_format", r"Using model weights format (?P<detail>.+)", "event"),
+    Marker("model_loaded", r"\[Model Loaded\] name=(?P<detail>[^,]*), success=True, size=(?P<value>[0-9.]+) ?MB",
+           "until", after=("weights_format",)),
+    Marker("stage_ready", r"Stage-(?P<stage>\d+) reported ready", "event", ready="stage"),
+    Marker("all_stages_ready", r"All stages initialized successfully", "event", scope="server"),
+    Marker("api_server_start", r"Starting vLLM API server", "event", scope="server"),
+    Marker("chat_template_warmup", r"Chat template warmup completed in " + _S, scope="server"),
+    Marker("application_ready", r"Application startup complete\.", "event", scope="server", ready="server"),
+    Marker("omni_server_startup", r"OmniServer startup took " + _S, level=-1, scope="server"),
+)
+
+
+def parse_marker_args(specs: Iterable[str], markers: Sequence[Marker] = DEFAULT_MARKERS) -> tuple[Marker, ...]:
+    """``NAME=REGEX`` strings on top of ``markers``: with a group, a ``took`` phase (the group is its seconds);
+    without, an ``event``. A same-named one replaces the marker it names."""
+    out = {m.name: m for m in markers}
+    for spec in specs:
+        name, sep, regex = spec.partition("=")
+        if not sep or not name.strip() or not regex:
+            raise OmniLoaderError(f"--pattern {spec!r} is not NAME=REGEX")
+        try:
+            kind = "took" if re.compile(regex).groups else "event"
+        except re.error:
+            kind = "took"  # Marker says what is wrong with it
+        out[name.strip()] = Marker(name.strip(), regex, kind)
+    return tuple(out.values())
+
+
+class LogClock:
+    """``MM-DD HH:MM:SS`` strings as seconds from the first one (the year rolls over at a backwards jump of months)."""
+
+    def __init__(self) -> None:
+        self.year, self.cache, self.t0, self.last = 2000, {}, None, 0.0  # 2000: a leap year, so 02-29 parses
+
+    def __call__(self, stamp: str) -> float:
+        rel = self.cache.get(stamp)
+        if rel is None:
+            when = dt.datetime.strptime(f"{self.year}-{stamp}", "%Y-%m-%d %H:%M:%S.%f" if "." in stamp
+                                        else "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp()
+            self.t0 = when if self.t0 is None else self.t0
+            if when - self.t0 < self.last - 30 * 86400:  # December to January
+                self.year += 1
+                self.cache.clear()
+                return self(stamp)
+            rel = self.cache[stamp] = when - self.t0
+        self.last = max(self.last, rel)
+        return rel
+
+
+def line_blocks(fh: IO[str], size: int = 1 << 22) -> Iterator[str]:
+    """Text in blocks of whole lines (about ``size`` characters each); a last line without newline gets one."""
+    rest = ""
+    while block := fh.read(size):
+        block = rest + block
+        cut = block.rfind("\n") + 1
+        rest = block[cut:]
+        if cut:
+            yield block[:cut]
+    if rest:
+        yield rest + "\n"
