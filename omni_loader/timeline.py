@@ -393,7 +393,7 @@ def read_timelines(paths: Iterable[str | os.PathLike[str]], markers: Sequence[Ma
         if not Path(path).is_file():
             raise OmniLoaderError(f"{path}: no such log file")
         timeline = read_timeline(path, markers)
-        if require and not timeline.records:
+        if require and not (timeline.records and timeline.started):  # a log has timestamped lines
             raise NoStartupMarkers(f"{path}: no vLLM or vLLM-Omni startup marker in its {timeline.lines} lines "
                                    "(is it a server log?)")
         out.append(timeline)

@@ -20,7 +20,7 @@ from ..errors import OmniLoaderError, one_line
 
 # The command modules, in the order ``--help`` lists their commands; each adds its subcommands
 # through ``add_command(subparsers)``.
-COMMAND_MODULES: tuple[str, ...] = ("model", "reproduce", "report", "profile", "traversal", "serve")
+COMMAND_MODULES: tuple[str, ...] = ("model", "reproduce", "report", "profile", "traversal", "serve", "timeline")
 
 
 # --------------------------------------------------------------------------- parser
