@@ -5,15 +5,23 @@ BIN := $(VENV)/bin
 # Two stamps: `reproduce` needs only the kit and its core dependencies (a fresh clone sets up in
 # about 20 s less); `test`, `lab` and `mutation` add JupyterLab (the lab extra) and the test tools.
 CORE := $(VENV)/.installed-core
+comma := ,
 FULL := $(VENV)/.installed-full
 
-.PHONY: reproduce test lab mutation clean
+.PHONY: reproduce test test-fast lab mutation clean
 
 reproduce: $(CORE)  ## reproduce the PR's tables on the embedded default (synthetic full-size checkpoint, CPU)
 	$(BIN)/omni-loader reproduce $(ARGS)
 
 test: $(FULL)  ## run the test suite
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The fast lane for development: in-process unit tests only (no worker processes, servers, kernels or
+# browser). `make test` and CI stay the full suite.
+FAST_TESTS ?= tests/test_stats.py tests/test_controls.py tests/test_discovery.py tests/test_checkpoint.py \
+	tests/test_results.py tests/test_report.py tests/test_planner.py tests/test_machine.py tests/test_timing.py
+test-fast: $(FULL)  ## in-process unit tests only (a couple of minutes): make test-fast PYTEST_ARGS=-x
+	$(BIN)/python -m pytest -q -m "not slow and not subprocess" $(FAST_TESTS) $(PYTEST_ARGS)
 
 # Mutation testing of the core modules against the fast in-process unit tests ([tool.mutmut] in pyproject.toml).
 # Long, so not part of `make test` or CI. Scope it with MODULES, e.g. `make mutation MODULES="stats report"`.
@@ -38,12 +46,31 @@ lab: $(FULL)  ## open the notebooks in JupyterLab
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# Installs with uv (from PyPI into the venv when absent: seconds instead of a minute), pip as the fallback.
+# uv does not read pip's configuration, and pip's configuration is where this machine's pinned CPU torch
+# wheel is found (find-links), so pip's find-links, indexes and constraints are handed over, and uv picks
+# the best version across the indexes as pip does.
+define install
+	@set -e; start=$$(date +%s); \
+	[ -x $(BIN)/uv ] || $(BIN)/python -m pip install --quiet uv >/dev/null 2>&1 || true; \
+	cfg() { $(BIN)/python -m pip config list 2>/dev/null | sed -n "s/^[^.]*\.$$1='\(.*\)'$$/\1/p" | head -n 1; }; \
+	fl=$$(cfg find-links); ei=$$(cfg extra-index-url); ix=$$(cfg index-url); cn=$$(cfg constraint); \
+	[ -z "$$fl" ] || export UV_FIND_LINKS="$$(echo $$fl | tr ' ' ',')"; \
+	[ -z "$$ei" ] || export UV_EXTRA_INDEX_URL="$$ei"; \
+	[ -z "$$ix" ] || export UV_DEFAULT_INDEX="$$ix"; \
+	[ -z "$$cn" ] || export UV_CONSTRAINT="$$cn"; \
+	export UV_INDEX_STRATEGY=unsafe-best-match; \
+	if [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '$(1)'; then tool=uv; \
+	else $(BIN)/python -m pip install --quiet -e '$(1)'; tool=pip; fi; \
+	echo "set-up: installed $(1) with $$tool in $$(( $$(date +%s) - start )) s"
+endef
+
 $(CORE): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(call install,.)
 	touch $(CORE)
 
 $(FULL): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[lab,dev]'
+	$(call install,.[lab$(comma)dev])
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(FULL) $(CORE)
 

@@ -113,6 +113,23 @@ class ControlReport:
         return next((r for r in self.rows if r.phase == phase), None)
 
 
+def pair_reports(frame, metadata: dict[str, Any], floors: dict[str, NoiseFloor] | None = None) -> list[ControlReport]:
+    """One :class:`ControlReport` per A/B pair of a results directory: its first variant against each
+    other one (the PR's pair first where the benchmark ran it), as the report compares them."""
+    from .measurements import spec_of
+
+    spec = spec_of(metadata)
+    arms = list(spec.get("variants") or ("baseline", "optimized"))
+    custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
+    reports = []
+    for other in arms[1:]:
+        report = control_report(frame, custom.get(arms[0], arms[0]), custom.get(other, other), floors)
+        if report is not None:
+            reports.append(report)
+    pr = [r for r in reports if (r.first, r.second) == ("baseline", "optimized")]
+    return pr + [r for r in reports if r not in pr]
+
+
 def control_report(frame, first: Any = "baseline", second: Any = "optimized",
                    floors: dict[str, NoiseFloor] | None = None) -> ControlReport | None:
     """The controls of ``first`` against ``second`` in ``frame`` (runs.csv rows), or None when the rows

@@ -32,7 +32,7 @@ class PlannedRun:
 
 
 def plan_runs(
-    warmup: int, runs: int, order: str = "alternate", seed: int = 0, first_id: int = 0,
+    warmup: int, runs: int, order: str = DEFAULT_ORDER, seed: int = 0, first_id: int = 0,
     variants: tuple[str, ...] = VARIANTS, source: str = "load",
 ) -> list[PlannedRun]:
     """Warm-ups of each variant first (A, B, A, B...), then the measured runs in ``order``.

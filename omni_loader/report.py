@@ -45,7 +45,7 @@ from .report_tables import (
     summary_table,
     yardstick_lines,
 )
-from .controls import control_report
+from .controls import pair_reports
 from .machine import machine_warnings
 from .results import ResultsCheck, check_results
 from .stats import Comparison, equivalence, run_summary
@@ -97,7 +97,8 @@ def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], 
     floors = noise_floors(frame)
     equiv = equivalence(frame, planned_arms(meta))
     mem_table, mem_verdict = memory_table(frame)
-    controls = control_report(frame, floors=floors)
+    pairs = pair_reports(frame, meta, floors)
+    controls = next((r for r in pairs if (r.first, r.second) == PR_PAIR), None)
     parts = [
         *_intro(check, meta),
         *_machine_lines(described_record(meta)),
@@ -108,8 +109,8 @@ def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], 
         environment_table(meta),
         "",
         *_measurements_section(comps, floors),
-        *controls_section(controls),
-        *beyond_pr_section(frame, meta),
+        *controls_section(pairs),
+        *beyond_pr_section(frame, meta, pairs),
         *_verdicts_section(frame, comps, equiv, mem_verdict, floors),
         "## Memory",
         "",

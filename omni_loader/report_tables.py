@@ -243,13 +243,28 @@ def controls_sentence(report: ControlReport) -> str:
 
 def _saving(seconds: float) -> str:
     """A saving in a sentence: '883.214 ms saved' reads as a positive; a loss keeps its sign."""
-    return f"{'−' if seconds < 0 else ''}{duration(abs(seconds))}"
+    text = duration(abs(seconds))
+    return f"−{text}" if seconds < 0 and text.strip("0.,") not in ("", " ms", " s") else text
 
 
-def controls_section(report: ControlReport | None) -> list[str]:
-    """Every control compared, and each enclosing row's saving taken apart."""
-    if report is None:
+def controls_section(reports: list[ControlReport]) -> list[str]:
+    """Every control of every A/B pair compared, and each enclosing row's saving taken apart."""
+    if not reports:
         return []
+    lines = ["## Controls", "",
+             "A variant is a named set of steps, so the kit knows which phases two variants differ in; every other "
+             "phase runs the same code in both arms and is a control: a difference there is the machine's (first "
+             "touches priced by a virtual machine's host, carry-over from the run before, a neighbour), not the "
+             "change's. Each control is tested like a headline row; one that differs by at least "
+             f"{100 * MATERIAL:.0f}% of an enclosing row's baseline median marks that row confounded, and each "
+             "enclosing row's saving is taken apart into the changed steps' saving and the controls' differences.",
+             ""]
+    for report in reports:
+        lines += _pair_controls(report)
+    return lines
+
+
+def _pair_controls(report: ControlReport) -> list[str]:
     rows = []
     for control in report.controls:
         c = control.comparison
@@ -268,17 +283,13 @@ def controls_section(report: ControlReport | None) -> list[str]:
                         f" + {_saving(r.controls_saving)} in {len(r.controls)} controls + {_saving(r.remainder)} "
                         f"between phases (and what medians do not add up to). What the change itself bought: "
                         f"{_saving(r.changed_saving)}.{mark}")
-    return ["## Controls", "",
-            f"`{report.first}` and `{report.second}` differ only in {', '.join(label(p) for p in report.changed) or 'no step'};"
-            " every other phase runs the same code in both arms, so it is a control: a difference there is the "
-            "machine's (first touches priced by a virtual machine's host, carry-over from the run before, a "
-            "neighbour), not the change's. Each control is tested like a headline row; one that differs by at least "
-            f"{100 * MATERIAL:.0f}% of an enclosing row's baseline median marks that row confounded.", "",
-            markdown_table(rows, ["Control", "Baseline median", "Optimized median", "Change", "95% CI of Δ median",
-                                  "Verdict", "Inside"]), "", *accounts, ""]
+    return [f"### `{report.first}` against `{report.second}`", "",
+            f"They differ only in {', '.join(label(p) for p in report.changed) or 'no step'}.", "",
+            markdown_table(rows, ["Control", f"{report.first} median", f"{report.second} median", "Change",
+                                  "95% CI of Δ median", "Verdict", "Inside"]), "", *accounts, ""]
 
 
-def beyond_pr_section(frame, meta: dict[str, Any]) -> list[str]:
+def beyond_pr_section(frame, meta: dict[str, Any], controls: list[ControlReport] | None = None) -> list[str]:
     """Every variant outside the PR's pair, compared with the benchmark's first variant."""
     spec = spec_of(meta)
     arms = list(spec.get("variants") or PR_PAIR)
@@ -291,7 +302,8 @@ def beyond_pr_section(frame, meta: dict[str, Any]) -> list[str]:
     custom = {v["name"]: v for v in spec.get("custom_variants", [])}
     rows, notes = [], []
     for v in others:
-        rows += _beyond_rows(frame, first, v)
+        pair = next((r for r in controls or [] if (r.first, r.second) == (first, v)), None)
+        rows += _beyond_rows(frame, first, v, pair)
         variant = variant_from(custom[v]) if v in custom else variant_from(v)
         steps = f"discovery `{variant.discovery}`, parameters `{variant.parameters}`"
         notes.append(f"- **{v}**: {steps}. Memory: {variant.memory or 'no change to where parameters live'}.")
@@ -302,7 +314,7 @@ def beyond_pr_section(frame, meta: dict[str, Any]) -> list[str]:
                                   "Variant min–max", "Verdict"]), "", *notes, ""]
 
 
-def _beyond_rows(frame, first: str, v: str) -> list[list[str]]:
+def _beyond_rows(frame, first: str, v: str, controls: ControlReport | None = None) -> list[list[str]]:
     rows = []
     for phase in BEYOND_ROWS:
         if phase == "state_dict_calls":
@@ -312,8 +324,11 @@ def _beyond_rows(frame, first: str, v: str) -> list[list[str]]:
         if not c.baseline.n or not c.optimized.n:
             continue
         u = row_unit(c)
+        account = controls.row(phase) if controls else None
+        mark = (f"; **confounded** by {', '.join(label(p) for p in account.confounders)} (see Controls)"
+                if account and account.confounded else "")
         rows.append([v, label(c.phase), _fmt(c.baseline.median, c.unit, u), _fmt(c.optimized.median, c.unit, u),
-                     c.change(u), _ratio(c), _spread(c, "optimized"), c.verdict()])
+                     c.change(u), _ratio(c), _spread(c, "optimized"), c.verdict() + mark])
     base_rss, rss = run_summary(frame, first, "rss_peak_bytes"), run_summary(frame, v, "rss_peak_bytes")
     if base_rss.n and rss.n:
         rows.append([v, "Peak process RSS", _fmt(base_rss.median, "bytes"), _fmt(rss.median, "bytes"),

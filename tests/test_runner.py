@@ -179,7 +179,7 @@ def test_resume_with_another_spec_is_refused(tiny_snapshot, tmp_path):
 
 def test_plan_warmups_alternate_whatever_the_order():
     """Warm-ups alternate A, B, A, B (two or more of each make the difference with A, A, B, B)."""
-    for order in ("alternate", "abba", "shuffle", "blocked"):
+    for order in ("alternate", "abba", "shuffle", "blocked", "blocks"):
         plan = plan_runs(warmup=3, runs=2, order=order, seed=4)
         assert _letters(plan, True) == "BOBOBO", order
         assert [r.run_id for r in plan] == list(range(10)) and [r.order for r in plan[:6]] == [None] * 6
@@ -195,7 +195,7 @@ def test_plan_warmups_alternate_whatever_the_order():
 
 
 def test_plan_rotates_three_variants_and_refuses_fewer_than_two_different():
-    plan = plan_runs(warmup=1, runs=3, variants=("a", "b", "c"))
+    plan = plan_runs(warmup=1, runs=3, order="alternate", variants=("a", "b", "c"))
     assert "".join(r.variant for r in plan if r.warmup) == "abc"
     assert "".join(r.variant for r in plan if not r.warmup) == "abc" "bca" "cab"  # each variant in each position
     assert [r.order for r in plan if r.variant == "c"] == [None, 1, 2, 3]
