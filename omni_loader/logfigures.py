@@ -128,21 +128,51 @@ PROCESS_REPLICA = re.compile(r"(?:replica_?|_DP)(\d+)")
 SERVE_AB_HEADER = re.compile(r"# omni-loader serve-ab: run (?P<run>\d+), (?P<variant>[\w-]+)(?P<warmup>, warm-up)?")
 
 
-def literal_prefix(pattern: str) -> str | None:
-    """The literal text every match of ``pattern`` starts with (3 characters or more), else None."""
-    out: list[str] = []
-    i = 0
+def literal_part(pattern: str) -> str | None:
+    """The longest literal text (3 characters or more) that every match of ``pattern`` contains, else None.
+
+    Only text outside groups counts; an alternation at the top, a case-insensitive pattern or an
+    escape this does not know give None (the pattern is then tried on every line).
+    """
+    if re.compile(pattern).flags & re.IGNORECASE:
+        return None
+    runs, run, depth, i = [], [], 0, 0
     while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern) and not pattern[i + 1].isalnum():
-            c, i = pattern[i + 1], i + 1
-        elif c in ".^$*+?{}[]()|\\":
-            break
-        if i + 1 < len(pattern) and pattern[i + 1] in "*?{":
-            break  # an optional last character is not part of every match
-        out.append(c)
-        i += 1
-    return "".join(out) if len(out) >= 3 else None
+        c, nxt = pattern[i], pattern[i + 1:i + 2]
+        if c == "\\" and depth == 0 and nxt and not nxt.isalnum():
+            run.append(nxt)
+            i += 2
+            continue
+        if c == "\\":  # \d, \s, \b... (or anything inside a group): not literal
+            i += 2
+        elif c == "[":  # a class: skip it
+            i += 2 if nxt == "^" else 1
+            i += 1 if pattern[i:i + 1] == "]" else 0
+            while i < len(pattern) and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+        elif c in "()":
+            depth += 1 if c == "(" else -1
+            i += 1
+        elif depth:
+            i += 1
+            continue
+        elif c == "|":
+            return None
+        elif c in "*+?{":  # a quantifier: the character before it may be absent (or repeated)
+            if c != "+" and run:
+                run.pop()
+            i = pattern.index("}", i) + 1 if c == "{" and "}" in pattern[i:] else i + 1
+        elif c not in ".^$":
+            run.append(c)
+            i += 1
+            continue
+        else:
+            i += 1
+        runs.append("".join(run))
+        run = []
+    best = max(runs + ["".join(run)], key=len)
+    return best if len(best) >= 3 else None
 
 
 @dataclass(frozen=True)
@@ -152,8 +182,8 @@ class Marker:
     ``level``: how deep the phase nests (0 its own; 1 inside one, as weight loading is inside model
     loading; -1 a span over the whole startup). ``scope`` ``server``: the API server's work, not a
     stage's. ``ready`` ``server`` or ``stage``: the line says that one is ready. Lines are pre-filtered
-    by the literal text the pattern starts with, found at C speed; a pattern without one is tried on
-    every line (slower).
+    by the literal text every match contains (:func:`literal_part`), found at C speed; a pattern
+    without one is tried on every line (slower).
     """
 
     name: str
@@ -176,7 +206,7 @@ class Marker:
         if self.kind == "took" and not rx.groups:
             raise OmniLoaderError(f"{what} has no group for the seconds")
         object.__setattr__(self, "regex", rx)
-        object.__setattr__(self, "keyword", literal_prefix(self.pattern))
+        object.__setattr__(self, "keyword", literal_part(self.pattern))
 
 
 _S = r"(?P<seconds>[0-9]+(?:\.[0-9]+)?) ?(?P<unit>ms|seconds|secs|sec|s)\b"

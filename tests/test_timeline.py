@@ -1,0 +1,379 @@
+"""The startup timeline (omni_loader.timeline, timeline_plot, the ``timeline`` command) and detectable change.
+
+Every log here is written by the test, in the formats vLLM and vLLM-Omni use (no real log text).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from omni_loader.cli import main
+from omni_loader.detectable import (PR_SAVING_S, call_probability, detectability, detectable_difference,
+                                    largest_spread, pooled_spread, runs_needed, runs_needed_by_test, smallest_p)
+from omni_loader.errors import OmniLoaderError
+from omni_loader.logfigures import DEFAULT_MARKERS, Marker, literal_part
+from omni_loader.timeline import (AFTER_STAGES, UNEXPLAINED, NoStartupMarkers, parse_marker_args, parse_text,
+                                  read_timeline, read_timelines)
+
+
+def line(stamp: str, message: str, *, stage: int | None = None, replica: int | None = None, pid: int = 4000,
+         process: str = "EngineCore_DP0", where: str = "x.py:1", level: str = "INFO") -> str:
+    """One log line: ``[Stage-N]`` style (``replica`` None) or ``StageEngineCoreProc_stageN_replicaR`` style."""
+    if replica is not None:
+        tag = f"(StageEngineCoreProc_stage{stage}_replica{replica} pid={pid}) "
+    else:
+        tag = f"({process} pid={pid}) " + (f"[Stage-{stage}] " if stage is not None else "")
+    return f"{tag}{level} 03-14 10:{stamp} [{where}] {message}\n"
+
+
+def three_stage_log() -> str:
+    """A Qwen2.5-Omni-like three-stage start: stages interleaved, stage 2 is code2wav (Token2Wav)."""
+    api = {"process": "APIServer", "pid": 10}
+    return "".join([
+        line("00:00", "vLLM-Omni API server version 9.9", **api),
+        line("00:02", "engine for the thinker", stage=0, pid=20),
+        line("00:02", "engine for the talker", stage=1, pid=30),
+        line("00:02", "engine starting, model_stage=code2wav", stage=2, pid=40),
+        line("00:03", "Using model weights format ['*.pt']", stage=2, pid=40),
+        line("00:05", "Loading weights took 1.51 seconds", stage=2, pid=40, where="default_loader.py:293"),
+        line("00:05", "Model loading took 1.39 GiB memory and 1.80 seconds", stage=2, pid=40),
+        line("00:12", "Loading weights took 8.72 seconds", stage=0, pid=20, where="default_loader.py:293"),
+        line("00:13", "Model loading took 9.94 GiB memory and 9.60 seconds", stage=0, pid=20),
+        line("00:07", "Loading weights took 3.10 seconds", stage=1, pid=30),
+        line("00:08", "Model loading took 1.95 GiB and 4.00 seconds", stage=1, pid=30),
+        line("00:20", "Dynamo bytecode transform time: 4.20 s", stage=0, pid=20),
+        line("00:25", "torch.compile takes 9.50 s in total", stage=0, pid=20),
+        line("00:18", "torch.compile took 6.00 s in total", stage=1, pid=30),
+        line("00:27", "Available KV cache memory: 50.10 GiB", stage=0, pid=20),
+        line("00:40", "Graph capturing finished in 12 secs, took 0.50 GiB", stage=0, pid=20),
+        line("00:41", "init engine (profile, create kv cache, warmup model) took 27.90 seconds", stage=0, pid=20),
+        line("00:22", "init engine (profile, create kv cache, warmup model) took 14.00 seconds", stage=1, pid=30),
+        line("00:09", "[Orchestrator] Stage-2 reported ready", **api),
+        line("00:22", "[Orchestrator] Stage-1 reported ready", **api),
+        line("00:42", "[Orchestrator] Stage-0 reported ready", **api),
+        line("00:42", "[AsyncOrchestrator] All stages initialized successfully", **api),
+        line("00:49", "Chat template warmup completed in 6632.4ms", **api),
+        line("00:50", "Starting vLLM API server 0 on http://0.0.0.0:8091", **api),
+        "(APIServer pid=10) INFO:     Application startup complete.\n",
+        "(OmniServer startup took 50.047s)\n",
+    ])
+
+
+@pytest.fixture
+def three_log(tmp_path: Path) -> Path:
+    path = tmp_path / "three.log"
+    path.write_text(three_stage_log())
+    return path
+
+
+def only(timeline, phase: str, lane: str):
+    found = timeline.find(phase, lane)
+    assert len(found) == 1, (phase, lane, found)
+    return found[0]
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def test_interleaved_stages_are_keyed_by_stage_not_by_order(three_log: Path) -> None:
+    t = read_timeline(three_log)
+    s2, s0, s1 = (only(t, "weight_loading", f"stage-{i}") for i in (2, 0, 1))
+    assert (s2.seconds, s0.seconds, s1.seconds) == (1.51, 8.72, 3.10)
+    assert s2.line < s0.line  # stage 2 finished first in the file
+    assert (s2.pid, s0.pid, s1.pid) == (40, 20, 30) and s2.process == "EngineCore_DP0"
+    assert s2.end == 5.0 and s2.start == pytest.approx(5.0 - 1.51) and s2.source == "reported"
+    assert s2.timestamp == "03-14 10:00:05" and s2.line == 6
+    model0 = only(t, "model_loading", "stage-0")
+    assert (model0.seconds, model0.value, model0.end) == (9.60, 9.94, 13.0)
+    assert only(t, "model_loading", "stage-1").value == 1.95  # "GiB and", no "memory"
+    assert only(t, "graph_capture", "stage-0").seconds == 12.0 and only(t, "graph_capture", "stage-0").value == 0.5
+    assert only(t, "kv_cache_memory", "stage-0").value == 50.10
+    assert only(t, "weights_format", "stage-2").detail == "['*.pt']"
+    assert only(t, "chat_template_warmup", "APIServer").seconds == pytest.approx(6.6324)
+    assert t.lane_names()[:3] == ["stage-0", "stage-1", "stage-2"] and t.token2wav_lanes() == ["stage-2"]
+
+
+def test_torch_compile_takes_and_took_and_untimed_lines(three_log: Path) -> None:
+    t = read_timeline(three_log)
+    assert only(t, "torch_compile", "stage-0").seconds == 9.5  # older "takes"
+    assert only(t, "torch_compile", "stage-1").seconds == 6.0  # newer "took"
+    assert only(t, "dynamo_transform", "stage-0").seconds == 4.2
+    ready = only(t, "application_ready", "APIServer")  # uvicorn's line has a process tag but no timestamp
+    assert ready.kind == "event" and ready.end == 50.0 and ready.timestamp == ""
+    omni = only(t, "omni_server_startup", "server")  # no tag at all: the server lane, the latest timestamp
+    assert omni.end == 50.0 and omni.seconds == pytest.approx(50.047) and omni.level == -1
+
+
+def test_the_orchestrator_line_belongs_to_the_stage_it_names(three_log: Path) -> None:
+    t = read_timeline(three_log)
+    assert {r.lane: r.end for r in t.find("stage_ready")} == {"stage-2": 9.0, "stage-1": 22.0, "stage-0": 42.0}
+    assert all(r.pid == 10 for r in t.find("stage_ready"))  # logged by the API server's process
+    assert t.stage_ready() == {"stage-0": 42.0, "stage-1": 22.0, "stage-2": 9.0}
+
+
+def test_new_style_tags_and_replicas() -> None:
+    text = "".join([
+        line("00:00", "starting", stage=0, replica=0, pid=100),
+        line("00:00", "starting", stage=0, replica=1, pid=101),
+        line("00:01", "starting", stage=1, replica=0, pid=200),
+        line("00:04", "Loading weights took 3.50 seconds", stage=0, replica=1, pid=101),
+        line("00:06", "Loading weights took 5.25 seconds", stage=0, replica=0, pid=100),
+        line("00:03", "Loading weights took 2.00 seconds", stage=1, replica=0, pid=200),
+    ])
+    t = parse_text(text)
+    assert t.lane_names() == ["stage-0", "stage-0/replica1", "stage-1"]
+    assert only(t, "weight_loading", "stage-0").seconds == 5.25
+    r1 = only(t, "weight_loading", "stage-0/replica1")
+    assert (r1.stage, r1.replica, r1.pid, r1.seconds, r1.end) == ("stage-0", 1, 101, 3.5, 4.0)
+    assert t.lane("stage-0/replica1").first == 0.0 and t.lane("stage-1").first == 1.0
+    assert t.critical_path().gating == "stage-0" and t.critical_path().margin == pytest.approx(2.0)
+
+
+def test_a_marker_without_took_is_inferred_from_its_neighbours() -> None:
+    text = "".join([
+        line("00:00", "engine starting, model_stage=code2wav", stage=2, pid=40),
+        line("00:02", "Using model weights format ['*.pt']", stage=2, pid=40),
+        line("00:03", "Loading weights took 0.40 seconds", stage=0, pid=20),  # another stage: not a neighbour
+        line("00:06", "[Model Loaded] name=Qwen2_5OmniToken2WavModel, success=True, size=1492.80 MB, device=cuda:0",
+             stage=2, pid=40),
+        line("00:09", "[Model Loaded] name=Other, success=True, size=10.00 MB, device=cuda:0", stage=3, pid=50),
+    ])
+    t = parse_text(text)
+    loaded = only(t, "model_loaded", "stage-2")
+    assert (loaded.start, loaded.end, loaded.seconds, loaded.source) == (2.0, 6.0, 4.0, "inferred")
+    assert (loaded.value, loaded.detail) == (1492.80, "Qwen2_5OmniToken2WavModel")
+    # stage 3 has no earlier marker: from its first line (the line itself here)
+    assert only(t, "model_loaded", "stage-3").seconds == 0.0
+    assert t.token2wav_lanes() == ["stage-2"]
+    assert not t.find("weight_loading", "stage-2")  # missing markers are missing, not zeros
+
+
+def test_a_log_cut_mid_line(three_log: Path, tmp_path: Path) -> None:
+    text = three_stage_log()
+    cut = text[: text.index("Loading weights took 8.72") + len("Loading weights took 8.7")]
+    path = tmp_path / "cut.log"
+    path.write_text(cut)
+    t = read_timeline(path)
+    assert not t.find("weight_loading", "stage-0")  # "took 8.7" without its unit is no figure
+    assert only(t, "weight_loading", "stage-2").seconds == 1.51
+    (tmp_path / "cut2.log").write_text(text[: text.index("[default_loader.py:293] Loading weights took 8")])
+    assert len(read_timeline(tmp_path / "cut2.log").records) == 3
+
+
+def test_ansi_colours_and_crlf_read_like_plain(three_log: Path, tmp_path: Path) -> None:
+    coloured = "".join(f"\x1b[32m{ln[:ln.index(' [')]}\x1b[0m{ln[ln.index(' ['):]}".replace("took", "\x1b[1mtook\x1b[0m")
+                       for ln in three_stage_log().splitlines(keepends=True) if " [" in ln)
+    path = tmp_path / "colour.log"
+    path.write_bytes(coloured.replace("\n", "\r\n").encode())
+    plain = [(r.lane, r.phase, r.start, r.end, r.seconds) for r in read_timeline(three_log).records
+             if r.phase not in ("application_ready", "omni_server_startup")]
+    assert [(r.lane, r.phase, r.start, r.end, r.seconds) for r in read_timeline(path).records] == plain
+
+
+def test_a_serve_ab_log_keeps_its_run_and_variant(tmp_path: Path) -> None:
+    path = tmp_path / "3-optimized.log"
+    path.write_text("# omni-loader serve-ab: run 3, optimized, warm-up\n" + three_stage_log())
+    t = read_timeline(path)
+    assert t.meta == {"run": 3, "variant": "optimized", "warmup": True}
+    assert only(t, "weight_loading", "stage-2").line == 7
+
+
+def test_timestamps_cross_the_year_and_need_no_order() -> None:
+    text = ("(A pid=1) [Stage-0] INFO 12-31 23:59:58 [a.py:1] start\n"
+            "(A pid=1) [Stage-0] INFO 01-01 00:00:03 [a.py:1] Loading weights took 4.5 seconds\n")
+    r = only(parse_text(text), "weight_loading", "stage-0")
+    assert (r.end, r.start) == (5.0, 0.5)
+
+
+def test_critical_path_names_the_gating_stage_and_its_margin(three_log: Path) -> None:
+    path = read_timeline(three_log).critical_path()
+    assert (path.gating, path.runner_up, path.margin, path.ready_at, path.ready_marker) == (
+        "stage-0", "stage-1", 20.0, 50.0, "application_ready")
+    assert [(s.lane, s.phase) for s in path.segments] == [
+        ("stage-0", UNEXPLAINED), ("stage-0", "model_loading"), ("stage-0", "init_engine"),
+        (AFTER_STAGES, "chat_template_warmup")]
+    assert path.segments[1].seconds == pytest.approx(9.6)
+    assert path.sentence() == ("ready at 50.0 s (application_ready); stage-0 gated it, ready at 42.0 s, "
+                               "20.0 s after stage-1")
+
+
+def test_gaps_are_the_time_no_phase_covers(three_log: Path) -> None:
+    gaps = {(g.lane, round(g.start, 2), round(g.end, 2)) for g in read_timeline(three_log).gaps()}
+    # stage 2: its first line at 2 s, model loading from 3.2 s; loaded at 5 s, reported ready at 9 s
+    assert gaps == {("stage-0", 2.0, 3.4), ("stage-1", 2.0, 4.0), ("stage-2", 2.0, 3.2), ("stage-2", 5.0, 9.0)}
+    assert read_timeline(three_log).gaps(min_gap=1.5) and not any(
+        g.seconds <= 1.5 for g in read_timeline(three_log).gaps(min_gap=1.5))
+
+
+def test_patterns_are_data_the_caller_extends() -> None:
+    markers = parse_marker_args(["tokenizer_load=Tokenizer loaded in ([0-9.]+)", "banner=vLLM-Omni API server",
+                                 "weight_loading=Weights done in ([0-9.]+) s"])
+    text = "".join([line("00:00", "vLLM-Omni API server version 9.9", process="APIServer", pid=10),
+                    line("00:04", "Tokenizer loaded in 250 ms", stage=0, pid=20),
+                    line("00:09", "Weights done in 2.5 s", stage=0, pid=20),
+                    line("00:09", "Loading weights took 9.99 seconds", stage=0, pid=20)])
+    t = parse_text(text, markers)
+    assert only(t, "tokenizer_load", "stage-0").seconds == 0.25  # the unit after the number
+    assert only(t, "banner", "APIServer").kind == "event"
+    assert only(t, "weight_loading", "stage-0").seconds == 2.5  # replaced, the default no longer read
+    extra = DEFAULT_MARKERS + (Marker("queue", r"queue drained after (?P<seconds>\d+) s"),)
+    queue = only(parse_text(line("00:05", "queue drained after 3 s", stage=1, pid=3), extra), "queue", "stage-1")
+    assert (queue.start, queue.end) == (-3.0, 0.0)  # from the log's first timestamp: this line's
+    for bad in ["nothing", "x=(", "bad name=a(b)"]:
+        with pytest.raises(OmniLoaderError):
+            parse_marker_args([bad])
+
+
+def test_the_prefilter_is_literal_text_every_match_contains() -> None:
+    assert literal_part(r"torch\.compile (?:takes|took) ") == "torch.compile "
+    assert literal_part(r"\[Model Loaded\] name=(?P<d>[^,]*), success=True") == "[Model Loaded] name="
+    assert literal_part(r"Stage-(?P<stage>\d+) reported ready") == " reported ready"  # not "Stage-": every line
+    assert literal_part(r"Graphs? done") == "Graph"  # the optional s is not in every match
+    assert literal_part(r"x[abc]+ yyyy{2,3}z") == " yyy"
+    for none in (r"(a|b) t", r"\d+ s", r"abc|def", r"(?i)loading weights"):
+        assert literal_part(none) is None, none
+    assert all(m.keyword for m in DEFAULT_MARKERS)
+    for marker in DEFAULT_MARKERS:  # every default marker's own example line holds its keyword
+        assert marker.keyword in three_stage_log() or marker.name in ("model_loaded",), marker.name
+
+
+def test_a_file_that_is_not_a_log_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("Loading weights took 1.0 seconds, says the README\nnothing else\n")  # no log line at all
+    with pytest.raises(NoStartupMarkers):
+        read_timelines([path])
+    assert main(["timeline", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no vLLM or vLLM-Omni startup marker" in err[0] and str(path) in err[0]
+    assert main(["timeline", str(tmp_path / "absent.log")]) == 2
+
+
+# --------------------------------------------------------------------------- the command and the chart
+
+
+def test_cli_json_and_text(three_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["timeline", str(three_log), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["timelines"][0]
+    assert doc["critical_path"]["gating"] == "stage-0" and doc["critical_path"]["margin"] == 20.0
+    rows = {(r["lane"], r["phase"]): r for r in doc["records"]}
+    assert rows[("stage-2", "weight_loading")]["seconds"] == 1.51 and rows[("stage-2", "weight_loading")]["pid"] == 40
+    assert {g["lane"] for g in doc["gaps"]} == {"stage-0", "stage-1", "stage-2"}
+    assert main(["timeline", str(three_log), "--pattern", "banner=API server version"]) == 0
+    out = capsys.readouterr().out
+    assert "critical path: ready at 50.0 s (application_ready); stage-0 gated it" in out
+    assert "Token2Wav stage stage-2" in out and " banner " in out
+
+
+def test_cli_out_writes_the_table_and_the_chart(three_log: Path, tmp_path: Path) -> None:
+    import csv
+
+    out = tmp_path / "out"
+    assert main(["timeline", str(three_log), "--out", str(out)]) == 0
+    rows = list(csv.DictReader((out / "timeline.csv").open()))
+    mine = [r for r in rows if r["lane"] == "stage-2" and r["phase"] == "weight_loading"]
+    assert len(mine) == 1 and float(mine[0]["seconds"]) == 1.51 and mine[0]["source"] == "reported"
+    assert {"stage", "replica", "pid", "phase", "start", "end", "seconds", "source", "line"} <= set(rows[0])
+    assert (out / "gantt.png").stat().st_size > 10_000 and (out / "gantt.svg").read_text().startswith("<?xml")
+    assert json.loads((out / "timeline.json").read_text())["timelines"][0]["critical_path"]["gating"] == "stage-0"
+
+
+def test_gantt_lanes_colours_and_the_token2wav_annotation(three_log: Path) -> None:
+    from omni_loader.figures import figure_data
+    from omni_loader.timeline_plot import gantt, phase_colour
+
+    t = read_timeline(three_log)
+    fig = gantt(t)
+    ax = fig.axes[0]
+    labels = [tick.get_text() for tick in ax.get_yticklabels()]
+    assert labels[:3] == ["stage-0 (gated ready)", "stage-1", "stage-2 Token2Wav"]
+    colours = {}
+    for container in ax.containers:
+        for patch in container.patches:
+            if patch.get_fill():
+                lane = round(patch.get_y() + patch.get_height() / 2)
+                colours.setdefault(container.get_label().lstrip("_"), set()).add(
+                    (lane, tuple(round(c, 3) for c in patch.get_facecolor()[:3])))
+    weight = colours["weight_loading"]
+    assert {lane for lane, _ in weight} == {0, 1, 2} and len({c for _, c in weight}) == 1  # one colour, 3 lanes
+    assert len({c for _, c in colours["init_engine"]}) == 1 and phase_colour("x") == phase_colour("x")
+    texts = [row["text"] for row in figure_data(fig) if row["kind"] == "text"]
+    assert "Token2Wav weight loading 1.51 s (reported)" in texts
+    bars = [row for row in figure_data(fig) if row["kind"] == "bar" and row["label"] == "weight_loading"]
+    assert bars and math.isclose(bars[0]["width"], 8.72)
+
+
+def test_a_200_mb_log_is_read_in_seconds_in_constant_memory(tmp_path: Path) -> None:
+    path = tmp_path / "big.log"
+    filler = "".join(line(f"{i // 60 % 60:02d}:{i % 60:02d}", f"step {i} running 3 waiting 0 tokens 4096 kv 12.5%",
+                          stage=0, pid=20) for i in range(8000))
+    with path.open("w") as fh:
+        fh.write(three_stage_log().replace("(OmniServer startup took 50.047s)\n", ""))
+        written = 0
+        while written < 200 * 2**20:
+            fh.write(filler)
+            written += len(filler)
+        fh.write(line("59:59", "Loading weights took 2.00 seconds", stage=5, pid=90))
+    probe = ("import resource, sys, time; from omni_loader.timeline import read_timeline; t0 = time.perf_counter(); "
+             "t = read_timeline(sys.argv[1]); w = time.perf_counter() - t0; "
+             "print(len(t.records), t.lines, round(w, 2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, "
+             "t.find('weight_loading', 'stage-5')[0].line)")
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, check=True).stdout
+    records, lines, seconds, rss_mib, last_line = out.split()
+    assert int(records) == 22 and int(last_line) == int(lines)
+    assert float(seconds) < 20, f"200 MB read in {seconds} s"
+    assert int(rss_mib) < 200, f"peak RSS {rss_mib} MiB reading a 200 MB log"
+
+
+# --------------------------------------------------------------------------- what a benchmark can detect
+
+
+def test_the_kits_rule_needs_four_runs_a_side() -> None:
+    assert smallest_p(3, 3) == pytest.approx(0.1) and smallest_p(4, 4) == pytest.approx(2 / 70)
+    assert smallest_p(5, 5) == pytest.approx(2 / 252)
+    assert call_probability(100.0, 1.0, 3) == 0.0 and math.isinf(detectable_difference(1.0, 3))
+    assert call_probability(100.0, 1.0, 5) == pytest.approx(1.0)
+
+
+def test_the_integral_matches_a_simulation_of_the_kits_verdict() -> None:
+    from omni_loader.stats import ALPHA, mann_whitney, ranges_overlap
+
+    rng = np.random.default_rng(7)
+    n, spread, diff, sims = 5, 0.45, 1.4, 1500
+    called = 0
+    for _ in range(sims):
+        base = tuple(105.0 + spread * rng.standard_normal(n))
+        opt = tuple(105.0 - diff + spread * rng.standard_normal(n))
+        if not ranges_overlap(base, opt) and np.median(opt) < np.median(base):
+            p = mann_whitney(base, opt)
+            called += p is not None and p < ALPHA
+    assert called / sims == pytest.approx(call_probability(diff, spread, n), abs=0.035)
+
+
+def test_the_prs_design() -> None:
+    """5 runs a side, a 1.4 s difference of medians: called 80% of the time up to an SD of 0.45 s of one run."""
+    assert detectable_difference(1.0, 5) == pytest.approx(3.108, abs=0.002)
+    spread = largest_spread(1.4, 5)
+    assert spread == pytest.approx(0.4504, abs=0.001)
+    assert call_probability(1.4, spread, 5) == pytest.approx(0.8, abs=1e-6)
+    assert detectable_difference(spread, 5) == pytest.approx(1.4)
+    assert runs_needed(PR_SAVING_S, spread) is None  # separate ranges at 0.48 s: never 80%, at any n
+    assert runs_needed_by_test(PR_SAVING_S, spread) == 15
+    assert runs_needed(PR_SAVING_S, 0.1) == 4 and runs_needed(PR_SAVING_S, 0.2) is None
+    assert detectable_difference(spread, 5, floor=2.0) == 2.0  # an A/A floor above it wins
+
+
+def test_detectability_from_samples() -> None:
+    base, opt = [105.0, 105.5, 106.0, 104.5, 105.2], [104.0, 104.2, 103.1, 104.9, 103.6]
+    d = detectability(base, opt)
+    assert d.spread == pytest.approx(pooled_spread(base, opt)) and (d.n_a, d.n_b) == (5, 5)
+    assert d.spread == pytest.approx(float(np.sqrt((np.var(base, ddof=1) + np.var(opt, ddof=1)) / 2)))
+    assert d.detectable == pytest.approx(3.108 * d.spread, rel=1e-3)
+    assert "the kit's verdict calls a difference of medians of" in d.sentence() and "0.48 s saving" in d.sentence()
+    assert detectability(spread=0.1, n=5).runs == 4
