@@ -118,9 +118,9 @@ def yardstick_lines(frame) -> list[str]:
     return ["### Load parameters against a plain copy", "",
             "After each load (outside its timed phases) the same checkpoint tensors were copied once more into "
             "the same, now resident, model with a strict `load_state_dict`: what copying alone costs on this "
-            "machine. The loader's step also meets the first touches that construction leaves to it (with "
-            "`--construct upstream-cpu`, the fused `qkv_proj` that upstream allocates with `torch.empty`; in every mode the "
-            "checkpoint's newly mapped pages); the copy meets none. The ratio is how much more the loader's "
+            "machine. The loader's step also meets the first touches that construction leaves to it: the "
+            "checkpoint's newly mapped pages in every mode, and with `--construct upstream-cpu` the fused `qkv_proj` "
+            "that upstream allocates with `torch.empty`; the copy meets none. The ratio is how much more the loader's "
             "step takes, first touches included.", "", *lines, ""]
 
 
@@ -247,6 +247,11 @@ def _saving(seconds: float) -> str:
     return f"−{text}" if seconds < 0 and text.strip("0.,") not in ("", " ms", " s") else text
 
 
+def _changed_names(report: ControlReport, row) -> str:
+    """The changed phases, each said to be untimed where the rows hold none of it."""
+    return ", ".join(label(p) + ("" if p in row.changed else " (not timed)") for p in report.changed) or "none"
+
+
 def controls_section(reports: list[ControlReport]) -> list[str]:
     """Every control of every A/B pair compared, and each enclosing row's saving taken apart."""
     if not reports:
@@ -279,7 +284,7 @@ def _pair_controls(report: ControlReport) -> list[str]:
         parts = ", ".join(f"{label(p)} {_saving(v)}" for p, v in r.controls.items() if p in r.confounders)
         mark = f" **Confounded** by {parts}." if r.confounded else ""
         accounts.append(f"- {label(r.phase)}: saving {_saving(r.saving)} = {_saving(r.changed_saving)} in the "
-                        f"changed step{'s' if len(r.changed) != 1 else ''} ({', '.join(label(p) for p in r.changed) or 'none'})"
+                        f"changed step{'s' if len(report.changed) != 1 else ''} ({_changed_names(report, r)})"
                         f" + {_saving(r.controls_saving)} in {len(r.controls)} controls + {_saving(r.remainder)} "
                         f"between phases (and what medians do not add up to). What the change itself bought: "
                         f"{_saving(r.changed_saving)}.{mark}")

@@ -120,7 +120,7 @@ def test_load_readable(capsys: pytest.CaptureFixture[str], tiny_snapshot: Path, 
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == ("Token2Wav load: variant=baseline layout=vllm-omni device=cpu dtype=float32"
-                        " construct=upstream")
+                        " construct=resident")
     assert lines[1] == f"checkpoint: {tiny_snapshot} (directory)"
     data = load_json("--variant", "baseline")
     for phase in ("total", "weight_loading", *LEAF_PHASES):

@@ -92,7 +92,7 @@ def test_two_reproductions_side_by_side(runs):
     assert result.pr_rows == ("state_dict_calls", "buffer_discovery", "weight_loading")  # no startup measured
     for entry, directory in ((alt, runs["alt"]), (abba, runs["abba"])):
         assert entry.runs == {"baseline": 3, "optimized": 3}
-        assert (entry.layout, entry.construct, entry.workers) == ("vllm-omni", "upstream", "in-process")
+        assert (entry.layout, entry.construct, entry.workers) == ("vllm-omni", "resident", "in-process")
         own = {c.phase: c for c in comparisons(read_runs(directory))}
         for phase in ("buffer_discovery", "weight_loading"):
             c = entry.comparison(phase)
@@ -260,7 +260,7 @@ def test_schema_2_and_3_directories_are_read_alike(runs, tmp_path):
     described = ("model", "machine", "layout", "dtype", "construct", "workers", "kit_commit")
     assert [getattr(flat, k) for k in described] == [getattr(new, k) for k in described]
     assert NOT_RECORDED not in [getattr(new, k) for k in described]
-    assert new.layout == "vllm-omni" and new.dtype == "float32" and new.construct == "upstream"
+    assert new.layout == "vllm-omni" and new.dtype == "float32" and new.construct == "resident"
     rows = list(csv.DictReader(io.StringIO(render(result, "csv"))))
     keep = ("model", "device", "cpu", "torch", "layout", "dtype", "construct", "workers", "kit_commit")
     assert [{k: r[k] for k in keep} for r in rows[1:]] == [{k: rows[1][k] for k in keep}] * 2

@@ -406,7 +406,7 @@ def test_phase_seconds_are_the_clock_difference(tiny_snapshot: Path, monkeypatch
         ("buffer_discovery", "weight_loading"), ("split_buffers", "weight_loading"),
         ("load_parameters", "weight_loading"), ("load_buffers", "weight_loading"), ("load_spk_dict", "weight_loading"),
         ("weight_loading", "total"), ("post_load", "total"), ("total", None)]
-    assert (result.variant, result.layout, result.construct) == ("baseline", "vllm-omni", "upstream")
+    assert (result.variant, result.layout, result.construct) == ("baseline", "vllm-omni", "resident")
     assert result.persistent_buffers == [INV_FREQ] and result.state_dict_calls == 51
     assert result.weights_loaded == 187 and INV_FREQ in result.loaded_names  # the buffer after the others, too
 
@@ -627,7 +627,7 @@ def test_assign_step_copies_where_the_dtype_differs(tiny_snapshot: Path) -> None
     assert {p.dtype for p in after.values()} == {torch.bfloat16}
 
 
-@pytest.mark.parametrize("construct", ["upstream", "empty", "init"])
+@pytest.mark.parametrize("construct", ["resident", "upstream-cpu", "empty", "init"])
 def test_the_construction_mode_reaches_build_model(tiny_snapshot: Path, monkeypatch: pytest.MonkeyPatch,
                                                    construct: str) -> None:
     """``construct=`` (a keyword or in LoadOptions) is the mode the model is built with, and is reported;

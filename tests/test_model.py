@@ -204,12 +204,32 @@ def _residency(construct: str) -> tuple[list[float], list[float]]:
 
 
 @pytest.mark.slow
-def test_upstream_construction_leaves_only_qkv_proj_untouched() -> None:
-    """As vLLM-Omni: constructors write every parameter but the fused qkv_proj (torch.empty upstream)."""
-    qkv, other = _residency("upstream")
+def test_resident_construction_leaves_every_parameter_resident() -> None:
+    """The default: every parameter, the fused qkv_proj included, resident before weight loading, as device
+    memory is when the allocator hands it out."""
+    qkv, other = _residency("resident")
+    assert len(qkv) == 22 and len(other) > 100
+    assert min(qkv) == 1.0 and min(other) == 1.0
+
+
+@pytest.mark.slow
+def test_upstream_cpu_construction_leaves_only_qkv_proj_untouched() -> None:
+    """As vLLM-Omni on a CPU: constructors write every parameter but the fused qkv_proj (torch.empty upstream)."""
+    qkv, other = _residency("upstream-cpu")
     assert len(qkv) == 22 and len(other) > 100
     assert min(other) == 1.0
     assert max(qkv) < 0.05
+
+
+def test_construction_modes_by_name() -> None:
+    """``resident`` is the default everywhere a load is set up; the old name ``upstream`` reads as ``upstream-cpu``."""
+    from omni_loader.options import LoadOptions
+    from omni_loader.spec import BenchmarkSpec
+
+    assert LoadOptions().construct == "resident" and BenchmarkSpec("ckpt").construct == "resident"
+    assert LoadOptions(construct="upstream").construct == "upstream-cpu"
+    assert BenchmarkSpec.from_metadata({"schema_version": 3, "benchmarks": {"load": {"spec": {
+        "checkpoint": "c", "load": {"construct": "upstream"}}}}}).construct == "upstream-cpu"
 
 
 @pytest.mark.slow

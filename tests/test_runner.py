@@ -57,7 +57,7 @@ def test_in_process_benchmark_rows(tiny_snapshot, tmp_path):
     assert list(suite) == ["schema_version", "benchmarks"] and list(suite["benchmarks"]) == ["load"]
     meta = benchmark(suite, "load")
     assert meta["status"] == "complete" and meta["warmup"] == 1 and meta["repeats"] == 2
-    assert meta["order"] == "alternate" and len(meta["plan"]) == 6
+    assert meta["order"] == "blocks" and len(meta["plan"]) == 6
     # what the renderers read of a load benchmark (report.md, compare)
     for key in ("kind", "spec", "plan", "status", "environment", "checkpoint", "model", "command_line", "warmup",
                 "repeats", "order", "construct", "workers", "started_at", "finished_at"):
@@ -256,9 +256,9 @@ def _in_session(psutil, sid: int) -> list[str]:
 def test_a_spec_embeds_its_load_options_and_reads_back_the_old_flat_one():
     spec = BenchmarkSpec(checkpoint="/snap", load=LoadOptions(layout="transformers", device="cpu"), runs=3)
     assert BenchmarkSpec(checkpoint="/snap", layout="transformers", runs=3) == spec  # the shorthand
-    assert (spec.layout, spec.device, spec.dtype, spec.construct) == ("transformers", "cpu", "float32", "upstream")
+    assert (spec.layout, spec.device, spec.dtype, spec.construct) == ("transformers", "cpu", "float32", "resident")
     assert spec.to_dict()["load"] == {"layout": "transformers", "device": "cpu", "dtype": "float32",
-                                      "construct": "upstream"}
+                                      "construct": "resident"}
     assert BenchmarkSpec.from_metadata({"schema_version": 3, "benchmarks": {"load": {"spec": spec.to_dict()}}}) == spec
     flat = {k: v for k, v in spec.to_dict().items() if k != "load"} | spec.to_dict()["load"]
     assert BenchmarkSpec.from_metadata({"schema_version": 2, "kind": "reproduce", "spec": flat}) == spec
@@ -281,5 +281,5 @@ def test_reproduce_takes_load_options_and_single_overrides(tiny_snapshot, tmp_pa
     out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "r", LoadOptions(layout="transformers", dtype="bfloat16"),
                     device="cpu", dtype="float32", warmup=0, runs=1, in_process=True, progress=False)
     spec = BenchmarkSpec.from_metadata(read_metadata(out))
-    assert spec.load == LoadOptions(layout="transformers", device="cpu", dtype="float32", construct="upstream")
+    assert spec.load == LoadOptions(layout="transformers", device="cpu", dtype="float32", construct="resident")
     assert spec.workers == "in-process" and spec.runs == 1 and (out / "report.md").is_file()
