@@ -54,7 +54,8 @@ def measurement_cell(result: SideBySide, entry: Entry, phase: str) -> str:
     interval = f" [{iv[0]:.2f}–{iv[1]:.2f}]" if iv else ""
     return (f"{format_seconds(c.baseline.median, u)} [{_in(c.baseline.min, u)}–{_in(c.baseline.max, u)}] → "
             f"{format_seconds(c.optimized.median, u)} [{_in(c.optimized.min, u)}–{_in(c.optimized.max, u)}]; "
-            f"{_ratio_text(c.ratio)}{interval}; {c.verdict()}")
+            f"{_ratio_text(c.ratio)}{interval}; {c.verdict()}"
+            + (f"; confounded by {', '.join(entry.confounded[phase])}" if phase in entry.confounded else ""))
 
 
 def reference_cell(result: SideBySide, phase: str) -> str:

@@ -50,6 +50,7 @@ class Entry:
     digests: tuple[str, ...] = ()  # tensor digests of its successful runs (one when they agree)
     counts: dict[str, dict[str, tuple[float, ...]]] = field(default_factory=dict, repr=False)
     problems: tuple[str, ...] = ()  # what check_results and the equivalence check found in it
+    confounded: dict[str, tuple[str, ...]] = field(default_factory=dict)  # PR row -> controls that confound it
 
     @cached_property
     def record(self) -> dict[str, Any]:
@@ -239,7 +240,18 @@ def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
     intervals = {c.phase: iv for c in comps if c.phase in PR_ROWS and (iv := ratio_interval(c)) is not None}
     return Entry(label=label or default_label(path), source=path, archive=path.is_file(),
                  metadata=checked.metadata, comparisons=comps, intervals=intervals, runs=runs, digests=digests,
-                 counts=counts, problems=tuple(problems))
+                 counts=counts, problems=tuple(problems), confounded=_confounded(frame, checked.metadata))
+
+
+def _confounded(frame, metadata: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The PR rows of a directory that a shared-phase control confounds (as its report.md says)."""
+    from .controls import control_report
+    from .measurements import noise_floors
+
+    if not all(run_summary(frame, v, "state_dict_calls").n for v in VARIANTS):
+        return {}
+    report = control_report(frame, *VARIANTS, floors=noise_floors(frame))
+    return {r.phase: r.confounders for r in report.rows if r.confounded} if report else {}
 
 
 def default_label(path: Path) -> str:
@@ -265,6 +277,9 @@ def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
     checks: list[Check] = []
     for e in entries:
         checks += [Check(e.label, "problem", "results", p) for p in e.problems]
+        checks += [Check(e.label, "note", "controls", f"{row} is confounded: {', '.join(controls)} (code both variants "
+                         "share) differs between them; see its report.md's Controls")
+                   for row, controls in e.confounded.items()]
         if e is anchor:
             continue
         same_tree = (e.layout, e.dtype) == (anchor.layout, anchor.dtype)

@@ -135,3 +135,18 @@ def test_a_step_that_slows_shared_phases_is_named_in_the_report(tiny_snapshot, t
     assert "### `baseline` against `slowed`" in text
     beyond = [line for line in text.splitlines() if line.startswith("| slowed | Token2Wav weight loading |")]
     assert len(beyond) == 1 and "**confounded** by " in beyond[0] and "Load parameters" in beyond[0]
+
+
+def test_compare_marks_a_confounded_row_as_the_report_does():
+    from omni_loader.side_by_side import Entry, _confounded, consistency_checks
+
+    assert _confounded(_frame(), {}) == {}
+    confounded = _confounded(_frame(slower={"load_parameters": 0.2}), {})
+    assert confounded == {"weight_loading": ("load_parameters",), "total": ("load_parameters",)}
+    entry = Entry("r", Path("r"), False, {}, (), {}, confounded=confounded)
+    notes = [c for c in consistency_checks([entry], entry) if c.what == "controls"]
+    assert [c.message for c in notes] == [
+        "weight_loading is confounded: load_parameters (code both variants share) differs between them; see its "
+        "report.md's Controls",
+        "total is confounded: load_parameters (code both variants share) differs between them; see its report.md's "
+        "Controls"]
