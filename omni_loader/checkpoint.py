@@ -102,9 +102,13 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"missing file: {path}")
     try:
-        return json.loads(path.read_text())
+        record = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"not valid JSON: {path} ({exc})") from None
+    if not isinstance(record, dict):
+        raise CheckpointError(f"{path} holds a JSON {type(record).__name__}, not an object: it is not a Hugging Face "
+                              f"{path.name}")
+    return record
 
 def _read_weight_map(root: Path) -> dict[str, str]:
     if (root / INDEX_FILE).is_file():
@@ -280,6 +284,7 @@ def synthesize(
                 tensors[key] = _make_tensor(key, *specs[key], gen, config)
                 bar.update(1)
             save_file(tensors, str(tmp / name), metadata={"format": "pt"})
+            (tmp / name).chmod(0o644)  # safetensors writes its files 0600; a snapshot is meant to be shared
             weight_map.update(dict.fromkeys(keys, name))
             del tensors
         bar.close()

@@ -36,17 +36,21 @@ class ShownFigure(Figure):
 
 def write_figure(fig: Figure, directory: str | Path, stem: str) -> list[Path]:
     """``<stem>.png``, ``<stem>.svg`` and ``<stem>.csv`` (the values drawn: :func:`figure_data`) under ``directory``."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    from .safe_files import ensure_dir, open_file
+
+    directory = ensure_dir(directory)  # a symlinked plots/ is refused in one line, never written through
     paths = [directory / f"{stem}.png", directory / f"{stem}.svg"]
     for p in paths:
-        fig.savefig(p, dpi=PNG_DPI if p.suffix == ".png" else None, bbox_inches="tight")
+        with open_file(p, "w", binary=True) as fh:  # never through a link
+            fig.savefig(fh, format=p.suffix[1:], dpi=PNG_DPI if p.suffix == ".png" else None, bbox_inches="tight")
     return [*paths, write_figure_data(fig, directory / f"{stem}.csv")]
 
 
 def write_figure_data(fig: Figure, path: Path) -> Path:
-    """The rows of :func:`figure_data` as a CSV file at ``path``."""
-    with path.open("w", newline="") as fh:
+    """The rows of :func:`figure_data` as a CSV file at ``path`` (never written through a link)."""
+    from .safe_files import open_file
+
+    with open_file(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIGURE_DATA_COLUMNS)
         writer.writeheader()
         writer.writerows({c: ("" if row.get(c) is None else row.get(c)) for c in FIGURE_DATA_COLUMNS}

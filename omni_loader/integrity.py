@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from typing import Any
 from .errors import ResultsError
 from .lock import describe_holder, lock_holder
 from .rows import REJECTED_FILE, RUN_COLUMNS, RUNS_FILE, SOURCES, typed_runs
+from .safe_files import link_refusal, open_file
 from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmark, benchmarks, read_metadata, resumed
 
 
@@ -62,9 +65,18 @@ def planned_runs(metadata: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """run_id -> plan entry (variant, warmup, order, source) of every benchmark in ``metadata``."""
     plans: dict[int, dict[str, Any]] = {}
     for name, record in benchmarks(metadata).items():
-        for entry in record.get("plan") or []:
+        for entry in _plan_entries(record):
             plans[int(entry["run_id"])] = {"source": DEFAULT_SOURCES.get(name, "load"), **entry}
     return plans
+
+
+def _plan_entries(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's plan entries that can be read (a dict with an integer run id); see :func:`_metadata_findings`."""
+    plan = record.get("plan")
+    if not isinstance(plan, list):
+        return []
+    return [e for e in plan if isinstance(e, dict) and isinstance(e.get("run_id"), int)
+            and not isinstance(e.get("run_id"), bool)]
 
 
 def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
@@ -77,12 +89,14 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     """
     directory = Path(directory)
     metadata = read_metadata(directory)
-    found: list[tuple[str, str]] = []  # (short, long)
+    found: list[tuple[str, str]] = _metadata_findings(metadata)  # (short, long)
     path = directory / RUNS_FILE
     records, numbers, cut = _read_lines(path, found)
     frame = _frame(records)
     frame["_line"] = numbers
-    frame = _check_rows(frame, metadata, found, cut)
+    seconds_at = records[0].index("seconds")
+    frame["_seconds"] = [r[seconds_at] for r in records[1:]]  # as written: "nan", "abc" and "" all read as NaN
+    frame = _check_rows(frame, metadata, found, cut).drop(columns="_seconds")
     rejected = tuple(sorted(set(range(2, _count_records(path) + 2)) - set(frame["_line"])))
     frame = frame.drop(columns="_line")
     because = tuple(short for short, _ in found)
@@ -94,11 +108,81 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
         why = f" (status {status}: continue with {resume_command(directory, metadata)})" if status != "complete" else ""
         found.append((f"{len(missing)} planned run(s) missing",
                       f"{len(missing)} of {len(plan)} planned runs have no usable rows: {_ids(missing)}{why}"))
+    found += _failure_findings(frame, metadata)
     found += _writer_findings(directory, metadata)
     repairs = [r for record in benchmarks(metadata).values() for r in record.get("repairs", [])]
     notes = tuple(f"{r.get('rows')} row(s) set aside by --resume ({REJECTED_FILE})" for r in repairs)
     return ResultsCheck(directory, metadata, frame, [long for _, long in found], [short for short, _ in found],
                         missing, rejected, because, notes)
+
+
+# The statuses a benchmark's record moves through (see omni_loader.suite.with_status).
+STATUSES = ("running", "complete", "interrupted")
+
+
+def _metadata_findings(metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """What metadata.json lacks for its rows to be checked: a benchmark, each benchmark's plan and status."""
+    found: list[tuple[str, str]] = []
+    raw = metadata.get("benchmarks")
+    if isinstance(raw, dict):
+        for name, record in raw.items():
+            if not isinstance(record, dict):
+                found.append((f"benchmark {name} unreadable",
+                              f"{METADATA_FILE} holds {type(record).__name__} {str(record)[:40]!r} for benchmark "
+                              f"{name!r}, not a record: it was not written by omni-loader; restore it from a copy"))
+    members = benchmarks(metadata)
+    if not members:
+        found.append(("no benchmark recorded",
+                      f"{METADATA_FILE} records no benchmark: no plan to check runs.csv against, so none of its "
+                      "rows can be trusted; restore it from a copy"))
+    for name, record in members.items():
+        plan = record.get("plan")
+        if "plan" in record:  # every writer records one; a hand-made record without the key is read unchecked
+            entries = _plan_entries(record)
+            if not isinstance(plan, list) or not plan:
+                found.append((f"benchmark {name} has no plan",
+                              f"benchmark {name} in {METADATA_FILE} has no plan (plan: {json.dumps(plan)[:40]}): its "
+                              "rows cannot be checked against the runs it planned; restore the file from a copy"))
+            elif len(entries) < len(plan):
+                found.append((f"{len(plan) - len(entries)} unreadable plan entr(ies)",
+                              f"{len(plan) - len(entries)} of the {len(plan)} plan entries of benchmark {name} in "
+                              f"{METADATA_FILE} have no integer run_id: ignored, with the rows of those runs"))
+        if record.get("status") not in STATUSES:
+            found.append((f"benchmark {name} has no status",
+                          f"benchmark {name} in {METADATA_FILE} has status {json.dumps(record.get('status'))[:40]}, "
+                          f"not one of {', '.join(STATUSES)}: whether it finished is unknown"))
+    return found
+
+
+def _failure_findings(frame, metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """A benchmark, or a variant of one, whose every run failed: no number to report, which is a finding."""
+    found: list[tuple[str, str]] = []
+    if not len(frame):
+        return found
+    for name, record in benchmarks(metadata).items():
+        ids = {int(e["run_id"]) for e in _plan_entries(record)}
+        sources = ["server"] if DEFAULT_SOURCES.get(name) == "server" else ["load", "aa"]
+        rows = frame[frame["run_id"].isin(ids)] if ids else frame[frame["source"].isin(sources)]
+        runs = rows.drop_duplicates("run_id")
+        if not len(runs):
+            continue
+        ok = set(rows.loc[rows["status"] == "ok", "run_id"])
+        failed = runs[~runs["run_id"].isin(ok)]
+        if len(failed) == len(runs):
+            first = failed.iloc[0]
+            found.append((f"every run of benchmark {name} failed",
+                          f"every run of benchmark {name} failed ({len(runs)} run(s); run {first['run_id']} "
+                          f"{first['variant']}: {first['error'] or 'no reason recorded'}): it measured nothing"))
+            continue
+        for variant, per in runs.groupby("variant", sort=False):
+            bad = per[~per["run_id"].isin(ok)]
+            if len(bad) == len(per):
+                first = bad.iloc[0]
+                found.append((f"every run of {variant} failed",
+                              f"every run of variant {variant} in benchmark {name} failed ({len(per)} run(s); run "
+                              f"{first['run_id']}: {first['error'] or 'no reason recorded'}): it has no number to "
+                              "compare"))
+    return found
 
 
 def suite_status(metadata: dict[str, Any]) -> str | None:
@@ -164,19 +248,21 @@ def set_aside_rejected(check: ResultsCheck) -> int:
     if not check.rejected_lines:
         return 0
     path = check.directory / RUNS_FILE
-    records = list(csv.reader(io.StringIO(path.read_bytes().decode("utf-8", errors="replace"), newline="")))
+    if path.is_symlink():
+        raise link_refusal(path)
+    records = _csv_records(path.read_bytes().decode("utf-8", errors="replace"))
     rejected = set(check.rejected_lines)
     keep = [r for n, r in enumerate(records, start=1) if n not in rejected]
     out = [r for n, r in enumerate(records, start=1) if n in rejected]
     side = check.directory / REJECTED_FILE
-    with side.open("a", newline="") as fh:
+    with open_file(side, "a", newline="") as fh:  # never through a link (omni_loader.safe_files)
         if fh.tell() == 0:
             csv.writer(fh, lineterminator="\r\n").writerow(records[0])
         csv.writer(fh, lineterminator="\r\n").writerows(out)
         fh.flush()
         os.fsync(fh.fileno())
     tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as fh:
+    with open_file(tmp, "w", newline="") as fh:
         csv.writer(fh, lineterminator="\r\n").writerows(keep)
         fh.flush()
         os.fsync(fh.fileno())
@@ -191,8 +277,23 @@ def _count_records(path: Path) -> int:
     """Data records (header excluded) in runs.csv, torn ones included."""
     if not path.exists():
         return 0
-    return max(0, len(list(csv.reader(io.StringIO(path.read_bytes().decode("utf-8", errors="replace"),
-                                                  newline="")))) - 1)
+    return max(0, len(_csv_records(path.read_bytes().decode("utf-8", errors="replace"))) - 1)
+
+
+# The longest field omni-loader writes is far below this (an error line is cut at 300 characters): a longer
+# one was not written by it. It is csv's default limit, which the reading below lifts, so that such a line is
+# one row ignored (and set aside by --resume), not an unreadable file.
+FIELD_LIMIT = 131072
+
+
+def _csv_records(text: str) -> list[list[str]]:
+    """The CSV records of ``text``, fields of any length (csv's field_size_limit lifted while it reads)."""
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, len(text) + 1))
+    try:
+        return list(csv.reader(io.StringIO(text, newline="")))
+    finally:
+        csv.field_size_limit(limit)
 
 
 def _ids(ids: Iterable[int], most: int = 12) -> str:
@@ -209,7 +310,7 @@ def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str
     text = path.read_bytes().decode("utf-8", errors="replace")
     if not text:
         return [list(RUN_COLUMNS)], [], set()
-    records = list(csv.reader(io.StringIO(text, newline="")))
+    records = _csv_records(text)
     header = records[0]
     missing = [c for c in RUN_COLUMNS[: RUN_COLUMNS.index("minor_faults")] if c not in header]
     if missing:
@@ -221,7 +322,7 @@ def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str
                       f"{path.name} has columns this omni-loader does not know ({', '.join(unknown)}): "
                       "written by a newer version? they are ignored"))
     torn = [] if text.endswith("\n") else [len(records)]  # a crash cut the last line short
-    newer, malformed = [], []
+    newer, malformed, oversized = [], [], []
     good, numbers = [header], []
     cut: set[int] = set()
     for number, record in enumerate(records[1:], start=2):
@@ -231,7 +332,9 @@ def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str
             continue
         if not record:
             continue  # a blank line
-        if len(record) > len(header):
+        if any(len(value) > FIELD_LIMIT for value in record):
+            oversized.append(number)
+        elif len(record) > len(header):
             newer.append(number)
         elif len(record) < len(header):
             (torn if number == len(records) else malformed).append(number)
@@ -246,11 +349,26 @@ def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str
         found.append((f"{len(newer)} row(s) of a newer schema ignored",
                       f"{len(newer)} row(s) of {path.name} have more fields than its header (lines {_ids(newer)}): "
                       "written by a newer omni-loader or two writers interleaved; ignored"))
+    if oversized:
+        found.append((f"{len(oversized)} oversized row(s) ignored",
+                      f"{len(oversized)} row(s) of {path.name} have a field longer than {FIELD_LIMIT} characters "
+                      f"(lines {_ids(oversized)}): not written by omni-loader; ignored"))
     if malformed:
         found.append((f"{len(malformed)} malformed row(s) ignored",
                       f"{len(malformed)} row(s) of {path.name} have too few fields (lines {_ids(malformed)}): "
                       "ignored"))
     return good, numbers, cut
+
+
+def _possible_seconds(text: str) -> bool:
+    """``seconds`` as written in runs.csv: empty, or a finite number >= 0."""
+    if not text.strip():
+        return True
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(value) and value >= 0
 
 
 def _frame(records: list[list[str]]):  # -> pandas.DataFrame
@@ -274,6 +392,17 @@ def _check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]], c
                       "ignored"))
     frame = frame[~bad_values].copy()
     frame["run_id"] = run_ids[~bad_values].astype(int)
+
+    # A duration is a finite number >= 0 (or nothing, for a run that failed before it was timed).
+    impossible = ~frame["_seconds"].map(_possible_seconds)
+    if impossible.any():
+        runs = sorted(set(frame.loc[impossible, "run_id"]))
+        values = ", ".join(dict.fromkeys(repr(v[:20]) for v in frame.loc[impossible, "_seconds"]))
+        found.append((f"{int(impossible.sum())} row(s) with impossible seconds ignored",
+                      f"{int(impossible.sum())} row(s) of {RUNS_FILE} have seconds that no clock gives ({values}: "
+                      f"not a finite number >= 0; run ids {_ids(runs)}): those runs are ignored; --resume repeats "
+                      "them"))
+        frame = frame[~frame["run_id"].isin(runs)]
 
     dup_keys = frame.duplicated(["run_id", "phase"], keep=False)
     dup_runs = sorted(set(frame.loc[dup_keys, "run_id"]))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ResultsError
+from .safe_files import open_fd, refuse_links
 
 # Held (flock) by the one process writing the directory; holds its pid and command while it does.
 LOCK_FILE = "writer.lock"
@@ -26,13 +27,22 @@ LOCK_FILE = "writer.lock"
 _HELD: dict[Path, list[int]] = {}  # directory -> [lock file descriptor, depth] held by this process
 
 
+# What a writer writes in a results directory: none of them may be a link (see omni_loader.safe_files).
+WRITTEN = ("runs.csv", "runs.rejected.csv", "runs.csv.tmp", "metadata.json", "metadata.json.tmp", "report.md",
+           "plots", "logs", "profiles")
+
+
 @contextmanager
 def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
     """Hold the results directory's writer lock (made if need be) for the block; re-entrant in one process.
 
-    A second writer is refused with one line naming the directory and the process that holds it.
+    A second writer is refused with one line naming the directory and the process that holds it;
+    so is a directory whose lock file, runs.csv, metadata.json, report.md or plots/ is a symbolic
+    link (writing through it would write outside the directory). A directory this call made that
+    holds nothing but the lock file when the block ends (it failed before writing) is removed.
     """
     directory = Path(directory)
+    made = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
     directory.mkdir(parents=True, exist_ok=True)
     key = directory.resolve()
     if key in _HELD:
@@ -42,7 +52,11 @@ def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
         finally:
             _HELD[key][1] -= 1
         return
-    fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fd = open_fd(directory / LOCK_FILE, "r+")
+    except BaseException:
+        _remove_made(made)
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -50,6 +64,12 @@ def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
         holder = lock_holder(directory)
         raise ResultsError(f"{directory} is being written by {describe_holder(holder)}; one writer per results "
                            "directory: wait for it to finish, or choose another --out") from None
+    try:
+        refuse_links(directory, WRITTEN)
+    except BaseException:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        raise
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(_holder_record()).encode(), 0)
     _HELD[key] = [fd, 1]
@@ -58,8 +78,20 @@ def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         del _HELD[key]
         os.ftruncate(fd, 0)  # an empty lock file: nobody writing
+        if made and os.listdir(directory) == [LOCK_FILE]:
+            os.unlink(directory / LOCK_FILE)  # while still held: no second writer took it meanwhile
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+        _remove_made(made)
+
+
+def _remove_made(made: list[Path]) -> None:
+    """Remove the folders a writer made (deepest first) that are still empty."""
+    for path in made:
+        try:
+            path.rmdir()
+        except OSError:
+            return
 
 
 def _holder_record() -> dict[str, Any]:

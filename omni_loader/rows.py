@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ResultsError
+from .safe_files import open_fd
 
 if TYPE_CHECKING:
     from .planner import PlannedRun
@@ -93,11 +94,17 @@ def failed_row(run: PlannedRun, error: str, seconds: float | None = None, starte
 
 
 def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[str, Any]]) -> None:
-    """Append rows to runs.csv (header on first write), flushed and synced to disk at once."""
+    """Append rows to runs.csv (header on first write), flushed and synced to disk at once.
+
+    runs.csv is opened without following a link (:mod:`omni_loader.safe_files`): a symlinked
+    runs.csv is refused in one line, never appended to.
+    """
     path = Path(directory) / RUNS_FILE
-    new = not path.exists() or path.stat().st_size == 0
-    torn = not new and not _ends_with_newline(path)
-    with path.open("a", newline="") as fh:
+    fd = open_fd(path, "a+")
+    with os.fdopen(fd, "a+", newline="", encoding="utf-8") as fh:
+        size = os.fstat(fd).st_size
+        new = size == 0
+        torn = not new and os.pread(fd, 1, size - 1) != b"\n"
         writer = csv.DictWriter(fh, fieldnames=RUN_COLUMNS, extrasaction="raise")
         if new:
             writer.writeheader()
@@ -108,12 +115,6 @@ def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[
             writer.writerow({col: _cell(values.get(col)) for col in RUN_COLUMNS})
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"\n"
 
 
 def _cell(value: Any) -> Any:

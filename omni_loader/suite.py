@@ -27,6 +27,7 @@ from typing import Any
 
 from .errors import ResultsError
 from .rows import REJECTED_FILE
+from .safe_files import link_refusal, write_text
 
 SCHEMA_VERSION = 3
 # Versions this kit reads. Version 1 lacks the per-phase counters and the per-run stamps; read, they
@@ -48,8 +49,10 @@ def write_metadata(directory: str | os.PathLike[str], metadata: dict[str, Any]) 
     directory.mkdir(parents=True, exist_ok=True)
     record = {"schema_version": SCHEMA_VERSION, **{k: v for k, v in metadata.items() if k != "schema_version"}}
     path = directory / METADATA_FILE
+    if path.is_symlink():  # replacing it would not write through it, but it names a file elsewhere: refused
+        raise link_refusal(path)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2, default=str))
+    write_text(tmp, json.dumps(record, indent=2, default=str))  # never through a link
     os.replace(tmp, path)
     return path
 
@@ -60,9 +63,14 @@ def read_metadata(directory: str | os.PathLike[str]) -> dict[str, Any]:
     if not path.is_file():
         raise ResultsError(f"not a results directory (no {METADATA_FILE}): {directory}")
     try:
-        record = json.loads(path.read_text())
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): it "
+                           "was not written by omni-loader or is damaged; restore it from a copy") from None
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ResultsError(f"{path} is nested too deeply to be read: it was not written by omni-loader") from None
     version = record.get("schema_version") if isinstance(record, dict) else None
     if version not in READABLE_SCHEMAS:
         newer = isinstance(version, int) and version > SCHEMA_VERSION
@@ -81,8 +89,8 @@ def benchmarks(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
     under ``"serve_ab"``, or a serve-ab directory of its own) is known in one place. A member's
     record never holds ``schema_version``: that is the file's (``metadata["schema_version"]``).
     """
-    if isinstance(metadata.get("benchmarks"), dict):
-        return {name: dict(record) for name, record in metadata["benchmarks"].items()}
+    if isinstance(metadata.get("benchmarks"), dict):  # a member that is not a record is the integrity check's finding
+        return {name: dict(record) for name, record in metadata["benchmarks"].items() if isinstance(record, dict)}
     members: dict[str, dict[str, Any]] = {}
     top = {k: v for k, v in metadata.items() if k not in ("serve_ab", "schema_version")}
     if top.get("kind") == MEMBERS["startup"]:

@@ -88,9 +88,11 @@ def _from_library(exc: BaseException) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     debug, argv = _debug(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser().parse_args(argv)
-    args.explicit = _explicit_options(argv)
     try:
+        # An option's value that its type= refuses with an OmniLoaderError (a malformed --variant, --runs out of
+        # range...) is not caught by argparse: it is said here in one line, before anything is made.
+        args = build_parser().parse_args(argv)
+        args.explicit = _explicit_options(argv)
         return int(args.func(args) or 0)
     except OmniLoaderError as exc:
         if debug:

@@ -15,7 +15,8 @@ from ..planner import DEFAULT_ORDER, ORDERS
 from ..results import METADATA_FILE, benchmark, check_results, read_metadata, resume_command
 from ..spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, BenchmarkSpec, same_value, spec_conflicts
 from ..variants import BUILTIN_VARIANTS, parse_variant
-from .options import add_checkpoint_options, add_load_options, given_options, load_options, snapshot_from_args
+from .options import (MAX_RUNS, MAX_THREADS, add_checkpoint_options, add_load_options, bounded_int, given_options,
+                      load_options, positive_seconds, snapshot_from_args)
 
 
 def default_out_dir(args: argparse.Namespace) -> Path:
@@ -147,10 +148,10 @@ def add_command(sub: Any) -> None:
     p = sub.add_parser("reproduce", help="reproduce the PR's tables: alternating A/B loads, statistics, report, plots")
     add_checkpoint_options(p)
     add_load_options(p)
-    p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
+    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=DEFAULT_WARMUP,
                    help=f"warm-up runs per variant (default {DEFAULT_WARMUP})")
-    p.add_argument("--runs", type=int, default=DEFAULT_RUNS,
-                   help=f"measured runs per variant (default {DEFAULT_RUNS}; the PR used 5)")
+    p.add_argument("--runs", type=bounded_int("--runs", 1, MAX_RUNS), default=DEFAULT_RUNS,
+                   help=f"measured runs per variant, 1 to {MAX_RUNS:,} (default {DEFAULT_RUNS}; the PR used 5)")
     p.add_argument("--order", choices=ORDERS, default=DEFAULT_ORDER,
                    help="run order (default blocks: each round a seeded random permutation of the variants, so "
                         "carry-over from the run before is not tied to one variant; alternate: ABAB..., the PR's)")
@@ -163,7 +164,7 @@ def add_command(sub: Any) -> None:
                    help="short for --workers spawn: a full cold start per run")
     w.add_argument("--in-process", dest="workers", action="store_const", const="in-process",
                    help="short for --workers in-process")
-    p.add_argument("--worker-timeout", type=float, default=None, metavar="S", help="kill a worker after S seconds")
+    p.add_argument("--worker-timeout", type=positive_seconds("--worker-timeout"), default=None, metavar="S", help="kill a worker after S seconds")
     p.add_argument("--variants", type=lambda text: tuple(v.strip() for v in text.split(",") if v.strip()),
                    default=VARIANTS, metavar="A,B[,C...]",
                    help=f"the arms, compared with the first (default {','.join(VARIANTS)}; built-ins: "
@@ -175,7 +176,8 @@ def add_command(sub: Any) -> None:
                    help=f"also run an A/A benchmark ({AA_VARIANT} in both arms) for this machine's noise floor")
     p.add_argument("--reference-copy", action="store_true",
                    help="also time a plain strict load_state_dict of the same tensors after each load (a yardstick)")
-    p.add_argument("--threads", type=int, default=1, metavar="N",
+    p.add_argument("--threads", type=bounded_int("--threads", 0, MAX_THREADS, " (0: torch's default)"), default=1,
+                   metavar="N",
                    help="torch intra-op threads per load (default 1: a busy neighbour core cannot stall a copy's "
                         "thread barrier; 0: torch's default)")
     p.add_argument("--cpus", default="auto", metavar="auto|any|LIST",

@@ -15,7 +15,8 @@ from ..planner import ORDERS
 from ..serve_ab import (DEFAULT_PATTERNS, StartupSpec, parse_pattern_args, run_serve_ab, saved_serve_ab,
                         serve_ab_conflicts, summarize)
 from ..server import DEFAULT_HOST, SnapshotChoice, StageServerOptions, run_stage_server
-from .options import add_checkpoint_options, add_load_options, given_options, load_options
+from .options import (MAX_RUNS, add_checkpoint_options, add_load_options, bounded_int, given_options, load_options,
+                      positive_seconds)
 
 
 def cmd_stage_server(args: argparse.Namespace) -> int:
@@ -83,10 +84,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "unless --resume)")
     p.add_argument("--optimized-cmd", metavar="CMD", help="server command of the optimized version (idem)")
     p.add_argument("--health-url", metavar="URL", help="e.g. http://127.0.0.1:8091/health (idem)")
-    p.add_argument("--warmup", type=int, default=1, help="warm-up runs of each variant first (default 1)")
-    p.add_argument("--runs", type=int, default=5, help="measured runs of each variant (default 5)")
+    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=1, help="warm-up runs of each variant first (default 1)")
+    p.add_argument("--runs", type=bounded_int("--runs", 1, MAX_RUNS), default=5, help="measured runs of each variant (default 5)")
     p.add_argument("--order", choices=ORDERS, default="alternate", help="measured-run order (default alternate)")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+    p.add_argument("--timeout", type=positive_seconds("--timeout"), default=600.0, metavar="S",
                    help="a run fails when /health has not answered 200 after S seconds (default 600)")
     p.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds between SIGTERM and SIGKILL when stopping a server (default 10)")
@@ -117,7 +118,7 @@ def add_command(subparsers: Any) -> None:
     add_checkpoint_options(p)
     add_load_options(p)
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}, loopback)")
-    p.add_argument("--port", type=int, required=True, help="port to listen on (bound before anything is loaded)")
+    p.add_argument("--port", type=bounded_int("--port", 1, 65535), required=True, help="port to listen on (bound before anything is loaded)")
     p.add_argument("--digest", action="store_true",
                    help="also hash every tensor after loading (reported in /stats; adds to the startup time)")
     p.add_argument("--tag", help="free text echoed in the log and in /stats (e.g. a run label)")

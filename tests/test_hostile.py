@@ -1,0 +1,410 @@
+"""Results that survive hostile input (issue 23): nothing written outside the results directory, no number
+the kit cannot stand behind, one line (exit 2) instead of a traceback.
+
+Each test was watched failing with the fix planted back once.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from omni_loader.cli import main
+from omni_loader.errors import ResultsError
+from omni_loader.results import (
+    LOCK_FILE,
+    METADATA_FILE,
+    RUNS_FILE,
+    append_rows,
+    check_results,
+    read_metadata,
+    write_metadata,
+    writer_lock,
+)
+
+DIGEST = "d" * 64
+SECRET = "precious: not the kit's to write\n"
+
+
+def _plan(n: int) -> list[dict]:
+    return [{"run_id": i, "variant": ("baseline", "optimized")[i % 2], "warmup": False, "order": i // 2 + 1,
+             "source": "load"} for i in range(n)]
+
+
+def _rows(run_id: int, status: str = "ok", digest: str = DIGEST, seconds=None, error: str = "") -> list[dict]:
+    entry = _plan(run_id + 1)[run_id]
+    common = {"run_id": run_id, "variant": entry["variant"], "warmup": False, "order": entry["order"],
+              "status": status, "error": error, "source": "load", "digest": digest, "weights_loaded": 187,
+              "persistent_buffers": 1, "state_dict_calls": 51 if entry["variant"] == "baseline" else 0}
+    if status == "failed":
+        return [{**common, "phase": "total", "parent": "", "seconds": 0.1, "digest": ""}]
+    total = 0.5 + 0.01 * run_id
+    return [{**common, "phase": "total", "parent": "", "seconds": total if seconds is None else seconds},
+            {**common, "phase": "buffer_discovery", "parent": "total", "seconds": 0.1}]
+
+
+def _results(out: Path, n: int = 4, **record) -> Path:
+    """A complete results directory of ``n`` runs (no model loaded): plan, rows, status complete."""
+    write_metadata(out, {"benchmarks": {"load": {"kind": "reproduce", "warmup": 0, "repeats": n // 2,
+                                                 "order": "alternate", "plan": _plan(n), "status": "complete",
+                                                 **record}}})
+    append_rows(out, [row for i in range(n) for row in _rows(i)])
+    return out
+
+
+def _cli(capsys, *args) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("omni-loader: error: "), err
+    return lines[0]
+
+
+@pytest.fixture
+def one_figure(monkeypatch):
+    """write_report with one small real figure (``phases``), so that the plots' writing is exercised fast."""
+    import omni_loader.report as report
+    from omni_loader.figures import ShownFigure
+
+    def figures(check, comps):
+        fig = ShownFigure(figsize=(2, 2))
+        fig.subplots().bar([0, 1], [1, 2])
+        return {"phases": fig}
+
+    monkeypatch.setattr(report, "_figures", figures)
+
+
+@pytest.fixture
+def secret(tmp_path) -> Path:
+    """A file outside every results directory that a link points at: it must never change."""
+    path = tmp_path / "outside" / "secret.txt"
+    path.parent.mkdir()
+    path.write_text(SECRET)
+    return path
+
+
+def _link_refusal(link: Path, target: Path) -> str:
+    return (f"omni-loader: error: {link} is a symbolic link (to {target}): omni-loader writes a results "
+            "directory's files only in place, never through a link; remove the link (or replace it with a copy) "
+            "and run again")
+
+
+# --------------------------------------------------------------------------- writes outside the results directory
+
+
+def test_report_refuses_a_symlinked_report_md(tmp_path, secret, capsys, one_figure):
+    out = _results(tmp_path / "res")
+    (out / "report.md").symlink_to(secret)
+    code, _, err = _cli(capsys, "report", out, "--quiet")
+    assert code == 2 and _one_line(err) == _link_refusal(out / "report.md", secret)
+    assert secret.read_text() == SECRET and not (out / "plots").exists()  # refused before anything is written
+
+
+def test_report_refuses_a_symlinked_plots_folder(tmp_path, capsys, one_figure):
+    out = _results(tmp_path / "res")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "plots").symlink_to(elsewhere)
+    code, _, err = _cli(capsys, "report", out, "--quiet")
+    assert code == 2 and _one_line(err) == _link_refusal(out / "plots", elsewhere)
+    assert list(elsewhere.iterdir()) == [] and not (out / "report.md").exists()
+
+
+@pytest.mark.parametrize("name", ["phases.png", "phases.svg", "phases.csv"])
+def test_report_refuses_a_symlinked_file_in_plots(tmp_path, secret, capsys, one_figure, name):
+    out = _results(tmp_path / "res")
+    (out / "plots").mkdir()
+    (out / "plots" / name).symlink_to(secret)
+    code, _, err = _cli(capsys, "report", out, "--quiet")
+    assert code == 2 and _one_line(err) == _link_refusal(out / "plots" / name, secret)
+    assert secret.read_text() == SECRET
+
+
+def test_report_writes_report_and_plots_in_place(tmp_path, capsys, one_figure):
+    out = _results(tmp_path / "res")
+    code, stdout, err = _cli(capsys, "report", out, "--quiet", "--strict")
+    assert code == 0, err
+    assert stdout == f"report: {out / 'report.md'}\n"
+    assert sorted(p.name for p in (out / "plots").iterdir()) == ["phases.csv", "phases.png", "phases.svg"]
+    assert (out / "plots" / "phases.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "plots" / "phases.svg").read_text().lstrip().startswith("<?xml")
+
+
+@pytest.mark.parametrize("name", [LOCK_FILE, RUNS_FILE, METADATA_FILE, "runs.rejected.csv", "report.md"])
+def test_a_writer_refuses_a_directory_holding_a_link(tmp_path, secret, name):
+    out = _results(tmp_path / "res")
+    (out / name).unlink(missing_ok=True)
+    (out / name).symlink_to(secret)
+    with pytest.raises(ResultsError) as exc:
+        with writer_lock(out):
+            pytest.fail("the lock was taken")
+    assert f"omni-loader: error: {exc.value}" == _link_refusal(out / name, secret)
+    assert secret.read_text() == SECRET  # not truncated, not appended to
+
+
+def test_append_rows_never_appends_through_a_link(tmp_path, secret):
+    out = tmp_path / "res"
+    out.mkdir()
+    (out / RUNS_FILE).symlink_to(secret)
+    with pytest.raises(ResultsError, match="is a symbolic link"):
+        append_rows(out, _rows(0))
+    assert secret.read_text() == SECRET
+
+
+def test_write_metadata_refuses_a_symlinked_metadata_json_and_its_temporary_file(tmp_path, secret):
+    out = _results(tmp_path / "res")
+    (out / "metadata.json.tmp").symlink_to(secret)
+    with pytest.raises(ResultsError, match="metadata.json.tmp is a symbolic link"):
+        write_metadata(out, {"benchmarks": {}})
+    (out / "metadata.json.tmp").unlink()
+    (out / METADATA_FILE).unlink()
+    (out / METADATA_FILE).symlink_to(secret)
+    with pytest.raises(ResultsError, match="metadata.json is a symbolic link"):
+        write_metadata(out, {"benchmarks": {}})
+    assert secret.read_text() == SECRET
+
+
+def test_resume_refuses_a_symlinked_writer_lock_or_runs_csv(tiny_snapshot, tmp_path, secret, capsys):
+    from omni_loader.runner import run_benchmark
+    from omni_loader.spec import BenchmarkSpec
+
+    out = run_benchmark(BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, workers="in-process"),
+                        tmp_path / "res", progress=False)
+    rows = (out / RUNS_FILE).read_text()
+    for name in (LOCK_FILE, RUNS_FILE):
+        saved = out / f"{name}.saved"
+        (out / name).rename(saved)
+        (out / name).symlink_to(secret)
+        code, _, err = _cli(capsys, "reproduce", "--resume", "--out", out)
+        assert code == 2 and _one_line(err) == _link_refusal(out / name, secret)
+        assert secret.read_text() == SECRET
+        (out / name).unlink()
+        saved.rename(out / name)
+    assert (out / RUNS_FILE).read_text() == rows
+
+
+def test_a_writer_removes_the_directory_it_made_when_it_wrote_nothing(tmp_path):
+    out = tmp_path / "new" / "res"
+    with pytest.raises(ResultsError, match="^planned failure$"):
+        with writer_lock(out):
+            assert (out / LOCK_FILE).is_file()
+            raise ResultsError("planned failure")
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "kept"
+    with writer_lock(kept):
+        write_metadata(kept, {"benchmarks": {}})
+    assert sorted(p.name for p in kept.iterdir()) == [METADATA_FILE, LOCK_FILE]
+
+
+# --------------------------------------------------------------------------- numbers the kit cannot stand behind
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf", "-5", "-0.5", "abc", "-inf", "1e999"])
+def test_seconds_no_clock_gives_are_an_integrity_problem(tmp_path, seconds):
+    out = _results(tmp_path / "res")
+    text = (out / RUNS_FILE).read_text()
+    (out / RUNS_FILE).write_text(text.replace("2,baseline,False,2,total,,0.52,", f"2,baseline,False,2,total,,{seconds},"))
+    assert (out / RUNS_FILE).read_text() != text
+    check = check_results(out)
+    assert check.findings == ["1 row(s) with impossible seconds ignored", "1 planned run(s) missing"]
+    assert check.problems[0] == (f"1 row(s) of runs.csv have seconds that no clock gives ({seconds!r}: not a finite "
+                                 "number >= 0; run ids 2): those runs are ignored; --resume repeats them")
+    assert sorted(set(check.frame["run_id"])) == [0, 1, 3] and check.missing_runs == (2,)
+    assert check.rejected_lines == (6, 7)  # both rows of run 2: the run cannot be trusted
+
+
+def test_report_strict_exits_1_on_a_nan_duration(tmp_path, capsys, one_figure):
+    out = _results(tmp_path / "res")
+    (out / RUNS_FILE).write_text((out / RUNS_FILE).read_text().replace(",total,,0.5,", ",total,,nan,"))
+    code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
+    assert code == 1
+    assert _one_line(err).startswith(f"omni-loader: error: {out}: 2 integrity problem(s): 1 row(s) of runs.csv have "
+                                     "seconds that no clock gives ('nan'")
+    assert "1 row(s) with impossible seconds ignored" in (out / "report.md").read_text().splitlines()[2]
+
+
+def test_a_failed_run_without_a_duration_is_not_impossible(tmp_path):
+    out = tmp_path / "res"
+    write_metadata(out, {"benchmarks": {"load": {"kind": "reproduce", "plan": _plan(6), "status": "complete"}}})
+    append_rows(out, [*(row for i in range(5) for row in _rows(i)),
+                      {**_rows(5, "failed", error="boom")[0], "seconds": None}])
+    assert (out / RUNS_FILE).read_text().splitlines()[-1].startswith("5,optimized,False,3,total,,,failed,boom,")
+    assert check_results(out).ok
+
+
+def test_metadata_without_a_benchmark_is_a_problem(tmp_path):
+    out = _results(tmp_path / "res")
+    write_metadata(out, {"benchmarks": {}})
+    check = check_results(out)
+    assert check.findings[0] == "no benchmark recorded" and not check.ok
+    assert check.problems[0] == ("metadata.json records no benchmark: no plan to check runs.csv against, so none "
+                                 "of its rows can be trusted; restore it from a copy")
+
+
+@pytest.mark.parametrize("plan", [None, [], {}, "abc"])
+def test_a_benchmark_without_a_plan_is_a_problem(tmp_path, plan):
+    out = _results(tmp_path / "res", plan=plan)
+    check = check_results(out)
+    assert check.findings == ["benchmark load has no plan"]
+    assert check.problems == [f"benchmark load in metadata.json has no plan (plan: {json.dumps(plan)}): its rows "
+                              "cannot be checked against the runs it planned; restore the file from a copy"]
+
+
+def test_plan_entries_without_a_run_id_are_a_problem_not_a_traceback(tmp_path):
+    out = _results(tmp_path / "res", plan=[*_plan(4), {"variant": "baseline"}, "x"])
+    check = check_results(out)
+    assert check.findings == ["2 unreadable plan entr(ies)"] and len(check.frame) == 8
+
+
+def test_a_benchmark_record_that_is_not_a_record_is_a_problem(tmp_path):
+    out = _results(tmp_path / "res")
+    meta = json.loads((out / METADATA_FILE).read_text())
+    meta["benchmarks"]["startup"] = 5
+    (out / METADATA_FILE).write_text(json.dumps(meta))
+    check = check_results(out)
+    assert check.findings == ["benchmark startup unreadable"]
+
+
+def test_a_benchmark_without_a_status_is_a_problem(tmp_path):
+    out = _results(tmp_path / "res", status=None)
+    assert check_results(out).problems == ["benchmark load in metadata.json has status null, not one of running, "
+                                           "complete, interrupted: whether it finished is unknown"]
+
+
+def test_equivalence_reads_every_row_of_every_run(tmp_path):
+    from omni_loader.stats import equivalence
+
+    out = _results(tmp_path / "res")
+    text = (out / RUNS_FILE).read_text()
+    assert check_results(out).ok and equivalence(check_results(out).frame)["equivalent"]
+    # run 3's second row (buffer_discovery) holds another digest: the load was not the same
+    lines = text.splitlines(keepends=True)
+    lines[-1] = lines[-1].replace(DIGEST, "e" * 64)
+    (out / RUNS_FILE).write_text("".join(lines))
+    equiv = equivalence(check_results(out).frame)
+    assert not equiv["equivalent"]
+    assert equiv["digests"] == {"baseline": [DIGEST], "optimized": [DIGEST, "e" * 64]}
+
+
+def test_a_benchmark_whose_every_run_failed_is_a_problem(tmp_path, capsys, one_figure):
+    out = tmp_path / "res"
+    write_metadata(out, {"benchmarks": {"load": {"kind": "reproduce", "plan": _plan(4), "status": "complete"}}})
+    append_rows(out, [row for i in range(4) for row in _rows(i, "failed", error="shape mismatch for token2wav.x")])
+    check = check_results(out)
+    assert check.problems == ["every run of benchmark load failed (4 run(s); run 0 baseline: shape mismatch for "
+                              "token2wav.x): it measured nothing"]
+    code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
+    assert code == 1 and "every run of benchmark load failed" in _one_line(err)
+
+
+def test_a_variant_whose_every_run_failed_is_a_problem(tmp_path):
+    out = tmp_path / "res"
+    write_metadata(out, {"benchmarks": {"load": {"kind": "reproduce", "plan": _plan(4), "status": "complete"}}})
+    append_rows(out, [*_rows(0), *_rows(1, "failed", error="boom"), *_rows(2), *_rows(3, "failed", error="boom")])
+    assert check_results(out).problems == ["every run of variant optimized in benchmark load failed (2 run(s); run 1: "
+                                           "boom): it has no number to compare"]
+
+
+# --------------------------------------------------------------------------- one line, exit 2, nothing left behind
+
+
+ONE_LINERS = [
+    (["--variant", "x"], "--variant 'x' is not NAME=STEP:REF[,STEP:REF] (steps: discovery, parameters)"),
+    (["--variant", "baseline=discovery:m:f"], "--variant 'baseline': that name is a built-in variant; choose another"),
+    (["--variant", "x=bogus:ref"],
+     "--variant 'x=bogus:ref': 'bogus:ref' is not STEP:REF with STEP one of discovery, parameters"),
+    (["--worker-timeout", "nan"], "--worker-timeout nan: must be a finite number of seconds above 0"),
+    (["--worker-timeout", "0"], "--worker-timeout 0: must be a finite number of seconds above 0"),
+    (["--worker-timeout", "-1"], "--worker-timeout -1: must be a finite number of seconds above 0"),
+    (["--threads", "-1"], "--threads -1: must be a whole number from 0 to 4,096 (0: torch's default)"),
+    (["--runs", "100000000"], "--runs 100000000: must be a whole number from 1 to 10,000"),
+    (["--runs", "0"], "--runs 0: must be a whole number from 1 to 10,000"),
+    (["--warmup", "-1"], "--warmup -1: must be a whole number from 0 to 10,000"),
+]
+
+
+@pytest.mark.parametrize(("options", "line"), ONE_LINERS, ids=[" ".join(o) for o, _ in ONE_LINERS])
+def test_reproduce_refuses_a_bad_option_in_one_line(tmp_path, capsys, options, line):
+    out = tmp_path / "res"
+    code, stdout, err = _cli(capsys, "reproduce", "--size", "tiny", *options, "--out", out)
+    assert (code, stdout, _one_line(err)) == (2, "", f"omni-loader: error: {line}")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("options", "line"), [
+    (["--runs", "0"], "--runs 0: must be a whole number from 1 to 10,000"),
+    (["--timeout", "nan"], "--timeout nan: must be a finite number of seconds above 0"),
+])
+def test_serve_ab_refuses_a_bad_option_in_one_line(tmp_path, capsys, options, line):
+    out = tmp_path / "res"
+    code, _, err = _cli(capsys, "serve-ab", "--baseline-cmd", "true", "--optimized-cmd", "true", "--health-url",
+                        "http://127.0.0.1:9/health", *options, "--out", out)
+    assert (code, _one_line(err)) == (2, f"omni-loader: error: {line}")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("port", ["70000", "0", "-1"])
+def test_stage_server_refuses_a_port_out_of_range(capsys, port):
+    code, _, err = _cli(capsys, "stage-server", "--variant", "baseline", "--port", port)
+    assert (code, _one_line(err)) == (2, f"omni-loader: error: --port {port}: must be a whole number from 1 to 65,535")
+
+
+@pytest.mark.parametrize("name", ["model.safetensors.index.json", "config.json"])
+def test_a_snapshot_json_holding_a_list_is_one_line(tiny_snapshot, tmp_path, capsys, name):
+    snap = Path(shutil.copytree(tiny_snapshot, tmp_path / "snap"))
+    (snap / name).write_text("[1, 2]")
+    out = tmp_path / "res"
+    code, _, err = _cli(capsys, "reproduce", "--checkpoint", snap, "--out", out)
+    assert code == 2
+    assert _one_line(err) == (f"omni-loader: error: {snap / name} holds a JSON list, not an object: it is not a "
+                              f"Hugging Face {name}")
+    assert not out.exists()
+
+
+def test_a_50_mb_line_in_runs_csv_is_one_row_ignored(tmp_path, capsys, one_figure):
+    out = _results(tmp_path / "res")
+    with (out / RUNS_FILE).open("a") as fh:
+        fh.write("3,optimized,False,2,total,," + "9" * 50_000_000 + "\r\n")
+    check = check_results(out)
+    # cut short of its fields too, like a torn row: run 3's rows are not trusted either
+    assert check.findings == ["1 oversized row(s) ignored", "1 incomplete run(s) ignored", "1 planned run(s) missing"]
+    assert check.problems[0] == ("1 row(s) of runs.csv have a field longer than 131072 characters (lines 10): not "
+                                 "written by omni-loader; ignored")
+    assert check.rejected_lines == (8, 9, 10) and len(check.frame) == 6
+    code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
+    assert code == 1 and "have a field longer than 131072 characters" in _one_line(err)
+    import csv
+
+    assert csv.field_size_limit() == 131072  # lifted only while the kit reads runs.csv
+
+
+def test_non_utf8_metadata_is_one_line(tmp_path, capsys):
+    out = _results(tmp_path / "res")
+    raw = (out / METADATA_FILE).read_bytes()
+    (out / METADATA_FILE).write_bytes(raw.replace(b'"complete"', b'"compl\xe9te"'))
+    with pytest.raises(ResultsError):
+        read_metadata(out)
+    code, _, err = _cli(capsys, "report", out, "--quiet")
+    offset = raw.index(b'"complete"') + 6
+    assert code == 2 and _one_line(err) == (f"omni-loader: error: {out / METADATA_FILE} is not UTF-8 text (byte 0xe9 "
+                                            f"at offset {offset}): it was not written by omni-loader or is damaged; "
+                                            "restore it from a copy")
+    assert not (out / "report.md").exists()
+
+
+# --------------------------------------------------------------------------- smaller
+
+
+def test_synthetic_shards_are_readable_by_everyone(tiny_snapshot):
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tiny_snapshot.iterdir()}
+    assert modes and all(mode == 0o644 for mode in modes.values()), modes
+    assert stat.S_IMODE(tiny_snapshot.stat().st_mode) == 0o755
