@@ -248,8 +248,6 @@ def _confounded(frame, metadata: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     from .controls import control_report
     from .measurements import noise_floors
 
-    if not all(run_summary(frame, v, "state_dict_calls").n for v in VARIANTS):
-        return {}
     report = control_report(frame, *VARIANTS, floors=noise_floors(frame))
     return {r.phase: r.confounders for r in report.rows if r.confounded} if report else {}
 
