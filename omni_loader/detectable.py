@@ -1,24 +1,26 @@
-"""What a startup benchmark can detect: the smallest difference the kit's verdict calls, and the runs a saving needs.
+"""What a startup benchmark can detect: the smallest difference a verdict calls, and the runs a saving needs.
 
-The kit calls a time difference (:meth:`omni_loader.stats.Comparison.verdict`) only when the two
-arms' min-max ranges are separate *and* a two-sided Mann-Whitney test gives p < 0.05. Separate
-ranges mean every run of one arm was faster than every run of the other, where the exact test's p
-is its smallest, ``2 / C(n_a + n_b, n_a)``; so the verdict is "significant" exactly when the ranges
-separate and that smallest p is under alpha (never at 3 runs a side: 0.1; always at 4 or more).
+Two rules, both modelled with each run = its arm's median + normal noise of standard deviation
+``spread`` (the same in both arms; from samples, their pooled standard deviation), the optimized
+arm ``difference`` faster:
 
-Method (stated, not simulated): each run's startup time is modelled as the arm's median plus
-normal noise of standard deviation ``spread`` (the same in both arms; from samples, their pooled
-standard deviation), and the optimized arm is ``difference`` faster. The probability that every
-optimized run beats every baseline run is then the integral
-``P = ∫ n_b φ(x) Φ(x)^(n_b-1) (1 - Φ(x - d/σ))^n_a dx``, computed on a fine grid (deterministic).
-The *detectable difference* is the smallest difference called with probability ``power`` (0.8 by
-default); the A/A floor (:class:`omni_loader.stats.NoiseFloor`), where there is one, is a lower
-bound on it. Because more runs widen the min-max ranges, the separate-ranges rule gets *harder* to
-meet with more runs once the difference is small against the spread: :func:`runs_needed` says
-"never" then, and :func:`runs_needed_by_test` gives what the Mann-Whitney test alone would need
-(the normal approximation of the two-sample test, inflated by pi/3, the test's efficiency under
-normal noise). A test (tests/test_timeline.py) checks the integral against a seeded simulation of
-the kit's own rule (:func:`omni_loader.stats.ranges_overlap`, :func:`omni_loader.stats.mann_whitney`).
+- The PR's rule (:meth:`omni_loader.stats.Comparison.pr_rule`, with the kit's Mann-Whitney test):
+  separate min-max ranges, where the exact test's p is its smallest, ``2 / C(n_a + n_b, n_a)``
+  (never under 0.05 at 3 runs a side). Exact, not simulated: the chance that every optimized run
+  beats every baseline run is ``∫ n_b φ(x) Φ(x)^(n_b-1) (1 - Φ(x - d/σ))^n_a dx`` on a fine grid
+  (:func:`call_probability`, :func:`detectable_difference`, :func:`largest_spread`,
+  :func:`runs_needed`). More runs widen the ranges, so past a best n the rule gets *harder* to meet
+  for a small difference: :func:`runs_needed` says "never" then.
+- The kit's verdict (:meth:`omni_loader.stats.Comparison.differs`: the 95% bootstrap interval of
+  Δ median excludes 0 and Mann-Whitney p < 0.05): a seeded simulation of it, vectorized
+  (:func:`kit_calls`; a test checks it against ``stats.compare`` run by run), the same noise at every
+  difference tried (:func:`kit_call_probability`, :func:`kit_detectable_difference`,
+  :func:`kit_runs_needed`). Slower (seconds to minutes), so :func:`detectability` uses the exact rule.
+
+The *detectable difference* is the smallest difference called with probability ``power`` (0.8);
+an A/A floor (:class:`omni_loader.stats.NoiseFloor`), where there is one, bounds it from below.
+:func:`runs_needed_by_test` is what a Mann-Whitney test alone needs (normal approximation, times
+pi/3, the test's efficiency under normal noise).
 """
 
 from __future__ import annotations
@@ -104,6 +106,69 @@ def runs_needed_by_test(saving: float, spread: float, *, power: float = POWER, a
         return math.inf  # type: ignore[return-value]
     z = norm.isf(alpha / 2) + norm.isf(1 - power)
     return max(2, math.ceil(2 * (z * spread / saving) ** 2 * math.pi / 3))
+
+
+def kit_calls(baseline: np.ndarray, optimized: np.ndarray, *, alpha: float = ALPHA, resamples: int = 2000,
+              seed: int = 0) -> np.ndarray:
+    """The kit's verdict (:meth:`omni_loader.stats.Comparison.differs`, no A/A floor) on each row of two
+    ``(sims, n)`` arrays, vectorized: "faster" when the 95% percentile-bootstrap interval of
+    median(optimized) - median(baseline) lies below zero and the two-sided Mann-Whitney p < alpha."""
+    from scipy.stats import mannwhitneyu
+
+    rng = np.random.default_rng(seed)
+    ia = rng.integers(0, baseline.shape[1], (resamples, baseline.shape[1]))
+    ib = rng.integers(0, optimized.shape[1], (resamples, optimized.shape[1]))
+    out = np.zeros(len(baseline), bool)
+    step = max(1, 4_000_000 // (resamples * (baseline.shape[1] + optimized.shape[1])))
+    for i in range(0, len(baseline), step):
+        a, b = baseline[i:i + step], optimized[i:i + step]
+        delta = np.median(b[:, ib], axis=2) - np.median(a[:, ia], axis=2)
+        below = np.percentile(delta, 97.5, axis=1) < 0
+        out[i:i + step] = below & (mannwhitneyu(a, b, axis=1).pvalue < alpha)
+    return out
+
+
+def kit_call_probability(difference: float, spread: float, n_a: int, n_b: int | None = None, *,
+                         alpha: float = ALPHA, sims: int = 1000, seed: int = 1) -> float:
+    """The fraction of ``sims`` seeded simulated benchmarks (normal noise) the kit's verdict calls faster."""
+    n_b = n_a if n_b is None else n_b
+    if n_a < 2 or n_b < 2 or smallest_p(n_a, n_b) >= alpha:
+        return 0.0
+    z = np.random.default_rng(seed).standard_normal((sims, n_a + n_b))
+    return float(kit_calls(spread * z[:, :n_a], spread * z[:, n_a:] - difference, alpha=alpha).mean())
+
+
+def kit_detectable_difference(spread: float, n_a: int, n_b: int | None = None, *, power: float = POWER,
+                              alpha: float = ALPHA, sims: int = 1000, seed: int = 1) -> float:
+    """The smallest difference the kit's verdict calls in ``power`` of the simulated benchmarks (the same seeded
+    noise at every difference tried, so the search is monotone); ``inf`` when it never can."""
+    def p(d: float) -> float:
+        return kit_call_probability(d * spread, spread, n_a, n_b, alpha=alpha, sims=sims, seed=seed)
+
+    if p(1e3) < power:
+        return math.inf
+    lo, hi = 0.0, 8.0
+    while p(hi) < power:
+        hi *= 2
+    for _ in range(18):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if p(mid) < power else (lo, mid)
+    return hi * spread
+
+
+def kit_runs_needed(saving: float, spread: float, *, power: float = POWER, alpha: float = ALPHA,
+                    sims: int = 1000, seed: int = 1, max_runs: int = 200) -> int | None:
+    """The fewest runs a side at which the kit's verdict calls ``saving`` in ``power`` of the simulations."""
+    def ok(n: int) -> bool:
+        return kit_call_probability(saving, spread, n, n, alpha=alpha, sims=sims, seed=seed) >= power
+
+    if not ok(max_runs):
+        return None
+    lo, hi = 3, max_runs  # ok(hi); the chance grows with n under this rule
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
 
 
 def pooled_spread(a: Sequence[float], b: Sequence[float]) -> float:

@@ -280,4 +280,53 @@ def summarize(out: str | os.PathLike[str]) -> list[str]:
                 unit = time_unit(vals)
                 lines.append(f"  {phase:<20} {variant:<10} median {duration(statistics.median(vals), unit):>14}   "
                              f"min {duration(min(vals), unit):>14}   max {duration(max(vals), unit):>14}   n {len(vals)}")
+    return lines + timeline_summary(out, frame)
+
+
+def stage_phase_samples(out: str | os.PathLike[str], frame: Any = None) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """``(lane, phase) -> variant -> seconds``: each measured ok run's log read as a timeline
+    (:mod:`omni_loader.timeline`); a phase seen twice on one lane of one run is ``phase#2``."""
+    from .timeline import read_timeline
+
+    if frame is None:
+        frame = check_results(out).frame
+        frame = frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]
+    samples: dict[tuple[str, str], dict[str, list[float]]] = {}
+    runs = frame[frame["phase"] == PHASE][["run_id", "variant"]].drop_duplicates()
+    for run_id, variant in runs.itertuples(index=False):
+        log = Path(out) / "logs" / f"{int(run_id)}-{variant}.log"
+        if not log.is_file():
+            continue
+        seen: dict[tuple[str, str], int] = {}
+        for r in read_timeline(log).phases():
+            count = seen[(r.lane, r.phase)] = seen.get((r.lane, r.phase), 0) + 1
+            key = (r.lane, r.phase if count == 1 else f"{r.phase}#{count}")
+            samples.setdefault(key, {}).setdefault(variant, []).append(r.seconds)
+    return samples
+
+
+def timeline_summary(out: str | os.PathLike[str], frame: Any = None) -> list[str]:
+    """Per stage and phase, the medians of both variants and the kit's verdict; then what this benchmark's
+    startup spread lets it detect (:mod:`omni_loader.detectable`)."""
+    from .detectable import detectability
+    from .stats import Summary, compare
+
+    samples = stage_phase_samples(out, frame)
+    lines = ["  by stage and phase (each run's log read as a timeline):"] if samples else []
+    for (lane, phase), per_variant in sorted(samples.items()):
+        a, b = (tuple(per_variant.get(v, ())) for v in VARIANTS[:2])
+        if not a or not b:
+            continue
+        comparison = compare(Summary(VARIANTS[0], phase, a), Summary(VARIANTS[1], phase, b))
+        unit = time_unit([*a, *b])
+        lines.append(f"  {lane:<14} {phase:<20} {VARIANTS[0]} {duration(comparison.baseline.median, unit):>11}   "
+                     f"{VARIANTS[1]} {duration(comparison.optimized.median, unit):>11}   "
+                     f"{comparison.change(unit)}; {comparison.verdict()}")
+    if frame is None:
+        frame = check_results(out).frame
+        frame = frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]
+    startup = [[float(x) for x in frame[(frame["phase"] == PHASE) & (frame["variant"] == v)]["seconds"]]
+               for v in VARIANTS[:2]]
+    if all(len(x) >= 2 for x in startup):
+        lines.append(f"  {PHASE}: {detectability(*startup).sentence()}")
     return lines

@@ -341,7 +341,7 @@ def test_the_kits_rule_needs_four_runs_a_side() -> None:
     assert call_probability(100.0, 1.0, 5) == pytest.approx(1.0)
 
 
-def test_the_integral_matches_a_simulation_of_the_kits_verdict() -> None:
+def test_the_integral_matches_a_simulation_of_the_prs_rule() -> None:
     from omni_loader.stats import ALPHA, mann_whitney, ranges_overlap
 
     rng = np.random.default_rng(7)
@@ -377,3 +377,69 @@ def test_detectability_from_samples() -> None:
     assert d.detectable == pytest.approx(3.108 * d.spread, rel=1e-3)
     assert "the kit's verdict calls a difference of medians of" in d.sentence() and "0.48 s saving" in d.sentence()
     assert detectability(spread=0.1, n=5).runs == 4
+
+
+# --------------------------------------------------------------------------- serve-ab reads every run's timeline
+
+# A stand-in for a three-stage vLLM-Omni server: its stages' lines interleaved, stage 2 (code2wav) loading its
+# weights in argv[2] seconds, the others in times that do not depend on the variant; /health answers 200 at once.
+THREE_STAGE_SERVER = r"""
+import http.server, random, sys, time
+port, t2w = int(sys.argv[1]), float(sys.argv[2])
+now = lambda: time.strftime("%m-%d %H:%M:%S")
+def say(pid, stage, msg):
+    print(f"(StageEngineCoreProc_stage{stage}_replica0 pid={pid}) INFO {now()} [x.py:1] {msg}", flush=True)
+say(42, 2, "engine starting, model_stage=code2wav")
+say(40, 0, "engine starting, model_stage=thinker")
+say(42, 2, f"Loading weights took {t2w + random.uniform(0, 0.02):.2f} seconds")
+say(40, 0, f"Loading weights took {random.uniform(8.6, 8.8):.2f} seconds")
+say(41, 1, f"Loading weights took {random.uniform(3.0, 3.2):.2f} seconds")
+print(f"(APIServer pid=39) INFO {now()} [x.py:1] [Orchestrator] Stage-2 reported ready", flush=True)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def test_serve_ab_attributes_the_difference_to_the_token2wav_stage(tmp_path: Path) -> None:
+    import shlex
+
+    from omni_loader.serve_ab import serve_ab, stage_phase_samples, summarize
+    from omni_loader.startup import free_port
+
+    port = free_port()
+    cmds = [shlex.join([sys.executable, "-c", THREE_STAGE_SERVER, str(port), seconds]) for seconds in ("1.10", "0.62")]
+    out = serve_ab(*cmds, f"http://127.0.0.1:{port}/health", tmp_path / "ab", warmup=0, runs=4, timeout=60,
+                   progress=False, grace=2)
+    samples = stage_phase_samples(out)
+    assert set(samples) == {("stage-0", "weight_loading"), ("stage-1", "weight_loading"), ("stage-2", "weight_loading")}
+    assert all(len(v) == 4 for per in samples.values() for v in per.values())
+    lines = summarize(out)
+    by_lane = {ln.split()[0]: ln for ln in lines if ln.strip().startswith("stage-")}
+    assert "ms faster" in by_lane["stage-2"] and "; faster (95% CI of Δ median excludes 0" in by_lane["stage-2"]
+    assert "no difference claimed" in by_lane["stage-0"] and "no difference claimed" in by_lane["stage-1"]
+    assert any(ln.strip().startswith("startup_to_health: At this spread") for ln in lines)
+
+
+def test_the_vectorized_kit_verdict_is_the_kits() -> None:
+    from omni_loader.detectable import kit_calls
+    from omni_loader.stats import Summary, compare
+
+    rng = np.random.default_rng(3)
+    base = 105.0 + 0.5 * rng.standard_normal((40, 5))
+    opt = 105.0 - rng.uniform(0, 1.5, (40, 1)) + 0.5 * rng.standard_normal((40, 5))
+    mine = kit_calls(base, opt)
+    kit = [compare(Summary("baseline", "s", tuple(a)), Summary("optimized", "s", tuple(b))).differs()
+           and np.median(b) < np.median(a) for a, b in zip(base, opt)]
+    assert 5 <= sum(kit) <= 35 and (mine == np.array(kit)).mean() >= 0.9
+
+
+def test_the_kits_verdict_at_the_prs_design() -> None:
+    from omni_loader.detectable import kit_call_probability, kit_detectable_difference
+
+    assert kit_call_probability(100.0, 1.0, 3) == 0.0  # 3+3 runs cannot reach p < 0.05
+    per_sd = kit_detectable_difference(1.0, 5, sims=200)
+    assert 2.0 < per_sd < 2.7  # 2.35 SD with 1000 simulations: more lenient than separate ranges (3.11 SD)
+    assert kit_call_probability(1.4, 1.4 / per_sd, 5, sims=200) >= 0.8
