@@ -84,16 +84,19 @@ def measurement_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | N
 
 
 def noise_floor_table(floors: dict[str, NoiseFloor]) -> str:
-    """Per phase, what the A/A arms say: the smallest change this machine resolves."""
+    """Per phase, what the A/A arms say: the smallest change this machine resolves, and the kit's verdict on
+    the two arms themselves (identical loads: any claimed difference there is a false positive)."""
     rows = []
     for phase, f in floors.items():
         u = time_unit(f.median)
         rows.append([label(phase), f"{f.arm1.n} + {f.arm2.n}", format_seconds(f.arm1.median, u),
                      format_seconds(f.arm2.median, u),
                      f"{format_seconds(min(f.arm1.min, f.arm2.min), u)}–{format_seconds(max(f.arm1.max, f.arm2.max), u)}",
-                     format_seconds(f.resolvable_seconds, u), f"±{100 * f.resolvable_fraction:.1f}%"])
+                     format_seconds(f.resolvable_seconds, u), f"±{100 * f.resolvable_fraction:.1f}%",
+                     compare(f.arm1, f.arm2).verdict()])
     return markdown_table(rows, ["Phase", "Runs (arm 1 + arm 2)", "Arm 1 median", "Arm 2 median",
-                                 "Min–max (both arms)", "Smallest resolvable change", "Relative"])
+                                 "Min–max (both arms)", "Smallest resolvable change", "Relative",
+                                 "Kit's verdict on the arms"])
 
 
 def yardstick_lines(frame) -> list[str]:

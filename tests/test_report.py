@@ -705,12 +705,12 @@ def test_noise_floor_table_cells_each_in_the_unit_of_the_floors_own_median():
     rows = _md_tables("\n" + noise_floor_table(floors), "\n")
     assert rows == [
         ["Phase", "Runs (arm 1 + arm 2)", "Arm 1 median", "Arm 2 median", "Min–max (both arms)",
-         "Smallest resolvable change", "Relative"],
+         "Smallest resolvable change", "Relative", "Kit's verdict on the arms"],
         # 0.7 / 10.15 = 6.90%
-        ["Whole Token2Wav load", "3 + 3", "10.500 s", "9.800 s", "9.700 s–10.600 s", "0.700 s", "±6.9%"],
+        ["Whole Token2Wav load", "3 + 3", "10.500 s", "9.800 s", "9.700 s–10.600 s", "0.700 s", "±6.9%", SEPARATE],
         # 0.9 / 9.55 = 9.42%
         ["Buffer discovery", "3 + 3", "10000.000 ms", "9100.000 ms", "9000.000 ms–10100.000 ms", "900.000 ms",
-         "±9.4%"],
+         "±9.4%", SEPARATE],
     ]
     # arms of unequal size are counted each on its own; a phase with fewer than 2 runs in an arm has no floor
     uneven = _aa_frame({"total": ([0.010, 0.011], [0.012, 0.013, 0.014, 0.015]), "construct": ([0.1], [0.1, 0.2])})
@@ -918,10 +918,10 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir, no_fi
         "The optimized variant in both arms, planned like the A/B runs: any difference between the arms is noise, so "
         "an A/B difference smaller than the floor cannot be told apart from identical loads.", "",
         "| Phase | Runs (arm 1 + arm 2) | Arm 1 median | Arm 2 median | Min–max (both arms) | Smallest resolvable change "
-        "| Relative |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-        "| Buffer discovery | 3 + 3 | 2.100 ms | 2.400 ms | 2.000 ms–2.500 ms | 0.300 ms | ±13.3% |",
-        "| Load parameters | 3 + 3 | 31.000 ms | 35.000 ms | 30.000 ms–36.000 ms | 4.000 ms | ±12.1% |"]
+        "| Relative | Kit's verdict on the arms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| Buffer discovery | 3 + 3 | 2.100 ms | 2.400 ms | 2.000 ms–2.500 ms | 0.300 ms | ±13.3% | {SEPARATE} |",
+        f"| Load parameters | 3 + 3 | 31.000 ms | 35.000 ms | 30.000 ms–36.000 ms | 4.000 ms | ±12.1% | {SEPARATE} |"]
     beyond = _md_tables(text, "## Beyond the PR")
     assert beyond == [BEYOND_HEADER, *BEYOND_ROWS_ASSIGN, *BEYOND_ROWS_MINE]
     assert f"- **assign**: discovery `builtin:optimized`, parameters `builtin:assign`. Memory: {ASSIGN_MEMORY}." in lines
