@@ -158,6 +158,32 @@ def test_flamegraph_svg_parses_and_names_state_dict(profiled: Path) -> None:
     assert any("state_dict" in t for t in titles)
 
 
+def test_flamegraph_of_a_real_profile_leaves_out_the_model_code_import(profiled: Path) -> None:
+    """On py-spy's own recording of the current loader (not hand-made stacks): the one-time import of the
+    model code, however deep under load_token2wav the loader calls it, is not in the picture, and what
+    imports remain (the load's own lazy ones) hold under 10% of its width."""
+    from omni_loader.profiling import flamegraph
+
+    for variant in VARIANTS:
+        _needs_py_spy(profiled, variant)
+        speedscope = profiled / variant / "speedscope.json"
+        data = json.loads(speedscope.read_text())
+        names = [f["name"].split(".")[-1] for f in data["shared"]["frames"]]
+        assert "import_model_code" in names  # the recording holds the import ...
+        flame = flamegraph.build(speedscope)
+
+        def walk(node):
+            yield node
+            for child in node.children.values():
+                yield from walk(child)
+
+        nodes = list(walk(flame.root))
+        assert not {"import_model_code", "_modeling"} & {n.name.split(".")[-1] for n in nodes}  # ... the picture not
+        imports = sum(n.samples for n in flame.root.children.values() if n.name == flamegraph.IMPORT)
+        assert imports < 0.10 * flame.root.samples
+        assert 0 < flame.samples_kept < flame.samples_total
+
+
 # --------------------------------------------------------------------------- torch.profiler
 
 

@@ -5,7 +5,8 @@ transformers, the model code being imported, then the loads. Drawn as they come,
 are most of the picture (deep towers of ``_find_and_load`` frames) and the load, the thing being
 studied, is a sliver. So :func:`build` **keeps only the stacks under the load entry point**
 (:data:`ENTRY`, ``loader.load_token2wav``) and, below it, drops the loader's one-time import of the
-model code (:data:`SKIP_UNDER_ENTRY`: ``_modeling``, which runs before the timed phases); every
+model code (:data:`SKIP_UNDER_ENTRY`: a stack with ``import_model_code`` or ``_modeling`` anywhere
+under the entry, which runs before the timed phases, however many calls lie in between); every
 picture says how many samples that left. An import the load itself triggers (``torch.load``
 importing its helpers on first use) is real load time, so it stays, but as a single
 ``(import)`` frame instead of a tower of import machinery. Direct recursion (``Module.state_dict`` calling itself
@@ -35,7 +36,7 @@ from ..errors import OmniLoaderError
 from .sources import short_path
 
 ENTRY = "load_token2wav"
-SKIP_UNDER_ENTRY = ("_modeling",)
+SKIP_UNDER_ENTRY = ("import_model_code", "_modeling")
 IMPORT = "(import)"  # one frame for Python's import machinery, wherever the load imports a module lazily
 _IMPORT_FRAMES = ("_find_and_load", "_handle_fromlist", "_gcd_import", "import_module")
 WIDTH = 1000  # viewBox units; the SVG scales to the width of its container
@@ -114,7 +115,7 @@ def build(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[st
         if not starts:
             continue
         below = stack[starts[-1]:]
-        if len(below) > 1 and names[below[1]].split(".")[-1] in skip:
+        if any(names[f].split(".")[-1] in skip for f in below[1:]):
             continue
         kept += 1
         if root is None:
