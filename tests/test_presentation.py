@@ -216,7 +216,7 @@ def test_flamegraph_keeps_only_the_load_and_folds_recursion_and_imports(tmp_path
     assert not next(iter(tower.children.values())).children  # six recursive frames are one
     assert [c.name for c in kids["load_speaker_dict"].children.values()] == [flamegraph.IMPORT]
     assert root.depth() == 3
-    assert "10 of 80 samples" in flame.note() and "without its _modeling()" in flame.note()
+    assert "10 of 80 samples" in flame.note() and "without the one-time model-code import (import_model_code() / _modeling())" in flame.note()
 
 
 def test_flamegraph_svg_is_interactive_and_sized_to_fit(tmp_path: Path) -> None:

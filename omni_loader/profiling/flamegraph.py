@@ -86,7 +86,8 @@ class Flame:
     def note(self) -> str:
         """One sentence saying which samples the picture shows."""
         share = self.samples_kept / self.samples_total if self.samples_total else 0.0
-        without = "".join(f", without its {s}()" for s in self.skipped)
+        without = (f", without the one-time model-code import ({' / '.join(f'{s}()' for s in self.skipped)})"
+                   if self.skipped else "")
         text = (f"{self.samples_kept:,} of {self.samples_total:,} samples ({share:.0%}): stacks under "
                 f"{self.entry}() only{without}")
         return text + ("; recursion and imports folded" if self.folded_recursion else "; imports folded")
