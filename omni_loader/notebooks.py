@@ -102,3 +102,34 @@ def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
     pm.execute_notebook(str(source), str(output), parameters=parameters, kernel_name=kernel,
                         cwd=str(cwd or source.parent), progress_bar=False, execution_timeout=timeout)
     return sign(output)
+
+
+# The folder (relative to the Jupyter server's root, the repository in ``make lab``) whose notebooks are
+# stored without outputs.
+STORED_CLEAN = "notebooks/"
+
+
+def strip_outputs(notebook: dict[str, Any]) -> dict[str, Any]:
+    """A notebook as the repository stores it: every code cell without outputs or execution count, and no
+    saved widget state. Sources, markdown and cell metadata are kept (a person's edits)."""
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+    notebook.get("metadata", {}).pop("widgets", None)
+    return notebook
+
+
+def pre_save_hook(model: dict[str, Any], path: str, **kwargs: Any) -> None:
+    """Jupyter's ``ContentsManager.pre_save_hook`` (set in ``jupyter-config/jupyter_server_config.json``).
+
+    Why: JupyterLab autosaves an open notebook every two minutes, outputs and all, so a notebook being
+    run was written half-finished into the tracked file (``git status`` showed 02 and 04 modified, one
+    with a 1,113-line diff). A pre-save hook is how the Jupyter world keeps outputs out of stored
+    notebooks (nbstripout does the same as a git filter): what reaches the disk for the project's
+    notebooks is the person's sources, never the run's outputs, while the open notebook keeps showing
+    them. Executed copies (:func:`execute`) are written by papermill under ``results/``, not through
+    the server, and keep theirs; so does any notebook outside ``notebooks/``.
+    """
+    if model.get("type") == "notebook" and path.lstrip("/").startswith(STORED_CLEAN) and model.get("content"):
+        strip_outputs(model["content"])

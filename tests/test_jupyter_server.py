@@ -177,3 +177,50 @@ def test_project_jupyter_config_turns_off_the_news_popup(tmp_path: Path) -> None
     assert disabled.get("@jupyterlab/apputils-extension:announcements") is True
     server_config = json.loads((REPO / "jupyter-config" / "jupyter_server_config.json").read_text())
     assert server_config["LabApp"]["news_url"] is None
+
+
+def test_saving_through_the_server_keeps_the_projects_notebooks_without_outputs(tmp_path: Path) -> None:
+    """With the project's Jupyter configuration (as ``make lab`` runs it), a notebook under ``notebooks/``
+    saved through the contents API (what Lab's autosave does) reaches the disk with the person's edited
+    source and no outputs; a notebook elsewhere is saved as it is."""
+    root = tmp_path / "root"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "elsewhere").mkdir()
+    port, token = free_port(), secrets.token_hex(16)
+    env = dict(os.environ, JUPYTER_CONFIG_PATH=str(REPO / "jupyter-config"), JUPYTER_CONFIG_DIR=str(tmp_path / "c"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"), JUPYTER_PLATFORM_DIRS="1", BROWSER="true")
+    cmd = [sys.executable, "-m", "jupyter", "server", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={root}"] + (["--allow-root"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base = f"http://127.0.0.1:{port}/api/contents"
+    notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"widgets": {"state": {}}}, "cells": [
+        {"cell_type": "code", "id": "a1", "metadata": {}, "source": "x = 1  # my edit", "execution_count": 3,
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": "half-finished run\n"}]},
+        {"cell_type": "markdown", "id": "a2", "metadata": {}, "source": "my prose"}]}
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            try:
+                if _get_json(f"{base}?token={token}", timeout=2.0)[0] == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "jupyter server did not start"
+            time.sleep(0.25)
+        for folder in ("notebooks", "elsewhere"):
+            body = json.dumps({"type": "notebook", "format": "json", "content": notebook}).encode()
+            request = urllib.request.Request(f"{base}/{folder}/n.ipynb?token={token}", data=body, method="PUT",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert response.status in (200, 201)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    stored = json.loads((root / "notebooks" / "n.ipynb").read_text())
+    assert "".join(stored["cells"][0]["source"]) == "x = 1  # my edit"
+    assert "".join(stored["cells"][1]["source"]) == "my prose"
+    assert stored["cells"][0]["outputs"] == [] and stored["cells"][0]["execution_count"] is None
+    assert "widgets" not in stored["metadata"]
+    other = json.loads((root / "elsewhere" / "n.ipynb").read_text())
+    assert "".join(other["cells"][0]["outputs"][0]["text"]) == "half-finished run\n" and other["cells"][0]["execution_count"] == 3
