@@ -1,10 +1,21 @@
 """vLLM-Omni's Token2Wav load path, one named function per step, read top to bottom.
 
-1. ``construct``            build the model under the stage dtype, directly on the device; with
-                            ``construct="resident"`` (default) every parameter is written here, so
-                            that weight loading copies into resident memory as on the GPU the PR
-                            measured (``upstream-cpu``: only those upstream's constructors
-                            initialise, as on a CPU)
+The reference is the released vLLM-Omni 0.30.0 (``qwen2_5_omni_token2wav.py`` and the outer
+Qwen2.5-Omni ``load_weights`` in ``qwen2_5_omni.py``). The two built-in variants of PR 7061 are two
+releases of the same code (:data:`omni_loader.variants.VARIANT_RELEASES`):
+
+- ``baseline``: ``find_all_registers`` tests ``name in self.state_dict()`` for every named buffer,
+  the rule of ``be81443c`` (December 2025) and of the releases before the fix (0.28.0 and earlier);
+- ``optimized``: one ``named_modules()`` walk for ``_non_persistent_buffers_set``, one
+  ``named_buffers()`` walk, no ``state_dict()``: the rule as 0.30.0 ships it. 0.28.0 and 0.30.0
+  differ in this file by that method alone, and the outer ``load_weights`` not at all.
+
+1. ``construct``            build the model under the stage dtype, directly on the device (the
+                            vllm-omni layout: DiT float32, BigVGAN bfloat16, as 0.30.0 builds
+                            them); with ``construct="resident"`` (default) every parameter is
+                            written here, so that weight loading copies into resident memory as on
+                            the GPU the PR measured (``upstream-cpu``: only those upstream's
+                            constructors initialise, as on a CPU)
 2. ``read_checkpoint``      the outer Qwen2.5-Omni ``load_weights`` turns the lazy shard iterator
                             into lists (one per stage) before anything else
 3. ``speaker_conditioning`` the stage loads ``spk_dict.pt`` onto the device for conditioning
@@ -12,18 +23,40 @@
    a. ``buffer_discovery``     ``find_all_registers()``: the step the PR changed
    b. ``split_buffers``        checkpoint entries that are persistent buffers are set aside
    c. ``load_parameters``      copy each tensor into its parameter (q/k/v stacked into
-                               ``qkv_proj`` for the vllm-omni layout; dtype cast, device move)
-   d. ``load_buffers``         every persistent buffer is copied from its set-aside entry, or onto
+                               ``qkv_proj`` for the vllm-omni layout; the dtype cast, float32 to
+                               bfloat16 for the BigVGAN's 115 M elements; device move)
+   d. ``model_loaded_size``    ``load_weights_without_buffers``' ``[Model Loaded] … size=… MB``
+                               line: one more ``named_parameters()`` walk summing
+                               ``numel() * element_size()`` (1,492.80 MB for the full model)
+   e. ``load_buffers``         every persistent buffer is copied from its set-aside entry, or onto
                                itself where the checkpoint lacks it, and counted as loaded either
                                way (``named_buffers()`` walked again), as ``reload_buffers_to_model``
-   e. ``load_spk_dict``        ``spk_dict.pt`` loaded a second time (default device: the CPU)
+   f. ``load_spk_dict``        ``spk_dict.pt`` loaded a second time (default device: the CPU)
 5. ``post_load``            every parameter loaded? then ``eval()``
 
-Where the kit still differs from vLLM-Omni, and why:
+Where the kit still differs from vLLM-Omni 0.30.0, and why:
 
+- The module tree is built from transformers' Qwen2.5-Omni classes, rewritten into vLLM-Omni's
+  tree (persistent ``inv_freq``, no ``original_inv_freq``, fused ``qkv_proj``; 219 buffers, 720
+  parameters, the same names and shapes): vLLM-Omni cannot be installed here (it pins
+  ``transformers>=5.13,<5.15`` and a GPU stack). Upstream's own modules differ from transformers'
+  in their forward code only; where the two dtypes meet (the vocoder's input, the anti-alias
+  filters), hooks make the casts 0.30.0's forward makes.
+- The BigVGAN is bfloat16 whatever the kit's ``--dtype``: 0.30.0 builds it under the stage's
+  default dtype, ``auto`` (the checkpoint's bfloat16) in the Qwen2.5-Omni deploy file; a stage run
+  with another ``--dtype`` would build it in that one unless the checkpoint's sub-config pins it
+  (the released ``config.json`` is not read here). The DiT is float32 in both.
 - Parameters are loaded by the kit's own short loop, not vLLM's ``AutoWeightsLoader`` (vLLM is not
   installed here); the loop does what that loader does for these tensors (stacked q/k/v shards,
-  a default ``copy_`` that casts and moves) without its bookkeeping.
+  a default ``copy_`` that casts and moves) without its bookkeeping, and ``hf_to_vllm_mapper``'s
+  ``model.`` prefix rename, which no ``token2wav.`` key matches, is not run.
+- The ``[Model Loaded]`` line goes to the ``omni_loader.load`` logger (no handler by default), not
+  to vLLM's: the walk is timed, the writing of a log line is not modelled.
+- The fused ``qkv_proj`` is a plain ``nn.Linear``; upstream's ``QKVParallelLinear`` allocates its
+  parameters with ``torch.empty`` and loads each shard through its ``weight_loader``.
+- The Hub check is absent: for a Hub id the outer ``load_weights`` resolves ``spk_dict.pt``
+  through ``huggingface_hub`` (``allow_patterns=["*.pt"]``) inside the timed load; the kit is given
+  a directory (or resolves the id before the load).
 - The stage's other work between construction and loading (KV cache profiling, other stages on the
   same device) is absent: only Token2Wav's own steps are timed.
 - ``resident`` (the default) also writes the fused ``qkv_proj``, which upstream allocates with
@@ -35,6 +68,10 @@ Where the kit still differs from vLLM-Omni, and why:
   same phase, without the 7 s of random number generation that would only inflate ``construct``.
 - ``read_checkpoint`` lists only the ``token2wav.`` tensors (the stage's other lists are empty
   for a Token2Wav-only snapshot), and the tensors stay lazily mapped, as safetensors gives them.
+- The second ``spk_dict.pt`` load passes ``weights_only=True`` and ``map_location="cpu"``; 0.30.0
+  calls ``torch.load(spk_dict_path)`` with neither: weights-only is torch's default since 2.6, and
+  without ``map_location`` each tensor returns to the device it was saved from (the CPU for the
+  kit's synthetic file).
 """
 
 from __future__ import annotations
@@ -62,6 +99,7 @@ from .steps import (  # noqa: F401  (re-exported: the steps were part of this mo
     load_parameters_fastsafetensors,
     load_parameters_pinned,
     load_speaker_dict,
+    model_loaded_line,
     reference_state_dict,
     split_buffer_entries,
 )
@@ -87,6 +125,10 @@ class LoadResult:
     digest: str
     tensors_digested: int
     loaded_names: set[str] = field(default_factory=set, repr=False)
+    # vLLM-Omni's "[Model Loaded] name=…, success=…, size=… MB, device=…" line for this load
+    model_loaded: str = ""
+    # the dtype of each Token2Wav submodule's parameters ("code2wav_dit_model": "float32", …)
+    parameter_dtypes: dict[str, str] = field(default_factory=dict)
 
     def phase_seconds(self) -> dict[str, float]:
         return {p.name: p.seconds for p in self.phases}
@@ -109,6 +151,8 @@ class LoadResult:
             "tensors_digested": self.tensors_digested,
             "rss_peak_bytes": peak,
             "device_peak_bytes": max(device_peaks) if device_peaks else None,
+            "model_loaded": self.model_loaded,
+            "parameter_dtypes": dict(self.parameter_dtypes),
         }
 
 
@@ -186,6 +230,8 @@ def load_token2wav(
                 param_entries, buffer_entries = split_buffer_entries(weights, persistent)
             with clock.phase("load_parameters"):
                 loaded = load_params(model, param_entries, snapshot, fused)
+            with clock.phase("model_loaded_size"):
+                model_loaded = model_loaded_line(model)
             with clock.phase("load_buffers"):
                 loaded_buffers = load_buffers(model, persistent, buffer_entries, snapshot)
             with clock.phase("load_spk_dict"):
@@ -214,6 +260,9 @@ def load_token2wav(
         digest=hexdigest,
         tensors_digested=count,
         loaded_names=set(loaded) | loaded_buffers,
+        model_loaded=model_loaded,
+        parameter_dtypes={name: str(next(sub.parameters()).dtype).removeprefix("torch.")
+                          for name, sub in model.named_children() if any(True for _ in sub.parameters())},
     )
     return model, result
 

@@ -34,6 +34,7 @@ LABELS = {
     "split_buffers": "Split off persistent buffers",
     "materialise_weights": "Materialise weights and split buffers",  # schema-1 directories
     "load_parameters": "Load parameters",
+    "model_loaded_size": "[Model Loaded] size of the parameters",
     "load_buffers": "Load persistent buffers",
     "load_spk_dict": "spk_dict.pt (2nd load)",
     "post_load": "Post-load check and eval()",

@@ -7,7 +7,24 @@
     it appears in ``state_dict()`` and in the checkpoint), ``original_inv_freq`` is absent (219
     named buffers), and each DiT attention block holds one fused ``qkv_proj`` instead of
     ``to_q``/``to_k``/``to_v`` (720 parameter tensors). The fused block computes the same
-    function, so on equal weights both layouts produce the same output.
+    function, so on equal weights both layouts produce the same output. Each submodule's parameters
+    have the dtype vLLM-Omni 0.30.0's code2wav stage gives them (:data:`VLLM_OMNI_SUBMODULE_DTYPES`):
+    the DiT float32, the BigVGAN bfloat16, 1,492.80 MiB in all, the ``size`` its ``[Model Loaded]``
+    line prints. The checkpoint stores float32, so loading casts the BigVGAN's tensors.
+
+Where the dtypes come from (vLLM-Omni 0.30.0, ``qwen2_5_omni_token2wav.py``): no line of the
+Token2Wav code casts a parameter. ``Qwen2_5OmniToken2WavModel.__init__`` builds each half with
+transformers' ``_from_config(config.dit_config)`` / ``_from_config(config.bigvgan_config)``, which
+constructs under the sub-config's own dtype where it has one, and otherwise under the default
+dtype the stage constructs in (vLLM's ``--dtype``; the Qwen2.5-Omni deploy file sets none, so
+``auto``: the checkpoint's bfloat16). The sizes decide which half is which: the full model's DiT
+holds 333,607,760 elements and its BigVGAN 115,443,504; float32 + bfloat16 gives 1,492.80 MiB to
+the hundredth, the logged figure (all float32: 1,712.99; all bfloat16: 856.50; the other mix:
+1,076.69). The code agrees: the DiT is the half that "must inference with fp32", and the forward
+casts the DiT's mel spectrogram to ``code2wav_bigvgan_model.dtype`` before the vocoder, whose
+anti-alias filters (float32 buffers) compute in their own dtype and cast back. transformers' own
+Qwen2.5-Omni model, by contrast, calls ``token2wav.float()``: the ``transformers`` layout is
+float32 throughout (or the ``dtype`` asked for).
 """
 
 from __future__ import annotations
@@ -15,7 +32,7 @@ from __future__ import annotations
 import json
 from contextlib import nullcontext
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import torch
@@ -24,6 +41,14 @@ from torch import nn
 from .names import CONSTRUCT_MODES, DATA_DIR, LAYOUTS, SIZES  # noqa: F401  (re-exported: model's vocabulary)
 
 CHECKPOINT_PREFIX = "token2wav."
+
+# The dtype of each Token2Wav submodule's parameters in the vllm-omni layout: what vLLM-Omni 0.30.0's
+# code2wav stage builds them in (see the module docstring). Part of the layout, like the fused qkv_proj:
+# the stage dtype (``build_model``'s ``dtype``) decides no parameter of this tree.
+VLLM_OMNI_SUBMODULE_DTYPES: dict[str, torch.dtype] = {
+    "code2wav_dit_model": torch.float32,
+    "code2wav_bigvgan_model": torch.bfloat16,
+}
 
 
 @lru_cache(maxsize=1)
@@ -65,7 +90,9 @@ class FusedQKVDiTAttention(nn.Module):
         self.heads = config.num_attention_heads
         self.inner_dim = config.head_dim * config.num_attention_heads
         self.is_causal = False
-        self.qkv_proj = nn.Linear(config.hidden_size, 3 * self.inner_dim)
+        # In the DiT's own dtype (the to_out it keeps), whatever the default dtype of the moment.
+        dtype = None if to_out is None else to_out[0].weight.dtype
+        self.qkv_proj = nn.Linear(config.hidden_size, 3 * self.inner_dim, dtype=dtype)
         if to_out is None:
             to_out = nn.ModuleList([nn.Linear(self.inner_dim, config.hidden_size), nn.Dropout(config.dropout)])
         self.to_out = to_out
@@ -100,6 +127,38 @@ def _to_vllm_omni_layout(model: nn.Module) -> None:
     del rotary._buffers["original_inv_freq"]
     for block in dit.transformer_blocks:
         block.attn = FusedQKVDiTAttention(block.attn.config, to_out=block.attn.to_out)
+    _cast_like_vllm_omni(model)
+
+
+def _to_dtype(module: nn.Module, args: tuple[Any, ...], dtype: torch.dtype | None = None) -> tuple[Any, ...]:
+    """Forward pre-hook: the first input in ``dtype`` (default: the module's ``filter`` buffer's)."""
+    return (args[0].to(dtype or module.filter.dtype), *args[1:])
+
+
+def _output_to(module: nn.Module, args: tuple[Any, ...], output: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Forward hook: the output in ``dtype``."""
+    return output.to(dtype)
+
+
+def _cast_like_vllm_omni(model: nn.Module) -> None:
+    """The casts vLLM-Omni's forward makes where the DiT and the BigVGAN differ in dtype.
+
+    transformers' Token2Wav assumes one dtype throughout (it is made float32). vLLM-Omni's casts the
+    DiT's mel spectrogram to the vocoder's dtype and the waveform back to the model's, and its
+    anti-alias resamplers compute in their float32 filter's dtype and cast back. Hooks do the same
+    here, so the module tree (names, classes, state dict) stays transformers' own. Nothing is
+    hooked where the two halves already agree.
+    """
+    vocoder = model.code2wav_bigvgan_model
+    inner, outer = next(vocoder.parameters()).dtype, next(model.code2wav_dit_model.parameters()).dtype
+    if inner == outer:
+        return
+    vocoder.register_forward_pre_hook(partial(_to_dtype, dtype=inner))
+    vocoder.register_forward_hook(partial(_output_to, dtype=outer))
+    for module in vocoder.modules():
+        if "filter" in module._buffers:  # an up- or down-sampler of an anti-aliased activation
+            module.register_forward_pre_hook(_to_dtype)
+            module.register_forward_hook(partial(_output_to, dtype=inner))
 
 
 def build_model(
@@ -110,6 +169,13 @@ def build_model(
     construct: str = "empty",
 ) -> nn.Module:
     """Construct Token2Wav directly on ``device`` under default ``dtype``, as a serving stage does.
+
+    ``dtype`` is the stage dtype: the default dtype during construction. The ``transformers``
+    layout builds every parameter in it. The ``vllm-omni`` layout builds each submodule in the
+    dtype vLLM-Omni 0.30.0 gives it (:data:`VLLM_OMNI_SUBMODULE_DTYPES`: DiT float32, BigVGAN
+    bfloat16), whatever ``dtype`` is, the way upstream does it: each half is made by
+    transformers' ``_from_config`` under its sub-config's dtype. The checkpoint's float32 tensors
+    are then cast where the dtypes differ (the BigVGAN), inside the parameter copy.
 
     ``construct`` decides where the first write of the parameter memory happens, which on a CPU
     decides which phase pays the page faults (about 460,000 of them for the full model):
@@ -146,11 +212,20 @@ def build_model(
     from transformers.initialization import no_init_weights
 
     config = make_config(token2wav_config)
+    # transformers' _from_config builds each half under its sub-config's dtype (a real snapshot's
+    # config.json may carry one): set here, per layout, so that the layout alone decides.
+    dtypes = submodule_dtypes(layout, dtype)
+    config.dit_config.dtype = dtypes["code2wav_dit_model"]
+    config.bigvgan_config.dtype = dtypes["code2wav_bigvgan_model"]
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
         with torch.device(device), (nullcontext() if construct == "init" else no_init_weights()):
             model = mdl.Qwen2_5OmniToken2WavModel(config)
+            built = {name: next(getattr(model, name).parameters()).dtype for name in dtypes}
+            if built != dtypes:  # a transformers that ignores the sub-config's dtype would build another model
+                raise RuntimeError(f"Token2Wav was built in {built}, not {dtypes}: this transformers does not "
+                                   "construct a submodule under its sub-config's dtype")
             if layout == "vllm-omni":
                 _to_vllm_omni_layout(model)
     finally:
@@ -158,6 +233,20 @@ def build_model(
     if construct in ("resident", "upstream-cpu"):
         write_initialised_parameters(model, include_fused=construct == "resident")
     return model.eval()
+
+
+def submodule_dtypes(layout: str = "vllm-omni", dtype: torch.dtype = torch.float32) -> dict[str, torch.dtype]:
+    """The dtype of each Token2Wav submodule's parameters that ``build_model`` gives ``layout`` under
+    stage dtype ``dtype``."""
+    if layout == "vllm-omni":
+        return dict(VLLM_OMNI_SUBMODULE_DTYPES)
+    return dict.fromkeys(VLLM_OMNI_SUBMODULE_DTYPES, dtype)
+
+
+def parameter_bytes(model: nn.Module) -> int:
+    """The bytes the parameters hold: ``numel() * element_size()`` summed over ``named_parameters()``,
+    as vLLM-Omni's ``[Model Loaded]`` line sums them (meta tensors count their would-be size)."""
+    return sum(p.numel() * p.element_size() for _, p in model.named_parameters())
 
 
 def write_initialised_parameters(model: nn.Module, include_fused: bool = False) -> int:
@@ -208,5 +297,5 @@ def inventory(layout: str = "vllm-omni", size: str = "full") -> Inventory:
         persistent_buffers=sorted(find_persistent_buffers(model, "optimized")),
         parameters=len(params),
         parameter_elements=sum(p.numel() for p in params),
-        parameter_bytes=sum(p.numel() * p.element_size() for p in params),
+        parameter_bytes=parameter_bytes(model),
     )

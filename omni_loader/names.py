@@ -14,8 +14,10 @@ from pathlib import Path
 # compares with the first.
 VARIANTS = ("baseline", "optimized")
 
-# The timed steps of one Token2Wav load, in the order they run. The middle five are the children of
+# The timed steps of one Token2Wav load, in the order they run. The middle six are the children of
 # "weight_loading" (upstream's Token2Wav ``load_weights``); "total" encloses them all.
+# "model_loaded_size" is vLLM-Omni's ``[Model Loaded] … size=… MB`` walk over the parameters, which
+# upstream runs inside ``load_weights`` between the parameters and the buffers.
 LEAF_PHASES = (
     "construct",
     "read_checkpoint",
@@ -23,11 +25,12 @@ LEAF_PHASES = (
     "buffer_discovery",
     "split_buffers",
     "load_parameters",
+    "model_loaded_size",
     "load_buffers",
     "load_spk_dict",
     "post_load",
 )
-WEIGHT_LOADING_CHILDREN = LEAF_PHASES[3:8]
+WEIGHT_LOADING_CHILDREN = LEAF_PHASES[3:9]
 
 # Module trees the kit can build, construction modes (where parameter memory is first written),
 # synthetic snapshot sizes, and the stage dtypes by name (loader maps them to torch dtypes).

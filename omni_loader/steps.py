@@ -9,6 +9,7 @@ loaded, so that ``post_load`` can check that nothing was missed.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from typing import Any
 
@@ -19,6 +20,8 @@ from .checkpoint import Snapshot
 from .errors import CheckpointError, OmniLoaderError
 from .model import CHECKPOINT_PREFIX
 
+
+_LOG = logging.getLogger("omni_loader.load")
 
 # (fused parameter, checkpoint part, shard index): vLLM-Omni's stacked q/k/v mapping.
 STACKED_PARAMS = (("qkv_proj", "to_q", 0), ("qkv_proj", "to_k", 1), ("qkv_proj", "to_v", 2))
@@ -145,6 +148,24 @@ def _assign(model: nn.Module, name: str, tensor: torch.Tensor, old: nn.Parameter
     if tuple(tensor.shape) != tuple(old.shape):
         raise CheckpointError(f"shape mismatch for {name}: checkpoint {tuple(tensor.shape)}, model {tuple(old.shape)}")
     setattr(module, leaf, nn.Parameter(tensor, requires_grad=old.requires_grad))
+
+
+def model_loaded_line(model: nn.Module, name: str = "Qwen2_5OmniToken2WavForConditionalGenerationVLLM") -> str:
+    """The summary vLLM-Omni logs after the parameters are loaded, before the buffers are reloaded.
+
+    0.30.0's ``load_weights_without_buffers`` walks ``named_parameters()`` once more, sums
+    ``numel() * element_size()`` and logs ``[Model Loaded] name=…, success=…, size=… MB, device=…``
+    (MB = 1024² bytes); the code2wav stage's logs show ``size=1492.80 MB``. The walk and the line are
+    timed as their own phase, inside weight loading, where upstream runs them.
+    """
+    total = 0
+    for _, param in model.named_parameters():
+        if param is not None and param.data is not None:
+            total += param.data.numel() * param.data.element_size()
+    device = next(model.parameters()).device
+    line = f"[Model Loaded] name={name}, success=True, size={total / (1024 ** 2):.2f} MB, device={device}"
+    _LOG.info(line)
+    return line
 
 
 def load_buffers(

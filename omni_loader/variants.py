@@ -69,6 +69,25 @@ BUILTIN_VARIANTS: dict[str, Variant] = {
 }
 
 
+# Which vLLM-Omni releases the PR's two variants are, for the report and ``compare`` to quote. Read from
+# the released wheels on PyPI: in ``qwen2_5_omni_token2wav.py`` 0.28.0 and 0.30.0 differ only in
+# ``find_all_registers`` (PyPI has no 0.29); the outer Qwen2.5-Omni ``load_weights`` is unchanged.
+VARIANT_RELEASES: dict[str, dict[str, str]] = {
+    "baseline": {
+        "rule": "find_all_registers tests `name in self.state_dict()` for every named buffer "
+                "(219 state_dict() calls for Qwen2.5-Omni)",
+        "source": "be81443c (December 2025)",
+        "releases": "vLLM-Omni 0.28.0 (read) and the earlier releases that ship find_all_registers",
+    },
+    "optimized": {
+        "rule": "find_all_registers walks named_modules() once for _non_persistent_buffers_set and "
+                "named_buffers() once; no state_dict() call",
+        "source": "PR 7061",
+        "releases": "vLLM-Omni 0.30.0 (the first release with the fix)",
+    },
+}
+
+
 def builtin_steps() -> dict[str, dict[str, Callable[..., Any]]]:
     """The built-in implementations of each step, by name (imported lazily: they need torch)."""
     from .discovery import RULES

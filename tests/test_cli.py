@@ -53,7 +53,7 @@ def test_inventory_json_full(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["persistent_buffers"] == [INV_FREQ]
     assert data["parameters"] == 720
     assert data["parameter_elements"] == 449_051_264
-    assert data["parameter_bytes"] == 4 * 449_051_264
+    assert data["parameter_bytes"] == 1_565_318_048  # DiT float32 + BigVGAN bfloat16, as vLLM-Omni 0.30.0
 
 
 def test_inventory_json_tiny_transformers(capsys: pytest.CaptureFixture[str]) -> None:

@@ -44,7 +44,8 @@ def test_full_vllm_omni_inventory(full_vllm: Inventory) -> None:
     assert full_vllm.persistent_buffers[0].endswith(INV_FREQ)
     assert full_vllm.parameters == 720
     assert full_vllm.parameter_elements == FULL_ELEMENTS
-    assert full_vllm.parameter_bytes == FULL_ELEMENTS * 4  # float32: 1,796,205,056 bytes
+    # DiT float32 + BigVGAN bfloat16, as vLLM-Omni 0.30.0 builds them: 1,565,318,048 bytes = 1,492.80 MiB
+    assert full_vllm.parameter_bytes == 333_607_760 * 4 + 115_443_504 * 2 == 1_565_318_048
 
 
 def test_full_transformers_inventory(full_transformers: Inventory) -> None:
@@ -53,6 +54,7 @@ def test_full_transformers_inventory(full_transformers: Inventory) -> None:
     assert full_transformers.parameters == 808
     assert full_transformers.parameter_elements == FULL_ELEMENTS
     assert full_transformers.modules == 1136
+    assert full_transformers.parameter_bytes == FULL_ELEMENTS * 4  # float32: 1,796,205,056 bytes
 
 
 def test_layouts_differ_by_fusion_and_original_inv_freq(full_vllm: Inventory, full_transformers: Inventory) -> None:
@@ -153,7 +155,7 @@ def test_fused_attention_computes_the_unfused_function() -> None:
 
 def test_build_model_uses_dtype_and_restores_the_default() -> None:
     before = torch.get_default_dtype()
-    model = build_model(config_dict("tiny"), layout="vllm-omni", device="meta", dtype=torch.bfloat16)
+    model = build_model(config_dict("tiny"), layout="transformers", device="meta", dtype=torch.bfloat16)
     assert torch.get_default_dtype() == before
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
     assert {p.device.type for p in model.parameters()} == {"meta"}

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 from omni_loader.checkpoint import open_snapshot
 from omni_loader.errors import OmniLoaderError
@@ -113,6 +114,8 @@ def test_assign_variant_loads_the_same_model_backed_by_the_shards(tiny_snapshot:
         backing = backing_file(params[name])
         if ".qkv_proj." in name:
             assert backing is None  # stacked into a new tensor
+        elif params[name].dtype != torch.float32:
+            assert backing is None  # the bfloat16 BigVGAN: cast from the float32 checkpoint, so copied
         else:
             assert backing is not None and str(Path(backing).resolve()) in shards, name
     assert all(backing_file(p) is None for p in copied.parameters())

@@ -1,0 +1,192 @@
+"""Row for row what vLLM-Omni 0.30.0 does: the dtype of each submodule, the ``[Model Loaded]`` walk, the releases.
+
+The figures come from the released source and the public logs of its code2wav stage (``size=1492.80
+MB``): 0.30.0 builds the DiT in float32 and the BigVGAN in bfloat16 (``Qwen2_5OmniToken2WavModel``
+makes each half with ``_from_config`` under its sub-config's dtype, else the stage's bfloat16), while
+the checkpoint stores float32, so the parameter copy casts the BigVGAN's tensors.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+
+from omni_loader import loader
+from omni_loader.checkpoint import iter_token2wav_weights, open_snapshot
+from omni_loader.loader import load_token2wav
+from omni_loader.model import VLLM_OMNI_SUBMODULE_DTYPES, build_model, config_dict, inventory, parameter_bytes
+from omni_loader.names import LEAF_PHASES, VARIANTS, WEIGHT_LOADING_CHILDREN
+from omni_loader.steps import model_loaded_line
+from omni_loader.variants import VARIANT_RELEASES
+
+DIT, BIGVGAN = "code2wav_dit_model", "code2wav_bigvgan_model"
+# Elements of the full model's two halves (449,051,264 in all, as the facts file counts them).
+DIT_ELEMENTS, BIGVGAN_ELEMENTS = 333_607_760, 115_443_504
+MIB = 1024 ** 2
+PREFIX = "token2wav."
+
+
+@pytest.fixture(scope="module")
+def full() -> dict[str, torch.nn.Module]:
+    return {layout: build_model(config_dict("full"), layout=layout, device="meta")
+            for layout in ("vllm-omni", "transformers")}
+
+
+def _bytes(module: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
+# --------------------------------------------------------------------------- dtypes per submodule
+
+
+def test_vllm_omni_layout_holds_what_the_code2wav_stage_logs(full: dict) -> None:
+    """DiT float32 + BigVGAN bfloat16: 1,492.80 MiB, the ``size`` of 0.30.0's ``[Model Loaded]`` line."""
+    model = full["vllm-omni"]
+    dit, vocoder = getattr(model, DIT), getattr(model, BIGVGAN)
+    assert {p.dtype for p in dit.parameters()} == {torch.float32}
+    assert {p.dtype for p in vocoder.parameters()} == {torch.bfloat16}
+    assert sum(p.numel() for p in dit.parameters()) == DIT_ELEMENTS
+    assert sum(p.numel() for p in vocoder.parameters()) == BIGVGAN_ELEMENTS
+    assert _bytes(dit) == 4 * DIT_ELEMENTS == 1_334_431_040
+    assert _bytes(vocoder) == 2 * BIGVGAN_ELEMENTS == 230_887_008
+    assert parameter_bytes(model) == _bytes(dit) + _bytes(vocoder)  # no parameter outside the two halves
+    assert f"{parameter_bytes(model) / MIB:.2f}" == "1492.80"
+    assert inventory("vllm-omni", "full").parameter_bytes == parameter_bytes(model)
+
+
+def test_transformers_layout_is_float32_throughout(full: dict) -> None:
+    """transformers' Qwen2.5-Omni calls ``token2wav.float()``: 1,712.99 MiB, 220 MiB more than upstream."""
+    model = full["transformers"]
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert _bytes(getattr(model, DIT)) == 4 * DIT_ELEMENTS
+    assert _bytes(getattr(model, BIGVGAN)) == 4 * BIGVGAN_ELEMENTS
+    assert f"{parameter_bytes(model) / MIB:.2f}" == "1712.99"
+    assert round((parameter_bytes(model) - parameter_bytes(full["vllm-omni"])) / MIB) == 220
+
+
+def test_the_dtypes_are_the_layouts_not_the_stage_dtypes() -> None:
+    """The vllm-omni layout's dtypes do not follow ``dtype`` (the DiT's is pinned upstream); the
+    transformers layout's do, every parameter of it."""
+    for stage in (torch.float32, torch.bfloat16, torch.float16):
+        fused = build_model(config_dict("tiny"), layout="vllm-omni", device="meta", dtype=stage)
+        assert {n: {p.dtype for p in getattr(fused, n).parameters()} for n in (DIT, BIGVGAN)} == {
+            n: {d} for n, d in VLLM_OMNI_SUBMODULE_DTYPES.items()}
+        # the fused qkv_proj, made after the tree, is in the DiT's dtype too
+        assert {b.attn.qkv_proj.weight.dtype for b in fused.code2wav_dit_model.transformer_blocks} == {torch.float32}
+        unfused = build_model(config_dict("tiny"), layout="transformers", device="meta", dtype=stage)
+        assert {p.dtype for p in unfused.parameters()} == {stage}
+
+
+def test_a_dtype_in_the_snapshots_sub_config_does_not_change_the_layout() -> None:
+    """A real config.json may carry a sub-config dtype; the layout alone decides what is built."""
+    cfg = config_dict("tiny")
+    cfg["dit_config"]["dtype"], cfg["bigvgan_config"]["dtype"] = "float16", "float16"
+    fused = build_model(cfg, layout="vllm-omni", device="meta")
+    assert next(fused.code2wav_dit_model.parameters()).dtype == torch.float32
+    assert next(fused.code2wav_bigvgan_model.parameters()).dtype == torch.bfloat16
+    assert {p.dtype for p in build_model(cfg, layout="transformers", device="meta").parameters()} == {torch.float32}
+
+
+def test_buffers_stay_float32_in_the_bfloat16_vocoder(full: dict) -> None:
+    """The 218 anti-alias filters and the rotary frequencies are computed in float32, in any half."""
+    buffers = dict(full["vllm-omni"].named_buffers())
+    assert len(buffers) == 219
+    assert {b.dtype for b in buffers.values()} == {torch.float32}
+
+
+def _safetensors_dtypes(path: Path) -> dict[str, str]:
+    with path.open("rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    return {k: v["dtype"] for k, v in header.items() if k != "__metadata__"}
+
+
+def test_synthetic_snapshot_stores_float32_as_the_released_checkpoint(tiny_snapshot: Path) -> None:
+    """The released checkpoint's token2wav tensors are float32; so are the kit's (read from the file
+    headers, not from torch), whatever dtype the loaded model gives them."""
+    snap = open_snapshot(tiny_snapshot)
+    stored: dict[str, str] = {}
+    for shard in snap.shards:
+        stored.update(_safetensors_dtypes(tiny_snapshot / shard))
+    assert set(stored) == set(snap.weight_map)
+    assert any(k.startswith(PREFIX + BIGVGAN) for k in stored) and any(k.startswith(PREFIX + DIT) for k in stored)
+    assert set(stored.values()) == {"F32"}
+
+
+# --------------------------------------------------------------------------- the cast inside the load
+
+
+@pytest.fixture(scope="module")
+def tiny_load(tiny_snapshot: Path):
+    return load_token2wav(open_snapshot(tiny_snapshot), "optimized")
+
+
+def test_load_parameters_casts_the_vocoder_and_copies_the_dit(tiny_snapshot: Path, tiny_load) -> None:
+    model, result = tiny_load
+    checkpoint = dict(iter_token2wav_weights(open_snapshot(tiny_snapshot)))
+    params = dict(model.named_parameters())
+    vocoder = {n: p for n, p in params.items() if n.startswith(BIGVGAN)}
+    assert vocoder
+    for name, param in vocoder.items():
+        assert param.dtype == torch.bfloat16
+        assert torch.equal(param, checkpoint[PREFIX + name].to(torch.bfloat16)), name
+    for name, param in params.items():
+        if name.startswith(DIT) and ".qkv_proj." not in name:
+            assert param.dtype == torch.float32 and torch.equal(param, checkpoint[PREFIX + name]), name
+    assert result.parameter_dtypes == {DIT: "float32", BIGVGAN: "bfloat16"}
+    assert result.to_dict()["parameter_dtypes"] == result.parameter_dtypes
+
+
+def test_the_mixed_model_computes_a_waveform(tiny_snapshot: Path, tiny_load) -> None:
+    """With the casts 0.30.0's forward makes (mel to the vocoder's dtype, filters in float32), the
+    vllm-omni model runs end to end and returns float32 audio."""
+    model, _ = tiny_load
+    spk = torch.load(tiny_snapshot / "spk_dict.pt", weights_only=True)["Ethan"]
+    code = torch.randint(0, model.config.dit_config.num_embeds - 1, (1, 10), generator=torch.Generator().manual_seed(2))
+    seen = []
+    hook = model.code2wav_bigvgan_model.conv_pre.register_forward_pre_hook(lambda mod, args: seen.append(args[0].dtype))
+    try:
+        with torch.no_grad():
+            torch.manual_seed(0)
+            wave = model(code, spk["cond"], spk["ref_mel"], num_steps=2)
+    finally:
+        hook.remove()
+    assert seen == [torch.bfloat16]  # the vocoder computes in its own dtype
+    assert wave.dtype == torch.float32 and wave.numel() > 0 and torch.isfinite(wave).all()
+
+
+# --------------------------------------------------------------------------- the [Model Loaded] walk
+
+
+def test_model_loaded_line_prints_the_logged_size(full: dict) -> None:
+    line = model_loaded_line(full["vllm-omni"])
+    assert line == ("[Model Loaded] name=Qwen2_5OmniToken2WavForConditionalGenerationVLLM, success=True, "
+                    "size=1492.80 MB, device=meta")
+    assert "size=1712.99 MB" in model_loaded_line(full["transformers"])
+
+
+def test_the_walk_is_timed_inside_weight_loading_after_the_parameters(tiny_load) -> None:
+    model, result = tiny_load
+    assert WEIGHT_LOADING_CHILDREN == ("buffer_discovery", "split_buffers", "load_parameters", "model_loaded_size",
+                                       "load_buffers", "load_spk_dict")
+    assert set(WEIGHT_LOADING_CHILDREN) < set(LEAF_PHASES)
+    children = [p.name for p in result.phases if p.parent == "weight_loading"]
+    assert children == list(WEIGHT_LOADING_CHILDREN)
+    assert result.model_loaded == model_loaded_line(model)
+    assert f"size={parameter_bytes(model) / MIB:.2f} MB, device=cpu" in result.model_loaded
+
+
+# --------------------------------------------------------------------------- versions as data
+
+
+def test_each_pr_variant_names_its_releases() -> None:
+    assert set(VARIANT_RELEASES) == set(VARIANTS)
+    assert "be81443c" in VARIANT_RELEASES["baseline"]["source"] and "0.28.0" in VARIANT_RELEASES["baseline"]["releases"]
+    assert "0.30.0" in VARIANT_RELEASES["optimized"]["releases"]
+    assert "state_dict()" in VARIANT_RELEASES["baseline"]["rule"]
+    doc = loader.__doc__
+    assert "0.30.0" in doc and "be81443c" in doc and "Where the kit still differs from vLLM-Omni 0.30.0" in doc
