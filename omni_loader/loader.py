@@ -18,6 +18,9 @@ releases of the same code (:data:`omni_loader.variants.VARIANT_RELEASES`):
                             constructors initialise, as on a CPU)
 2. ``read_checkpoint``      the outer Qwen2.5-Omni ``load_weights`` turns the lazy shard iterator
                             into lists (one per stage) before anything else
+   ``hub_check``            for a model given as a Hub id (``--model``), ``spk_dict.pt`` is
+                            resolved through ``huggingface_hub`` (a file lock, ``snapshot_download``
+                            of ``*.pt``, then a glob); for a directory, one ``exists()``
 3. ``speaker_conditioning`` the stage loads ``spk_dict.pt`` onto the device for conditioning
 4. ``weight_loading``       Token2Wav's ``load_weights(weights, spk_dict_path)`` on that list:
    a. ``buffer_discovery``     ``find_all_registers()``: the step the PR changed
@@ -54,9 +57,14 @@ Where the kit still differs from vLLM-Omni 0.30.0, and why:
   to vLLM's: the walk is timed, the writing of a log line is not modelled.
 - The fused ``qkv_proj`` is a plain ``nn.Linear``; upstream's ``QKVParallelLinear`` allocates its
   parameters with ``torch.empty`` and loads each shard through its ``weight_loader``.
-- The Hub check is absent: for a Hub id the outer ``load_weights`` resolves ``spk_dict.pt``
-  through ``huggingface_hub`` (``allow_patterns=["*.pt"]``) inside the timed load; the kit is given
-  a directory (or resolves the id before the load).
+- The Hub check is always offline (``local_files_only=True``): upstream's is offline only with
+  ``HF_HUB_OFFLINE=1`` and otherwise asks the Hub, a network round trip inside its timed load that
+  the kit does not model.
+- The Hub check runs ``huggingface_hub.snapshot_download`` directly with a ``filelock`` lock of the
+  same name, where upstream goes through vLLM's ``get_lock`` and its ``hf_api()`` wrapper (a progress
+  bar class, ModelScope when ``VLLM_USE_MODELSCOPE``); ``--model`` resolves the id once before the
+  load too (the kit's ``find_in_hub_cache``), where upstream's engine had resolved the config and the
+  shards before it.
 - The stage's other work between construction and loading (KV cache profiling, other stages on the
   same device) is absent: only Token2Wav's own steps are timed.
 - ``resident`` (the default) also writes the fused ``qkv_proj``, which upstream allocates with
@@ -93,6 +101,7 @@ from .options import LoadOptions
 from .steps import (  # noqa: F401  (re-exported: the steps were part of this module)
     STACKED_PARAMS,
     check_all_loaded,
+    hub_check,
     load_buffers,
     load_parameters,
     load_parameters_assign,
@@ -221,6 +230,8 @@ def load_token2wav(
                                 construct=construct)
         with clock.phase("read_checkpoint"):
             weights = list(iter_token2wav_weights(snapshot))
+        with clock.phase("hub_check"):
+            hub_check(snapshot)
         with clock.phase("speaker_conditioning"):
             load_speaker_dict(snapshot, dev)
         with clock.phase("weight_loading"):

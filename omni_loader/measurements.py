@@ -30,6 +30,7 @@ LABELS = {
     "startup_to_health": "Startup to /health",
     "construct": "Construction",
     "read_checkpoint": "Read checkpoint into a list",
+    "hub_check": "Hub check (spk_dict.pt through huggingface_hub)",
     "speaker_conditioning": "Speaker conditioning (spk_dict.pt, 1st load)",
     "split_buffers": "Split off persistent buffers",
     "materialise_weights": "Materialise weights and split buffers",  # schema-1 directories

@@ -17,10 +17,12 @@ VARIANTS = ("baseline", "optimized")
 # The timed steps of one Token2Wav load, in the order they run. The middle six are the children of
 # "weight_loading" (upstream's Token2Wav ``load_weights``); "total" encloses them all.
 # "model_loaded_size" is vLLM-Omni's ``[Model Loaded] … size=… MB`` walk over the parameters, which
-# upstream runs inside ``load_weights`` between the parameters and the buffers.
+# upstream runs inside ``load_weights`` between the parameters and the buffers; "hub_check" is the
+# outer ``load_weights`` resolving ``spk_dict.pt`` through huggingface_hub for a Hub id.
 LEAF_PHASES = (
     "construct",
     "read_checkpoint",
+    "hub_check",
     "speaker_conditioning",
     "buffer_discovery",
     "split_buffers",
@@ -30,7 +32,7 @@ LEAF_PHASES = (
     "load_spk_dict",
     "post_load",
 )
-WEIGHT_LOADING_CHILDREN = LEAF_PHASES[3:9]
+WEIGHT_LOADING_CHILDREN = LEAF_PHASES[4:10]
 
 # Module trees the kit can build, construction modes (where parameter memory is first written),
 # synthetic snapshot sizes, and the stage dtypes by name (loader maps them to torch dtypes).

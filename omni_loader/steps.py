@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -191,6 +192,38 @@ def load_buffers(
             buf.copy_(tensor)
             done.add(name)
     return done
+
+
+def hub_check(snapshot: Snapshot) -> Path:
+    """Where ``spk_dict.pt`` lives, found as the outer Qwen2.5-Omni ``load_weights`` finds it.
+
+    vLLM-Omni 0.30.0 takes the model path as it is when it exists on disk; a Hub id goes through
+    ``download_weights_from_hf_specific(model, download_dir, allow_patterns=["*.pt"])``: a file lock
+    named after the model, ``snapshot_download`` of the ``*.pt`` files (offline only when
+    ``HF_HUB_OFFLINE`` is set: otherwise a request to the Hub, inside the timed load), and a glob of
+    the folder for a match. A snapshot the kit found in a Hugging Face cache (``--model``) takes
+    that path, through the real ``huggingface_hub``, against the same cache, always offline (as
+    upstream with ``HF_HUB_OFFLINE=1``: no request leaves a timed load); any other snapshot is a
+    directory, and costs one ``exists()``.
+    """
+    if snapshot.source != "hub-cache" or not snapshot.model_id:
+        snapshot.root.exists()
+        return snapshot.root
+    import hashlib
+    import tempfile
+
+    from filelock import FileLock
+    from huggingface_hub import snapshot_download
+
+    cache_dir = snapshot.root.parents[2]  # <cache>/models--org--name/snapshots/<revision>
+    name = snapshot.model_id.replace("/", "-")
+    lock = Path(tempfile.gettempdir()) / f"{hashlib.sha256(name.encode()).hexdigest()}{name}.lock"
+    with FileLock(str(lock), mode=0o666):
+        folder = Path(snapshot_download(snapshot.model_id, allow_patterns="*.pt", cache_dir=str(cache_dir),
+                                        local_files_only=True))
+        if not any(folder.glob("*.pt")):
+            raise CheckpointError(f"no *.pt file in {folder}: the speaker dictionary of {snapshot.model_id} is missing")
+    return folder
 
 
 def load_speaker_dict(snapshot: Snapshot, device: torch.device) -> dict[str, Any]:

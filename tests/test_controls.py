@@ -28,7 +28,8 @@ def test_the_pr_pair_changes_only_discovery_and_every_other_phase_is_a_control()
 def _frame(slower: dict[str, float] | None = None, runs: int = 10) -> pd.DataFrame:
     """Rows of ``runs`` runs a side: baseline discovery 1 s, optimized 5 ms, every shared phase the
     same in both arms (small run-to-run jitter) except those in ``slower`` (extra seconds, optimized)."""
-    base = {"construct": 1.0, "read_checkpoint": 0.05, "speaker_conditioning": 0.005, "buffer_discovery": 1.0,
+    base = {"construct": 1.0, "read_checkpoint": 0.05, "hub_check": 0.0003, "speaker_conditioning": 0.005,
+            "buffer_discovery": 1.0,
             "split_buffers": 0.001, "load_parameters": 0.3, "model_loaded_size": 0.0002, "load_buffers": 0.004,
             "load_spk_dict": 0.003,
             "post_load": 0.01}
@@ -60,7 +61,7 @@ def test_clean_pair_names_no_control_and_the_accounting_adds_up():
     assert loading.changed_saving == pytest.approx(0.995, rel=0.01)
     assert loading.saving == pytest.approx(loading.changed_saving + loading.controls_saving + loading.remainder)
     sentence = headline([], {"statement": "equivalent"}, "unchanged", controls=report)[-1]
-    assert sentence.startswith("- **Controls**: none of the 9 phases both variants run unchanged differs")
+    assert sentence.startswith("- **Controls**: none of the 10 phases both variants run unchanged differs")
 
 
 def test_a_planted_confound_is_named_and_marks_only_the_rows_that_contain_it():
@@ -79,7 +80,7 @@ def test_a_planted_confound_is_named_and_marks_only_the_rows_that_contain_it():
     lines = headline(comps, {"statement": "equivalent"}, "unchanged", controls=report)
     assert "**confounded** by Load parameters (see Controls)" in lines[1]
     assert "confounded" not in lines[0]  # buffer discovery is the changed step itself
-    assert lines[-1].startswith("- **Controls**: 1 of the 9 phases both variants run unchanged differs: "
+    assert lines[-1].startswith("- **Controls**: 1 of the 10 phases both variants run unchanged differs: "
                                 "Load parameters 301.200 ms → 501.200 ms (slower (95% CI")
     section = "\n".join(controls_section([report]))
     assert "| Load parameters |" in section and "**confounds** Token2Wav weight loading" in section

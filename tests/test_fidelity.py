@@ -190,3 +190,41 @@ def test_each_pr_variant_names_its_releases() -> None:
     assert "state_dict()" in VARIANT_RELEASES["baseline"]["rule"]
     doc = loader.__doc__
     assert "0.30.0" in doc and "be81443c" in doc and "Where the kit still differs from vLLM-Omni 0.30.0" in doc
+
+
+# --------------------------------------------------------------------------- the Hub check
+
+
+def test_a_hub_id_is_resolved_again_inside_the_load_as_its_own_phase(tiny_snapshot: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--model Qwen/Qwen2.5-Omni-3B``: the outer ``load_weights`` resolves ``spk_dict.pt`` through the
+    real huggingface_hub (``*.pt``, the same cache, offline) between the checkpoint list and the
+    speaker conditioning; a directory costs an ``exists()`` there, and no Hub call."""
+    import huggingface_hub
+
+    from omni_loader.checkpoint import find_in_hub_cache, place_in_hub_cache
+    from omni_loader.errors import CheckpointError
+
+    model_id, cache = "Qwen/Qwen2.5-Omni-3B", tmp_path / "hub"
+    target = place_in_hub_cache(tiny_snapshot, cache, model_id)
+    snap = find_in_hub_cache(model_id, cache_dir=cache)
+    calls = []
+    real = huggingface_hub.snapshot_download
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", spy)
+    _, result = load_token2wav(snap, "optimized")
+    assert [(a, k["allow_patterns"], k["local_files_only"], k["cache_dir"]) for a, k in calls] == [
+        ((model_id,), "*.pt", True, str(cache))]
+    top = [p.name for p in result.phases if p.parent == "total"]
+    assert top == ["construct", "read_checkpoint", "hub_check", "speaker_conditioning", "weight_loading", "post_load"]
+    assert result.phase_seconds()["hub_check"] > 0
+    _, plain = load_token2wav(open_snapshot(tiny_snapshot), "optimized")
+    assert len(calls) == 1 and "hub_check" in plain.phase_seconds()  # the phase, without a Hub call
+    assert plain.digest == result.digest
+    (target / "spk_dict.pt").unlink()  # the check looks: no *.pt, no load
+    with pytest.raises(CheckpointError, match=r"no \*\.pt file in"):
+        load_token2wav(snap, "optimized")

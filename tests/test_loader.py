@@ -125,8 +125,8 @@ def test_phases(loads: dict, key: tuple[str, str]) -> None:
     assert sum(p.seconds for p in children) <= seconds["weight_loading"]
     top = [p for p in result.phases if p.parent == "total"]
     # Upstream's order: the outer load_weights lists the checkpoint before speaker conditioning.
-    assert [p.name for p in top] == ["construct", "read_checkpoint", "speaker_conditioning", "weight_loading",
-                                     "post_load"]
+    assert [p.name for p in top] == ["construct", "read_checkpoint", "hub_check", "speaker_conditioning",
+                                     "weight_loading", "post_load"]
     assert sum(p.seconds for p in top) <= seconds["total"]
     assert all(p.rss_peak_bytes > 0 and p.device_peak_bytes is None for p in result.phases)
 
@@ -420,7 +420,7 @@ def test_phase_seconds_are_the_clock_difference(tiny_snapshot: Path, monkeypatch
     assert result.phase_seconds()["total"] == 2 * len(result.phases) - 1
     # the phases, in the order they end, each under its parent
     assert [(p.name, p.parent) for p in result.phases] == [
-        ("construct", "total"), ("read_checkpoint", "total"), ("speaker_conditioning", "total"),
+        ("construct", "total"), ("read_checkpoint", "total"), ("hub_check", "total"), ("speaker_conditioning", "total"),
         ("buffer_discovery", "weight_loading"), ("split_buffers", "weight_loading"),
         ("load_parameters", "weight_loading"), ("model_loaded_size", "weight_loading"),
         ("load_buffers", "weight_loading"), ("load_spk_dict", "weight_loading"),
