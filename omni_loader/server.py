@@ -1,24 +1,38 @@
 """``stage-server``: Token2Wav behind an HTTP ``/health``, and the ``serve-ab`` command that times it.
 
 ``omni-loader stage-server --variant baseline --port 8091`` stands in for one vLLM-Omni stage
-server: it binds the port first (a port in use fails at once, in one line, exit 2), then loads
-Token2Wav in a background thread while ``GET /health`` answers 503; once the model is loaded,
-``/health`` answers 200 and ``GET /stats`` returns the :class:`~omni_loader.loader.LoadResult`
-(``to_dict()``) with ``"ready": true``. Nothing answers 200 on ``/health`` before the load ends.
+server: it binds the port first (a port in use fails at once, in one line, exit 2; ``--port 0``
+takes a free one, named in the log), then loads Token2Wav in a background thread while
+``GET /health`` answers 503; once the model is loaded, ``/health`` answers 200 and ``GET /stats``
+returns the :class:`~omni_loader.loader.LoadResult` (``to_dict()``) with ``"ready": true``.
+Nothing answers 200 on ``/health`` before the load ends. ``--simulate S`` stands in for a stage
+that is not Token2Wav (vLLM-Omni's thinker or talker): no model, a sleep of S seconds as its load.
 
-When loading ends it logs, to stdout and flushed, lines shaped like vLLM's, so that
-``serve-ab``'s log patterns read the same figures from this server as from ``vllm serve``::
+It logs to stdout, flushed, in vLLM-Omni's format (:class:`StageLog`): process tag and pid, stage
+tag (``--stage N``; ``--replica R`` gives the newer ``(StageEngineCoreProc_stage<N>_replica<R> pid=...)``
+tag instead), level, month-day time to the second, file:line, message; and with the markers that
+``serve-ab``'s log patterns and :mod:`omni_loader.timeline` read from ``vllm serve``::
 
-    Buffer discovery took 1.564 ms (variant optimized, state_dict() calls 0, persistent buffers 1)
-    Loading weights took 0.620436 seconds
-    Model loading took 1.67 GiB memory and 8.123456 seconds
+    (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:01 [server.py:250] Using model weights format ['*.safetensors']
+    (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:02 [server.py:252] Buffer discovery took 1.564 ms (variant ...)
+    (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:02 [server.py:254] [Model Loaded] name=..., success=True, size=1492.80 MB, device=cpu
+    (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:02 [server.py:256] Loading weights took 0.620436 seconds
+    (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:03 [server.py:257] Model loading took 1.6700 GiB memory and 8.123456 seconds
+    (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:03 [server.py:262] init engine (stats) took 0.000412 seconds
+
+``Loading weights took`` is the load's ``weight_loading`` phase, ``Model loading took`` its ``total``
+(construction through post-load), ``init engine (...)`` what the server does after it before
+``/health`` answers 200 (the digest with ``--digest``, the stats): the lane's ready. Each phase's
+line carries the time the phase *ended* (noted by the clock, :class:`EdgeClock`): the lines are
+written once the load returns, so that writing them is in no phase's time.
 
 SIGTERM or SIGINT closes the listening socket and exits with status 0 (a load still in
 progress is abandoned). A load that fails prints one line and exits with status 2.
 
 What a server loads and where it listens is one :class:`StageServerOptions` value (the command
-layer, :mod:`omni_loader.cli.serve`, makes it from the options typed). The A/B harness lives in
-:mod:`omni_loader.serve_ab` (re-exported here: ``serve_ab``, ``stage_server_commands``, ``free_port``).
+layer, :mod:`omni_loader.cli.serve`, makes it from the options typed). Several stages started
+together are :mod:`omni_loader.stage_group`. The A/B harness lives in :mod:`omni_loader.serve_ab`
+(re-exported here: ``serve_ab``, ``stage_server_commands``, ``free_port``).
 """
 
 from __future__ import annotations
@@ -32,6 +46,8 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,7 +59,9 @@ from .serve_ab import DEFAULT_PATTERNS, extract_figures, free_port, serve_ab, st
 
 __all__ = [
     "DEFAULT_PATTERNS",
+    "READY_MESSAGE",
     "SnapshotChoice",
+    "StageLog",
     "StageServerOptions",
     "extract_figures",
     "free_port",
@@ -53,6 +71,7 @@ __all__ = [
 ]
 
 DEFAULT_HOST = "127.0.0.1"
+READY_MESSAGE = "stage-server: ready, /health answers 200"  # what a stage group waits for in a stage's log
 
 
 @dataclass(frozen=True)
@@ -89,6 +108,42 @@ class StageServerOptions:
     host: str = DEFAULT_HOST
     digest: bool = False  # also hash every tensor (reported in /stats; adds to the startup time)
     tag: str | None = None  # free text echoed in the log and in /stats
+    stage: int = 0  # vLLM-Omni's stage number, in every line's tag
+    replica: int | None = None  # None: the [Stage-N] tag; a number: the StageEngineCoreProc_stageN_replicaR tag
+    simulate: float | None = None  # seconds a stage that is not Token2Wav sleeps as its load (no model)
+
+
+# --------------------------------------------------------------------------- the log
+
+
+class StageLog:
+    """Lines in vLLM-Omni's format: ``(EngineCore_DP0 pid=P) [Stage-N] INFO MM-DD HH:MM:SS [file.py:L] message``.
+
+    ``replica`` gives the newer tag, ``(StageEngineCoreProc_stage<N>_replica<R> pid=P)``, without
+    ``[Stage-N]``; ``process`` a process tag of its own and no stage (``APIServer``, a stage group's).
+    The file and line are the caller's; the time is now, or ``when`` (a ``time.time()`` value).
+    """
+
+    def __init__(self, stage: int = 0, replica: int | None = None, *, process: str | None = None,
+                 pid: int | None = None) -> None:
+        pid = os.getpid() if pid is None else pid
+        if process is not None:
+            self.tag = f"({process} pid={pid}) "
+        elif replica is None:
+            self.tag = f"(EngineCore_DP0 pid={pid}) [Stage-{stage}] "
+        else:
+            self.tag = f"(StageEngineCoreProc_stage{stage}_replica{replica} pid={pid}) "
+        self.lock = threading.Lock()
+
+    def line(self, message: str, level: str = "INFO", when: float | None = None, depth: int = 1) -> str:
+        frame = sys._getframe(depth)
+        stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(time.time() if when is None else when))
+        return f"{self.tag}{level} {stamp} [{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}] {message}"
+
+    def __call__(self, message: str, level: str = "INFO", when: float | None = None) -> None:
+        text = self.line(message, level, when, depth=2)
+        with self.lock:
+            print(text, flush=True)
 
 
 # --------------------------------------------------------------------------- state
@@ -188,32 +243,85 @@ def bind_server(host: str, port: int, state: StageState) -> ThreadingHTTPServer:
 # --------------------------------------------------------------------------- the load
 
 
-def _log(line: str) -> None:
-    print(line, flush=True)
-
-
 def _weights_bytes(model: Any) -> int:
     tensors = list(model.parameters()) + list(model.buffers())
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def load_in_background(options: StageServerOptions, state: StageState, bound_at: float) -> None:
-    """The loader thread: resolve the snapshot, load, log vLLM-style lines, flip /health to 200."""
-    try:
-        from .loader import load_token2wav
+def edge_clock(device: Any) -> Any:
+    """An :class:`EdgeClock` on ``device`` (made here so that importing this module imports no torch)."""
+    from .timing import PhaseClock
 
+    class EdgeClock(PhaseClock):
+        """The loader's clock, noting also the wall-clock time (``time.time()``) each phase started and ended."""
+
+        def __init__(self, dev: Any) -> None:
+            super().__init__(dev)
+            self.started: dict[str, float] = {}
+            self.ended: dict[str, float] = {}
+
+        @contextmanager
+        def phase(self, name: str) -> Iterator[None]:
+            self.started[name] = time.time()
+            with super().phase(name):
+                yield
+            self.ended[name] = time.time()
+
+    return EdgeClock(device)
+
+
+def _model_loaded_line(result: Any, model: Any) -> str:
+    """vLLM-Omni's ``[Model Loaded]`` line: the loader's own where it makes one, else the same sum of parameters."""
+    line = getattr(result, "model_loaded", None)
+    if isinstance(line, str) and line.startswith("[Model Loaded]"):
+        return line
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    return (f"[Model Loaded] name=Qwen2_5OmniToken2WavForConditionalGenerationVLLM, success=True, "
+            f"size={size / 2**20:.2f} MB, device={next(model.parameters()).device}")
+
+
+def _post_load(log: StageLog, state: StageState, bound_at: float, loaded_at: float, stats: dict[str, Any],
+               model: Any, what: str, note: str) -> None:
+    """The lane's ready: ``init engine (what) took`` from the load's end, then /health 200 and the ready line."""
+    log(f"init engine ({what}) took {time.time() - loaded_at:.6f} seconds")
+    state.set_ready(model, stats)
+    log(f"{READY_MESSAGE} ({time.perf_counter() - bound_at:.3f} s after binding; {note})")
+
+
+def load_in_background(options: StageServerOptions, state: StageState, bound_at: float,
+                       log: StageLog | None = None) -> None:
+    """The loader thread: resolve the snapshot, load, log vLLM-Omni lines, flip /health to 200."""
+    log = log or StageLog(options.stage, options.replica)
+    try:
+        if options.simulate is not None:
+            simulate_load(options, state, bound_at, log)
+            return
+        began = time.perf_counter()
+        from .devices import resolve_device
+        from .loader import load_token2wav
+        from .model import import_model_code
+
+        import_model_code()  # the loader would (outside its phases): here, so that the log says what it took
         snapshot = options.snapshot.resolve()
-        model, result = load_token2wav(snapshot, options.variant, options.load, digest=options.digest)
-        seconds = result.phase_seconds()
-        _log(f"Buffer discovery took {seconds['buffer_discovery'] * 1e3:.3f} ms (variant {result.variant}, "
-             f"state_dict() calls {result.state_dict_calls}, persistent buffers {len(result.persistent_buffers)})")
-        _log(f"Loading weights took {seconds['weight_loading']:.6f} seconds")
-        _log(f"Model loading took {_weights_bytes(model) / 2**30:.4f} GiB memory and {seconds['total']:.6f} seconds")
+        log(f"Initializing Token2Wav (model_stage=code2wav), variant {options.variant}, layout {options.load.layout}, "
+            f"from {snapshot.root} (torch and the model code imported, snapshot found: "
+            f"{time.perf_counter() - began:.3f} s)")
+        clock = edge_clock(resolve_device(options.load.device))
+        model, result = load_token2wav(snapshot, options.variant, options.load, digest=options.digest, clock=clock)
+        seconds, at = result.phase_seconds(), clock.ended
+        formats = sorted({"*" + os.path.splitext(name)[1] for name in snapshot.shards})
+        log(f"Using model weights format {formats}", when=clock.started.get("read_checkpoint"))
+        log(f"Buffer discovery took {seconds['buffer_discovery'] * 1e3:.3f} ms (variant {result.variant}, "
+            f"state_dict() calls {result.state_dict_calls}, persistent buffers {len(result.persistent_buffers)})",
+            when=at["buffer_discovery"])
+        log(_model_loaded_line(result, model), when=at.get("model_loaded_size", at["load_parameters"]))
+        log(f"Loading weights took {seconds['weight_loading']:.6f} seconds", when=at["weight_loading"])
+        log(f"Model loading took {_weights_bytes(model) / 2**30:.4f} GiB memory and {seconds['total']:.6f} seconds",
+            when=at["total"])
         stats = result.to_dict()
-        stats["checkpoint"] = snapshot.describe()
-        state.set_ready(model, stats)
-        _log(f"stage-server: ready, /health answers 200 ({time.perf_counter() - bound_at:.3f} s after binding; "
-             f"{result.weights_loaded} weights loaded)")
+        stats.update(checkpoint=snapshot.describe(), stage=options.stage, replica=options.replica)
+        _post_load(log, state, bound_at, at["total"], stats, model, "digest, stats" if options.digest else "stats",
+                   f"{result.weights_loaded} weights loaded")
     except OmniLoaderError as exc:
         state.set_failed(str(exc))
     except BaseException as exc:  # noqa: BLE001 (a bug: keep its traceback in the log)
@@ -222,10 +330,26 @@ def load_in_background(options: StageServerOptions, state: StageState, bound_at:
         state.set_failed(f"{type(exc).__name__}: {exc}")
 
 
+def simulate_load(options: StageServerOptions, state: StageState, bound_at: float, log: StageLog) -> None:
+    """A stage that is not Token2Wav: ``options.simulate`` seconds of sleep stand for its load (no model)."""
+    began = time.perf_counter()  # model loading: this line, the sleep (its weight loading) and that one's line
+    log(f"stage {options.stage} simulates its load: a sleep of {options.simulate:g} s, no model, no weights")
+    slept = time.perf_counter()
+    time.sleep(options.simulate)
+    slept = time.perf_counter() - slept
+    log(f"Loading weights took {slept:.6f} seconds")
+    total = time.perf_counter() - began
+    log(f"Model loading took 0.0000 GiB memory and {total:.6f} seconds")
+    stats = {"simulated_s": options.simulate, "phases": {"weight_loading": slept, "total": total},
+             "stage": options.stage, "replica": options.replica}
+    _post_load(log, state, bound_at, time.time(), stats, None, "stats", "simulated")
+
+
 def run_stage_server(options: StageServerOptions) -> int:
     """Bind, start the load and the HTTP loop, and wait for a signal (or a failed load)."""
     state = StageState(options.variant, options.tag)
     server = bind_server(options.host, options.port, state)
+    log = StageLog(options.stage, options.replica)
     bound_at = time.perf_counter()
     host, port = server.server_address[:2]
     stop = threading.Event()
@@ -240,9 +364,10 @@ def run_stage_server(options: StageServerOptions) -> int:
                                    name="stage-server-http", daemon=True)
     http_thread.start()
     tag = f", tag {options.tag}" if options.tag else ""
-    _log(f"stage-server: listening on http://{host}:{port} (variant {options.variant}{tag}); "
-         "/health answers 503 until the model is loaded")
-    loader = threading.Thread(target=load_in_background, args=(options, state, bound_at),
+    what = f"variant {options.variant}" if options.simulate is None else f"simulated load of {options.simulate:g} s"
+    log(f"stage-server: listening on http://{host}:{port} ({what}, stage {options.stage}{tag}); "
+        "/health answers 503 until the model is loaded")
+    loader = threading.Thread(target=load_in_background, args=(options, state, bound_at, log),
                               name="stage-server-load", daemon=True)
     loader.start()
     try:
@@ -257,7 +382,7 @@ def run_stage_server(options: StageServerOptions) -> int:
             signal.signal(sig, handler)
     if state.state == "failed" and not received:
         raise OmniLoaderError(state.error or "load failed")
-    _log(f"stage-server: {received[0] if received else 'stop'} received, shut down")
+    log(f"stage-server: {received[0] if received else 'stop'} received, shut down")
     if loader.is_alive():
         # The load cannot be interrupted; leave at once rather than finalise torch under a live thread.
         sys.stdout.flush()

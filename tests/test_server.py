@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -33,6 +34,8 @@ from omni_loader.server import free_port, serve_ab, stage_server_commands
 
 REPO = Path(__file__).resolve().parent.parent
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+VLLM_OMNI_LINE = re.compile(r"\(EngineCore_DP0 pid=(?P<pid>\d+)\) \[Stage-(?P<stage>\d+)\] (?:INFO|ERROR) "
+                            r"\d\d-\d\d \d\d:\d\d:\d\d \[server\.py:\d+\] ")
 
 # A stand-in server that answers 200 at once and logs vLLM-style lines.
 HEALTHY = r"""
@@ -245,7 +248,10 @@ def test_stage_server_health_then_stats_then_sigterm(tiny_snapshot, python, tmp_
         assert proc.wait(timeout=15) == 0
         reader.join(timeout=15)
         text = out.lstrip(b"\0").decode()
-        lines = text.splitlines()
+        # every line in vLLM-Omni's format: process tag and pid, stage tag, level, time, file:line, message
+        heads = [VLLM_OMNI_LINE.match(ln) for ln in text.splitlines()]
+        assert all(heads) and {(h["pid"], h["stage"]) for h in heads} == {(str(proc.pid), "0")}, text
+        lines = [ln[h.end():] for ln, h in zip(text.splitlines(), heads)]
         assert lines[0].startswith(f"stage-server: listening on {url}")
         ready = next(i for i, ln in enumerate(lines) if ln.startswith("stage-server: ready"))
         for figure in ("Buffer discovery took", "Loading weights took", "Model loading took"):

@@ -1,4 +1,10 @@
-"""``omni-loader stage-server`` (a vLLM-like stage serving /health) and ``serve-ab`` (startup A/B of two servers)."""
+"""``omni-loader stage-server`` (a vLLM-like stage serving /health), ``stage-group`` (N stages started together)
+and ``serve-ab`` (startup A/B of two servers).
+
+``python -m omni_loader.cli.serve stage-server|stage-group ...`` runs the two stage commands alone
+(:func:`main`), without importing the rest of the CLI (pandas, matplotlib): what serve-ab times is
+then the stage's start, not the kit's.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +14,45 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import server
-from ..errors import OmniLoaderError, ResultsError
+from .. import server, stage_group
+from ..errors import OmniLoaderError, ResultsError, one_line
 from ..names import VARIANTS
 from ..planner import ORDERS
 from ..serve_ab import (DEFAULT_PATTERNS, StartupSpec, parse_pattern_args, run_serve_ab, saved_serve_ab,
                         serve_ab_conflicts, summarize)
 from ..server import DEFAULT_HOST, SnapshotChoice, StageServerOptions, run_stage_server
+from ..stage_group import StageGroupOptions, run_stage_group
 from .options import (MAX_RUNS, add_checkpoint_options, add_load_options, bounded_int, given_options, load_options,
                       positive_seconds)
 
 
+def _snapshot_choice(args: argparse.Namespace) -> SnapshotChoice:
+    return SnapshotChoice(checkpoint=args.checkpoint, model_id=args.model, size=args.size, seed=args.seed,
+                          cache_dir=args.hf_cache, download=args.download)
+
+
 def cmd_stage_server(args: argparse.Namespace) -> int:
-    snapshot = SnapshotChoice(checkpoint=args.checkpoint, model_id=args.model, size=args.size, seed=args.seed,
-                              cache_dir=args.hf_cache, download=args.download)
-    return run_stage_server(StageServerOptions(args.variant, args.port, snapshot, load_options(args), host=args.host,
-                                               digest=args.digest, tag=args.tag))
+    if args.variant is None and args.simulate is None:
+        raise OmniLoaderError("stage-server needs --variant (or --simulate S for a stage that is not Token2Wav)")
+    return run_stage_server(StageServerOptions(args.variant or "simulated", args.port, _snapshot_choice(args),
+                                               load_options(args), host=args.host, digest=args.digest, tag=args.tag,
+                                               stage=args.stage, replica=args.replica, simulate=args.simulate))
+
+
+def cmd_stage_group(args: argparse.Namespace) -> int:
+    try:
+        seconds = tuple(float(s) for s in args.simulate_seconds.split(","))
+    except ValueError:
+        raise OmniLoaderError(f"--simulate-seconds {args.simulate_seconds}: seconds, or seconds,seconds,...") from None
+    return run_stage_group(StageGroupOptions(args.variant, args.port, args.stages, args.token2wav_stage, seconds,
+                                             _snapshot_choice(args), load_options(args), host=args.host,
+                                             digest=args.digest, tag=args.tag, replica_tags=args.replica_tags,
+                                             grace=args.grace))
+
+
+def port_or_zero(text: str) -> int:
+    """``--port``: 0 (a free port the OS picks, named in the log) or a port from 1 to 65535."""
+    return 0 if text.strip() == "0" else bounded_int("--port", 1, 65535)(text)
 
 
 # serve-ab's options (argparse dest) -> its spec keys in metadata.json.
@@ -107,22 +136,73 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "must agree with it)")
 
 
-def add_command(subparsers: Any) -> None:
+def _listen_and_load_options(p: argparse.ArgumentParser) -> None:
+    add_checkpoint_options(p)
+    add_load_options(p)
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}, loopback)")
+    p.add_argument("--port", type=port_or_zero, required=True,
+                   help="port to listen on (bound before anything is loaded; 0: a free one, named in the log)")
+    p.add_argument("--digest", action="store_true",
+                   help="also hash every tensor after loading (reported in /stats; adds to the startup time)")
+    p.add_argument("--tag", help="free text echoed in the log and in /stats (e.g. a run label)")
+
+
+def add_stage_commands(subparsers: Any) -> None:
+    """``stage-server`` and ``stage-group``."""
     p = subparsers.add_parser(
         "stage-server",
         help="serve /health (503 while Token2Wav loads, 200 once loaded) and /stats, like a vLLM stage",
         description=server.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--variant", choices=VARIANTS, required=True)
-    add_checkpoint_options(p)
-    add_load_options(p)
-    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}, loopback)")
-    p.add_argument("--port", type=bounded_int("--port", 1, 65535), required=True, help="port to listen on (bound before anything is loaded)")
-    p.add_argument("--digest", action="store_true",
-                   help="also hash every tensor after loading (reported in /stats; adds to the startup time)")
-    p.add_argument("--tag", help="free text echoed in the log and in /stats (e.g. a run label)")
+    p.add_argument("--variant", choices=VARIANTS, help="the Token2Wav load (required unless --simulate)")
+    p.add_argument("--simulate", type=positive_seconds("--simulate"), metavar="S",
+                   help="a stage that is not Token2Wav: sleep S seconds as its load, no model")
+    p.add_argument("--stage", type=bounded_int("--stage", 0, 63), default=0,
+                   help="vLLM-Omni stage number in every log line's tag (default 0)")
+    p.add_argument("--replica", type=bounded_int("--replica", 0, 1023), metavar="R",
+                   help="tag lines (StageEngineCoreProc_stage<N>_replica<R> pid=...) instead of [Stage-N]")
+    _listen_and_load_options(p)
     p.set_defaults(func=cmd_stage_server)
+
+    p = subparsers.add_parser(
+        "stage-group",
+        help="start N stage servers together (one Token2Wav, the others simulated), one interleaved log, one "
+             "/health that answers 200 when every stage is ready",
+        description=stage_group.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--stages", type=bounded_int("--stages", 1, 64), default=3, help="stages (default 3)")
+    p.add_argument("--token2wav-stage", type=bounded_int("--token2wav-stage", 0, 63), default=2,
+                   help="the stage that loads Token2Wav (default 2, as Qwen2.5-Omni's code2wav)")
+    p.add_argument("--variant", choices=VARIANTS, required=True, help="the Token2Wav stage's load")
+    p.add_argument("--simulate-seconds", default="2", metavar="S[,S...]",
+                   help="what each other stage sleeps as its load: one value, or one per other stage (default 2)")
+    p.add_argument("--replica-tags", action="store_true",
+                   help="the stages tag lines (StageEngineCoreProc_stage<N>_replica0 pid=...)")
+    p.add_argument("--grace", type=float, default=5.0, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL when stopping the stages (default 5)")
+    _listen_and_load_options(p)
+    p.set_defaults(func=cmd_stage_group)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The stage commands alone: ``python -m omni_loader.cli.serve stage-server|stage-group ...``."""
+    parser = argparse.ArgumentParser(prog="omni-loader")
+    add_stage_commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    try:
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except OmniLoaderError as exc:
+        print(f"omni-loader: error: {one_line(str(exc), limit=2000, library=False)}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("omni-loader: interrupted", file=sys.stderr)
+        return 130
+
+
+def add_command(subparsers: Any) -> None:
+    add_stage_commands(subparsers)
 
     p = subparsers.add_parser(
         "serve-ab",
@@ -135,3 +215,7 @@ def add_command(subparsers: Any) -> None:
     )
     add_arguments(p)
     p.set_defaults(func=cmd_serve_ab)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""The stage server's log in vLLM-Omni's format, read by the timeline; a three-stage stage-group under serve-ab."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+
+import pytest
+
+from omni_loader.logfigures import DEFAULT_PATTERNS, extract_figures
+from omni_loader.server import StageLog
+from omni_loader.timeline import parse_text, read_timeline
+
+
+def test_a_stage_server_line_parses_into_stage_replica_pid_phase_seconds() -> None:
+    when = time.mktime((2026, 3, 14, 10, 0, 5, 0, 0, -1))
+    old, new = StageLog(2, pid=4242), StageLog(2, replica=1, pid=4343)
+    line = old.line("Loading weights took 0.620436 seconds", when=when)
+    assert re.fullmatch(r"\(EngineCore_DP0 pid=4242\) \[Stage-2\] INFO 03-14 10:00:05 \[test_stage_logs\.py:\d+\] "
+                        r"Loading weights took 0\.620436 seconds", line), line
+    (r,) = parse_text(line).records
+    assert (r.stage, r.replica, r.pid, r.phase, r.seconds, r.source, r.end) == (
+        "stage-2", 0, 4242, "weight_loading", 0.620436, "reported", 0.0)
+    newer = new.line("Loading weights took 0.62 seconds", when=when)
+    assert newer.startswith("(StageEngineCoreProc_stage2_replica1 pid=4343) INFO 03-14 10:00:05 [") and "[Stage-" not in newer
+    (r,) = parse_text(newer).records
+    assert (r.stage, r.replica, r.pid, r.phase, r.seconds, r.lane) == ("stage-2", 1, 4343, "weight_loading", 0.62,
+                                                                       "stage-2/replica1")
+    # the other markers the stage server writes, and serve-ab's figures read from the same lines
+    text = "\n".join([
+        old.line("Initializing Token2Wav (model_stage=code2wav), variant baseline", when=when - 4),
+        old.line("Using model weights format ['*.safetensors']", when=when - 1),
+        old.line("Buffer discovery took 1.564 ms (variant baseline, state_dict() calls 51, persistent buffers 1)", when=when),
+        old.line("[Model Loaded] name=Qwen2_5OmniToken2WavForConditionalGenerationVLLM, success=True, size=1.12 MB, "
+                 "device=cpu", when=when),
+        line,
+        old.line("Model loading took 0.0011 GiB memory and 2.221830 seconds", when=when + 1),
+        old.line("init engine (stats) took 0.004763 seconds", when=when + 1),
+    ])
+    t = parse_text(text)
+    got = {r.phase: (r.seconds, r.source) for r in t.records}
+    assert got["model_loading"] == (2.22183, "reported") and got["init_engine"] == (0.004763, "reported")
+    assert got["model_loaded"] == (1.0, "inferred") and t.find("model_loaded")[0].value == 1.12
+    assert t.token2wav_lanes() == ["stage-2"] and t.stage_ready() == {"stage-2": 5.0}
+    assert dict(extract_figures(text, DEFAULT_PATTERNS)) == {"weight_loading": 0.620436, "model_loading": 2.22183,
+                                                             "buffer_discovery": 0.001564}
+
+
+@pytest.mark.slow
+def test_serve_ab_of_two_three_stage_groups_finds_the_token2wav_stages_weight_loading(tiny_snapshot, tmp_path) -> None:
+    """Three stage servers per run (stage 2 Token2Wav, baseline or optimized; stages 0 and 1 simulated), four
+    runs a side: the timeline of every run's log attributes the difference to stage 2's weight loading."""
+    from omni_loader.serve_ab import serve_ab, stage_phase_samples, summarize
+    from omni_loader.stage_group import stage_group_commands
+
+    a, b, url = stage_group_commands(tiny_snapshot, simulate_seconds=(0.6, 0.3))
+    assert shlex.split(a)[1:4] == ["-m", "omni_loader.cli.serve", "stage-group"]
+    out = serve_ab(a, b, url, tmp_path / "ab", warmup=0, runs=4, timeout=240, grace=5, progress=False)
+    lines = summarize(out)
+    print("\n".join(lines))
+    samples = stage_phase_samples(out)
+    assert {("stage-0", "weight_loading"), ("stage-1", "weight_loading"), ("stage-2", "weight_loading"),
+            ("stage-2", "model_loading")} <= set(samples)
+    assert all(len(samples[(lane, "weight_loading")][v]) == 4 for lane in ("stage-0", "stage-1", "stage-2")
+               for v in ("baseline", "optimized"))
+
+    def saving(lane: str) -> float:
+        per = samples[(lane, "weight_loading")]
+        return sorted(per["baseline"])[2] - sorted(per["optimized"])[2]  # upper medians: same rank both sides
+
+    assert saving("stage-2") > 0.02 and saving("stage-2") > 5 * max(abs(saving("stage-0")), abs(saving("stage-1")))
+    by = {tuple(ln.split()[:2]): ln for ln in lines if ln.strip().startswith("stage-")}
+    assert "faster" in by[("stage-2", "weight_loading")] and \
+        "; faster (95% CI of Δ median excludes 0" in by[("stage-2", "weight_loading")]
+    assert any(ln.strip().startswith("startup_to_health: At this spread") for ln in lines)  # the detectable change
+
+    log = sorted((out / "logs").glob("*-baseline.log"))[0]
+    t = read_timeline(log)
+    assert t.lane_names() == ["stage-0", "stage-1", "stage-2", "APIServer"] and t.token2wav_lanes() == ["stage-2"]
+    assert len({t.lane(f"stage-{i}").pid for i in range(3)} | {t.lane("APIServer").pid}) == 4  # four processes
+    path = t.critical_path()
+    assert path.ready_marker == "application_ready" and path.gating == "stage-2"
+    stages = [int(m) for m in re.findall(r"^\(EngineCore_DP0 pid=\d+\) \[Stage-(\d)\]", log.read_text(), re.M)]
+    assert sum(x != y for x, y in zip(stages, stages[1:])) >= 3, stages  # the stages' lines interleave
