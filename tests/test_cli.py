@@ -19,6 +19,7 @@ from omni_loader import __version__
 from omni_loader.checkpoint import INDEX_FILE, place_in_hub_cache
 from omni_loader.cli import main
 from omni_loader.loader import LEAF_PHASES
+from omni_loader.names import WEIGHT_LOADING_CHILDREN
 
 INV_FREQ = "code2wav_dit_model.rotary_embed.inv_freq"
 MODEL_ID = "Qwen/Qwen2.5-Omni-3B"
@@ -129,6 +130,12 @@ def test_load_readable(capsys: pytest.CaptureFixture[str], tiny_snapshot: Path, 
         assert unit == "ms"
         float(seconds)
         assert faults.replace(",", "").isdigit()
+    # in the order they run, weight_loading's line right above its children (indented under it)
+    order = [line.split()[0] for line in lines[3:3 + 2 + len(LEAF_PHASES)]]
+    children = [p for p in LEAF_PHASES if p in WEIGHT_LOADING_CHILDREN]
+    first = LEAF_PHASES.index(children[0])
+    assert order == ["total", *LEAF_PHASES[:first], "weight_loading", *LEAF_PHASES[first:]]
+    assert all(line.startswith("    ") for line in lines[3:] if line.split() and line.split()[0] in children)
     assert "state_dict() calls: 51" in lines
     assert "weights loaded:     187" in lines
     assert f"persistent buffers: {INV_FREQ}" in lines

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..errors import OmniLoaderError
-from ..names import LAYOUTS, LEAF_PHASES, SIZES
+from ..names import LAYOUTS, LEAF_PHASES, SIZES, WEIGHT_LOADING_CHILDREN
 from ..variants import BUILTIN_VARIANTS
 from .options import add_checkpoint_options, add_load_options, load_options, print_json, snapshot_from_args
 
@@ -52,7 +52,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     print(f"checkpoint: {snapshot.root} ({snapshot.source})")
     records = {r.name: r for r in result.phases}
     print(f"  {'phase':<24}{'time':>12}   {'minor faults':>12} {'major':>6} {'inv. switches':>13}")
-    for name in ("total", *LEAF_PHASES[:3], "weight_loading", *LEAF_PHASES[3:]):
+    first = LEAF_PHASES.index(WEIGHT_LOADING_CHILDREN[0])  # weight_loading's line right above its children
+    for name in ("total", *LEAF_PHASES[:first], "weight_loading", *LEAF_PHASES[first:]):
         r = records[name]
         indent = "    " if r.parent == "weight_loading" else "  "
         print(f"{indent}{name:<{24 - len(indent) + 2}}{r.seconds * 1e3:>9.3f} ms   {r.minor_faults:>12,} "
