@@ -27,7 +27,7 @@ test-fast: $(FULL)  ## in-process unit tests only (a couple of minutes): make te
 # Long, so not part of `make test` or CI. Scope it with MODULES, e.g. `make mutation MODULES="stats report"`.
 # Survivors are either killed by a test or listed, with the
 # reason they are equivalent, in tests/mutation-equivalent.md; the score excludes the listed ones.
-MODULES ?= discovery loader steps checkpoint stats report measurements report_tables rows suite integrity planner
+MODULES ?= discovery loader steps checkpoint stats report measurements report_tables rows suite integrity row_checks controls planner
 MUTATION_JOBS ?= 2
 mutant_glob = omni_loader.$(1).*
 

@@ -11,18 +11,25 @@ moves the left-out rows to runs.rejected.csv (:func:`set_aside_rejected`) and ru
 from __future__ import annotations
 
 import csv
-import io
 import json
-import math
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import ResultsError
 from .lock import describe_holder, lock_holder
-from .rows import REJECTED_FILE, RUN_COLUMNS, RUNS_FILE, SOURCES, typed_runs
+from .rows import REJECTED_FILE, RUNS_FILE
+from .row_checks import (  # noqa: F401  (planned_runs: part of this module's API)
+    check_rows,
+    count_records,
+    csv_records,
+    rows_frame,
+    run_ids_text,
+    plan_entries,
+    read_lines,
+    planned_runs,
+)
 from .safe_files import link_refusal, open_file
 from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmark, benchmarks, read_metadata, resumed
 
@@ -61,24 +68,6 @@ class ResultsCheck:
         return benchmark(self.metadata, name)
 
 
-def planned_runs(metadata: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    """run_id -> plan entry (variant, warmup, order, source) of every benchmark in ``metadata``."""
-    plans: dict[int, dict[str, Any]] = {}
-    for name, record in benchmarks(metadata).items():
-        for entry in _plan_entries(record):
-            plans[int(entry["run_id"])] = {"source": DEFAULT_SOURCES.get(name, "load"), **entry}
-    return plans
-
-
-def _plan_entries(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """A record's plan entries that can be read (a dict with an integer run id); see :func:`_metadata_findings`."""
-    plan = record.get("plan")
-    if not isinstance(plan, list):
-        return []
-    return [e for e in plan if isinstance(e, dict) and isinstance(e.get("run_id"), int)
-            and not isinstance(e.get("run_id"), bool)]
-
-
 def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     """Read a results directory and check it; raise :class:`ResultsError` only when it cannot be read at all.
 
@@ -91,13 +80,13 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     metadata = read_metadata(directory)
     found: list[tuple[str, str]] = _metadata_findings(metadata)  # (short, long)
     path = directory / RUNS_FILE
-    records, numbers, cut = _read_lines(path, found)
-    frame = _frame(records)
+    records, numbers, cut = read_lines(path, found)
+    frame = rows_frame(records)
     frame["_line"] = numbers
     seconds_at = records[0].index("seconds")
     frame["_seconds"] = [r[seconds_at] for r in records[1:]]  # as written: "nan", "abc" and "" all read as NaN
-    frame = _check_rows(frame, metadata, found, cut).drop(columns="_seconds")
-    rejected = tuple(sorted(set(range(2, _count_records(path) + 2)) - set(frame["_line"])))
+    frame = check_rows(frame, metadata, found, cut).drop(columns="_seconds")
+    rejected = tuple(sorted(set(range(2, count_records(path) + 2)) - set(frame["_line"])))
     frame = frame.drop(columns="_line")
     because = tuple(short for short, _ in found)
     plan = planned_runs(metadata)
@@ -107,7 +96,7 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
         status = suite_status(metadata)
         why = f" (status {status}: continue with {resume_command(directory, metadata)})" if status != "complete" else ""
         found.append((f"{len(missing)} planned run(s) missing",
-                      f"{len(missing)} of {len(plan)} planned runs have no usable rows: {_ids(missing)}{why}"))
+                      f"{len(missing)} of {len(plan)} planned runs have no usable rows: {run_ids_text(missing)}{why}"))
     found += _failure_findings(frame, metadata)
     found += _writer_findings(directory, metadata)
     repairs = [r for record in benchmarks(metadata).values() for r in record.get("repairs", [])]
@@ -138,7 +127,7 @@ def _metadata_findings(metadata: dict[str, Any]) -> list[tuple[str, str]]:
     for name, record in members.items():
         plan = record.get("plan")
         if "plan" in record:  # every writer records one; a hand-made record without the key is read unchecked
-            entries = _plan_entries(record)
+            entries = plan_entries(record)
             if not isinstance(plan, list) or not plan:
                 found.append((f"benchmark {name} has no plan",
                               f"benchmark {name} in {METADATA_FILE} has no plan (plan: {json.dumps(plan)[:40]}): its "
@@ -160,7 +149,7 @@ def _failure_findings(frame, metadata: dict[str, Any]) -> list[tuple[str, str]]:
     if not len(frame):
         return found
     for name, record in benchmarks(metadata).items():
-        ids = {int(e["run_id"]) for e in _plan_entries(record)}
+        ids = {int(e["run_id"]) for e in plan_entries(record)}
         sources = ["server"] if DEFAULT_SOURCES.get(name) == "server" else ["load", "aa"]
         rows = frame[frame["run_id"].isin(ids)] if ids else frame[frame["source"].isin(sources)]
         runs = rows.drop_duplicates("run_id")
@@ -250,7 +239,7 @@ def set_aside_rejected(check: ResultsCheck) -> int:
     path = check.directory / RUNS_FILE
     if path.is_symlink():
         raise link_refusal(path)
-    records = _csv_records(path.read_bytes().decode("utf-8", errors="replace"))
+    records = csv_records(path.read_bytes().decode("utf-8", errors="replace"))
     rejected = set(check.rejected_lines)
     keep = [r for n, r in enumerate(records, start=1) if n not in rejected]
     out = [r for n, r in enumerate(records, start=1) if n in rejected]
@@ -268,183 +257,3 @@ def set_aside_rejected(check: ResultsCheck) -> int:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     return len(out)
-
-
-# --------------------------------------------------------------------------- the checks
-
-
-def _count_records(path: Path) -> int:
-    """Data records (header excluded) in runs.csv, torn ones included."""
-    if not path.exists():
-        return 0
-    return max(0, len(_csv_records(path.read_bytes().decode("utf-8", errors="replace"))) - 1)
-
-
-# The longest field omni-loader writes is far below this (an error line is cut at 300 characters): a longer
-# one was not written by it. It is csv's default limit, which the reading below lifts, so that such a line is
-# one row ignored (and set aside by --resume), not an unreadable file.
-FIELD_LIMIT = 131072
-
-
-def _csv_records(text: str) -> list[list[str]]:
-    """The CSV records of ``text``, fields of any length (csv's field_size_limit lifted while it reads)."""
-    limit = csv.field_size_limit()
-    csv.field_size_limit(max(limit, len(text) + 1))
-    try:
-        return list(csv.reader(io.StringIO(text, newline="")))
-    finally:
-        csv.field_size_limit(limit)
-
-
-def _ids(ids: Iterable[int], most: int = 12) -> str:
-    ids = sorted(ids)
-    text = ", ".join(map(str, ids[:most]))
-    return text + (f" and {len(ids) - most} more" if len(ids) > most else "")
-
-
-def _read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str]], list[int], set[int]]:
-    """runs.csv's records whose shape is right (header first), their line numbers, and the run ids of
-    the records cut short (a crash mid-write: those runs lack rows), reporting the bad records."""
-    if not path.exists():
-        return [list(RUN_COLUMNS)], [], set()
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    if not text:
-        return [list(RUN_COLUMNS)], [], set()
-    records = _csv_records(text)
-    header = records[0]
-    missing = [c for c in RUN_COLUMNS[: RUN_COLUMNS.index("minor_faults")] if c not in header]
-    if missing:
-        raise ResultsError(f"{path} lacks columns {missing}; it was not written by omni-loader (or its header is "
-                           f"damaged): restore it from a copy")
-    unknown = [c for c in header if c not in RUN_COLUMNS]
-    if unknown:
-        found.append((f"{len(unknown)} unknown column(s) ignored",
-                      f"{path.name} has columns this omni-loader does not know ({', '.join(unknown)}): "
-                      "written by a newer version? they are ignored"))
-    torn = [] if text.endswith("\n") else [len(records)]  # a crash cut the last line short
-    newer, malformed, oversized = [], [], []
-    good, numbers = [header], []
-    cut: set[int] = set()
-    for number, record in enumerate(records[1:], start=2):
-        if (number in torn or len(record) < len(header)) and len(record) > 1 and record[0].isdigit():
-            cut.add(int(record[0]))  # its run id was written whole: that run's rows are incomplete
-        if number in torn:
-            continue
-        if not record:
-            continue  # a blank line
-        if any(len(value) > FIELD_LIMIT for value in record):
-            oversized.append(number)
-        elif len(record) > len(header):
-            newer.append(number)
-        elif len(record) < len(header):
-            (torn if number == len(records) else malformed).append(number)
-        else:
-            good.append(record)
-            numbers.append(number)
-    if torn:
-        found.append((f"{len(torn)} torn row ignored",
-                      f"the last line of {path.name} (line {torn[0]}) is torn, cut short by a crash or a full "
-                      "disk: ignored"))
-    if newer:
-        found.append((f"{len(newer)} row(s) of a newer schema ignored",
-                      f"{len(newer)} row(s) of {path.name} have more fields than its header (lines {_ids(newer)}): "
-                      "written by a newer omni-loader or two writers interleaved; ignored"))
-    if oversized:
-        found.append((f"{len(oversized)} oversized row(s) ignored",
-                      f"{len(oversized)} row(s) of {path.name} have a field longer than {FIELD_LIMIT} characters "
-                      f"(lines {_ids(oversized)}): not written by omni-loader; ignored"))
-    if malformed:
-        found.append((f"{len(malformed)} malformed row(s) ignored",
-                      f"{len(malformed)} row(s) of {path.name} have too few fields (lines {_ids(malformed)}): "
-                      "ignored"))
-    return good, numbers, cut
-
-
-def _possible_seconds(text: str) -> bool:
-    """``seconds`` as written in runs.csv: empty, or a finite number >= 0."""
-    if not text.strip():
-        return True
-    try:
-        value = float(text)
-    except ValueError:
-        return False
-    return math.isfinite(value) and value >= 0
-
-
-def _frame(records: list[list[str]]):  # -> pandas.DataFrame
-    buffer = io.StringIO()
-    csv.writer(buffer).writerows(records)
-    buffer.seek(0)
-    return typed_runs(buffer, RUNS_FILE)[list(RUN_COLUMNS)]
-
-
-def _check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]], cut: set[int] = frozenset()):
-    """Rows with bad values, duplicates, rows off the plan, incomplete runs: left out and reported."""
-    import pandas as pd
-
-    if not len(frame):
-        return frame
-    run_ids = pd.to_numeric(frame["run_id"], errors="coerce")
-    bad_values = run_ids.isna() | (run_ids != run_ids.round()) | ~frame["source"].isin(SOURCES)
-    if bad_values.any():
-        found.append((f"{int(bad_values.sum())} row(s) with unreadable values ignored",
-                      f"{int(bad_values.sum())} row(s) of {RUNS_FILE} have no integer run_id or an unknown source: "
-                      "ignored"))
-    frame = frame[~bad_values].copy()
-    frame["run_id"] = run_ids[~bad_values].astype(int)
-
-    # A duration is a finite number >= 0 (or nothing, for a run that failed before it was timed).
-    impossible = ~frame["_seconds"].map(_possible_seconds)
-    if impossible.any():
-        runs = sorted(set(frame.loc[impossible, "run_id"]))
-        values = ", ".join(dict.fromkeys(repr(v[:20]) for v in frame.loc[impossible, "_seconds"]))
-        found.append((f"{int(impossible.sum())} row(s) with impossible seconds ignored",
-                      f"{int(impossible.sum())} row(s) of {RUNS_FILE} have seconds that no clock gives ({values}: "
-                      f"not a finite number >= 0; run ids {_ids(runs)}): those runs are ignored; --resume repeats "
-                      "them"))
-        frame = frame[~frame["run_id"].isin(runs)]
-
-    dup_keys = frame.duplicated(["run_id", "phase"], keep=False)
-    dup_runs = sorted(set(frame.loc[dup_keys, "run_id"]))
-    if dup_runs:
-        rows = int(frame["run_id"].isin(dup_runs).sum())
-        found.append((f"{len(dup_runs)} duplicated run(s) ignored",
-                      f"{len(dup_runs)} run(s) have more than one row for a phase (run ids {_ids(dup_runs)}): two "
-                      f"writers, or rows copied twice; all {rows} of their rows are ignored"))
-        frame = frame[~frame["run_id"].isin(dup_runs)]
-
-    plan = planned_runs(metadata)
-    if plan:
-        def matches(row: Any) -> bool:
-            entry = plan.get(int(row.run_id))
-            if entry is None:
-                return False
-            order = "" if entry.get("order") is None else str(entry["order"])
-            return (row.variant == entry["variant"] and bool(row.warmup) == bool(entry["warmup"])
-                    and str(row.order).removesuffix(".0") == order and row.source == entry["source"])
-
-        off = ~frame.apply(matches, axis=1).astype(bool)
-        if off.any():
-            runs = sorted(set(frame.loc[off, "run_id"]))
-            found.append((f"{int(off.sum())} row(s) off the plan ignored",
-                          f"{int(off.sum())} row(s) of run ids {_ids(runs)} do not match the plan in "
-                          f"{METADATA_FILE} (run id, variant, warm-up, order or source): from another benchmark? "
-                          "ignored"))
-            frame = frame[~off]
-
-    # A run's rows are written together; an ok run with fewer phases than its peers lost some (a crash).
-    # A run whose last row was cut short is incomplete, and so is a loader run without a phase its peers
-    # have (every load of a variant records the same phases; a server's log figures may come and go).
-    incomplete = sorted(set(frame["run_id"]) & set(cut))
-    ok = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"]) & ~frame["run_id"].isin(incomplete)]
-    for _, rows in ok.groupby(["source", "variant"]):
-        phases = rows.groupby("run_id")["phase"].agg(frozenset)
-        full = frozenset().union(*phases)
-        incomplete += [int(r) for r, p in phases.items() if p != full]
-    incomplete = sorted(incomplete)
-    if incomplete:
-        found.append((f"{len(incomplete)} incomplete run(s) ignored",
-                      f"{len(incomplete)} run(s) lost phase rows, cut short by a crash (run ids {_ids(incomplete)}): "
-                      "ignored; --resume repeats them"))
-        frame = frame[~frame["run_id"].isin(incomplete)]
-    return frame.reset_index(drop=True)

@@ -10,7 +10,6 @@ file only (a FIFO would hang an open), and a refusal is one line naming the file
 from __future__ import annotations
 
 import errno
-import io
 import os
 import stat
 from pathlib import Path
@@ -78,7 +77,7 @@ def open_file(path: str | os.PathLike[str], mode: str = "w", *, binary: bool = F
     try:
         if binary:
             return os.fdopen(fd, mode.replace("+", "") + "b" + ("+" if "+" in mode else ""))
-        return io.open(fd, mode, newline=newline, encoding=encoding)
+        return open(fd, mode, newline=newline, encoding=encoding)
     except BaseException:
         os.close(fd)
         raise

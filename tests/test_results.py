@@ -482,11 +482,11 @@ def test_suite_status_is_the_first_unfinished_benchmark():
 
 
 def test_run_id_lists_are_cut_after_twelve():
-    from omni_loader.integrity import _ids
+    from omni_loader.integrity import run_ids_text
 
-    assert _ids(range(12)) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11"
-    assert _ids([13, *range(12)]) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 1 more"
-    assert _ids(range(20), most=3) == "0, 1, 2 and 17 more"
+    assert run_ids_text(range(12)) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11"
+    assert run_ids_text([13, *range(12)]) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 1 more"
+    assert run_ids_text(range(20), most=3) == "0, 1, 2 and 17 more"
 
 
 def test_a_torn_line_cut_inside_a_character_is_set_aside_whole(tmp_path):
