@@ -126,15 +126,21 @@ def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], 
 
 
 def _intro(check: ResultsCheck, meta: dict[str, Any]) -> list[str]:
+    """The opening sentence: every planned variant with its measured runs (not only the PR's pair), the
+    design, the runs that failed, the status and what the integrity checks found."""
     record = described_record(meta)
-    n = {v: run_summary(check.frame, v, "state_dict_calls").n for v in PR_PAIR}
+    variants = [a for a in planned_arms(meta) if not a.startswith("aa-")]
+    n = [run_summary(check.frame, v, "state_dict_calls").n for v in variants]
+    failed = check.frame[check.frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
+    which = "both loader variants" if len(variants) == 2 else f"{len(variants)} loader variants"
     return [
         "# Token2Wav loading: baseline vs optimized buffer discovery",
         "",
         f"vLLM-Omni PR 7061 replaced one `state_dict()` per named buffer with one walk of the module tree. "
-        f"This report measures both loader variants: {n['baseline']} + {n['optimized']} measured runs after "
-        f"{record.get('warmup')} warm-up(s) per variant, order {record.get('order')}; status {record.get('status')}; "
-        f"{check.summary or 'integrity checks found nothing wrong'}.",
+        f"This report measures {which} ({', '.join(variants)}): {' + '.join(str(k) for k in n)} measured runs "
+        f"after {record.get('warmup')} warm-up(s) per variant, order {record.get('order')}; "
+        + (f"{len(failed)} run(s) failed (see Verdicts); " if len(failed) else "")
+        + f"status {record.get('status')}; {check.summary or 'integrity checks found nothing wrong'}.",
         "",
         *([*(f"- Integrity: {p}" for p in check.problems), ""] if check.problems else []),
     ]

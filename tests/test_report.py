@@ -71,8 +71,8 @@ def test_report_medians_equal_the_medians_of_runs_csv(results):
     for phase in ("buffer_discovery", "weight_loading", "construct", "load_parameters", "total"):
         cells = rows[LABELS[phase]]
         unit = time_unit(medians[(phase, "baseline")])
-        assert cells[1] == format_seconds(medians[(phase, "baseline")], unit)
-        assert cells[2] == format_seconds(medians[(phase, "optimized")], unit)
+        assert cells[1] == duration(medians[(phase, "baseline")], unit)  # the report's cells: thousands separated
+        assert cells[2] == duration(medians[(phase, "optimized")], unit)
     calls = measured.drop_duplicates("run_id").groupby("variant")["state_dict_calls"].median()
     assert rows["Calls to state_dict()"][1:4] == [f"{calls['baseline']:g}", "0", f"Removed {calls['baseline']:g} calls"]
     assert "Item | Value" in text
@@ -440,8 +440,9 @@ def test_report_intro_headline_and_verdicts(rich):
     out, text = rich
     lines = text.splitlines()
     assert lines[0] == "# Token2Wav loading: baseline vs optimized buffer discovery"
-    assert ("This report measures both loader variants: 3 + 3 measured runs after 1 warm-up(s) per variant, "
-            "order alternate; status complete; integrity checks found nothing wrong.") in lines[2]
+    assert ("This report measures both loader variants (baseline, optimized): 3 + 3 measured runs after 1 warm-up(s) "
+            "per variant, order alternate; 1 run(s) failed (see Verdicts); status complete; integrity checks found "
+            "nothing wrong.") in lines[2]
     head = lines[4:lines.index("## Environment")]
     assert head[0] == "- **Calls to state_dict()**: 51 → 0 (Removed 51 calls); deterministic count."
     assert head[1] == ("- **Buffer discovery**: 450.000 ms → 2.200 ms (447.800 ms faster, 99.51%); "
@@ -869,7 +870,8 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir, no_fi
         "## Against the PR's figures", "## Where the load time goes", "### Page faults and context switches per phase",
         "## Plots"]
     assert lines[1] == lines[3] == ""
-    assert lines[2].endswith("3 + 3 measured runs after 1 warm-up(s) per variant, order alternate; status complete; "
+    assert lines[2].endswith("This report measures 4 loader variants (baseline, assign, optimized, mine): 3 + 3 + 3 + 3 "
+                             "measured runs after 1 warm-up(s) per variant, order alternate; status complete; "
                              "integrity checks found nothing wrong.")  # A/A runs and other variants not counted
     equivalence = ("equivalent: all 18 runs of all 4 variants (baseline, assign, optimized, mine) and the A/A arms "
                    "loaded identical tensors (sha256 eeeeeeeeeeeeeeee…; 187 weights loaded, 1 persistent buffers)")
@@ -932,8 +934,8 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir, no_fi
     assert _md_tables(text, "## Against the PR's figures")[2] == ["Buffer discovery", "456.946 ms", "1.564 ms", "292.16x",
                                                                  "450.000 ms", "2.200 ms", "204.55x"]
     assert _section(text, "## Where the load time goes")[0] == "| Phase | Baseline median | Share | Optimized median | Share |"
-    assert _md_tables(text, "## Where the load time goes")[4] == ["Buffer discovery", "450.000 ms", "4.9%", "2.200 ms",
-                                                                  "0.0%"]  # of 9.1 s and of 8.6 s
+    where = {row[0]: row for row in _md_tables(text, "## Where the load time goes")[1:]}
+    assert where["Buffer discovery"] == ["Buffer discovery", "450.000 ms", "4.9%", "2.200 ms", "0.0%"]  # of 9.1 s, 8.6 s
     assert _section(text, "### Page faults and context switches per phase")[:3] == [
         "Medians per run of `getrusage` deltas. Minor faults are first touches of fresh memory (on a CPU, every 4 KiB "
         "page of a parameter written for the first time); involuntary switches are the scheduler giving the CPU to "
@@ -1096,7 +1098,8 @@ def test_report_states_integrity_problems_and_every_failed_run(tmp_path, no_figu
         {"run_id": 0, "variant": "baseline", "warmup": False, "status": "ok", "source": "load",
          "phase": "buffer_discovery", "parent": "total", "seconds": 0.4, "digest": "d" * 64}])
     lines = render_report(out).split("\n")
-    assert lines[2].endswith("2 + 3 measured runs after 0 warm-up(s) per variant, order alternate; status complete; "
+    assert lines[2].endswith("2 + 3 measured runs after 0 warm-up(s) per variant, order alternate; 2 run(s) failed "
+                             "(see Verdicts); status complete; "
                              "1 duplicated run(s) ignored.")
     assert lines[3:6] == ["", "- Integrity: 1 run(s) have more than one row for a phase (run ids 0): two writers, or "
                               "rows copied twice; all 4 of their rows are ignored", ""]
