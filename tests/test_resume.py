@@ -168,7 +168,7 @@ def test_a_second_writer_is_refused_while_the_first_finishes_unharmed(tmp_path):
 
 
 def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repaired(tiny_snapshot, tmp_path):
-    out = small_benchmark(tiny_snapshot, tmp_path / "res", runs=2)  # runs 0-3: B O B O
+    out = small_benchmark(tiny_snapshot, tmp_path / "res", runs=2, order="alternate")  # runs 0-3: B O B O
     lines = (out / RUNS_FILE).read_text().splitlines(keepends=True)
     run_1 = [line for line in lines if line.startswith("1,")]
     with (out / RUNS_FILE).open("a", newline="") as fh:
