@@ -63,7 +63,7 @@ def test_in_process_benchmark_rows(tiny_snapshot, tmp_path):
                 "repeats", "order", "construct", "workers", "started_at", "finished_at"):
         assert key in meta, key
     assert meta["kind"] == "reproduce" and (meta["construct"], meta["workers"]) == ("resident", "in-process")
-    assert meta["spec"]["load"] == {"layout": "vllm-omni", "device": "cpu", "dtype": "float32", "construct": "upstream"}
+    assert meta["spec"]["load"] == {"layout": "vllm-omni", "device": "cpu", "dtype": "float32", "construct": "resident"}
     assert BenchmarkSpec.from_metadata(suite) == spec
     for key in ("torch", "transformers", "kit_version", "kit_commit", "cpu", "device_name"):
         assert key in meta["environment"]
