@@ -156,7 +156,7 @@ def test_pattern_arguments_are_checked():
 
 
 def test_plan_alternates_after_warmups():
-    plan = plan_runs(1, 2)
+    plan = plan_runs(1, 2, "alternate")
     assert [(r.variant, r.warmup, r.order) for r in plan] == [
         ("baseline", True, None), ("optimized", True, None),
         ("baseline", False, 1), ("optimized", False, 1), ("baseline", False, 2), ("optimized", False, 2)]
