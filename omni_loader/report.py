@@ -51,8 +51,9 @@ from .results import ResultsCheck, check_results
 from .stats import Comparison, equivalence, run_summary
 
 __all__ = [
-    "BEYOND_ROWS", "CONSTRUCT_NOTES", "LABELS", "controls_section", "PLOTS_DIR", "PR_ROWS", "REFERENCE_FILE", "REPORT_FILE", "WORKER_NOTES",
-    "YARDSTICKS", "attribution_table", "beyond_pr_section", "command_text", "comparisons", "counters_table",
+    "BEYOND_ROWS", "CONSTRUCT_NOTES", "LABELS", "PLOTS_DIR", "PR_ROWS", "REFERENCE_FILE", "REPORT_FILE", "WORKER_NOTES",
+    "YARDSTICKS", "attribution_table", "beyond_pr_section", "command_text", "comparisons", "controls_section",
+    "counters_table",
     "environment_table", "headline", "label", "load_reference", "measurement_table", "memory_table",
     "noise_floor_table", "noise_floors", "planned_arms", "reference_table", "render_report", "row_unit",
     "summary_table", "write_report", "yardstick_lines",

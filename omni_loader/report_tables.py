@@ -247,7 +247,7 @@ def controls_sentence(report: ControlReport) -> str:
 def _saving(seconds: float) -> str:
     """A saving in a sentence: '883.214 ms saved' reads as a positive; a loss keeps its sign."""
     text = duration(abs(seconds))
-    return f"−{text}" if seconds < 0 and text.strip("0.,") not in ("", " ms", " s") else text
+    return f"−{text}" if seconds < 0 and text != duration(0.0) else text  # no sign on what rounds to zero
 
 
 def _changed_names(report: ControlReport, row) -> str:
