@@ -87,7 +87,20 @@ def gpu_backend() -> str | None:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far (``ru_maxrss`` is KiB on Linux, bytes on macOS)."""
+    """Peak resident set size of this process's own address space so far.
+
+    On Linux this is ``VmHWM`` from /proc, not ``ru_maxrss``: Linux keeps ``ru_maxrss`` across exec, so a
+    worker started from a large parent (a notebook kernel that loaded the model in-process, a test
+    runner) would report the parent's peak as its own. ``ru_maxrss`` (KiB on Linux, bytes on macOS)
+    is the fallback where /proc is missing.
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
 

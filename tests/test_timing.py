@@ -34,3 +34,17 @@ def test_counters_of_a_parent_cover_its_children() -> None:
     for counter in ("minor_faults", "major_faults", "voluntary_switches", "involuntary_switches"):
         assert getattr(rec["outer"], counter) >= getattr(rec["inner"], counter) >= 0
     assert rec["inner"].minor_faults > 0
+
+
+def test_a_workers_peak_rss_is_its_own_not_its_parents() -> None:
+    """Linux keeps ``ru_maxrss`` across exec: a worker started from a parent that once held 600 MiB would
+    report 600 MiB as its own peak. The kit reads the worker's own address space instead."""
+    import subprocess
+    import sys
+
+    inflate = ("import subprocess, sys; block = bytearray(600 << 20); block[::4096] = b'x' * len(block[::4096]); "
+               "print(subprocess.run([sys.executable, '-c', 'from omni_loader.devices import peak_rss_bytes; "
+               "print(peak_rss_bytes() >> 20)'], capture_output=True, text=True, check=True).stdout.strip())")
+    child_peak_mib = int(subprocess.run([sys.executable, "-c", inflate], capture_output=True, text=True,
+                                        check=True).stdout)
+    assert 5 < child_peak_mib < 400, f"the child says its peak was {child_peak_mib} MiB"

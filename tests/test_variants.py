@@ -44,7 +44,7 @@ def steps_file(tmp_path: Path) -> Path:
 
 def test_three_variant_rotations_are_balanced() -> None:
     names = ("baseline", "optimized", "assign")
-    plan = plan_runs(warmup=1, runs=6, variants=names)
+    plan = plan_runs(warmup=1, runs=6, order="alternate", variants=names)
     measured = [r for r in plan if not r.warmup]
     assert [r.variant for r in plan if r.warmup] == list(names)
     assert Counter(r.variant for r in measured) == dict.fromkeys(names, 6)
