@@ -13,6 +13,7 @@ stderr output (warnings, a progress bar redrawn line by line), a number in scien
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -65,6 +66,20 @@ def test_notebook_is_stored_clean(path: Path) -> None:
     tagged = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1, f"{path.name}: {len(tagged)} cells tagged 'parameters', want 1"
     assert tagged[0].cell_type == "code"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_is_stored_as_jupyter_writes_it(path: Path) -> None:
+    """Every cell has its own id and the bytes are nbformat's: otherwise opening and saving the notebook
+    in JupyterLab (which adds missing ids) shows a diff nobody made. The browser test checks the same
+    through a real JupyterLab; this one fails in the fast lane, before a cell without an id lands."""
+    raw = path.read_text(encoding="utf-8")
+    cells = json.loads(raw)["cells"]
+    missing = [i for i, cell in enumerate(cells) if "id" not in cell]
+    assert not missing, f"{path.name}: cells {missing} have no id"
+    assert len({cell["id"] for cell in cells}) == len(cells), f"{path.name}: two cells share an id"
+    assert nbformat.writes(nbformat.reads(raw, as_version=nbformat.NO_CONVERT)) + "\n" == raw, \
+        f"{path.name}: not stored as nbformat writes it"
 
 
 @pytest.mark.slow

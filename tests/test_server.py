@@ -378,7 +378,7 @@ def test_serve_ab_early_exit_and_busy_port(tmp_path):
 def test_serve_ab_shares_a_results_directory(tmp_path):
     """reproduce --with-startup: serve-ab rows join another benchmark's directory without mixing phases."""
     out = tmp_path / "reproduce"
-    load = {"kind": "reproduce", "warmup": 0, "plan": [{"run_id": i, "variant": v, "warmup": False, "order": 1}
+    load = {"kind": "reproduce", "status": "complete", "warmup": 0, "plan": [{"run_id": i, "variant": v, "warmup": False, "order": 1}
                                                        for i, v in enumerate(("baseline", "optimized"))]}
     write_metadata(out, load)  # a load benchmark's record as schema 2 had it, at the top level
     append_rows(out, [{"run_id": i, "variant": v, "warmup": False, "order": 1, "phase": "weight_loading",
