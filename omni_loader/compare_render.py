@@ -301,7 +301,7 @@ def write_plot(result: SideBySide, directory: str | os.PathLike[str]) -> list[Pa
     """``compare_ratios.png`` / ``.svg`` and the values drawn, ``compare_ratios.csv`` (see figures.figure_data);
     nothing when no timed row was measured."""
     from .figures import write_figure  # matplotlib: loaded when a plot is drawn, not with the command line
-    from .plots import ratio_figure
+    from .compare_plot import ratio_figure
 
     if not any(p != "state_dict_calls" for p in result.pr_rows):
         return []
