@@ -1,7 +1,7 @@
 """The main job, read top to bottom: the A/B benchmark, then profiles, the startup A/B and the report.
 
-A module of its own, above the parts it calls in turn (:mod:`omni_loader.runner` for the benchmark,
-:mod:`omni_loader.profiling`, :mod:`omni_loader.serve_ab`, :mod:`omni_loader.report`), so that none of
+A module of its own, above the parts it calls in turn (:mod:`omni_loader.bench.runner` for the benchmark,
+:mod:`omni_loader.profiling`, :mod:`omni_loader.startup.serve_ab`, :mod:`omni_loader.reporting.report`), so that none of
 them has to import another to finish the job: the profiles run a worker of the benchmark, and the
 benchmark need not know that profiles exist.
 """
@@ -12,18 +12,18 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .lock import writer_lock
+from .results.lock import writer_lock
 from .names import VARIANTS
-from .options import LoadOptions
-from .placement import resolve_cpus
-from .planner import DEFAULT_ORDER
-from .runner import benchmark_spec, check_variants, run_benchmark
-from .spec import DEFAULT_RUNS, DEFAULT_WARMUP, BenchmarkSpec
-from .suite import benchmark, read_metadata
+from .token2wav.options import LoadOptions
+from .host.placement import resolve_cpus
+from .results.planner import DEFAULT_ORDER
+from .bench.runner import benchmark_spec, check_variants, run_benchmark
+from .bench.spec import DEFAULT_RUNS, DEFAULT_WARMUP, BenchmarkSpec
+from .results.suite import benchmark, read_metadata
 
 if TYPE_CHECKING:
-    from .checkpoint import Snapshot
-    from .variants import Variant
+    from .token2wav.checkpoint import Snapshot
+    from .token2wav.variants import Variant
 
 __all__ = ["reproduce", "reproduce_spec"]
 
@@ -63,7 +63,7 @@ def reproduce(
     it. ``in_process=True`` is short for ``workers="in-process"``. ``variants`` names the arms (two
     or more; built-ins or the names of ``custom_variants``); the first is the one the others are
     compared with. ``cpus`` pins each load's process: ``auto``, ``any`` or CPU numbers (see
-    :func:`~omni_loader.placement.resolve_cpus`).
+    :func:`~omni_loader.host.placement.resolve_cpus`).
     """
     options = (options or LoadOptions()).replace(layout=layout, device=device, dtype=dtype, construct=construct)
     spec = benchmark_spec(snapshot, options, warmup=warmup, runs=runs, order=order, seed=seed,
@@ -83,18 +83,18 @@ def reproduce_spec(spec: BenchmarkSpec, snapshot: Snapshot, out: str | os.PathLi
     an interrupted startup benchmark too, with its saved commands. ``with_startup`` adds one when
     the directory has none. The writer lock is held for the whole job.
     """
-    from .variants import variant_from
+    from .token2wav.variants import variant_from
 
     check_variants(spec.variants, [variant_from(v) for v in spec.custom_variants], spec.load.device)
     with writer_lock(out):  # one writer for the whole job: benchmark, profiles, startup runs, report
         out = run_benchmark(spec, out, snapshot=snapshot, resume=resume, progress=progress)
         if profile:
-            from .profiling import profile_variants
+            from .profiling.run import profile_variants
 
             profile_variants(snapshot, ("baseline", "optimized"), ("cprofile", "py-spy", "torch"), out / "profiles",
                              spec.load)
         _startup(spec, snapshot, out, with_startup, progress)
-        from .report import write_report
+        from .reporting.report import write_report
 
         write_report(out)
     return out
@@ -102,7 +102,8 @@ def reproduce_spec(spec: BenchmarkSpec, snapshot: Snapshot, out: str | os.PathLi
 
 def _startup(spec: BenchmarkSpec, snapshot: Snapshot, out: Path, wanted: bool, progress: bool) -> None:
     """Continue the directory's startup benchmark if it is unfinished, or start one if ``wanted`` and none."""
-    from .serve_ab import StartupSpec, resume_serve_ab, run_serve_ab, stage_server_commands
+    from .startup.serve_ab import StartupSpec, resume_serve_ab, run_serve_ab
+    from .startup.one_run import stage_server_commands
 
     saved = benchmark(read_metadata(out), "startup")
     if saved and saved.get("status") != "complete":

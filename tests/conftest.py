@@ -32,7 +32,7 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 @pytest.fixture(scope="session")
 def tiny_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A synthetic tiny snapshot in the Hub layout (seed 0), shared read-only by all tests."""
-    from omni_loader.checkpoint import synthesize
+    from omni_loader.token2wav.checkpoint import synthesize
 
     return synthesize(tmp_path_factory.mktemp("snap") / "tiny", size="tiny", seed=0)
 
@@ -52,11 +52,11 @@ def probe_variant(tmp_path: Path):
     worker mode imports, and that file.
     """
     def make(expression: str, end: str) -> tuple[dict, Path]:
-        from omni_loader.variants import Variant
+        from omni_loader.token2wav.variants import Variant
 
         seen = tmp_path / "seen.txt"
         step = tmp_path / "probe_step.py"
-        step.write_text("import os\nimport torch\nfrom omni_loader.discovery import find_persistent_buffers\n"
+        step.write_text("import os\nimport torch\nfrom omni_loader.token2wav.discovery import find_persistent_buffers\n"
                         f"def find(model):\n    open({str(seen)!r}, 'a').write(str({expression}) + {end!r})\n"
                         "    return find_persistent_buffers(model, 'optimized')\n")
         return Variant("probe", discovery=f"{step}:find").to_dict(), seen

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from omni_loader.audit import audit, audit_model, build_on_meta
+from omni_loader.sweep.audit import audit, audit_model, build_on_meta
 
 ARCHS = ("resnet", "encodec", "bert")
 

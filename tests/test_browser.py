@@ -11,7 +11,7 @@ What is checked, each as a person would notice it:
 
 * opening each notebook leaves it unmodified (no "modified" dot on its tab), saving it writes the
   same bytes (the notebooks are stored as JupyterLab writes them), and no news pop-up appears;
-* an executed copy the kit writes (``omni_loader.notebooks.execute``) is trusted by Lab: opened
+* an executed copy the kit writes (``omni_loader.notebook.files.execute``) is trusted by Lab: opened
   without running it, its outputs are trusted and its audio player has its sound; the same copy
   changed after signing is not (Lab's sanitizer drops the player's ``data:`` source and the tables'
   styles), which shows the check means something;
@@ -241,7 +241,7 @@ def test_an_executed_copy_is_trusted_and_shows_its_audio_and_plots(page, lab, tm
     longer matches) does not: Lab strips untrusted HTML, which is why the kit signs what it writes."""
     import nbformat
 
-    from omni_loader import notebooks
+    from omni_loader.notebook import files as notebooks
 
     out = notebooks.results_root() / "browser-test"
     copy = out / f"executed-{RUN_IN_LAB}"
@@ -276,7 +276,7 @@ def test_progress_bars_are_widgets_in_lab(page, lab) -> None:
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from omni_loader import notebooks
+    from omni_loader.notebook import files as notebooks
 
     path = notebooks.results_root() / "browser-test" / "progress.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -308,7 +308,7 @@ def test_progress_bars_are_widgets_in_lab(page, lab) -> None:
 
 
 def test_notebook_04_runs_in_lab_on_tiny_settings(page, lab) -> None:
-    from omni_loader import notebooks
+    from omni_loader.notebook import files as notebooks
 
     status = _git_status("notebooks")
     stored = (REPO / "notebooks" / RUN_IN_LAB).read_bytes()

@@ -13,22 +13,12 @@ import safetensors.torch
 import torch
 from safetensors import safe_open
 
-from omni_loader.checkpoint import (
-    CONFIG_FILE,
-    INDEX_FILE,
-    SINGLE_FILE,
-    SPK_DICT_FILE,
-    checkpoint_tensor_specs,
-    ensure_synthetic,
-    find_in_hub_cache,
-    iter_token2wav_weights,
-    open_snapshot,
-    place_in_hub_cache,
-    resolve_snapshot,
-    synthesize,
-)
+from omni_loader.token2wav.checkpoint import (CONFIG_FILE, INDEX_FILE, SINGLE_FILE, SPK_DICT_FILE,
+                                              checkpoint_tensor_specs, ensure_synthetic, find_in_hub_cache,
+                                              iter_token2wav_weights, open_snapshot, place_in_hub_cache,
+                                              resolve_snapshot, synthesize)
 from omni_loader.errors import CheckpointError
-from omni_loader.model import build_model, config_dict
+from omni_loader.token2wav.model import build_model, config_dict
 
 SHARD_RE = re.compile(r"model-(\d{5})-of-(\d{5})\.safetensors")
 INV_FREQ_KEY = "token2wav.code2wav_dit_model.rotary_embed.inv_freq"
@@ -386,7 +376,7 @@ def test_corrupt_single_file_names_it(snap_copy: Path) -> None:
 
 
 def test_default_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from omni_loader.checkpoint import default_cache_dir
+    from omni_loader.token2wav.checkpoint import default_cache_dir
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("OMNI_LOADER_CACHE", "")  # empty: not set
@@ -450,7 +440,7 @@ def test_hub_lookup_by_revision_offline_download_and_default_cache(
 
 
 def test_shards_fill_up_to_the_limit() -> None:
-    from omni_loader.checkpoint import _plan_shards
+    from omni_loader.token2wav.checkpoint import _plan_shards
 
     f32 = torch.float32
     specs = {"a": ((10,), f32), "b": ((10,), f32), "c": ((10,), f32)}  # 40 bytes each
@@ -463,7 +453,7 @@ def test_shards_fill_up_to_the_limit() -> None:
 
 
 def test_speaker_dictionary_is_shaped_like_the_released_one(tiny_snapshot: Path, tmp_path: Path) -> None:
-    from omni_loader.model import make_config
+    from omni_loader.token2wav.model import make_config
 
     dit = make_config(config_dict("tiny")).dit_config
     spk = torch.load(tiny_snapshot / SPK_DICT_FILE, weights_only=True)
@@ -570,7 +560,7 @@ def test_an_index_without_token2wav_tensors_says_so(snap_copy: Path) -> None:
 def test_synthetic_inv_freq_is_what_the_model_computes(tiny_snapshot: Path) -> None:
     """The one computed tensor of a synthetic snapshot holds the rotary frequencies the constructor
     computes (1 / base^(2i/dim)), so a load that keeps or overwrites it ends the same."""
-    from omni_loader.model import build_model
+    from omni_loader.token2wav.model import build_model
 
     config = open_snapshot(tiny_snapshot).token2wav_config
     computed = build_model(config, layout="vllm-omni").code2wav_dit_model.rotary_embed.inv_freq
@@ -585,7 +575,7 @@ def test_synthesis_defaults_to_seed_zero(tiny_snapshot: Path, tmp_path: Path) ->
 
 
 def test_synthesis_bar_counts_tensors_and_goes_when_done(monkeypatch: pytest.MonkeyPatch) -> None:
-    from omni_loader.checkpoint import _progress
+    from omni_loader.token2wav.checkpoint import _progress
 
     monkeypatch.setenv("OMNI_LOADER_PROGRESS", "terminal")
     bar = _progress(3, "writing", True)

@@ -16,9 +16,9 @@ import safetensors.torch
 import torch
 
 from omni_loader import __version__
-from omni_loader.checkpoint import INDEX_FILE, place_in_hub_cache
+from omni_loader.token2wav.checkpoint import INDEX_FILE, place_in_hub_cache
 from omni_loader.cli import main
-from omni_loader.loader import LEAF_PHASES
+from omni_loader.names import LEAF_PHASES
 from omni_loader.names import WEIGHT_LOADING_CHILDREN
 
 INV_FREQ = "code2wav_dit_model.rotary_embed.inv_freq"

@@ -13,14 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from omni_loader.archive import pack
+from omni_loader.results.archive import pack
 from omni_loader.cli import main
-from omni_loader.compare import NOT_RECORDED, REFERENCE_LABEL, compare_results, render, render_markdown, write_compare
+from omni_loader.compare.side_by_side import NOT_RECORDED
+from omni_loader.compare.compare_render import REFERENCE_LABEL, render, render_markdown, write_compare
+from omni_loader.compare.reproductions import compare_results
 from omni_loader.errors import ResultsError
-from omni_loader.report import comparisons, load_reference, write_report
-from omni_loader.results import RUN_COLUMNS, read_runs
-from omni_loader.runner import BenchmarkSpec, run_benchmark
-from omni_loader.stats import mann_whitney
+from omni_loader.reporting.measurements import comparisons, load_reference
+from omni_loader.reporting.report import write_report
+from omni_loader.results.rows import RUN_COLUMNS, read_runs
+from omni_loader.bench.spec import BenchmarkSpec
+from omni_loader.bench.runner import run_benchmark
+from omni_loader.reporting.stats import mann_whitney
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +56,7 @@ def _rewrite_runs(directory: Path, column: str, value: str) -> None:
 
 
 def _set_model(directory: Path, model: str) -> None:
-    from omni_loader.results import benchmark, read_metadata, store_benchmark
+    from omni_loader.results.suite import benchmark, read_metadata, store_benchmark
 
     store_benchmark(directory, "load", {**benchmark(read_metadata(directory), "load"), "model": model})
 
@@ -60,7 +64,7 @@ def _set_model(directory: Path, model: str) -> None:
 def _as_flat_schema(directory: Path, version: int) -> None:
     """Rewrite a directory's metadata.json as schemas 1 and 2 laid it out: the load record at the top, its load
     options flat in the spec; schema 1 recorded no construction mode."""
-    from omni_loader.results import benchmark, read_metadata
+    from omni_loader.results.suite import benchmark, read_metadata
 
     record = benchmark(read_metadata(directory), "load")
     spec = {k: v for k, v in record["spec"].items() if k != "load"} | record["spec"].get("load", {})
@@ -355,8 +359,9 @@ def test_a_directorys_own_problems_are_shown(runs, tmp_path):
 
 def test_startup_to_health_column_when_a_directory_measured_it(runs, tmp_path):
     """serve-ab rows (source server) in a reproduce directory add the PR's startup row, in seconds."""
-    from omni_loader.results import append_rows, store_benchmark
-    from omni_loader.runner import plan_runs
+    from omni_loader.results.rows import append_rows
+    from omni_loader.results.suite import store_benchmark
+    from omni_loader.results.planner import plan_runs
 
     startup = _copy(runs["alt"], tmp_path / "with-startup")
     plan = plan_runs(0, 3, "alternate", first_id=100, source="server")

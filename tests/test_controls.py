@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from omni_loader.controls import MATERIAL, changed_phases, control_report, pair_reports
+from omni_loader.reporting.controls import MATERIAL, changed_phases, control_report, pair_reports
 from omni_loader.names import LEAF_PHASES, WEIGHT_LOADING_CHILDREN
-from omni_loader.report_tables import controls_section, headline
-from omni_loader.stats import compare, phase_summary
-from omni_loader.variants import Variant
+from omni_loader.reporting.report_tables import controls_section, headline
+from omni_loader.reporting.stats import compare, phase_summary
+from omni_loader.token2wav.variants import Variant
 
 
 def test_the_pr_pair_changes_only_discovery_and_every_other_phase_is_a_control():
@@ -97,7 +97,7 @@ def test_a_control_difference_below_the_materiality_share_marks_nothing():
 
 SLOW_STEP = '''
 import sys, time
-from omni_loader.discovery import find_persistent_buffers
+from omni_loader.token2wav.discovery import find_persistent_buffers
 
 def _slow(frame, event, arg):
     end = time.perf_counter() + 2e-5
@@ -125,7 +125,7 @@ def test_a_step_that_slows_shared_phases_is_named_in_the_report(tiny_snapshot, t
                            "--variants", "baseline,optimized,slowed", "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     check = check_results(out)
     slowed = next(r for r in pair_reports(check.frame, check.metadata) if r.second == "slowed")
@@ -139,7 +139,7 @@ def test_a_step_that_slows_shared_phases_is_named_in_the_report(tiny_snapshot, t
 
 
 def test_compare_marks_a_confounded_row_as_the_report_does():
-    from omni_loader.side_by_side import Entry, _confounded, consistency_checks
+    from omni_loader.compare.side_by_side import Entry, _confounded, consistency_checks
 
     assert _confounded(_frame(), {}) == {}
     confounded = _confounded(_frame(slower={"load_parameters": 0.2}), {})

@@ -6,14 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from omni_loader.discovery import (
-    compare_variants,
-    count_state_dict_calls,
-    find_persistent_buffers,
-    non_persistent_buffer_names,
-    rule_hazards,
-)
-from omni_loader.model import build_model, config_dict
+from omni_loader.token2wav.discovery import (compare_variants, count_state_dict_calls, find_persistent_buffers,
+                                             non_persistent_buffer_names, rule_hazards)
+from omni_loader.token2wav.model import build_model, config_dict
 
 VARIANTS = ("baseline", "optimized")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from omni_loader import explore
-from omni_loader.model import inventory
+from omni_loader.notebook import explore
+from omni_loader.token2wav.model import inventory
 
 
 @pytest.fixture(scope="module")

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from omni_loader import loader
-from omni_loader.checkpoint import iter_token2wav_weights, open_snapshot
-from omni_loader.loader import load_token2wav
-from omni_loader.model import VLLM_OMNI_SUBMODULE_DTYPES, build_model, config_dict, inventory, parameter_bytes
+from omni_loader.token2wav import loader
+from omni_loader.token2wav.checkpoint import iter_token2wav_weights, open_snapshot
+from omni_loader.token2wav.loader import load_token2wav
+from omni_loader.token2wav.model import VLLM_OMNI_SUBMODULE_DTYPES, build_model, config_dict, inventory, parameter_bytes
 from omni_loader.names import LEAF_PHASES, VARIANTS, WEIGHT_LOADING_CHILDREN
-from omni_loader.steps import model_loaded_line
-from omni_loader.variants import VARIANT_RELEASES
+from omni_loader.token2wav.steps import model_loaded_line
+from omni_loader.token2wav.variants import VARIANT_RELEASES
 
 DIT, BIGVGAN = "code2wav_dit_model", "code2wav_bigvgan_model"
 # Elements of the full model's two halves (449,051,264 in all, as the facts file counts them).
@@ -202,7 +202,7 @@ def test_a_hub_id_is_resolved_again_inside_the_load_as_its_own_phase(tiny_snapsh
     speaker conditioning; a directory costs an ``exists()`` there, and no Hub call."""
     import huggingface_hub
 
-    from omni_loader.checkpoint import find_in_hub_cache, place_in_hub_cache
+    from omni_loader.token2wav.checkpoint import find_in_hub_cache, place_in_hub_cache
     from omni_loader.errors import CheckpointError
 
     model_id, cache = "Qwen/Qwen2.5-Omni-3B", tmp_path / "hub"

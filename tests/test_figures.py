@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from omni_loader.figures import ShownFigure, write_figure
+from omni_loader.reporting.figures import ShownFigure, write_figure
 from omni_loader.formatting import time_unit
-from omni_loader.stats import Summary, compare
+from omni_loader.reporting.stats import Summary, compare
 
 
 def _figure() -> ShownFigure:
@@ -31,10 +31,10 @@ def test_a_notebook_shows_a_figure_that_a_cell_returns() -> None:
 
 def test_importing_and_drawing_the_plots_leaves_the_backend_alone(tmp_path: Path) -> None:
     probe = ("import sys, matplotlib; before = matplotlib.rcParams._get_backend_or_none(); "
-             "import omni_loader.plots, omni_loader.report, omni_loader.compare; "
-             "from omni_loader.stats import Summary, compare; "
+             "import omni_loader.reporting.plots, omni_loader.reporting.report, omni_loader.compare.reproductions; "
+             "from omni_loader.reporting.stats import Summary, compare; "
              "c = compare(Summary('baseline', 'total', (1.0, 1.1)), Summary('optimized', 'total', (0.5, 0.6))); "
-             "fig = omni_loader.plots.phases_figure([c]); fig.savefig(sys.argv[1]); "
+             "fig = omni_loader.reporting.plots.phases_figure([c]); fig.savefig(sys.argv[1]); "
              "print(before == matplotlib.rcParams._get_backend_or_none(), 'matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "f.png")], capture_output=True, text=True,
                          check=True).stdout.split()
@@ -51,7 +51,7 @@ def test_write_figure_writes_png_svg_and_the_values_drawn(tmp_path: Path) -> Non
 
 def test_a_time_axis_takes_the_kits_one_unit_rule() -> None:
     """Below 10 s an axis is in ms, from 10 s on in s: the rule of formatting.time_unit, not one of its own."""
-    from omni_loader.plots import phases_figure
+    from omni_loader.reporting.plots import phases_figure
 
     for seconds in ((9.0, 9.5, 8.0, 8.5), (9.0, 10.5, 8.0, 8.5)):
         c = compare(Summary("baseline", "total", seconds[:2]), Summary("optimized", "total", seconds[2:]))

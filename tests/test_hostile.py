@@ -15,16 +15,10 @@ import pytest
 
 from omni_loader.cli import main
 from omni_loader.errors import ResultsError
-from omni_loader.results import (
-    LOCK_FILE,
-    METADATA_FILE,
-    RUNS_FILE,
-    append_rows,
-    check_results,
-    read_metadata,
-    write_metadata,
-    writer_lock,
-)
+from omni_loader.results.lock import LOCK_FILE, writer_lock
+from omni_loader.results.suite import METADATA_FILE, read_metadata, write_metadata
+from omni_loader.results.rows import RUNS_FILE, append_rows
+from omni_loader.results.integrity import check_results
 
 DIGEST = "d" * 64
 SECRET = "precious: not the kit's to write\n"
@@ -72,8 +66,8 @@ def _one_line(err: str) -> str:
 @pytest.fixture
 def one_figure(monkeypatch):
     """write_report with one small real figure (``phases``), so that the plots' writing is exercised fast."""
-    import omni_loader.report as report
-    from omni_loader.figures import ShownFigure
+    import omni_loader.reporting.report as report
+    from omni_loader.reporting.figures import ShownFigure
 
     def figures(check, comps):
         fig = ShownFigure(figsize=(2, 2))
@@ -174,8 +168,8 @@ def test_write_metadata_refuses_a_symlinked_metadata_json_and_its_temporary_file
 
 
 def test_resume_refuses_a_symlinked_writer_lock_or_runs_csv(tiny_snapshot, tmp_path, secret, capsys):
-    from omni_loader.runner import run_benchmark
-    from omni_loader.spec import BenchmarkSpec
+    from omni_loader.bench.runner import run_benchmark
+    from omni_loader.bench.spec import BenchmarkSpec
 
     out = run_benchmark(BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, workers="in-process"),
                         tmp_path / "res", progress=False)
@@ -281,7 +275,7 @@ def test_a_benchmark_without_a_status_is_a_problem(tmp_path):
 
 
 def test_equivalence_reads_every_row_of_every_run(tmp_path):
-    from omni_loader.stats import equivalence
+    from omni_loader.reporting.stats import equivalence
 
     out = _results(tmp_path / "res")
     text = (out / RUNS_FILE).read_text()

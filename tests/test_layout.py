@@ -62,7 +62,7 @@ def import_graph() -> nx.DiGraph:
 
 def test_import_graph_sees_lazy_imports() -> None:
     edges = set(import_graph().edges)
-    assert ("omni_loader.cli.traversal", "omni_loader.traversal") in edges  # imported inside cmd_traversal
+    assert ("omni_loader.cli.traversal", "omni_loader.sweep.traversal") in edges  # imported inside cmd_traversal
 
 
 def test_no_import_cycle() -> None:
@@ -94,7 +94,7 @@ def test_no_module_over_the_limit() -> None:
 
 @pytest.mark.parametrize("code", [
     "from omni_loader.cli import build_parser; build_parser()",
-    "import omni_loader.report, omni_loader.plots, omni_loader.compare, omni_loader.results, omni_loader.stats",
+    "import omni_loader.reporting.report, omni_loader.reporting.plots, omni_loader.compare.reproductions, omni_loader.results, omni_loader.reporting.stats",
 ])
 def test_rendering_and_the_parser_import_no_torch(code: str) -> None:
     probe = f"{code}; import sys; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
@@ -117,19 +117,83 @@ def test_report_command_runs_without_torch(tmp_path: Path, tiny_snapshot: Path) 
     assert (directory / "report.md").stat().st_size > 0
 
 
-def test_public_api_resolves_and_is_listed_in_the_docstring() -> None:
-    """Every name of ``omni_loader.__all__`` imports from the module the API list gives, and the list says so."""
+FOLDERS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+
+
+def part(module: str) -> str:
+    """The folder a module lives in (``omni_loader.results.rows`` -> ``results``), or the top-level module."""
+    return module.split(".")[1] if module.count(".") >= 1 else module
+
+
+def test_folders_import_one_way() -> None:
+    """Between folders too, imports flow one way: a folder never reaches back into one that imports it."""
+    graph = nx.DiGraph()
+    for a, b in import_graph().edges:
+        if part(a) != part(b) and b != "omni_loader.lazy":
+            graph.add_edge(part(a), part(b))
+    cycles = [c for c in nx.simple_cycles(graph) if len(c) > 1]
+    assert not cycles, "folders in a cycle: " + "; ".join(" -> ".join(c + c[:1]) for c in cycles[:10])
+
+
+def _defined(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _importing_files() -> list[Path]:
+    return [*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "tests").glob("*.py")]
+
+
+def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
+    """One address per name: no module hands on another module's names (a package's ``__init__`` API aside),
+    so following an import always lands on the definition."""
+    offenders = []
+    for path in _importing_files():
+        package = module_name(path) if path.name == "__init__.py" else module_name(path).rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")
+                target = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("omni_loader"):
+                continue
+            source = PACKAGE.parent / (target.replace(".", "/") + ".py")
+            if not source.exists():
+                continue  # a package: its __init__ API is checked below, submodules are modules
+            defined = _defined(source)
+            offenders += [f"{path.relative_to(PACKAGE.parent)}: {a.name} from {target}" for a in node.names
+                          if a.name not in defined]
+    assert not offenders, f"names imported from a module that does not define them: {offenders}"
+
+
+@pytest.mark.parametrize("package", ["omni_loader", *(f"omni_loader.{f}" for f in FOLDERS)])
+def test_each_packages_api_resolves_to_its_own_folder(package: str) -> None:
+    """A folder's ``__init__`` is its API: every name it lists resolves, and is defined inside the folder
+    (the top package's API may name any folder's)."""
     import importlib
 
-    import omni_loader
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        value = getattr(module, name)
+        home = getattr(value, "__module__", None)
+        if home and package != "omni_loader":
+            assert home == package or home.startswith(package + "."), f"{package}.{name} is defined in {home}"
+    if package == "omni_loader":
+        assert all(f"``{f}/``" in module.__doc__ for f in FOLDERS), "the package docstring names every folder"
 
-    for name, module in omni_loader._API.items():
-        assert getattr(importlib.import_module(f"omni_loader.{module}"), name) is getattr(omni_loader, name), name
-        assert f"``{name}``" in omni_loader.__doc__, f"{name} missing from the API list in omni_loader/__init__.py"
 
-
-def test_readme_layout_names_every_module() -> None:
+def test_readme_layout_names_every_folder_and_module() -> None:
     layout = (PACKAGE.parent / "README.md").read_text().split("## Layout", 1)[1]
-    names = {module_name(p).split(".")[1] for p in PACKAGE.rglob("*.py") if module_name(p) != "omni_loader"} - {"__main__"}
+    names = {module_name(p).rsplit(".", 1)[1] for p in PACKAGE.rglob("*.py") if module_name(p) != "omni_loader"}
+    names = (names | {f"{f}/" for f in FOLDERS}) - {"__main__", *FOLDERS}
     missing = sorted(n for n in names if n not in layout)
     assert not missing, f"README's layout section does not name: {missing}"

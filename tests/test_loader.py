@@ -10,11 +10,12 @@ import pytest
 import safetensors.torch
 import torch
 
-from omni_loader import worker
-from omni_loader.checkpoint import iter_token2wav_weights, open_snapshot, synthesize
+from omni_loader.bench import worker
+from omni_loader.token2wav.checkpoint import iter_token2wav_weights, open_snapshot, synthesize
 from omni_loader.errors import CheckpointError, OmniLoaderError
-from omni_loader.loader import LEAF_PHASES, load_token2wav, tensor_digest
-from omni_loader.model import build_model
+from omni_loader.names import LEAF_PHASES
+from omni_loader.token2wav.loader import load_token2wav, tensor_digest
+from omni_loader.token2wav.model import build_model
 
 INV_FREQ = "code2wav_dit_model.rotary_embed.inv_freq"
 PREFIX = "token2wav."
@@ -393,7 +394,7 @@ def test_phase_seconds_are_the_clock_difference(tiny_snapshot: Path, monkeypatch
     reading, a phase lasts 1 s plus 2 s for every phase nested inside it (their start and end readings)."""
     import time as real_time
 
-    from omni_loader import timing
+    from omni_loader.host import timing
 
     class TickingTime:
         def __init__(self) -> None:
@@ -439,8 +440,8 @@ def _ancestors(name: str, parents: dict) -> list[str]:
 
 
 def test_result_record_takes_the_peaks_of_its_phases() -> None:
-    from omni_loader.loader import LoadResult
-    from omni_loader.timing import PhaseRecord
+    from omni_loader.token2wav.loader import LoadResult
+    from omni_loader.host.timing import PhaseRecord
 
     def rec(name: str, rss: int, dev: int | None) -> PhaseRecord:
         return PhaseRecord(name=name, seconds=0.5, parent=None, rss_bytes=1, rss_peak_bytes=rss, device_peak_bytes=dev)
@@ -536,7 +537,7 @@ class _NotATensor:
 
 
 def test_speaker_dictionary_is_read_as_weights_only_onto_the_device(tiny_snapshot: Path, tmp_path: Path) -> None:
-    from omni_loader.loader import load_speaker_dict
+    from omni_loader.token2wav.steps import load_speaker_dict
 
     snap = open_snapshot(tiny_snapshot)
     on_meta = load_speaker_dict(snap, torch.device("meta"))
@@ -571,8 +572,8 @@ def test_load_buffers_reloads_every_persistent_buffer_wherever_it_sits() -> None
     it is reloaded, from the checkpoint when it holds the buffer, else onto itself."""
     from torch import nn
 
-    from omni_loader.discovery import find_persistent_buffers
-    from omni_loader.loader import load_buffers
+    from omni_loader.token2wav.discovery import find_persistent_buffers
+    from omni_loader.token2wav.steps import load_buffers
 
     model = nn.Module()
     model.register_buffer("scratch", torch.zeros(2), persistent=False)
@@ -605,7 +606,7 @@ def test_assign_variant_refuses_what_the_copy_loader_refuses(tiny_snapshot: Path
 
 def _assign_and_copy(snapshot, dtype: torch.dtype, layout: str = "vllm-omni"):
     """The assign step and the copy step on two models built alike, from the same checkpoint entries."""
-    from omni_loader.steps import load_parameters, load_parameters_assign
+    from omni_loader.token2wav.steps import load_parameters, load_parameters_assign
 
     weights = list(iter_token2wav_weights(snapshot))
     fused = layout == "vllm-omni"
@@ -655,8 +656,8 @@ def test_the_construction_mode_reaches_build_model(tiny_snapshot: Path, monkeypa
                                                    construct: str) -> None:
     """``construct=`` (a keyword or in LoadOptions) is the mode the model is built with, and is reported;
     the variant defaults to the optimized one."""
-    import omni_loader.loader as loader_module
-    from omni_loader.options import LoadOptions
+    import omni_loader.token2wav.loader as loader_module
+    from omni_loader.token2wav.options import LoadOptions
 
     seen: list[str] = []
     real_build = loader_module.build_model

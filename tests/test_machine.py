@@ -6,15 +6,8 @@ import subprocess
 import sys
 import time
 
-from omni_loader.machine import (
-    BUSY_CORES,
-    Activity,
-    _selected,
-    describe_activity,
-    describe_machine,
-    machine_profile,
-    machine_warnings,
-)
+from omni_loader.host.machine import (BUSY_CORES, Activity, _selected, describe_activity, describe_machine,
+                                      machine_profile, machine_warnings)
 
 # A fixed amount of work (not of wall time: a shared machine gives a busy loop less CPU), which then
 # reports the CPU time it used, to hold the accounting against.
@@ -34,7 +27,7 @@ def test_the_profile_reads_this_linux_machine():
 def test_cpu_of_other_processes_is_counted_and_our_own_children_are_not(tmp_path):
     """A busy process outside this process's tree is 'other processes'; a busy child of ours is ours.
     Lower bounds only: on a shared machine others can only add to what is measured."""
-    from omni_loader.machine import _own_cpu_seconds
+    from omni_loader.host.machine import _own_cpu_seconds
 
     before = _own_cpu_seconds()
     subprocess.run([sys.executable, "-c", BUSY.format(out=str(tmp_path / "own"))], check=True)

@@ -5,14 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from omni_loader.model import (
-    FusedQKVDiTAttention,
-    Inventory,
-    build_model,
-    config_dict,
-    inventory,
-    make_config,
-)
+from omni_loader.token2wav.model import (FusedQKVDiTAttention, Inventory, build_model, config_dict, inventory,
+                                         make_config)
 
 INV_FREQ = "code2wav_dit_model.rotary_embed.inv_freq"
 FULL_ELEMENTS = 449_051_264
@@ -196,8 +190,8 @@ def _residency(construct: str) -> tuple[list[float], list[float]]:
     import subprocess
     import sys
 
-    code = ("import json; from omni_loader.model import build_model, config_dict; "
-            "from omni_loader.residency import parameter_residency; "
+    code = ("import json; from omni_loader.token2wav.model import build_model, config_dict; "
+            "from omni_loader.host.residency import parameter_residency; "
             f"print(json.dumps(parameter_residency(build_model(config_dict('full'), construct='{construct}'))))")
     fractions = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                           check=True).stdout)
@@ -225,8 +219,8 @@ def test_upstream_cpu_construction_leaves_only_qkv_proj_untouched() -> None:
 
 def test_construction_modes_by_name() -> None:
     """``resident`` is the default everywhere a load is set up; the old name ``upstream`` reads as ``upstream-cpu``."""
-    from omni_loader.options import LoadOptions
-    from omni_loader.spec import BenchmarkSpec
+    from omni_loader.token2wav.options import LoadOptions
+    from omni_loader.bench.spec import BenchmarkSpec
 
     assert LoadOptions().construct == "resident" and BenchmarkSpec("ckpt").construct == "resident"
     assert LoadOptions(construct="upstream").construct == "upstream-cpu"

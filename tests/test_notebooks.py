@@ -1,7 +1,7 @@
 """Every notebook in notebooks/ is stored clean and runs top to bottom in a real kernel.
 
 Notebooks are found by globbing, so a new one is tested as soon as it is added. Each is executed
-the way the kit executes notebooks (``omni_loader.notebooks.execute``: papermill, kernel ``python3``
+the way the kit executes notebooks (``omni_loader.notebook.files.execute``: papermill, kernel ``python3``
 of this environment, working directory ``notebooks/`` as in JupyterLab, the copy signed) into a
 temporary file, with small settings injected: an override applies only when the notebook's
 ``parameters`` cell declares that name (read with papermill's ``inspect_notebook``).
@@ -87,7 +87,7 @@ def test_notebook_is_stored_as_jupyter_writes_it(path: Path) -> None:
 def test_notebook_executes(path: Path, tmp_path: Path) -> None:
     import papermill as pm
 
-    from omni_loader import notebooks
+    from omni_loader.notebook import files as notebooks
 
     declared = pm.inspect_notebook(str(path))
     assert declared, f"{path.name}: papermill finds no parameters (tag the parameters cell)"

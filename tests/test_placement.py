@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from omni_loader.errors import OmniLoaderError
-from omni_loader.placement import cpu_affinity, describe_cpus, resolve_cpus
+from omni_loader.host.placement import cpu_affinity, describe_cpus, resolve_cpus
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 
@@ -40,7 +40,7 @@ def test_cpu_affinity_pins_inside_and_restores_after():
 
 
 def test_the_environment_table_says_where_loads_ran():
-    from omni_loader.report import environment_table
+    from omni_loader.reporting.report_environment import environment_table
 
     def row(spec):
         lines = environment_table({"kind": "reproduce", "spec": spec}).splitlines()
@@ -54,7 +54,7 @@ def test_the_environment_table_says_where_loads_ran():
 
 def test_every_worker_mode_runs_the_load_on_the_cpus_asked(tiny_snapshot: Path, probe_variant) -> None:
     """A discovery step reports the CPUs its process may use; in-process, the caller's come back afterwards."""
-    from omni_loader.worker import LoadRequest, run_isolated
+    from omni_loader.bench.worker import LoadRequest, run_isolated
 
     variant, seen = probe_variant("sorted(os.sched_getaffinity(0))", ";")
     before = os.sched_getaffinity(0)
@@ -68,10 +68,10 @@ def test_every_worker_mode_runs_the_load_on_the_cpus_asked(tiny_snapshot: Path, 
 def test_reproduce_records_the_cpus_it_pinned_to_and_refuses_others_in_one_line(tiny_snapshot: Path, tmp_path: Path,
                                                                                  capsys) -> None:
     from omni_loader.cli import main
-    from omni_loader.results import read_metadata
-    from omni_loader.runner import reproduce
-    from omni_loader.spec import BenchmarkSpec
-    from omni_loader.checkpoint import open_snapshot
+    from omni_loader.results.suite import read_metadata
+    from omni_loader.job import reproduce
+    from omni_loader.bench.spec import BenchmarkSpec
+    from omni_loader.token2wav.checkpoint import open_snapshot
 
     out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "auto", device="cpu", warmup=0, runs=1,
                     in_process=True, progress=False)

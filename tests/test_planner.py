@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from omni_loader.planner import DEFAULT_ORDER, ORDERS, plan_runs
-from omni_loader.spec import BenchmarkSpec
+from omni_loader.results.planner import DEFAULT_ORDER, ORDERS, plan_runs
+from omni_loader.bench.spec import BenchmarkSpec
 
 
 def _measured(plan) -> str:

@@ -16,10 +16,12 @@ import pandas as pd
 import pytest
 import torch
 
-from omni_loader import devices, formatting, notebooks, progress
+from omni_loader.host import devices
+from omni_loader import formatting, progress
+from omni_loader.notebook import files as notebooks
 from omni_loader.profiling import flamegraph
 from omni_loader.errors import DeviceError, OmniLoaderError
-from omni_loader.report_environment import command_text
+from omni_loader.reporting.report_environment import command_text
 
 # --------------------------------------------------------------------------- plain text
 
@@ -161,9 +163,10 @@ def test_auto_resolves_to_what_torch_sees_and_never_stays_auto() -> None:
 
 @pytest.mark.slow
 def test_reproduce_records_the_resolved_device(tiny_snapshot: Path, tmp_path: Path) -> None:
-    from omni_loader.checkpoint import open_snapshot
-    from omni_loader.results import benchmark, read_metadata, read_runs, recorded_load_options
-    from omni_loader.runner import reproduce
+    from omni_loader.token2wav.checkpoint import open_snapshot
+    from omni_loader.results.suite import benchmark, read_metadata, recorded_load_options
+    from omni_loader.results.rows import read_runs
+    from omni_loader.job import reproduce
 
     out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "r", device="auto", warmup=0, runs=1, in_process=True,
                     progress=False)

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from omni_loader import cli, profiling, worker
+from omni_loader import cli, profiling
+from omni_loader.bench import worker
 from omni_loader.errors import OmniLoaderError
 from omni_loader.names import LEAF_PHASES
-from omni_loader.options import LoadOptions
-from omni_loader.profiling import ProfileSettings
+from omni_loader.token2wav.options import LoadOptions
+from omni_loader.profiling.settings import ProfileSettings
 
 VARIANTS = ("baseline", "optimized")
 
@@ -30,7 +31,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def tiny_named_buffers() -> int:
     """Named buffers of the tiny Token2Wav as the loader builds it (vllm-omni layout), from the model itself."""
-    from omni_loader.model import build_model, config_dict
+    from omni_loader.token2wav.model import build_model, config_dict
 
     model = build_model(config_dict("tiny"), layout="vllm-omni", device="meta")
     return sum(1 for _ in model.named_buffers())
@@ -265,7 +266,7 @@ def test_py_spy_without_ptrace_permission_is_skipped_once(
 
 
 def test_bad_input_is_one_line_error(tiny_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from omni_loader.checkpoint import open_snapshot
+    from omni_loader.token2wav.checkpoint import open_snapshot
 
     snap = open_snapshot(tiny_snapshot)
     with pytest.raises(OmniLoaderError, match="unknown profiling tool 'gprof'"):
@@ -284,7 +285,7 @@ def test_bad_input_is_one_line_error(tiny_snapshot: Path, tmp_path: Path, capsys
 
 
 def test_library_api_returns_paths_and_frames(tiny_snapshot: Path, tmp_path: Path) -> None:
-    from omni_loader.checkpoint import open_snapshot
+    from omni_loader.token2wav.checkpoint import open_snapshot
 
     options, settings = LoadOptions(layout="transformers", device="cpu"), ProfileSettings(top=9, warmup=0)
     profiles = profiling.profile_variants(open_snapshot(tiny_snapshot), "optimized", "cprofile", tmp_path, options,

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-import omni_loader.plots  # noqa: F401  (matplotlib loaded at collection: make mutation forks its workers after it)
 import scipy.stats  # noqa: F401
 from omni_loader.cli import main
 from omni_loader.formatting import duration
-from omni_loader.report import LABELS, render_report
-from omni_loader.results import RUN_COLUMNS, SCHEMA_VERSION, benchmark, read_runs
-from omni_loader.stats import format_seconds, time_unit
+from omni_loader.reporting.measurements import LABELS
+from omni_loader.reporting.report import render_report
+from omni_loader.results.rows import RUN_COLUMNS, read_runs
+from omni_loader.results.suite import SCHEMA_VERSION, benchmark
+from omni_loader.formatting import format_seconds, time_unit
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +114,8 @@ def test_report_on_a_directory_without_results(tmp_path, capsys):
 
 def _write_results(out, runs):
     """A results directory from ``runs``: (variant, {phase: seconds}, digest) per measured run."""
-    from omni_loader.results import append_rows, store_benchmark
+    from omni_loader.results.rows import append_rows
+    from omni_loader.results.suite import store_benchmark
 
     out.mkdir(parents=True, exist_ok=True)
     store_benchmark(out, "load", {"kind": "reproduce", "warmup": 0, "repeats": len(runs) // 2, "order": "alternate",
@@ -168,7 +170,7 @@ def test_attribution_shares_are_of_each_variants_own_total(tmp_path):
 
     base = _leaves([0.6, 0.2, 0.1])  # baseline total 0.6 + 0.2 + 0.1 * (k - 2)
     opt = _leaves([0.3, 0.05, 0.02])  # a different total: a share over the wrong total shows
-    from omni_loader.report import attribution_table
+    from omni_loader.reporting.report_tables import attribution_table
 
     out = _write_results(tmp_path / "res", _leaf_runs(base, opt))
     rows = _md_tables("\n" + attribution_table(read_runs(out)), "\n")
@@ -190,14 +192,15 @@ def test_attribution_shares_are_of_each_variants_own_total(tmp_path):
 
 def test_reference_table_ratios_are_baseline_over_optimized(tmp_path):
     """The PR's ratio and this run's ratio: baseline median / optimized median, > 1 where optimized is faster."""
-    from omni_loader.report import load_reference
+    from omni_loader.reporting.measurements import load_reference
 
     base, opt = _leaves([0.8, 0.4, 0.01]), _leaves([0.2, 0.1, 0.01])
     base["buffer_discovery"], opt["buffer_discovery"] = 0.5, 0.002
     runs = _leaf_runs(base, opt)
     for _, phases, _ in runs:
         phases["weight_loading"] = 2 * phases["buffer_discovery"]
-    from omni_loader.report import comparisons, reference_table
+    from omni_loader.reporting.measurements import comparisons
+    from omni_loader.reporting.report_tables import reference_table
 
     out = _write_results(tmp_path / "res", runs)
     rows = _md_tables("\n" + reference_table(comparisons(read_runs(out)), load_reference()), "\n")
@@ -242,7 +245,7 @@ def _scale(axis_label: str) -> float:
 def plotted(tmp_path_factory):
     """A results directory with known, varied samples, rendered once (report and plots)."""
     from omni_loader.names import LEAF_PHASES
-    from omni_loader.report import write_report
+    from omni_loader.reporting.report import write_report
 
     samples = {  # three runs per variant; buffer discovery 200x faster, other phases alike
         "baseline": {"buffer_discovery": [0.50, 0.40, 0.45], "load_parameters": [0.030, 0.034, 0.032]},
@@ -307,7 +310,7 @@ def test_phase_plot_shows_every_run_and_the_medians(plotted):
 
 
 def test_ratio_plot_shows_baseline_over_optimized_beside_the_prs(plotted):
-    from omni_loader.report import load_reference
+    from omni_loader.reporting.measurements import load_reference
 
     frame = read_runs(plotted)
     measured = frame[~frame["warmup"]]
@@ -384,7 +387,7 @@ def write_schema(out: Path, record: dict, version: int, startup: dict | None = N
 def _rich_results(out):
     """Both variants, 3 measured runs each plus a warm-up and a failed run, server rows, memory figures."""
     from omni_loader.names import LEAF_PHASES
-    from omni_loader.results import append_rows
+    from omni_loader.results.rows import append_rows
 
     write_schema(out, RICH_RECORD, SCHEMA_VERSION)
     discovery = {"baseline": [0.40, 0.50, 0.45], "optimized": [0.0020, 0.0024, 0.0022]}
@@ -453,7 +456,7 @@ def test_report_intro_headline_and_verdicts(rich):
     assert head[3].startswith("- **Startup to /health**: 105.000 s → 104.000 s (1.000 s faster, 0.95%); "
                               "no difference claimed") and head[3].endswith("; PR's rule: ranges overlap: no claim.")
     # every successful load is hashed, warm-ups included: 8 runs
-    from omni_loader.stats import equivalence
+    from omni_loader.reporting.stats import equivalence
 
     statement = equivalence(read_runs(out))["statement"]
     assert statement.startswith(f"equivalent: all 8 runs of both variants loaded identical tensors (sha256 {'e' * 16}…")
@@ -473,8 +476,8 @@ def test_report_intro_headline_and_verdicts(rich):
 
 
 def test_report_environment_table(rich_dir):
-    from omni_loader.report import environment_table
-    from omni_loader.results import read_metadata
+    from omni_loader.reporting.report_environment import environment_table
+    from omni_loader.results.suite import read_metadata
 
     rows = _md_tables("\n" + environment_table(read_metadata(rich_dir)), "\n")
     assert rows[0] == ["Item", "Value"]
@@ -495,7 +498,7 @@ def test_report_environment_table(rich_dir):
 
 
 def test_environment_table_without_a_gpu_or_details():
-    from omni_loader.report import environment_table
+    from omni_loader.reporting.report_environment import environment_table
 
     table = dict(_md_tables("\n" + environment_table({"spec": {"in_process": True}}), "\n")[1:])
     assert table["CUDA"] == "none (CPU build)" and table["Device"] == "()" and table["Memory"] == "?"
@@ -509,7 +512,8 @@ def test_environment_table_without_a_gpu_or_details():
 
 
 def test_report_measurement_table_cells(rich_dir):
-    from omni_loader.report import comparisons, measurement_table
+    from omni_loader.reporting.measurements import comparisons
+    from omni_loader.reporting.report_tables import measurement_table
 
     rows = _md_tables("\n" + measurement_table(comparisons(read_runs(rich_dir))), "\n")
     assert rows[0] == ["Measurement", "Baseline median", "Optimized median", "Change", "Ratio", "Baseline min–max",
@@ -533,7 +537,7 @@ def test_report_measurement_table_cells(rich_dir):
 
 
 def test_report_memory_table(rich_dir):
-    from omni_loader.report import memory_table
+    from omni_loader.reporting.report_tables import memory_table
 
     table, verdict = memory_table(read_runs(rich_dir))
     assert verdict == "Peak process RSS: unchanged (within noise)"
@@ -545,14 +549,14 @@ def test_report_memory_table(rich_dir):
 
 
 def test_memory_table_with_device_peaks_and_without_figures(tmp_path):
-    from omni_loader.report import memory_table
+    from omni_loader.reporting.report_tables import memory_table
 
     rows = []
     for run_id, (variant, dev) in enumerate([("baseline", 2**30), ("optimized", 2 * 2**30)]):
         rows.append({"run_id": run_id, "variant": variant, "warmup": False, "phase": "total", "seconds": 1.0,
                      "status": "ok", "source": "load", "rss_peak_bytes": "", "device_peak_bytes": dev})
     out = tmp_path / "res"
-    from omni_loader.results import append_rows
+    from omni_loader.results.rows import append_rows
 
     out.mkdir()
     append_rows(out, rows)
@@ -590,7 +594,7 @@ def test_render_report_writes_nothing_and_write_report_writes_what_it_links(rich
     out, text = rich
     assert not (out / "plots").exists() and not (out / "report.md").exists()  # rendered, not written
     copy = Path(shutil.copytree(out, tmp_path / "copy"))
-    from omni_loader.report import write_report
+    from omni_loader.reporting.report import write_report
 
     path = write_report(copy)
     assert path == copy / "report.md" and path.read_text() == text
@@ -621,7 +625,7 @@ def test_report_reads_schema_2_and_3_records_alike(rich_dir, tmp_path):
 
 
 def test_a_startup_benchmark_alone_is_described_by_its_own_record():
-    from omni_loader.measurements import described_record, spec_of
+    from omni_loader.reporting.measurements import described_record, spec_of
 
     serve_ab = {"schema_version": 2, "kind": "serve-ab", "model": "M", "spec": {"runs": 4}}
     assert described_record(serve_ab)["model"] == "M" and spec_of(serve_ab) == {"runs": 4}
@@ -632,7 +636,7 @@ def test_a_startup_benchmark_alone_is_described_by_its_own_record():
 
 
 def test_comparisons_order_and_labels(rich_dir):
-    from omni_loader.report import comparisons, label, row_unit
+    from omni_loader.reporting.measurements import comparisons, label, row_unit
 
     out = rich_dir
     comps = comparisons(read_runs(out))
@@ -651,7 +655,7 @@ def test_yardstick_line_quotes_per_run_ratios_and_first_touches():
     and range, and the median minor faults of each, read from the rows."""
     import pandas as pd
 
-    from omni_loader.report_tables import yardstick_lines
+    from omni_loader.reporting.report_tables import yardstick_lines
 
     rows = []
     for run_id, (ours, copy) in enumerate([(0.30, 0.15), (0.32, 0.16), (0.34, 0.10)]):
@@ -693,7 +697,8 @@ def test_noise_floor_table_cells_each_in_the_unit_of_the_floors_own_median():
     """One unit per row, chosen from the median of both arms together: an arm's median or extreme on the
     other side of 10 s is still written in the row's unit; the relative floor is the resolvable change over
     that median (|Δ median| here, wider than half the bootstrap interval by construction)."""
-    from omni_loader.report import noise_floor_table, noise_floors
+    from omni_loader.reporting.report_tables import noise_floor_table
+    from omni_loader.reporting.measurements import noise_floors
 
     frame = _aa_frame({
         # both arms together: median (9.9 + 10.4) / 2 = 10.15 s -> seconds, though arm 2 lies below 10 s
@@ -723,7 +728,7 @@ def test_noise_floor_table_cells_each_in_the_unit_of_the_floors_own_median():
 def test_summary_table_shows_every_time_column_in_one_unit_named_in_its_header():
     import pandas as pd
 
-    from omni_loader.report import summary_table
+    from omni_loader.reporting.report_tables import summary_table
 
     rows = []
     for k, (b, o) in enumerate([(0.40, 0.0020), (0.50, 0.0024), (0.45, 0.0022)]):
@@ -761,7 +766,7 @@ ARMS_AA = {"buffer_discovery": ([0.0020, 0.0021, 0.0022], [0.0023, 0.0024, 0.002
 
 
 def _arms_results(out):
-    from omni_loader.results import append_rows
+    from omni_loader.results.rows import append_rows
 
     record = {**RICH_RECORD, "spec": {**RICH_RECORD["spec"], "variants": list(ARMS), "custom_variants": [MINE],
                                       "aa": True}}
@@ -829,8 +834,8 @@ BEYOND_ROWS_MINE = [
 
 
 def test_beyond_pr_section_compares_every_other_variant_with_the_first(arms_dir):
-    from omni_loader.report import beyond_pr_section
-    from omni_loader.results import read_metadata
+    from omni_loader.reporting.report_tables import beyond_pr_section
+    from omni_loader.results.suite import read_metadata
 
     lines = beyond_pr_section(read_runs(arms_dir), read_metadata(arms_dir))
     table = lines[4]
@@ -851,7 +856,7 @@ def test_beyond_pr_section_compares_every_other_variant_with_the_first(arms_dir)
 @pytest.fixture
 def no_figures(monkeypatch):
     """render_report without drawing: the plot stems it links are the keys of what _figures returns."""
-    import omni_loader.report as report
+    import omni_loader.reporting.report as report
 
     monkeypatch.setattr(report, "_figures", lambda check, comps: {"phases": None, "drift": None})
 
@@ -955,7 +960,7 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir, no_fi
 
 
 def test_planned_arms_and_spec_of_read_the_described_record():
-    from omni_loader.measurements import planned_arms, spec_of
+    from omni_loader.reporting.measurements import planned_arms, spec_of
 
     def meta(spec):
         return {"schema_version": 3, "benchmarks": {"load": {"spec": spec}}}
@@ -972,8 +977,8 @@ def test_planned_arms_and_spec_of_read_the_described_record():
 
 
 def test_labels_and_row_units():
-    from omni_loader.measurements import label, phase_unit, row_unit
-    from omni_loader.stats import Summary, compare
+    from omni_loader.reporting.measurements import label, phase_unit, row_unit
+    from omni_loader.reporting.stats import Summary, compare
 
     assert label("server:weight_loading") == "Server log: weight_loading"
     assert label("server:a:b") == "Server log: a:b"  # only the first colon separates the prefix
@@ -990,7 +995,7 @@ def test_comparisons_leave_out_the_yardstick_and_one_sided_phases_and_keep_unlab
     phase without a label comes after the labelled ones, once."""
     import pandas as pd
 
-    from omni_loader.measurements import comparisons
+    from omni_loader.reporting.measurements import comparisons
 
     rows = []
     for k in range(3):
@@ -1023,7 +1028,7 @@ def test_yardstick_lines_per_variant_skip_a_zero_copy_and_unrecorded_faults():
     whose fault counts were not recorded gets no fault clause; a variant without the copy gets no line."""
     import pandas as pd
 
-    from omni_loader.report_tables import yardstick_lines
+    from omni_loader.reporting.report_tables import yardstick_lines
 
     rows = []
     runs = {"baseline": [(0.20, 0.10), (0.22, 0.10), (0.24, 0.0)], "optimized": [(0.30, 0.15), (0.32, 0.16), (0.34, 0.10)]}
@@ -1054,7 +1059,7 @@ def test_counters_table_medians_per_phase_and_variant_of_measured_loads():
     import pandas as pd
 
     from omni_loader.names import LEAF_PHASES
-    from omni_loader.report_tables import counters_table
+    from omni_loader.reporting.report_tables import counters_table
 
     rows = []
     counts = {  # (variant, phase) -> per run: (minor, major, voluntary, involuntary)
@@ -1085,7 +1090,7 @@ def test_counters_table_medians_per_phase_and_variant_of_measured_loads():
 
 
 def test_report_states_integrity_problems_and_every_failed_run(tmp_path, no_figures):
-    from omni_loader.results import append_rows
+    from omni_loader.results.rows import append_rows
 
     out = _write_results(tmp_path / "res", _leaf_runs({"buffer_discovery": 0.4, "load_parameters": 0.1},
                                                       {"buffer_discovery": 0.002, "load_parameters": 0.1}))
@@ -1128,7 +1133,7 @@ def test_profiles_section_links_every_kind_of_profile_file_per_variant(tmp_path,
 
 
 def _comparison(phase, baseline, optimized, unit="s"):
-    from omni_loader.stats import Summary, compare
+    from omni_loader.reporting.stats import Summary, compare
 
     return compare(Summary("baseline", phase, tuple(baseline)), Summary("optimized", phase, tuple(optimized)), unit)
 
@@ -1136,7 +1141,7 @@ def _comparison(phase, baseline, optimized, unit="s"):
 def test_a_fast_startup_row_stays_in_seconds_in_every_cell():
     """Startup is quoted in seconds whatever its size: medians, change, spread, IQR and interval all say 's'
     even where each figure alone would be written in milliseconds."""
-    from omni_loader.report import headline, measurement_table
+    from omni_loader.reporting.report_tables import headline, measurement_table
 
     startup = _comparison("startup_to_health", [5.0, 5.2, 5.1], [4.0, 4.1, 4.2])
     (row,) = _md_tables("\n" + measurement_table([startup]), "\n")[1:]
@@ -1150,7 +1155,7 @@ def test_a_fast_startup_row_stays_in_seconds_in_every_cell():
 
 
 def test_measurement_table_ratio_of_a_skipped_phase_and_a_single_run():
-    from omni_loader.report import measurement_table
+    from omni_loader.reporting.report_tables import measurement_table
 
     skipped = _comparison("split_buffers", [0.001, 0.002, 0.003], [0.0, 0.0, 0.0])
     single = _comparison("post_load", [0.004], [0.003])
@@ -1165,7 +1170,7 @@ def test_measurement_table_ratio_of_a_skipped_phase_and_a_single_run():
 
 def test_reference_table_writes_each_side_in_its_baselines_unit():
     """The PR's two figures in the unit of the PR's baseline, this run's two in the unit of this run's baseline."""
-    from omni_loader.report import reference_table
+    from omni_loader.reporting.report_tables import reference_table
 
     reference = {"measurements": [
         {"measurement": "total", "label": "Whole load", "unit": "s", "baseline": 12.0, "optimized": 0.5},
@@ -1187,7 +1192,7 @@ def test_reference_table_writes_each_side_in_its_baselines_unit():
 
 
 def test_attribution_in_seconds_for_long_loads_and_no_share_of_a_zero_total(tmp_path):
-    from omni_loader.report import attribution_table
+    from omni_loader.reporting.report_tables import attribution_table
 
     slow = _write_results(tmp_path / "slow", _leaf_runs({"construct": 11.0, "load_parameters": 0.5},
                                                         {"construct": 3.0, "load_parameters": 0.5}))
@@ -1204,8 +1209,8 @@ def test_attribution_in_seconds_for_long_loads_and_no_share_of_a_zero_total(tmp_
 
 
 def test_memory_table_leaves_out_a_figure_one_variant_lacks(tmp_path):
-    from omni_loader.report import memory_table
-    from omni_loader.results import append_rows
+    from omni_loader.reporting.report_tables import memory_table
+    from omni_loader.results.rows import append_rows
 
     out = tmp_path / "res"
     out.mkdir()
@@ -1227,7 +1232,7 @@ def test_memory_table_leaves_out_a_figure_one_variant_lacks(tmp_path):
 def test_beyond_pr_section_follows_the_recorded_variants(arms_dir):
     """The first recorded variant is the reference; the PR's pair alone has no section; a spec without custom
     variants names built-ins only."""
-    from omni_loader.report import beyond_pr_section
+    from omni_loader.reporting.report_tables import beyond_pr_section
 
     frame = read_runs(arms_dir)
 
@@ -1266,7 +1271,7 @@ def test_rows_labelled_server_log_come_after_the_loaders_own():
     """Whatever its source, a row the report labels 'Server log: …' comes after every other row of its rank."""
     import pandas as pd
 
-    from omni_loader.measurements import comparisons, label
+    from omni_loader.reporting.measurements import comparisons, label
 
     rows = []
     for k in range(2):

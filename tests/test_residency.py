@@ -6,8 +6,9 @@ from pathlib import Path
 
 import torch
 
-from omni_loader.profiling import VariantProfile, bottleneck_sentence
-from omni_loader.residency import backing_file, fault_share, first_touch_seconds, resident_fraction
+from omni_loader.profiling.result import VariantProfile
+from omni_loader.profiling.summary import bottleneck_sentence
+from omni_loader.host.residency import backing_file, fault_share, first_touch_seconds, resident_fraction
 
 
 def test_resident_fraction_follows_the_first_write() -> None:

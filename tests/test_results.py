@@ -8,16 +8,8 @@ import math
 import pytest
 
 from omni_loader.errors import ResultsError
-from omni_loader.results import (
-    METADATA_FILE,
-    RUN_COLUMNS,
-    RUNS_FILE,
-    SCHEMA_VERSION,
-    append_rows,
-    read_metadata,
-    read_runs,
-    write_metadata,
-)
+from omni_loader.results.suite import METADATA_FILE, SCHEMA_VERSION, read_metadata, write_metadata
+from omni_loader.results.rows import RUN_COLUMNS, RUNS_FILE, append_rows, read_runs
 
 
 def _row(run_id: int, **values) -> dict:
@@ -44,7 +36,7 @@ def test_the_columns_are_pinned():
     """runs.csv's columns, in order: changing them means a new schema version (and readers of the old one)."""
     from dataclasses import fields
 
-    from omni_loader.results import RunRow
+    from omni_loader.results.rows import RunRow
 
     assert RUN_COLUMNS == (
         "run_id", "variant", "warmup", "order", "phase", "parent", "seconds", "status", "error", "state_dict_calls",
@@ -54,8 +46,8 @@ def test_the_columns_are_pinned():
 
 
 def test_a_run_row_takes_its_run_from_the_plan(tmp_path):
-    from omni_loader.planner import PlannedRun
-    from omni_loader.results import RunRow, failed_row
+    from omni_loader.results.planner import PlannedRun
+    from omni_loader.results.rows import RunRow, failed_row
 
     run = PlannedRun(7, "optimized", False, 3, "aa")
     row = RunRow.of(run, "total", seconds=0.5)
@@ -156,7 +148,7 @@ def _results(tmp_path, n: int = 4, status: str = "complete"):
 
 
 def test_check_results_of_a_clean_directory(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     check = check_results(_results(tmp_path))
     assert check.ok and check.problems == [] and check.summary == "" and check.rejected_lines == ()
@@ -166,7 +158,7 @@ def test_check_results_of_a_clean_directory(tmp_path):
 
 
 def test_check_results_leaves_out_a_duplicated_run_and_a_torn_last_line(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _results(tmp_path)
     append_rows(out, _run_rows(2))  # run 2 again: two writers
@@ -181,7 +173,7 @@ def test_check_results_leaves_out_a_duplicated_run_and_a_torn_last_line(tmp_path
 
 
 def test_check_results_rows_off_the_plan_newer_schema_and_incomplete_runs(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _results(tmp_path, n=4)
     append_rows(out, [_row(9, phase="total")])  # a run id the plan does not have
@@ -200,7 +192,7 @@ def test_check_results_rows_off_the_plan_newer_schema_and_incomplete_runs(tmp_pa
 
 
 def test_check_results_says_an_interrupted_directory_can_be_resumed(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _results(tmp_path, n=2)
     write_metadata(out, {"kind": "reproduce", "plan": _plan(4), "status": "interrupted"})
@@ -212,7 +204,7 @@ def test_check_results_says_an_interrupted_directory_can_be_resumed(tmp_path):
 
 
 def test_check_results_refuses_what_it_cannot_read(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     with pytest.raises(ResultsError, match="no metadata.json"):
         check_results(tmp_path)
@@ -225,7 +217,7 @@ def test_writer_lock_refuses_a_second_writer_and_names_the_holder(tmp_path):
     import fcntl
     import os
 
-    from omni_loader.results import LOCK_FILE, lock_holder, writer_lock
+    from omni_loader.results.lock import LOCK_FILE, lock_holder, writer_lock
 
     with writer_lock(tmp_path), writer_lock(tmp_path):  # re-entrant in one process
         holder = lock_holder(tmp_path)
@@ -247,7 +239,8 @@ def test_writer_lock_refuses_a_second_writer_and_names_the_holder(tmp_path):
 
 
 def test_set_aside_moves_rejected_rows_and_keeps_the_rest(tmp_path):
-    from omni_loader.results import REJECTED_FILE, check_results, set_aside_rejected
+    from omni_loader.results.rows import REJECTED_FILE
+    from omni_loader.results.integrity import check_results, set_aside_rejected
 
     out = _results(tmp_path)
     append_rows(out, _run_rows(1))
@@ -269,7 +262,7 @@ def test_set_aside_moves_rejected_rows_and_keeps_the_rest(tmp_path):
 
 
 def test_a_run_whose_last_row_was_cut_short_is_left_out_whole(tmp_path):
-    from omni_loader.results import check_results, set_aside_rejected
+    from omni_loader.results.integrity import check_results, set_aside_rejected
 
     out = _results(tmp_path, n=4)
     rows = (out / RUNS_FILE).read_bytes().decode()
@@ -297,7 +290,7 @@ def _startup_plan(first: int, n: int = 2) -> list[dict]:
 
 def test_the_schema_3_file_is_pinned(tmp_path):
     """A results directory's metadata.json: the version, then its benchmarks by name, each its own record."""
-    from omni_loader.results import store_benchmark
+    from omni_loader.results.suite import store_benchmark
 
     load = _record("reproduce", _plan(2))
     store_benchmark(tmp_path, "load", load)
@@ -314,7 +307,7 @@ def test_the_schema_3_file_is_pinned(tmp_path):
 
 
 def test_every_schema_is_read_as_named_benchmarks(tmp_path):
-    from omni_loader.results import benchmark, benchmarks, store_benchmark
+    from omni_loader.results.suite import benchmark, benchmarks, store_benchmark
 
     load, startup = _record("reproduce", _plan(2)), _record("serve-ab", _startup_plan(2))
     schema_2 = {"schema_version": 2, **load, "serve_ab": startup}  # reproduce --with-startup before the suite
@@ -331,7 +324,7 @@ def test_every_schema_is_read_as_named_benchmarks(tmp_path):
 
 
 def test_the_load_options_of_either_spec_shape():
-    from omni_loader.results import recorded_load_options
+    from omni_loader.results.suite import recorded_load_options
 
     nested = {"spec": {"checkpoint": "/c", "load": {"layout": "transformers", "device": "cpu", "dtype": "float32",
                                                     "construct": "empty"}}}
@@ -341,8 +334,8 @@ def test_the_load_options_of_either_spec_shape():
 
 
 def test_a_record_is_started_and_moved_on_by_one_set_of_functions():
-    from omni_loader.planner import PlannedRun
-    from omni_loader.results import benchmark_record, resumed, with_status
+    from omni_loader.results.planner import PlannedRun
+    from omni_loader.results.suite import benchmark_record, resumed, with_status
 
     record = benchmark_record("serve-ab", {"runs": 1}, [PlannedRun(0, "baseline", False, 1, "server")], "cpu",
                               warmup=0, repeats=1, order="alternate", model=None, checkpoint={"checkpoint_dir": "/c"})
@@ -362,7 +355,9 @@ def test_a_record_is_started_and_moved_on_by_one_set_of_functions():
 
 
 def test_check_results_reads_every_benchmark_of_a_suite(tmp_path):
-    from omni_loader.results import check_results, planned_runs, resume_command, store_benchmark
+    from omni_loader.results.integrity import check_results, resume_command
+    from omni_loader.results.row_checks import planned_runs
+    from omni_loader.results.suite import store_benchmark
 
     store_benchmark(tmp_path, "load", _record("reproduce", _plan(2)))
     store_benchmark(tmp_path, "startup", _record("serve-ab", [{k: v for k, v in e.items() if k != "source"}
@@ -385,7 +380,9 @@ def test_check_results_reads_every_benchmark_of_a_suite(tmp_path):
 
 
 def test_resume_benchmark_sets_bad_rows_aside_and_names_the_runs_done(tmp_path):
-    from omni_loader.results import REJECTED_FILE, check_results, resume_benchmark, store_benchmark
+    from omni_loader.results.rows import REJECTED_FILE
+    from omni_loader.results.integrity import check_results, resume_benchmark
+    from omni_loader.results.suite import store_benchmark
 
     store_benchmark(tmp_path, "load", _record("reproduce", _plan(4), status="interrupted"))
     append_rows(tmp_path, [row for i in range(3) for row in _run_rows(i)])
@@ -404,8 +401,8 @@ def test_resume_benchmark_sets_bad_rows_aside_and_names_the_runs_done(tmp_path):
 def test_rows_for_run_writes_one_row_per_phase_with_the_runs_counts():
     """A worker's result becomes one row per phase record: the phase's own seconds, parent and counters,
     and the run's counts, digest, memory and stamps on every row."""
-    from omni_loader.planner import PlannedRun
-    from omni_loader.rows import rows_for_run
+    from omni_loader.results.planner import PlannedRun
+    from omni_loader.results.rows import rows_for_run
 
     result = {"state_dict_calls": 219, "weights_loaded": 960, "persistent_buffers": ["a", "b", "c"],
               "digest": "xxh3-128:ab", "rss_peak_bytes": 2**31, "device_peak_bytes": 3 * 2**30,
@@ -440,7 +437,7 @@ def test_write_metadata_puts_its_own_schema_version_first(tmp_path):
 
 
 def test_status_stamps_and_resumed_repairs_accumulate():
-    from omni_loader.suite import resumed, with_status
+    from omni_loader.results.suite import resumed, with_status
 
     running = with_status({"kind": "reproduce"}, "running")
     assert set(running) == {"kind", "status"}  # running has no stamp of its own
@@ -457,7 +454,7 @@ def test_status_stamps_and_resumed_repairs_accumulate():
 def test_benchmark_record_keeps_the_spec_as_plain_data():
     from dataclasses import dataclass
 
-    from omni_loader.suite import benchmark_record
+    from omni_loader.results.suite import benchmark_record
 
     @dataclass(frozen=True)
     class Spec:
@@ -470,7 +467,7 @@ def test_benchmark_record_keeps_the_spec_as_plain_data():
 
 
 def test_suite_status_is_the_first_unfinished_benchmark():
-    from omni_loader.integrity import suite_status
+    from omni_loader.results.integrity import suite_status
 
     def suite(*statuses):
         names = ("load", "startup")
@@ -482,7 +479,7 @@ def test_suite_status_is_the_first_unfinished_benchmark():
 
 
 def test_run_id_lists_are_cut_after_twelve():
-    from omni_loader.integrity import run_ids_text
+    from omni_loader.results.row_checks import run_ids_text
 
     assert run_ids_text(range(12)) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11"
     assert run_ids_text([13, *range(12)]) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 1 more"
@@ -492,7 +489,8 @@ def test_run_id_lists_are_cut_after_twelve():
 def test_a_torn_line_cut_inside_a_character_is_set_aside_whole(tmp_path):
     """A crash can cut a row inside a multi-byte UTF-8 character: the line is still read (the broken
     byte replaced) and moved aside, not a UnicodeDecodeError at --resume."""
-    from omni_loader.results import REJECTED_FILE, check_results, set_aside_rejected
+    from omni_loader.results.rows import REJECTED_FILE
+    from omni_loader.results.integrity import check_results, set_aside_rejected
 
     out = _results(tmp_path)
     with (out / RUNS_FILE).open("ab") as fh:
@@ -508,7 +506,8 @@ def test_a_running_benchmark_whose_writer_holds_the_lock_is_still_being_written(
     """status running + a live lock holder: 'still being written', naming the holder; without one, 'its writer died'."""
     import os
 
-    from omni_loader.results import check_results, writer_lock
+    from omni_loader.results.integrity import check_results
+    from omni_loader.results.lock import writer_lock
 
     out = _results(tmp_path, n=2, status="running")
     with writer_lock(out):
@@ -537,7 +536,7 @@ def _lines_after(out, *extra: str, header: str | None = None):
 
 
 def test_an_absent_or_empty_or_header_only_runs_file_rejects_nothing(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     for name, content in (("absent", None), ("empty", ""), ("header", ",".join(RUN_COLUMNS) + "\r\n")):
         out = tmp_path / name
@@ -550,7 +549,7 @@ def test_an_absent_or_empty_or_header_only_runs_file_rejects_nothing(tmp_path):
 
 
 def test_columns_a_newer_version_added_are_named_and_ignored(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _results(tmp_path, n=2)
     lines = (out / RUNS_FILE).read_bytes().decode().split("\r\n")
@@ -564,7 +563,7 @@ def test_columns_a_newer_version_added_are_named_and_ignored(tmp_path):
 
 
 def test_a_runs_file_without_the_core_columns_is_refused_in_one_line(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _lines_after(_results(tmp_path, n=2), header=",".join(c for c in RUN_COLUMNS if c != "phase"))
     with pytest.raises(ResultsError) as err:
@@ -575,7 +574,7 @@ def test_a_runs_file_without_the_core_columns_is_refused_in_one_line(tmp_path):
 
 def test_a_last_line_cut_inside_its_last_field_is_torn(tmp_path):
     """A crash can cut the last line after its last comma: every field is there, the line has no end."""
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _results(tmp_path, n=3)
     write_metadata(out, {"kind": "reproduce", "plan": _plan(4), "status": "complete"})
@@ -593,7 +592,7 @@ def test_a_last_line_cut_inside_its_last_field_is_torn(tmp_path):
 def test_short_lines_blank_lines_and_long_lines_in_the_middle(tmp_path):
     """A short line whose run id was written whole makes that run incomplete; a line of one field or with no
     run id does not; a blank line is skipped and reading goes on; a long line is named by its line number."""
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _lines_after(_results(tmp_path, n=4), "1,optimized", "2", "", "x,y,z", ",".join(["0"] * (len(RUN_COLUMNS) + 1)))
     append_rows(out, [_row(9, phase="total")])  # off the plan: still read after the blank line
@@ -609,14 +608,14 @@ def test_short_lines_blank_lines_and_long_lines_in_the_middle(tmp_path):
 
 def test_a_short_last_line_that_was_ended_is_still_torn(tmp_path):
     """append_rows ends a torn line before it writes on; a short line left last, ended, is the same crash."""
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _lines_after(_results(tmp_path, n=4), "3,optimized,False,2,con")
     assert check_results(out).findings[0] == "1 torn row ignored"
 
 
 def test_rows_with_unreadable_run_ids_or_sources_are_ignored(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _results(tmp_path, n=2)
     append_rows(out, [_row("x1"), _row(1.5), _row(0, source="gpu", phase="other")])
@@ -630,7 +629,7 @@ def test_rows_with_unreadable_run_ids_or_sources_are_ignored(tmp_path):
 
 
 def test_a_planned_run_missing_from_a_complete_benchmark_gets_no_resume_hint(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _results(tmp_path, n=2)
     write_metadata(out, {"kind": "reproduce", "plan": _plan(3), "status": "complete"})
@@ -638,7 +637,7 @@ def test_a_planned_run_missing_from_a_complete_benchmark_gets_no_resume_hint(tmp
 
 
 def test_rows_set_aside_by_an_earlier_resume_are_notes_not_problems(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _results(tmp_path, n=2)
     write_metadata(out, {"kind": "reproduce", "plan": _plan(2), "status": "complete",
@@ -649,7 +648,7 @@ def test_rows_set_aside_by_an_earlier_resume_are_notes_not_problems(tmp_path):
 
 
 def test_a_bad_first_row_is_rejected_as_line_two(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     write_metadata(tmp_path, {"kind": "reproduce", "plan": _plan(2), "status": "complete"})
     append_rows(tmp_path, [_row(0, source="gpu", phase="other")] + _run_rows(0) + _run_rows(1))
@@ -658,7 +657,7 @@ def test_a_bad_first_row_is_rejected_as_line_two(tmp_path):
 
 
 def test_off_plan_and_incomplete_runs_are_explained_word_for_word(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     out = _results(tmp_path, n=4)
     append_rows(out, [_row(9, phase="total")])
@@ -673,7 +672,7 @@ def test_off_plan_and_incomplete_runs_are_explained_word_for_word(tmp_path):
 
 
 def test_rows_match_their_planned_run_on_variant_warm_up_and_order(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     plan = [{"run_id": 0, "variant": "baseline", "warmup": True, "order": 1, "source": "load"},
             {"run_id": 1, "variant": "optimized", "warmup": True, "order": None, "source": "load"},
@@ -690,7 +689,7 @@ def test_rows_match_their_planned_run_on_variant_warm_up_and_order(tmp_path):
 
 
 def test_an_aa_run_that_lost_a_phase_is_incomplete(tmp_path):
-    from omni_loader.results import check_results
+    from omni_loader.results.integrity import check_results
 
     plan = [{"run_id": i, "variant": "optimized", "warmup": False, "order": i + 1, "source": "aa"} for i in range(2)]
     write_metadata(tmp_path, {"kind": "reproduce", "plan": plan, "status": "complete"})
@@ -705,7 +704,7 @@ def test_an_aa_run_that_lost_a_phase_is_incomplete(tmp_path):
 def test_typed_runs_reads_empty_numbers_as_missing_and_fills_a_schema_1_file(tmp_path):
     import csv
 
-    from omni_loader.rows import PHASE_COUNTERS, typed_runs
+    from omni_loader.results.rows import PHASE_COUNTERS, typed_runs
 
     old = RUN_COLUMNS[:RUN_COLUMNS.index("minor_faults")]  # what a schema-1 runs.csv has
     path = tmp_path / RUNS_FILE
@@ -723,7 +722,7 @@ def test_typed_runs_reads_empty_numbers_as_missing_and_fills_a_schema_1_file(tmp
 
 
 def test_a_schema_1_record_with_only_a_plan_is_the_load_benchmark():
-    from omni_loader.suite import benchmarks
+    from omni_loader.results.suite import benchmarks
 
     assert benchmarks({"schema_version": 1, "plan": [{"run_id": 0}]}) == {"load": {"plan": [{"run_id": 0}]}}
 

@@ -19,9 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from omni_loader.results import (METADATA_FILE, REJECTED_FILE, RUNS_FILE, benchmark, check_results, lock_holder,
-                                  read_metadata)
-from omni_loader.runner import BenchmarkSpec, run_benchmark
+from omni_loader.results.suite import METADATA_FILE, benchmark, read_metadata
+from omni_loader.results.rows import REJECTED_FILE, RUNS_FILE
+from omni_loader.results.integrity import check_results
+from omni_loader.results.lock import lock_holder
+from omni_loader.bench.spec import BenchmarkSpec
+from omni_loader.bench.runner import run_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -272,7 +275,7 @@ def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path):
 
 def _startup_beside(out: Path, runs: int = 2) -> Path:
     """serve-ab's startup benchmark (a stand-in server) added to the load benchmark in ``out``."""
-    from omni_loader.serve_ab import serve_ab
+    from omni_loader.startup.serve_ab import serve_ab
 
     port = _free_port()
     cmd = shlex.join([sys.executable, "-c", HEALTHY, str(port)])

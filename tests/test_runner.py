@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from omni_loader.options import LoadOptions
-from omni_loader.results import benchmark, read_metadata, read_runs
-from omni_loader.runner import BenchmarkSpec, plan_runs, run_benchmark
+from omni_loader.token2wav.options import LoadOptions
+from omni_loader.results.suite import benchmark, read_metadata
+from omni_loader.results.rows import read_runs
+from omni_loader.bench.spec import BenchmarkSpec
+from omni_loader.results.planner import plan_runs
+from omni_loader.bench.runner import run_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -79,7 +82,7 @@ def _worker_pids(marker: str) -> list[int]:
                 cmd = (entry / "cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            if "omni_loader.worker" in cmd and marker in cmd:
+            if "omni_loader.bench.worker" in cmd and marker in cmd:
                 pids.append(int(entry.name))
     return pids
 
@@ -263,7 +266,7 @@ def test_a_spec_embeds_its_load_options_and_reads_back_the_old_flat_one():
     flat = {k: v for k, v in spec.to_dict().items() if k != "load"} | spec.to_dict()["load"]
     assert BenchmarkSpec.from_metadata({"schema_version": 2, "kind": "reproduce", "spec": flat}) == spec
     from omni_loader.errors import ResultsError
-    from omni_loader.runner import spec_conflicts
+    from omni_loader.bench.spec import spec_conflicts
 
     with pytest.raises(ResultsError, match="schema 1"):
         BenchmarkSpec.from_metadata({"schema_version": 1, "spec": {"checkpoint": "/snap", "in_process": True}})
@@ -275,8 +278,8 @@ def test_a_spec_embeds_its_load_options_and_reads_back_the_old_flat_one():
 
 
 def test_reproduce_takes_load_options_and_single_overrides(tiny_snapshot, tmp_path):
-    from omni_loader.checkpoint import open_snapshot
-    from omni_loader.runner import reproduce
+    from omni_loader.token2wav.checkpoint import open_snapshot
+    from omni_loader.job import reproduce
 
     out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "r", LoadOptions(layout="transformers", dtype="bfloat16"),
                     device="cpu", dtype="float32", warmup=0, runs=1, in_process=True, progress=False)

@@ -20,17 +20,15 @@ from pathlib import Path
 import pytest
 
 from omni_loader.errors import OmniLoaderError, ResultsError
-from omni_loader.options import LoadOptions
-from omni_loader.results import append_rows, benchmark, check_results, read_metadata, read_runs, write_metadata
-from omni_loader.serve_ab import (
-    DEFAULT_PATTERNS,
-    extract_figures,
-    parse_pattern_args,
-    plan_runs,
-    port_is_free,
-    to_seconds,
-)
-from omni_loader.server import free_port, serve_ab, stage_server_commands
+from omni_loader.token2wav.options import LoadOptions
+from omni_loader.results.rows import append_rows, read_runs
+from omni_loader.results.suite import benchmark, read_metadata, write_metadata
+from omni_loader.results.integrity import check_results
+from omni_loader.startup.logfigures import DEFAULT_PATTERNS, extract_figures, parse_pattern_args, to_seconds
+from omni_loader.results.planner import plan_runs
+from omni_loader.startup.one_run import port_is_free
+from omni_loader.startup.one_run import free_port, stage_server_commands
+from omni_loader.startup.serve_ab import serve_ab
 
 REPO = Path(__file__).resolve().parent.parent
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -392,7 +390,7 @@ def test_serve_ab_shares_a_results_directory(tmp_path):
     assert sorted(set(server["run_id"])) == [2, 3]
     assert set(server["phase"]) == {"startup_to_health", "weight_loading", "buffer_discovery"}
     # The report keeps server log figures apart from the loader's phase of the same name.
-    from omni_loader.report import comparisons
+    from omni_loader.reporting.measurements import comparisons
 
     phases = [c.phase for c in comparisons(frame)]
     assert "server:weight_loading" in phases and "startup_to_health" in phases
@@ -452,8 +450,8 @@ def test_serve_ab_cli_reports_medians(tmp_path, python):
 @pytest.mark.slow
 def test_reproduce_with_startup_makes_a_suite_of_two_benchmarks(tiny_snapshot, tmp_path):
     """The load benchmark, then the startup one beside it: stage servers loading as the benchmark did."""
-    from omni_loader.checkpoint import open_snapshot
-    from omni_loader.runner import reproduce
+    from omni_loader.token2wav.checkpoint import open_snapshot
+    from omni_loader.job import reproduce
 
     out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "r", LoadOptions(construct="empty"), device="cpu",
                     warmup=0, runs=1, in_process=True, with_startup=True, progress=False)

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from omni_loader.logfigures import DEFAULT_PATTERNS, extract_figures
-from omni_loader.server import StageLog
-from omni_loader.timeline import parse_text, read_timeline
+from omni_loader.startup.logfigures import DEFAULT_PATTERNS, extract_figures
+from omni_loader.startup.server import StageLog
+from omni_loader.startup.timeline import parse_text, read_timeline
 
 
 def test_a_stage_server_line_parses_into_stage_replica_pid_phase_seconds() -> None:
@@ -51,8 +51,8 @@ def test_a_stage_server_line_parses_into_stage_replica_pid_phase_seconds() -> No
 def test_serve_ab_of_two_three_stage_groups_finds_the_token2wav_stages_weight_loading(tiny_snapshot, tmp_path) -> None:
     """Three stage servers per run (stage 2 Token2Wav, baseline or optimized; stages 0 and 1 simulated), four
     runs a side: the timeline of every run's log attributes the difference to stage 2's weight loading."""
-    from omni_loader.serve_ab import serve_ab, stage_phase_samples, summarize
-    from omni_loader.stage_group import stage_group_commands
+    from omni_loader.startup.serve_ab import serve_ab, stage_phase_samples, summarize
+    from omni_loader.startup.stage_group import stage_group_commands
 
     a, b, url = stage_group_commands(tiny_snapshot, simulate_seconds=(0.6, 0.3))
     assert shlex.split(a)[1:4] == ["-m", "omni_loader.cli.serve", "stage-group"]

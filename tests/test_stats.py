@@ -10,19 +10,9 @@ import pandas as pd
 import pytest
 import scipy.stats  # noqa: F401  (imported here, not per test: make mutation forks its workers after collection)
 
-from omni_loader.stats import (
-    NoiseFloor,
-    Summary,
-    bootstrap_median_difference,
-    compare,
-    equivalence,
-    mann_whitney,
-    memory_verdict,
-    phrase_change,
-    ranges_overlap,
-    smallest_p,
-    summary_table,
-)
+from omni_loader.reporting.stats import (NoiseFloor, Summary, bootstrap_median_difference, compare, equivalence,
+                                         mann_whitney, memory_verdict, phrase_change, ranges_overlap, smallest_p,
+                                         summary_table)
 
 
 def test_summary_quartiles_by_hand():
@@ -121,7 +111,7 @@ def test_summary_table_and_equivalence_use_measured_ok_rows_only():
 
 
 def test_format_seconds_keeps_the_row_unit():
-    from omni_loader.stats import format_seconds, time_unit
+    from omni_loader.formatting import format_seconds, time_unit
 
     assert format_seconds(1.099526) == "1099.526 ms"
     assert format_seconds(105.738) == "105.738 s"
@@ -213,7 +203,7 @@ def test_comparison_change_is_phrased_in_its_unit_and_row_unit():
 
 
 def test_run_summary_takes_one_value_per_measured_run_and_skips_blanks():
-    from omni_loader.stats import run_summary
+    from omni_loader.reporting.stats import run_summary
 
     rows = []
     for run_id, variant, warm, calls, peak in [(0, "baseline", True, 99, 5), (1, "baseline", False, 51, 7),
@@ -231,7 +221,7 @@ def test_run_summary_takes_one_value_per_measured_run_and_skips_blanks():
 
 
 def test_time_unit_switches_to_seconds_at_ten():
-    from omni_loader.stats import format_seconds, time_unit
+    from omni_loader.formatting import format_seconds, time_unit
 
     assert [time_unit(x) for x in (1.0, 9.999, 10.0, 10.5, -12.0, math.nan, math.inf)] == [
         "ms", "ms", "s", "s", "s", "ms", "ms"]
@@ -306,7 +296,7 @@ def test_mann_whitney_of_identical_values_and_bootstrap_seed():
 
 
 def test_phase_summary_keeps_sources_apart_and_orders_by_run():
-    from omni_loader.stats import measured, phase_summary
+    from omni_loader.reporting.stats import measured, phase_summary
 
     rows = [dict(run_id=i, variant="baseline", warmup=w, phase="weight_loading", seconds=x, status=st, source=src)
             for i, (w, x, st, src) in enumerate([(False, 3.0, "ok", "load"), (False, 1.0, "ok", "load"),
@@ -327,7 +317,7 @@ def _aa_frame(arm1, arm2, source="aa"):
 def test_noise_floor_is_the_aa_difference_or_its_interval_whichever_is_wider():
     from types import SimpleNamespace
 
-    from omni_loader.stats import noise_floor
+    from omni_loader.reporting.stats import noise_floor
 
     arm1, arm2 = [1.00, 1.02, 0.98, 1.01, 0.99], [1.10, 1.12, 1.08, 1.11, 1.09]
     floor = noise_floor(_aa_frame(arm1, arm2), "total")
@@ -416,7 +406,7 @@ def test_spread_warning_quotes_the_iqr_as_a_rounded_percent():
 
 
 def test_noise_floor_from_two_runs_per_arm():
-    from omni_loader.stats import noise_floor
+    from omni_loader.reporting.stats import noise_floor
 
     floor = noise_floor(_aa_frame([1.0, 1.2], [1.1, 1.5]), "total")
     assert (floor.arm1.samples, floor.arm2.samples) == ((1.0, 1.2), (1.1, 1.5))
@@ -426,7 +416,7 @@ def test_noise_floor_from_two_runs_per_arm():
 
 
 def test_noise_floor_resolves_only_a_strictly_larger_change():
-    from omni_loader.stats import Comparison, NoiseFloor
+    from omni_loader.reporting.stats import Comparison, NoiseFloor
 
     same = (1.9, 2.1)  # both arms median 2.0: the floor is the interval's half-width, 0.25 s of 2 s = 12.5%
     floor = NoiseFloor("total", Summary("aa-1", "total", same), Summary("aa-2", "total", same), -0.25, 0.25)

@@ -1,4 +1,4 @@
-"""The startup timeline (omni_loader.timeline, timeline_plot, the ``timeline`` command) and detectable change.
+"""The startup timeline (omni_loader.startup.timeline, timeline_plot, the ``timeline`` command) and detectable change.
 
 Every log here is written by the test, in the formats vLLM and vLLM-Omni use (no real log text).
 """
@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 from omni_loader.cli import main
-from omni_loader.detectable import (PR_SAVING_S, call_probability, detectability, detectable_difference,
-                                    largest_spread, pooled_spread, runs_needed, runs_needed_by_test, smallest_p)
+from omni_loader.startup.detectable import (PR_SAVING_S, call_probability, detectability, detectable_difference,
+                                            largest_spread, pooled_spread, runs_needed, runs_needed_by_test, smallest_p)
 from omni_loader.errors import OmniLoaderError
-from omni_loader.logfigures import DEFAULT_MARKERS, Marker, literal_part
-from omni_loader.timeline import (AFTER_STAGES, UNEXPLAINED, NoStartupMarkers, parse_marker_args, parse_text,
-                                  read_timeline, read_timelines)
+from omni_loader.startup.logfigures import DEFAULT_MARKERS, Marker, literal_part
+from omni_loader.startup.timeline import (AFTER_STAGES, UNEXPLAINED, NoStartupMarkers, parse_text, read_timeline,
+                                          read_timelines)
+from omni_loader.startup.logfigures import parse_marker_args
 
 
 def line(stamp: str, message: str, *, stage: int | None = None, replica: int | None = None, pid: int = 4000,
@@ -285,8 +286,8 @@ def test_cli_out_writes_the_table_and_the_chart(three_log: Path, tmp_path: Path)
 
 
 def test_gantt_lanes_colours_and_the_token2wav_annotation(three_log: Path) -> None:
-    from omni_loader.figures import figure_data
-    from omni_loader.timeline_plot import gantt, phase_colour
+    from omni_loader.reporting.figures import figure_data
+    from omni_loader.startup.timeline_plot import gantt, phase_colour
 
     t = read_timeline(three_log)
     fig = gantt(t)
@@ -322,7 +323,7 @@ def test_a_200_mb_log_is_read_in_seconds_in_constant_memory(tmp_path: Path) -> N
         fh.write(line("59:59", "Loading weights took 2.00 seconds", stage=5, pid=90))
     # VmHWM is the peak of this process's own address space; ru_maxrss would also count the peak of the
     # (large) pytest process it was forked from, since Linux keeps that figure across exec.
-    probe = ("import re, sys, time; from omni_loader.timeline import read_timeline; t0 = time.perf_counter(); "
+    probe = ("import re, sys, time; from omni_loader.startup.timeline import read_timeline; t0 = time.perf_counter(); "
              "t = read_timeline(sys.argv[1]); w = time.perf_counter() - t0; "
              "hwm = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)); "
              "print(len(t.records), t.lines, round(w, 2), hwm // 1024, t.find('weight_loading', 'stage-5')[0].line)")
@@ -344,7 +345,7 @@ def test_the_kits_rule_needs_four_runs_a_side() -> None:
 
 
 def test_the_integral_matches_a_simulation_of_the_prs_rule() -> None:
-    from omni_loader.stats import ALPHA, mann_whitney, ranges_overlap
+    from omni_loader.reporting.stats import ALPHA, mann_whitney, ranges_overlap
 
     rng = np.random.default_rng(7)
     n, spread, diff, sims = 5, 0.45, 1.4, 1500
@@ -408,8 +409,8 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 def test_serve_ab_attributes_the_difference_to_the_token2wav_stage(tmp_path: Path) -> None:
     import shlex
 
-    from omni_loader.serve_ab import serve_ab, stage_phase_samples, summarize
-    from omni_loader.startup import free_port
+    from omni_loader.startup.serve_ab import serve_ab, stage_phase_samples, summarize
+    from omni_loader.startup.one_run import free_port
 
     port = free_port()
     cmds = [shlex.join([sys.executable, "-c", THREE_STAGE_SERVER, str(port), seconds]) for seconds in ("1.10", "0.62")]
@@ -426,8 +427,8 @@ def test_serve_ab_attributes_the_difference_to_the_token2wav_stage(tmp_path: Pat
 
 
 def test_the_vectorized_kit_verdict_is_the_kits() -> None:
-    from omni_loader.detectable import kit_calls
-    from omni_loader.stats import Summary, compare
+    from omni_loader.startup.detectable import kit_calls
+    from omni_loader.reporting.stats import Summary, compare
 
     rng = np.random.default_rng(3)
     base = 105.0 + 0.5 * rng.standard_normal((40, 5))
@@ -439,7 +440,7 @@ def test_the_vectorized_kit_verdict_is_the_kits() -> None:
 
 
 def test_the_kits_verdict_at_the_prs_design() -> None:
-    from omni_loader.detectable import kit_call_probability, kit_detectable_difference
+    from omni_loader.startup.detectable import kit_call_probability, kit_detectable_difference
 
     assert kit_call_probability(100.0, 1.0, 3) == 0.0  # 3+3 runs cannot reach p < 0.05
     per_sd = kit_detectable_difference(1.0, 5, sims=200)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from omni_loader.residency import page_size
-from omni_loader.timing import PhaseClock
+from omni_loader.host.residency import page_size
+from omni_loader.host.timing import PhaseClock
 
 
 def test_first_touches_are_counted_in_the_phase_that_makes_them() -> None:
@@ -43,7 +43,7 @@ def test_a_workers_peak_rss_is_its_own_not_its_parents() -> None:
     import sys
 
     inflate = ("import subprocess, sys; block = bytearray(600 << 20); block[::4096] = b'x' * len(block[::4096]); "
-               "print(subprocess.run([sys.executable, '-c', 'from omni_loader.devices import peak_rss_bytes; "
+               "print(subprocess.run([sys.executable, '-c', 'from omni_loader.host.devices import peak_rss_bytes; "
                "print(peak_rss_bytes() >> 20)'], capture_output=True, text=True, check=True).stdout.strip())")
     child_peak_mib = int(subprocess.run([sys.executable, "-c", inflate], capture_output=True, text=True,
                                         check=True).stdout)

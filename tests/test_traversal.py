@@ -10,14 +10,10 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from omni_loader import fits, traversal, trees
-from omni_loader.discovery import (
-    compare_variants,
-    count_state_dict_calls,
-    find_persistent_buffers,
-    non_persistent_buffer_names,
-)
-from omni_loader.discovery_timing import DiscoveryTiming, time_discovery
+from omni_loader.sweep import fits, traversal, trees
+from omni_loader.token2wav.discovery import (compare_variants, count_state_dict_calls, find_persistent_buffers,
+                                             non_persistent_buffer_names)
+from omni_loader.sweep.discovery_timing import DiscoveryTiming, time_discovery
 
 
 @pytest.mark.parametrize(("n", "b"), [(2, 2), (5, 3), (16, 4), (7, 40), (100, 17)])

@@ -10,17 +10,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from omni_loader.checkpoint import open_snapshot
+from omni_loader.token2wav.checkpoint import open_snapshot
 from omni_loader.errors import OmniLoaderError
-from omni_loader.loader import load_token2wav
-from omni_loader.report import render_report
-from omni_loader.residency import backing_file
-from omni_loader.results import read_runs
-from omni_loader.runner import plan_runs, reproduce
-from omni_loader.variants import BUILTIN_VARIANTS, Variant, parse_variant, resolve_step
+from omni_loader.token2wav.loader import load_token2wav
+from omni_loader.reporting.report import render_report
+from omni_loader.host.residency import backing_file
+from omni_loader.results.rows import read_runs
+from omni_loader.results.planner import plan_runs
+from omni_loader.job import reproduce
+from omni_loader.token2wav.variants import BUILTIN_VARIANTS, Variant, parse_variant, resolve_step
 
 STEPS_FILE = '''
-from omni_loader.discovery import non_persistent_buffer_names
+from omni_loader.token2wav.discovery import non_persistent_buffer_names
 
 
 def find(model):

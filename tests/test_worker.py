@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_loader.worker import LoadRequest, WorkerFailed, run_isolated
+from omni_loader.bench.worker import LoadRequest, WorkerFailed, run_isolated
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_forked_workers_do_not_rerun_the_callers_script(tiny_snapshot: Path, tmp
     marker = tmp_path / "script-ran"
     script = (f"from pathlib import Path\n"
               f"with open({str(marker)!r}, 'a') as fh: fh.write('x')\n"
-              f"from omni_loader.worker import LoadRequest, run_isolated\n"
+              f"from omni_loader.bench.worker import LoadRequest, run_isolated\n"
               f"print(run_isolated(LoadRequest({str(tiny_snapshot)!r}, 'optimized'))['weights_loaded'])\n")
     proc = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -77,8 +77,8 @@ def test_threads_apply_to_the_load_and_are_restored(tiny_snapshot: Path, probe_v
 
 def test_the_spawned_command_line_reads_back_as_the_request() -> None:
     """request_command writes the worker's argv; parse_worker_args reads it back: the same LoadRequest."""
-    from omni_loader.options import LoadOptions
-    from omni_loader.worker import parse_worker_args, request_command
+    from omni_loader.token2wav.options import LoadOptions
+    from omni_loader.bench.worker import parse_worker_args, request_command
 
     custom = {"name": "mine", "discovery": "pkg.mod:find", "parameters": "builtin:copy", "memory": "",
               "needs_gpu": False}
@@ -87,7 +87,7 @@ def test_the_spawned_command_line_reads_back_as_the_request() -> None:
                                                              construct="empty"), reference_copy=True, digest=False,
                                 threads=2, cpus=(0, 3))):
         argv = request_command(request, out="r.json", repeat=3)
-        assert argv[1:3] == ["-m", "omni_loader.worker"]
+        assert argv[1:3] == ["-m", "omni_loader.bench.worker"]
         call = parse_worker_args(argv[3:])
         assert (call.request, call.out, call.repeat) == (request, "r.json", 3)
     call = parse_worker_args(["--checkpoint=/snap", "--variant", "optimized"])
@@ -105,7 +105,7 @@ def test_the_spawned_command_line_reads_back_as_the_request() -> None:
 ])
 def test_a_bad_worker_command_line_is_one_line(argv: list[str], message: str) -> None:
     from omni_loader.errors import OmniLoaderError
-    from omni_loader.worker import parse_worker_args
+    from omni_loader.bench.worker import parse_worker_args
 
     with pytest.raises(OmniLoaderError) as err:
         parse_worker_args(argv)
@@ -119,7 +119,7 @@ def test_stop_group_stops_a_group_that_ignores_sigterm_and_a_leader_not_yet_lead
     import subprocess
     import sys
 
-    from omni_loader.procs import group_members, stop_group
+    from omni_loader.host.procs import group_members, stop_group
 
     stubborn = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                 "subprocess.Popen([sys.executable, '-c', 'import signal, time; "

@@ -1,6 +1,6 @@
 """The ``omni-loader`` command line: the one layer that knows about argparse.
 
-Each command module here turns options into typed values (a :class:`~omni_loader.options.LoadOptions`,
+Each command module here turns options into typed values (a :class:`~omni_loader.token2wav.options.LoadOptions`,
 a benchmark spec, paths) and makes one call into the library; no library module takes an
 ``argparse.Namespace`` or prints a command's output. This package owns the parser, the one-line
 error policy (:func:`main`) and which options the user typed (for ``--resume``).
@@ -24,6 +24,9 @@ COMMAND_MODULES: tuple[str, ...] = ("model", "reproduce", "report", "profile", "
 
 
 # --------------------------------------------------------------------------- parser
+
+
+__all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:

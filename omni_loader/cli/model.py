@@ -7,12 +7,12 @@ from typing import Any
 
 from ..errors import OmniLoaderError
 from ..names import LAYOUTS, LEAF_PHASES, SIZES, WEIGHT_LOADING_CHILDREN
-from ..variants import BUILTIN_VARIANTS
+from ..token2wav.variants import BUILTIN_VARIANTS
 from .options import add_checkpoint_options, add_load_options, load_options, print_json, snapshot_from_args
 
 
 def cmd_inventory(args: argparse.Namespace) -> int:
-    from ..model import inventory
+    from ..token2wav.model import inventory
 
     inv = inventory(args.layout, args.size).to_dict()
     if args.json:
@@ -26,7 +26,7 @@ def cmd_inventory(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from ..checkpoint import place_in_hub_cache, synthesize
+    from ..token2wav.checkpoint import place_in_hub_cache, synthesize
 
     out = synthesize(args.out, size=args.size, seed=args.seed, progress=True, overwrite=args.force)
     print(f"wrote synthetic {args.size} snapshot (seed {args.seed}) to {out}")
@@ -38,7 +38,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def cmd_load(args: argparse.Namespace) -> int:
     from ..formatting import mib
-    from ..loader import load_token2wav
+    from ..token2wav.loader import load_token2wav
 
     snapshot = snapshot_from_args(args)
     _, result = load_token2wav(snapshot, args.variant, load_options(args))
@@ -69,9 +69,9 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 
 def cmd_discovery_bench(args: argparse.Namespace) -> int:
-    from ..discovery_timing import time_discovery
+    from ..sweep.discovery_timing import time_discovery
     from ..formatting import duration, times
-    from ..trees import token2wav_model
+    from ..sweep.trees import token2wav_model
 
     timing = time_discovery(token2wav_model(args.size, args.layout), repeats=args.repeats, warmup=args.warmup)
     if args.json:
@@ -91,7 +91,7 @@ def cmd_discovery_bench(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Exit 1 when the two rules disagree on any model built: that is a finding, not a crash."""
-    from ..audit import architectures, audit, audit_markdown, write_audit
+    from ..sweep.audit import architectures, audit, audit_markdown, write_audit
 
     known = architectures()
     archs = known if args.all else args.arch

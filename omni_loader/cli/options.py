@@ -2,8 +2,8 @@
 
 Every command that loads Token2Wav takes the same checkpoint options (``--checkpoint``,
 ``--model``, ``--size``…) and load options (``--layout``, ``--device``…); they are declared once
-here and turned into a :class:`~omni_loader.checkpoint.Snapshot` and a
-:class:`~omni_loader.options.LoadOptions` here, so that no library function sees a Namespace.
+here and turned into a :class:`~omni_loader.token2wav.checkpoint.Snapshot` and a
+:class:`~omni_loader.token2wav.options.LoadOptions` here, so that no library function sees a Namespace.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, SIZES
-from ..options import LoadOptions
+from ..token2wav.options import LoadOptions
 
 CONSTRUCT_HELP = ("where parameter memory is first written: resident (default: every parameter at construction, "
                   "as GPU memory is resident when the allocator hands it out), upstream-cpu (as vLLM-Omni's "
@@ -48,7 +48,7 @@ def load_options(args: argparse.Namespace) -> LoadOptions:
 def snapshot_from_args(args: argparse.Namespace, progress: bool = True) -> Any:
     """The snapshot that ``--checkpoint`` / ``--model`` / ``--size`` select (made or found; never downloaded
     without ``--download``)."""
-    from ..checkpoint import resolve_snapshot
+    from ..token2wav.checkpoint import resolve_snapshot
 
     return resolve_snapshot(checkpoint=args.checkpoint, model_id=args.model, size=args.size, seed=args.seed,
                             cache_dir=args.hf_cache, download=args.download, progress=progress)

@@ -8,9 +8,11 @@ from typing import Any
 
 from .. import profiling
 from ..formatting import percent
-from ..profiling import (DEFAULT_RATE, DEFAULT_TOP, MAX_AUTO_REPEAT, PROFILE_MD, PY_SPY_ENV, SAMPLES_WANTED, TOOLS,
-                         VARIANT_CHOICES, ProfileSettings, VariantProfile, largest_cost, profile_variants,
-                         resolve_tools)
+from ..profiling.settings import (DEFAULT_RATE, DEFAULT_TOP, MAX_AUTO_REPEAT, PY_SPY_ENV, SAMPLES_WANTED, TOOLS,
+                                  VARIANT_CHOICES, ProfileSettings, resolve_tools)
+from ..profiling.outputs import PROFILE_MD
+from ..profiling.result import VariantProfile, largest_cost
+from ..profiling.run import profile_variants
 from .options import add_checkpoint_options, add_load_options, load_options, snapshot_from_args
 
 

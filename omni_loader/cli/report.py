@@ -10,10 +10,11 @@ import argparse
 import sys
 from typing import Any
 
-from ..archive import pack
-from ..compare import compare_results, render, write_compare
-from ..report import write_report
-from ..results import check_results
+from ..results.archive import pack
+from ..compare.reproductions import compare_results
+from ..compare.compare_render import render, write_compare
+from ..reporting.report import write_report
+from ..results.integrity import check_results
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
-from ..metadata import stamped
+from ..results.metadata import stamped
 from ..names import VARIANTS
-from ..placement import resolve_cpus
-from ..planner import DEFAULT_ORDER, ORDERS
-from ..results import METADATA_FILE, benchmark, check_results, read_metadata, resume_command
-from ..spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, BenchmarkSpec, same_value, spec_conflicts
-from ..variants import BUILTIN_VARIANTS, parse_variant
+from ..host.placement import resolve_cpus
+from ..results.planner import DEFAULT_ORDER, ORDERS
+from ..results.suite import METADATA_FILE, benchmark, read_metadata
+from ..results.integrity import check_results, resume_command
+from ..bench.spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, BenchmarkSpec, same_value, spec_conflicts
+from ..token2wav.variants import BUILTIN_VARIANTS, parse_variant
 from .options import (MAX_RUNS, MAX_THREADS, add_checkpoint_options, add_load_options, bounded_int, given_options,
                       load_options, positive_seconds, snapshot_from_args)
 
@@ -42,8 +43,8 @@ def resume_spec(args: argparse.Namespace, out: Path) -> tuple[BenchmarkSpec, Any
     Options the user did not type are taken from metadata.json; those typed must agree with it.
     The refusal is one line naming each differing option: ``--runs 6 (saved: 5)``.
     """
-    from ..checkpoint import open_snapshot
-    from ..devices import resolve_device
+    from ..token2wav.checkpoint import open_snapshot
+    from ..host.devices import resolve_device
 
     if not (out / METADATA_FILE).is_file():
         raise ResultsError(f"--resume: {out} has no {METADATA_FILE}, nothing to continue (drop --resume to start "
@@ -75,7 +76,7 @@ def resume_spec(args: argparse.Namespace, out: Path) -> tuple[BenchmarkSpec, Any
 
 def _checkpoint_dir(args: argparse.Namespace) -> Path:
     """The snapshot directory the checkpoint options select, found without making or downloading anything."""
-    from ..checkpoint import default_cache_dir, find_in_hub_cache
+    from ..token2wav.checkpoint import default_cache_dir, find_in_hub_cache
 
     if args.checkpoint:
         return Path(args.checkpoint)
@@ -86,7 +87,7 @@ def _checkpoint_dir(args: argparse.Namespace) -> Path:
 
 def new_spec(args: argparse.Namespace, snapshot: Any) -> BenchmarkSpec:
     """The spec that reproduce's options select for a new benchmark of ``snapshot``."""
-    from ..runner import benchmark_spec
+    from ..bench.runner import benchmark_spec
 
     return benchmark_spec(snapshot, load_options(args), warmup=args.warmup, runs=args.runs, order=args.order,
                           seed=args.order_seed, workers=args.workers, worker_timeout=args.worker_timeout, aa=args.aa,
@@ -95,9 +96,9 @@ def new_spec(args: argparse.Namespace, snapshot: Any) -> BenchmarkSpec:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from ..devices import device_banner
-    from ..report import REPORT_FILE
-    from ..runner import reproduce_spec
+    from ..host.devices import device_banner
+    from ..reporting.report import REPORT_FILE
+    from ..job import reproduce_spec
 
     if args.resume and not args.out:
         raise ResultsError("--resume needs --out DIR (the results directory to continue)")
@@ -132,8 +133,8 @@ def saved_runs(out: Path) -> int:
 
 def equivalent(out: Path) -> bool:
     """Did every variant load the same tensors? If not, say so on stderr: the timings compare different loads."""
-    from ..report import planned_arms
-    from ..stats import equivalence
+    from ..reporting.measurements import planned_arms
+    from ..reporting.stats import equivalence
 
     check = check_results(out)
     equiv = equivalence(check.frame, planned_arms(check.metadata))
@@ -143,7 +144,7 @@ def equivalent(out: Path) -> bool:
 
 
 def add_command(sub: Any) -> None:
-    from ..worker import WORKER_MODES
+    from ..bench.worker import WORKER_MODES
 
     p = sub.add_parser("reproduce", help="reproduce the PR's tables: alternating A/B loads, statistics, report, plots")
     add_checkpoint_options(p)

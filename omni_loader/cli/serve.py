@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import server, stage_group
+from ..startup import server, stage_group
 from ..errors import OmniLoaderError, ResultsError, one_line
 from ..names import VARIANTS
-from ..planner import ORDERS
-from ..serve_ab import (DEFAULT_PATTERNS, StartupSpec, parse_pattern_args, run_serve_ab, saved_serve_ab,
-                        serve_ab_conflicts, summarize)
-from ..server import DEFAULT_HOST, SnapshotChoice, StageServerOptions, run_stage_server
-from ..stage_group import StageGroupOptions, run_stage_group
+from ..results.planner import ORDERS
+from ..startup.logfigures import DEFAULT_PATTERNS, parse_pattern_args
+from ..startup.serve_ab import StartupSpec, run_serve_ab, saved_serve_ab, serve_ab_conflicts, summarize
+from ..startup.server import DEFAULT_HOST, SnapshotChoice, StageServerOptions, run_stage_server
+from ..startup.stage_group import StageGroupOptions, run_stage_group
 from .options import (MAX_RUNS, add_checkpoint_options, add_load_options, bounded_int, given_options, load_options,
                       positive_seconds)
 

@@ -1,9 +1,9 @@
 """``omni-loader timeline LOG...``: where a vLLM / vLLM-Omni startup's seconds go, stage by stage.
 
-Reads each log (plain, ANSI-coloured, or a serve-ab run log) with :mod:`omni_loader.timeline`;
+Reads each log (plain, ANSI-coloured, or a serve-ab run log) with :mod:`omni_loader.startup.timeline`;
 prints its records, the critical path to ready and the unexplained gaps (``--json``: all of it as
 JSON); ``--out DIR`` also writes ``timeline.csv`` (every log's records), ``timeline.json`` and the
-Gantt chart ``gantt.png`` / ``gantt.svg`` (:mod:`omni_loader.timeline_plot`). A file without a startup marker is one line, exit 2.
+Gantt chart ``gantt.png`` / ``gantt.svg`` (:mod:`omni_loader.startup.timeline_plot`). A file without a startup marker is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..timeline import ROW_FIELDS, Timeline, parse_marker_args, read_timelines
+from ..startup.timeline import ROW_FIELDS, Timeline, read_timelines
+from ..startup.logfigures import parse_marker_args
 
 
 def render(timeline: Timeline, min_gap: float) -> list[str]:
@@ -44,7 +45,7 @@ def render(timeline: Timeline, min_gap: float) -> list[str]:
 def write_outputs(timelines: list[Timeline], out: str | Path, min_gap: float) -> list[Path]:
     """``timeline.csv``, ``timeline.json`` and one chart per log (``gantt.png``, ``.svg`` and the ``.csv`` of its
     values; ``gantt-1-<log>.png``... for several logs)."""
-    from ..timeline_plot import write_gantt
+    from ..startup.timeline_plot import write_gantt
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

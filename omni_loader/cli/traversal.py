@@ -8,7 +8,7 @@ from typing import Any
 
 
 def cmd_traversal(args: argparse.Namespace) -> int:
-    from ..traversal import SweepConfig, traversal_sweep  # imports torch: only when the command runs
+    from ..sweep.traversal import SweepConfig, traversal_sweep  # imports torch: only when the command runs
 
     config = SweepConfig.preset(args.quick, repeats=args.repeats, warmup=args.warmup,
                                 token2wav=None if args.token2wav == "none" else args.token2wav)

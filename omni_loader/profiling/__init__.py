@@ -7,7 +7,7 @@ cProfile        ``<variant>.pstats`` (the whole load), ``top_functions.csv``/``.
                 leaf phase of the load, taken from snapshots of the running profiler at the phase
                 edges (exact for every call that starts and ends inside the phase).
 py-spy          ``speedscope.json`` recorded from a fresh worker process (``python -m
-                omni_loader.worker``, as a server restart loads the model; ``--repeat`` loads in it, by
+                omni_loader.bench.worker``, as a server restart loads the model; ``--repeat`` loads in it, by
                 default enough for ~250 samples) and ``flame.svg`` drawn from the same samples
                 (``--py-spy-svg``: a second recording in py-spy's own interactive SVG instead).
 torch.profiler  ``trace.json`` (Chrome trace; one ``phase::<name>`` range per load phase) and
@@ -40,9 +40,9 @@ from __future__ import annotations
 from . import flamegraph
 from .cprofile import (TOP_COLUMNS, phase_function_rows, profile_cprofile, read_pstats, state_dict_call_counts,
                        state_dict_primitive_calls, top_functions, write_top_functions)
-from .outputs import (FLAME_SVG, LOAD_JSON, PHASE_FUNCTIONS_CSV, PROFILE_MD, PY_SPY_LOG, SPEEDSCOPE_JSON, TOP_FUNCTIONS_CSV,
-                      TOP_FUNCTIONS_MD, TORCH_LOG, TORCH_OPS_CSV, TORCH_OPS_MD, TRACE_JSON, read_phase_functions,
-                      read_top_functions, read_torch_ops)
+from .outputs import (FLAME_SVG, LOAD_JSON, PHASE_FUNCTIONS_CSV, PROFILE_MD, PY_SPY_LOG, SPEEDSCOPE_JSON,
+                      TOP_FUNCTIONS_CSV, TOP_FUNCTIONS_MD, TORCH_LOG, TORCH_OPS_CSV, TORCH_OPS_MD, TRACE_JSON,
+                      read_phase_functions, read_top_functions, read_torch_ops)
 from .pyspy import (PySpyJob, PySpyUnavailable, find_py_spy, record_py_spy, speedscope_samples, speedscope_summary,
                     speedscope_to_svg)
 from .result import OTHER_PHASE, VariantProfile, largest_cost, phase_shares, top_costs

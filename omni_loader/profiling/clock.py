@@ -4,7 +4,7 @@ Why: cProfile alone says what a function cost over the whole load, not inside wh
 difference of two snapshots of its counters, taken at the inner edges of a phase, is exactly what
 the calls made inside that phase cost. The clock is handed to ``load_token2wav(..., clock=...)``,
 so the loader times its phases as always and the snapshots ride along. This module imports torch
-(through :mod:`omni_loader.timing`); the cProfile module imports it only when a load is profiled.
+(through :mod:`omni_loader.host.timing`); the cProfile module imports it only when a load is profiled.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..devices import resolve_device
-from ..timing import PhaseClock
+from ..host.devices import resolve_device
+from ..host.timing import PhaseClock
 
 Counters = dict[Any, tuple[int, int, float, float]]  # code -> (calls, recursive calls, cumulative s, own s)
 
@@ -36,7 +36,7 @@ def profiler_counters(prof: cProfile.Profile) -> Counters:
 
 
 class SnapshotClock(PhaseClock):
-    """A :class:`~omni_loader.timing.PhaseClock` that records :class:`PhaseMark` s of ``profiler``."""
+    """A :class:`~omni_loader.host.timing.PhaseClock` that records :class:`PhaseMark` s of ``profiler``."""
 
     def __init__(self, device: str, profiler: cProfile.Profile) -> None:
         super().__init__(resolve_device(device))

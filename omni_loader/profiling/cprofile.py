@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..errors import OmniLoaderError
 from ..names import LEAF_PHASES
-from ..options import LoadOptions
+from ..token2wav.options import LoadOptions
 from .outputs import PHASE_FUNCTIONS_CSV, TOP_FUNCTIONS_CSV, TOP_FUNCTIONS_MD, frame_markdown
 from .settings import DEFAULT_TOP
 from .sources import function_label, is_profiler_frame
@@ -30,7 +30,7 @@ STATE_DICT_FILE = "torch/nn/modules/module.py"
 def profile_cprofile(snapshot: Any, variant: str, directory: Path, options: LoadOptions,
                      top: int = DEFAULT_TOP) -> dict[str, Any]:
     """One load under cProfile; writes the pstats, the top-functions table and per-phase functions."""
-    from ..loader import load_token2wav
+    from ..token2wav.loader import load_token2wav
     from .clock import SnapshotClock  # imports torch: only when a load is profiled
 
     prof = cProfile.Profile()

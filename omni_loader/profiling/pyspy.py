@@ -1,7 +1,7 @@
 """py-spy around a fresh worker process: ``speedscope.json``, ``flame.svg``, and reading the samples.
 
 Why a fresh process: a server restart loads the model in a new interpreter, with cold caches and
-nothing imported yet; py-spy samples such a worker (``python -m omni_loader.worker``) from outside,
+nothing imported yet; py-spy samples such a worker (``python -m omni_loader.bench.worker``) from outside,
 without changing how it runs. Several loads per worker (``repeat``) give enough samples of a short
 load. When py-spy is missing or may not trace (no ptrace permission in a container),
 :class:`PySpyUnavailable` carries the one line to show, and the other tools still run.
@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import OmniLoaderError
-from ..options import LoadOptions
+from ..token2wav.options import LoadOptions
 from .outputs import FLAME_SVG, PY_SPY_LOG, SPEEDSCOPE_JSON, remove_files
 from .settings import PY_SPY_ENV, ProfileSettings
 
@@ -75,7 +75,7 @@ class PySpyJob:
 
     def command(self, fmt: str, out: Path, worker_json: Path) -> list[str]:
         """``py-spy record --format fmt`` around one worker that writes its result to ``worker_json``."""
-        from ..worker import worker_command
+        from ..bench.worker import worker_command
 
         s, o = self.settings, self.options
         cmd = [self.exe, "record", "--format", fmt, "--output", str(out), "--rate", str(s.rate)]

@@ -2,7 +2,7 @@
 
 Why a reference load per variant: the profilers distort what they measure (cProfile most of all),
 so every share in the reports comes from a load that ran without one (``load.json``); the tools
-only say what fills the phases. Every load is told the same :class:`~omni_loader.options.LoadOptions`
+only say what fills the phases. Every load is told the same :class:`~omni_loader.token2wav.options.LoadOptions`
 (its device resolved once, so that the files name the device used) and the tools run with one
 :class:`~omni_loader.profiling.settings.ProfileSettings`.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OmniLoaderError
-from ..options import LoadOptions
+from ..token2wav.options import LoadOptions
 from ..progress import progress_bar
 from .cprofile import profile_cprofile
 from .outputs import LOAD_JSON, remove_files, variant_files
@@ -36,7 +36,7 @@ SpyLookup = tuple[str | None, str]  # find_py_spy's answer: (executable, "") or 
 def with_overrides(options: LoadOptions | None, settings: ProfileSettings | None,
                    overrides: dict[str, Any]) -> tuple[LoadOptions, ProfileSettings]:
     """``options`` and ``settings`` with single fields overridden by keyword (``layout=``, ``top=``...),
-    as :func:`~omni_loader.loader.load_token2wav` takes them; ``None`` means "not given"."""
+    as :func:`~omni_loader.token2wav.loader.load_token2wav` takes them; ``None`` means "not given"."""
     unknown = sorted(set(overrides) - {*LOAD_OPTION_NAMES, *SETTING_NAMES})
     if unknown:
         raise TypeError(f"profile_variants() got an unexpected keyword argument {unknown[0]!r}")
@@ -85,7 +85,7 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
 def _opened(snapshot: Any) -> Any:
     if hasattr(snapshot, "token2wav_config"):
         return snapshot
-    from ..checkpoint import open_snapshot  # a snapshot directory
+    from ..token2wav.checkpoint import open_snapshot  # a snapshot directory
 
     return open_snapshot(snapshot)
 
@@ -105,7 +105,7 @@ def _step(bar: Any, text: str) -> None:
 
 def warm_up(snapshot: Any, variant: str, options: LoadOptions, loads: int, bar: Any) -> None:
     """``loads`` unprofiled loads, so that no profiled variant pays for the first load in this process."""
-    from ..loader import load_token2wav
+    from ..token2wav.loader import load_token2wav
 
     for i in range(loads):
         t = time.perf_counter()
@@ -143,7 +143,7 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
 
 def reference_load(vp: VariantProfile, snapshot: Any, options: LoadOptions) -> Any:
     """The unprofiled load that every share comes from, saved as ``load.json``; returns its LoadResult."""
-    from ..loader import load_token2wav
+    from ..token2wav.loader import load_token2wav
 
     model, reference = load_token2wav(snapshot, vp.variant, options, digest=False)
     del model

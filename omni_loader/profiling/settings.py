@@ -3,7 +3,7 @@
 Why a value of its own: the profilers' settings (table rows, py-spy's rate, native frames, loads
 per worker, the py-spy executable, warm-up loads) used to travel as a dozen loose arguments beside
 the load options. The command layer or a notebook now builds one :class:`ProfileSettings` (checked
-here, one line naming the option that is wrong) and a :class:`~omni_loader.options.LoadOptions`,
+here, one line naming the option that is wrong) and a :class:`~omni_loader.token2wav.options.LoadOptions`,
 and hands both down. This module imports neither torch nor pandas: the command line's parser
 reads its defaults from here.
 """

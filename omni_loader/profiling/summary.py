@@ -19,7 +19,7 @@ import pandas as pd
 from ..errors import OmniLoaderError
 from ..formatting import code, percent
 from ..names import LEAF_PHASES
-from ..options import LoadOptions
+from ..token2wav.options import LoadOptions
 from .outputs import (FLAME_SVG, LOAD_JSON, PHASE_FUNCTIONS_CSV, PROFILE_MD, SPEEDSCOPE_JSON, TOP_FUNCTIONS_CSV,
                       TOP_FUNCTIONS_MD, frame_markdown)
 from .result import OTHER_PHASE, VariantProfile, largest_cost
@@ -43,7 +43,7 @@ def fault_clause(vp: VariantProfile, phase: str, seconds: float) -> dict[str, An
     """Page faults of ``phase`` in the reference load, priced at this machine's measured cost of a
     first touch: when they account for half the phase or more, they, not the phase's functions, are
     its cost (cProfile attributes the kernel's time to whichever function touched the page)."""
-    from ..residency import fault_share, first_touch_seconds
+    from ..host.residency import fault_share, first_touch_seconds
 
     record = next((r for r in vp.reference.get("phase_records", []) if r.get("name") == phase), {})
     minor = int(record.get("minor_faults") or 0)

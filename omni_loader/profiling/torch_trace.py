@@ -2,7 +2,7 @@
 
 Why torch.profiler beside cProfile: cProfile sees Python calls, not what the tensor library does
 inside one; torch.profiler records the operators (copies, casts, on a GPU the host-to-device
-transfers), and :class:`~omni_loader.timing.PhaseClock` marks every phase as a ``phase::<name>``
+transfers), and :class:`~omni_loader.host.timing.PhaseClock` marks every phase as a ``phase::<name>``
 range, so each operator lands inside the phase that caused it.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import OmniLoaderError
-from ..options import LoadOptions
+from ..token2wav.options import LoadOptions
 from .outputs import TORCH_LOG, TORCH_OPS_CSV, TORCH_OPS_MD, TRACE_JSON, frame_markdown
 from .settings import DEFAULT_TOP
 
@@ -29,8 +29,8 @@ def profile_torch(snapshot: Any, variant: str, directory: Path, options: LoadOpt
     """One load under torch.profiler (CPU, plus CUDA on a GPU): Chrome trace and key_averages table."""
     from torch.profiler import ProfilerActivity, profile
 
-    from ..devices import resolve_device
-    from ..loader import load_token2wav
+    from ..host.devices import resolve_device
+    from ..token2wav.loader import load_token2wav
 
     on_gpu = resolve_device(options.device).type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])

@@ -1,0 +1,167 @@
+"""The A/B benchmark: warm-ups, then alternating measured runs, each appended to disk as it ends.
+
+By default every run is a process forked from a fork server that has imported torch and the
+model code once (see :mod:`omni_loader.bench.worker`): each load starts with no model built and no
+device touched, as a server restart does, and a crash takes down one run, not the benchmark.
+``workers="spawn"`` starts a new interpreter per run (imports included), ``"in-process"`` loads
+in this interpreter (notebooks, debugging).
+
+``aa=True`` adds an A/A benchmark after the A/B one: the optimized variant in both arms, planned
+the same way. Its two arms differ only by chance, so the difference between them is the smallest
+change this machine can resolve for each phase: the noise floor the report quotes beside each
+A/B difference.
+
+What is measured is one :class:`~omni_loader.bench.spec.BenchmarkSpec`; the benchmark is the ``load``
+member of the results directory's suite (:mod:`omni_loader.results.suite`), and ``--with-startup`` adds
+serve-ab's ``startup`` member beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import OmniLoaderError, ResultsError
+from ..results.integrity import resume_benchmark
+from ..results.lock import writer_lock
+from ..host.machine import Activity
+from ..results.metadata import now_iso
+from ..names import VARIANTS
+from ..token2wav.options import LoadOptions
+from ..results.planner import PlannedRun
+from ..results.rows import append_rows, failed_row, rows_for_run
+from .spec import (BenchmarkSpec, spec_conflicts)
+from ..results.suite import METADATA_FILE, benchmark_record, read_metadata, store_benchmark, with_status
+
+if TYPE_CHECKING:
+    from ..token2wav.checkpoint import Snapshot
+    from ..token2wav.variants import Variant
+
+__all__ = ["MEMBER", "benchmark_spec", "check_variants", "run_benchmark"]
+MEMBER = "load"  # this benchmark's name in the results directory's suite
+
+
+def run_benchmark(
+    spec: BenchmarkSpec,
+    out: str | os.PathLike[str],
+    snapshot: Snapshot | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    on_start: Callable[[PlannedRun, int], None] | None = None,
+) -> Path:
+    """Run (or continue) the benchmark into ``out``; returns the results directory.
+
+    ``on_start(run, pid)`` is called as each run's worker process starts.
+
+    A run that fails is recorded with status ``failed`` and the benchmark goes on. An interrupt
+    (Ctrl-C) stops the current worker (and the fork server, so that nothing is left behind); every
+    finished run is already on disk, and the record says ``interrupted`` so that ``--resume`` can
+    pick up the missing runs.
+
+    The directory's writer lock is held throughout: a second writer is refused, not interleaved.
+    On ``resume``, rows the integrity check rejects (torn, duplicated, off the plan) are moved to
+    runs.rejected.csv first, and their runs are run again.
+    """
+    out = Path(out)
+    with writer_lock(out):
+        plan = spec.plan()
+        record, done = _resumed(spec, out) if resume else (_started(spec, out, plan, snapshot), frozenset())
+        store_benchmark(out, MEMBER, record)
+        todo = [r for r in plan if r.run_id not in done]
+        activity = Activity.start()  # what else the machine did meanwhile: the report warns when it was busy
+        try:
+            _run_all(spec, out, plan, todo, progress, on_start)
+        except KeyboardInterrupt:
+            store_benchmark(out, MEMBER, with_status({**record, "activity": activity.finish()}, "interrupted"))
+            if spec.workers == "forkserver":
+                from .worker import stop_forkserver
+
+                stop_forkserver()
+            raise
+        store_benchmark(out, MEMBER, with_status({**record, "activity": activity.finish()}, "complete"))
+    return out
+
+
+def _run_all(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], todo: list[PlannedRun], progress: bool,
+             on_start: Callable[[PlannedRun, int], None] | None) -> None:
+    """Run ``todo``, appending each run's rows (or its failure) the moment it ends."""
+    from ..progress import progress_bar  # a widget in JupyterLab, a few whole lines in logs and saved notebooks
+    from .worker import WorkerFailed, run_isolated, start_forkserver
+
+    bar = progress_bar(total=len(plan), initial=len(plan) - len(todo), desc="A/B runs", unit="run", enabled=progress,
+                       bar_format="{desc}: {n}/{total} |{bar}| {elapsed} elapsed, {remaining} left{postfix}")
+    try:
+        if spec.workers == "forkserver" and todo:
+            bar.set_postfix_str("starting the worker server (imports torch and the model code once)")
+            start_forkserver()
+        for run in todo:
+            bar.set_postfix_str(f"run {run.run_id + 1}/{len(plan)} {run.variant}{' (warm-up)' if run.warmup else ''}")
+            started, began = time.perf_counter(), now_iso(precise=True)
+            try:
+                result = run_isolated(spec.request(run), spec.workers, spec.worker_timeout,
+                                      on_start=(lambda pid, run=run: on_start(run, pid)) if on_start else None)
+                append_rows(out, rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
+            except WorkerFailed as exc:
+                append_rows(out, [failed_row(run, str(exc), time.perf_counter() - started, began,
+                                             now_iso(precise=True))])
+            bar.update(1)
+    finally:
+        bar.close()
+
+
+def _started(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], snapshot: Snapshot | None) -> dict[str, Any]:
+    """The record of a new benchmark; refused when ``out`` already holds one."""
+    if (out / METADATA_FILE).exists():
+        raise ResultsError(f"results directory already used: {out} (pass --resume to continue it, or another --out)")
+    synthetic = " (synthetic weights)" if snapshot and snapshot.synthetic else ""
+    return benchmark_record(
+        "reproduce", spec, plan, spec.load.device, warmup=spec.warmup, repeats=spec.runs, order=spec.order,
+        model=(snapshot.model_id if snapshot and snapshot.model_id else f"Qwen/Qwen2.5-Omni-3B Token2Wav{synthetic}"),
+        checkpoint=snapshot.describe() if snapshot else {"checkpoint_dir": spec.checkpoint},
+        construct=spec.load.construct, workers=spec.workers)
+
+
+def _resumed(spec: BenchmarkSpec, out: Path) -> tuple[dict[str, Any], frozenset[int]]:
+    """The saved record, continued (same spec, or a one-line refusal naming what differs), and the runs it has."""
+    conflicts = spec_conflicts(BenchmarkSpec.from_metadata(read_metadata(out)), spec.flat())
+    if conflicts:
+        raise ResultsError(f"--resume: {out / METADATA_FILE} was made with another spec: {', '.join(conflicts)}")
+    resumption = resume_benchmark(out, MEMBER)
+    return resumption.record, resumption.done
+
+
+# --------------------------------------------------------------------------- a new benchmark's spec
+
+
+def benchmark_spec(snapshot: Snapshot, options: LoadOptions | None = None, *,
+                   variants: tuple[str, ...] | list[str] = VARIANTS,
+                   custom_variants: tuple[Variant, ...] | list[Variant] = (), **settings: Any) -> BenchmarkSpec:
+    """The spec of a new benchmark of ``snapshot``: ``options`` resolved (``auto`` becomes the device
+    used), the arms ``variants`` (built-ins or names of ``custom_variants``, whose steps the spec
+    keeps), ``settings`` the other :class:`BenchmarkSpec` fields."""
+    from ..token2wav.variants import BUILTIN_VARIANTS, resolve_variants
+
+    chosen = resolve_variants(list(variants), list(custom_variants))
+    return BenchmarkSpec(checkpoint=str(snapshot.root), load=(options or LoadOptions()).resolved(),
+                         variants=tuple(v.name for v in chosen),
+                         custom_variants=tuple(v.to_dict() for v in chosen if v.name not in BUILTIN_VARIANTS),
+                         **settings)
+
+
+def check_variants(names: tuple[str, ...] | list[str], custom: tuple[Variant, ...] | list[Variant],
+                   device: str) -> list[Variant]:
+    """The variants of a benchmark, checked before any run: known names, steps that import here, and
+    no GPU-only variant on a CPU (one line each)."""
+    from ..token2wav.variants import STEPS, resolve_variants
+
+    chosen = resolve_variants(list(names), list(custom))
+    for v in chosen:
+        for step in STEPS:
+            v.step(step)
+        if v.needs_gpu and not device.startswith("cuda"):
+            raise OmniLoaderError(f"--variants: {v.name} needs a GPU (--device cuda); this machine's run is on "
+                                  f"{device}")
+    return chosen

@@ -1,0 +1,334 @@
+"""The data of ``omni-loader compare``: each results directory read and summarised, checked against the others.
+
+:func:`read_entry` reads one results directory (or a packed archive of one) with
+:func:`omni_loader.results.check_results` and keeps its own statistics for every row
+(:func:`omni_loader.reporting.measurements.comparisons`: the same rows its report.md states);
+:func:`consistency_checks` says what sets it apart from the anchor directory (model, tensor digest,
+counts, layout); :func:`against_rows` compares it with the anchor phase by phase. A
+:class:`SideBySide` holds all of it for :mod:`omni_loader.compare.compare_render` to format.
+
+A directory's model, environment and spec are read from its benchmark's record
+(:func:`omni_loader.reporting.measurements.described_record`), never from the top of metadata.json.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ..results.archive import archive_format, opened
+from ..reporting.measurements import PR_ROWS, comparisons, described_record, flat_spec, planned_arms
+from ..names import VARIANTS, digest_algorithm, short_digest
+from ..results.integrity import check_results
+from ..reporting.stats import (Comparison, Summary, bootstrap_median_difference, compare, equivalence, measured,
+                               run_summary)
+
+NOT_RECORDED = "not recorded"
+COUNT_COLUMNS = {"state_dict_calls": "state_dict() calls", "weights_loaded": "weights loaded",
+                 "persistent_buffers": "persistent buffers"}
+ALL_PHASES = "all phases"  # the phase of an AgainstRow that stands for a pair not compared
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One results directory (or archive of one), read and summarised by its own statistics."""
+
+    label: str  # what the table calls it: the directory's name, made unique
+    source: Path  # the directory or archive as given
+    archive: bool
+    metadata: dict[str, Any] = field(repr=False)
+    comparisons: tuple[Comparison, ...] = field(repr=False)  # measurements.comparisons of its rows: PR rows first
+    intervals: dict[str, tuple[float, float]] = field(repr=False)  # 95% interval of each timed row's ratio
+    runs: dict[str, int] = field(default_factory=dict)  # measured successful runs per variant
+    digests: tuple[str, ...] = ()  # tensor digests of its successful runs (one when they agree)
+    counts: dict[str, dict[str, tuple[float, ...]]] = field(default_factory=dict, repr=False)
+    problems: tuple[str, ...] = ()  # what check_results and the equivalence check found in it
+    confounded: dict[str, tuple[str, ...]] = field(default_factory=dict)  # PR row -> controls that confound it
+
+    @cached_property
+    def record(self) -> dict[str, Any]:
+        """The benchmark this directory describes (its load benchmark's record), as results.benchmark reads it."""
+        return described_record(self.metadata)
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        return self.record.get("environment") or {}
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return flat_spec(self.record)  # the load options (layout, dtype, construct) among the other settings
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.metadata.get("schema_version", 0))  # the suite's, not one benchmark's
+
+    @property
+    def model(self) -> str:
+        return str(self.record.get("model") or NOT_RECORDED)
+
+    def _setting(self, key: str) -> str:
+        return str(self.spec.get(key) or self.record.get(key) or NOT_RECORDED)
+
+    @property
+    def layout(self) -> str:
+        return self._setting("layout")
+
+    @property
+    def dtype(self) -> str:
+        return self._setting("dtype")
+
+    @property
+    def construct(self) -> str:
+        return self._setting("construct")  # absent in schema-1 directories
+
+    @property
+    def workers(self) -> str:
+        if "workers" in self.spec:
+            return str(self.spec["workers"])
+        return "in-process" if self.spec.get("in_process") else NOT_RECORDED
+
+    @property
+    def gpu_version(self) -> str:
+        env = self.environment
+        return str(env.get("rocm_hip") or env.get("cuda") or "")
+
+    @property
+    def machine(self) -> str:
+        """Device name, GPU backend and version, CPU: one cell."""
+        env = self.environment
+        cpu = env.get("cpu") or NOT_RECORDED
+        device = str(env.get("device") or NOT_RECORDED)
+        if device.startswith("cuda"):
+            backend = {"rocm": "ROCm", "cuda": "CUDA"}.get(env.get("gpu_backend") or "", env.get("gpu_backend") or "GPU")
+            return f"{env.get('device_name') or device} ({backend} {self.gpu_version}); CPU {cpu}"
+        build = f", torch built for {env['gpu_backend']}" if env.get("gpu_backend") else ""
+        return f"{device}: {cpu}{build}"
+
+    @property
+    def kit_commit(self) -> str:
+        return str(self.environment.get("kit_commit") or NOT_RECORDED)
+
+    @property
+    def digest_text(self) -> str:
+        """Its tensor digests, shortened: '1a2b3c4d5e6f…' (two or more when its runs disagree)."""
+        if not self.digests:
+            return "(none recorded)"
+        return " / ".join(short_digest(d, 12) for d in self.digests)
+
+    def count_text(self, column: str) -> str:
+        """A per-run count of each variant: '51 / 0'; several values when its runs disagree."""
+        per = self.counts.get(column, {})
+        return " / ".join(",".join(f"{x:g}" for x in per.get(v, ())) or "—" for v in VARIANTS)
+
+    def comparison(self, phase: str) -> Comparison | None:
+        return next((c for c in self.comparisons if c.phase == phase), None)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A finding about one entry: ``mismatch`` (not comparable, flagged), ``problem`` (in the directory
+    itself) or ``note`` (an explained difference, e.g. another layout)."""
+
+    entry: str
+    kind: str  # mismatch | problem | note
+    what: str  # model | digest | counts | layout | results
+    message: str
+
+
+@dataclass(frozen=True)
+class AgainstRow:
+    """One phase of one variant of an entry against the same in the ``against`` directory."""
+
+    entry: str
+    against: str
+    phase: str
+    variant: str
+    comparison: Comparison | None  # stats.compare(against's samples, entry's samples); None when not compared
+    reason: str = ""  # why not compared
+
+    @property
+    def ratio(self) -> float:
+        """Entry's median over the against directory's: above 1 is slower."""
+        c = self.comparison
+        if c is None or not c.baseline.median:
+            return math.nan
+        return c.optimized.median / c.baseline.median
+
+    def verdict(self) -> str:
+        if self.comparison is None:
+            return f"not compared: {self.reason}"
+        c, r = self.comparison, self.ratio
+        change = "equal medians" if r == 1 else (f"{r:.2f}x slower" if r > 1 else f"{1 / r:.2f}x faster")
+        if c.p_value is None:
+            return f"{change}; too few runs for a test"
+        if c.significant:
+            return f"{change} (significant, Mann-Whitney p={c.p_value:.3g})"
+        return f"not significant (p={c.p_value:.3g}; {change})"
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """Everything :func:`compare_results` found; the renderers only format it."""
+
+    entries: tuple[Entry, ...]
+    reference: dict[str, Any]  # the PR's figures
+    anchor: str  # label of the entry the checks are made against (``against``, else the first)
+    against: str | None
+    checks: tuple[Check, ...]
+    against_rows: tuple[AgainstRow, ...] = ()
+
+    def checks_for(self, label: str) -> list[Check]:
+        return [c for c in self.checks if c.entry == label]
+
+    def mismatched(self, label: str) -> bool:
+        return any(c.kind == "mismatch" for c in self.checks_for(label))
+
+    @property
+    def pr_rows(self) -> tuple[str, ...]:
+        """The PR's rows shown: startup to /health only when a directory measured it."""
+        return tuple(p for p in PR_ROWS
+                     if p != "startup_to_health" or any(e.comparison(p) for e in self.entries))
+
+    def entry(self, label: str) -> Entry:
+        return next(e for e in self.entries if e.label == label)
+
+    def reference_row(self, phase: str) -> dict[str, Any] | None:
+        """The PR's published figures for ``phase``, or None where the PR gave none."""
+        return next((r for r in self.reference["measurements"] if r["measurement"] == phase), None)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_results(path: str | os.PathLike[str]):  # -> results.ResultsCheck
+    """A results directory or archive, read and checked (unknown schemas refused in one line)."""
+    with opened(path) as directory:
+        return check_results(directory)
+
+
+def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
+    """One results directory or archive as an :class:`Entry` of the table."""
+    path = Path(path)
+    checked = read_results(path)
+    frame = checked.frame
+    problems = list(checked.problems)
+    ok = measured(frame)
+    runs = {v: run_summary(frame, v, "state_dict_calls").n for v in VARIANTS}
+    if not all(runs.values()):
+        problems.append(f"no successful measured runs of {' and '.join(v for v in VARIANTS if not runs[v])}")
+    failed = frame[frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
+    if len(failed):
+        first = failed.iloc[0]
+        problems.append(f"{len(failed)} run(s) failed (run {first['run_id']} {first['variant']}: {first['error']})")
+    loads = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"])]
+    digests = tuple(sorted({str(d) for d in loads["digest"] if str(d)}))
+    if len(loads) and not equivalence(frame, planned_arms(checked.metadata))["equivalent"]:
+        problems.append("its own runs did not all load the same model (digests or counts differ between runs: "
+                        f"{len(digests)} digest(s)); see its report.md")
+    per_run = ok[ok["source"] == "load"].drop_duplicates("run_id")
+    counts = {column: {v: tuple(sorted({float(x) for x in per_run[per_run["variant"] == v][column]
+                                        if str(x) not in ("", "nan")})) for v in VARIANTS}
+              for column in COUNT_COLUMNS}
+    comps = tuple(comparisons(frame))
+    intervals = {c.phase: iv for c in comps if c.phase in PR_ROWS and (iv := ratio_interval(c)) is not None}
+    return Entry(label=label or default_label(path), source=path, archive=path.is_file(),
+                 metadata=checked.metadata, comparisons=comps, intervals=intervals, runs=runs, digests=digests,
+                 counts=counts, problems=tuple(problems), confounded=_confounded(frame, checked.metadata))
+
+
+def _confounded(frame, metadata: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The PR rows of a directory that a shared-phase control confounds (as its report.md says)."""
+    from ..reporting.controls import control_report
+    from ..reporting.measurements import noise_floors
+
+    report = control_report(frame, *VARIANTS, floors=noise_floors(frame))
+    return {r.phase: r.confounders for r in report.rows if r.confounded} if report else {}
+
+
+def default_label(path: Path) -> str:
+    """The directory's name, or the archive's file name (``alt.tar.gz``: told apart from its directory)."""
+    return path.name if path.is_file() and archive_format(path) else (path.resolve().name or str(path))
+
+
+def ratio_interval(c: Comparison) -> tuple[float, float] | None:
+    """95% percentile-bootstrap interval of baseline/optimized, from the interval of the difference of
+    median log-times (stats.bootstrap_median_difference): a ratio interval, on the samples' own scale."""
+    if c.unit != "s" or any(x <= 0 for x in (*c.baseline.samples, *c.optimized.samples)):
+        return None
+    ci = bootstrap_median_difference(tuple(math.log(x) for x in c.optimized.samples),
+                                     tuple(math.log(x) for x in c.baseline.samples))
+    return (math.exp(ci[0]), math.exp(ci[1])) if ci else None
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
+    """Each entry's own problems, then what sets it apart from ``anchor``: model, digest, counts, layout."""
+    checks: list[Check] = []
+    for e in entries:
+        checks += [Check(e.label, "problem", "results", p) for p in e.problems]
+        checks += [Check(e.label, "note", "controls", f"{row} is confounded: {', '.join(controls)} (code both variants "
+                         "share) differs between them; see its report.md's Controls")
+                   for row, controls in e.confounded.items()]
+        if e is anchor:
+            continue
+        same_tree = (e.layout, e.dtype) == (anchor.layout, anchor.dtype)
+        if e.model != anchor.model:
+            if same_tree and e.digests and e.digests == anchor.digests:  # named otherwise, the same bytes
+                checks.append(Check(e.label, "note", "model",
+                                    f"model recorded as {e.model!r}, {anchor.label}'s as {anchor.model!r}, but both "
+                                    "loaded identical tensors (same digest): the same model"))
+            else:
+                checks.append(Check(e.label, "mismatch", "model",
+                                    f"model {e.model!r} is not {anchor.label}'s {anchor.model!r}: another model's "
+                                    "times are not comparable"))
+        if not same_tree:
+            checks.append(Check(e.label, "note", "layout",
+                                f"layout {e.layout} / {e.dtype} against {anchor.label}'s {anchor.layout} / "
+                                f"{anchor.dtype}: another module tree or dtype loads other tensors, so digest and "
+                                "counts are not compared; its ratios and verdicts are its own"))
+            continue
+        algorithms = ({digest_algorithm(d) for d in e.digests}, {digest_algorithm(d) for d in anchor.digests})
+        if e.digests and anchor.digests and algorithms[0] != algorithms[1]:
+            checks.append(Check(e.label, "note", "digest",
+                                f"tensor digest made with {'/'.join(sorted(algorithms[0]))}, {anchor.label}'s with "
+                                f"{'/'.join(sorted(algorithms[1]))} (an older omni-loader): tensors not compared by "
+                                "digest; the counts still are"))
+        elif e.digests != anchor.digests:
+            checks.append(Check(e.label, "mismatch", "digest",
+                                f"tensor digest {e.digest_text} differs from {anchor.label}'s {anchor.digest_text}: it "
+                                "did not load the same bytes (another checkpoint, revision or seed; the same "
+                                "checkpoint gives the same digest on any device), so its times are not comparable"))
+        differ = [f"{name} {e.count_text(c)} here, {anchor.count_text(c)} in {anchor.label}"
+                  for c, name in COUNT_COLUMNS.items() if e.counts.get(c) != anchor.counts.get(c)]
+        if differ:
+            checks.append(Check(e.label, "mismatch", "counts",
+                                f"counts differ ({'; '.join(differ)}): not the same model tree or checkpoint"))
+    return checks
+
+
+def against_rows(anchor: Entry, entry: Entry, checks: Sequence[Check]) -> list[AgainstRow]:
+    """Every timed phase both directories measured, each variant: ``entry`` against ``anchor``."""
+    blocking = [c for c in checks if c.kind == "mismatch" or (c.kind == "note" and c.what == "layout")]
+    if blocking:  # one row says why, rather than a row of dashes per phase
+        reason = "; ".join(f"{c.what} differs" for c in blocking) + " (see the checks)"
+        return [AgainstRow(entry.label, anchor.label, ALL_PHASES, "both", None, reason)]
+    rows = []
+    for mine in anchor.comparisons:
+        theirs = entry.comparison(mine.phase)
+        if mine.unit != "s" or theirs is None:
+            continue
+        for variant in VARIANTS:
+            a, b = getattr(mine, variant), getattr(theirs, variant)
+            c = compare(Summary(anchor.label, mine.phase, a.samples), Summary(entry.label, mine.phase, b.samples))
+            rows.append(AgainstRow(entry.label, anchor.label, mine.phase, variant, c))
+    return rows

@@ -1,0 +1,135 @@
+"""The kit's notebooks as files: where they write, and executed copies that JupyterLab trusts.
+
+Every notebook writes under one results directory at the repository root (:func:`results_root`,
+ignored by git, removed by ``make clean``), whatever directory its kernel runs in: a notebook
+kernel runs in ``notebooks/``, and a relative ``results/`` there would scatter results over two
+places.
+
+An executed copy (papermill) holds outputs the kit made: HTML tables, the inline flamegraph with
+its script, the audio player. JupyterLab shows the rich parts of a notebook only when it trusts
+it, i.e. when the notebook's signature is in this user's Jupyter signature database; a copy that
+papermill writes is unsigned, so Lab would strip the SVG, the scripts and the audio. :func:`execute`
+therefore signs every copy it writes (``nbformat.sign.NotebookNotary``, the mechanism ``jupyter
+trust`` uses), as a person who ran the notebook in Lab would have it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import OmniLoaderError
+from ..results.metadata import REPO_ROOT, stamped
+
+RESULTS_ENV = "OMNI_LOADER_RESULTS"
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+KERNEL = "python3"
+
+
+def results_root() -> Path:
+    """``$OMNI_LOADER_RESULTS``, else ``results/`` at the repository root (in a checkout), else
+    ``results/`` in the working directory (an installed kit has no repository)."""
+    given = os.environ.get(RESULTS_ENV)
+    if given:
+        return Path(given).expanduser().resolve()
+    if (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "omni_loader").is_dir():
+        return REPO_ROOT / "results"
+    return Path.cwd().resolve() / "results"
+
+
+def results_dir(name: str, out_dir: str | os.PathLike[str] | None = None, stamp: bool = True) -> Path:
+    """Where a notebook writes: ``out_dir`` when given, else ``<results root>/<name>-<time>`` (or
+    ``<results root>/<name>`` with ``stamp=False``, for results that replace the previous run's)."""
+    if out_dir:
+        return Path(out_dir).expanduser().resolve()
+    return results_root() / (stamped(name) if stamp else name)
+
+
+def sign(path: str | os.PathLike[str]) -> Path:
+    """Sign a notebook file for this user, so JupyterLab trusts (shows) its outputs."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    NotebookNotary().sign(nb)
+    return path
+
+
+def is_trusted(path: str | os.PathLike[str]) -> bool:
+    """Whether JupyterLab would trust this notebook file (its signature is in this user's database)."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    nb = nbformat.read(Path(path), as_version=nbformat.NO_CONVERT)
+    return bool(NotebookNotary().check_signature(nb))
+
+
+def find_notebook(name: str | os.PathLike[str]) -> Path:
+    """A notebook by path, or by name in ``notebooks/`` (``04``, ``04_explore_token2wav``, ...)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    matches = sorted(NOTEBOOK_DIR.glob(f"{path.stem}*.ipynb")) if NOTEBOOK_DIR.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    known = ", ".join(p.name for p in sorted(NOTEBOOK_DIR.glob("*.ipynb"))) or "none"
+    raise OmniLoaderError(f"no single notebook matches {str(name)!r} (notebooks: {known})")
+
+
+def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
+            parameters: Mapping[str, Any] | None = None, cwd: str | os.PathLike[str] | None = None,
+            timeout: float | None = None, kernel: str = KERNEL) -> Path:
+    """Run a notebook top to bottom with papermill into ``output``, and sign the copy.
+
+    ``parameters`` are injected after the notebook's ``parameters`` cell; only names that cell
+    declares are passed (a misspelt name would otherwise be silently ignored), the others are an
+    error. The kernel runs in ``cwd`` (default: the notebook's directory, as in JupyterLab).
+    Progress bars write a few lines each (see :mod:`omni_loader.progress`).
+    """
+    import papermill as pm
+
+    source = find_notebook(notebook)
+    parameters = dict(parameters or {})
+    declared = pm.inspect_notebook(str(source))
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        raise OmniLoaderError(f"{source.name} has no parameter {unknown[0]!r} (it declares: {', '.join(declared)})")
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    pm.execute_notebook(str(source), str(output), parameters=parameters, kernel_name=kernel,
+                        cwd=str(cwd or source.parent), progress_bar=False, execution_timeout=timeout)
+    return sign(output)
+
+
+# The folder (relative to the Jupyter server's root, the repository in ``make lab``) whose notebooks are
+# stored without outputs.
+STORED_CLEAN = "notebooks/"
+
+
+def strip_outputs(notebook: dict[str, Any]) -> dict[str, Any]:
+    """A notebook as the repository stores it: every code cell without outputs or execution count, and no
+    saved widget state. Sources, markdown and cell metadata are kept (a person's edits)."""
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+    notebook.get("metadata", {}).pop("widgets", None)
+    return notebook
+
+
+def pre_save_hook(model: dict[str, Any], path: str, **kwargs: Any) -> None:
+    """Jupyter's ``ContentsManager.pre_save_hook`` (set in ``jupyter-config/jupyter_server_config.json``).
+
+    Why: JupyterLab autosaves an open notebook every two minutes, outputs and all, so a notebook being
+    run was written half-finished into the tracked file (``git status`` showed 02 and 04 modified, one
+    with a 1,113-line diff). A pre-save hook is how the Jupyter world keeps outputs out of stored
+    notebooks (nbstripout does the same as a git filter): what reaches the disk for the project's
+    notebooks is the person's sources, never the run's outputs, while the open notebook keeps showing
+    them. Executed copies (:func:`execute`) are written by papermill under ``results/``, not through
+    the server, and keep theirs; so does any notebook outside ``notebooks/``.
+    """
+    if model.get("type") == "notebook" and path.lstrip("/").startswith(STORED_CLEAN) and model.get("content"):
+        strip_outputs(model["content"])

@@ -1,0 +1,172 @@
+"""Shared-phase controls: which phases two variants differ in, and what every other phase says.
+
+Why: an A/B of two loader variants is a controlled experiment only where the variants run the same
+code. A variant is a named set of steps (:mod:`omni_loader.token2wav.variants`), and each step is timed as its
+own phase, so the kit knows which phases a pair of variants changes (the PR's pair: only
+``buffer_discovery``). Every other phase is a *control*: the same code in both arms, so a
+difference there is not the change's doing but the machine's (a host pricing first touches
+differently, a carry-over from the run before, a neighbour). The report tests every control with
+the same statistics as the headline rows (and the A/A floor where there is one); a control that
+differs is named, each headline row that contains it is marked *confounded*, and the row's saving
+is accounted for: saving = the changed steps' saving + the controls' differences + what medians
+do not add up to. A reader then sees what the change itself bought.
+
+Nothing here imports torch: it reads saved rows only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..names import LEAF_PHASES, WEIGHT_LOADING_CHILDREN
+from .stats import Comparison, NoiseFloor, compare, phase_summary
+
+# The phase each step of a variant is timed as.
+STEP_PHASES = {"discovery": "buffer_discovery", "parameters": "load_parameters"}
+# The headline rows that enclose other phases, and the leaf phases each encloses.
+ENCLOSING = {"weight_loading": WEIGHT_LOADING_CHILDREN, "total": LEAF_PHASES}
+# A control's difference smaller than this share of the enclosing row's baseline median cannot change
+# what that row says, so it is reported but does not mark the row.
+MATERIAL = 0.01
+
+
+def changed_phases(first: Any, second: Any) -> tuple[str, ...]:
+    """The phases whose step differs between two variants (names or :class:`~omni_loader.token2wav.variants.Variant`
+    values or their dicts), in load order."""
+    from ..token2wav.variants import variant_from
+
+    a, b = variant_from(first), variant_from(second)
+    steps = {step for step in STEP_PHASES if getattr(a, step) != getattr(b, step)}
+    return tuple(p for p in LEAF_PHASES if p in {STEP_PHASES[s] for s in steps})
+
+
+@dataclass(frozen=True)
+class Control:
+    """One phase both variants run unchanged, compared like any other row."""
+
+    comparison: Comparison
+    floor: NoiseFloor | None = None
+
+    @property
+    def phase(self) -> str:
+        return self.comparison.phase
+
+    @property
+    def differs(self) -> bool:
+        return self.comparison.differs(self.floor)
+
+
+@dataclass(frozen=True)
+class RowAccount:
+    """A headline row's saving taken apart: changed steps + controls + what is left over."""
+
+    phase: str
+    saving: float  # median(baseline) - median(optimized) of the row
+    baseline_median: float
+    changed: dict[str, float]  # per changed phase: its saving
+    controls: dict[str, float]  # per control phase inside the row: its saving (negative: slower)
+    confounders: tuple[str, ...] = ()  # controls inside the row that differ materially
+
+    @property
+    def confounded(self) -> bool:
+        return bool(self.confounders)
+
+    @property
+    def changed_saving(self) -> float:
+        return sum(self.changed.values())
+
+    @property
+    def controls_saving(self) -> float:
+        return sum(self.controls.values())
+
+    @property
+    def remainder(self) -> float:
+        """Time between phases and the medians' non-additivity: saving − changed − controls."""
+        return self.saving - self.changed_saving - self.controls_saving
+
+
+@dataclass(frozen=True)
+class ControlReport:
+    """The controls of one A/B pair and the accounting of every enclosing headline row."""
+
+    first: str
+    second: str
+    changed: tuple[str, ...]
+    controls: list[Control] = field(default_factory=list)
+    rows: list[RowAccount] = field(default_factory=list)
+
+    def material(self, control: Control) -> bool:
+        """A control differs by enough to matter to the smallest enclosing row it is in."""
+        if not control.differs:
+            return False
+        enclosing = [r for r in self.rows if control.phase in r.controls]
+        base = min((r.baseline_median for r in enclosing), default=math.nan)
+        return not math.isnan(base) and abs(control.comparison.difference) >= MATERIAL * base
+
+    @property
+    def confounders(self) -> list[Control]:
+        return [c for c in self.controls if self.material(c)]
+
+    def row(self, phase: str) -> RowAccount | None:
+        return next((r for r in self.rows if r.phase == phase), None)
+
+
+def pair_reports(frame, metadata: dict[str, Any], floors: dict[str, NoiseFloor] | None = None) -> list[ControlReport]:
+    """One :class:`ControlReport` per A/B pair of a results directory: its first variant against each
+    other one (the PR's pair first where the benchmark ran it), as the report compares them."""
+    from .measurements import spec_of
+
+    spec = spec_of(metadata)
+    arms = list(spec.get("variants") or ("baseline", "optimized"))
+    custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
+    reports = []
+    for other in arms[1:]:
+        report = control_report(frame, custom.get(arms[0], arms[0]), custom.get(other, other), floors)
+        if report is not None:
+            reports.append(report)
+    pr = [r for r in reports if (r.first, r.second) == ("baseline", "optimized")]
+    return pr + [r for r in reports if r not in pr]
+
+
+def control_report(frame, first: Any = "baseline", second: Any = "optimized",
+                   floors: dict[str, NoiseFloor] | None = None) -> ControlReport | None:
+    """The controls of ``first`` against ``second`` in ``frame`` (runs.csv rows), or None when the rows
+    hold no timed leaf phase of both."""
+    floors = floors or {}
+    names = tuple(v if isinstance(v, str) else (v["name"] if isinstance(v, dict) else v.name) for v in (first, second))
+    changed = changed_phases(first, second)
+    controls = []
+    for phase in LEAF_PHASES:
+        if phase in changed:
+            continue
+        c = compare(phase_summary(frame, names[0], phase), phase_summary(frame, names[1], phase))
+        if c.baseline.n and c.optimized.n:
+            controls.append(Control(c, floors.get(phase)))
+    if not controls:
+        return None
+    report = ControlReport(names[0], names[1], changed, controls)
+    for row, leaves in ENCLOSING.items():
+        account = _account(frame, names, row, leaves, changed)
+        if account is not None:
+            report.rows.append(account)
+    confounding = {c.phase for c in report.confounders}
+    report.rows[:] = [RowAccount(r.phase, r.saving, r.baseline_median, r.changed, r.controls,
+                                 tuple(p for p in r.controls if p in confounding)) for r in report.rows]
+    return report
+
+
+def _account(frame, names: tuple[str, str], row: str, leaves: tuple[str, ...], changed: tuple[str, ...]
+             ) -> RowAccount | None:
+    whole = [phase_summary(frame, v, row) for v in names]
+    if not all(s.n for s in whole):
+        return None
+    saving = {}
+    for phase in leaves:
+        a, b = (phase_summary(frame, v, phase) for v in names)
+        if a.n and b.n:
+            saving[phase] = a.median - b.median
+    return RowAccount(row, whole[0].median - whole[1].median, whole[0].median,
+                      {p: s for p, s in saving.items() if p in changed},
+                      {p: s for p, s in saving.items() if p not in changed})

@@ -1,0 +1,112 @@
+"""A figure as files (PNG, SVG and the values it draws as CSV), and a figure that shows itself.
+
+Why a module of its own: the kit's plots are built on :class:`matplotlib.figure.Figure`, never
+through pyplot, so importing or drawing them never switches a notebook kernel's backend or leaves
+figures in pyplot's global list. Building is the plot modules' job; this one writes a built figure
+(:func:`write_figure`: the one writer, used by report.md's plots and by ``compare``) and reads
+back what it shows (:func:`figure_data`), so a test checks a plot by its values, not its pixels.
+
+A bare Figure is shown by Jupyter only where pyplot's inline backend registered a display
+formatter for Figures (``%matplotlib inline``, or after importing pyplot). :class:`ShownFigure`
+renders its own PNG (``_repr_png_``), so a cell that returns one shows it in any kernel.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+FIGURE_DATA_COLUMNS = ("panel", "title", "xlabel", "ylabel", "kind", "label", "x", "y", "width", "height", "value",
+                       "text")
+PNG_DPI = 130
+
+
+class ShownFigure(Figure):
+    """A :class:`~matplotlib.figure.Figure` that a notebook displays when a cell returns it."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=PNG_DPI, bbox_inches="tight")
+        return buf.getvalue()
+
+
+def write_figure(fig: Figure, directory: str | Path, stem: str) -> list[Path]:
+    """``<stem>.png``, ``<stem>.svg`` and ``<stem>.csv`` (the values drawn: :func:`figure_data`) under ``directory``."""
+    from ..results.safe_files import ensure_dir, open_file
+
+    directory = ensure_dir(directory)  # a symlinked plots/ is refused in one line, never written through
+    paths = [directory / f"{stem}.png", directory / f"{stem}.svg"]
+    for p in paths:
+        with open_file(p, "w", binary=True) as fh:  # never through a link
+            fig.savefig(fh, format=p.suffix[1:], dpi=PNG_DPI if p.suffix == ".png" else None, bbox_inches="tight")
+    return [*paths, write_figure_data(fig, directory / f"{stem}.csv")]
+
+
+def write_figure_data(fig: Figure, path: Path) -> Path:
+    """The rows of :func:`figure_data` as a CSV file at ``path`` (never written through a link)."""
+    from ..results.safe_files import open_file
+
+    with open_file(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIGURE_DATA_COLUMNS)
+        writer.writeheader()
+        writer.writerows({c: ("" if row.get(c) is None else row.get(c)) for c in FIGURE_DATA_COLUMNS}
+                         for row in figure_data(fig))
+    return path
+
+
+def figure_data(fig: Figure) -> list[dict[str, Any]]:
+    """What a figure shows, one row per drawn value, read from its artists (not from the data behind them).
+
+    ``kind`` is ``bar`` (x, y, width, height of the rectangle; ``value`` its length), ``point`` (a
+    scatter point), ``line`` (a vertex of a line; ``text`` its marker), ``text`` (an annotation at
+    x, y), ``xtick`` or ``ytick`` (a category's tick label at its position). Values are in the plotted unit
+    (see ``ylabel`` / ``xlabel``); ``panel`` numbers the axes in the figure's order.
+    """
+    from matplotlib.collections import PathCollection
+    from matplotlib.container import BarContainer
+    from matplotlib.text import Annotation
+
+    rows: list[dict[str, Any]] = []
+    for panel, ax in enumerate(fig.axes):
+        if not ax.get_visible() or not ax.axison:
+            continue
+        base = {"panel": panel, "title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel()}
+
+        def add(kind: str, label: Any = "", **values: Any) -> None:
+            shown = isinstance(label, str) and not label.startswith("_")  # "_child3": matplotlib's, not a label
+            rows.append({**base, "kind": kind, "label": label if shown else "", **values})
+
+        for container in ax.containers:
+            if isinstance(container, BarContainer):
+                for patch, value in zip(container.patches, container.datavalues):
+                    add("bar", container.get_label(), x=patch.get_x(), y=patch.get_y(), width=patch.get_width(),
+                        height=patch.get_height(), value=float(value))
+        for collection in ax.collections:
+            if isinstance(collection, PathCollection):
+                for x, y in collection.get_offsets():
+                    add("point", collection.get_label(), x=float(x), y=float(y))
+        for line in ax.lines:
+            for x, y in zip(line.get_xdata(), line.get_ydata()):
+                add("line", line.get_label(), x=float(x), y=float(y), text=str(line.get_marker()))
+        for t in ax.texts:
+            x, y = t.xy if isinstance(t, Annotation) else t.get_position()
+            add("text", x=float(x), y=float(y), text=t.get_text())
+        for kind, axis in (("xtick", ax.xaxis), ("ytick", ax.yaxis)):
+            for pos, lab in zip(axis.get_ticklocs(), axis.get_ticklabels()):
+                if _is_category(lab.get_text()):  # a named category, not a number on a scale
+                    add(kind, **{kind[0]: float(pos)}, text=lab.get_text())
+    return rows
+
+
+def _is_category(text: str) -> bool:
+    if not text or text.startswith("$"):  # mathtext: a scale's number (10^2)
+        return False
+    try:
+        float(text.replace("\u2212", "-"))
+    except ValueError:
+        return True
+    return False

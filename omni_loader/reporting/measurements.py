@@ -1,0 +1,131 @@
+"""What a saved results directory measured: its comparisons in the PR's order, their labels and units.
+
+Why a module of its own: ``report.md`` and ``omni-loader compare`` must state the same rows with
+the same statistics (a directory's row in the side-by-side table is its report's row), so both
+take them from here rather than one renderer importing the other. Nothing here writes text
+beyond a row's label; nothing imports torch.
+
+The record a table describes is read through :func:`omni_loader.results.benchmark`, the one
+reader of a directory's named benchmarks, so these functions read any schema that module reads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from ..formatting import time_unit
+from ..names import DATA_DIR
+from ..results.suite import benchmark, recorded_load_options
+from .stats import Comparison, NoiseFloor, compare, measured, noise_floor, phase_summary, run_summary
+
+REFERENCE_FILE = DATA_DIR / "reference" / "pr7061.json"
+
+# The PR's rows first, in its order; then every other phase of the load.
+LABELS = {
+    "state_dict_calls": "Calls to state_dict()",
+    "buffer_discovery": "Buffer discovery",
+    "weight_loading": "Token2Wav weight loading",
+    "startup_to_health": "Startup to /health",
+    "construct": "Construction",
+    "read_checkpoint": "Read checkpoint into a list",
+    "hub_check": "Hub check (spk_dict.pt through huggingface_hub)",
+    "speaker_conditioning": "Speaker conditioning (spk_dict.pt, 1st load)",
+    "split_buffers": "Split off persistent buffers",
+    "materialise_weights": "Materialise weights and split buffers",  # schema-1 directories
+    "load_parameters": "Load parameters",
+    "model_loaded_size": "[Model Loaded] size of the parameters",
+    "load_buffers": "Load persistent buffers",
+    "load_spk_dict": "spk_dict.pt (2nd load)",
+    "post_load": "Post-load check and eval()",
+    "total": "Whole Token2Wav load",
+    "reference_copy": "Reference: strict load_state_dict (after the load)",
+}
+PR_ROWS = ("state_dict_calls", "buffer_discovery", "weight_loading", "startup_to_health")
+# Timed after the load, outside "total": not an A/B row, but the yardstick a phase is held against.
+YARDSTICKS = {"reference_copy": "load_parameters"}
+PR_PAIR = ("baseline", "optimized")  # what a schema-1 benchmark ran, and what the PR's rows compare
+
+
+def load_reference() -> dict[str, Any]:
+    """The PR's published figures (``data/reference/pr7061.json``)."""
+    return json.loads(REFERENCE_FILE.read_text())
+
+
+def described_record(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The benchmark record a report or a comparison describes: the load benchmark's, else the
+    startup benchmark's (a serve-ab directory of its own), else an empty record.
+
+    Every table that needs the model, the environment, the spec or the plan reads them from this
+    record, never from the top of ``metadata.json``: where they sit on disk is the concern of
+    :func:`omni_loader.results.benchmark` alone.
+    """
+    return benchmark(metadata, "load") or benchmark(metadata, "startup") or {}
+
+
+def flat_spec(record: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark record's spec with its load options among the other settings (``layout``, ``runs``, ...).
+
+    Schema 3 nests the load options (``spec["load"]``), schemas 1 and 2 kept them flat: tables read
+    one shape, and :func:`omni_loader.results.recorded_load_options` alone knows both.
+    """
+    spec = {k: v for k, v in (record.get("spec") or {}).items() if not (k == "load" and isinstance(v, dict))}
+    return {**spec, **recorded_load_options(record)}
+
+
+def spec_of(metadata: dict[str, Any]) -> dict[str, Any]:
+    """What the benchmark in ``metadata`` was asked to measure (layout, dtype, variants, workers, ...),
+    flat (:func:`flat_spec`); ``{}`` when not recorded."""
+    return flat_spec(described_record(metadata))
+
+
+def planned_arms(metadata: dict[str, Any]) -> list[str]:
+    """The variants a benchmark planned (schema 1: the PR's two), then the A/A arms if it had them."""
+    spec = spec_of(metadata)
+    arms = list(spec.get("variants") or PR_PAIR)
+    return arms + (["aa-1", "aa-2"] if spec.get("aa") else [])
+
+
+def comparisons(frame) -> list[Comparison]:
+    """One comparison per measurement present in the rows: the PR's rows first, then every other
+    loader phase, then the figures read from server logs (``server:NAME``)."""
+    calls = compare(run_summary(frame, "baseline", "state_dict_calls"),
+                    run_summary(frame, "optimized", "state_dict_calls"), unit="calls")
+    ok = measured(frame)
+    load = list(dict.fromkeys(ok[ok["source"] == "load"]["phase"]))
+    server = list(dict.fromkeys(ok[ok["source"] == "server"]["phase"]))
+    timed = []
+    for phase in [p for p in LABELS if p in load and p not in YARDSTICKS] + [p for p in load if p not in LABELS]:
+        timed.append(compare(phase_summary(frame, "baseline", phase), phase_summary(frame, "optimized", phase)))
+    for phase in server:
+        c = compare(phase_summary(frame, "baseline", phase, "server"), phase_summary(frame, "optimized", phase, "server"))
+        timed.append(replace(c, phase=phase if phase == "startup_to_health" else f"server:{phase}"))
+    rank = {p: i for i, p in enumerate(PR_ROWS)}
+    timed.sort(key=lambda c: (rank.get(c.phase, len(rank)), c.phase.startswith("server:")))
+    return [c for c in [calls, *timed] if c.baseline.n and c.optimized.n]
+
+
+def noise_floors(frame) -> dict[str, NoiseFloor]:
+    """The A/A floor of every phase the A/A benchmark timed (empty without ``--aa``)."""
+    aa = measured(frame)
+    phases = dict.fromkeys(aa[aa["source"] == "aa"]["phase"])
+    return {p: f for p in phases if (f := noise_floor(frame, p)) is not None}
+
+
+def label(phase: str) -> str:
+    """A row's name for a reader: ``buffer_discovery`` -> 'Buffer discovery'."""
+    if phase.startswith("server:"):
+        return f"Server log: {phase.split(':', 1)[1]}"
+    return LABELS.get(phase, phase)
+
+
+def phase_unit(phase: str, seconds: float) -> str:
+    """The time unit of a phase's row or column: startup in seconds whatever its size (the PR quotes
+    it so: '1.416 s faster'), any other by :func:`omni_loader.formatting.time_unit` of ``seconds``."""
+    return "s" if phase == "startup_to_health" else time_unit(seconds)
+
+
+def row_unit(c: Comparison) -> str:
+    """The time unit of a comparison's row, chosen from its baseline median."""
+    return phase_unit(c.phase, c.baseline.median)

@@ -1,0 +1,205 @@
+"""Plots of saved results: every run as a point, medians and spread, where the time goes, ratios.
+
+Each function builds a figure from rows of runs.csv (or the comparisons derived from them) and
+returns it, or None when the rows hold nothing to draw; nothing here measures or writes. The
+figures are :class:`omni_loader.reporting.figures.ShownFigure` objects built without pyplot: a notebook
+shows one returned by a cell, and building one never switches the kernel's matplotlib backend.
+:func:`omni_loader.reporting.figures.write_figure` writes them (PNG, SVG and the values drawn as CSV).
+
+Time axes follow the kit's one unit rule (:func:`omni_loader.formatting.time_unit` of everything
+a panel draws): milliseconds below 10 s, seconds from there on.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
+
+from .figures import ShownFigure, write_figure
+from ..formatting import TIME_SCALE, number, short_duration, time_unit, times
+from ..names import LEAF_PHASES, VARIANTS
+from .stats import Comparison, measured, phase_summary
+
+COLORS = {"baseline": "#d1495b", "optimized": "#00798c"}
+DRIFT_PHASES = ("total", "weight_loading")
+
+_plain = FuncFormatter(lambda value, _pos: number(value))  # 10, 100 rather than 10¹, 10²
+
+
+def _scale(values: list[float]) -> tuple[float, str]:
+    """The factor from seconds to the axis unit, and the unit, for an axis drawing ``values`` (seconds)."""
+    unit = time_unit(values)
+    return TIME_SCALE[unit], unit
+
+
+def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
+    """One panel per timed phase: each run as a point, the median as a bar, min–max as a whisker."""
+    timed = [c for c in comps if c.unit == "s"]
+    if not timed:
+        return None
+    cols = 3
+    rows = math.ceil(len(timed) / cols)
+    fig = ShownFigure(figsize=(4.2 * cols, 3.2 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for ax, c in zip(axes.flat, timed):
+        scale, unit = _scale([*c.baseline.samples, *c.optimized.samples])
+        for i, s in enumerate((c.baseline, c.optimized)):
+            color = COLORS[s.variant]
+            xs = [i + 0.08 * ((k % 5) - 2) for k in range(s.n)]
+            ax.scatter(xs, [v * scale for v in s.samples], color=color, alpha=0.75, s=22, zorder=3,
+                       label=f"{s.variant} runs")
+            ax.errorbar([i + 0.3], [s.median * scale],
+                        yerr=[[(s.median - s.min) * scale], [(s.max - s.median) * scale]],
+                        fmt="D", color=color, capsize=4, markersize=6, zorder=4)
+            ax.annotate(short_duration(s.median), (i + 0.38, s.median * scale), fontsize=8, va="center")
+        if c.optimized.median > 0 and c.ratio > 10:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(_plain)
+            ax.set_title(f"{c.phase}\n{times(c.ratio)} faster (log scale)", fontsize=10)
+        else:
+            ax.set_title(f"{c.phase}\n{c.change()}", fontsize=10)
+        ax.set_xticks([0, 1], list(VARIANTS))
+        ax.set_xlim(-0.5, 1.8)
+        ax.set_ylabel(f"time ({unit})")
+        ax.grid(axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(timed):]:
+        ax.axis("off")
+    handles = [Line2D([], [], marker="o", ls="", color=COLORS[v], label=f"{v}: runs") for v in VARIANTS]
+    handles.append(Line2D([], [], marker="D", ls="-", color="gray", label="median with min–max"))
+    fig.legend(handles=handles, loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle("Every measured run per phase: median and min–max spread", fontsize=13)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
+    return fig
+
+
+def where_time_goes_figure(frame) -> ShownFigure | None:
+    """Stacked bars of leaf-phase medians per variant: where the load time goes.
+
+    The bar is the sum of the phase medians, which is not the median of the whole load: medians do
+    not add up (the run with the median total need not have the median of every phase), and the
+    clock also runs between phases. So the whole load's median is marked on each bar as a tick and
+    both figures are written out, instead of leaving a reader to wonder why the bar and the table
+    disagree.
+    """
+    medians = {v: [phase_summary(frame, v, p).median for p in LEAF_PHASES] for v in VARIANTS}
+    if all(math.isnan(x) for v in medians.values() for x in v):
+        return None
+    totals = {v: phase_summary(frame, v, "total").median for v in VARIANTS}
+    values = [x for v in medians.values() for x in v if not math.isnan(x)]
+    scale, unit = _scale([sum(values), *totals.values()])
+    fig = ShownFigure(figsize=(9, 3.8))
+    ax = fig.subplots()
+    cmap = matplotlib.colormaps["tab10"]
+    widest = 0.0
+    for j, variant in enumerate(VARIANTS):
+        left = 0.0
+        for k, (phase, med) in enumerate(zip(LEAF_PHASES, medians[variant])):
+            if math.isnan(med):
+                continue
+            ax.barh(j, med * scale, left=left, color=cmap(k), edgecolor="white",
+                    label=phase if j == 0 else None)
+            left += med * scale
+        total = totals[variant]
+        text = f"Σ phases {short_duration(left / scale)}"
+        end = left
+        if not math.isnan(total):
+            ax.plot([total * scale] * 2, [j - 0.42, j + 0.42], color="black", lw=1.6, zorder=5)
+            text += f"\nwhole load {short_duration(total)}"
+            end = max(end, total * scale)
+        ax.annotate(text, (end, j), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)
+        widest = max(widest, end)
+    ax.set_xlim(0, widest * 1.3)  # room for the labels inside the frame
+    ax.set_yticks(range(len(VARIANTS)), list(VARIANTS))
+    ax.set_xlabel(f"median time ({unit})")
+    ax.set_title("Where the Token2Wav load time goes (median of each phase)")
+    handles, names = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="black", lw=1.6))
+    names.append("median whole load")
+    ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5, fontsize=8)
+    ax.text(0.0, -0.4, "The bar adds the median of each phase; the tick is the median of the whole load. They differ "
+            "because medians\ndo not add up (the run with the median total need not have the median of every phase) and "
+            "the clock also runs between phases.", fontsize=7.5, color="#444", va="top", transform=ax.transAxes)
+    ax.invert_yaxis()
+    return fig
+
+
+def ratios_figure(comps: list[Comparison], reference: dict[str, Any]) -> ShownFigure | None:
+    """Baseline/optimized ratio of each PR measurement: this run beside the PR's."""
+    mine = {c.phase: c for c in comps if c.unit == "s"}
+    refs = [r for r in reference["measurements"] if r["unit"] == "s" and r["measurement"] in mine]
+    if not refs:
+        return None
+    fig = ShownFigure(figsize=(7, 3.6))
+    ax = fig.subplots()
+    width = 0.38
+    for i, r in enumerate(refs):
+        pr = r["baseline"] / r["optimized"]
+        ours = mine[r["measurement"]].ratio
+        for dx, value, color, name in ((-width / 2, pr, "#8d96a3", "PR (MI300X, ROCm)"),
+                                       (width / 2, ours, "#00798c", "this run")):
+            ax.bar(i + dx, value, width, color=color, label=name if i == 0 else None)
+            ax.annotate(times(value), (i + dx, value), ha="center", va="bottom", fontsize=8)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_plain)
+    drawn = [v for r in refs for v in (r["baseline"] / r["optimized"], mine[r["measurement"]].ratio) if v > 0]
+    # 1x (no change) stays in view; room for the labels and the legend above the tallest bar
+    ax.set_ylim(min(0.7, min(drawn, default=1.0) * 0.7), max(max(drawn, default=1.0), 1.0) * 4)
+    ax.axhline(1, color="black", lw=0.8)
+    ax.set_xticks(range(len(refs)), [r["label"] for r in refs])
+    ax.set_ylabel("baseline / optimized (median ratio, log)")
+    ax.set_title("Speed-up of the optimized loader: this run against the PR")
+    ax.legend(loc="upper right")
+    return fig
+
+
+def drift_figure(frame) -> ShownFigure | None:
+    """A phase's seconds against run order (warm-ups hollow): a drift over the benchmark shows as a slope.
+
+    Run order is the plan's (run_id); the per-run wall-clock stamps (run_started) order them the same.
+    """
+    if frame.empty or "source" not in frame:
+        return None
+    rows = frame[(frame["source"] == "load") & (frame["status"] == "ok") & frame["phase"].isin(DRIFT_PHASES)]
+    phases = [p for p in DRIFT_PHASES if (rows["phase"] == p).any()]
+    if not phases:
+        return None
+    fig = ShownFigure(figsize=(5.5 * len(phases), 3.4))
+    axes = fig.subplots(1, len(phases), squeeze=False)
+    for ax, phase in zip(axes.flat, phases):
+        of_phase = rows[rows["phase"] == phase]
+        scale, unit = _scale(list(of_phase["seconds"]))
+        for variant, runs in of_phase.groupby("variant", sort=False):
+            runs = runs.sort_values("run_id")
+            color = COLORS.get(str(variant))
+            ax.plot(runs["run_id"], runs["seconds"] * scale, color=color, alpha=0.35, lw=1, label="_line")
+            for warm, part in runs.groupby("warmup"):
+                ax.scatter(part["run_id"], part["seconds"] * scale, s=24, zorder=3, color=color,
+                           facecolors="none" if warm else color,
+                           label=f"{variant} warm-up" if warm else f"{variant}")
+        ax.set_title(f"{phase}: seconds against run order", fontsize=10)
+        ax.set_xlabel("run (plan order; warm-ups hollow)")
+        ax.set_ylabel(f"time ({unit})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def report_figures(frame, comps: list[Comparison], reference: dict[str, Any]) -> dict[str, ShownFigure]:
+    """Every plot of one results directory, by file stem, in report.md's order (none without measured runs)."""
+    if measured(frame).empty:
+        return {}
+    built = {"phases": phases_figure(comps), "where_time_goes": where_time_goes_figure(frame),
+             "ratios_vs_pr": ratios_figure(comps, reference), "drift": drift_figure(frame)}
+    return {stem: fig for stem, fig in built.items() if fig is not None}
+
+
+def write_plots(directory: str | Path, frame, comps: list[Comparison], reference: dict[str, Any]) -> list[Path]:
+    """All plots of one results directory written under ``plots/``: PNG, SVG and CSV of each."""
+    out = Path(directory) / "plots"
+    return [p for stem, fig in report_figures(frame, comps, reference).items() for p in write_figure(fig, out, stem)]

@@ -1,0 +1,209 @@
+"""report.md and its plots, rendered only from a saved results directory (runs.csv + metadata.json).
+
+``reproduce`` calls :func:`write_report` at the end, and ``omni-loader report DIR`` calls it at
+any later time: the same files always give the same tables. :func:`render_report` returns the
+text and writes nothing; :func:`write_report` writes ``report.md`` and the plots it links to
+(``plots/<stem>.png``, ``.svg`` and the values drawn as ``.csv``).
+
+The tables come from :mod:`omni_loader.reporting.report_tables` (rows of runs.csv) and
+:mod:`omni_loader.reporting.report_environment` (the benchmark's record); the names a notebook uses are
+importable from here as well (``report.environment_table``, ``report.comparisons``, ...).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .measurements import (PR_PAIR, comparisons, described_record,
+                           flat_spec, label, load_reference, noise_floors, planned_arms)
+from .report_environment import environment_table
+from .report_tables import (attribution_table, beyond_pr_section, controls_section, counters_table,
+                            headline, measurement_table, memory_table, noise_floor_table, reference_table,
+                            yardstick_lines)
+from .controls import pair_reports
+from ..host.machine import machine_warnings
+from ..results.integrity import ResultsCheck, check_results
+from .stats import Comparison, equivalence, run_summary
+
+__all__ = ["PLOTS_DIR", "REPORT_FILE", "render_report", "write_report"]
+
+REPORT_FILE = "report.md"
+PLOTS_DIR = "plots"
+
+
+def render_report(directory: str | Path) -> str:
+    """report.md's text for ``directory``; writes nothing (its plot links name what :func:`write_report` writes)."""
+    directory = Path(directory)
+    check = check_results(directory)  # rows that cannot be trusted are left out, and said so in the report
+    comps = comparisons(check.frame)
+    return _report_text(directory, check, comps, list(_figures(check, comps)))
+
+
+def write_report(directory: str | Path) -> Path:
+    """Write ``report.md`` and its plots under ``directory``; returns the report's path."""
+    from .figures import write_figure
+    from ..results.safe_files import refuse_links, write_text
+
+    directory = Path(directory)
+    check = check_results(directory)
+    refuse_links(directory, (REPORT_FILE, PLOTS_DIR))  # before anything is written: links are never followed
+    comps = comparisons(check.frame)
+    figures = _figures(check, comps)
+    for stem, fig in figures.items():
+        write_figure(fig, directory / PLOTS_DIR, stem)
+    return write_text(directory / REPORT_FILE, _report_text(directory, check, comps, list(figures)))
+
+
+def _figures(check: ResultsCheck, comps: list[Comparison]) -> dict[str, Any]:
+    """The report's figures by file stem (matplotlib is imported here, not with the command line)."""
+    from .plots import report_figures
+
+    return report_figures(check.frame, comps, load_reference())
+
+
+def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], plots: list[str]) -> str:
+    frame, meta = check.frame, check.metadata
+    floors = noise_floors(frame)
+    equiv = equivalence(frame, planned_arms(meta))
+    mem_table, mem_verdict = memory_table(frame)
+    pairs = pair_reports(frame, meta, floors)
+    controls = next((r for r in pairs if (r.first, r.second) == PR_PAIR), None)
+    parts = [
+        *_intro(check, meta),
+        *_machine_lines(described_record(meta)),
+        *headline(comps, equiv, mem_verdict, floors, controls),
+        "",
+        "## Environment",
+        "",
+        environment_table(meta),
+        "",
+        *_measurements_section(comps, floors),
+        *controls_section(pairs),
+        *beyond_pr_section(frame, meta, pairs),
+        *_verdicts_section(frame, comps, equiv, mem_verdict, floors),
+        "## Memory",
+        "",
+        mem_table,
+        "",
+        *_against_pr_section(comps),
+        *_where_time_goes_section(frame),
+        *yardstick_lines(frame),
+        *_plots_section(plots),
+        *_profiles_section(directory),
+    ]
+    return "\n".join(part.rstrip("\n") for part in parts) + "\n"  # blocks one line apart, tables included
+
+
+def _intro(check: ResultsCheck, meta: dict[str, Any]) -> list[str]:
+    """The opening sentence: every planned variant with its measured runs (not only the PR's pair), the
+    design, the runs that failed, the status and what the integrity checks found."""
+    record = described_record(meta)
+    variants = [a for a in planned_arms(meta) if not a.startswith("aa-")]
+    n = [run_summary(check.frame, v, "state_dict_calls").n for v in variants]
+    failed = check.frame[check.frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
+    which = "both loader variants" if len(variants) == 2 else f"{len(variants)} loader variants"
+    return [
+        "# Token2Wav loading: baseline vs optimized buffer discovery",
+        "",
+        f"vLLM-Omni PR 7061 replaced one `state_dict()` per named buffer with one walk of the module tree. "
+        f"This report measures {which} ({', '.join(variants)}): {' + '.join(str(k) for k in n)} measured runs "
+        f"after {record.get('warmup')} warm-up(s) per variant, order {record.get('order')}; "
+        + (f"{len(failed)} run(s) failed (see Verdicts); " if len(failed) else "")
+        + f"status {record.get('status')}; {check.summary or 'integrity checks found nothing wrong'}.",
+        "",
+        *([*(f"- Integrity: {p}" for p in check.problems), ""] if check.problems else []),
+    ]
+
+
+def _machine_lines(record: dict[str, Any]) -> list[str]:
+    """The machine's warnings, as pyperf warns of an unstable system: what was wrong and what to do."""
+    env = record.get("environment") or {}
+    warnings = machine_warnings(env.get("machine"), record.get("activity"), flat_spec(record).get("construct"))
+    return [*(f"- **Machine**: {w}" for w in warnings), ""] if warnings else []
+
+
+def _measurements_section(comps: list[Comparison], floors: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Measurements",
+        "",
+        "Medians of the measured runs; spread as min–max and interquartile range; Mann-Whitney U (two-sided) "
+        "and a percentile bootstrap interval for median(optimized) − median(baseline). The kit's verdict claims a "
+        "difference when that interval excludes 0 and the rank test agrees (p < 0.05), and, with an A/A benchmark, "
+        "when it is beyond the noise floor: medians and ranks, which one slow run cannot flip. The PR's own rule "
+        "(no claim where the min–max ranges overlap, as it did for startup) is shown beside it, labelled.",
+        "",
+        measurement_table(comps, floors),
+        "",
+    ]
+    if floors:
+        lines += ["### A/A noise floor", "",
+                  "The optimized variant in both arms, planned like the A/B runs: any difference between the arms is "
+                  "noise, so an A/B difference smaller than the floor cannot be told apart from identical loads.", "",
+                  noise_floor_table(floors), ""]
+    return lines
+
+
+def _verdicts_section(frame, comps: list[Comparison], equiv: dict[str, Any], mem_verdict: str,
+                      floors: dict[str, Any] | None = None) -> list[str]:
+    failed = frame[frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
+    warnings = [f"- {label(c.phase)}: {note}" for c in comps for note in c.notes]
+    failures = "; ".join(f"run {r.run_id} {r.variant}: {r.error}" for r in failed.itertuples())
+    return [
+        "## Verdicts",
+        "",
+        *[f"- {label(c.phase)}: {c.verdict((floors or {}).get(c.phase))}" for c in comps],
+        f"- Equivalence: {equiv['statement']}",
+        f"- Memory: {mem_verdict}",
+        f"- Failed runs: {len(failed)} ({failures})" if len(failed) else "- Failed runs: none",
+        "",
+        *(["### Spread warnings", "", *warnings, ""] if warnings else []),
+    ]
+
+
+def _against_pr_section(comps: list[Comparison]) -> list[str]:
+    return [
+        "## Against the PR's figures",
+        "",
+        "The PR measured Qwen2.5-Omni-3B on one AMD MI300X (ROCm 7.2, PyTorch 2.12) inside vLLM-Omni; absolute "
+        "times differ across machines, so compare the ratios.",
+        "",
+        reference_table(comps, load_reference()),
+        "",
+    ]
+
+
+def _where_time_goes_section(frame) -> list[str]:
+    return [
+        "## Where the load time goes",
+        "",
+        attribution_table(frame),
+        "",
+        "### Page faults and context switches per phase",
+        "",
+        "Medians per run of `getrusage` deltas. Minor faults are first touches of fresh memory (on a CPU, every "
+        "4 KiB page of a parameter written for the first time); involuntary switches are the scheduler giving "
+        "the CPU to another process: a phase with many of them was slowed by a neighbour, not by its own work.",
+        "",
+        counters_table(frame),
+        "",
+    ]
+
+
+def _plots_section(stems: list[str]) -> list[str]:
+    return ["## Plots", "", *(f"![{stem}]({PLOTS_DIR}/{stem}.png)" for stem in stems), ""]
+
+
+def _profiles_section(directory: Path) -> list[str]:
+    """Links to ``reproduce --profile`` output: the attribution first, then every file per variant."""
+    profiles = directory / "profiles"
+    if not profiles.is_dir():
+        return []
+    lines = ["## Profiles", ""]
+    if (profiles / "profile.md").is_file():
+        lines += ["Where the time goes, both variants: [profiles/profile.md](profiles/profile.md)", ""]
+    for variant_dir in sorted(p for p in profiles.iterdir() if p.is_dir()):
+        files = sorted(p for p in variant_dir.iterdir() if p.suffix in {".md", ".svg", ".json", ".pstats", ".csv"})
+        links = ", ".join(f"[{p.name}]({p.relative_to(directory).as_posix()})" for p in files)
+        lines.append(f"- {variant_dir.name}: {links or 'no profile files'}")
+    return lines + [""]

@@ -1,0 +1,107 @@
+"""report.md's environment table: what ran, where, how, from the benchmark's record.
+
+Why apart from the row tables (:mod:`omni_loader.reporting.report_tables`): this table reads the record in
+metadata.json (the machine, versions, spec, command line), never runs.csv, and it reads it only
+through :func:`omni_loader.reporting.measurements.described_record`, so a change in where metadata.json
+keeps a benchmark's record touches neither this module nor the tables.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from ..formatting import markdown_table
+from .measurements import described_record, flat_spec
+from ..host.machine import describe_activity, describe_machine
+from ..host.placement import describe_cpus
+
+CONSTRUCT_NOTES = {
+    "resident": "resident: every parameter written at construction, fused qkv_proj included, so weight loading "
+                "copies into resident memory as on a GPU",
+    "upstream-cpu": "upstream-cpu: parameters written at construction as vLLM-Omni's constructors do on a CPU "
+                    "(fused qkv_proj left empty: its first touches land in load_parameters)",
+    "upstream": "upstream-cpu: parameters written at construction as vLLM-Omni's constructors do on a CPU "
+                "(fused qkv_proj left empty: its first touches land in load_parameters)",
+    "empty": "empty: no parameter written before loading (first touches land in load_parameters)",
+    "init": "init: full random init at construction",
+}
+WORKER_NOTES = {
+    "forkserver": "a fresh process per run, forked from a server that imported torch and the model code once",
+    "spawn": "a fresh interpreter per run (imports included)",
+    "in-process": "in-process (later runs see a warm process)",
+}
+# The spec's settings a shell command repeats, with their flags, in the order `reproduce --help` lists them.
+SHELL_FLAGS = (("checkpoint", "--checkpoint"), ("layout", "--layout"), ("device", "--device"), ("dtype", "--dtype"),
+               ("warmup", "--warmup"), ("runs", "--runs"), ("order", "--order"))
+
+
+def environment_table(meta: dict[str, Any]) -> str:
+    """Machine, versions, settings and command of the benchmark in ``meta`` (a directory's metadata.json)."""
+    record = described_record(meta)
+    env, ck, spec = record.get("environment") or {}, record.get("checkpoint") or {}, flat_spec(record)
+    mem = env.get("device_memory_bytes")
+    gpu = env.get("gpu_backend")
+    workers = workers_of(spec)
+    rows = [
+        ["Model", record.get("model", "")],
+        ["Checkpoint", f"{ck.get('checkpoint_source', '?')}: {ck.get('checkpoint_dir', '')}"],
+        ["Device", f"{env.get('device', '')} ({env.get('device_name', '')}"
+                   + (f", {mem / 2**30:.0f} GiB" if mem else "") + ")"],
+        ["CPU", f"{env.get('cpu', '')} ({env.get('cpu_count', '?')} cores)"],
+        ["Memory", f"{env['memory_bytes'] / 2**30:.0f} GiB" if env.get("memory_bytes") else "?"],
+        ["Machine", describe_machine(env.get("machine"))],
+        ["During the runs", describe_activity(record.get("activity"))],
+        ["PyTorch", env.get("torch", "")],
+        ["ROCm (HIP)" if gpu == "rocm" else "CUDA", env.get("rocm_hip") or env.get("cuda") or "none (CPU build)"],
+        ["transformers", env.get("transformers", "")],
+        ["Python", env.get("python", "")],
+        ["omni-loader", f"{env.get('kit_version', '')} ({env.get('kit_commit') or 'no git commit'})"],
+        ["Layout / dtype", f"{spec.get('layout', '')} / {spec.get('dtype', '')}"],
+        ["Construction", CONSTRUCT_NOTES.get(spec.get("construct", ""), spec.get("construct", "not recorded"))],
+        ["Torch threads per load", threads_of(spec)],
+        ["CPUs per load", describe_cpus(spec.get("cpus"))],
+        ["Warm-ups", f"{record.get('warmup')} per variant"],
+        ["Repeats", f"{record.get('repeats')} per variant, order {record.get('order')}, "
+                    + WORKER_NOTES.get(workers, workers)],
+        ["Command", command_text(record)],
+        ["Started / finished",
+         f"{record.get('started_at', '?')} / {record.get('finished_at', record.get('status', '?'))}"],
+    ]
+    return markdown_table(rows, ["Item", "Value"])
+
+
+def threads_of(spec: Mapping[str, Any]) -> str:
+    """The intra-op thread count a load ran with, as the table says it."""
+    if "threads" not in spec:
+        return "not recorded"
+    return f"{spec['threads']} (intra-op)" if spec["threads"] else "torch's default"
+
+
+def workers_of(spec: Mapping[str, Any]) -> str:
+    """Where each run ran: 'forkserver', 'spawn' or 'in-process' (schema 1 recorded only ``in_process``)."""
+    if "workers" in spec:
+        return str(spec["workers"])
+    return "in-process" if spec.get("in_process") else "spawn"
+
+
+def command_text(record: Mapping[str, Any]) -> str:
+    """The environment table's Command cell: the command line that made a benchmark's record.
+
+    Inside a notebook, ``sys.argv`` is the kernel's launcher (``ipykernel_launcher.py -f
+    /tmp/tmp….json``): true, but it tells a reader nothing. Then the cell says a notebook ran it and
+    gives the equivalent shell command, rebuilt from the record's spec. ``record`` is one benchmark's
+    record (:func:`omni_loader.results.benchmark`), not the whole metadata.json.
+    """
+    cmd = str(record.get("command_line", "") or "")
+    if "ipykernel" not in cmd and "kernel" not in cmd.split(" ", 1)[0]:
+        return f"`{cmd}`" if cmd else "?"
+    spec = flat_spec(record)
+    args = ["omni-loader", str(record.get("kind", "reproduce"))]
+    for key, flag in SHELL_FLAGS:
+        if spec.get(key) not in (None, ""):
+            args += [flag, str(spec[key])]
+    if spec.get("in_process") or spec.get("workers") == "in-process":
+        args.append("--in-process")
+    return f"a notebook (Jupyter kernel); the same run from a shell: `{shlex.join(args)}`"

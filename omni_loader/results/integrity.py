@@ -1,0 +1,251 @@
+"""Reading a results directory with its integrity checked, and repairing it before a resume.
+
+Why every reader goes through :func:`check_results`: runs.csv is appended by a process that can
+be killed mid-line, run twice into one directory, or copied by hand. The check leaves out the
+rows that cannot be trusted (torn or malformed lines, rows of a newer schema, runs recorded
+twice, rows that match no planned run of any benchmark of the suite, runs missing phase rows),
+says what it left out in one line each, and names the planned runs still missing. ``--resume``
+moves the left-out rows to runs.rejected.csv (:func:`set_aside_rejected`) and runs those again.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ResultsError
+from .lock import describe_holder, lock_holder
+from .rows import REJECTED_FILE, RUNS_FILE
+from .row_checks import (check_rows, count_records, csv_records, rows_frame, run_ids_text, plan_entries, read_lines,
+                         planned_runs)
+from .safe_files import link_refusal, open_file
+from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmark, benchmarks, read_metadata, resumed
+
+
+@dataclass(frozen=True)
+class ResultsCheck:
+    """A results directory read with its integrity checked: what it holds, what was wrong, what was left out.
+
+    ``frame`` is runs.csv without the rows that cannot be trusted. ``problems`` says what was
+    found, one line each; ``summary`` says it in a few words (the report's opening sentence
+    quotes it). ``metadata`` is metadata.json as written: read its benchmarks with
+    :meth:`benchmark`.
+    """
+
+    directory: Path
+    metadata: dict[str, Any]
+    frame: Any  # pandas.DataFrame
+    problems: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # short form of each problem, e.g. "1 torn row ignored"
+    missing_runs: tuple[int, ...] = ()  # planned run ids with no trusted rows
+    rejected_lines: tuple[int, ...] = ()  # line numbers (1-based, header 1) of runs.csv left out of frame
+    rejected_because: tuple[str, ...] = ()  # the findings (short form) that left those lines out
+    notes: tuple[str, ...] = ()  # what is not a problem but worth saying: rows set aside by an earlier --resume
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def summary(self) -> str:
+        """The findings, then the notes, in a few words each ('' when there is nothing to say)."""
+        return "; ".join([*self.findings, *self.notes])
+
+    def benchmark(self, name: str) -> dict[str, Any] | None:
+        """The record of benchmark ``name`` (``load``, ``startup``) of this directory, or None."""
+        return benchmark(self.metadata, name)
+
+
+def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
+    """Read a results directory and check it; raise :class:`ResultsError` only when it cannot be read at all.
+
+    Checks: a torn last line (a crash mid-write) or any line of the wrong shape, rows of a newer
+    schema, duplicate (run_id, phase) rows, rows that match no planned run of metadata.json (run
+    id, variant, warm-up, order, source), runs whose phase rows are incomplete, planned runs that
+    are missing, a benchmark whose writer died. Bad rows are left out of ``frame``.
+    """
+    directory = Path(directory)
+    metadata = read_metadata(directory)
+    found: list[tuple[str, str]] = _metadata_findings(metadata)  # (short, long)
+    path = directory / RUNS_FILE
+    records, numbers, cut = read_lines(path, found)
+    frame = rows_frame(records)
+    frame["_line"] = numbers
+    seconds_at = records[0].index("seconds")
+    frame["_seconds"] = [r[seconds_at] for r in records[1:]]  # as written: "nan", "abc" and "" all read as NaN
+    frame = check_rows(frame, metadata, found, cut).drop(columns="_seconds")
+    rejected = tuple(sorted(set(range(2, count_records(path) + 2)) - set(frame["_line"])))
+    frame = frame.drop(columns="_line")
+    because = tuple(short for short, _ in found)
+    plan = planned_runs(metadata)
+    have = set(frame["run_id"].astype(int)) if len(frame) else set()
+    missing = tuple(sorted(set(plan) - have))
+    if missing:
+        status = suite_status(metadata)
+        why = f" (status {status}: continue with {resume_command(directory, metadata)})" if status != "complete" else ""
+        found.append((f"{len(missing)} planned run(s) missing",
+                      f"{len(missing)} of {len(plan)} planned runs have no usable rows: {run_ids_text(missing)}{why}"))
+    found += _failure_findings(frame, metadata)
+    found += _writer_findings(directory, metadata)
+    repairs = [r for record in benchmarks(metadata).values() for r in record.get("repairs", [])]
+    notes = tuple(f"{r.get('rows')} row(s) set aside by --resume ({REJECTED_FILE})" for r in repairs)
+    return ResultsCheck(directory, metadata, frame, [long for _, long in found], [short for short, _ in found],
+                        missing, rejected, because, notes)
+
+
+# The statuses a benchmark's record moves through (see omni_loader.results.suite.with_status).
+STATUSES = ("running", "complete", "interrupted")
+
+
+def _metadata_findings(metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """What metadata.json lacks for its rows to be checked: a benchmark, each benchmark's plan and status."""
+    found: list[tuple[str, str]] = []
+    raw = metadata.get("benchmarks")
+    if isinstance(raw, dict):
+        for name, record in raw.items():
+            if not isinstance(record, dict):
+                found.append((f"benchmark {name} unreadable",
+                              f"{METADATA_FILE} holds {type(record).__name__} {str(record)[:40]!r} for benchmark "
+                              f"{name!r}, not a record: it was not written by omni-loader; restore it from a copy"))
+    members = benchmarks(metadata)
+    if not members:
+        found.append(("no benchmark recorded",
+                      f"{METADATA_FILE} records no benchmark: no plan to check runs.csv against, so none of its "
+                      "rows can be trusted; restore it from a copy"))
+    for name, record in members.items():
+        plan = record.get("plan")
+        if "plan" in record:  # every writer records one; a hand-made record without the key is read unchecked
+            entries = plan_entries(record)
+            if not isinstance(plan, list) or not plan:
+                found.append((f"benchmark {name} has no plan",
+                              f"benchmark {name} in {METADATA_FILE} has no plan (plan: {json.dumps(plan)[:40]}): its "
+                              "rows cannot be checked against the runs it planned; restore the file from a copy"))
+            elif len(entries) < len(plan):
+                found.append((f"{len(plan) - len(entries)} unreadable plan entr(ies)",
+                              f"{len(plan) - len(entries)} of the {len(plan)} plan entries of benchmark {name} in "
+                              f"{METADATA_FILE} have no integer run_id: ignored, with the rows of those runs"))
+        if record.get("status") not in STATUSES:
+            found.append((f"benchmark {name} has no status",
+                          f"benchmark {name} in {METADATA_FILE} has status {json.dumps(record.get('status'))[:40]}, "
+                          f"not one of {', '.join(STATUSES)}: whether it finished is unknown"))
+    return found
+
+
+def _failure_findings(frame, metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """A benchmark, or a variant of one, whose every run failed: no number to report, which is a finding."""
+    found: list[tuple[str, str]] = []
+    if not len(frame):
+        return found
+    for name, record in benchmarks(metadata).items():
+        ids = {int(e["run_id"]) for e in plan_entries(record)}
+        sources = ["server"] if DEFAULT_SOURCES.get(name) == "server" else ["load", "aa"]
+        rows = frame[frame["run_id"].isin(ids)] if ids else frame[frame["source"].isin(sources)]
+        runs = rows.drop_duplicates("run_id")
+        if not len(runs):
+            continue
+        ok = set(rows.loc[rows["status"] == "ok", "run_id"])
+        failed = runs[~runs["run_id"].isin(ok)]
+        if len(failed) == len(runs):
+            first = failed.iloc[0]
+            found.append((f"every run of benchmark {name} failed",
+                          f"every run of benchmark {name} failed ({len(runs)} run(s); run {first['run_id']} "
+                          f"{first['variant']}: {first['error'] or 'no reason recorded'}): it measured nothing"))
+            continue
+        for variant, per in runs.groupby("variant", sort=False):
+            bad = per[~per["run_id"].isin(ok)]
+            if len(bad) == len(per):
+                first = bad.iloc[0]
+                found.append((f"every run of {variant} failed",
+                              f"every run of variant {variant} in benchmark {name} failed ({len(per)} run(s); run "
+                              f"{first['run_id']}: {first['error'] or 'no reason recorded'}): it has no number to "
+                              "compare"))
+    return found
+
+
+def suite_status(metadata: dict[str, Any]) -> str | None:
+    """The status of the suite: the first of its benchmarks that is not complete, else ``complete``."""
+    statuses = [record.get("status") for record in benchmarks(metadata).values()]
+    return next((s for s in statuses if s != "complete"), "complete" if statuses else None)
+
+
+def _writer_findings(directory: Path, metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """A benchmark whose record says ``running``: still being written, or its writer died."""
+    if not any(record.get("status") == "running" for record in benchmarks(metadata).values()):
+        return []
+    holder = lock_holder(directory)
+    if holder and holder.get("alive"):
+        return [("still being written",
+                 f"{directory} is being written now by {describe_holder(holder)}: more runs are to come")]
+    return [("its writer died",
+             f"metadata.json says running, but no process is writing {directory}: its writer was killed or crashed; "
+             f"continue with {resume_command(directory, metadata)}")]
+
+
+def resume_command(directory: str | os.PathLike[str], metadata: dict[str, Any]) -> str:
+    """The command that continues ``directory``: its specs come from metadata.json, so nothing else is needed.
+
+    ``reproduce --resume`` continues every benchmark of a suite that has a load benchmark (its
+    startup benchmark too); a directory of serve-ab alone is continued by ``serve-ab --resume``.
+    """
+    members = benchmarks(metadata)
+    command = "serve-ab" if "startup" in members and "load" not in members else "reproduce"
+    return f"omni-loader {command} --resume --out {directory}"
+
+
+# --------------------------------------------------------------------------- repair before a resume
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """A benchmark about to be continued: its record (running again), the runs it already has, the check."""
+
+    record: dict[str, Any]
+    done: frozenset[int]  # run ids of its plan with trusted rows (failed runs included: they are not repeated)
+    check: ResultsCheck
+
+
+def resume_benchmark(directory: str | os.PathLike[str], name: str) -> Resumption:
+    """Set aside the rows the check rejects and continue benchmark ``name``. Writers only, under the lock."""
+    check = check_results(directory)
+    record = check.benchmark(name)
+    if record is None:
+        raise ResultsError(f"--resume: {directory} holds no {name} benchmark to continue")
+    moved = set_aside_rejected(check)
+    ids = {int(entry["run_id"]) for entry in record.get("plan") or []}
+    done = frozenset(int(r) for r in check.frame["run_id"] if int(r) in ids) if len(check.frame) else frozenset()
+    return Resumption(resumed(record, moved, check.rejected_because), done, check)
+
+
+def set_aside_rejected(check: ResultsCheck) -> int:
+    """Move the rows a check left out of runs.csv into runs.rejected.csv; returns how many. Writers only.
+
+    Called by ``--resume`` under the writer lock before it appends: the runs those rows belonged to
+    are then run again, and runs.csv holds only rows that can be trusted. Nothing is deleted.
+    """
+    if not check.rejected_lines:
+        return 0
+    path = check.directory / RUNS_FILE
+    if path.is_symlink():
+        raise link_refusal(path)
+    records = csv_records(path.read_bytes().decode("utf-8", errors="replace"))
+    rejected = set(check.rejected_lines)
+    keep = [r for n, r in enumerate(records, start=1) if n not in rejected]
+    out = [r for n, r in enumerate(records, start=1) if n in rejected]
+    side = check.directory / REJECTED_FILE
+    with open_file(side, "a", newline="") as fh:  # never through a link (omni_loader.results.safe_files)
+        if fh.tell() == 0:
+            csv.writer(fh, lineterminator="\r\n").writerow(records[0])
+        csv.writer(fh, lineterminator="\r\n").writerows(out)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp = path.with_suffix(".csv.tmp")
+    with open_file(tmp, "w", newline="") as fh:
+        csv.writer(fh, lineterminator="\r\n").writerows(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return len(out)

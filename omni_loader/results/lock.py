@@ -1,0 +1,133 @@
+"""One writer per results directory: an exclusive lock held for as long as a benchmark writes it.
+
+Why: two writers appending to one runs.csv interleave rows and plans that no check can untangle
+afterwards. The lock is an ``flock`` on ``writer.lock``, which the OS drops when the process dies
+however it dies, so a crash never leaves a directory locked; the file also names the holder, so a
+refused second writer (and a reader that finds a directory "running") can say who writes it.
+Readers take no lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..errors import ResultsError
+from .safe_files import open_fd, refuse_links
+
+# Held (flock) by the one process writing the directory; holds its pid and command while it does.
+LOCK_FILE = "writer.lock"
+
+_HELD: dict[Path, list[int]] = {}  # directory -> [lock file descriptor, depth] held by this process
+
+
+# What a writer writes in a results directory: none of them may be a link (see omni_loader.results.safe_files).
+WRITTEN = ("runs.csv", "runs.rejected.csv", "runs.csv.tmp", "metadata.json", "metadata.json.tmp", "report.md",
+           "plots", "logs", "profiles")
+
+
+@contextmanager
+def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold the results directory's writer lock (made if need be) for the block; re-entrant in one process.
+
+    A second writer is refused with one line naming the directory and the process that holds it;
+    so is a directory whose lock file, runs.csv, metadata.json, report.md or plots/ is a symbolic
+    link (writing through it would write outside the directory). A directory this call made that
+    holds nothing but the lock file when the block ends (it failed before writing) is removed.
+    """
+    directory = Path(directory)
+    made = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
+    directory.mkdir(parents=True, exist_ok=True)
+    key = directory.resolve()
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield directory
+        finally:
+            _HELD[key][1] -= 1
+        return
+    try:
+        fd = open_fd(directory / LOCK_FILE, "r+")
+    except BaseException:
+        _remove_made(made)
+        raise
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        holder = lock_holder(directory)
+        raise ResultsError(f"{directory} is being written by {describe_holder(holder)}; one writer per results "
+                           "directory: wait for it to finish, or choose another --out") from None
+    try:
+        refuse_links(directory, WRITTEN)
+    except BaseException:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(_holder_record()).encode(), 0)
+    _HELD[key] = [fd, 1]
+    try:
+        yield directory
+    finally:
+        del _HELD[key]
+        os.ftruncate(fd, 0)  # an empty lock file: nobody writing
+        if made and os.listdir(directory) == [LOCK_FILE]:
+            os.unlink(directory / LOCK_FILE)  # while still held: no second writer took it meanwhile
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        _remove_made(made)
+
+
+def _remove_made(made: list[Path]) -> None:
+    """Remove the folders a writer made (deepest first) that are still empty."""
+    for path in made:
+        try:
+            path.rmdir()
+        except OSError:
+            return
+
+
+def _holder_record() -> dict[str, Any]:
+    """This process as the lock file names it: pid, host, the command as the user typed it, since when."""
+    from .metadata import command_line, now_iso
+
+    return {"pid": os.getpid(), "host": socket.gethostname(), "command": command_line(), "since": now_iso()}
+
+
+def lock_holder(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Who holds (or last held, if it died) the writer lock: pid, host, command, since, alive; None if nobody.
+
+    Read without locking: the holder writes its record after taking the lock and empties it on release.
+    """
+    try:
+        text = (Path(directory) / LOCK_FILE).read_text()
+        record = json.loads(text) if text.strip() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+        return None
+    alive = None  # unknown: another host
+    if record.get("host") == socket.gethostname():
+        try:
+            os.kill(record["pid"], 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:
+            alive = True
+    return {**record, "alive": alive}
+
+
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    if not holder:
+        return "another process"
+    command = holder.get("command") or "?"
+    command = command if len(command) <= 80 else command[:77] + "..."
+    return f"process {holder['pid']} on {holder.get('host', '?')} ({command}, since {holder.get('since', '?')})"

@@ -1,0 +1,218 @@
+"""How runs.csv's lines are read and checked against the plan: the row-level half of the integrity checks.
+
+Why apart from :mod:`omni_loader.results.integrity`: reading a file that a killed writer may have cut mid-line,
+that a hand may have edited (a 50 MB field, ``nan`` seconds) or that two writers may have interleaved is
+its own concern, with its own tests; :mod:`omni_loader.results.integrity` turns the findings into a
+:class:`~omni_loader.results.integrity.ResultsCheck` and repairs a directory before a resume. Each function
+returns or appends ``(kind, message)`` findings; nothing here writes a file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import ResultsError
+from .rows import RUN_COLUMNS, RUNS_FILE, SOURCES, typed_runs
+from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmarks
+
+
+def planned_runs(metadata: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """run_id -> plan entry (variant, warmup, order, source) of every benchmark in ``metadata``."""
+    plans: dict[int, dict[str, Any]] = {}
+    for name, record in benchmarks(metadata).items():
+        for entry in plan_entries(record):
+            plans[int(entry["run_id"])] = {"source": DEFAULT_SOURCES.get(name, "load"), **entry}
+    return plans
+
+
+def plan_entries(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's plan entries that can be read (a dict with an integer run id); see :func:`_metadata_findings`."""
+    plan = record.get("plan")
+    if not isinstance(plan, list):
+        return []
+    return [e for e in plan if isinstance(e, dict) and isinstance(e.get("run_id"), int)
+            and not isinstance(e.get("run_id"), bool)]
+
+
+
+
+def count_records(path: Path) -> int:
+    """Data records (header excluded) in runs.csv, torn ones included."""
+    if not path.exists():
+        return 0
+    return max(0, len(csv_records(path.read_bytes().decode("utf-8", errors="replace"))) - 1)
+
+
+# The longest field omni-loader writes is far below this (an error line is cut at 300 characters): a longer
+# one was not written by it. It is csv's default limit, which the reading below lifts, so that such a line is
+# one row ignored (and set aside by --resume), not an unreadable file.
+FIELD_LIMIT = 131072
+
+
+def csv_records(text: str) -> list[list[str]]:
+    """The CSV records of ``text``, fields of any length (csv's field_size_limit lifted while it reads)."""
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, len(text) + 1))
+    try:
+        return list(csv.reader(io.StringIO(text, newline="")))
+    finally:
+        csv.field_size_limit(limit)
+
+
+def run_ids_text(ids: Iterable[int], most: int = 12) -> str:
+    ids = sorted(ids)
+    text = ", ".join(map(str, ids[:most]))
+    return text + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
+def read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str]], list[int], set[int]]:
+    """runs.csv's records whose shape is right (header first), their line numbers, and the run ids of
+    the records cut short (a crash mid-write: those runs lack rows), reporting the bad records."""
+    if not path.exists():
+        return [list(RUN_COLUMNS)], [], set()
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    if not text:
+        return [list(RUN_COLUMNS)], [], set()
+    records = csv_records(text)
+    header = records[0]
+    missing = [c for c in RUN_COLUMNS[: RUN_COLUMNS.index("minor_faults")] if c not in header]
+    if missing:
+        raise ResultsError(f"{path} lacks columns {missing}; it was not written by omni-loader (or its header is "
+                           f"damaged): restore it from a copy")
+    unknown = [c for c in header if c not in RUN_COLUMNS]
+    if unknown:
+        found.append((f"{len(unknown)} unknown column(s) ignored",
+                      f"{path.name} has columns this omni-loader does not know ({', '.join(unknown)}): "
+                      "written by a newer version? they are ignored"))
+    torn = [] if text.endswith("\n") else [len(records)]  # a crash cut the last line short
+    newer, malformed, oversized = [], [], []
+    good, numbers = [header], []
+    cut: set[int] = set()
+    for number, record in enumerate(records[1:], start=2):
+        if (number in torn or len(record) < len(header)) and len(record) > 1 and record[0].isdigit():
+            cut.add(int(record[0]))  # its run id was written whole: that run's rows are incomplete
+        if number in torn:
+            continue
+        if not record:
+            continue  # a blank line
+        if any(len(value) > FIELD_LIMIT for value in record):
+            oversized.append(number)
+        elif len(record) > len(header):
+            newer.append(number)
+        elif len(record) < len(header):
+            (torn if number == len(records) else malformed).append(number)
+        else:
+            good.append(record)
+            numbers.append(number)
+    if torn:
+        found.append((f"{len(torn)} torn row ignored",
+                      f"the last line of {path.name} (line {torn[0]}) is torn, cut short by a crash or a full "
+                      "disk: ignored"))
+    if newer:
+        found.append((f"{len(newer)} row(s) of a newer schema ignored",
+                      f"{len(newer)} row(s) of {path.name} have more fields than its header (lines {run_ids_text(newer)}): "
+                      "written by a newer omni-loader or two writers interleaved; ignored"))
+    if oversized:
+        found.append((f"{len(oversized)} oversized row(s) ignored",
+                      f"{len(oversized)} row(s) of {path.name} have a field longer than {FIELD_LIMIT} characters "
+                      f"(lines {run_ids_text(oversized)}): not written by omni-loader; ignored"))
+    if malformed:
+        found.append((f"{len(malformed)} malformed row(s) ignored",
+                      f"{len(malformed)} row(s) of {path.name} have too few fields (lines {run_ids_text(malformed)}): "
+                      "ignored"))
+    return good, numbers, cut
+
+
+def possible_seconds(text: str) -> bool:
+    """``seconds`` as written in runs.csv: empty, or a finite number >= 0."""
+    if not text.strip():
+        return True
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(value) and value >= 0
+
+
+def rows_frame(records: list[list[str]]):  # -> pandas.DataFrame
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(records)
+    buffer.seek(0)
+    return typed_runs(buffer, RUNS_FILE)[list(RUN_COLUMNS)]
+
+
+def check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]], cut: set[int] = frozenset()):
+    """Rows with bad values, duplicates, rows off the plan, incomplete runs: left out and reported."""
+    import pandas as pd
+
+    if not len(frame):
+        return frame
+    run_ids = pd.to_numeric(frame["run_id"], errors="coerce")
+    bad_values = run_ids.isna() | (run_ids != run_ids.round()) | ~frame["source"].isin(SOURCES)
+    if bad_values.any():
+        found.append((f"{int(bad_values.sum())} row(s) with unreadable values ignored",
+                      f"{int(bad_values.sum())} row(s) of {RUNS_FILE} have no integer run_id or an unknown source: "
+                      "ignored"))
+    frame = frame[~bad_values].copy()
+    frame["run_id"] = run_ids[~bad_values].astype(int)
+
+    # A duration is a finite number >= 0 (or nothing, for a run that failed before it was timed).
+    impossible = ~frame["_seconds"].map(possible_seconds)
+    if impossible.any():
+        runs = sorted(set(frame.loc[impossible, "run_id"]))
+        values = ", ".join(dict.fromkeys(repr(v[:20]) for v in frame.loc[impossible, "_seconds"]))
+        found.append((f"{int(impossible.sum())} row(s) with impossible seconds ignored",
+                      f"{int(impossible.sum())} row(s) of {RUNS_FILE} have seconds that no clock gives ({values}: "
+                      f"not a finite number >= 0; run ids {run_ids_text(runs)}): those runs are ignored; --resume repeats "
+                      "them"))
+        frame = frame[~frame["run_id"].isin(runs)]
+
+    dup_keys = frame.duplicated(["run_id", "phase"], keep=False)
+    dup_runs = sorted(set(frame.loc[dup_keys, "run_id"]))
+    if dup_runs:
+        rows = int(frame["run_id"].isin(dup_runs).sum())
+        found.append((f"{len(dup_runs)} duplicated run(s) ignored",
+                      f"{len(dup_runs)} run(s) have more than one row for a phase (run ids {run_ids_text(dup_runs)}): two "
+                      f"writers, or rows copied twice; all {rows} of their rows are ignored"))
+        frame = frame[~frame["run_id"].isin(dup_runs)]
+
+    plan = planned_runs(metadata)
+    if plan:
+        def matches(row: Any) -> bool:
+            entry = plan.get(int(row.run_id))
+            if entry is None:
+                return False
+            order = "" if entry.get("order") is None else str(entry["order"])
+            return (row.variant == entry["variant"] and bool(row.warmup) == bool(entry["warmup"])
+                    and str(row.order).removesuffix(".0") == order and row.source == entry["source"])
+
+        off = ~frame.apply(matches, axis=1).astype(bool)
+        if off.any():
+            runs = sorted(set(frame.loc[off, "run_id"]))
+            found.append((f"{int(off.sum())} row(s) off the plan ignored",
+                          f"{int(off.sum())} row(s) of run ids {run_ids_text(runs)} do not match the plan in "
+                          f"{METADATA_FILE} (run id, variant, warm-up, order or source): from another benchmark? "
+                          "ignored"))
+            frame = frame[~off]
+
+    # A run's rows are written together; an ok run with fewer phases than its peers lost some (a crash).
+    # A run whose last row was cut short is incomplete, and so is a loader run without a phase its peers
+    # have (every load of a variant records the same phases; a server's log figures may come and go).
+    incomplete = sorted(set(frame["run_id"]) & set(cut))
+    ok = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"]) & ~frame["run_id"].isin(incomplete)]
+    for _, rows in ok.groupby(["source", "variant"]):
+        phases = rows.groupby("run_id")["phase"].agg(frozenset)
+        full = frozenset().union(*phases)
+        incomplete += [int(r) for r, p in phases.items() if p != full]
+    incomplete = sorted(incomplete)
+    if incomplete:
+        found.append((f"{len(incomplete)} incomplete run(s) ignored",
+                      f"{len(incomplete)} run(s) lost phase rows, cut short by a crash (run ids {run_ids_text(incomplete)}): "
+                      "ignored; --resume repeats them"))
+        frame = frame[~frame["run_id"].isin(incomplete)]
+    return frame.reset_index(drop=True)

@@ -1,0 +1,180 @@
+"""metadata.json: the versioned record of the benchmarks a results directory holds.
+
+A results directory is a *suite*: one or more named benchmarks sharing one runs.csv (run ids never
+repeat across them), each with its own spec, plan, environment and status::
+
+    {"schema_version": 3,
+     "benchmarks": {"load":    {"kind": "reproduce", "spec": ..., "plan": [...], "status": ..., ...},
+                    "startup": {"kind": "serve-ab",  "spec": ..., "plan": [...], "status": ..., ...}}}
+
+``load`` is reproduce's A/B of the loader, ``startup`` serve-ab's A/B of server start-up. Why a
+suite: ``reproduce --with-startup`` adds the second to the first, and each must be resumable,
+checkable and comparable on its own. Schemas 1 and 2 stored the load record at the top level
+with serve-ab's under its ``"serve_ab"`` key (or serve-ab's own at the top level); they are still
+read, and every reader goes through :func:`benchmarks` / :func:`benchmark`, the one place that
+knows the layouts. Every writer starts its record with :func:`benchmark_record` and writes it
+with :func:`store_benchmark`, which rewrites an older file as schema 3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ResultsError
+from .rows import REJECTED_FILE
+from .safe_files import link_refusal, write_text
+
+SCHEMA_VERSION = 3
+# Versions this kit reads. Version 1 lacks the per-phase counters and the per-run stamps; read, they
+# are empty. Versions 1 and 2 hold one benchmark at the top level (and serve-ab's under "serve_ab").
+READABLE_SCHEMAS = (1, 2, 3)
+METADATA_FILE = "metadata.json"
+
+# The benchmarks a results directory can hold, by member name, and the kind of each.
+MEMBERS = {"load": "reproduce", "startup": "serve-ab"}
+# The source of a plan entry that does not name one (serve-ab's plans, and every schema-1 plan).
+DEFAULT_SOURCES = {"load": "load", "startup": "server"}
+# When a status was reached, recorded under this key.
+STATUS_STAMPS = {"complete": "finished_at", "interrupted": "interrupted_at"}
+
+
+def write_metadata(directory: str | os.PathLike[str], metadata: dict[str, Any]) -> Path:
+    """Write ``metadata`` (a suite: ``{"benchmarks": {...}}``) as metadata.json, atomically, version first."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {"schema_version": SCHEMA_VERSION, **{k: v for k, v in metadata.items() if k != "schema_version"}}
+    path = directory / METADATA_FILE
+    if path.is_symlink():  # replacing it would not write through it, but it names a file elsewhere: refused
+        raise link_refusal(path)
+    tmp = path.with_suffix(".json.tmp")
+    write_text(tmp, json.dumps(record, indent=2, default=str))  # never through a link
+    os.replace(tmp, path)
+    return path
+
+
+def read_metadata(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """metadata.json as written (any readable schema); one-line :class:`ResultsError` when it cannot be read."""
+    path = Path(directory) / METADATA_FILE
+    if not path.is_file():
+        raise ResultsError(f"not a results directory (no {METADATA_FILE}): {directory}")
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): it "
+                           "was not written by omni-loader or is damaged; restore it from a copy") from None
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ResultsError(f"{path} is nested too deeply to be read: it was not written by omni-loader") from None
+    version = record.get("schema_version") if isinstance(record, dict) else None
+    if version not in READABLE_SCHEMAS:
+        newer = isinstance(version, int) and version > SCHEMA_VERSION
+        raise ResultsError(
+            f"{path} has schema_version {version!r}; this omni-loader reads versions "
+            f"{', '.join(map(str, READABLE_SCHEMAS))}" + (" (upgrade omni-loader to read it)" if newer else "")
+        )
+    return record
+
+
+def benchmarks(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The named benchmarks (``load``, ``startup``) recorded in ``metadata``, each as its own record.
+
+    Every reader goes through this one function, so that the on-disk layout of the suite (schema 3:
+    ``"benchmarks"``; schemas 1 and 2: the load record at the top level with serve-ab's tucked
+    under ``"serve_ab"``, or a serve-ab directory of its own) is known in one place. A member's
+    record never holds ``schema_version``: that is the file's (``metadata["schema_version"]``).
+    """
+    if isinstance(metadata.get("benchmarks"), dict):  # a member that is not a record is the integrity check's finding
+        return {name: dict(record) for name, record in metadata["benchmarks"].items() if isinstance(record, dict)}
+    members: dict[str, dict[str, Any]] = {}
+    top = {k: v for k, v in metadata.items() if k not in ("serve_ab", "schema_version")}
+    if top.get("kind") == MEMBERS["startup"]:
+        members["startup"] = top
+    elif "plan" in top or "spec" in top or "kind" in top:
+        members["load"] = top
+    if isinstance(metadata.get("serve_ab"), dict):
+        members["startup"] = dict(metadata["serve_ab"])
+    return members
+
+
+def benchmark(metadata: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """One named benchmark of ``metadata`` (``load`` or ``startup``), or None when the directory has none."""
+    return benchmarks(metadata).get(name)
+
+
+def recorded_load_options(record: dict[str, Any]) -> dict[str, Any]:
+    """The load options (layout, device, dtype, construct) a load benchmark's record names, as recorded.
+
+    Schema 3 nests them in ``spec["load"]`` (a :class:`~omni_loader.token2wav.options.LoadOptions`); schemas
+    1 and 2 had them flat in ``spec``. Keys a record lacks (schema 1: construct) are left out.
+    """
+    spec = record.get("spec") or {}
+    options = spec.get("load") if isinstance(spec.get("load"), dict) else spec
+    return {k: options[k] for k in ("layout", "device", "dtype", "construct") if k in options}
+
+
+def benchmark_record(kind: str, spec: Any, plan: Iterable[Any], device: str, *, warmup: int, repeats: int,
+                     order: str, model: str | None, **described: Any) -> dict[str, Any]:
+    """The record of one benchmark as every writer starts it, status ``running``.
+
+    What it measures (``spec``, a dict or dataclass; ``plan``, its runs), how many and in which
+    order (``warmup``, ``repeats``, ``order``: readers quote them without knowing the spec's
+    shape), on what (``model``, and ``described``: e.g. the checkpoint), where (the environment
+    of ``device``) and how it was started (command line, time). The status then moves with
+    :func:`with_status` and :func:`resumed`.
+    """
+    from .metadata import command_line, environment, now_iso
+
+    return {
+        "kind": kind,
+        "spec": _plain(spec),
+        **described,
+        "warmup": warmup,
+        "repeats": repeats,
+        "order": order,
+        "model": model,
+        "plan": [_plain(entry) for entry in plan],
+        "environment": environment(device),
+        "command_line": command_line(),
+        "started_at": now_iso(),
+        "status": "running",
+    }
+
+
+def _plain(value: Any) -> Any:
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
+
+
+def with_status(record: dict[str, Any], status: str, **fields: Any) -> dict[str, Any]:
+    """``record`` with ``status`` (running, complete, interrupted), stamped with when it was reached."""
+    from .metadata import now_iso
+
+    stamp = STATUS_STAMPS.get(status)
+    return {**record, "status": status, **fields, **({stamp: now_iso()} if stamp else {})}
+
+
+def resumed(record: dict[str, Any], set_aside: int = 0, why: Iterable[str] = ()) -> dict[str, Any]:
+    """``record`` continued by ``--resume``: running again, the time noted, and the rows it set aside
+    (``set_aside`` of them, moved to runs.rejected.csv for the reasons ``why``) noted as a repair."""
+    from .metadata import now_iso
+
+    out = {**record, "status": "running", "resumed_at": [*record.get("resumed_at", []), now_iso()]}
+    if set_aside:
+        out["repairs"] = [*record.get("repairs", []),
+                          {"at": now_iso(), "rows": set_aside, "file": REJECTED_FILE, "why": list(why)}]
+    return out
+
+
+def store_benchmark(directory: str | os.PathLike[str], name: str, record: dict[str, Any]) -> Path:
+    """Write member ``name`` of the directory's suite, keeping the others (schema 1 and 2 files are
+    rewritten as schema 3). Writers call it under the directory's writer lock."""
+    if name not in MEMBERS:
+        raise ValueError(f"a results directory's benchmarks are {', '.join(MEMBERS)}, not {name!r}")
+    members = benchmarks(read_metadata(directory)) if (Path(directory) / METADATA_FILE).is_file() else {}
+    members[name] = record
+    return write_metadata(directory, {"benchmarks": members})

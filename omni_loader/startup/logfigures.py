@@ -1,0 +1,280 @@
+"""Named figures read from a server's log: ``Loading weights took 0.62 seconds`` -> ``weight_loading``, 0.62 s.
+
+Why from the log: a real server (``vllm serve``) reports its own phases only there, and serve-ab
+times servers it cannot instrument. A pattern is a regular expression whose first capture group
+(or a group named ``value``) is the number; its unit is read after it (ms, s, seconds, min...)
+and every figure is stored in seconds, so that a server's ``Buffer discovery took 1.5 ms`` and
+the loader's own ``buffer_discovery`` phase are in one unit. The stage server
+(:mod:`omni_loader.startup.server`) logs the same lines as vLLM, so one set of patterns reads both.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO
+
+from ..errors import OmniLoaderError
+
+# Figures read from server logs. The first capture group (or a group named ``value``) is the number;
+# its unit is a group named ``unit`` if the pattern has one, else the word that follows the number
+# in the log (ms, s, seconds, min, ...), else seconds. Every match counts: the first is recorded as
+# NAME, later ones (e.g. one per vLLM-Omni stage) as NAME#2, NAME#3, ...
+DEFAULT_PATTERNS: dict[str, str] = {
+    # vLLM's default model loader, and stage-server
+    "weight_loading": r"Loading weights took ([0-9.]+) seconds",
+    # vLLM's model runner ("Model loading took 9.94 GiB [memory] and 12.3 seconds"), and stage-server
+    "model_loading": r"Model loading took [0-9.]+ ?GiB(?: memory)? and ([0-9.]+) ?s",
+    # vLLM's engine start-up after the weights (profile, KV cache, warm-up / CUDA graphs)
+    "init_engine": r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) seconds",
+    # stage-server's buffer-discovery line
+    "buffer_discovery": r"Buffer discovery took ([0-9.]+) ms",
+}
+
+_UNITS = {
+    "ns": 1e-9, "nanosecond": 1e-9, "nanoseconds": 1e-9,
+    "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
+    "ms": 1e-3, "msec": 1e-3, "msecs": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
+}
+_UNIT_ALTERNATIVES = "|".join(sorted(map(re.escape, _UNITS), key=len, reverse=True))
+_UNIT_AFTER = re.compile(r"\s*(" + _UNIT_ALTERNATIVES + r")(?!\w)", re.IGNORECASE)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def compile_patterns(patterns: Mapping[str, str | re.Pattern[str]]) -> dict[str, re.Pattern[str]]:
+    """Check names and regular expressions; each needs a capture group (or one named ``value``)."""
+    compiled: dict[str, re.Pattern[str]] = {}
+    for name, pattern in patterns.items():
+        if not _NAME.match(name):
+            raise OmniLoaderError(f"log pattern name {name!r} must be letters, digits, '_', '.' or '-'")
+        try:
+            rx = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
+        except re.error as exc:
+            raise OmniLoaderError(f"log pattern {name}={pattern!r} is not a valid regular expression ({exc})") from None
+        if rx.groups < 1:
+            raise OmniLoaderError(f"log pattern {name}={rx.pattern!r} has no capture group for the figure")
+        compiled[name] = rx
+    return compiled
+
+
+def parse_pattern_args(specs: Iterable[str], defaults: bool = True) -> dict[str, str]:
+    """``NAME=REGEX`` strings on top of :data:`DEFAULT_PATTERNS` (a same-named one replaces the default)."""
+    patterns = dict(DEFAULT_PATTERNS) if defaults else {}
+    for spec in specs:
+        name, sep, regex = spec.partition("=")
+        if not sep or not name or not regex:
+            raise OmniLoaderError(f"--log-pattern {spec!r} is not NAME=REGEX")
+        patterns[name.strip()] = regex
+    compile_patterns(patterns)
+    return patterns
+
+
+def to_seconds(value: float, unit: str | None) -> float:
+    """``value`` in ``unit`` (ms, s, seconds, min, ...) as seconds; no or unknown unit: seconds."""
+    if not unit:
+        return value
+    key = unit.strip()
+    factor = _UNITS.get(key, _UNITS.get(key.lower()))
+    return value if factor in (None, 1.0) else float(f"{value * factor:.12g}")  # 0.434 ms -> 0.000434
+
+
+def extract_figures(text: str, patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
+    """Every figure the patterns find in ``text``, as ``(name, seconds)``, in pattern order.
+
+    Repeated matches of one pattern are named NAME, NAME#2, NAME#3, ... in log order.
+    """
+    figures: list[tuple[str, float]] = []
+    for name, rx in compile_patterns(patterns).items():
+        count = 0
+        for m in rx.finditer(text):
+            group: int | str = "value" if "value" in rx.groupindex else 1
+            raw = m.group(group)
+            if raw is None:
+                continue
+            try:
+                value = float(raw)
+            except ValueError:
+                continue
+            if "unit" in rx.groupindex and m.group("unit"):
+                unit = m.group("unit")
+            else:
+                after = _UNIT_AFTER.match(text, m.end(group))
+                unit = after.group(1) if after else None
+            count += 1
+            figures.append((name if count == 1 else f"{name}#{count}", to_seconds(value, unit)))
+    return figures
+
+
+# --------------------------------------------------------------------------- timeline markers
+# What omni_loader.startup.timeline reads from vLLM and vLLM-Omni startup logs: the lines' tags and
+# timestamps, and the markers (named patterns, data the caller extends) that say where a phase ends.
+
+MARKER_KINDS = ("took", "until", "event")
+TOKEN2WAV = re.compile(r"code2wav|token2wav", re.IGNORECASE)
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_TAGS = r"(?:\((?P<process>[^()]*?)\s*pid=(?P<pid>\d+)\)\s*)?(?:\[Stage-(?P<stage>\d+)\]\s*)?"
+_STAMP = (r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<stamp>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)"
+          r"(?:\s+\[[^\]]*\])?\s?")
+HEADER = re.compile(_TAGS + f"(?:{_STAMP})?")  # at the start of a line: tags, a timestamp, or both
+STAMPED = re.compile(_TAGS + _STAMP)  # after a prefix (a container runtime's): the timestamp is required
+PID = re.compile(r"pid=(\d+)\)")
+PROCESS_STAGE = re.compile(r"stage_?(\d+)", re.IGNORECASE)
+PROCESS_REPLICA = re.compile(r"(?:replica_?|_DP)(\d+)")
+SERVE_AB_HEADER = re.compile(r"# omni-loader serve-ab: run (?P<run>\d+), (?P<variant>[\w-]+)(?P<warmup>, warm-up)?")
+
+
+def literal_part(pattern: str) -> str | None:
+    """The longest literal text (3 characters or more) that every match of ``pattern`` contains, else None.
+
+    Only text outside groups counts; an alternation at the top, a case-insensitive pattern or an
+    escape this does not know give None (the pattern is then tried on every line).
+    """
+    if re.compile(pattern).flags & re.IGNORECASE:
+        return None
+    runs, run, depth, i = [], [], 0, 0
+    while i < len(pattern):
+        c, nxt = pattern[i], pattern[i + 1:i + 2]
+        if c == "\\" and depth == 0 and nxt and not nxt.isalnum():
+            run.append(nxt)
+            i += 2
+            continue
+        if c == "\\":  # \d, \s, \b... (or anything inside a group): not literal
+            i += 2
+        elif c == "[":  # a class: skip it
+            i += 2 if nxt == "^" else 1
+            i += 1 if pattern[i:i + 1] == "]" else 0
+            while i < len(pattern) and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+        elif c in "()":
+            depth += 1 if c == "(" else -1
+            i += 1
+        elif depth:
+            i += 1
+            continue
+        elif c == "|":
+            return None
+        elif c in "*+?{":  # a quantifier: the character before it may be absent (or repeated)
+            if c != "+" and run:
+                run.pop()
+            i = pattern.index("}", i) + 1 if c == "{" and "}" in pattern[i:] else i + 1
+        elif c not in ".^$":
+            run.append(c)
+            i += 1
+            continue
+        else:
+            i += 1
+        runs.append("".join(run))
+        run = []
+    best = max(runs + ["".join(run)], key=len)
+    return best if len(best) >= 3 else None
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One thing a startup log says: ``name`` (a phase or event), ``pattern``, ``kind`` (see the module).
+
+    ``level``: how deep the phase nests (0 its own; 1 inside one, as weight loading is inside model
+    loading; -1 a span over the whole startup). ``scope`` ``server``: the API server's work, not a
+    stage's. ``ready`` ``server`` or ``stage``: the line says that one is ready. Lines are pre-filtered
+    by the literal text every match contains (:func:`literal_part`), found at C speed; a pattern
+    without one is tried on every line (slower).
+    """
+
+    name: str
+    pattern: str
+    kind: str = "took"
+    after: tuple[str, ...] = ()
+    level: int = 0
+    scope: str = "stage"
+    ready: str = ""
+
+    def __post_init__(self) -> None:
+        what = f"timeline pattern {self.name}={self.pattern!r}"
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", self.name) or self.kind not in MARKER_KINDS:
+            raise OmniLoaderError(f"{what}: the name must be letters, digits, '_', '.' or '-' and the kind one of "
+                                  f"{', '.join(MARKER_KINDS)}")
+        try:
+            rx = re.compile(self.pattern)
+        except re.error as exc:
+            raise OmniLoaderError(f"{what} is not a valid regular expression ({exc})") from None
+        if self.kind == "took" and not rx.groups:
+            raise OmniLoaderError(f"{what} has no group for the seconds")
+        object.__setattr__(self, "regex", rx)
+        object.__setattr__(self, "keyword", literal_part(self.pattern))
+
+
+_S = r"(?P<seconds>[0-9]+(?:\.[0-9]+)?) ?(?P<unit>ms|seconds|secs|sec|s)\b"
+DEFAULT_MARKERS: tuple[Marker, ...] = (
+    Marker("weight_loading", r"Loading weights took " + _S, level=1),
+    Marker("model_loading", r"Model loading took (?P<value>[0-9.]+) ?GiB(?: memory)? and " + _S),
+    Marker("torch_compile", r"torch\.compile (?:takes|took) " + _S + " in total", level=1),
+    Marker("dynamo_transform", r"Dynamo bytecode transform time: " + _S, level=2),
+    Marker("graph_capture", r"Graph capturing finished in " + _S + r",? took (?P<value>[0-9.]+) ?GiB", level=1),
+    Marker("init_engine", r"init engine \([^)]*\) took " + _S),
+    Marker("kv_cache_memory", r"Available KV cache memory: (?P<value>[0-9.]+) ?GiB", "event"),
+    Marker("weights_format", r"Using model weights format (?P<detail>.+)", "event"),
+    Marker("model_loaded", r"\[Model Loaded\] name=(?P<detail>[^,]*), success=True, size=(?P<value>[0-9.]+) ?MB",
+           "until", after=("weights_format",)),
+    Marker("stage_ready", r"Stage-(?P<stage>\d+) reported ready", "event", ready="stage"),
+    Marker("all_stages_ready", r"All stages initialized successfully", "event", scope="server"),
+    Marker("api_server_start", r"Starting vLLM API server", "event", scope="server"),
+    Marker("chat_template_warmup", r"Chat template warmup completed in " + _S, scope="server"),
+    Marker("application_ready", r"Application startup complete\.", "event", scope="server", ready="server"),
+    Marker("omni_server_startup", r"OmniServer startup took " + _S, level=-1, scope="server"),
+)
+
+
+def parse_marker_args(specs: Iterable[str], markers: Sequence[Marker] = DEFAULT_MARKERS) -> tuple[Marker, ...]:
+    """``NAME=REGEX`` strings on top of ``markers``: with a group, a ``took`` phase (the group is its seconds);
+    without, an ``event``. A same-named one replaces the marker it names."""
+    out = {m.name: m for m in markers}
+    for spec in specs:
+        name, sep, regex = spec.partition("=")
+        if not sep or not name.strip() or not regex:
+            raise OmniLoaderError(f"--pattern {spec!r} is not NAME=REGEX")
+        try:
+            kind = "took" if re.compile(regex).groups else "event"
+        except re.error:
+            kind = "took"  # Marker says what is wrong with it
+        out[name.strip()] = Marker(name.strip(), regex, kind)
+    return tuple(out.values())
+
+
+class LogClock:
+    """``MM-DD HH:MM:SS`` strings as seconds from the first one (the year rolls over at a backwards jump of months)."""
+
+    def __init__(self) -> None:
+        self.year, self.cache, self.t0, self.last = 2000, {}, None, 0.0  # 2000: a leap year, so 02-29 parses
+
+    def __call__(self, stamp: str) -> float:
+        rel = self.cache.get(stamp)
+        if rel is None:
+            when = dt.datetime.strptime(f"{self.year}-{stamp}", "%Y-%m-%d %H:%M:%S.%f" if "." in stamp
+                                        else "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp()
+            self.t0 = when if self.t0 is None else self.t0
+            if when - self.t0 < self.last - 30 * 86400:  # December to January
+                self.year += 1
+                self.cache.clear()
+                return self(stamp)
+            rel = self.cache[stamp] = when - self.t0
+        self.last = max(self.last, rel)
+        return rel
+
+
+def line_blocks(fh: IO[str], size: int = 1 << 22) -> Iterator[str]:
+    """Text in blocks of whole lines (about ``size`` characters each); a last line without newline gets one."""
+    rest = ""
+    while block := fh.read(size):
+        block = rest + block
+        cut = block.rfind("\n") + 1
+        rest = block[cut:]
+        if cut:
+            yield block[:cut]
+    if rest:
+        yield rest + "\n"

@@ -1,0 +1,251 @@
+"""One startup run: a server command spawned in a process group of its own, timed to its first HTTP 200
+on ``/health``, stopped with everything it started, its log read for named figures.
+
+This is the PR's "Startup to /health" measurement, one run at a time (:mod:`omni_loader.startup.serve_ab`
+plans the runs and records them). For one planned run:
+
+1. the health URL's port must be free (waited for briefly, else the run fails with one line);
+2. the command (``shlex``-split, no shell) is spawned in its own process group
+   (``start_new_session=True``), stdout and stderr captured to ``OUT/logs/<run_id>-<variant>.log``;
+3. ``/health`` is polled every ``poll_interval`` seconds (short per-request timeout, no proxies);
+   the run's figure is the time from just before the spawn to the first HTTP 200. A process that
+   exits first, or no 200 within ``timeout`` seconds, makes the run ``failed`` with a one-line error;
+4. the whole process group is stopped (SIGTERM, ``grace`` seconds, SIGKILL; :mod:`omni_loader.host.procs`)
+   and reaped, on every path out of the run including KeyboardInterrupt;
+5. named figures are extracted from the captured log (:mod:`omni_loader.startup.logfigures`).
+"""
+
+from __future__ import annotations
+
+import errno
+import http.client
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import OmniLoaderError
+from .logfigures import extract_figures
+from ..names import VARIANTS
+from ..token2wav.options import LoadOptions
+from ..results.planner import PlannedRun
+from ..host.procs import stop_group
+from ..results.rows import RunRow
+
+PHASE = "startup_to_health"
+SOURCE = "server"
+Command = str | Sequence[str]
+
+
+# --------------------------------------------------------------------------- ports and commands
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the OS's pick; free until someone binds it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """True when nothing listens on host:port (binding with SO_REUSEADDR, as servers do)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            return True
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+    # Binding cannot tell (not a local address, a privileged port): a connection that succeeds means in use.
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return False
+    except OSError:
+        return True
+
+
+def wait_port_free(host: str, port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if port_is_free(host, port):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def health_address(url: str) -> tuple[str, int]:
+    """(host, port) of a health URL; one clear line when it is not an http(s) URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OmniLoaderError(f"--health-url {url!r} is not an http:// or https:// URL with a host")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise OmniLoaderError(f"--health-url {url!r} has an invalid port") from None
+    return parts.hostname, port
+
+
+def stage_server_commands(
+    checkpoint_dir: str | os.PathLike[str],
+    port: int | None = None,
+    *,
+    options: LoadOptions | None = None,
+    host: str = "127.0.0.1",
+    python: str | None = None,
+    extra: Sequence[str] = (),
+    layout: str | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+) -> tuple[str, str, str]:
+    """``(baseline_cmd, optimized_cmd, health_url)``: two ``python -m omni_loader stage-server`` commands.
+
+    Both listen on the same port (``port``, a free one when None), one after the other, so one
+    health URL serves both. Each loads with ``options`` (``layout``, ``device``, ``dtype`` override
+    single fields of it), as the load benchmark beside it did.
+    """
+    port = free_port(host) if port is None else int(port)
+    opts = (options or LoadOptions()).replace(layout=layout, device=device, dtype=dtype)
+    python = python or sys.executable
+    cmds = []
+    for variant in VARIANTS:
+        argv = [python, "-m", "omni_loader", "stage-server", "--variant", variant,
+                "--checkpoint", str(checkpoint_dir), "--layout", opts.layout, "--device", opts.device,
+                "--dtype", opts.dtype, "--construct", opts.construct, "--host", host, "--port", str(port), *extra]
+        cmds.append(shlex.join(argv))
+    url_host = f"[{host}]" if ":" in host else host
+    return cmds[0], cmds[1], f"http://{url_host}:{port}/health"
+
+
+def split_command(cmd: Command, what: str = "command") -> list[str]:
+    argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    if not argv:
+        raise OmniLoaderError(f"{what} is empty")
+    exe = argv[0]
+    if (os.sep in exe and not os.access(exe, os.X_OK)) or (os.sep not in exe and shutil.which(exe) is None):
+        raise OmniLoaderError(f"{what}: program not found or not executable: {exe}")
+    return argv
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def launch(argv: Sequence[str], log_path: Path) -> subprocess.Popen:
+    """Spawn ``argv`` in a new session (its own process group), stdout+stderr appended to ``log_path``."""
+    child_env = {**os.environ}
+    child_env.setdefault("PYTHONUNBUFFERED", "1")  # a server killed at the end still leaves its lines
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=child_env, close_fds=True)
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, started: float, timeout: float,
+                 poll_interval: float = 0.05, request_timeout: float = 1.0) -> tuple[float | None, str | None]:
+    """Seconds from ``started`` (a perf_counter reading) to the first HTTP 200, or (None, one-line error)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    last = "no answer yet"
+    while True:
+        rc = proc.poll()
+        if rc is not None:
+            how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
+            return None, f"server {how} before {url} answered 200 (last: {last})"
+        remaining = timeout - (time.perf_counter() - started)
+        if remaining <= 0:
+            return None, f"no HTTP 200 from {url} within {timeout:g} s (last: {last})"
+        try:
+            with opener.open(url, timeout=max(0.05, min(request_timeout, remaining))) as resp:
+                if resp.status == 200:
+                    return time.perf_counter() - started, None
+                last = f"HTTP {resp.status}"
+        except urllib.error.HTTPError as exc:
+            last = f"HTTP {exc.code}"
+            exc.close()
+        except urllib.error.URLError as exc:
+            last = _reason(exc.reason)
+        except (OSError, http.client.HTTPException) as exc:
+            last = _reason(exc)
+        time.sleep(max(0.0, min(poll_interval, timeout - (time.perf_counter() - started))))
+
+
+def _reason(exc: Any) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "request timed out"
+    text = str(getattr(exc, "strerror", None) or exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one startup run ended: ok with its seconds to the first 200, or failed with one line; its log's figures."""
+
+    run: PlannedRun
+    status: str
+    seconds: float | None
+    error: str | None
+    log: Path
+    figures: list[tuple[str, float]] = field(default_factory=list)
+
+    def rows(self) -> list[RunRow]:
+        """runs.csv rows of the run: startup_to_health, then one per extracted log figure."""
+        common = dict(status=self.status, error=self.error or "", source=SOURCE)
+        return [RunRow.of(self.run, PHASE, seconds=self.seconds, **common),
+                *(RunRow.of(self.run, name, parent=PHASE, seconds=seconds, **common) for name, seconds in self.figures)]
+
+    def describe(self) -> str:
+        """One line: the run and how it ended (``run 2 baseline #1: healthy after 3.210 s (...)``)."""
+        run = self.run
+        what = f"run {run.run_id} {run.variant}" + (" (warm-up)" if run.warmup else f" #{run.order}")
+        if self.status != "ok":
+            return f"{what}: FAILED: {self.error}"
+        figs = ", ".join(f"{n} {s:.3f} s" for n, s in self.figures)
+        return f"{what}: healthy after {self.seconds:.3f} s" + (f" ({figs})" if figs else "")
+
+
+def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeout: float, grace: float,
+            poll_interval: float, port_wait: float, patterns: Mapping[str, re.Pattern[str]]) -> RunOutcome:
+    """One launch: port check, spawn, poll /health, stop the group, read the log. Never leaves the group."""
+    host, port = health_address(url)
+    log = logs / f"{run.run_id}-{run.variant}.log"
+    with open(log, "wb") as fh:  # no command here: its text could match a log pattern (it is in metadata.json)
+        fh.write(f"# omni-loader serve-ab: run {run.run_id}, {run.variant}{', warm-up' if run.warmup else ''}\n".encode())
+    if not wait_port_free(host, port, port_wait):
+        error = f"port {host}:{port} of {url} is still in use after {port_wait:g} s; run not started"
+        return RunOutcome(run, "failed", None, error, log)
+    started = time.perf_counter()
+    try:
+        proc = launch(argv, log)
+    except OSError as exc:
+        return RunOutcome(run, "failed", None, f"cannot start {argv[0]}: {exc.strerror or exc}", log)
+    try:
+        seconds, error = wait_healthy(proc, url, started, timeout, poll_interval)
+    finally:
+        left = stop_group(proc.pid, grace, leader=proc)  # start_new_session: the leader's pid is the group id
+    if left and error is None:
+        error = f"processes {left} of the server's group survived SIGKILL"
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        text = ""
+    status = "ok" if seconds is not None and error is None else "failed"
+    if error:
+        error = f"{error}; log {log}"
+    return RunOutcome(run, status, seconds if status == "ok" else None, error, log, extract_figures(text, patterns))

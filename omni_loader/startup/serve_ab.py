@@ -1,0 +1,330 @@
+"""serve-ab: time two server commands from spawn to their first HTTP 200 on ``/health``, alternating.
+
+This is the PR's "Startup to /health" measurement, made repeatable. What is measured is one
+:class:`StartupSpec` (the two commands, the health URL, how many runs in which order, the
+timeouts, the log patterns); the runs are planned like the load benchmark's
+(:func:`~omni_loader.results.planner.plan_runs`: a warm-up of each variant first, then the measured runs
+alternating or blocked), each run is :func:`~omni_loader.startup.one_run.run_one`, and its rows
+(``startup_to_health`` plus one per log figure, source ``server``) are appended at once, so an
+interrupted benchmark keeps every run it finished.
+
+The benchmark is the ``startup`` member of its results directory's suite (:mod:`omni_loader.results.suite`):
+a directory of its own, or beside reproduce's ``load`` benchmark (``reproduce --with-startup``),
+its run ids after those already there. ``--resume`` continues it with the saved spec.
+
+Library use::
+
+    cmd_a, cmd_b, url = stage_server_commands(snapshot_dir)
+    serve_ab(cmd_a, cmd_b, url, out="results/startup", warmup=1, runs=5)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import OmniLoaderError, ResultsError
+from ..formatting import duration, time_unit
+from ..results.integrity import check_results, resume_benchmark
+from ..results.lock import writer_lock
+from .logfigures import DEFAULT_PATTERNS, compile_patterns
+from ..names import VARIANTS
+from ..results.planner import PlannedRun, plan_runs
+from ..results.rows import RUNS_FILE, append_rows, read_runs
+from .one_run import (PHASE, SOURCE, Command, RunOutcome, health_address, run_one,
+                      split_command)
+from ..results.suite import METADATA_FILE, benchmark, benchmark_record, read_metadata, store_benchmark, with_status
+
+# Re-exported: the parts of serve-ab that live in their own modules, by the names callers import from here.
+__all__ = ["SPEC_OPTIONS", "StartupSpec", "resume_serve_ab", "run_serve_ab", "saved_serve_ab", "serve_ab",
+           "serve_ab_conflicts", "summarize"]
+MEMBER = "startup"  # this benchmark's name in the results directory's suite
+MEASURE = "perf_counter from just before spawn to the first HTTP 200 on health_url"
+Progress = bool | Callable[[str], None] | None
+
+
+@dataclass(frozen=True)
+class StartupSpec:
+    """What serve-ab measures; its fields are the spec's keys in metadata.json (plus ``measure``).
+
+    Commands are stored ``shlex``-joined, their programs checked to exist; patterns as their sources.
+    """
+
+    baseline_cmd: str
+    optimized_cmd: str
+    health_url: str
+    warmup: int = 1
+    runs: int = 5
+    order: str = "alternate"
+    timeout_s: float = 600.0
+    grace_s: float = 10.0
+    poll_interval_s: float = 0.05
+    port_wait_s: float = 10.0
+    patterns: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_PATTERNS))
+
+    def __post_init__(self) -> None:
+        for key, option in (("baseline_cmd", "--baseline-cmd"), ("optimized_cmd", "--optimized-cmd")):
+            object.__setattr__(self, key, shlex.join(split_command(getattr(self, key), option)))
+        health_address(self.health_url)
+        if self.timeout_s <= 0 or self.grace_s < 0 or self.poll_interval_s <= 0:
+            raise OmniLoaderError("serve-ab needs --timeout > 0, --grace >= 0 and a positive poll interval")
+        patterns = {k: (v.pattern if isinstance(v, re.Pattern) else v) for k, v in self.patterns.items()}
+        compile_patterns(patterns)
+        object.__setattr__(self, "patterns", patterns)
+
+    def command(self, variant: str) -> list[str]:
+        return shlex.split(self.baseline_cmd if variant == "baseline" else self.optimized_cmd)
+
+    def plan(self, first_id: int = 0) -> list[PlannedRun]:
+        return plan_runs(self.warmup, self.runs, self.order, first_id=first_id, source=SOURCE)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "patterns": dict(self.patterns), "measure": MEASURE}
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> StartupSpec:
+        return cls(**{f.name: saved[f.name] for f in fields(cls) if f.name in saved})
+
+
+# serve-ab's spec keys and the options that set them, to name a conflict on --resume.
+SPEC_OPTIONS = {"baseline_cmd": "--baseline-cmd", "optimized_cmd": "--optimized-cmd", "health_url": "--health-url",
+                "warmup": "--warmup", "runs": "--runs", "order": "--order", "timeout_s": "--timeout",
+                "grace_s": "--grace", "poll_interval_s": "--poll-interval", "port_wait_s": "--port-wait",
+                "patterns": "--log-pattern"}
+
+
+def serve_ab_conflicts(saved: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
+    """One phrase per spec key of ``given`` that differs from ``saved``: ``--runs 6 (saved: 5)``."""
+    def shown(value: Any) -> str:
+        if isinstance(value, dict):
+            return ",".join(f"{k}={v}" for k, v in value.items()) or "none"
+        return str(value)
+
+    return [f"{SPEC_OPTIONS.get(k, k)} {shown(v)} (saved: {shown(saved.get(k))})"
+            for k, v in given.items() if v != saved.get(k)]
+
+
+def saved_serve_ab(out: str | os.PathLike[str]) -> dict[str, Any]:
+    """The startup benchmark's record of a results directory (its own, or beside a load benchmark)."""
+    record = benchmark(read_metadata(out), MEMBER)
+    if not isinstance(record, dict) or not isinstance(record.get("spec"), dict):
+        raise ResultsError(f"--resume: {out} holds no serve-ab benchmark to continue")
+    return record
+
+
+# --------------------------------------------------------------------------- running it
+
+
+def serve_ab(
+    baseline_cmd: Command,
+    optimized_cmd: Command,
+    health_url: str,
+    out: str | os.PathLike[str],
+    warmup: int = 1,
+    runs: int = 5,
+    timeout: float = 600.0,
+    patterns: Mapping[str, str | re.Pattern[str]] | None = None,
+    progress: Progress = True,
+    *,
+    order: str = "alternate",
+    grace: float = 10.0,
+    poll_interval: float = 0.05,
+    port_wait: float = 10.0,
+    device: str = "auto",
+    model: str | None = None,
+) -> Path:
+    """Run the A/B start-up benchmark into ``out`` and return it: :func:`run_serve_ab` of the spec these
+    arguments make (``patterns`` default to :data:`DEFAULT_PATTERNS`)."""
+    spec = StartupSpec(baseline_cmd, optimized_cmd, health_url, warmup, runs, order, timeout, grace, poll_interval,
+                       port_wait, dict(DEFAULT_PATTERNS if patterns is None else patterns))
+    return run_serve_ab(spec, out, progress, device=device, model=model)
+
+
+def resume_serve_ab(out: str | os.PathLike[str], progress: Progress = True) -> Path:
+    """Continue an interrupted serve-ab benchmark with the spec saved in ``out``: the missing runs only."""
+    return run_serve_ab(StartupSpec.from_dict(saved_serve_ab(out)["spec"]), out, progress, resume=True)
+
+
+def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progress = True, *, device: str = "auto",
+                 model: str | None = None, resume: bool = False) -> Path:
+    """Run (or, with ``resume``, continue) the startup benchmark ``spec`` into ``out``; returns ``out``.
+
+    ``device`` only chooses which device the environment record describes; ``model`` (what the
+    servers serve) is recorded as given. Log figures keep their names; their rows have source
+    ``server``, which keeps them apart from the loader's own phases of the same name. On
+    ``resume`` the saved spec must match (a one-line refusal names what differs), rows the
+    integrity check rejects are set aside, and the missing runs are run. The directory's writer
+    lock is held throughout.
+    """
+    out = Path(out)
+    with writer_lock(out):
+        if resume:
+            record, plan, done, counts = _resumed(spec, out)
+        else:
+            plan = spec.plan(_first_free_id(out))
+            record = benchmark_record("serve-ab", spec.to_dict(), plan, device, warmup=spec.warmup,
+                                      repeats=spec.runs, order=spec.order, model=model)
+            done, counts = frozenset(), {"ok": 0, "failed": 0}
+        logs = out / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        store_benchmark(out, MEMBER, with_status(record, "running", runs_ok=counts["ok"], runs_failed=counts["failed"]))
+        report = _Reporter(progress, len(plan), len(done))
+        report.line(f"{len(plan)} runs ({spec.warmup} warm-up of each, then {spec.runs} of each, {spec.order}); "
+                    f"health {spec.health_url}; logs in {logs}")
+        status = "interrupted"
+        try:
+            compiled = compile_patterns(spec.patterns)
+            for run in (r for r in plan if r.run_id not in done):
+                outcome = run_one(run, spec.command(run.variant), spec.health_url, logs, timeout=spec.timeout_s,
+                                  grace=spec.grace_s, poll_interval=spec.poll_interval_s, port_wait=spec.port_wait_s,
+                                  patterns=compiled)
+                append_rows(out, outcome.rows())
+                counts[outcome.status] += 1
+                store_benchmark(out, MEMBER, with_status(record, "running", runs_ok=counts["ok"],
+                                                         runs_failed=counts["failed"]))
+                report.run(outcome)
+            status = "complete"
+        finally:
+            report.close()
+            store_benchmark(out, MEMBER, with_status(record, status, runs_ok=counts["ok"], runs_failed=counts["failed"]))
+    return out
+
+
+def _first_free_id(out: Path) -> int:
+    """The first run id of a new startup benchmark in ``out``: after the runs of another benchmark there."""
+    if (out / METADATA_FILE).is_file():
+        if benchmark(read_metadata(out), MEMBER) is not None:
+            raise ResultsError(f"{out} already holds a serve-ab result; choose a new --out")
+        ids = read_runs(out)["run_id"].tolist()
+        return max(int(i) for i in ids) + 1 if ids else 0
+    if (out / RUNS_FILE).exists():
+        raise ResultsError(f"{out} holds {RUNS_FILE} but no {METADATA_FILE}; choose a new --out")
+    return 0
+
+
+def _resumed(spec: StartupSpec, out: Path) -> tuple[dict[str, Any], list[PlannedRun], frozenset[int], dict[str, int]]:
+    """The saved record continued, its plan, the runs it has, and how many of them ended ok or failed."""
+    saved = saved_serve_ab(out)
+    given = spec.to_dict()
+    conflicts = serve_ab_conflicts(saved["spec"], {k: given[k] for k in SPEC_OPTIONS if k in saved["spec"]})
+    first_id = min((int(r["run_id"]) for r in saved.get("plan") or []), default=0)
+    plan = spec.plan(first_id)
+
+    def key(entry: Mapping[str, Any]) -> tuple[Any, ...]:
+        return int(entry["run_id"]), entry["variant"], bool(entry["warmup"]), entry.get("order")
+
+    if not conflicts and [key(e) for e in saved.get("plan") or []] != [key(r.to_dict()) for r in plan]:
+        conflicts = ["the run plan"]
+    if conflicts:
+        raise ResultsError(f"--resume: {out} holds a serve-ab benchmark made with another spec: {', '.join(conflicts)}")
+    resumption = resume_benchmark(out, MEMBER)
+    frame = resumption.check.frame
+    mine = frame[(frame["phase"] == PHASE) & frame["run_id"].isin(resumption.done)] if len(frame) else frame
+    counts = {"ok": int((mine["status"] == "ok").sum()), "failed": int((mine["status"] != "ok").sum())}
+    return resumption.record, plan, resumption.done, counts
+
+
+class _Reporter:
+    """Where serve-ab says how its runs go: a callable gets one line per event (the plan, then each
+    run); ``True`` draws a progress bar, with a failed run's line written beside it; ``False`` is silent."""
+
+    def __init__(self, progress: Progress, total: int, done: int) -> None:
+        from ..progress import progress_bar
+
+        self.say = progress if callable(progress) else None
+        self.bar = None if self.say or not progress else progress_bar(total=total, initial=done, desc="startup runs",
+                                                                      unit="run")
+
+    def line(self, text: str) -> None:
+        if self.say:
+            self.say(text)
+
+    def run(self, outcome: RunOutcome) -> None:
+        if self.say:
+            self.say(outcome.describe())
+        elif self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix_str(f"{outcome.run.variant} {outcome.status}")
+            if outcome.status != "ok":
+                type(self.bar).write(outcome.describe(), file=self.bar.fp)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def summarize(out: str | os.PathLike[str]) -> list[str]:
+    """Median, min, max and n per variant for each server phase of ``out`` (measured, ok runs), one line
+    each, in the kit's time unit (ms below 10 s, seconds from there on; see :mod:`omni_loader.formatting`)."""
+    frame = check_results(out).frame  # rows that cannot be trusted are left out
+    frame = frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]
+    lines = []
+    phases = [PHASE] + sorted(p for p in set(frame["phase"]) if p != PHASE)
+    for phase in phases:
+        for variant in VARIANTS:
+            vals = [v for v in frame[(frame["phase"] == phase) & (frame["variant"] == variant)]["seconds"]
+                    if not math.isnan(v)]
+            if vals:
+                unit = time_unit(vals)
+                lines.append(f"  {phase:<20} {variant:<10} median {duration(statistics.median(vals), unit):>14}   "
+                             f"min {duration(min(vals), unit):>14}   max {duration(max(vals), unit):>14}   n {len(vals)}")
+    return lines + timeline_summary(out, frame)
+
+
+def stage_phase_samples(out: str | os.PathLike[str], frame: Any = None) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """``(lane, phase) -> variant -> seconds``: each measured ok run's log read as a timeline
+    (:mod:`omni_loader.startup.timeline`); a phase seen twice on one lane of one run is ``phase#2``."""
+    from .timeline import read_timeline
+
+    if frame is None:
+        frame = check_results(out).frame
+        frame = frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]
+    samples: dict[tuple[str, str], dict[str, list[float]]] = {}
+    runs = frame[frame["phase"] == PHASE][["run_id", "variant"]].drop_duplicates()
+    for run_id, variant in runs.itertuples(index=False):
+        log = Path(out) / "logs" / f"{int(run_id)}-{variant}.log"
+        if not log.is_file():
+            continue
+        seen: dict[tuple[str, str], int] = {}
+        for r in read_timeline(log).phases():
+            count = seen[(r.lane, r.phase)] = seen.get((r.lane, r.phase), 0) + 1
+            key = (r.lane, r.phase if count == 1 else f"{r.phase}#{count}")
+            samples.setdefault(key, {}).setdefault(variant, []).append(r.seconds)
+    return samples
+
+
+def timeline_summary(out: str | os.PathLike[str], frame: Any = None) -> list[str]:
+    """Per stage and phase, the medians of both variants and the kit's verdict; then what this benchmark's
+    startup spread lets it detect (:mod:`omni_loader.startup.detectable`)."""
+    from .detectable import detectability
+    from ..reporting.stats import Summary, compare
+
+    samples = stage_phase_samples(out, frame)
+    lines = ["  by stage and phase (each run's log read as a timeline):"] if samples else []
+    for (lane, phase), per_variant in sorted(samples.items()):
+        a, b = (tuple(per_variant.get(v, ())) for v in VARIANTS[:2])
+        if not a or not b:
+            continue
+        comparison = compare(Summary(VARIANTS[0], phase, a), Summary(VARIANTS[1], phase, b))
+        unit = time_unit([*a, *b])
+        lines.append(f"  {lane:<14} {phase:<20} {VARIANTS[0]} {duration(comparison.baseline.median, unit):>11}   "
+                     f"{VARIANTS[1]} {duration(comparison.optimized.median, unit):>11}   "
+                     f"{comparison.change(unit)}; {comparison.verdict()}")
+    if frame is None:
+        frame = check_results(out).frame
+        frame = frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]
+    startup = [[float(x) for x in frame[(frame["phase"] == PHASE) & (frame["variant"] == v)]["seconds"]]
+               for v in VARIANTS[:2]]
+    if all(len(x) >= 2 for x in startup):
+        lines.append(f"  {PHASE}: {detectability(*startup).sentence()}")
+    return lines

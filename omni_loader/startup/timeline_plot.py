@@ -1,0 +1,119 @@
+"""The Gantt chart of a startup timeline: one lane per stage, each phase the same colour in every lane.
+
+Phases a line reported (``took X``) are solid; phases inferred from neighbouring timestamps are
+hatched. Nested phases are drawn thinner inside the phase that holds them (weight loading inside
+model loading, torch.compile inside init engine); a span over the whole startup (``OmniServer
+startup took``) is a pale band; events are ticks. A dashed line marks readiness, the lane that gated
+it is named, and the Token2Wav (code2wav) stage's weight loading is outlined and annotated, so the
+phase the PR changed is found at a glance. Built on a :class:`~matplotlib.figure.Figure` (no pyplot),
+written with :func:`omni_loader.reporting.figures.write_figure` (PNG, SVG, and the values drawn as CSV).
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from typing import Any
+
+from ..reporting.figures import ShownFigure, write_figure
+from .timeline import Record, Timeline
+
+# The default markers' phases, coloured alike in every lane and every chart; other names get a stable colour.
+PHASE_COLOURS = {
+    "model_loading": "#4c72b0", "weight_loading": "#dd8452", "model_loaded": "#dd8452", "init_engine": "#55a868",
+    "torch_compile": "#8172b3", "dynamo_transform": "#937860", "graph_capture": "#da8bc3",
+    "chat_template_warmup": "#8c8c8c", "omni_server_startup": "#ccb974",
+}
+HEIGHTS = {-1: 0.9, 0: 0.62, 1: 0.4, 2: 0.22}
+TOKEN2WAV_PHASES = ("weight_loading", "model_loaded", "model_loading")  # what the annotation points at, in order
+
+
+def phase_colour(phase: str) -> str:
+    """The colour of ``phase`` in every chart: the fixed one of a default phase, else one of tab20 by its name."""
+    if phase in PHASE_COLOURS:
+        return PHASE_COLOURS[phase]
+    from matplotlib import colormaps
+
+    r, g, b, _ = colormaps["tab20"](zlib.crc32(phase.encode()) % 20)
+    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+
+
+def token2wav_record(timeline: Timeline, lane: str | None = None) -> Record | None:
+    """The Token2Wav stage's weight loading (else its ``[Model Loaded]`` or model loading phase), or None."""
+    lanes = [lane] if lane else timeline.token2wav_lanes()
+    for name in lanes:
+        for phase in TOKEN2WAV_PHASES:
+            found = timeline.find(phase, name)
+            if found:
+                return found[0]
+    return None
+
+
+def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str | None = None,
+          min_gap: float = 1.0) -> ShownFigure:
+    """The chart of ``timeline``: lanes top to bottom as :meth:`Timeline.lane_names` orders them."""
+    lanes = [n for n in timeline.lane_names() if any(r.lane == n for r in timeline.records)]
+    y = {name: i for i, name in enumerate(lanes)}
+    path = timeline.critical_path(min_gap)
+    fig = ShownFigure(figsize=(11, 1.2 + 0.75 * max(len(lanes), 1)))
+    ax = fig.add_subplot()
+    labelled: set[str] = set()
+    phases = sorted(timeline.phases(), key=lambda r: (r.level, r.start))  # outer ones first, nested on top
+    for r in phases:
+        colour = phase_colour(r.phase)
+        label = r.phase if r.phase not in labelled else "_" + r.phase
+        labelled.add(r.phase)
+        pale = r.level < 0
+        ax.barh(y[r.lane], max(r.seconds, 0.05), left=r.start, height=HEIGHTS.get(r.level, 0.2), color=colour,
+                alpha=0.25 if pale else 0.95, edgecolor="white" if not pale else colour, linewidth=0.6,
+                hatch="//" if r.source == "inferred" else None, label=label, zorder=1 + max(r.level, 0))
+    for r in timeline.records:
+        if r.kind == "event" and r.lane in y:
+            ax.plot([r.end], [y[r.lane]], marker="v" if r.ready else "|", markersize=9, color="black",
+                    linestyle="none", label="_" + r.phase, zorder=5)
+    for i, gap in enumerate(g for g in timeline.gaps(min_gap) if g.lane in y):
+        ax.plot([gap.start, gap.end], [y[gap.lane] + 0.38] * 2, color="#c44e52", linewidth=2,
+                label="unexplained gap" if i == 0 else "_gap", zorder=4)
+    if path is not None:
+        ax.axvline(path.ready_at, color="black", linestyle="--", linewidth=1, label="_ready", zorder=6)
+        ax.text(path.ready_at, -0.75, f" ready {path.ready_at:.1f} s", va="bottom", ha="left", fontsize=8)
+    _annotate_token2wav(ax, timeline, y, token2wav_lane)
+    ax.set_yticks(range(len(lanes)))
+    gating = path.gating if path is not None else None
+    t2w = set(timeline.token2wav_lanes())
+    ax.set_yticklabels([n + (" Token2Wav" if n in t2w else "") + (" (gated ready)" if n == gating else "")
+                        for n in lanes])
+    for tick in ax.get_yticklabels():
+        tick.set_fontweight("bold" if tick.get_text().endswith("(gated ready)") else "normal")
+    ax.set_ylim(len(lanes) - 0.4, -0.9)
+    ax.set_xlabel("seconds from the log's first timestamp")
+    ax.set_title(title or _title(timeline, path))
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=5, fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int], lane: str | None) -> None:
+    record = token2wav_record(timeline, lane)
+    if record is None or record.lane not in y:
+        return
+    what = "weight loading" if record.phase != "model_loading" else "model loading"
+    ax.barh(y[record.lane], max(record.seconds, 0.05), left=record.start, height=HEIGHTS.get(record.level, 0.2) + 0.1,
+            fill=False, edgecolor="#c44e52", linewidth=2.2, label="_token2wav", zorder=7)
+    ax.annotate(f"Token2Wav {what} {record.seconds:.2f} s ({record.source})",
+                xy=(record.start + record.seconds / 2, y[record.lane]), xytext=(record.end + 2, y[record.lane] - 0.45),
+                fontsize=9, fontweight="bold", color="#c44e52", zorder=8,
+                arrowprops={"arrowstyle": "->", "color": "#c44e52"},
+                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#c44e52"})
+
+
+def _title(timeline: Timeline, path: Any) -> str:
+    name = Path(timeline.log).name if timeline.log else "startup log"
+    run = f" (run {timeline.meta['run']}, {timeline.meta['variant']})" if timeline.meta else ""
+    return f"Where startup goes: {name}{run}" + (f"\n{path.sentence()}" if path is not None else "")
+
+
+def write_gantt(timeline: Timeline, directory: str | Path, stem: str = "timeline", **options: Any) -> list[Path]:
+    """``<stem>.png``, ``<stem>.svg`` and ``<stem>.csv`` (the values drawn) of :func:`gantt` under ``directory``."""
+    return write_figure(gantt(timeline, **options), directory, stem)

@@ -1,0 +1,206 @@
+"""Audit any transformers architecture for the ``state_dict()``-in-a-loop pattern.
+
+Token2Wav is one model where asking ``name in model.state_dict()`` per buffer costs a full tree
+walk each time; any model with many buffers and many modules pays the same B·N. This module
+builds architectures from their default configs on the meta device (no weights, no memory), and
+for each reports the tree's size, both rules' results and whether they agree, the modules that
+could make the optimized rule wrong (:func:`~omni_loader.token2wav.discovery.rule_hazards`), the baseline's
+``state_dict()`` calls and both rules' times.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from .discovery_timing import time_discovery
+from .fits import LogLogFit
+
+AUDIT_COLUMNS = ("arch", "model_class", "modules", "named_buffers", "persistent_buffers", "agree", "hazards",
+                 "baseline_calls", "baseline_seconds", "optimized_seconds", "ratio", "build_seconds", "error")
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One architecture: what its tree holds and what both discovery rules cost on it."""
+
+    arch: str
+    model_class: str = ""
+    modules: int = 0
+    named_buffers: int = 0
+    persistent_buffers: int = 0
+    agree: bool | None = None
+    hazards: list[str] = field(default_factory=list)
+    baseline_calls: int = 0
+    baseline_seconds: float = math.nan
+    optimized_seconds: float = math.nan
+    build_seconds: float = math.nan
+    error: str = ""  # why it could not be built; the other fields are then empty
+
+    @property
+    def ratio(self) -> float:
+        return self.baseline_seconds / self.optimized_seconds if self.optimized_seconds else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "hazards": "; ".join(self.hazards), "ratio": self.ratio}
+
+
+def architectures() -> list[str]:
+    """Every model type transformers' ``AutoModel`` knows, sorted."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    return sorted(MODEL_MAPPING_NAMES)
+
+
+def build_on_meta(arch: str) -> nn.Module:
+    """``AutoModel`` of ``arch``'s default config on the meta device (raises on any failure)."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.for_model(arch)
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AutoModel.from_config(config)
+
+
+def audit_model(arch: str, model: nn.Module, repeats: int = 3, build_seconds: float = math.nan) -> AuditRow:
+    """Both rules on ``model``, alternating, ``repeats`` timed calls each after one warm-up."""
+    timing = time_discovery(model, repeats=repeats, warmup=1)
+    agreement = timing.agreement
+    return AuditRow(
+        arch=arch, model_class=type(model).__name__, modules=sum(1 for _ in model.named_modules()),
+        named_buffers=sum(1 for _ in model.named_buffers()), persistent_buffers=len(agreement.optimized),
+        agree=agreement.agree, hazards=[str(h) for h in agreement.hazards],
+        baseline_calls=timing.state_dict_calls["baseline"], baseline_seconds=timing.median("baseline"),
+        optimized_seconds=timing.median("optimized"), build_seconds=build_seconds,
+    )
+
+
+def audit_arch(arch: str, repeats: int = 3) -> AuditRow:
+    """Build ``arch`` and audit it; a model that cannot be built gives a row with its one-line error."""
+    start = time.perf_counter()
+    try:
+        model = build_on_meta(arch)
+    except Exception as exc:  # noqa: BLE001 - any failure to build is a finding of the sweep, not a crash
+        reason = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:200]
+        return AuditRow(arch=arch, error=reason)
+    return audit_model(arch, model, repeats, time.perf_counter() - start)
+
+
+def audit(archs: Iterable[str], repeats: int = 3, progress: bool = True) -> list[AuditRow]:
+    """Audit every architecture in ``archs`` (one process: transformers' modules import once each)."""
+    from transformers.utils import logging as hf_logging
+
+    from ..progress import progress_bar
+
+    hf_logging.set_verbosity_error()
+    archs = list(archs)
+    rows = []
+    with progress_bar(total=len(archs), desc="audit", unit="model", enabled=progress) as bar:
+        for arch in archs:
+            bar.set_postfix_str(arch)
+            rows.append(audit_arch(arch, repeats))
+            bar.update(1)
+    return rows
+
+
+def audit_frame(rows: list[AuditRow]):  # -> pandas.DataFrame
+    """Tidy rows (one per architecture), costliest baseline first, failures last."""
+    import pandas as pd
+
+    frame = pd.DataFrame([r.to_dict() for r in rows], columns=list(AUDIT_COLUMNS))
+    frame["built"] = frame["error"] == ""
+    return frame.sort_values(["built", "baseline_seconds"], ascending=[False, False]).drop(columns="built")
+
+
+def audit_markdown(rows: list[AuditRow], top: int | None = 10) -> str:
+    """The costliest ``top`` built models by baseline time, then a line on the others and the failures."""
+    from ..formatting import count, markdown_table, short_duration, times
+
+    built = sorted((r for r in rows if not r.error), key=lambda r: -r.baseline_seconds)
+    shown = built[:top] if top else built
+    table = markdown_table(
+        [[r.arch, r.model_class, count(r.modules), count(r.named_buffers), count(r.persistent_buffers),
+          count(r.baseline_calls), short_duration(r.baseline_seconds), short_duration(r.optimized_seconds),
+          times(r.ratio), "yes" if r.agree else "**NO**", "; ".join(r.hazards) or "none"] for r in shown],
+        ["Architecture", "Model class", "Modules N", "Buffers B", "Persistent", "Baseline state_dict() calls",
+         "Baseline", "Optimized", "Ratio", "Rules agree", "Hazards"],
+        right=range(2, 9))
+    failed = [r for r in rows if r.error]
+    disagree = [r.arch for r in built if not r.agree]
+    flagged = [r.arch for r in built if r.hazards]
+    lines = [table, f"{len(built)} of {len(rows)} architectures built on the meta device"
+             + (f"; showing the {len(shown)} costliest by baseline time" if len(shown) < len(built) else "") + ".",
+             f"Rules disagree on: {', '.join(disagree) or 'none'}. "
+             f"Modules that could make the optimized rule wrong (hazards) in: {', '.join(flagged) or 'none'}."]
+    if failed:
+        lines.append(f"Not built ({len(failed)}): " + "; ".join(f"{r.arch} ({r.error[:80]})" for r in failed[:20])
+                     + (" …" if len(failed) > 20 else ""))
+    return "\n\n".join(lines) + "\n"
+
+
+def write_audit(rows: list[AuditRow], out_dir: str | Path) -> dict[str, Path]:
+    """Write audit.csv (every architecture, tidy) and audit.md (the whole table) into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"csv": out / "audit.csv", "markdown": out / "audit.md"}
+    audit_frame(rows).to_csv(files["csv"], index=False)
+    files["markdown"].write_text(audit_markdown(rows, top=None))
+    return files
+
+
+def place_on_curve(rows: list[AuditRow], fit: LogLogFit):  # -> pandas.DataFrame
+    """Each built model's baseline time against the synthetic B·N line of the traversal sweep.
+
+    ``measured_over_fit`` near 1 says the model's baseline cost is what its B·N predicts: the
+    B·N law of notebook 03 carries over to real architectures. Models with no buffers cost the
+    baseline nothing and have no place on a log axis; they are left out.
+    """
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        if r.error or not r.named_buffers:
+            continue
+        x = r.named_buffers * r.modules
+        predicted = float(fit.predict(x))
+        out.append({"arch": r.arch, "N": r.modules, "B": r.named_buffers, "x": x,
+                    "baseline_seconds": r.baseline_seconds, "predicted_seconds": predicted,
+                    "measured_over_fit": r.baseline_seconds / predicted,
+                    "inside_fitted_range": fit.x_min <= x <= fit.x_max})
+    return pd.DataFrame(out).sort_values("x") if out else pd.DataFrame(out)
+
+
+def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
+    """The models of an audit on the synthetic B·N line: one labelled point per model, log-log."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from ..formatting import TIME_SCALE, time_unit
+
+    unit = time_unit(placed["baseline_seconds"])
+    scale = TIME_SCALE[unit]
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    xs = np.geomspace(min(fit.x_min, placed["x"].min()), max(fit.x_max, placed["x"].max()), 50)
+    ax.plot(xs, fit.predict(xs) * scale, color="gray", lw=1.5,
+            label=f"synthetic trees: time ∝ (B·N)^{fit.slope:.2f}")
+    ax.scatter(placed["x"], placed["baseline_seconds"] * scale, color="#00798c", zorder=3, label="audited models")
+    for rec in placed.itertuples(index=False):
+        ax.annotate(rec.arch, (rec.x, rec.baseline_seconds * scale), xytext=(4, 3), textcoords="offset points",
+                    fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("B·N (named buffers × modules)")
+    ax.set_ylabel(f"baseline discovery, median ({unit})")
+    ax.set_title("The state_dict()-per-buffer cost across architectures (meta device)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig

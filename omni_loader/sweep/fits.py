@@ -1,0 +1,173 @@
+"""What the traversal sweep's rows say: medians, log-log fits, where a real model sits, per-item costs.
+
+Why a module of its own: these functions read the tidy rows of ``traversal.csv`` (one per timed
+repeat) and nothing else, so a saved sweep can be fitted and re-plotted without torch, and the
+fitting can be tested on rows built by hand, where the right slope is known exactly.
+
+A log-log fit's slope is the exponent of the growth law: 1 means the cost is linear in that x.
+The baseline rule is fitted against B·N (one whole ``state_dict()`` per buffer), the optimized
+rule against N + B (one walk of the tree), one ``state_dict()`` against N.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# experiment -> (what is timed, x-axis label)
+EXPERIMENTS: dict[str, tuple[str, str]] = {
+    "state_dict": ("one model.state_dict()", "N (modules)"),
+    "baseline": ("baseline discovery (state_dict() per buffer)", "B·N (buffers × modules)"),
+    "optimized": ("optimized discovery (one named_modules() walk)", "N + B (modules + buffers)"),
+}
+# seconds: wall clock per call (perf_counter); cpu_seconds: this thread's CPU time per call (thread_time),
+# which other processes on a busy machine barely disturb; number: calls per timed repeat.
+CSV_COLUMNS = ("experiment", "source", "N", "B", "x", "repeat", "seconds", "cpu_seconds", "number")
+CLOCKS = {"wall": "seconds", "cpu": "cpu_seconds"}
+SYNTHETIC = "synthetic"  # the source of a synthetic tree's rows; a real model's rows name the model
+
+
+def experiment_x(experiment: str, n: int, b: int) -> int:
+    """The x each experiment is plotted and fitted against."""
+    if experiment == "state_dict":
+        return n
+    if experiment == "baseline":
+        return b * n
+    if experiment == "optimized":
+        return n + b
+    raise ValueError(f"experiment must be one of {tuple(EXPERIMENTS)}, not {experiment!r}")
+
+
+@dataclass(frozen=True)
+class LogLogFit:
+    """``log10(y) = intercept + slope * log10(x)``: ``y = 10**intercept * x**slope``."""
+
+    slope: float
+    intercept: float
+    r2: float
+    stderr: float
+    n_points: int
+    x_min: float
+    x_max: float
+
+    def predict(self, x: Any) -> Any:
+        import numpy as np
+
+        return 10 ** (self.intercept + self.slope * np.log10(np.asarray(x, dtype=float)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fit_loglog(x: Sequence[float], y: Sequence[float]) -> LogLogFit:
+    """Least-squares line through ``(log10 x, log10 y)``, with R² of that line (scipy's linregress)."""
+    import numpy as np
+    from scipy.stats import linregress
+
+    lx, ly = np.log10(np.asarray(x, dtype=float)), np.log10(np.asarray(y, dtype=float))
+    if lx.size < 2 or np.ptp(lx) == 0:
+        raise ValueError("a log-log fit needs at least two distinct x values")
+    res = linregress(lx, ly)
+    return LogLogFit(
+        slope=float(res.slope),
+        intercept=float(res.intercept),
+        r2=float(res.rvalue**2),
+        stderr=float(res.stderr),
+        n_points=int(lx.size),
+        x_min=float(10 ** lx.min()),
+        x_max=float(10 ** lx.max()),
+    )
+
+
+def medians(rows, clock: str = "wall"):  # DataFrame -> DataFrame
+    """One row per (experiment, source, N, B, x): median, min and max seconds over the repeats,
+    of the wall clock or of the thread's CPU time (``clock`` 'wall' or 'cpu')."""
+    grouped = rows.groupby(["experiment", "source", "N", "B", "x"], sort=True)[CLOCKS[clock]]
+    return grouped.agg(median="median", min="min", max="max", repeats="count").reset_index()
+
+
+def fit_sweep(rows, clock: str = "wall") -> dict[str, LogLogFit]:
+    """One log-log fit per experiment, through the medians of the synthetic trees only."""
+    med = medians(rows, clock)
+    fits = {}
+    for exp in EXPERIMENTS:
+        points = med[(med.experiment == exp) & (med.source == SYNTHETIC)]
+        if points.x.nunique() >= 2:
+            fits[exp] = fit_loglog(points.x, points["median"])
+    return fits
+
+
+def place_points(rows, fits: dict[str, LogLogFit], clock: str = "wall"):  # -> DataFrame
+    """Where each non-synthetic model sits: its median against what the fitted line predicts there."""
+    import pandas as pd
+
+    med = medians(rows, clock)
+    out = []
+    for rec in med[med.source != SYNTHETIC].itertuples(index=False):
+        fit = fits.get(rec.experiment)
+        predicted = float(fit.predict(rec.x)) if fit else float("nan")
+        out.append({
+            "experiment": rec.experiment,
+            "source": rec.source,
+            "N": rec.N,
+            "B": rec.B,
+            "x": rec.x,
+            "median_seconds": rec.median,
+            "predicted_seconds": predicted,
+            "measured_over_fit": rec.median / predicted if fit else float("nan"),
+            "inside_fitted_range": bool(fit and fit.x_min <= rec.x <= fit.x_max),
+        })
+    return pd.DataFrame(out)
+
+
+def baseline_over_state_dicts(rows, clock: str = "wall"):  # -> DataFrame
+    """Per tree: baseline median / (B x one state_dict() median). Near 1: the baseline *is* B rebuilds."""
+    med = medians(rows, clock)
+    pivot = med.pivot_table(index=["source", "N", "B"], columns="experiment", values="median").reset_index()
+    if "baseline" not in pivot:
+        return pivot.iloc[0:0]
+    pivot = pivot.dropna(subset=["baseline", "state_dict"])
+    pivot["baseline_over_B_state_dicts"] = pivot["baseline"] / (pivot["B"] * pivot["state_dict"])
+    return pivot[["source", "N", "B", "baseline", "state_dict", "baseline_over_B_state_dicts"]]
+
+
+def linear_costs(rows, experiment: str = "optimized", clock: str = "wall") -> dict[str, float]:
+    """Least squares ``seconds = per_module * N + per_buffer * B + fixed`` over the synthetic medians,
+    with every cost held at zero or more.
+
+    A slope of 1 against N + B says the cost is linear in both; this says how much each module and
+    each buffer adds (a module costs more than a buffer: it is visited by both walks). The fit is
+    non-negative (``scipy.optimize.nnls``) because a cost cannot be: an unconstrained fit of noisy
+    medians can trade a larger per-module cost for a negative fixed cost ("+ -42.6 µs"), which
+    teaches something false. Points are weighted by 1/median, so the small trees (where the fixed
+    cost shows) count as much as the large ones (where the per-item costs do).
+    """
+    import numpy as np
+    from scipy.optimize import nnls
+
+    med = medians(rows, clock)
+    pts = med[(med.experiment == experiment) & (med.source == SYNTHETIC)]
+    if len(pts) < 3:
+        raise ValueError(f"need at least 3 synthetic points of {experiment!r}, have {len(pts)}")
+    y = pts["median"].to_numpy(float)
+    weight = 1.0 / np.where(y > 0, y, 1.0)
+    design = np.column_stack([pts.N.to_numpy(float), pts.B.to_numpy(float), np.ones(len(pts))])
+    coef, _ = nnls(design * weight[:, None], y * weight)
+    return {"per_module_seconds": float(coef[0]), "per_buffer_seconds": float(coef[1]), "fixed_seconds": float(coef[2])}
+
+
+def cost_summary(rows, clock: str = "cpu") -> str:
+    """One line: baseline ÷ (B × one ``state_dict()``) across the trees, and the optimized rule's cost
+    per module, per buffer and fixed, in units a person reads (ns, µs)."""
+    from ..formatting import number, short_duration
+
+    ratio = baseline_over_state_dicts(rows, clock)["baseline_over_B_state_dicts"]
+    costs = linear_costs(rows, "optimized", clock)
+    head = (f"[{clock} clock] baseline / (B × one state_dict()): median {number(ratio.median())} over {len(ratio)} "
+            f"trees (min {number(ratio.min())}, max {number(ratio.max())})" if len(ratio) else
+            f"[{clock} clock] no tree ran the baseline")
+    fixed = costs["fixed_seconds"]
+    return (f"{head}; optimized ≈ {short_duration(costs['per_module_seconds'])} per module + "
+            f"{short_duration(costs['per_buffer_seconds'])} per buffer"
+            + (f" + {short_duration(fixed)} fixed" if fixed > 0 else ", no measurable fixed cost"))

@@ -1,0 +1,343 @@
+"""What module traversal costs: both discovery rules timed on real and synthetic module trees.
+
+The baseline rule rebuilds the state dict once per named buffer, and one ``state_dict()`` walks
+every module, so its cost grows as buffers x modules (B·N). The optimized rule walks the tree a
+fixed number of times (``named_modules()`` once, ``named_buffers()`` once), so its cost grows as
+modules + buffers (N + B).
+
+This module measures; its neighbours hold the rest, and the names are re-exported here:
+
+* :func:`~omni_loader.sweep.discovery_timing.time_discovery` times both rules on one model (the real
+  Token2Wav, for the CLI's ``discovery-bench``).
+* :func:`traversal_sweep` runs a :class:`SweepConfig`: builds the synthetic trees of
+  :mod:`~omni_loader.sweep.trees` in which N and B vary independently, measures (a) one
+  ``state_dict()`` against N, (b) the baseline against B·N and (c) the optimized walk against
+  N + B, fits them (:mod:`~omni_loader.sweep.fits`), places the real Token2Wav on the same axes, and
+  writes the tidy CSV, the fits and the figures (:mod:`~omni_loader.sweep.traversal_plots`).
+  ``omni-loader traversal --out DIR`` is the same call.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from ..token2wav.discovery import find_persistent_buffers
+from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, baseline_over_state_dicts, experiment_x, fit_sweep, linear_costs, place_points)
+from .traversal_plots import plot_sweep
+from .trees import build_tree, token2wav_model, tree_counts
+
+FILES = {
+    "rows": "traversal.csv",
+    "fits_csv": "fits.csv",
+    "fits_json": "fits.json",
+    "plot_png": "traversal.png",
+    "plot_svg": "traversal.svg",
+    "plot_cpu_png": "traversal_cpu.png",
+    "plot_cpu_svg": "traversal_cpu.svg",
+}
+
+
+# =========================================================================== the sweep's settings
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What the sweep measures. :meth:`full` is the default; :meth:`quick` fits in seconds.
+
+    Every (N, B) pair of ``n_values`` x ``b_values`` is one tree. ``state_dict`` and ``optimized``
+    are timed on every tree; ``baseline`` only where B·N <= ``max_baseline_bn`` (its cost is
+    a few µs per module per buffer on a 2-core CPU, so the largest trees would take seconds a
+    call). Each timed repeat calls the function ``number`` times, ``number`` chosen from the last
+    warm-up call so that one repeat lasts at least ``min_time`` seconds; the recorded seconds are
+    per call. ``token2wav`` ('full', 'tiny' or None) adds the real model, built on the CPU.
+    Repeats are rounds over all models, in an order shuffled per round from ``seed``; before its
+    timed round each model gets ``touch`` untimed ``state_dict()`` calls to warm the caches.
+    """
+
+    n_values: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048, 4096)
+    b_values: tuple[int, ...] = (4, 16, 64, 256)
+    repeats: int = 7
+    warmup: int = 1
+    min_time: float = 0.005
+    max_baseline_bn: int = 2**19
+    fanout: int = 4
+    token2wav: str | None = "full"
+    token2wav_layout: str = "vllm-omni"
+    seed: int = 0  # order of the trees within each repeat round
+    touch: int = 5  # untimed state_dict() calls on a model right before its timed round (cache warm-up)
+
+    def __post_init__(self) -> None:
+        # checked when the settings are made, not after minutes of building and warming up trees
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be at least 1, not {self.repeats}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be at least 0, not {self.warmup}")
+
+    @classmethod
+    def full(cls, **overrides: Any) -> SweepConfig:
+        return replace(cls(), **overrides)
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> SweepConfig:
+        base = cls(n_values=(16, 64, 256, 1024), b_values=(4, 16, 64), repeats=3, warmup=1, min_time=0.001,
+                   max_baseline_bn=2**16)
+        return replace(base, **overrides)
+
+    @classmethod
+    def preset(cls, quick: bool = False, *, repeats: int | None = None, warmup: int | None = None,
+               **overrides: Any) -> SweepConfig:
+        """The quick or full settings with ``overrides``; ``repeats``/``warmup`` None keep the preset's
+        (a command-line option or notebook parameter left unset)."""
+        counts = {k: v for k, v in (("repeats", repeats), ("warmup", warmup)) if v is not None}
+        return (cls.quick if quick else cls.full)(**counts, **overrides)
+
+    def trees(self) -> list[tuple[int, int]]:
+        return [(n, b) for n in self.n_values for b in self.b_values]
+
+    def runs_baseline(self, n: int, b: int) -> bool:
+        return b * n <= self.max_baseline_bn
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# =========================================================================== measuring
+
+
+def experiment_calls(model: nn.Module) -> dict[str, Callable[[], object]]:
+    """What each experiment calls on ``model``."""
+    return {
+        "state_dict": model.state_dict,
+        "baseline": lambda: find_persistent_buffers(model, "baseline"),
+        "optimized": lambda: find_persistent_buffers(model, "optimized"),
+    }
+
+
+def per_call_seconds(fn: Callable[[], object], number: int) -> tuple[float, float]:
+    """(wall, thread CPU) seconds per call over ``number`` calls, garbage collector off (as timeit does)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        for _ in range(number):
+            fn()
+        wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+        return wall / number, cpu / number
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def calibrate(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
+              min_time: float = 0.0) -> dict[str, int]:
+    """Run ``warmup`` untimed calls of each experiment; return the calls per timed repeat of each
+    (enough for ``min_time`` seconds, judged from the last warm-up call; 1 without warm-up)."""
+    calls = experiment_calls(model)
+    number = dict.fromkeys(experiments, 1)
+    for exp in experiments:
+        last = None
+        for _ in range(warmup):
+            last = per_call_seconds(calls[exp], 1)[0]
+        if last is not None and min_time > 0:
+            number[exp] = max(1, min(10_000, math.ceil(min_time / max(last, 1e-9))))
+    return number
+
+
+def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source: str = SYNTHETIC,
+                  counts: tuple[int, int] | None = None, touch: int = 5) -> list[dict[str, Any]]:
+    """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each.
+
+    ``touch`` untimed ``state_dict()`` calls first bring the tree back into the CPU caches (other
+    trees were measured in between; on Token2Wav the first calls after that take ~1.5x the steady
+    time and it takes about five to settle), so every experiment is timed warm, as the baseline's
+    back-to-back rebuilds are. Without it, large trees, timed with few inner calls, would be
+    measured cold and small ones warm, bending the slopes upwards.
+    """
+    n, b = counts or tree_counts(model)
+    calls = experiment_calls(model)
+    for _ in range(touch):
+        model.state_dict()
+    rows = []
+    for exp, k in number.items():
+        wall, cpu = per_call_seconds(calls[exp], k)
+        rows.append({"experiment": exp, "source": source, "N": n, "B": b, "x": experiment_x(exp, n, b),
+                     "repeat": repeat, "seconds": wall, "cpu_seconds": cpu, "number": k})
+    return rows
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One model of the sweep, built and warmed up: where its rows come from and how often each call runs."""
+
+    source: str
+    model: nn.Module
+    counts: tuple[int, int]
+    number: dict[str, int]
+
+
+def subjects(config: SweepConfig, bar: Any) -> list[Subject]:
+    """Every tree of ``config`` (and the real Token2Wav), built and calibrated; ``bar`` ticks once per model."""
+    out = []
+    for n, b in config.trees():
+        model = build_tree(n, b, fanout=config.fanout)
+        experiments = [e for e in EXPERIMENTS if e != "baseline" or config.runs_baseline(n, b)]
+        out.append(Subject(SYNTHETIC, model, (n, b), calibrate(model, experiments, config.warmup, config.min_time)))
+        bar.update(1)
+    if config.token2wav:
+        model = token2wav_model(config.token2wav, config.token2wav_layout)
+        number = calibrate(model, list(EXPERIMENTS), config.warmup, config.min_time)
+        out.append(Subject(f"token2wav-{config.token2wav}", model, tree_counts(model), number))
+        bar.update(1)
+    return out
+
+
+def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> pandas.DataFrame
+    """Measure every tree of ``config`` (and the real Token2Wav); one tidy row per timed repeat.
+
+    All models are built and warmed up first; then each repeat is one round over all of them, in a
+    fresh random order per round (seeded by ``config.seed``). A burst of load from another process
+    therefore lands on different trees in different rounds, and the medians discard it, instead of
+    spoiling every repeat of one tree.
+    """
+    import pandas as pd
+
+    from ..progress import progress_bar
+
+    config = config or SweepConfig.full()
+    total = (len(config.trees()) + bool(config.token2wav)) * (config.repeats + 1)
+    rows: list[dict[str, Any]] = []
+    with progress_bar(total=total, desc="traversal sweep", unit="tree", enabled=progress) as bar:
+        bar.set_postfix_str("build + warm up")
+        plan = subjects(config, bar)
+        rng = random.Random(config.seed)
+        for repeat in range(config.repeats):
+            bar.set_postfix_str(f"repeat {repeat + 1}/{config.repeats}")
+            for s in rng.sample(plan, len(plan)):
+                rows += measure_round(s.model, s.number, repeat, s.source, s.counts, touch=config.touch)
+                bar.update(1)
+    order = {e: i for i, e in enumerate(EXPERIMENTS)}
+    frame = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
+    frame = frame.assign(_src=frame.source != SYNTHETIC, _exp=frame.experiment.map(order))
+    frame = frame.sort_values(["_src", "N", "B", "repeat", "_exp"], kind="stable")
+    return frame.drop(columns=["_src", "_exp"]).reset_index(drop=True)
+
+
+# =========================================================================== the result
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """The sweep's rows, fits and where the real model sits, by wall clock and by thread CPU time.
+
+    ``fits``/``placement`` use the wall clock (what a user waits for); ``fits_cpu``/``placement_cpu``
+    the thread's CPU time, which is what to trust when other processes compete for the cores.
+    ``files`` names what :func:`write_sweep` wrote (empty when nothing was written).
+    """
+
+    rows: Any  # pandas.DataFrame, columns CSV_COLUMNS
+    fits: dict[str, LogLogFit]
+    placement: Any  # pandas.DataFrame (see fits.place_points)
+    config: SweepConfig
+    fits_cpu: dict[str, LogLogFit] = field(default_factory=dict)
+    placement_cpu: Any = None
+    seconds: float = 0.0
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def fits_for(self, clock: str) -> dict[str, LogLogFit]:
+        return self.fits if clock == "wall" else self.fits_cpu
+
+    def placement_for(self, clock: str) -> Any:
+        return self.placement if clock == "wall" else self.placement_cpu
+
+    def fits_frame(self):  # -> DataFrame
+        import pandas as pd
+
+        return pd.DataFrame([
+            {"clock": clock, "experiment": e, "x": EXPERIMENTS[e][1], **f.to_dict()}
+            for clock in CLOCKS for e, f in self.fits_for(clock).items()
+        ])
+
+    def summary(self) -> str:
+        from ..formatting import short_duration
+
+        lines = [(f"traversal sweep: {len(self.config.trees())} synthetic trees, {self.config.repeats} repeats, "
+                  f"{self.seconds:.1f} s")]
+        for clock in CLOCKS:
+            for exp, fit in self.fits_for(clock).items():
+                lines.append(f"  {clock:<4} {exp:<10} vs {EXPERIMENTS[exp][1]:<26} slope {fit.slope:6.3f} "
+                             f"± {fit.stderr:.3f}   R² {fit.r2:.4f}   ({fit.n_points} points)")
+        for clock in CLOCKS:
+            placement = self.placement_for(clock)
+            for rec in ([] if placement is None else placement.itertuples(index=False)):
+                where = "inside" if rec.inside_fitted_range else "outside"
+                lines.append(f"  {clock:<4} {rec.source} {rec.experiment:<10} x={rec.x:>8,}  median "
+                             f"{short_duration(rec.median_seconds):>9} = {rec.measured_over_fit:.2f}x the fitted "
+                             f"line ({where} the fitted x range)")
+        return "\n".join(lines)
+
+
+def fits_record(result: SweepResult) -> dict[str, Any]:
+    """What fits.json holds: the settings, the fits and placements on both clocks, the linear costs."""
+    from ..results.metadata import environment, now_iso
+
+    record: dict[str, Any] = {
+        "created": now_iso(),
+        "config": result.config.to_dict(),
+        "seconds": result.seconds,
+        "experiments": {e: {"timed": what, "x": x} for e, (what, x) in EXPERIMENTS.items()},
+        "columns": {"seconds": "wall clock per call", "cpu_seconds": "thread CPU time per call"},
+    }
+    for clock, suffix in (("wall", ""), ("cpu", "_cpu")):
+        ratio = baseline_over_state_dicts(result.rows, clock)
+        placement = result.placement_for(clock)
+        record["fits" + suffix] = {e: f.to_dict() for e, f in result.fits_for(clock).items()}
+        record["placement" + suffix] = placement.to_dict(orient="records") if placement is not None else []
+        record["baseline_over_B_state_dicts_median" + suffix] = (
+            float(ratio["baseline_over_B_state_dicts"].median()) if len(ratio) else None)
+        try:
+            record["optimized_linear_costs" + suffix] = linear_costs(result.rows, "optimized", clock)
+        except ValueError:
+            record["optimized_linear_costs" + suffix] = None
+    record["environment"] = environment("cpu")
+    return record
+
+
+def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
+    """Write traversal.csv, fits.csv, fits.json and the plots (PNG and SVG, wall and CPU) into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {key: out / name for key, name in FILES.items()}
+    result.rows.to_csv(files["rows"], index=False)
+    result.fits_frame().to_csv(files["fits_csv"], index=False)
+    files["fits_json"].write_text(json.dumps(fits_record(result), indent=2, default=str))
+    for clock, png, svg in (("wall", "plot_png", "plot_svg"), ("cpu", "plot_cpu_png", "plot_cpu_svg")):
+        fig = plot_sweep(result.rows, result.fits_for(clock), clock)
+        fig.savefig(files[png], dpi=110)
+        fig.savefig(files[svg])
+    return files
+
+
+def traversal_sweep(config: SweepConfig | None = None, out_dir: str | Path | None = None,
+                    progress: bool = True) -> SweepResult:
+    """Run the sweep ``config`` describes (default :meth:`SweepConfig.full`), fit it on both clocks, and
+    write it into ``out_dir`` when given."""
+    config = config or SweepConfig.full()
+    start = time.perf_counter()
+    rows = run_sweep(config, progress=progress)
+    fits, fits_cpu = fit_sweep(rows, "wall"), fit_sweep(rows, "cpu")
+    result = SweepResult(rows=rows, fits=fits, placement=place_points(rows, fits, "wall"), config=config,
+                         fits_cpu=fits_cpu, placement_cpu=place_points(rows, fits_cpu, "cpu"),
+                         seconds=time.perf_counter() - start)
+    if out_dir is not None:
+        result = replace(result, files=write_sweep(out_dir, result))
+    return result

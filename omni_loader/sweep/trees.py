@@ -1,0 +1,66 @@
+"""Module trees to measure discovery on: synthetic trees of any size, and the real Token2Wav.
+
+Why synthetic trees: on Token2Wav the number of modules N and of buffers B are fixed (1,092 and
+219), so its cost cannot say which of them the cost grows with. Here N and B are chosen
+independently, the tree keeps a realistic shape (depth grows as log N, buffers spread over the
+modules, two persistent buffers placed where the naming edge cases are), and the traversal sweep
+times both discovery rules over a grid of them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+ROOT_PERSISTENT = "scale"  # root-level persistent buffer: its qualified name has no dot
+NESTED_PERSISTENT = "inv_freq"  # persistent buffer on the deepest module, like Token2Wav's rotary
+
+
+class TreeNode(nn.Module):
+    """A small module: one 4-element parameter, children and buffers added by :func:`build_tree`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(4))
+
+
+def build_tree(n_modules: int, n_buffers: int, fanout: int = 4, buffer_numel: int = 12) -> nn.Module:
+    """A module tree with exactly ``n_modules`` modules (root included) and ``n_buffers`` named buffers.
+
+    Modules are :class:`TreeNode` s in a ``fanout``-ary tree filled breadth first (children named
+    ``m0``, ``m1``, ...), so depth grows as log N, like a real model rather than a chain that would
+    hit Python's recursion limit. Two buffers are persistent: ``scale`` on the root (qualified name
+    ``scale``, no leading dot) and ``inv_freq`` on the last, deepest module. The other
+    ``n_buffers - 2`` are non-persistent ``filterJ`` buffers of ``buffer_numel`` floats (Token2Wav's
+    anti-alias filters have 12 taps), spread evenly over the modules, the root included. When B > N
+    some modules hold several.
+    """
+    if n_modules < 2:
+        raise ValueError(f"n_modules must be at least 2 (root + one nested module), not {n_modules}")
+    if n_buffers < 2:
+        raise ValueError(f"n_buffers must be at least 2 (the two persistent buffers), not {n_buffers}")
+    if fanout < 1:
+        raise ValueError(f"fanout must be positive, not {fanout}")
+    nodes = [TreeNode() for _ in range(n_modules)]
+    for i in range(1, n_modules):
+        nodes[(i - 1) // fanout].add_module(f"m{(i - 1) % fanout}", nodes[i])
+    root = nodes[0]
+    root.register_buffer(ROOT_PERSISTENT, torch.ones(1))
+    nodes[-1].register_buffer(NESTED_PERSISTENT, torch.ones(8))
+    non_persistent = n_buffers - 2
+    for j in range(non_persistent):
+        owner = nodes[(j * n_modules) // non_persistent]
+        owner.register_buffer(f"filter{j}", torch.zeros(buffer_numel), persistent=False)
+    return root
+
+
+def tree_counts(model: nn.Module) -> tuple[int, int]:
+    """(N, B): modules as ``named_modules()`` yields them, buffers as ``named_buffers()`` does."""
+    return sum(1 for _ in model.named_modules()), sum(1 for _ in model.named_buffers())
+
+
+def token2wav_model(size: str = "full", layout: str = "vllm-omni") -> nn.Module:
+    """The real Token2Wav module tree, built on the CPU (weights left unwritten: discovery never reads them)."""
+    from ..token2wav.model import build_model, config_dict
+
+    return build_model(config_dict(size), layout=layout, device="cpu")

@@ -1,0 +1,352 @@
+"""Checkpoints in the Hugging Face snapshot layout: find them, check them, read them, make them.
+
+A snapshot is a directory holding ``config.json`` (with a ``token2wav_config``),
+``model.safetensors.index.json`` (tensor name -> shard file), the shards
+``model-0000N-of-0000M.safetensors`` and ``spk_dict.pt``. Token2Wav tensors keep their
+``token2wav.`` prefix in the checkpoint, as in the released Qwen2.5-Omni files.
+
+The real checkpoint cannot be downloaded on every machine, so :func:`synthesize` writes one with
+the exact names, shapes and dtypes of the real one (random values from a seed). The same reading
+code then serves both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import CheckpointError
+from .model import CHECKPOINT_PREFIX, build_model, config_dict
+from ..names import SYNTHETIC_KEY
+
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+SPK_DICT_FILE = "spk_dict.pt"
+DEFAULT_MODEL_ID = "Qwen/Qwen2.5-Omni-3B"
+DEFAULT_SHARD_BYTES = 1 << 30
+
+@dataclass
+class Snapshot:
+    """A checked snapshot: where it is, where it came from, and which shard holds each tensor."""
+
+    root: Path
+    source: str  # "directory", "hub-cache" or "synthetic"
+    token2wav_config: dict[str, Any]
+    weight_map: dict[str, str]  # token2wav.* key -> shard file name
+    model_id: str | None = None
+    revision: str | None = None
+    synthetic: dict[str, Any] | None = None
+
+    @property
+    def spk_dict_path(self) -> Path:
+        return self.root / SPK_DICT_FILE
+
+    @property
+    def shards(self) -> list[str]:
+        return sorted(set(self.weight_map.values()))
+
+    def describe(self) -> dict[str, Any]:
+        """The checkpoint-source fields of the metadata record."""
+        return {
+            "checkpoint_dir": str(self.root),
+            "checkpoint_source": self.source,
+            "model_id": self.model_id,
+            "revision": self.revision,
+            "synthetic": self.synthetic,
+            "checkpoint_tensors": len(self.weight_map),
+            "checkpoint_shards": self.shards,
+        }
+
+# --------------------------------------------------------------------------- finding
+
+def open_snapshot(root: str | os.PathLike[str], source: str = "directory", model_id: str | None = None) -> Snapshot:
+    """Check a snapshot directory and return it; every problem is one line naming the file."""
+    root = Path(root)
+    if not root.is_dir():
+        raise CheckpointError(f"checkpoint directory not found: {root}")
+    config = _read_json(root / CONFIG_FILE)
+    t2w_config = config.get("token2wav_config")
+    if not isinstance(t2w_config, dict):
+        raise CheckpointError(f"{root / CONFIG_FILE} has no 'token2wav_config' section")
+    weight_map = _read_weight_map(root)
+    token2wav = {k: v for k, v in weight_map.items() if k.startswith(CHECKPOINT_PREFIX)}
+    if not token2wav:
+        raise CheckpointError(f"no '{CHECKPOINT_PREFIX}' tensors in {root} ({len(weight_map)} other tensors)")
+    for shard in sorted(set(token2wav.values())):
+        if not (root / shard).is_file():
+            raise CheckpointError(f"shard listed in {INDEX_FILE} is missing: {root / shard}")
+    if not (root / SPK_DICT_FILE).is_file():
+        raise CheckpointError(f"speaker dictionary missing: {root / SPK_DICT_FILE}")
+    return Snapshot(
+        root=root,
+        source=source,
+        token2wav_config=t2w_config,
+        weight_map=token2wav,
+        model_id=model_id,
+        revision=root.name if source == "hub-cache" else None,
+        synthetic=config.get(SYNTHETIC_KEY),
+    )
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise CheckpointError(f"missing file: {path}")
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"not valid JSON: {path} ({exc})") from None
+    if not isinstance(record, dict):
+        raise CheckpointError(f"{path} holds a JSON {type(record).__name__}, not an object: it is not a Hugging Face "
+                              f"{path.name}")
+    return record
+
+def _read_weight_map(root: Path) -> dict[str, str]:
+    if (root / INDEX_FILE).is_file():
+        weight_map = _read_json(root / INDEX_FILE).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise CheckpointError(f"{root / INDEX_FILE} has no 'weight_map'")
+        return weight_map
+    if (root / SINGLE_FILE).is_file():
+        return {key: SINGLE_FILE for key in _shard_keys(root / SINGLE_FILE)}
+    raise CheckpointError(f"no {INDEX_FILE} or {SINGLE_FILE} in {root}")
+
+def _shard_keys(path: Path) -> list[str]:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            return list(fh.keys())
+    except Exception as exc:  # safetensors raises its own error type for bad files
+        raise CheckpointError(f"truncated or corrupt shard {path}: {exc}") from None
+
+def find_in_hub_cache(
+    model_id: str, cache_dir: str | os.PathLike[str] | None = None, revision: str | None = None, download: bool = False
+) -> Snapshot:
+    """Resolve ``model_id`` to a local snapshot through huggingface_hub, offline unless ``download``.
+
+    With ``download``, only the config, the index, the speaker dictionary and the shards that hold
+    ``token2wav.`` tensors are fetched, not the whole multi-GB model.
+    """
+    from huggingface_hub import hf_hub_download, snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    kwargs = dict(repo_id=model_id, cache_dir=cache_dir, revision=revision)
+    try:
+        if download:
+            index = json.loads(Path(hf_hub_download(filename=INDEX_FILE, **kwargs)).read_text())
+            shards = {v for k, v in index["weight_map"].items() if k.startswith(CHECKPOINT_PREFIX)}
+            patterns = [CONFIG_FILE, INDEX_FILE, SPK_DICT_FILE, *sorted(shards)]
+            path = snapshot_download(allow_patterns=patterns, **kwargs)
+        else:
+            path = snapshot_download(local_files_only=True, **kwargs)
+    except HFValidationError as exc:
+        raise CheckpointError(f"not a valid Hugging Face model id: {model_id!r} ({str(exc).splitlines()[0]})") from None
+    except LocalEntryNotFoundError:
+        where = cache_dir or "the default Hugging Face cache (HF_HUB_CACHE)"
+        raise CheckpointError(
+            f"model {model_id!r} is not in {where}; pass --download to fetch it, or --checkpoint DIR"
+        ) from None
+    return open_snapshot(path, source="hub-cache", model_id=model_id)
+
+def resolve_snapshot(
+    checkpoint: str | os.PathLike[str] | None = None,
+    model_id: str | None = None,
+    size: str = "full",
+    seed: int = 0,
+    cache_dir: str | os.PathLike[str] | None = None,
+    download: bool = False,
+    progress: bool = False,
+) -> Snapshot:
+    """The snapshot a command should use: ``--checkpoint``, else ``--model``, else the synthetic default."""
+    if checkpoint:
+        return open_snapshot(checkpoint, model_id=model_id)
+    if model_id:
+        return find_in_hub_cache(model_id, cache_dir=cache_dir, download=download)
+    return open_snapshot(ensure_synthetic(size, seed, progress=progress), source="synthetic")
+
+# --------------------------------------------------------------------------- reading
+
+def iter_token2wav_weights(snapshot: Snapshot) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield ``(key, tensor)`` for every ``token2wav.`` tensor, one shard at a time, lazily.
+
+    Like a serving engine's safetensors iterator, nothing is read until the consumer asks; each
+    tensor is read onto the CPU and moved later by the parameter's loader.
+    """
+    from safetensors import safe_open
+
+    by_shard: dict[str, list[str]] = defaultdict(list)
+    for key, shard in snapshot.weight_map.items():
+        by_shard[shard].append(key)
+    for shard in sorted(by_shard):
+        path = snapshot.root / shard
+        try:
+            with safe_open(str(path), framework="pt", device="cpu") as fh:
+                present = set(fh.keys())
+                for key in by_shard[shard]:
+                    if key not in present:
+                        raise CheckpointError(f"{INDEX_FILE} maps {key} to {path}, which does not hold it")
+                    yield key, fh.get_tensor(key)
+        except CheckpointError:
+            raise
+        except Exception as exc:
+            raise CheckpointError(f"truncated or corrupt shard {path}: {exc}") from None
+
+# --------------------------------------------------------------------------- writing
+
+def default_cache_dir() -> Path:
+    """Where the embedded synthetic snapshots live (``$OMNI_LOADER_CACHE`` overrides)."""
+    env = os.environ.get("OMNI_LOADER_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "omni-loader"
+
+def ensure_synthetic(size: str = "full", seed: int = 0, progress: bool = False) -> Path:
+    """The embedded default snapshot, made once into the cache directory and reused after."""
+    path = default_cache_dir() / "synthetic" / f"{size}-seed{seed}"
+    if not (path / INDEX_FILE).is_file():
+        synthesize(path, size=size, seed=seed, progress=progress)
+    return path
+
+def checkpoint_tensor_specs(token2wav_config: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Names, shapes and dtypes of the real checkpoint's ``token2wav.`` tensors.
+
+    They are the transformers layout's parameters (unfused q/k/v) plus the DiT's rotary
+    ``inv_freq``, which the released checkpoint stores.
+    """
+    model = build_model(token2wav_config, layout="transformers", device="meta")
+    specs = {CHECKPOINT_PREFIX + n: (tuple(p.shape), p.dtype) for n, p in model.named_parameters()}
+    inv_freq = model.code2wav_dit_model.rotary_embed.inv_freq
+    specs[CHECKPOINT_PREFIX + "code2wav_dit_model.rotary_embed.inv_freq"] = (tuple(inv_freq.shape), inv_freq.dtype)
+    return specs
+
+def _plan_shards(specs: dict[str, tuple[tuple[int, ...], torch.dtype]], shard_bytes: int) -> list[list[str]]:
+    shards: list[list[str]] = [[]]
+    used = 0
+    for key, (shape, dtype) in specs.items():
+        size = torch.Size(shape).numel() * dtype.itemsize
+        if shards[-1] and used + size > shard_bytes:
+            shards.append([])
+            used = 0
+        shards[-1].append(key)
+        used += size
+    return shards
+
+def _make_tensor(key: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator, config: Any) -> torch.Tensor:
+    if key.endswith("rotary_embed.inv_freq"):
+        dim, base = config.dit_config.head_dim, config.dit_config.rope_parameters["rope_theta"]
+        return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    return (torch.randn(shape, generator=gen, dtype=torch.float32) * 0.02).to(dtype)
+
+def synthesize(
+    out: str | os.PathLike[str],
+    size: str = "full",
+    seed: int = 0,
+    token2wav_config: dict[str, Any] | None = None,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    progress: bool = False,
+    overwrite: bool = False,
+) -> Path:
+    """Write a deterministic snapshot in the Hub layout, atomically.
+
+    Everything is written into a temporary sibling directory that is renamed into place at the
+    end, so an interrupted run never leaves a half-written snapshot where a reader would find it.
+    """
+    from safetensors.torch import save_file
+
+    from .model import make_config
+
+    out = Path(out)
+    occupied = out.is_file() or (out.is_dir() and any(out.iterdir()))
+    if occupied and not overwrite:
+        raise CheckpointError(f"output exists and is not empty: {out} (use --force to replace it)")
+    t2w_config = token2wav_config or config_dict(size)
+    config = make_config(t2w_config)
+    specs = checkpoint_tensor_specs(t2w_config)
+    plan = _plan_shards(specs, shard_bytes)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        gen = torch.Generator().manual_seed(seed)
+        weight_map: dict[str, str] = {}
+        bar = _progress(total=len(specs), desc=f"synth {size}", enabled=progress)
+        for i, keys in enumerate(plan, start=1):
+            name = f"model-{i:05d}-of-{len(plan):05d}.safetensors"
+            tensors = {}
+            for key in keys:
+                tensors[key] = _make_tensor(key, *specs[key], gen, config)
+                bar.update(1)
+            save_file(tensors, str(tmp / name), metadata={"format": "pt"})
+            (tmp / name).chmod(0o644)  # safetensors writes its files 0600; a snapshot is meant to be shared
+            weight_map.update(dict.fromkeys(keys, name))
+            del tensors
+        bar.close()
+        total = sum(torch.Size(s).numel() * d.itemsize for s, d in specs.values())
+        (tmp / INDEX_FILE).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1))
+        torch.save(_speaker_dict(config, gen), tmp / SPK_DICT_FILE)
+        (tmp / CONFIG_FILE).write_text(json.dumps(_hub_config(t2w_config, size, seed), indent=2))
+        tmp.chmod(0o755)  # mkdtemp made it private; a snapshot is meant to be shared
+        if not overwrite and (out / INDEX_FILE).is_file():
+            shutil.rmtree(tmp)  # another process finished the same snapshot first: keep theirs
+            return out
+        if out.is_dir() and not out.is_symlink():
+            shutil.rmtree(out)
+        elif out.exists() or out.is_symlink():
+            out.unlink()  # --force over a file: rmtree would fail on it
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+def _hub_config(t2w_config: dict[str, Any], size: str, seed: int) -> dict[str, Any]:
+    return {
+        "architectures": ["Qwen2_5OmniModel"],
+        "model_type": "qwen2_5_omni",
+        "enable_audio_output": True,
+        "token2wav_config": t2w_config,
+        SYNTHETIC_KEY: {"size": size, "seed": seed, "note": "random weights; names, shapes, dtypes as released"},
+    }
+
+def _speaker_dict(config: Any, gen: torch.Generator) -> dict[str, dict[str, Any]]:
+    """Speaker conditioning as the released ``spk_dict.pt`` holds it: per speaker a ``cond`` vector,
+    a reference mel spectrogram and the codec's BOS token."""
+    dit = config.dit_config
+    return {
+        name: {
+            "cond": torch.randn(1, dit.enc_emb_dim, generator=gen),
+            "ref_mel": torch.randn(1, 300, dit.mel_dim, generator=gen) * 0.5,
+            "bos_token": dit.num_embeds - 1,
+        }
+        for name in ("Chelsie", "Ethan")
+    }
+
+def place_in_hub_cache(
+    snapshot_dir: str | os.PathLike[str], cache_dir: str | os.PathLike[str], model_id: str = DEFAULT_MODEL_ID
+) -> Path:
+    """Lay a snapshot out as huggingface_hub's cache does (``models--org--name/snapshots/<sha>``,
+    ``refs/main``), so the model-id lookup can be tested without a network."""
+    src = Path(snapshot_dir)
+    digest = hashlib.sha1(json.dumps(sorted(p.name for p in src.iterdir())).encode() + str(src).encode()).hexdigest()
+    repo = Path(cache_dir) / ("models--" + model_id.replace("/", "--"))
+    target = repo / "snapshots" / digest
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(src, target)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(digest)
+    return target
+
+def _progress(total: int, desc: str, enabled: bool) -> Any:
+    from ..progress import progress_bar  # a widget in JupyterLab, a few whole lines in logs and saved notebooks
+
+    return progress_bar(total=total, desc=desc, enabled=enabled, unit="tensor", leave=False)
+

@@ -1,0 +1,301 @@
+"""Qwen2.5-Omni Token2Wav, built from transformers' own classes in one of two layouts.
+
+``transformers``
+    The module tree exactly as the installed transformers builds it.
+``vllm-omni`` (default)
+    The tree as vLLM-Omni loads it: the DiT's rotary ``inv_freq`` is a *persistent* buffer (so
+    it appears in ``state_dict()`` and in the checkpoint), ``original_inv_freq`` is absent (219
+    named buffers), and each DiT attention block holds one fused ``qkv_proj`` instead of
+    ``to_q``/``to_k``/``to_v`` (720 parameter tensors). The fused block computes the same
+    function, so on equal weights both layouts produce the same output. Each submodule's parameters
+    have the dtype vLLM-Omni 0.30.0's code2wav stage gives them (:data:`VLLM_OMNI_SUBMODULE_DTYPES`):
+    the DiT float32, the BigVGAN bfloat16, 1,492.80 MiB in all, the ``size`` its ``[Model Loaded]``
+    line prints. The checkpoint stores float32, so loading casts the BigVGAN's tensors.
+
+Where the dtypes come from (vLLM-Omni 0.30.0, ``qwen2_5_omni_token2wav.py``): no line of the
+Token2Wav code casts a parameter. ``Qwen2_5OmniToken2WavModel.__init__`` builds each half with
+transformers' ``_from_config(config.dit_config)`` / ``_from_config(config.bigvgan_config)``, which
+constructs under the sub-config's own dtype where it has one, and otherwise under the default
+dtype the stage constructs in (vLLM's ``--dtype``; the Qwen2.5-Omni deploy file sets none, so
+``auto``: the checkpoint's bfloat16). The sizes decide which half is which: the full model's DiT
+holds 333,607,760 elements and its BigVGAN 115,443,504; float32 + bfloat16 gives 1,492.80 MiB to
+the hundredth, the logged figure (all float32: 1,712.99; all bfloat16: 856.50; the other mix:
+1,076.69). The code agrees: the DiT is the half that "must inference with fp32", and the forward
+casts the DiT's mel spectrogram to ``code2wav_bigvgan_model.dtype`` before the vocoder, whose
+anti-alias filters (float32 buffers) compute in their own dtype and cast back. transformers' own
+Qwen2.5-Omni model, by contrast, calls ``token2wav.float()``: the ``transformers`` layout is
+float32 throughout (or the ``dtype`` asked for).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from dataclasses import dataclass
+from functools import lru_cache, partial
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..names import CONSTRUCT_MODES, DATA_DIR, LAYOUTS, SIZES
+
+CHECKPOINT_PREFIX = "token2wav."
+
+# The dtype of each Token2Wav submodule's parameters in the vllm-omni layout: what vLLM-Omni 0.30.0's
+# code2wav stage builds them in (see the module docstring). Part of the layout, like the fused qkv_proj:
+# the stage dtype (``build_model``'s ``dtype``) decides no parameter of this tree.
+VLLM_OMNI_SUBMODULE_DTYPES: dict[str, torch.dtype] = {
+    "code2wav_dit_model": torch.float32,
+    "code2wav_bigvgan_model": torch.bfloat16,
+}
+
+
+@lru_cache(maxsize=1)
+def _modeling() -> Any:
+    """Import transformers' Qwen2.5-Omni modules lazily: the import alone costs seconds."""
+    from transformers.models.qwen2_5_omni import configuration_qwen2_5_omni as cfg
+    from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni as mdl
+
+    return cfg, mdl
+
+
+def import_model_code() -> None:
+    """Import transformers' Qwen2.5-Omni model code now (cached): a serving stage has done so before it loads."""
+    _modeling()
+
+
+def config_dict(size: str) -> dict[str, Any]:
+    """The shipped ``token2wav_config`` for ``size`` ('full' is the released checkpoint's)."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {SIZES}, not {size!r}")
+    return json.loads((DATA_DIR / f"token2wav-{size}.json").read_text())
+
+
+def make_config(token2wav_config: dict[str, Any]) -> Any:
+    cfg, _ = _modeling()
+    return cfg.Qwen2_5OmniToken2WavConfig(**token2wav_config)
+
+
+class FusedQKVDiTAttention(nn.Module):
+    """DiT attention with one ``qkv_proj`` matmul, as vLLM-Omni stacks q/k/v into one weight.
+
+    The rows of ``qkv_proj.weight`` are ``[to_q; to_k; to_v]``, so splitting its output gives the
+    three projections of the unfused block and the rest of the computation is unchanged.
+    """
+
+    def __init__(self, config: Any, to_out: nn.ModuleList | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.heads = config.num_attention_heads
+        self.inner_dim = config.head_dim * config.num_attention_heads
+        self.is_causal = False
+        # In the DiT's own dtype (the to_out it keeps), whatever the default dtype of the moment.
+        dtype = None if to_out is None else to_out[0].weight.dtype
+        self.qkv_proj = nn.Linear(config.hidden_size, 3 * self.inner_dim, dtype=dtype)
+        if to_out is None:
+            to_out = nn.ModuleList([nn.Linear(self.inner_dim, config.hidden_size), nn.Dropout(config.dropout)])
+        self.to_out = to_out
+
+    def forward(self, hidden_states, position_embeddings=None, attention_mask=None) -> torch.Tensor:
+        _, mdl = _modeling()
+        batch = hidden_states.shape[0]
+        query, key, value = self.qkv_proj(hidden_states).split(self.inner_dim, dim=-1)
+        head_dim = self.inner_dim // self.heads
+        query, key, value = (t.view(batch, -1, self.heads, head_dim).transpose(1, 2) for t in (query, key, value))
+        # The checkpoint rotates only the first head, in interleaved order (as transformers does).
+        cos, sin = position_embeddings
+        query[:, :1], key[:, :1] = mdl.apply_rotary_pos_emb(
+            mdl.deinterleave_head_dim(query[:, :1]), mdl.deinterleave_head_dim(key[:, :1]), cos, sin
+        )
+        attend = mdl.ALL_ATTENTION_FUNCTIONS[self.config._attn_implementation]
+        out, _ = attend(self, query, key, value, attention_mask=attention_mask, is_causal=False)
+        out = out.reshape(batch, -1, self.heads * head_dim).to(query.dtype)
+        return self.to_out[1](self.to_out[0](out))
+
+
+def _to_vllm_omni_layout(model: nn.Module) -> None:
+    """Rewrite a transformers-built Token2Wav in place into vLLM-Omni's module tree.
+
+    Called under the same device, dtype and no-init context as the construction, so the new
+    ``qkv_proj`` is allocated like every other weight (and not randomly initialised: ~10% of an
+    optimized load on CPU when it was).
+    """
+    dit = model.code2wav_dit_model
+    rotary = dit.rotary_embed
+    rotary._non_persistent_buffers_set.discard("inv_freq")
+    del rotary._buffers["original_inv_freq"]
+    for block in dit.transformer_blocks:
+        block.attn = FusedQKVDiTAttention(block.attn.config, to_out=block.attn.to_out)
+    _cast_like_vllm_omni(model)
+
+
+def _to_dtype(module: nn.Module, args: tuple[Any, ...], dtype: torch.dtype | None = None) -> tuple[Any, ...]:
+    """Forward pre-hook: the first input in ``dtype`` (default: the module's ``filter`` buffer's)."""
+    return (args[0].to(dtype or module.filter.dtype), *args[1:])
+
+
+def _output_to(module: nn.Module, args: tuple[Any, ...], output: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Forward hook: the output in ``dtype``."""
+    return output.to(dtype)
+
+
+def _cast_like_vllm_omni(model: nn.Module) -> None:
+    """The casts vLLM-Omni's forward makes where the DiT and the BigVGAN differ in dtype.
+
+    transformers' Token2Wav assumes one dtype throughout (it is made float32). vLLM-Omni's casts the
+    DiT's mel spectrogram to the vocoder's dtype and the waveform back to the model's, and its
+    anti-alias resamplers compute in their float32 filter's dtype and cast back. Hooks do the same
+    here, so the module tree (names, classes, state dict) stays transformers' own. Nothing is
+    hooked where the two halves already agree.
+    """
+    vocoder = model.code2wav_bigvgan_model
+    inner, outer = next(vocoder.parameters()).dtype, next(model.code2wav_dit_model.parameters()).dtype
+    if inner == outer:
+        return
+    vocoder.register_forward_pre_hook(partial(_to_dtype, dtype=inner))
+    vocoder.register_forward_hook(partial(_output_to, dtype=outer))
+    for module in vocoder.modules():
+        if "filter" in module._buffers:  # an up- or down-sampler of an anti-aliased activation
+            module.register_forward_pre_hook(_to_dtype)
+            module.register_forward_hook(partial(_output_to, dtype=inner))
+
+
+def build_model(
+    token2wav_config: dict[str, Any],
+    layout: str = "vllm-omni",
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    construct: str = "empty",
+) -> nn.Module:
+    """Construct Token2Wav directly on ``device`` under default ``dtype``, as a serving stage does.
+
+    ``dtype`` is the stage dtype: the default dtype during construction. The ``transformers``
+    layout builds every parameter in it. The ``vllm-omni`` layout builds each submodule in the
+    dtype vLLM-Omni 0.30.0 gives it (:data:`VLLM_OMNI_SUBMODULE_DTYPES`: DiT float32, BigVGAN
+    bfloat16), whatever ``dtype`` is, the way upstream does it: each half is made by
+    transformers' ``_from_config`` under its sub-config's dtype. The checkpoint's float32 tensors
+    are then cast where the dtypes differ (the BigVGAN), inside the parameter copy.
+
+    ``construct`` decides where the first write of the parameter memory happens, which on a CPU
+    decides which phase pays the page faults (about 460,000 of them for the full model):
+
+    ``resident``      every parameter written here, the fused ``qkv_proj`` included, so that
+                      ``load_weights`` copies into resident memory, as it does on the GPU the PR
+                      measured: device memory is backed when the caching allocator takes it from
+                      the driver, so upstream's ``torch.empty`` has no first-touch cost there.
+                      On a CPU virtual machine that hands freed memory back to its host (free
+                      page reporting), a first touch is a host fault whose price varies from run
+                      to run; leaving it inside ``load_parameters`` made a phase both variants
+                      share look 2x faster in one variant. The kit's default.
+    ``upstream-cpu``  upstream's constructors as they behave on a CPU: plain ``nn.Linear``/
+                      ``nn.Conv1d``/… run their default init, so their memory is written before
+                      ``load_weights``; the fused ``qkv_proj`` stays ``torch.empty`` as vLLM's
+                      ``QKVParallelLinear`` allocates it, and its ~69,000 first touches land in
+                      ``load_parameters``. (Called ``upstream`` before; that name still reads.)
+    ``empty``         nothing written: every first touch lands in ``load_parameters``. Cheapest to
+                      build; the right choice for module-tree studies and the meta device.
+    ``init``          transformers' full default (random) init of every parameter, ``qkv_proj``
+                      too (about 7 s on two cores for the full model): for study.
+
+    The writes of ``resident`` and ``upstream-cpu`` are a cheap zero fill instead of a random init:
+    the load overwrites the values either way; what matters is in which phase the first touch is
+    timed.
+    The anti-alias filters and rotary frequencies are computed by the constructors in every mode,
+    because they are buffers the checkpoint does not hold.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+    if construct not in CONSTRUCT_MODES:
+        raise ValueError(f"construct must be one of {CONSTRUCT_MODES}, not {construct!r}")
+    _, mdl = _modeling()
+    from transformers.initialization import no_init_weights
+
+    config = make_config(token2wav_config)
+    # transformers' _from_config builds each half under its sub-config's dtype (a real snapshot's
+    # config.json may carry one): set here, per layout, so that the layout alone decides.
+    dtypes = submodule_dtypes(layout, dtype)
+    config.dit_config.dtype = dtypes["code2wav_dit_model"]
+    config.bigvgan_config.dtype = dtypes["code2wav_bigvgan_model"]
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device), (nullcontext() if construct == "init" else no_init_weights()):
+            model = mdl.Qwen2_5OmniToken2WavModel(config)
+            built = {name: next(getattr(model, name).parameters()).dtype for name in dtypes}
+            if built != dtypes:  # a transformers that ignores the sub-config's dtype would build another model
+                raise RuntimeError(f"Token2Wav was built in {built}, not {dtypes}: this transformers does not "
+                                   "construct a submodule under its sub-config's dtype")
+            if layout == "vllm-omni":
+                _to_vllm_omni_layout(model)
+    finally:
+        torch.set_default_dtype(previous)
+    if construct in ("resident", "upstream-cpu"):
+        write_initialised_parameters(model, include_fused=construct == "resident")
+    return model.eval()
+
+
+def submodule_dtypes(layout: str = "vllm-omni", dtype: torch.dtype = torch.float32) -> dict[str, torch.dtype]:
+    """The dtype of each Token2Wav submodule's parameters that ``build_model`` gives ``layout`` under
+    stage dtype ``dtype``."""
+    if layout == "vllm-omni":
+        return dict(VLLM_OMNI_SUBMODULE_DTYPES)
+    return dict.fromkeys(VLLM_OMNI_SUBMODULE_DTYPES, dtype)
+
+
+def parameter_bytes(model: nn.Module) -> int:
+    """The bytes the parameters hold: ``numel() * element_size()`` summed over ``named_parameters()``,
+    as vLLM-Omni's ``[Model Loaded]`` line sums them (meta tensors count their would-be size)."""
+    return sum(p.numel() * p.element_size() for _, p in model.named_parameters())
+
+
+def write_initialised_parameters(model: nn.Module, include_fused: bool = False) -> int:
+    """Write every parameter an upstream constructor would have initialised; returns bytes written.
+
+    The fused ``qkv_proj`` is skipped unless ``include_fused``: upstream allocates it with
+    ``torch.empty``, which on a GPU is resident memory and on a CPU is not. Nothing is written on
+    the meta device, which holds no memory.
+    """
+    written = 0
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.device.type == "meta" or (not include_fused and ".qkv_proj." in f".{name}"):
+                continue
+            param.zero_()
+            written += param.numel() * param.element_size()
+    return written
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What a module tree holds: the counts that the PR and the facts file quote."""
+
+    layout: str
+    size: str
+    modules: int
+    named_buffers: int
+    persistent_buffers: list[str]
+    parameters: int
+    parameter_elements: int
+    parameter_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def inventory(layout: str = "vllm-omni", size: str = "full") -> Inventory:
+    """Count modules, buffers and parameters on the meta device (no memory, well under a second)."""
+    from .discovery import find_persistent_buffers
+
+    model = build_model(config_dict(size), layout=layout, device="meta")
+    params = list(model.parameters())
+    return Inventory(
+        layout=layout,
+        size=size,
+        modules=sum(1 for _ in model.named_modules()),
+        named_buffers=sum(1 for _ in model.named_buffers()),
+        persistent_buffers=sorted(find_persistent_buffers(model, "optimized")),
+        parameters=len(params),
+        parameter_elements=sum(p.numel() for p in params),
+        parameter_bytes=parameter_bytes(model),
+    )

@@ -1,0 +1,179 @@
+"""Loader variants: named combinations of implementations for the load path's extension points.
+
+The load path (:mod:`omni_loader.token2wav.loader`) has two steps worth swapping:
+
+``discovery``   ``fn(model) -> {name: buffer}``: the persistent buffers (``find_all_registers``)
+``parameters``  ``fn(model, entries, snapshot, fused) -> {parameter name: shards loaded}``: put the
+                checkpoint's ``(key, tensor)`` entries into the model's parameters
+
+A :class:`Variant` names one implementation of each. The PR's two variants differ only in
+``discovery``; ``assign``, ``fastsafetensors`` and ``pinned`` (GPU only) keep the PR's fix and
+attack what remains after it, moving the parameters' bytes. A user's own step is a reference ``module:function`` (an importable module) or
+``path/to/file.py:function``, imported where the load runs (in the worker process), so a variant
+travels between processes as plain strings.
+
+On the command line: ``--variant NAME=discovery:REF[,parameters:REF]``; a step not given is the
+optimized variant's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import OmniLoaderError
+
+STEPS = ("discovery", "parameters")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A loader variant: a name, a reference per step, and what it changes about memory."""
+
+    name: str
+    discovery: str = "builtin:optimized"
+    parameters: str = "builtin:copy"
+    memory: str = ""  # one sentence for the report; empty when nothing changes
+    needs_gpu: bool = False
+
+    def step(self, which: str) -> Callable[..., Any]:
+        """The callable behind a step, imported now (in the process that loads)."""
+        return resolve_step(getattr(self, which), which)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+BUILTIN_VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant("baseline", discovery="builtin:baseline"),
+        Variant("optimized"),
+        Variant("assign", parameters="builtin:assign",
+                memory="parameters are the checkpoint's memory-mapped tensors where dtype and device allow: "
+                       "they stay backed by the file mapping (pages shared with the page cache, read on first "
+                       "use), and the memory written at construction is freed; the fused qkv_proj is a new "
+                       "stacked tensor"),
+        Variant("fastsafetensors", parameters="builtin:fastsafetensors",
+                memory="fastsafetensors reads the shard files into one buffer on the device (no GPUDirect "
+                       "Storage here: through host bounce buffers) and the parameters are views of it; the "
+                       "memory written at construction is freed"),
+        Variant("pinned", parameters="builtin:pinned", needs_gpu=True,
+                memory="each host tensor is staged in pinned (page-locked) host memory before a non-blocking "
+                       "copy to the GPU; pinned staging is freed after the load"),
+    )
+}
+
+
+# Which vLLM-Omni releases the PR's two variants are, for the report and ``compare`` to quote. Read from
+# the released wheels on PyPI: in ``qwen2_5_omni_token2wav.py`` 0.28.0 and 0.30.0 differ only in
+# ``find_all_registers`` (PyPI has no 0.29); the outer Qwen2.5-Omni ``load_weights`` is unchanged.
+VARIANT_RELEASES: dict[str, dict[str, str]] = {
+    "baseline": {
+        "rule": "find_all_registers tests `name in self.state_dict()` for every named buffer "
+                "(219 state_dict() calls for Qwen2.5-Omni)",
+        "source": "be81443c (December 2025)",
+        "releases": "vLLM-Omni 0.28.0 (read) and the earlier releases that ship find_all_registers",
+    },
+    "optimized": {
+        "rule": "find_all_registers walks named_modules() once for _non_persistent_buffers_set and "
+                "named_buffers() once; no state_dict() call",
+        "source": "PR 7061",
+        "releases": "vLLM-Omni 0.30.0 (the first release with the fix)",
+    },
+}
+
+
+def builtin_steps() -> dict[str, dict[str, Callable[..., Any]]]:
+    """The built-in implementations of each step, by name (imported lazily: they need torch)."""
+    from .discovery import RULES
+    from .steps import load_parameters, load_parameters_assign, load_parameters_fastsafetensors, load_parameters_pinned
+
+    return {
+        "discovery": dict(RULES),
+        "parameters": {"copy": load_parameters, "assign": load_parameters_assign,
+                       "fastsafetensors": load_parameters_fastsafetensors, "pinned": load_parameters_pinned},
+    }
+
+
+def resolve_step(ref: str, which: str = "step") -> Callable[..., Any]:
+    """``builtin:NAME``, ``package.module:function`` or ``path/to/file.py:function`` -> the callable."""
+    where, sep, attr = ref.rpartition(":")
+    if not sep or not where or not attr:
+        raise OmniLoaderError(f"{which} step {ref!r} is not MODULE:FUNCTION, FILE.py:FUNCTION or builtin:NAME")
+    if where == "builtin":
+        steps = builtin_steps()[which]
+        if attr not in steps:
+            raise OmniLoaderError(f"{which} step {ref!r}: no built-in {attr!r} (built-ins: {', '.join(steps)})")
+        return steps[attr]
+    module = _import_file(where) if where.endswith(".py") else _import_module(where, ref)
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise OmniLoaderError(f"{which} step {ref!r}: {where} has no function {attr!r}")
+    return fn
+
+
+def _import_module(name: str, ref: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise OmniLoaderError(f"step {ref!r}: cannot import {name} ({exc})") from None
+
+
+def _import_file(path: str) -> Any:
+    file = Path(path)
+    if not file.is_file():
+        raise OmniLoaderError(f"step file not found: {file}")
+    spec = importlib.util.spec_from_file_location(f"omni_loader_user_step_{abs(hash(str(file.resolve())))}", file)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except Exception as exc:
+        raise OmniLoaderError(f"step file {file} failed to import: {type(exc).__name__}: {exc}") from None
+    return module
+
+
+def parse_variant(text: str) -> Variant:
+    """``NAME=discovery:REF[,parameters:REF]`` -> a :class:`Variant` (steps not given: optimized's)."""
+    name, sep, body = text.partition("=")
+    name = name.strip()
+    if not sep or not name or not body:
+        raise OmniLoaderError(f"--variant {text!r} is not NAME=STEP:REF[,STEP:REF] (steps: {', '.join(STEPS)})")
+    if name in BUILTIN_VARIANTS:
+        raise OmniLoaderError(f"--variant {name!r}: that name is a built-in variant; choose another")
+    steps: dict[str, str] = {}
+    for part in body.split(","):
+        step, _, ref = part.strip().partition(":")
+        if step not in STEPS or not ref:
+            raise OmniLoaderError(f"--variant {text!r}: {part.strip()!r} is not STEP:REF with STEP one of "
+                                  f"{', '.join(STEPS)}")
+        steps[step] = ref
+    return Variant(name, **steps)
+
+
+def resolve_variants(names: list[str] | tuple[str, ...], custom: list[Variant] | tuple[Variant, ...] = ()) -> list[Variant]:
+    """The variants to run, in order: built-in names or the names of ``custom`` ones."""
+    known = {**BUILTIN_VARIANTS, **{v.name: v for v in custom}}
+    out = []
+    for name in names:
+        if name not in known:
+            raise OmniLoaderError(f"--variants: unknown variant {name!r} (known: {', '.join(known)})")
+        out.append(known[name])
+    if len(out) < 2 or len({v.name for v in out}) != len(out):
+        raise OmniLoaderError(f"--variants needs two or more different variants, not {','.join(names)}")
+    return out
+
+
+def variant_from(value: str | Variant | dict[str, Any]) -> Variant:
+    """A built-in name, a Variant, or a Variant's dict (as stored in metadata.json) -> a Variant."""
+    if isinstance(value, Variant):
+        return value
+    if isinstance(value, dict):
+        return Variant(**value)
+    if value not in BUILTIN_VARIANTS:
+        raise OmniLoaderError(f"unknown variant {value!r} (built-ins: {', '.join(BUILTIN_VARIANTS)})")
+    return BUILTIN_VARIANTS[value]
