@@ -24,14 +24,16 @@ test-fast: $(FULL)  ## in-process unit tests only (a couple of minutes): make te
 	$(BIN)/python -m pytest -q -m "not slow and not subprocess" $(FAST_TESTS) $(PYTEST_ARGS)
 
 # Mutation testing of the core modules against the fast in-process unit tests ([tool.mutmut] in pyproject.toml).
-# Long, so not part of `make test` or CI. Scope it with MODULES, e.g. `make mutation MODULES="stats report"`.
+# Long, so not part of `make test` or CI. Scope it with MODULES, e.g. `make mutation MODULES="reporting.stats reporting.report"`.
 # Survivors are either killed by a test or listed, with the
 # reason they are equivalent, in tests/mutation-equivalent.md; the score excludes the listed ones.
-MODULES ?= discovery loader steps checkpoint stats report measurements report_tables rows suite integrity row_checks controls planner
+MODULES ?= token2wav.discovery token2wav.loader token2wav.steps token2wav.checkpoint reporting.stats reporting.report \
+	reporting.measurements reporting.report_tables results.rows results.suite results.integrity results.row_checks \
+	reporting.controls results.planner
 MUTATION_JOBS ?= 2
 mutant_glob = omni_loader.$(1).*
 
-mutation: $(FULL)  ## mutation testing of the core modules (long; not in CI): make mutation MODULES="stats report"
+mutation: $(FULL)  ## mutation testing of the core modules (long; not in CI): make mutation MODULES="reporting.stats reporting.report"
 	@start=$$(date +%s); \
 	nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(foreach m,$(MODULES),'$(call mutant_glob,$(m))') \
 		|| exit $$?; \

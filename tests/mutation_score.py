@@ -44,7 +44,7 @@ def listed_mutants(path: Path | None = None) -> tuple[dict[str, str], dict[str, 
 
 
 def module_results(module: str, mutants_dir: Path = REPO / "mutants") -> dict[str, int | None]:
-    meta = mutants_dir / "omni_loader" / f"{module}.py.meta"
+    meta = mutants_dir / "omni_loader" / f"{module.replace('.', '/')}.py.meta"  # results.rows: results/rows.py
     if not meta.is_file():
         raise SystemExit(f"no mutmut results for {module}: {meta} (run `make mutation MODULES={module}`)")
     codes = json.loads(meta.read_text())["exit_code_by_key"]
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     equivalent, untested = listed_mutants()
     unlisted, stale, lines = [], [], []
     total = Counter()
-    lines.append(f"{'module':<12} {'mutants':>7} {'killed':>6} {'timeout':>7} {'equiv.':>6} {'survived':>8} "
+    lines.append(f"{'module':<24} {'mutants':>7} {'killed':>6} {'timeout':>7} {'equiv.':>6} {'survived':>8} "
                  f"{'no tests':>8} {'other':>5} {'unchecked':>9} {'score':>7}")
     for module in args.modules:
         counts = Counter()
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 def _row(name: str, c: Counter) -> str:
     scored = c["mutants"] - c["equivalent"] - c["not checked"]
     score = f"{100 * (c['killed'] + c['timeout']) / scored:.1f}%" if scored else "—"
-    return (f"{name:<12} {c['mutants']:>7} {c['killed']:>6} {c['timeout']:>7} {c['equivalent']:>6} "
+    return (f"{name:<24} {c['mutants']:>7} {c['killed']:>6} {c['timeout']:>7} {c['equivalent']:>6} "
             f"{c['survived']:>8} {c['no tests']:>8} {c['other']:>5} {c['not checked']:>9} {score:>7}")
 
 
