@@ -344,6 +344,17 @@ def test_pack_names_and_refuses_to_overwrite(runs, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "mine.tar.gz", "mine.zip"]  # no temporary left
 
 
+def test_pack_refuses_a_symlinked_report_in_one_line(runs, tmp_path):
+    """A linked report.md would be stored as a link to an absolute path, which compare then refuses."""
+    directory = _copy(runs["alt"], tmp_path / "mine")
+    elsewhere = tmp_path / "elsewhere.md"
+    (directory / "report.md").rename(elsewhere)
+    (directory / "report.md").symlink_to(elsewhere)
+    with pytest.raises(ResultsError, match=r"report.md is a symbolic link \(to .*elsewhere.md\): pack stores"):
+        pack(directory)
+    assert not (tmp_path / "mine.tar.gz").exists()
+
+
 def test_a_directorys_own_problems_are_shown(runs, tmp_path):
     torn = _copy(runs["alt"], tmp_path / "torn")
     with (torn / "runs.csv").open("a") as fh:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -253,6 +254,15 @@ def test_a_benchmark_without_a_plan_is_a_problem(tmp_path, plan):
                               "cannot be checked against the runs it planned; restore the file from a copy"]
 
 
+def test_a_benchmark_record_without_the_plan_key_is_not_read_unchecked(tmp_path):
+    out = _results(tmp_path / "res")
+    metadata = json.loads((out / "metadata.json").read_text())
+    del metadata["benchmarks"]["load"]["plan"]
+    (out / "metadata.json").write_text(json.dumps(metadata))
+    check = check_results(out)
+    assert check.findings == ["benchmark load has no plan"] and not check.ok
+
+
 def test_plan_entries_without_a_run_id_are_a_problem_not_a_traceback(tmp_path):
     out = _results(tmp_path / "res", plan=[*_plan(4), {"variant": "baseline"}, "x"])
     check = check_results(out)
@@ -344,6 +354,24 @@ def test_serve_ab_refuses_a_bad_option_in_one_line(tmp_path, capsys, options, li
                         "http://127.0.0.1:9/health", *options, "--out", out)
     assert (code, _one_line(err)) == (2, f"omni-loader: error: {line}")
     assert not out.exists()
+
+
+@pytest.mark.subprocess
+def test_serve_ab_where_no_run_succeeds_exits_1_with_the_first_reason(tmp_path, capsys):
+    from omni_loader.startup.one_run import free_port
+
+    dead = f"{sys.executable} -c 'raise SystemExit(3)'"
+    out = tmp_path / "res"
+    code, stdout, err = _cli(capsys, "serve-ab", "--baseline-cmd", dead, "--optimized-cmd", dead, "--health-url",
+                             f"http://127.0.0.1:{free_port()}/health", "--warmup", "0", "--runs", "1",
+                             "--timeout", "30", "--out", out)
+    assert code == 1, (stdout, err)
+    errors = [ln for ln in err.splitlines() if "error" in ln]  # under the progress lines
+    assert len(errors) == 1 and "Traceback" not in err, err
+    line = errors[0]
+    assert line.startswith("omni-loader: error: no measured run of serve-ab succeeded; run 0 (baseline): "), line
+    assert "3" in line and line.endswith(f"each run's log is in {out / 'logs'}")
+    assert "measured runs, status ok" not in stdout
 
 
 @pytest.mark.parametrize("port", ["70000", "-1"])

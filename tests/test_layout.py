@@ -175,6 +175,33 @@ def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
     assert not offenders, f"names imported from a module that does not define them: {offenders}"
 
 
+def test_notebooks_use_each_name_from_the_module_that_defines_it() -> None:
+    """The notebooks too: ``report_tables.measurement_table``, never a name another module happens to import."""
+    import json
+
+    offenders = []
+    for notebook in sorted((PACKAGE.parent / "notebooks").glob("*.ipynb")):
+        cells = json.loads(notebook.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        tree = ast.parse("\n".join("#" + ln if ln.lstrip().startswith(("%", "!")) else ln for ln in code.split("\n")))
+        modules = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("omni_loader"):
+                for alias in node.names:
+                    path = PACKAGE.parent / f"{node.module}.{alias.name}".replace(".", "/")
+                    if path.with_suffix(".py").exists():
+                        modules[alias.asname or alias.name] = path.with_suffix(".py")
+                    elif not (path / "__init__.py").exists():
+                        source = PACKAGE.parent / (node.module.replace(".", "/") + ".py")
+                        if source.exists() and alias.name not in _defined(source):
+                            offenders.append(f"{notebook.name}: {alias.name} from {node.module}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+                if node.attr not in _defined(modules[node.value.id]):
+                    offenders.append(f"{notebook.name}: {node.value.id}.{node.attr}")
+    assert not offenders, f"names used from a module that does not define them: {sorted(set(offenders))}"
+
+
 @pytest.mark.parametrize("package", ["omni_loader", *(f"omni_loader.{f}" for f in FOLDERS)])
 def test_each_packages_api_resolves_to_its_own_folder(package: str) -> None:
     """A folder's ``__init__`` is its API: every name it lists resolves, and is defined inside the folder

@@ -491,6 +491,9 @@ def test_report_environment_table(rich_dir):
     assert table["ROCm (HIP)"] == "7.2"
     assert table["omni-loader"] == "0.9 (abc1234)"
     assert table["Layout / dtype"] == "vllm-omni / float32"
+    assert table["Variants"] == ("baseline = vLLM-Omni 0.28.0 and the earlier releases that ship find_all_registers "
+                                 "(code: be81443c, December 2025); optimized = vLLM-Omni 0.30.0, the first release "
+                                 "with the fix (code: PR 7061)")
     assert table["Warm-ups"] == "1 per variant"
     assert table["Repeats"] == "3 per variant, order alternate, a fresh interpreter per run (imports included)"
     assert table["Command"] == "`omni-loader reproduce`"

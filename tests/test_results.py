@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -235,6 +237,30 @@ def test_writer_lock_refuses_a_second_writer_and_names_the_holder(tmp_path):
     finally:
         os.close(fd)
     with writer_lock(tmp_path):  # the OS dropped the lock with the descriptor
+        pass
+
+
+@pytest.mark.subprocess
+def test_deleting_writer_lock_does_not_let_a_second_writer_in(tmp_path):
+    """The directory itself is locked: a writer.lock removed while a benchmark runs (a user's cleanup, a
+    sync tool) leaves the first writer's lock in place, and a second writer is still refused."""
+    import os
+
+    from omni_loader.results.lock import LOCK_FILE, writer_lock
+
+    probe = ("import sys, time; from omni_loader.results.lock import writer_lock\n"
+             "with writer_lock(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)")
+    first = subprocess.Popen([sys.executable, "-c", probe, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        os.unlink(tmp_path / LOCK_FILE)
+        with pytest.raises(ResultsError, match=r"is being written by another process; one writer"), \
+                writer_lock(tmp_path):
+            pass
+    finally:
+        first.kill()
+        first.wait()
+    with writer_lock(tmp_path):  # the first writer's death released the directory
         pass
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -125,6 +126,29 @@ def test_worker_timeout_kills_and_records(tiny_snapshot, tmp_path, workers):
     assert frame["error"].str.contains("--worker-timeout 1 s").all()
     for pid in stopped:  # killed and reaped, not left stopped
         assert not Path(f"/proc/{pid}").exists()
+
+
+def test_without_worker_timeout_a_run_10x_slower_than_its_warmup_is_killed(tiny_snapshot, tmp_path, monkeypatch):
+    """No --worker-timeout: a hung run is killed after ten times the slowest warm-up (the floor lowered here
+    from 120 s to 1 s, so the test waits seconds), and its error says which default killed it."""
+    from omni_loader.bench import runner
+
+    monkeypatch.setattr(runner, "SHORTEST_DEFAULT", 1.0)
+    hung: list[int] = []
+
+    def stop_measured(run, pid: int) -> None:
+        if not run.warmup and run.variant == "optimized":
+            os.kill(pid, signal.SIGSTOP)  # hangs for as long as anyone waits
+            hung.append(pid)
+
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=1, runs=1, workers="forkserver")
+    frame = read_runs(run_benchmark(spec, tmp_path / "res", progress=False, on_start=stop_measured))
+    measured = frame[~frame["warmup"].astype(bool)].drop_duplicates("run_id").set_index("variant")
+    assert measured.loc["optimized", "status"] == "failed" and measured.loc["baseline", "status"] == "ok"
+    error = measured.loc["optimized", "error"]
+    assert re.fullmatch(r"worker killed after [\d,]+ s \(the default: 10x the slowest warm-up; set "
+                        r"--worker-timeout\)", error), error
+    assert len(hung) == 1 and not Path(f"/proc/{hung[0]}").exists()  # killed and reaped
 
 
 def _runs_written(out) -> int:

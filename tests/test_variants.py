@@ -33,6 +33,11 @@ def find(model):
 def find_nothing(model):
     """A wrong rule: no buffer is persistent."""
     return {}
+
+
+def explode(model):
+    """A step with a bug in it."""
+    raise ZeroDivisionError("a bug in the step")
 '''
 
 
@@ -99,6 +104,23 @@ def test_a_variant_that_loads_something_else_fails_loudly(tiny_snapshot: Path, t
     assert len(errors) == 1 and "NOT equivalent" in errors[0] and "persistent buffers differ" in errors[0]
     assert "NOT equivalent" in (out / "report.md").read_text()
     assert "| Buffer discovery |" not in (out / "report.md").read_text().split("## Beyond the PR")[0]
+
+
+def test_an_in_process_step_that_raises_is_a_failed_run_and_the_benchmark_completes(tiny_snapshot: Path,
+                                                                                    tmp_path: Path,
+                                                                                    steps_file: Path) -> None:
+    """In-process as in a worker: the run is recorded failed with the error's one line, the rest go on, and the
+    benchmark ends complete (no traceback, no record left 'running')."""
+    from omni_loader.results.suite import benchmark, read_metadata
+
+    out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "res", warmup=0, runs=1, in_process=True,
+                    variants=("optimized", "buggy"),
+                    custom_variants=(parse_variant(f"buggy=discovery:{steps_file}:explode"),), progress=False)
+    frame = read_runs(out)
+    failed = frame[frame["variant"] == "buggy"]
+    assert list(failed["status"]) == ["failed"] and failed["error"].iloc[0] == "ZeroDivisionError: a bug in the step"
+    assert set(frame[frame["variant"] == "optimized"]["status"]) == {"ok"}
+    assert benchmark(read_metadata(out), "load")["status"] == "complete"
 
 
 def test_assign_variant_loads_the_same_model_backed_by_the_shards(tiny_snapshot: Path) -> None:

@@ -136,3 +136,24 @@ def test_stop_group_stops_a_group_that_ignores_sigterm_and_a_leader_not_yet_lead
     same_group = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # our group, not its own
     assert stop_group(same_group.pid, grace=0, leader=same_group) == []
     assert same_group.returncode == -signal.SIGKILL
+
+
+def test_run_folders_a_killed_benchmark_left_are_removed_by_the_next(tmp_path: Path) -> None:
+    """SIGKILL runs no cleanup: a folder named after a dead pid goes, a live process's folder and others stay."""
+    import os
+    import subprocess
+    import sys
+
+    from omni_loader.bench.worker import RUN_DIR_PREFIX
+    from omni_loader.host.procs import remove_dead_owners_dirs
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = tmp_path / f"{RUN_DIR_PREFIX}{gone.pid}-x1"
+    live = tmp_path / f"{RUN_DIR_PREFIX}{os.getpid()}-x2"
+    other = tmp_path / "omni-loader-run-notapid-x3"
+    for folder in (dead, live, other):
+        folder.mkdir()
+        (folder / "result.json").write_text("{}")
+    assert remove_dead_owners_dirs(RUN_DIR_PREFIX, str(tmp_path)) == (str(dead),)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])

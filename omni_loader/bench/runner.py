@@ -97,19 +97,64 @@ def _run_all(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], todo: list[
         if spec.workers == "forkserver" and todo:
             bar.set_postfix_str("starting the worker server (imports torch and the model code once)")
             start_forkserver()
+        watch = Timeout(spec.worker_timeout)
         for run in todo:
-            bar.set_postfix_str(f"run {run.run_id + 1}/{len(plan)} {run.variant}{' (warm-up)' if run.warmup else ''}")
+            bar.set_postfix_str(f"run {run.run_id + 1}/{len(plan)} {run.variant}{' (warm-up)' if run.warmup else ''}"
+                                f"{watch.shown}")
             started, began = time.perf_counter(), now_iso(precise=True)
             try:
-                result = run_isolated(spec.request(run), spec.workers, spec.worker_timeout,
+                result = run_isolated(spec.request(run), spec.workers, watch.seconds,
                                       on_start=(lambda pid, run=run: on_start(run, pid)) if on_start else None)
                 append_rows(out, rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
+                if run.warmup:
+                    watch.saw_warmup(time.perf_counter() - started)
             except WorkerFailed as exc:
-                append_rows(out, [failed_row(run, str(exc), time.perf_counter() - started, began,
+                append_rows(out, [failed_row(run, watch.explain(str(exc)), time.perf_counter() - started, began,
                                              now_iso(precise=True))])
             bar.update(1)
     finally:
         bar.close()
+
+
+class Timeout:
+    """How long a run may take: ``--worker-timeout`` when given, else a default no hung step can outwait.
+
+    Why a default: without one, a step that hangs stalled a benchmark silently (57 s seen before a
+    Ctrl-C). Until a warm-up has finished, the default is :data:`FIRST_RUN_LIMIT`; after, it is
+    :data:`SLOWER_THAN_WARMUP` times the slowest warm-up (at least :data:`SHORTEST_DEFAULT`): a
+    measured load of the same code never takes ten times its warm-up, a hung one always does.
+    """
+
+    def __init__(self, given: float | None) -> None:
+        self.given, self.slowest_warmup = given, 0.0
+
+    @property
+    def seconds(self) -> float:
+        if self.given is not None:
+            return self.given
+        if not self.slowest_warmup:
+            return FIRST_RUN_LIMIT
+        return max(SHORTEST_DEFAULT, SLOWER_THAN_WARMUP * self.slowest_warmup)
+
+    @property
+    def shown(self) -> str:
+        """For the progress line: what a run is given, so a wait says what it waits for."""
+        return "" if self.given is not None else f" (killed after {self.seconds:,.0f} s)"
+
+    def saw_warmup(self, seconds: float) -> None:
+        self.slowest_warmup = max(self.slowest_warmup, seconds)
+
+    def explain(self, error: str) -> str:
+        if self.given is None and error.startswith("worker killed after --worker-timeout"):
+            how = (f"{SLOWER_THAN_WARMUP:g}x the slowest warm-up" if self.slowest_warmup
+                   else "the limit for a run before any warm-up finished")
+            return f"worker killed after {self.seconds:,.0f} s (the default: {how}; set --worker-timeout)"
+        return error
+
+
+FIRST_RUN_LIMIT = 1800.0  # seconds: a first load of a real checkpoint from a cold disk is minutes at worst
+SLOWER_THAN_WARMUP = 10.0
+SHORTEST_DEFAULT = 120.0
 
 
 def _started(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], snapshot: Snapshot | None) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from typing import Any
 from ..errors import OmniLoaderError
 from ..token2wav.options import LoadOptions
 from ..host.placement import cpu_affinity, cpu_numbers, intra_op_threads
-from ..host.procs import stop_children, stop_group
+from ..host.procs import remove_dead_owners_dirs, stop_children, stop_group
 
 WORKER_MODES = ("forkserver", "spawn", "in-process")
 # Imported once by the fork server, before any child is forked (none of them touches a device).
@@ -116,6 +116,9 @@ def worker_command(checkpoint: str, variant: str | dict[str, Any], layout: str, 
 # --------------------------------------------------------------------------- running one load
 
 
+RUN_DIR_PREFIX = "omni-loader-run-"  # + the benchmark's pid: a folder per run for the worker's result
+
+
 def run_isolated(request: LoadRequest, mode: str = "forkserver", timeout: float | None = None,
                  on_start: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Run one load in a process of kind ``mode`` (see the module docstring) and return its dict.
@@ -125,10 +128,14 @@ def run_isolated(request: LoadRequest, mode: str = "forkserver", timeout: float 
     worker's pid as soon as it exists (to watch it, or, in tests, to stop or kill it at a known moment).
     """
     if mode == "in-process":
-        return run_load(request)
+        try:
+            return run_load(request)
+        except Exception as exc:  # as a worker process would report it: the run fails, the benchmark goes on
+            raise WorkerFailed(f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
     if mode not in WORKER_MODES:
         raise OmniLoaderError(f"--workers must be one of {', '.join(WORKER_MODES)}, not {mode!r}")
-    with tempfile.TemporaryDirectory(prefix="omni-loader-run-") as tmp:
+    remove_dead_owners_dirs(RUN_DIR_PREFIX)  # what benchmarks killed with SIGKILL left behind
+    with tempfile.TemporaryDirectory(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-") as tmp:
         out = Path(tmp) / "result.json"
         (_run_spawned if mode == "spawn" else _run_forked)(request, out, timeout, on_start)
         return json.loads(out.read_text())

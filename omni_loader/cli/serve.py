@@ -102,10 +102,26 @@ def cmd_serve_ab(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     print(f"serve-ab: wrote {Path(out) / 'runs.csv'} and {Path(out) / 'metadata.json'}")
     lines = summarize(out)
-    print("measured runs, status ok:" if lines else "no measured run succeeded")
+    if not lines:  # nothing to compare is a failure, with the first run's reason, not a quiet exit 0
+        print(f"omni-loader: error: no measured run of serve-ab succeeded; {first_failure(out)}; each run's log is "
+              f"in {Path(out) / 'logs'}", file=sys.stderr)
+        return 1
+    print("measured runs, status ok:")
     for line in lines:
         print(line)
     return 0
+
+
+def first_failure(out: str | Path) -> str:
+    """The first failed measured run of a serve-ab directory, in a few words."""
+    from ..results.rows import read_runs
+
+    frame = read_runs(out)
+    failed = frame[(frame["status"] != "ok") & (~frame["warmup"].astype(bool))]
+    if not len(failed):
+        return "no measured run was recorded"
+    row = failed.iloc[0]
+    return f"run {row['run_id']} ({row['variant']}): {one_line(str(row['error']))}"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -11,10 +11,14 @@ with psutil (a process that left the group's session is not followed; none of ou
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 
@@ -110,3 +114,31 @@ def _each(procs: list[psutil.Process], action) -> None:
             action(proc)
         except psutil.Error:
             pass
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@functools.cache
+def remove_dead_owners_dirs(prefix: str, root: str | None = None) -> tuple[str, ...]:
+    """Remove the folders ``PREFIX<pid>-*`` in the temporary directory whose process is gone; once per process.
+
+    Why: a process killed with SIGKILL runs no cleanup, so a temporary folder it made stays. Naming
+    each folder after its maker's pid lets the next one remove what the dead left. Returns the
+    folders removed.
+    """
+    removed = []
+    for path in Path(root or tempfile.gettempdir()).glob(f"{prefix}*-*"):
+        pid = path.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and path.is_dir() and not path.is_symlink() and not pid_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return tuple(removed)

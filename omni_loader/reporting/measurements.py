@@ -68,7 +68,7 @@ def flat_spec(record: dict[str, Any]) -> dict[str, Any]:
     """A benchmark record's spec with its load options among the other settings (``layout``, ``runs``, ...).
 
     Schema 3 nests the load options (``spec["load"]``), schemas 1 and 2 kept them flat: tables read
-    one shape, and :func:`omni_loader.results.recorded_load_options` alone knows both.
+    one shape, and :func:`omni_loader.results.suite.recorded_load_options` alone knows both.
     """
     spec = {k: v for k, v in (record.get("spec") or {}).items() if not (k == "load" and isinstance(v, dict))}
     return {**spec, **recorded_load_options(record)}

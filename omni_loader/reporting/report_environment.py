@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..formatting import markdown_table
-from .measurements import described_record, flat_spec
+from .measurements import described_record, flat_spec, planned_arms
 from ..host.machine import describe_activity, describe_machine
 from ..host.placement import describe_cpus
+from ..token2wav.variants import VARIANT_RELEASES
 
 CONSTRUCT_NOTES = {
     "resident": "resident: every parameter written at construction, fused qkv_proj included, so weight loading "
@@ -58,6 +59,7 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["transformers", env.get("transformers", "")],
         ["Python", env.get("python", "")],
         ["omni-loader", f"{env.get('kit_version', '')} ({env.get('kit_commit') or 'no git commit'})"],
+        ["Variants", variants_text(meta)],
         ["Layout / dtype", f"{spec.get('layout', '')} / {spec.get('dtype', '')}"],
         ["Construction", CONSTRUCT_NOTES.get(spec.get("construct", ""), spec.get("construct", "not recorded"))],
         ["Torch threads per load", threads_of(spec)],
@@ -70,6 +72,19 @@ def environment_table(meta: dict[str, Any]) -> str:
          f"{record.get('started_at', '?')} / {record.get('finished_at', record.get('status', '?'))}"],
     ]
     return markdown_table(rows, ["Item", "Value"])
+
+
+def variants_text(meta: dict[str, Any]) -> str:
+    """Each arm with the vLLM-Omni code it stands for: a reader of the PR's rows should not have to know that
+    ``optimized`` is what vLLM-Omni 0.30.0 ships and ``baseline`` what 0.28.0 and earlier shipped."""
+    notes = []
+    for arm in planned_arms(meta):
+        release = VARIANT_RELEASES.get(arm)
+        if release:
+            notes.append(f"{arm} = {release['releases']} (code: {release['source']})")
+        elif not arm.startswith("aa-"):
+            notes.append(f"{arm} = your own steps")
+    return "; ".join(notes) or "not recorded"
 
 
 def threads_of(spec: Mapping[str, Any]) -> str:

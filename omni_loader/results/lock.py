@@ -1,10 +1,12 @@
 """One writer per results directory: an exclusive lock held for as long as a benchmark writes it.
 
 Why: two writers appending to one runs.csv interleave rows and plans that no check can untangle
-afterwards. The lock is an ``flock`` on ``writer.lock``, which the OS drops when the process dies
-however it dies, so a crash never leaves a directory locked; the file also names the holder, so a
-refused second writer (and a reader that finds a directory "running") can say who writes it.
-Readers take no lock.
+afterwards. The lock is an ``flock`` on the directory itself and on ``writer.lock``, which the OS
+drops when the process dies however it dies, so a crash never leaves a directory locked. The
+directory's lock is the one that cannot be undone from outside: deleting ``writer.lock`` while a
+benchmark runs let a second writer take a fresh file's lock and duplicate 23 runs. The file names
+the holder, so a refused second writer (and a reader that finds a directory "running") can say who
+writes it. Readers take no lock.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .safe_files import open_fd, refuse_links
 # Held (flock) by the one process writing the directory; holds its pid and command while it does.
 LOCK_FILE = "writer.lock"
 
-_HELD: dict[Path, list[int]] = {}  # directory -> [lock file descriptor, depth] held by this process
+_HELD: dict[Path, list[int]] = {}  # directory -> [lock file descriptor, depth, directory descriptor] of this process
 
 
 # What a writer writes in a results directory: none of them may be a link (see omni_loader.results.safe_files).
@@ -52,27 +54,28 @@ def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
         finally:
             _HELD[key][1] -= 1
         return
+    dir_fd = _lock_directory(directory)
     try:
         fd = open_fd(directory / LOCK_FILE, "r+")
     except BaseException:
+        _release(dir_fd)
         _remove_made(made)
         raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        holder = lock_holder(directory)
-        raise ResultsError(f"{directory} is being written by {describe_holder(holder)}; one writer per results "
-                           "directory: wait for it to finish, or choose another --out") from None
+        _release(dir_fd)
+        _refuse(directory)
     try:
         refuse_links(directory, WRITTEN)
     except BaseException:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        _release(fd)
+        _release(dir_fd)
         raise
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(_holder_record()).encode(), 0)
-    _HELD[key] = [fd, 1]
+    _HELD[key] = [fd, 1, dir_fd]
     try:
         yield directory
     finally:
@@ -80,9 +83,34 @@ def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
         os.ftruncate(fd, 0)  # an empty lock file: nobody writing
         if made and os.listdir(directory) == [LOCK_FILE]:
             os.unlink(directory / LOCK_FILE)  # while still held: no second writer took it meanwhile
+        _release(fd)
+        _release(dir_fd)
+        _remove_made(made)
+
+
+def _lock_directory(directory: Path) -> int | None:
+    """The directory's own flock (its descriptor), or None where the file system cannot lock a directory."""
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(dir_fd)
+        _refuse(directory)
+    except OSError:  # e.g. NFS, which emulates flock with locks a read-only descriptor cannot take
+        os.close(dir_fd)
+        return None
+    return dir_fd
+
+
+def _refuse(directory: Path) -> None:
+    raise ResultsError(f"{directory} is being written by {describe_holder(lock_holder(directory))}; one writer per "
+                       "results directory: wait for it to finish, or choose another --out") from None
+
+
+def _release(fd: int | None) -> None:
+    if fd is not None:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-        _remove_made(made)
 
 
 def _remove_made(made: list[Path]) -> None:

@@ -76,14 +76,14 @@ VARIANT_RELEASES: dict[str, dict[str, str]] = {
     "baseline": {
         "rule": "find_all_registers tests `name in self.state_dict()` for every named buffer "
                 "(219 state_dict() calls for Qwen2.5-Omni)",
-        "source": "be81443c (December 2025)",
-        "releases": "vLLM-Omni 0.28.0 (read) and the earlier releases that ship find_all_registers",
+        "source": "be81443c, December 2025",
+        "releases": "vLLM-Omni 0.28.0 and the earlier releases that ship find_all_registers",
     },
     "optimized": {
         "rule": "find_all_registers walks named_modules() once for _non_persistent_buffers_set and "
                 "named_buffers() once; no state_dict() call",
         "source": "PR 7061",
-        "releases": "vLLM-Omni 0.30.0 (the first release with the fix)",
+        "releases": "vLLM-Omni 0.30.0, the first release with the fix",
     },
 }
 
