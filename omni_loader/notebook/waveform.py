@@ -8,7 +8,9 @@ snapshot (``Snapshot.synthetic``) has the released shapes but random weights, so
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +99,23 @@ class Waveform:
         return path
 
 
+@contextlib.contextmanager
+def _forward_progress(model: nn.Module, enabled: bool) -> Iterator[None]:
+    """A bar that counts the DiT's evaluations (forward hooks) and names the vocoder when it starts."""
+    from ..progress import progress_bar
+
+    bar = progress_bar(desc="forward pass", unit="DiT evaluation", enabled=enabled)
+    hooks = [model.code2wav_dit_model.register_forward_hook(lambda *_: bar.update(1)),
+             model.code2wav_bigvgan_model.register_forward_pre_hook(
+                 lambda *_: bar.set_postfix_str("BigVGAN: mel spectrogram to waveform"))]
+    try:
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
+        bar.close()
+
+
 def synthesize_waveform(
     model: nn.Module,
     snapshot: Any,
@@ -105,12 +124,15 @@ def synthesize_waveform(
     speaker: str | None = None,
     seed: int = 0,
     code: torch.Tensor | None = None,
+    progress: bool = True,
 ) -> Waveform:
     """Codec tokens -> mel (DiT, ``num_steps`` ODE steps) -> waveform (BigVGAN), as the stage does.
 
     Conditioning vector and reference mel come from the snapshot's ``spk_dict.pt``. Without
     ``code``, ``n_codes`` tokens are drawn from ``seed``; the DiT's initial noise is drawn from
-    ``seed`` too, without disturbing the global RNG.
+    ``seed`` too, without disturbing the global RNG. ``progress`` counts the DiT's evaluations as
+    they happen and says when the vocoder runs: on a 2-core CPU the full model's forward pass takes
+    minutes, which a silent cell made look hung.
     """
     import numpy as np
 
@@ -127,7 +149,7 @@ def synthesize_waveform(
         code = torch.randint(0, vocab, (1, n_codes), generator=torch.Generator().manual_seed(seed))
     conditioning = entry["cond"].float().to(device)
     reference_mel = entry["ref_mel"].float().to(device)
-    with torch.random.fork_rng(devices=[]), torch.inference_mode():
+    with torch.random.fork_rng(devices=[]), torch.inference_mode(), _forward_progress(model, progress):
         torch.manual_seed(seed)
         start = time.perf_counter()
         wav = model(code.to(device), conditioning=conditioning, reference_mel=reference_mel, num_steps=num_steps)
