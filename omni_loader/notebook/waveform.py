@@ -104,10 +104,16 @@ def _forward_progress(model: nn.Module, enabled: bool) -> Iterator[None]:
     """A bar that counts the DiT's evaluations (forward hooks) and names the vocoder when it starts."""
     from ..progress import progress_bar
 
-    bar = progress_bar(desc="forward pass", unit="DiT evaluation", enabled=enabled)
-    hooks = [model.code2wav_dit_model.register_forward_hook(lambda *_: bar.update(1)),
-             model.code2wav_bigvgan_model.register_forward_pre_hook(
-                 lambda *_: bar.set_postfix_str("BigVGAN: mel spectrogram to waveform"))]
+    bar = progress_bar(desc="forward pass", unit=" DiT evaluations", enabled=enabled)
+
+    def counted(*_: Any) -> None:  # a hook that returned a value would replace the module's output
+        bar.update(1)
+
+    def vocoder(*_: Any) -> None:
+        bar.set_postfix_str("BigVGAN: mel spectrogram to waveform")
+
+    hooks = [model.code2wav_dit_model.register_forward_hook(counted),
+             model.code2wav_bigvgan_model.register_forward_pre_hook(vocoder)]
     try:
         yield
     finally:
