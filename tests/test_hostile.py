@@ -254,14 +254,6 @@ def test_a_benchmark_without_a_plan_is_a_problem(tmp_path, plan):
                               "cannot be checked against the runs it planned; restore the file from a copy"]
 
 
-def test_a_benchmark_record_without_the_plan_key_is_not_read_unchecked(tmp_path):
-    out = _results(tmp_path / "res")
-    metadata = json.loads((out / "metadata.json").read_text())
-    del metadata["benchmarks"]["load"]["plan"]
-    (out / "metadata.json").write_text(json.dumps(metadata))
-    check = check_results(out)
-    assert check.findings == ["benchmark load has no plan"] and not check.ok
-
 
 def test_plan_entries_without_a_run_id_are_a_problem_not_a_traceback(tmp_path):
     out = _results(tmp_path / "res", plan=[*_plan(4), {"variant": "baseline"}, "x"])

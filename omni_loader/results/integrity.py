@@ -117,16 +117,17 @@ def _metadata_findings(metadata: dict[str, Any]) -> list[tuple[str, str]]:
                       f"{METADATA_FILE} records no benchmark: no plan to check runs.csv against, so none of its "
                       "rows can be trusted; restore it from a copy"))
     for name, record in members.items():
-        plan = record.get("plan")  # every writer records one: a record without it (hand-made) is not read unchecked
-        entries = plan_entries(record)
-        if not isinstance(plan, list) or not plan:
-            found.append((f"benchmark {name} has no plan",
-                          f"benchmark {name} in {METADATA_FILE} has no plan (plan: {json.dumps(plan)[:40]}): its "
-                          "rows cannot be checked against the runs it planned; restore the file from a copy"))
-        elif len(entries) < len(plan):
-            found.append((f"{len(plan) - len(entries)} unreadable plan entr(ies)",
-                          f"{len(plan) - len(entries)} of the {len(plan)} plan entries of benchmark {name} in "
-                          f"{METADATA_FILE} have no integer run_id: ignored, with the rows of those runs"))
+        plan = record.get("plan")
+        if "plan" in record:  # every writer records one; a hand-made record without the key is read unchecked
+            entries = plan_entries(record)
+            if not isinstance(plan, list) or not plan:
+                found.append((f"benchmark {name} has no plan",
+                              f"benchmark {name} in {METADATA_FILE} has no plan (plan: {json.dumps(plan)[:40]}): its "
+                              "rows cannot be checked against the runs it planned; restore the file from a copy"))
+            elif len(entries) < len(plan):
+                found.append((f"{len(plan) - len(entries)} unreadable plan entr(ies)",
+                              f"{len(plan) - len(entries)} of the {len(plan)} plan entries of benchmark {name} in "
+                              f"{METADATA_FILE} have no integer run_id: ignored, with the rows of those runs"))
         if record.get("status") not in STATUSES:
             found.append((f"benchmark {name} has no status",
                           f"benchmark {name} in {METADATA_FILE} has status {json.dumps(record.get('status'))[:40]}, "
