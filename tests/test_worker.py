@@ -157,3 +157,28 @@ def test_run_folders_a_killed_benchmark_left_are_removed_by_the_next(tmp_path: P
         (folder / "result.json").write_text("{}")
     assert remove_dead_owners_dirs(RUN_DIR_PREFIX, str(tmp_path)) == (str(dead),)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
+
+
+def test_a_forked_worker_whose_result_folder_is_gone_exits_without_a_traceback(tiny_snapshot: Path,
+                                                                              tmp_path: Path) -> None:
+    """After a Ctrl-C the parent removes the run's folder while a just-forked worker may still run: the worker
+    then fails to write its result, and must exit quietly (no "Process-N: Traceback" under the one line)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from omni_loader.bench.worker import LoadRequest, _start_without_main, ensure_forkserver, "
+        "forkserver_context, _forked_main, stop_forkserver\n"
+        "if __name__ == '__main__':\n"
+        "    ensure_forkserver()\n"
+        "    request = LoadRequest(sys.argv[1], 'optimized')\n"
+        "    p = forkserver_context().Process(target=_forked_main, args=(request, sys.argv[2]), daemon=True)\n"
+        "    _start_without_main(p); p.join(120); print(p.exitcode); stop_forkserver()\n")
+    script = tmp_path / "probe.py"
+    script.write_text(probe)
+    gone = tmp_path / "removed-by-the-parent" / "result.json"
+    proc = subprocess.run([sys.executable, str(script), str(tiny_snapshot), str(gone)], capture_output=True,
+                          text=True, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.split()[-1] == "1", proc.stdout + proc.stderr

@@ -284,7 +284,10 @@ def _forked_main(request: LoadRequest, out: str) -> None:
         data, code = {"error": str(exc)}, exc.exit_code
     except BaseException as exc:  # one line for the runs.csv error column; the run is lost, not the benchmark
         data, code = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}, 1
-    Path(out).write_text(json.dumps(data, default=str))
+    try:
+        Path(out).write_text(json.dumps(data, default=str))
+    except OSError:  # the parent stopped waiting (an interrupt) and removed the run's folder: nobody reads it
+        code = code or 1
     sys.stdout.flush()
     os._exit(code)  # skip interpreter teardown: nothing of the child is needed any more
 
