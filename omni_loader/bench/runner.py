@@ -33,7 +33,7 @@ from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
 from ..results.planner import PlannedRun
 from ..results.rows import append_rows, failed_row, rows_for_run
-from .spec import (BenchmarkSpec, spec_conflicts)
+from .spec import BenchmarkSpec, spec_conflicts
 from ..results.suite import METADATA_FILE, benchmark_record, read_metadata, store_benchmark, with_status
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from ..errors import ResultsError
 from .suite import METADATA_FILE, read_metadata
 from .rows import RUNS_FILE
+from .safe_files import refuse_links
 
 FORMATS = {"tar.gz": (".tar.gz", ".tgz"), "zip": (".zip",)}
 # What an archive holds: the two files the statistics come from, and what was rendered from them.
@@ -61,16 +62,6 @@ def packed_files(directory: Path) -> list[Path]:
     return files
 
 
-def _refuse_linked_files(directory: Path) -> None:
-    """A packed file that is a link would go into the archive as a link (to an absolute path elsewhere),
-    which :func:`opened` then refuses: said in one line at packing time instead."""
-    for name in (*PACKED_FILES, *PACKED_DIRS):
-        path = directory / name
-        if path.is_symlink():
-            raise ResultsError(f"{path} is a symbolic link (to {os.readlink(path)}): pack stores a results "
-                               "directory's own files, never links; replace it with a copy and pack again")
-
-
 def pack(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, fmt: str | None = None,
          overwrite: bool = False) -> Path:
     """Write ``directory`` as one archive; returns its path (default: ``DIR.tar.gz`` beside ``DIR``).
@@ -82,7 +73,9 @@ def pack(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     read_metadata(directory)  # refuses a non-results directory and an unknown schema, in one line
     if not (directory / RUNS_FILE).is_file():
         raise ResultsError(f"nothing to pack: {directory} has no {RUNS_FILE}")
-    _refuse_linked_files(directory)
+    # A linked file would be stored as a link to a path elsewhere, which opened() then refuses: said now instead.
+    refuse_links(directory, (*PACKED_FILES, *PACKED_DIRS),
+                 why="pack stores a results directory's own files, never links; replace it with a copy and pack again")
     if fmt is None:
         fmt = archive_format(out) if out is not None and archive_format(out) else "tar.gz"
     if fmt not in FORMATS:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
+from ..host.procs import pid_alive
 from .safe_files import open_fd, refuse_links
 
 # Held (flock) by the one process writing the directory; holds its pid and command while it does.
@@ -141,15 +142,7 @@ def lock_holder(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None
     if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
         return None
-    alive = None  # unknown: another host
-    if record.get("host") == socket.gethostname():
-        try:
-            os.kill(record["pid"], 0)
-            alive = True
-        except ProcessLookupError:
-            alive = False
-        except PermissionError:
-            alive = True
+    alive = pid_alive(record["pid"]) if record.get("host") == socket.gethostname() else None  # None: another host
     return {**record, "alive": alive}
 
 

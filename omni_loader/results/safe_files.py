@@ -26,23 +26,26 @@ _FLAGS = {
 }
 
 
-def link_refusal(path: str | os.PathLike[str]) -> ResultsError:
+WRITES_IN_PLACE = ("omni-loader writes a results directory's files only in place, never through a link; remove the "
+                   "link (or replace it with a copy) and run again")
+
+
+def link_refusal(path: str | os.PathLike[str], why: str = WRITES_IN_PLACE) -> ResultsError:
     """The one-line error for a symbolic link where a results directory's file or folder belongs."""
     path = Path(path)
     try:
         target = f" (to {os.readlink(path)})"
     except OSError:
         target = ""
-    return ResultsError(f"{path} is a symbolic link{target}: omni-loader writes a results directory's files only in "
-                        "place, never through a link; remove the link (or replace it with a copy) and run again")
+    return ResultsError(f"{path} is a symbolic link{target}: {why}")
 
 
-def refuse_links(directory: str | os.PathLike[str], names: Any) -> None:
-    """Refuse (one line) if any of ``names`` in ``directory`` is a symbolic link."""
+def refuse_links(directory: str | os.PathLike[str], names: Any, why: str = WRITES_IN_PLACE) -> None:
+    """Refuse (one line, ending in ``why``) if any of ``names`` in ``directory`` is a symbolic link."""
     for name in names:
         path = Path(directory) / name
         if path.is_symlink():
-            raise link_refusal(path)
+            raise link_refusal(path, why)
 
 
 def open_fd(path: str | os.PathLike[str], mode: str = "w", perms: int = 0o644) -> int:

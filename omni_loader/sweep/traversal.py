@@ -32,7 +32,8 @@ from typing import Any
 from torch import nn
 
 from ..token2wav.discovery import find_persistent_buffers
-from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, baseline_over_state_dicts, experiment_x, fit_sweep, linear_costs, place_points)
+from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, baseline_over_state_dicts, experiment_x,
+                   fit_sweep, linear_costs, place_points)
 from .traversal_plots import plot_sweep
 from .trees import build_tree, token2wav_model, tree_counts
 
