@@ -33,6 +33,13 @@ LEAF_PHASES = (
     "post_load",
 )
 WEIGHT_LOADING_CHILDREN = LEAF_PHASES[4:10]
+# vLLM's ``Loading weights took X seconds`` (its DefaultModelLoader) times the outer Qwen2.5-Omni
+# ``load_weights``: its clock starts when that method first pulls the weight iterator (the lists are
+# made first) and stops when it returns, so the region holds these phases and not "construct" (before
+# it) or "post_load" (after it: the all-loaded check, post-load processing, eval). The kit times the
+# region as the phase "outer_load_weights", which encloses them.
+OUTER_LOAD_WEIGHTS = "outer_load_weights"
+OUTER_LOAD_WEIGHTS_CHILDREN = LEAF_PHASES[1:10]
 
 # Module trees the kit can build, construction modes (where parameter memory is first written),
 # synthetic snapshot sizes, and the stage dtypes by name (loader maps them to torch dtypes).

@@ -112,7 +112,11 @@ def test_two_reproductions_side_by_side(runs):
     assert result.checks == ()  # same model, digest and counts: nothing to say
 
     text = render_markdown(result)
-    header, reference, *rows = [line for line in text.split("\n\n")[2].splitlines() if "---" not in line]
+    # which releases the arms are, once: both directories ran baseline and optimized
+    assert text.split("\n\n")[2] == ("**Variants**: baseline = vLLM-Omni 0.28.0 and the earlier releases that ship "
+                                      "find_all_registers (code: be81443c, December 2025); optimized = vLLM-Omni "
+                                      "0.30.0, the first release with the fix (code: PR 7061).")
+    header, reference, *rows = [line for line in text.split("\n\n")[3].splitlines() if "---" not in line]
     assert header.startswith("| Results | Machine | torch | transformers | Kit commit | Layout | Construction | Runs")
     assert reference.startswith(f"| {REFERENCE_LABEL} | 1 AMD Instinct MI300X VF (ROCm 7.2.53211) | 2.12.0+git6bbd260")
     assert "456.946 ms → 1.564 ms; 292.16x" in reference and "219 → 0" in reference
@@ -127,6 +131,7 @@ def test_two_reproductions_side_by_side(runs):
     assert float(records[2]["buffer_discovery_ratio"]) == pytest.approx(abba.comparison("buffer_discovery").ratio)
     assert records[2]["layout"] == "vllm-omni" and records[2]["runs_baseline"] == "3"
     assert json.loads(render(result, "json"))["results"][1]["results"] == "alt"
+    assert json.loads(render(result, "json"))["results"][1]["variants"].startswith("baseline = vLLM-Omni 0.28.0")
 
 
 def test_other_layout_is_explained_never_mixed(runs):

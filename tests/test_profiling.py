@@ -303,16 +303,13 @@ def test_library_api_returns_paths_and_frames(tiny_snapshot: Path, tmp_path: Pat
 
 
 def test_worker_repeat_option(tiny_snapshot: Path, tmp_path: Path, tiny_named_buffers: int) -> None:
-    cmd = worker.worker_command(str(tiny_snapshot), "baseline", "vllm-omni", "cpu", "float32", out="x.json")
-    assert "--repeat" not in cmd  # unchanged argv for a single load
-    assert worker.worker_command(str(tiny_snapshot), "baseline", "vllm-omni", "cpu", "float32", repeat=3)[-2:] == [
-        "--repeat", "3"]
     out = tmp_path / "w.json"
-    assert worker.main(["--checkpoint", str(tiny_snapshot), "--variant", "baseline", "--no-digest", "--repeat", "2",
-                        "--out", str(out)]) == 0
+    call = worker.WorkerCall(worker.LoadRequest(str(tiny_snapshot), "baseline", digest=False), str(out), repeat=2)
+    argv = worker.worker_command(call, tmp_path / "req.json")
+    assert worker.main(argv[3:]) == 0
     data = json.loads(out.read_text())
     assert data["repeat"] == 2 and len(data["repeat_total_seconds"]) == 2
-    assert data["state_dict_calls"] == tiny_named_buffers
+    assert data["state_dict_calls"] == tiny_named_buffers and data["digest"] == ""
 
 
 def test_auto_repeat_aims_at_enough_samples() -> None:

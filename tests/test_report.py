@@ -1288,3 +1288,25 @@ def test_rows_labelled_server_log_come_after_the_loaders_own():
                                         "server:zeta"]
     assert [label(c.phase) for c in comps[1:]] == ["my_step", "Server log: probe", "Server log: weight_loading",
                                                    "Server log: zeta"]
+
+
+def test_which_timer_the_prs_row_is_follows_from_the_figures(tmp_path) -> None:
+    """The PR's medians, to the microsecond, cannot be read off vLLM's two-decimal line; vLLM's line covers the
+    outer load_weights, and the report says by how much that exceeds the PR's row in this run."""
+    from omni_loader.reporting.measurements import comparisons, load_reference
+    from omni_loader.reporting.timers import finer_than_vllm_line, timer_lines
+    from omni_loader.results.rows import read_runs
+
+    assert finer_than_vllm_line(1.099526) and not finer_than_vllm_line(1.10) and not finer_than_vllm_line(0.62)
+    runs = _leaf_runs({"buffer_discovery": 0.5, "outer_load_weights": 1.75, "weight_loading": 1.0},
+                      {"buffer_discovery": 0.01, "outer_load_weights": 1.25, "weight_loading": 0.5})
+    out = _write_results(tmp_path / "r", runs)
+    comps = comparisons(read_runs(out))
+    said = " ".join(timer_lines(comps, load_reference()))
+    assert "1099.526 ms and 620.436 ms) are finer than vLLM's `Loading weights took X seconds` line" in said
+    assert "the kit's `weight_loading`" in said
+    assert "This run: 1750.000 ms baseline, 1250.000 ms optimized, of which 750.000 ms and 750.000 ms are outside" in said
+    rounded = {"measurements": [{"measurement": "weight_loading", "label": "Token2Wav weight loading",
+                                 "baseline": 1.10, "optimized": 0.62}]}
+    assert "cannot be told from its figures" in " ".join(timer_lines(comps, rounded))
+    assert "### Which timer each row is" in render_report(out)

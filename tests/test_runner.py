@@ -20,6 +20,7 @@ from omni_loader.results.rows import read_runs
 from omni_loader.bench.spec import BenchmarkSpec
 from omni_loader.results.planner import plan_runs
 from omni_loader.bench.runner import run_benchmark
+from omni_loader.bench.worker import RUN_DIR_PREFIX
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -181,7 +182,7 @@ def test_interrupt_keeps_rows_and_resume_completes(tiny_snapshot, tmp_path):
     kept = read_runs(out)["run_id"].nunique()
     assert 2 <= kept < 8
     assert benchmark(read_metadata(out), "load")["status"] == "interrupted"
-    assert not _worker_pids(str(tiny_snapshot))  # the worker of the interrupted run is gone
+    assert not _worker_pids(f"{RUN_DIR_PREFIX}{proc.pid}-")  # the worker of the interrupted run is gone
 
     from omni_loader.cli import main
 

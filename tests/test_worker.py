@@ -75,10 +75,10 @@ def test_threads_apply_to_the_load_and_are_restored(tiny_snapshot: Path, probe_v
     assert seen.read_text().split() == ["1", "1", "1"]
 
 
-def test_the_spawned_command_line_reads_back_as_the_request() -> None:
-    """request_command writes the worker's argv; parse_worker_args reads it back: the same LoadRequest."""
+def test_the_spawned_worker_reads_its_request_back_as_the_same_value(tmp_path: Path) -> None:
+    """worker_command writes the call as JSON and an argv of one option; read_call reads back the same WorkerCall."""
     from omni_loader.token2wav.options import LoadOptions
-    from omni_loader.bench.worker import parse_worker_args, request_command
+    from omni_loader.bench.worker import WorkerCall, read_call, worker_command
 
     custom = {"name": "mine", "discovery": "pkg.mod:find", "parameters": "builtin:copy", "memory": "",
               "needs_gpu": False}
@@ -86,30 +86,39 @@ def test_the_spawned_command_line_reads_back_as_the_request() -> None:
                     LoadRequest("/snap", custom, LoadOptions(layout="transformers", device="cuda:1", dtype="bfloat16",
                                                              construct="empty"), reference_copy=True, digest=False,
                                 threads=2, cpus=(0, 3))):
-        argv = request_command(request, out="r.json", repeat=3)
-        assert argv[1:3] == ["-m", "omni_loader.bench.worker"]
-        call = parse_worker_args(argv[3:])
-        assert (call.request, call.out, call.repeat) == (request, "r.json", 3)
-    call = parse_worker_args(["--checkpoint=/snap", "--variant", "optimized"])
-    assert call.request == LoadRequest("/snap", "optimized") and (call.out, call.repeat) == (None, 1)
+        call = WorkerCall(request, "r.json", 3)
+        argv = worker_command(call, tmp_path / "request.json")
+        assert argv[1:] == ["-m", "omni_loader.bench.worker", "--request", str(tmp_path / "request.json")]
+        assert read_call(argv[3:]) == call
+    (tmp_path / "min.json").write_text('{"protocol": 1, "request": {"checkpoint": "/snap", "variant": "optimized"}}')
+    assert read_call(["--request", str(tmp_path / "min.json")]) == WorkerCall(LoadRequest("/snap", "optimized"))
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--variant", "baseline"], "--checkpoint is required"),
-    (["--checkpoint", "/s", "--variant", "baseline", "--frobnicate"], "unknown worker option '--frobnicate'"),
-    (["--checkpoint", "/s", "--variant", "baseline", "--repeat", "0"], "--repeat must be at least 1, not 0"),
-    (["--checkpoint", "/s", "--variant", "baseline", "--threads", "two"], "--threads must be an integer"),
-    (["--checkpoint", "/s", "--variant", "baseline", "--layout", "flat"], "--layout 'flat' is not one of"),
-    (["--checkpoint", "/s", "--variant"], "--variant needs a value"),
-    (["--checkpoint", "/s", "--variant", "baseline", "--cpus", "0,one"], "--cpus must be CPU numbers such as 1 or 0,2"),
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"protocol": 2, "request": {}}', "protocol 2, this worker speaks protocol 1"),
+    ("[1]", "protocol 'list', this worker speaks protocol 1"),
+    ("{not json", "not JSON"),
+    ('{"protocol": 1, "request": {"variant": "baseline"}}', "'request' must be an object with 'checkpoint'"),
+    ('{"protocol": 1, "request": {"checkpoint": "/s", "variant": "b", "frob": 1}}', "unknown request key(s) frob"),
+    ('{"protocol": 1, "repeat": 0, "request": {"checkpoint": "/s", "variant": "b"}}', "'repeat' must be an integer"),
+    ('{"protocol": 1, "request": {"checkpoint": "/s", "variant": "b", "threads": "two"}}', "'threads' must be"),
+    ('{"protocol": 1, "request": {"checkpoint": "/s", "variant": "b", "cpus": [0, "one"]}}', "'cpus' must be a list"),
+    ('{"protocol": 1, "request": {"checkpoint": "/s", "variant": "b", "options": {"layout": "flat"}}}',
+     "--layout 'flat' is not one of"),
+    ('{"protocol": 1, "request": {"checkpoint": "/s", "variant": "b", "options": {"shape": 1}}}',
+     "'options' must be an object of layout, device, dtype, construct"),
 ])
-def test_a_bad_worker_command_line_is_one_line(argv: list[str], message: str) -> None:
+def test_a_bad_worker_request_is_one_line(tmp_path: Path, text: str, message: str) -> None:
     from omni_loader.errors import OmniLoaderError
-    from omni_loader.bench.worker import parse_worker_args
+    from omni_loader.bench.worker import read_call
 
+    (tmp_path / "req.json").write_text(text)
     with pytest.raises(OmniLoaderError) as err:
-        parse_worker_args(argv)
-    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+        read_call(["--request", str(tmp_path / "req.json")])
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).startswith("--layout") or str(err.value).startswith(f"--request {tmp_path / 'req.json'}")
+    with pytest.raises(OmniLoaderError, match="usage: python -m omni_loader.bench.worker --request FILE"):
+        read_call(["--checkpoint", "/s", "--variant", "baseline"])
 
 
 def test_stop_group_stops_a_group_that_ignores_sigterm_and_a_leader_not_yet_leading() -> None:

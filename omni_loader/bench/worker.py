@@ -19,9 +19,10 @@ Either way a crashed or killed run loses only itself: the caller gets a :class:`
 with one line saying why. Each worker leads a process group of its own, so a Ctrl-C at the
 terminal reaches the benchmark only, which stops the worker's group (:mod:`omni_loader.host.procs`).
 
-``python -m omni_loader.bench.worker --variant baseline --checkpoint DIR --out FILE`` is the spawned
-entry point; py-spy records the same one. Its command line is written by :func:`request_command` and
-read by :func:`parse_worker_args` only, so it is parsed here, by hand.
+``python -m omni_loader.bench.worker --request FILE`` is the spawned entry point, and py-spy records
+the same one: the worker has one option, and the load travels as JSON (a :class:`WorkerCall`, which
+:func:`worker_command` writes and :meth:`WorkerCall.from_json` reads), as pyperf's worker is the
+same program with one flag speaking JSON.
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ import sys
 import tempfile
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import OmniLoaderError
 from ..token2wav.options import LoadOptions
-from ..host.placement import cpu_affinity, cpu_numbers, intra_op_threads
+from ..host.placement import cpu_affinity, intra_op_threads
 from ..host.procs import remove_dead_owners_dirs, stop_children, stop_group
 
 WORKER_MODES = ("forkserver", "spawn", "in-process")
@@ -89,28 +90,15 @@ def run_load(request: str | LoadRequest, variant: str = "optimized", options: Lo
     return result.to_dict()
 
 
-def request_command(request: LoadRequest, out: str | None = None, repeat: int = 1) -> list[str]:
-    """The argv that runs ``request`` in a fresh interpreter (``repeat`` loads, for a sampling profiler)."""
-    variant = request.variant
-    if isinstance(variant, dict):  # a variant with its own steps travels as NAME=discovery:REF,parameters:REF
-        variant = f"{variant['name']}=discovery:{variant['discovery']},parameters:{variant['parameters']}"
-    opts = request.options
-    cmd = [sys.executable, "-m", "omni_loader.bench.worker", "--checkpoint", str(request.checkpoint), "--variant", variant,
-           "--layout", opts.layout, "--device", opts.device, "--dtype", opts.dtype, "--construct", opts.construct]
-    cmd += ["--reference-copy"] if request.reference_copy else []
-    cmd += ["--threads", str(request.threads)] if request.threads else []
-    cmd += ["--cpus", ",".join(map(str, request.cpus))] if request.cpus else []
-    cmd += [] if request.digest else ["--no-digest"]
-    cmd += ["--repeat", str(repeat)] if repeat != 1 else []
-    return cmd + (["--out", str(out)] if out else [])
+def worker_command(call: WorkerCall, request_file: str | os.PathLike[str]) -> list[str]:
+    """Write ``call`` to ``request_file`` as JSON and return the argv that runs it in a fresh interpreter.
 
-
-def worker_command(checkpoint: str, variant: str | dict[str, Any], layout: str, device: str, dtype: str,
-                   out: str | None = None, repeat: int = 1, construct: str = "resident",
-                   reference_copy: bool = False, threads: int | None = None) -> list[str]:
-    """:func:`request_command` from loose arguments (the profilers' way of asking for one load)."""
-    options = LoadOptions(layout=layout, device=device, dtype=dtype, construct=construct)
-    return request_command(LoadRequest(checkpoint, variant, options, reference_copy, threads=threads), out, repeat)
+    Why a file and not options: the request is a value (:class:`LoadRequest`, its :class:`LoadOptions`
+    nested) that crosses the process boundary whole, as JSON, so no field is taken apart into flags and
+    put back together on the other side; a py-spy command line stays short and readable.
+    """
+    Path(request_file).write_text(call.to_json())
+    return [sys.executable, "-m", "omni_loader.bench.worker", "--request", str(request_file)]
 
 
 # --------------------------------------------------------------------------- running one load
@@ -143,8 +131,8 @@ def run_isolated(request: LoadRequest, mode: str = "forkserver", timeout: float 
 
 def _run_spawned(request: LoadRequest, out: Path, timeout: float | None,
                  on_start: Callable[[int], None] | None = None) -> None:
-    proc = subprocess.Popen(request_command(request, out=str(out)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    cmd = worker_command(WorkerCall(request, str(out)), out.with_name("request.json"))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         if on_start:
             on_start(proc.pid)
@@ -295,21 +283,14 @@ def _forked_main(request: LoadRequest, out: str) -> None:
 # --------------------------------------------------------------------------- spawned entry point
 
 
-USAGE = """usage: python -m omni_loader.bench.worker --checkpoint DIR --variant NAME [options]
+USAGE = """usage: python -m omni_loader.bench.worker --request FILE
 
-One Token2Wav load in this process; its JSON result to --out FILE, else to stdout.
-
-  --variant NAME      a built-in variant, or NAME=discovery:REF[,parameters:REF] (see omni_loader.token2wav.variants)
-  --layout, --device, --dtype, --construct   the load options (default vllm-omni, cpu, float32, resident)
-  --reference-copy    also time a plain strict load_state_dict of the same tensors
-  --threads N         torch intra-op threads (default: torch's);  --no-digest   skip hashing the tensors
-  --cpus LIST         run on these CPUs only, e.g. 1 or 0,2 (default: any)
-  --repeat N          load N times (for a sampling profiler): the JSON is the first load's, plus
-                      'repeat' and 'repeat_total_seconds';  --out FILE   the JSON there, not to stdout"""
-# The worker's options: those that take a value, and the flags.
-VALUED = ("--checkpoint", "--variant", "--layout", "--device", "--dtype", "--construct", "--threads", "--cpus",
-          "--repeat", "--out")
-FLAGS = ("--reference-copy", "--no-digest")
+One Token2Wav load in this process. FILE (or - for standard input) holds a WorkerCall as JSON, as
+worker_command writes it: {"protocol": 1, "request": {LoadRequest, "options" nested}, "repeat": N,
+"out": FILE or null}. The JSON result goes to "out", else to standard output. With "repeat" above 1
+(for a sampling profiler) the result is the first load's, plus 'repeat' and 'repeat_total_seconds'."""
+PROTOCOL = 1  # the version of a WorkerCall's JSON: a worker refuses any other in one line
+REQUEST_FIELDS = tuple(f.name for f in fields(LoadRequest))
 
 
 @dataclass(frozen=True)
@@ -320,64 +301,68 @@ class WorkerCall:
     out: str | None = None
     repeat: int = 1
 
+    def to_json(self) -> str:
+        request = {**asdict(self.request), "options": self.request.options.to_dict(), "cpus": list(self.request.cpus)}
+        return json.dumps({"protocol": PROTOCOL, "request": request, "out": self.out, "repeat": self.repeat})
 
-def parse_worker_args(argv: list[str]) -> WorkerCall:
-    """The worker's command line (as :func:`request_command` writes it) as a :class:`WorkerCall`;
-    one-line :class:`OmniLoaderError` for anything else."""
-    from ..token2wav.variants import parse_variant
+    @classmethod
+    def from_json(cls, text: str, where: str = "--request") -> WorkerCall:
+        """The call :meth:`to_json` wrote; one-line :class:`OmniLoaderError` naming the key for anything else."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise OmniLoaderError(f"{where}: not JSON ({exc})") from None
+        if not isinstance(data, dict) or data.get("protocol") != PROTOCOL:
+            got = data.get("protocol") if isinstance(data, dict) else type(data).__name__
+            raise OmniLoaderError(f"{where}: protocol {got!r}, this worker speaks protocol {PROTOCOL}")
+        req = data.get("request")
+        if not isinstance(req, dict) or not {"checkpoint", "variant"} <= set(req):
+            raise OmniLoaderError(f"{where}: 'request' must be an object with 'checkpoint' and 'variant'")
+        unknown = sorted(set(req) - set(REQUEST_FIELDS))
+        if unknown:
+            raise OmniLoaderError(f"{where}: unknown request key(s) {', '.join(unknown)}")
+        repeat, threads = data.get("repeat", 1), req.get("threads")
+        if not _is_int(repeat) or repeat < 1:
+            raise OmniLoaderError(f"{where}: 'repeat' must be an integer of at least 1, not {repeat!r}")
+        if threads is not None and not _is_int(threads):
+            raise OmniLoaderError(f"{where}: 'threads' must be an integer or null, not {threads!r}")
+        cpus = req.get("cpus", [])
+        if not isinstance(cpus, list) or not all(_is_int(c) and c >= 0 for c in cpus):
+            raise OmniLoaderError(f"{where}: 'cpus' must be a list of CPU numbers, not {cpus!r}")
+        options = req.get("options", {})
+        if not isinstance(options, dict) or not set(options) <= {f.name for f in fields(LoadOptions)}:
+            raise OmniLoaderError(f"{where}: 'options' must be an object of {', '.join(f.name for f in fields(LoadOptions))}"
+                                  f", not {options!r}")
+        if not isinstance(req["variant"], (str, dict)):
+            raise OmniLoaderError(f"{where}: 'variant' must be a name or a variant's object, not {req['variant']!r}")
+        request = LoadRequest(**{**req, "options": LoadOptions(device="cpu").replace(**options), "cpus": tuple(cpus)})
+        return cls(request, data.get("out"), repeat)
 
-    values: dict[str, str] = {}
-    flags: set[str] = set()
-    args = iter(argv)
-    for arg in args:
-        name, eq, inline = arg.partition("=")
-        if name in FLAGS and not eq:
-            flags.add(name)
-        elif name in VALUED:
-            value = inline if eq else next(args, None)
-            if value is None:
-                raise OmniLoaderError(f"{name} needs a value")
-            values[name] = value
-        else:
-            raise OmniLoaderError(f"unknown worker option {arg!r} (see --help)")
-    for required in ("--checkpoint", "--variant"):
-        if required not in values:
-            raise OmniLoaderError(f"{required} is required")
-    threads, repeat = _integer(values, "--threads", None), _integer(values, "--repeat", 1)
-    if repeat < 1:
-        raise OmniLoaderError(f"--repeat must be at least 1, not {repeat}")
-    text = values["--variant"]
-    options = LoadOptions(device="cpu").replace(**{k.lstrip("-"): values.get(k) for k in
-                                                   ("--layout", "--device", "--dtype", "--construct")})
-    request = LoadRequest(values["--checkpoint"], parse_variant(text).to_dict() if "=" in text else text, options,
-                          "--reference-copy" in flags, "--no-digest" not in flags, threads, _cpus(values))
-    return WorkerCall(request, values.get("--out"), repeat)
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _cpus(values: dict[str, str]) -> tuple[int, ...]:
+def read_call(argv: list[str]) -> WorkerCall:
+    """The worker's one option, ``--request FILE`` (``-``: standard input), read as a :class:`WorkerCall`."""
+    if len(argv) != 2 or argv[0] != "--request":
+        raise OmniLoaderError("usage: python -m omni_loader.bench.worker --request FILE (see --help)")
+    path = argv[1]
     try:
-        return cpu_numbers(values["--cpus"]) if "--cpus" in values else ()
-    except ValueError:
-        raise OmniLoaderError(f"--cpus must be CPU numbers such as 1 or 0,2, not {values['--cpus']!r}") from None
-
-
-def _integer(values: dict[str, str], name: str, default: int | None) -> int | None:
-    if name not in values:
-        return default
-    try:
-        return int(values[name])
-    except ValueError:
-        raise OmniLoaderError(f"{name} must be an integer, not {values[name]!r}") from None
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OmniLoaderError(f"--request {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    return WorkerCall.from_json(text, f"--request {path}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m omni_loader.bench.worker``: one load (or ``--repeat N``), its JSON to ``--out`` or stdout."""
+    """``python -m omni_loader.bench.worker --request FILE``: one load (or ``repeat``), its JSON to ``out`` or stdout."""
     args = list(sys.argv[1:] if argv is None else argv)
     if "-h" in args or "--help" in args:
         print(USAGE)
         return 0
     try:
-        call = parse_worker_args(args)
+        call = read_call(args)
         data = run_load(call.request)
         if call.repeat > 1:
             totals = [data["phases"]["total"]]

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..errors import OmniLoaderError
-from ..names import LAYOUTS, LEAF_PHASES, SIZES, WEIGHT_LOADING_CHILDREN
+from ..names import LAYOUTS, SIZES
 from ..token2wav.variants import BUILTIN_VARIANTS
 from .options import add_checkpoint_options, add_load_options, load_options, print_json, snapshot_from_args
 
@@ -38,6 +38,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def cmd_load(args: argparse.Namespace) -> int:
     from ..formatting import mib
+    from ..host.timing import phase_tree
     from ..token2wav.loader import load_token2wav
 
     snapshot = snapshot_from_args(args)
@@ -50,13 +51,10 @@ def cmd_load(args: argparse.Namespace) -> int:
     print(f"Token2Wav load: variant={result.variant} layout={result.layout} device={result.device} dtype={result.dtype}"
           f" construct={result.construct}")
     print(f"checkpoint: {snapshot.root} ({snapshot.source})")
-    records = {r.name: r for r in result.phases}
     print(f"  {'phase':<24}{'time':>12}   {'minor faults':>12} {'major':>6} {'inv. switches':>13}")
-    first = LEAF_PHASES.index(WEIGHT_LOADING_CHILDREN[0])  # weight_loading's line right above its children
-    for name in ("total", *LEAF_PHASES[:first], "weight_loading", *LEAF_PHASES[first:]):
-        r = records[name]
-        indent = "    " if r.parent == "weight_loading" else "  "
-        print(f"{indent}{name:<{24 - len(indent) + 2}}{r.seconds * 1e3:>9.3f} ms   {r.minor_faults:>12,} "
+    for depth, r in phase_tree(result.phases):
+        indent = "  " * (depth + 1)
+        print(f"{indent}{r.name:<{24 - len(indent) + 2}}{r.seconds * 1e3:>9.3f} ms   {r.minor_faults:>12,} "
               f"{r.major_faults:>6,} {r.involuntary_switches:>13,}")
     print(f"state_dict() calls: {result.state_dict_calls}")
     print(f"weights loaded:     {result.weights_loaded}")

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import ResultsError
 from ..formatting import TIME_SCALE, format_seconds, markdown_table, time_unit
 from ..reporting.measurements import LABELS, PR_ROWS, label, phase_unit
+from ..reporting.report_environment import variants_text
 from ..names import VARIANTS
 from .side_by_side import NOT_RECORDED, Entry, SideBySide
 
@@ -147,6 +148,17 @@ def check_lines(result: SideBySide) -> list[str]:
     return lines
 
 
+def variant_lines(result: SideBySide) -> list[str]:
+    """Which vLLM-Omni releases the compared arms are (the PR's rows compare 0.28.0 with 0.30.0): one line
+    when every directory ran the same arms, else one per directory."""
+    texts = {e.label: variants_text(e.metadata) for e in result.entries}
+    if not texts:
+        return []
+    if len(set(texts.values())) == 1:
+        return [f"**Variants**: {next(iter(texts.values()))}.", ""]
+    return [*(f"- **Variants of {label}**: {text}" for label, text in texts.items()), ""]
+
+
 def render_markdown(result: SideBySide, plot: str | None = None) -> str:
     """The table, the checks explained, the --against table, and the plot when it was written (``plot``: its path)."""
     n = len(result.entries)
@@ -158,6 +170,7 @@ def render_markdown(result: SideBySide, plot: str | None = None) -> str:
         "[min–max], ratio baseline/optimized [95% bootstrap interval] and verdict are that directory's own "
         f"statistics, as its report.md gives them. Checks are made against **{result.anchor}**.",
         "",
+        *variant_lines(result),
         markdown_table(rows, header),
         "",
         "## Checks",
@@ -212,7 +225,7 @@ def table_records(result: SideBySide) -> list[dict[str, Any]]:
             "transformers": env.get("transformers", ""), "kit_commit": e.kit_commit, "layout": e.layout,
             "dtype": e.dtype, "construct": e.construct, "workers": e.workers,
             "runs_baseline": e.runs.get("baseline", 0), "runs_optimized": e.runs.get("optimized", 0),
-            "digest": " ".join(e.digests),
+            "digest": " ".join(e.digests), "variants": variants_text(e.metadata),
             "checks": "; ".join(f"{c.kind} ({c.what}): {c.message}" for c in result.checks_for(e.label)),
         }
         for phase in result.pr_rows:

@@ -83,3 +83,23 @@ class PhaseClock:
                 involuntary_switches=after.ru_nivcsw - usage.ru_nivcsw,
             )
         )
+
+
+def phase_tree(records: list[PhaseRecord]) -> list[tuple[int, PhaseRecord]]:
+    """The phases as an outline: (depth, record), each enclosing phase right above the phases it encloses.
+
+    Records come in the order the phases *ended* (an enclosing phase after its children); siblings
+    end in the order they ran, so a depth-first walk from the outermost phase gives the reading order.
+    """
+    children: dict[str | None, list[PhaseRecord]] = {}
+    for r in records:
+        children.setdefault(r.parent, []).append(r)
+    out: list[tuple[int, PhaseRecord]] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for r in children.get(parent, []):
+            out.append((depth, r))
+            walk(r.name, depth + 1)
+
+    walk(None, 0)
+    return out

@@ -75,14 +75,18 @@ class PySpyJob:
 
     def command(self, fmt: str, out: Path, worker_json: Path) -> list[str]:
         """``py-spy record --format fmt`` around one worker that writes its result to ``worker_json``."""
-        from ..bench.worker import worker_command
+        from ..bench.worker import LoadRequest, WorkerCall, worker_command
 
-        s, o = self.settings, self.options
+        s = self.settings
         cmd = [self.exe, "record", "--format", fmt, "--output", str(out), "--rate", str(s.rate)]
         cmd += ["--native"] if s.native else []
-        return cmd + ["--", *worker_command(self.snapshot_root, self.variant, o.layout, o.device, o.dtype,
-                                            out=str(worker_json), repeat=s.repeat or 1, construct=o.construct),
-                      "--no-digest"]
+        call = WorkerCall(LoadRequest(self.snapshot_root, self.variant, self.options, digest=False), str(worker_json),
+                          s.repeat or 1)
+        return cmd + ["--", *worker_command(call, self.request_file(fmt))]
+
+    def request_file(self, fmt: str) -> Path:
+        """Where the worker's JSON request is written for the recording in format ``fmt`` (removed after it)."""
+        return self.directory / f"py-spy-request-{fmt}.json"
 
     def run(self, fmt: str, out: Path) -> dict[str, Any]:
         """Record one worker in format ``fmt`` into ``out``; returns the worker's JSON result."""
@@ -93,6 +97,8 @@ class PySpyJob:
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
         except OSError as exc:
             raise PySpyUnavailable(f"cannot run py-spy at {self.exe}: {exc.strerror or exc}") from None
+        finally:
+            remove_files([self.request_file(fmt)])
         with self.log.open("a") as fh:
             fh.write(f"$ {' '.join(cmd)}\n[exit {proc.returncode}]\n{proc.stdout}{proc.stderr}\n")
         text = f"{proc.stdout}\n{proc.stderr}"

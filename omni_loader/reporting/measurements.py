@@ -39,6 +39,7 @@ LABELS = {
     "load_buffers": "Load persistent buffers",
     "load_spk_dict": "spk_dict.pt (2nd load)",
     "post_load": "Post-load check and eval()",
+    "outer_load_weights": "vLLM's 'Loading weights took' region (outer load_weights)",
     "total": "Whole Token2Wav load",
     "reference_copy": "Reference: strict load_state_dict (after the load)",
 }

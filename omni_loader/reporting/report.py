@@ -18,6 +18,7 @@ from typing import Any
 from .measurements import (PR_PAIR, comparisons, described_record,
                            flat_spec, label, load_reference, noise_floors, planned_arms)
 from .report_environment import environment_table
+from .timers import timer_lines
 from .report_tables import (attribution_table, beyond_pr_section, controls_section, counters_table,
                             headline, measurement_table, memory_table, noise_floor_table, reference_table,
                             yardstick_lines)
@@ -169,6 +170,10 @@ def _against_pr_section(comps: list[Comparison]) -> list[str]:
         "times differ across machines, so compare the ratios.",
         "",
         reference_table(comps, load_reference()),
+        "",
+        "### Which timer each row is",
+        "",
+        *timer_lines(comps, load_reference()),
         "",
     ]
 

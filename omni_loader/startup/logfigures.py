@@ -31,6 +31,8 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "init_engine": r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) seconds",
     # stage-server's buffer-discovery line
     "buffer_discovery": r"Buffer discovery took ([0-9.]+) ms",
+    # stage-server's Token2Wav load_weights line (the PR's "Token2Wav weight loading" row)
+    "token2wav_weight_loading": r"Token2Wav load_weights took ([0-9.]+) ms",
 }
 
 _UNITS = {
@@ -212,6 +214,7 @@ class Marker:
 _S = r"(?P<seconds>[0-9]+(?:\.[0-9]+)?) ?(?P<unit>ms|seconds|secs|sec|s)\b"
 DEFAULT_MARKERS: tuple[Marker, ...] = (
     Marker("weight_loading", r"Loading weights took " + _S, level=1),
+    Marker("token2wav_weight_loading", r"Token2Wav load_weights took " + _S, level=2),
     Marker("model_loading", r"Model loading took (?P<value>[0-9.]+) ?GiB(?: memory)? and " + _S),
     Marker("torch_compile", r"torch\.compile (?:takes|took) " + _S + " in total", level=1),
     Marker("dynamo_transform", r"Dynamo bytecode transform time: " + _S, level=2),

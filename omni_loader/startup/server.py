@@ -16,11 +16,16 @@ tag instead), level, month-day time to the second, file:line, message; and with 
     (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:01 [server.py:250] Using model weights format ['*.safetensors']
     (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:02 [server.py:252] Buffer discovery took 1.564 ms (variant ...)
     (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:02 [server.py:254] [Model Loaded] name=..., success=True, size=1492.80 MB, device=cpu
-    (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:02 [server.py:256] Loading weights took 0.620436 seconds
+    (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:02 [server.py:256] Token2Wav load_weights took 620.436 ms
+    (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:02 [server.py:257] Loading weights took 0.702113 seconds
     (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:03 [server.py:257] Model loading took 1.6700 GiB memory and 8.123456 seconds
     (EngineCore_DP0 pid=4242) [Stage-2] INFO 03-14 10:00:03 [server.py:262] init engine (stats) took 0.000412 seconds
 
-``Loading weights took`` is the load's ``weight_loading`` phase, ``Model loading took`` its ``total``
+``Loading weights took`` is the load's ``outer_load_weights`` phase, the region vLLM's default loader
+times (the outer ``load_weights``: the lists, the Hub check, speaker conditioning and Token2Wav's own
+``load_weights``; vLLM prints it to the hundredth, the stage server to the microsecond so that a tiny
+model's A/B still resolves); ``Token2Wav load_weights took`` is ``weight_loading``, the PR's row, a line
+of the kit's own (vLLM-Omni prints none); ``Model loading took`` is the load's ``total``
 (construction through post-load), ``init engine (...)`` what the server does after it before
 ``/health`` answers 200 (the digest with ``--digest``, the stats): the lane's ready. Each phase's
 line carries the time the phase *ended* (noted by the clock, :class:`EdgeClock`): the lines are
@@ -54,6 +59,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import OmniLoaderError
+from ..names import OUTER_LOAD_WEIGHTS
 from ..token2wav.options import LoadOptions
 
 __all__ = ["READY_MESSAGE", "SnapshotChoice", "StageLog", "StageServerOptions", "run_stage_server"]
@@ -303,7 +309,8 @@ def load_in_background(options: StageServerOptions, state: StageState, bound_at:
             f"state_dict() calls {result.state_dict_calls}, persistent buffers {len(result.persistent_buffers)})",
             when=at["buffer_discovery"])
         log(_model_loaded_line(result, model), when=at.get("model_loaded_size", at["load_parameters"]))
-        log(f"Loading weights took {seconds['weight_loading']:.6f} seconds", when=at["weight_loading"])
+        log(f"Token2Wav load_weights took {seconds['weight_loading'] * 1e3:.3f} ms", when=at["weight_loading"])
+        log(f"Loading weights took {seconds[OUTER_LOAD_WEIGHTS]:.6f} seconds", when=at[OUTER_LOAD_WEIGHTS])
         log(f"Model loading took {_weights_bytes(model) / 2**30:.4f} GiB memory and {seconds['total']:.6f} seconds",
             when=at["total"])
         stats = result.to_dict()

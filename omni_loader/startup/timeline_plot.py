@@ -21,11 +21,14 @@ from .timeline import Record, Timeline
 # The default markers' phases, coloured alike in every lane and every chart; other names get a stable colour.
 PHASE_COLOURS = {
     "model_loading": "#4c72b0", "weight_loading": "#dd8452", "model_loaded": "#dd8452", "init_engine": "#55a868",
+    "token2wav_weight_loading": "#c44e52",
     "torch_compile": "#8172b3", "dynamo_transform": "#937860", "graph_capture": "#da8bc3",
     "chat_template_warmup": "#8c8c8c", "omni_server_startup": "#ccb974",
 }
 HEIGHTS = {-1: 0.9, 0: 0.62, 1: 0.4, 2: 0.22}
-TOKEN2WAV_PHASES = ("weight_loading", "model_loaded", "model_loading")  # what the annotation points at, in order
+# What the annotation points at, in order: the PR's row where the log has it (the stage server's own line),
+# else vLLM's "Loading weights took" region around it, else what encloses that.
+TOKEN2WAV_PHASES = ("token2wav_weight_loading", "weight_loading", "model_loaded", "model_loading")
 
 
 def phase_colour(phase: str) -> str:

@@ -16,13 +16,18 @@ releases of the same code (:data:`omni_loader.token2wav.variants.VARIANT_RELEASE
                             written here, so that weight loading copies into resident memory as on
                             the GPU the PR measured (``upstream-cpu``: only those upstream's
                             constructors initialise, as on a CPU)
+   ``outer_load_weights``   steps 2 to 4: the outer Qwen2.5-Omni ``load_weights``, the region vLLM's
+                            ``Loading weights took X seconds`` line times (its counter starts as the
+                            weight iterator is first pulled, and stops when ``load_weights`` returns)
 2. ``read_checkpoint``      the outer Qwen2.5-Omni ``load_weights`` turns the lazy shard iterator
                             into lists (one per stage) before anything else
    ``hub_check``            for a model given as a Hub id (``--model``), ``spk_dict.pt`` is
                             resolved through ``huggingface_hub`` (a file lock, ``snapshot_download``
                             of ``*.pt``, then a glob); for a directory, one ``exists()``
 3. ``speaker_conditioning`` the stage loads ``spk_dict.pt`` onto the device for conditioning
-4. ``weight_loading``       Token2Wav's ``load_weights(weights, spk_dict_path)`` on that list:
+4. ``weight_loading``       Token2Wav's ``load_weights(weights, spk_dict_path)`` on that list (the
+                            PR's "Token2Wav weight loading" row: its medians are given to the
+                            microsecond, which vLLM's line, to the hundredth of a second, cannot give):
    a. ``buffer_discovery``     ``find_all_registers()``: the step the PR changed
    b. ``split_buffers``        checkpoint entries that are persistent buffers are set aside
    c. ``load_parameters``      copy each tensor into its parameter (q/k/v stacked into
@@ -96,7 +101,7 @@ from ..host.devices import resolve_device
 from .discovery import count_state_dict_calls
 from ..errors import OmniLoaderError
 from .model import build_model, import_model_code
-from ..names import DIGEST_ALGORITHM, DTYPE_NAMES
+from ..names import DIGEST_ALGORITHM, DTYPE_NAMES, OUTER_LOAD_WEIGHTS
 from .options import LoadOptions
 from .steps import (check_all_loaded, hub_check, load_buffers, load_speaker_dict, model_loaded_line,
                     reference_state_dict, split_buffer_entries)
@@ -216,25 +221,26 @@ def load_token2wav(
         with clock.phase("construct"):
             model = build_model(snapshot.token2wav_config, layout=layout, device=dev, dtype=torch_dtype,
                                 construct=construct)
-        with clock.phase("read_checkpoint"):
-            weights = list(iter_token2wav_weights(snapshot))
-        with clock.phase("hub_check"):
-            hub_check(snapshot)
-        with clock.phase("speaker_conditioning"):
-            load_speaker_dict(snapshot, dev)
-        with clock.phase("weight_loading"):
-            with clock.phase("buffer_discovery"), count_state_dict_calls(model) as calls:
-                persistent = discover(model)
-            with clock.phase("split_buffers"):
-                param_entries, buffer_entries = split_buffer_entries(weights, persistent)
-            with clock.phase("load_parameters"):
-                loaded = load_params(model, param_entries, snapshot, fused)
-            with clock.phase("model_loaded_size"):
-                model_loaded = model_loaded_line(model)
-            with clock.phase("load_buffers"):
-                loaded_buffers = load_buffers(model, persistent, buffer_entries, snapshot)
-            with clock.phase("load_spk_dict"):
-                load_speaker_dict(snapshot, torch.device("cpu"))
+        with clock.phase(OUTER_LOAD_WEIGHTS):  # the region of vLLM's "Loading weights took" (see names)
+            with clock.phase("read_checkpoint"):
+                weights = list(iter_token2wav_weights(snapshot))
+            with clock.phase("hub_check"):
+                hub_check(snapshot)
+            with clock.phase("speaker_conditioning"):
+                load_speaker_dict(snapshot, dev)
+            with clock.phase("weight_loading"):
+                with clock.phase("buffer_discovery"), count_state_dict_calls(model) as calls:
+                    persistent = discover(model)
+                with clock.phase("split_buffers"):
+                    param_entries, buffer_entries = split_buffer_entries(weights, persistent)
+                with clock.phase("load_parameters"):
+                    loaded = load_params(model, param_entries, snapshot, fused)
+                with clock.phase("model_loaded_size"):
+                    model_loaded = model_loaded_line(model)
+                with clock.phase("load_buffers"):
+                    loaded_buffers = load_buffers(model, persistent, buffer_entries, snapshot)
+                with clock.phase("load_spk_dict"):
+                    load_speaker_dict(snapshot, torch.device("cpu"))
         with clock.phase("post_load"):
             check_all_loaded(model, loaded, fused)
             model.eval()
