@@ -45,7 +45,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "BenchmarkSpec": "bench.spec",
     "run_benchmark": "bench.runner",
     "reproduce": "job",
-    "reproduce_spec": "job",
+    "benchmark_spec": "bench.runner",
     "phase_summary": "reporting.stats",
     "equivalence": "reporting.stats",
     "noise_floor": "reporting.stats",

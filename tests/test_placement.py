@@ -69,15 +69,18 @@ def test_reproduce_records_the_cpus_it_pinned_to_and_refuses_others_in_one_line(
                                                                                  capsys) -> None:
     from omni_loader.cli import main
     from omni_loader.results.suite import read_metadata
+    from omni_loader.bench.runner import benchmark_spec
     from omni_loader.job import reproduce
     from omni_loader.bench.spec import BenchmarkSpec
+    from omni_loader.token2wav.options import LoadOptions
     from omni_loader.token2wav.checkpoint import open_snapshot
 
-    out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "auto", device="cpu", warmup=0, runs=1,
-                    in_process=True, progress=False)
+    snapshot = open_snapshot(tiny_snapshot)
+    out = reproduce(benchmark_spec(snapshot, LoadOptions(device="cpu"), warmup=0, runs=1, workers="in-process"),
+                    tmp_path / "auto", progress=False)
     assert BenchmarkSpec.from_metadata(read_metadata(out)).cpus == (ALLOWED[-1],)  # the default: auto, one thread
-    out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "any", device="cpu", warmup=0, runs=1,
-                    in_process=True, progress=False, cpus="any")
+    out = reproduce(benchmark_spec(snapshot, LoadOptions(device="cpu"), warmup=0, runs=1, workers="in-process",
+                                   cpus="any"), tmp_path / "any", progress=False)
     assert BenchmarkSpec.from_metadata(read_metadata(out)).cpus == ()
     code = main(["reproduce", "--checkpoint", str(tiny_snapshot), "--cpus", "4096", "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err.strip().splitlines()

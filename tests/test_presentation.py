@@ -166,10 +166,13 @@ def test_reproduce_records_the_resolved_device(tiny_snapshot: Path, tmp_path: Pa
     from omni_loader.token2wav.checkpoint import open_snapshot
     from omni_loader.results.suite import benchmark, read_metadata, recorded_load_options
     from omni_loader.results.rows import read_runs
+    from omni_loader.bench.runner import benchmark_spec
     from omni_loader.job import reproduce
+    from omni_loader.token2wav.options import LoadOptions
 
-    out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "r", device="auto", warmup=0, runs=1, in_process=True,
-                    progress=False)
+    spec = benchmark_spec(open_snapshot(tiny_snapshot), LoadOptions(device="auto"), warmup=0, runs=1,
+                          workers="in-process")
+    out = reproduce(spec, tmp_path / "r", progress=False)
     record = benchmark(read_metadata(out), "load")
     resolved = str(devices.resolve_device("auto"))
     assert recorded_load_options(record)["device"] == resolved and record["environment"]["device"] == resolved

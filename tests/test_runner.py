@@ -306,12 +306,15 @@ def test_a_spec_embeds_its_load_options_and_reads_back_the_old_flat_one():
         "--layout vllm-omni (saved: transformers)", "--aa (saved: off)"]
 
 
-def test_reproduce_takes_load_options_and_single_overrides(tiny_snapshot, tmp_path):
+def test_reproduce_takes_a_spec_and_opens_its_checkpoint(tiny_snapshot, tmp_path):
+    """reproduce(spec, out): the spec says what is measured; without a snapshot, the spec's checkpoint is opened."""
+    from omni_loader.bench.runner import benchmark_spec
     from omni_loader.token2wav.checkpoint import open_snapshot
     from omni_loader.job import reproduce
 
-    out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "r", LoadOptions(layout="transformers", dtype="bfloat16"),
-                    device="cpu", dtype="float32", warmup=0, runs=1, in_process=True, progress=False)
+    made = benchmark_spec(open_snapshot(tiny_snapshot), LoadOptions(layout="transformers", dtype="bfloat16")
+                          .replace(device="cpu", dtype="float32"), warmup=0, runs=1, workers="in-process")
+    out = reproduce(made, tmp_path / "r", progress=False)
     spec = BenchmarkSpec.from_metadata(read_metadata(out))
     assert spec.load == LoadOptions(layout="transformers", device="cpu", dtype="float32", construct="resident")
     assert spec.workers == "in-process" and spec.runs == 1 and (out / "report.md").is_file()

@@ -454,10 +454,12 @@ def test_serve_ab_cli_reports_medians(tmp_path, python):
 def test_reproduce_with_startup_makes_a_suite_of_two_benchmarks(tiny_snapshot, tmp_path):
     """The load benchmark, then the startup one beside it: stage servers loading as the benchmark did."""
     from omni_loader.token2wav.checkpoint import open_snapshot
+    from omni_loader.bench.runner import benchmark_spec
     from omni_loader.job import reproduce
 
-    out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "r", LoadOptions(construct="empty"), device="cpu",
-                    warmup=0, runs=1, in_process=True, with_startup=True, progress=False)
+    spec = benchmark_spec(open_snapshot(tiny_snapshot), LoadOptions(device="cpu", construct="empty"), warmup=0, runs=1,
+                          workers="in-process")
+    out = reproduce(spec, tmp_path / "r", with_startup=True, progress=False)
     check = check_results(out)
     assert check.ok, check.problems
     assert list(check.metadata["benchmarks"]) == ["load", "startup"]

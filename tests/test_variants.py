@@ -17,7 +17,9 @@ from omni_loader.reporting.report import render_report
 from omni_loader.host.residency import backing_file
 from omni_loader.results.rows import read_runs
 from omni_loader.results.planner import plan_runs
+from omni_loader.bench.runner import benchmark_spec
 from omni_loader.job import reproduce
+from omni_loader.token2wav.options import LoadOptions
 from omni_loader.token2wav.variants import BUILTIN_VARIANTS, Variant, parse_variant, resolve_step
 
 STEPS_FILE = '''
@@ -80,8 +82,9 @@ def test_user_step_runs_in_fresh_workers_beside_the_builtins(tiny_snapshot: Path
                                                              steps_file: Path) -> None:
     snapshot = open_snapshot(tiny_snapshot)
     mine = parse_variant(f"mine=discovery:{steps_file}:find")
-    out = reproduce(snapshot, tmp_path / "res", warmup=0, runs=2, variants=("baseline", "optimized", "mine"),
-                    custom_variants=[mine], progress=False)
+    spec = benchmark_spec(snapshot, warmup=0, runs=2, variants=("baseline", "optimized", "mine"),
+                          custom_variants=[mine])
+    out = reproduce(spec, tmp_path / "res", snapshot=snapshot, progress=False)
     runs = read_runs(out).drop_duplicates("run_id")
     assert Counter(runs["variant"]) == {"baseline": 2, "optimized": 2, "mine": 2}
     assert set(runs[runs["variant"] == "mine"]["state_dict_calls"]) == {0}
@@ -113,9 +116,10 @@ def test_an_in_process_step_that_raises_is_a_failed_run_and_the_benchmark_comple
     benchmark ends complete (no traceback, no record left 'running')."""
     from omni_loader.results.suite import benchmark, read_metadata
 
-    out = reproduce(open_snapshot(tiny_snapshot), tmp_path / "res", warmup=0, runs=1, in_process=True,
-                    variants=("optimized", "buggy"),
-                    custom_variants=(parse_variant(f"buggy=discovery:{steps_file}:explode"),), progress=False)
+    spec = benchmark_spec(open_snapshot(tiny_snapshot), warmup=0, runs=1, workers="in-process",
+                          variants=("optimized", "buggy"),
+                          custom_variants=(parse_variant(f"buggy=discovery:{steps_file}:explode"),))
+    out = reproduce(spec, tmp_path / "res", progress=False)
     frame = read_runs(out)
     failed = frame[frame["variant"] == "buggy"]
     assert list(failed["status"]) == ["failed"] and failed["error"].iloc[0] == "ZeroDivisionError: a bug in the step"
@@ -147,8 +151,8 @@ def test_assign_variant_loads_the_same_model_backed_by_the_shards(tiny_snapshot:
 def test_gpu_variant_on_a_cpu_is_refused_in_one_line(tiny_snapshot: Path, tmp_path: Path) -> None:
     assert BUILTIN_VARIANTS["pinned"].needs_gpu
     with pytest.raises(OmniLoaderError, match="pinned needs a GPU") as info:
-        reproduce(open_snapshot(tiny_snapshot), tmp_path / "res", device="cpu", variants=("optimized", "pinned"),
-                  progress=False)
+        reproduce(benchmark_spec(open_snapshot(tiny_snapshot), LoadOptions(device="cpu"),
+                                 variants=("optimized", "pinned")), tmp_path / "res", progress=False)
     assert "\n" not in str(info.value)
     assert not (tmp_path / "res").exists()  # refused before anything was written
 

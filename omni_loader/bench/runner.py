@@ -183,17 +183,21 @@ def _resumed(spec: BenchmarkSpec, out: Path) -> tuple[dict[str, Any], frozenset[
 
 def benchmark_spec(snapshot: Snapshot, options: LoadOptions | None = None, *,
                    variants: tuple[str, ...] | list[str] = VARIANTS,
-                   custom_variants: tuple[Variant, ...] | list[Variant] = (), **settings: Any) -> BenchmarkSpec:
-    """The spec of a new benchmark of ``snapshot``: ``options`` resolved (``auto`` becomes the device
-    used), the arms ``variants`` (built-ins or names of ``custom_variants``, whose steps the spec
-    keeps), ``settings`` the other :class:`BenchmarkSpec` fields."""
+                   custom_variants: tuple[Variant, ...] | list[Variant] = (), cpus: str | tuple[int, ...] = "auto",
+                   **settings: Any) -> BenchmarkSpec:
+    """The spec of a new benchmark of ``snapshot``: ``options`` resolved once (``auto`` becomes the device
+    used), the arms ``variants`` (built-ins or names of ``custom_variants``, whose steps the spec keeps),
+    ``cpus`` as ``--cpus`` takes it (``auto``, ``any``, ``"0,2"``) or CPU numbers, ``settings`` the other
+    :class:`BenchmarkSpec` fields (``warmup``, ``runs``, ``order``, ``workers``...)."""
+    from ..host.placement import resolve_cpus
     from ..token2wav.variants import BUILTIN_VARIANTS, resolve_variants
 
     chosen = resolve_variants(list(variants), list(custom_variants))
+    pinned = resolve_cpus(cpus, settings.get("threads", 1)) if isinstance(cpus, str) else tuple(cpus)
     return BenchmarkSpec(checkpoint=str(snapshot.root), load=(options or LoadOptions()).resolved(),
                          variants=tuple(v.name for v in chosen),
                          custom_variants=tuple(v.to_dict() for v in chosen if v.name not in BUILTIN_VARIANTS),
-                         **settings)
+                         cpus=pinned, **settings)
 
 
 def check_variants(names: tuple[str, ...] | list[str], custom: tuple[Variant, ...] | list[Variant],

@@ -92,13 +92,13 @@ def new_spec(args: argparse.Namespace, snapshot: Any) -> BenchmarkSpec:
     return benchmark_spec(snapshot, load_options(args), warmup=args.warmup, runs=args.runs, order=args.order,
                           seed=args.order_seed, workers=args.workers, worker_timeout=args.worker_timeout, aa=args.aa,
                           reference_copy=args.reference_copy, threads=args.threads or None, variants=args.variants,
-                          custom_variants=args.variant, cpus=resolve_cpus(args.cpus, args.threads or None))
+                          custom_variants=args.variant, cpus=args.cpus)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from ..host.devices import device_banner
     from ..reporting.report import REPORT_FILE
-    from ..job import reproduce_spec
+    from ..job import reproduce
 
     if args.resume and not args.out:
         raise ResultsError("--resume needs --out DIR (the results directory to continue)")
@@ -112,7 +112,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         spec = new_spec(args, snapshot)
     print(f"results: {out}")
     try:
-        reproduce_spec(spec, snapshot, out, resume=args.resume, profile=args.profile, with_startup=args.with_startup)
+        reproduce(spec, out, snapshot=snapshot, resume=args.resume, profile=args.profile,
+                  with_startup=args.with_startup)
     except KeyboardInterrupt:
         print(f"interrupted: {saved_runs(out)} run(s) saved in {out}; continue with: {resume_command(out, {})}")
         return 130
