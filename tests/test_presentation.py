@@ -180,10 +180,29 @@ def test_reproduce_records_the_resolved_device(tiny_snapshot: Path, tmp_path: Pa
 
 
 def test_cli_device_default_is_auto() -> None:
-    from omni_loader.cli import build_parser
+    from omni_loader.cli import parse_args
 
-    args = build_parser().parse_args(["load"])
-    assert args.device == "auto"
+    args = parse_args(["load"])
+    assert args.device == "auto" and "device" not in args.explicit
+
+
+def test_typed_options_are_known_from_marked_defaults_alone() -> None:
+    """What --resume compares: the options typed, a default's value typed included, and nothing else; every
+    setting a resume compares is declared with a marked default (a bare command has typed nothing)."""
+    from omni_loader.cli import parse_args
+    from omni_loader.cli.reproduce import CHECKPOINT_DESTS, SPEC_DESTS
+    from omni_loader.cli.serve import SPEC_DESTS as SERVE_DESTS
+
+    bare = parse_args(["reproduce"])
+    assert bare.explicit == set() and set(SPEC_DESTS) | set(CHECKPOINT_DESTS) <= set(vars(bare))
+    assert (bare.runs, bare.workers, bare.variants, bare.aa, bare.cpus) == (10, "forkserver", ("baseline", "optimized"),
+                                                                            False, "auto")
+    typed = parse_args(["reproduce", "--runs", "10", "--spawn", "--aa", "--layout", "transformers", "--size", "tiny"])
+    assert typed.explicit == {"runs", "workers", "aa", "layout", "size"} and typed.workers == "spawn"
+    serve = parse_args(["serve-ab", "--out", "x"])
+    assert serve.explicit == {"out"} and set(SERVE_DESTS) <= set(vars(serve)) and serve.grace == 10.0
+    assert parse_args(["serve-ab", "--out", "x", "--grace", "5", "--log-pattern", "a=b(1)"]).explicit == {
+        "out", "grace", "log_pattern"}
 
 
 # --------------------------------------------------------------------------- flamegraphs

@@ -3,7 +3,7 @@
 Each command module here turns options into typed values (a :class:`~omni_loader.token2wav.options.LoadOptions`,
 a benchmark spec, paths) and makes one call into the library; no library module takes an
 ``argparse.Namespace`` or prints a command's output. This package owns the parser, the one-line
-error policy (:func:`main`) and which options the user typed (for ``--resume``).
+error policy (:func:`main`) and which options the user typed (for ``--resume``: :func:`parse_args`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = ("model", "reproduce", "report", "profile", "
 # --------------------------------------------------------------------------- parser
 
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "parse_args"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,20 +51,12 @@ ONE_LINE_MODULES = ("torch", "safetensors", "json", "pickle", "_pickle", "zipfil
 DEBUG_ENV = "OMNI_LOADER_DEBUG"
 
 
-def _explicit_options(argv: Sequence[str]) -> set[str]:
-    """Parse ``argv`` again with every default suppressed: what is left was typed."""
-    parser = build_parser()
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed, defaults unwrapped and the typed options recorded in ``explicit`` (see
+    :class:`~omni_loader.cli.options.Default`)."""
+    from .options import take_defaults
 
-    def suppress(p: argparse.ArgumentParser) -> None:
-        for action in p._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for sub in action.choices.values():
-                    suppress(sub)
-            action.default = argparse.SUPPRESS
-        p._defaults.clear()
-
-    suppress(parser)
-    return set(vars(parser.parse_args(list(argv)))) - {"command", "debug"}
+    return take_defaults(build_parser().parse_args(list(argv)))
 
 
 def _debug(argv: list[str]) -> tuple[bool, list[str]]:
@@ -94,8 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # An option's value that its type= refuses with an OmniLoaderError (a malformed --variant, --runs out of
         # range...) is not caught by argparse: it is said here in one line, before anything is made.
-        args = build_parser().parse_args(argv)
-        args.explicit = _explicit_options(argv)
+        args = parse_args(argv)
         return int(args.func(args) or 0)
     except OmniLoaderError as exc:
         if debug:

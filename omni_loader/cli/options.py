@@ -26,18 +26,19 @@ def add_checkpoint_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("checkpoint (default: the embedded synthetic snapshot)")
     g.add_argument("--checkpoint", metavar="DIR", help="a snapshot directory in the Hub layout")
     g.add_argument("--model", metavar="ID", help="a model id resolved in the local Hugging Face cache, offline")
-    g.add_argument("--size", choices=SIZES, default="full", help="synthetic snapshot size (default full)")
-    g.add_argument("--seed", type=int, default=0, help="synthetic snapshot seed (default 0)")
+    g.add_argument("--size", choices=SIZES, default=Default("full"), help="synthetic snapshot size (default full)")
+    g.add_argument("--seed", type=int, default=Default(0), help="synthetic snapshot seed (default 0)")
     g.add_argument("--hf-cache", metavar="DIR", help="Hugging Face cache directory for --model")
-    g.add_argument("--download", action="store_true", help="allow --model to download the Token2Wav shards")
+    g.add_argument("--download", action="store_true", default=Default(False),
+                   help="allow --model to download the Token2Wav shards")
 
 
 def add_load_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--layout", choices=LAYOUTS, default="vllm-omni", help="module tree to build (default vllm-omni)")
-    p.add_argument("--construct", choices=CONSTRUCT_MODES, default="resident", help=CONSTRUCT_HELP)
-    p.add_argument("--device", default="auto",
+    p.add_argument("--layout", choices=LAYOUTS, default=Default("vllm-omni"), help="module tree to build (default vllm-omni)")
+    p.add_argument("--construct", choices=CONSTRUCT_MODES, default=Default("resident"), help=CONSTRUCT_HELP)
+    p.add_argument("--device", default=Default("auto"),
                    help="auto (default: the GPU when torch sees one, else the CPU), cpu, cuda or cuda:N (ROCm GPUs are cuda)")
-    p.add_argument("--dtype", choices=DTYPE_NAMES, default="float32", help="stage dtype (default float32)")
+    p.add_argument("--dtype", choices=DTYPE_NAMES, default=Default("float32"), help="stage dtype (default float32)")
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
@@ -54,9 +55,42 @@ def snapshot_from_args(args: argparse.Namespace, progress: bool = True) -> Any:
                             cache_dir=args.hf_cache, download=args.download, progress=progress)
 
 
+class Default:
+    """An option's default, marked as one: ``add_argument(..., default=Default(10))``.
+
+    Why: ``--resume`` takes every setting the user did not type from the saved spec and refuses a typed
+    one that contradicts it, so the command layer must know which options were typed. argparse does not
+    say; a marked default does, with nothing but its public API: after parsing, a value that is still a
+    ``Default`` was not typed (:func:`take_defaults` unwraps it). Options whose default is ``None``, and
+    flags (``store_true``: ``False`` until typed), need no mark. The commands whose ``--resume`` compares
+    settings (``reproduce``, ``serve-ab``) mark every other default; a test holds them to it.
+    """
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+NOT_OPTIONS = frozenset({"func", "command", "debug", "explicit"})  # what a Namespace holds besides options
+
+
+def take_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Unwrap every :class:`Default` in ``args`` and record the typed options' dests in ``args.explicit``."""
+    typed = set()
+    for dest, value in vars(args).items():
+        if isinstance(value, Default):
+            setattr(args, dest, value.value)
+        elif value is not None and value is not False and dest not in NOT_OPTIONS:
+            typed.add(dest)
+    args.explicit = typed
+    return args
+
+
 def given_options(args: argparse.Namespace) -> set[str]:
-    """The dests of the options the user typed (not argparse defaults), as :func:`omni_loader.cli.main`
-    recorded them in ``args.explicit``. A Namespace built without :func:`main` has typed nothing."""
+    """The dests of the options the user typed (not defaults), as :func:`take_defaults` recorded them in
+    ``args.explicit``. A Namespace built without it has typed nothing."""
     return set(getattr(args, "explicit", ()))
 
 

@@ -16,7 +16,7 @@ from ..results.suite import METADATA_FILE, benchmark, read_metadata
 from ..results.integrity import check_results, resume_command
 from ..bench.spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, BenchmarkSpec, same_value, spec_conflicts
 from ..token2wav.variants import BUILTIN_VARIANTS, parse_variant
-from .options import (MAX_RUNS, MAX_THREADS, add_checkpoint_options, add_load_options, bounded_int, given_options,
+from .options import (MAX_RUNS, MAX_THREADS, Default, add_checkpoint_options, add_load_options, bounded_int, given_options,
                       load_options, positive_seconds, snapshot_from_args)
 
 
@@ -92,7 +92,7 @@ def new_spec(args: argparse.Namespace, snapshot: Any) -> BenchmarkSpec:
     return benchmark_spec(snapshot, load_options(args), warmup=args.warmup, runs=args.runs, order=args.order,
                           seed=args.order_seed, workers=args.workers, worker_timeout=args.worker_timeout, aa=args.aa,
                           reference_copy=args.reference_copy, threads=args.threads or None, variants=args.variants,
-                          custom_variants=args.variant, cpus=args.cpus)
+                          custom_variants=args.variant or (), cpus=args.cpus)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -150,16 +150,16 @@ def add_command(sub: Any) -> None:
     p = sub.add_parser("reproduce", help="reproduce the PR's tables: alternating A/B loads, statistics, report, plots")
     add_checkpoint_options(p)
     add_load_options(p)
-    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=DEFAULT_WARMUP,
+    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=Default(DEFAULT_WARMUP),
                    help=f"warm-up runs per variant (default {DEFAULT_WARMUP})")
-    p.add_argument("--runs", type=bounded_int("--runs", 1, MAX_RUNS), default=DEFAULT_RUNS,
+    p.add_argument("--runs", type=bounded_int("--runs", 1, MAX_RUNS), default=Default(DEFAULT_RUNS),
                    help=f"measured runs per variant, 1 to {MAX_RUNS:,} (default {DEFAULT_RUNS}; the PR used 5)")
-    p.add_argument("--order", choices=ORDERS, default=DEFAULT_ORDER,
+    p.add_argument("--order", choices=ORDERS, default=Default(DEFAULT_ORDER),
                    help="run order (default blocks: each round a seeded random permutation of the variants, so "
                         "carry-over from the run before is not tied to one variant; alternate: ABAB..., the PR's)")
-    p.add_argument("--order-seed", type=int, default=0, help="seed for --order blocks and shuffle")
+    p.add_argument("--order-seed", type=int, default=Default(0), help="seed for --order blocks and shuffle")
     w = p.add_mutually_exclusive_group()
-    w.add_argument("--workers", choices=WORKER_MODES, default="forkserver",
+    w.add_argument("--workers", choices=WORKER_MODES, default=Default("forkserver"),
                    help="process per run: forkserver (default: forked from a server that imported torch and the "
                         "model code once), spawn (a new interpreter, imports included) or in-process")
     w.add_argument("--spawn", dest="workers", action="store_const", const="spawn",
@@ -168,21 +168,21 @@ def add_command(sub: Any) -> None:
                    help="short for --workers in-process")
     p.add_argument("--worker-timeout", type=positive_seconds("--worker-timeout"), default=None, metavar="S", help="kill a worker after S seconds")
     p.add_argument("--variants", type=lambda text: tuple(v.strip() for v in text.split(",") if v.strip()),
-                   default=VARIANTS, metavar="A,B[,C...]",
+                   default=Default(VARIANTS), metavar="A,B[,C...]",
                    help=f"the arms, compared with the first (default {','.join(VARIANTS)}; built-ins: "
                         f"{', '.join(BUILTIN_VARIANTS)}, or names given with --variant)")
-    p.add_argument("--variant", type=parse_variant, action="append", default=[], metavar="NAME=STEP:REF[,STEP:REF]",
+    p.add_argument("--variant", type=parse_variant, action="append", metavar="NAME=STEP:REF[,STEP:REF]",
                    help="define a variant with your own step(s): STEP is discovery or parameters, REF is "
                         "module:function or file.py:function, imported in each worker (repeatable)")
-    p.add_argument("--aa", action="store_true",
+    p.add_argument("--aa", action="store_true", default=Default(False),
                    help=f"also run an A/A benchmark ({AA_VARIANT} in both arms) for this machine's noise floor")
-    p.add_argument("--reference-copy", action="store_true",
+    p.add_argument("--reference-copy", action="store_true", default=Default(False),
                    help="also time a plain strict load_state_dict of the same tensors after each load (a yardstick)")
-    p.add_argument("--threads", type=bounded_int("--threads", 0, MAX_THREADS, " (0: torch's default)"), default=1,
+    p.add_argument("--threads", type=bounded_int("--threads", 0, MAX_THREADS, " (0: torch's default)"), default=Default(1),
                    metavar="N",
                    help="torch intra-op threads per load (default 1: a busy neighbour core cannot stall a copy's "
                         "thread barrier; 0: torch's default)")
-    p.add_argument("--cpus", default="auto", metavar="auto|any|LIST",
+    p.add_argument("--cpus", default=Default("auto"), metavar="auto|any|LIST",
                    help="the CPUs each load's process may run on (default auto: pinned to the last core when it "
                         "runs on one thread, so that the scheduler does not move it; any: not pinned; or e.g. 1 or 0,2)")
     p.add_argument("--out", metavar="DIR", help="results directory (default results/reproduce-<...>-<time>)")

@@ -22,8 +22,8 @@ from ..startup.logfigures import DEFAULT_PATTERNS, parse_pattern_args
 from ..startup.serve_ab import StartupSpec, run_serve_ab, saved_serve_ab, serve_ab_conflicts, summarize
 from ..startup.server import DEFAULT_HOST, SnapshotChoice, StageServerOptions, run_stage_server
 from ..startup.stage_group import StageGroupOptions, run_stage_group
-from .options import (MAX_RUNS, add_checkpoint_options, add_load_options, bounded_int, given_options, load_options,
-                      positive_seconds)
+from .options import (MAX_RUNS, Default, add_checkpoint_options, add_load_options, bounded_int, given_options,
+                      load_options, positive_seconds, take_defaults)
 
 
 def _snapshot_choice(args: argparse.Namespace) -> SnapshotChoice:
@@ -63,7 +63,7 @@ SPEC_DESTS = {"baseline_cmd": "baseline_cmd", "optimized_cmd": "optimized_cmd", 
 
 def startup_spec(args: argparse.Namespace) -> StartupSpec:
     """The spec the options select: typed ones, and (``--resume``) the saved spec for the rest."""
-    patterns = parse_pattern_args(args.log_pattern, defaults=not args.no_default_patterns)
+    patterns = parse_pattern_args(args.log_pattern or [], defaults=not args.no_default_patterns)
     typed = {key: getattr(args, dest) for dest, key in SPEC_DESTS.items()}
     if not args.resume:
         missing = [f"--{d.replace('_', '-')}" for d in ("baseline_cmd", "optimized_cmd", "health_url")
@@ -129,21 +129,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "unless --resume)")
     p.add_argument("--optimized-cmd", metavar="CMD", help="server command of the optimized version (idem)")
     p.add_argument("--health-url", metavar="URL", help="e.g. http://127.0.0.1:8091/health (idem)")
-    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=1, help="warm-up runs of each variant first (default 1)")
-    p.add_argument("--runs", type=bounded_int("--runs", 1, MAX_RUNS), default=5, help="measured runs of each variant (default 5)")
-    p.add_argument("--order", choices=ORDERS, default="alternate", help="measured-run order (default alternate)")
-    p.add_argument("--timeout", type=positive_seconds("--timeout"), default=600.0, metavar="S",
+    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=Default(1), help="warm-up runs of each variant first (default 1)")
+    p.add_argument("--runs", type=bounded_int("--runs", 1, MAX_RUNS), default=Default(5), help="measured runs of each variant (default 5)")
+    p.add_argument("--order", choices=ORDERS, default=Default("alternate"), help="measured-run order (default alternate)")
+    p.add_argument("--timeout", type=positive_seconds("--timeout"), default=Default(600.0), metavar="S",
                    help="a run fails when /health has not answered 200 after S seconds (default 600)")
-    p.add_argument("--grace", type=float, default=10.0, metavar="S",
+    p.add_argument("--grace", type=float, default=Default(10.0), metavar="S",
                    help="seconds between SIGTERM and SIGKILL when stopping a server (default 10)")
-    p.add_argument("--poll-interval", type=float, default=0.05, metavar="S", help="health poll period (default 0.05)")
-    p.add_argument("--port-wait", type=float, default=10.0, metavar="S",
+    p.add_argument("--poll-interval", type=float, default=Default(0.05), metavar="S", help="health poll period (default 0.05)")
+    p.add_argument("--port-wait", type=float, default=Default(10.0), metavar="S",
                    help="how long to wait for the health port to be free before a launch (default 10)")
-    p.add_argument("--log-pattern", action="append", default=[], metavar="NAME=REGEX",
+    p.add_argument("--log-pattern", action="append", metavar="NAME=REGEX",
                    help="extract a figure from each run's log (first group; unit read after it); repeatable; "
                         f"defaults: {', '.join(DEFAULT_PATTERNS)}")
-    p.add_argument("--no-default-patterns", action="store_true", help="use only the --log-pattern ones")
-    p.add_argument("--device", default="auto",
+    p.add_argument("--no-default-patterns", action="store_true", default=Default(False), help="use only the --log-pattern ones")
+    p.add_argument("--device", default=Default("auto"),
                    help="device described in the environment record (default auto: the GPU torch sees, else the CPU)")
     p.add_argument("--model", metavar="NAME", help="what the servers serve, recorded in metadata.json")
     p.add_argument("--out", required=True, metavar="DIR", help="results directory (runs.csv, metadata.json, logs/)")
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="omni-loader")
     add_stage_commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     try:
-        args = parser.parse_args(argv)
+        args = take_defaults(parser.parse_args(argv))
         return int(args.func(args) or 0)
     except OmniLoaderError as exc:
         print(f"omni-loader: error: {one_line(str(exc), limit=2000, library=False)}", file=sys.stderr)
