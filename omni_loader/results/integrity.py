@@ -13,14 +13,14 @@ from __future__ import annotations
 import csv
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
 from .lock import describe_holder, lock_holder
 from .rows import REJECTED_FILE, RUNS_FILE
-from .row_checks import (check_rows, count_records, csv_records, rows_frame, run_ids_text, plan_entries, read_lines,
+from .row_checks import (Finding, check_rows, csv_records, rows_frame, run_ids_text, plan_entries, read_lines,
                          planned_runs)
 from .safe_files import link_refusal, open_file
 from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmark, benchmarks, read_metadata, resumed
@@ -30,25 +30,34 @@ from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmark, benchmarks, read_m
 class ResultsCheck:
     """A results directory read with its integrity checked: what it holds, what was wrong, what was left out.
 
-    ``frame`` is runs.csv without the rows that cannot be trusted. ``problems`` says what was
-    found, one line each; ``summary`` says it in a few words (the report's opening sentence
-    quotes it). ``metadata`` is metadata.json as written: read its benchmarks with
-    :meth:`benchmark`.
+    ``frame`` is runs.csv without the rows that cannot be trusted. ``found`` holds what was wrong,
+    one :class:`~omni_loader.results.row_checks.Finding` each; ``problems`` and ``findings`` are their
+    sentences and their few words, and ``summary`` joins the latter (the report's opening sentence
+    quotes it). ``metadata`` is metadata.json as written: read its benchmarks with :meth:`benchmark`.
     """
 
     directory: Path
     metadata: dict[str, Any]
     frame: Any  # pandas.DataFrame
-    problems: list[str] = field(default_factory=list)
-    findings: list[str] = field(default_factory=list)  # short form of each problem, e.g. "1 torn row ignored"
+    found: tuple[Finding, ...] = ()
     missing_runs: tuple[int, ...] = ()  # planned run ids with no trusted rows
     rejected_lines: tuple[int, ...] = ()  # line numbers (1-based, header 1) of runs.csv left out of frame
     rejected_because: tuple[str, ...] = ()  # the findings (short form) that left those lines out
     notes: tuple[str, ...] = ()  # what is not a problem but worth saying: rows set aside by an earlier --resume
 
     @property
+    def problems(self) -> list[str]:
+        """Each finding's sentence."""
+        return [f.detail for f in self.found]
+
+    @property
+    def findings(self) -> list[str]:
+        """Each finding in a few words, e.g. "1 torn row ignored"."""
+        return [f.short for f in self.found]
+
+    @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.found
 
     @property
     def summary(self) -> str:
@@ -70,50 +79,57 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     """
     directory = Path(directory)
     metadata = read_metadata(directory)
-    found: list[tuple[str, str]] = _metadata_findings(metadata)  # (short, long)
-    path = directory / RUNS_FILE
-    records, numbers, cut = read_lines(path, found)
-    frame = rows_frame(records)
-    frame["_line"] = numbers
-    seconds_at = records[0].index("seconds")
-    frame["_seconds"] = [r[seconds_at] for r in records[1:]]  # as written: "nan", "abc" and "" all read as NaN
-    frame = check_rows(frame, metadata, found, cut).drop(columns="_seconds")
-    rejected = tuple(sorted(set(range(2, count_records(path) + 2)) - set(frame["_line"])))
-    frame = frame.drop(columns="_line")
-    because = tuple(short for short, _ in found)
-    plan = planned_runs(metadata)
-    have = set(frame["run_id"].astype(int)) if len(frame) else set()
-    missing = tuple(sorted(set(plan) - have))
-    if missing:
-        status = suite_status(metadata)
-        why = f" (status {status}: continue with {resume_command(directory, metadata)})" if status != "complete" else ""
-        found.append((f"{len(missing)} planned run(s) missing",
-                      f"{len(missing)} of {len(plan)} planned runs have no usable rows: {run_ids_text(missing)}{why}"))
-    found += _failure_findings(frame, metadata)
-    found += _writer_findings(directory, metadata)
+    lines = read_lines(directory / RUNS_FILE)  # runs.csv is parsed here, once
+    frame = rows_frame(lines.records)
+    frame["_line"] = lines.numbers
+    seconds_at = lines.records[0].index("seconds")
+    frame["_seconds"] = [r[seconds_at] for r in lines.records[1:]]  # as written: "nan", "abc" and "" all read as NaN
+    frame, row_findings = check_rows(frame, metadata, lines.cut)
+    rejected = tuple(sorted(set(range(2, lines.total + 2)) - set(frame["_line"])))
+    frame = frame.drop(columns=["_seconds", "_line"])
+    found = [*_metadata_findings(metadata), *lines.findings, *row_findings]
+    because = tuple(f.short for f in found)  # what left the rejected lines out
+    found += [*_missing_findings(directory, metadata, frame), *_failure_findings(frame, metadata),
+              *_writer_findings(directory, metadata)]
     repairs = [r for record in benchmarks(metadata).values() for r in record.get("repairs", [])]
     notes = tuple(f"{r.get('rows')} row(s) set aside by --resume ({REJECTED_FILE})" for r in repairs)
-    return ResultsCheck(directory, metadata, frame, [long for _, long in found], [short for short, _ in found],
-                        missing, rejected, because, notes)
+    missing = tuple(sorted(set(planned_runs(metadata)) - _run_ids(frame)))
+    return ResultsCheck(directory, metadata, frame, tuple(found), missing, rejected, because, notes)
+
+
+def _run_ids(frame) -> set[int]:
+    return set(frame["run_id"].astype(int)) if len(frame) else set()
+
+
+def _missing_findings(directory: Path, metadata: dict[str, Any], frame) -> list[Finding]:
+    """Planned runs without a trusted row, and how to run them."""
+    plan = planned_runs(metadata)
+    missing = sorted(set(plan) - _run_ids(frame))
+    if not missing:
+        return []
+    status = suite_status(metadata)
+    why = f" (status {status}: continue with {resume_command(directory, metadata)})" if status != "complete" else ""
+    return [Finding(f"{len(missing)} planned run(s) missing",
+                    f"{len(missing)} of {len(plan)} planned runs have no usable rows: {run_ids_text(missing)}{why}")]
 
 
 # The statuses a benchmark's record moves through (see omni_loader.results.suite.with_status).
 STATUSES = ("running", "complete", "interrupted")
 
 
-def _metadata_findings(metadata: dict[str, Any]) -> list[tuple[str, str]]:
+def _metadata_findings(metadata: dict[str, Any]) -> list[Finding]:
     """What metadata.json lacks for its rows to be checked: a benchmark, each benchmark's plan and status."""
-    found: list[tuple[str, str]] = []
+    found: list[Finding] = []
     raw = metadata.get("benchmarks")
     if isinstance(raw, dict):
         for name, record in raw.items():
             if not isinstance(record, dict):
-                found.append((f"benchmark {name} unreadable",
+                found.append(Finding(f"benchmark {name} unreadable",
                               f"{METADATA_FILE} holds {type(record).__name__} {str(record)[:40]!r} for benchmark "
                               f"{name!r}, not a record: it was not written by omni-loader; restore it from a copy"))
     members = benchmarks(metadata)
     if not members:
-        found.append(("no benchmark recorded",
+        found.append(Finding("no benchmark recorded",
                       f"{METADATA_FILE} records no benchmark: no plan to check runs.csv against, so none of its "
                       "rows can be trusted; restore it from a copy"))
     for name, record in members.items():
@@ -121,23 +137,23 @@ def _metadata_findings(metadata: dict[str, Any]) -> list[tuple[str, str]]:
         if "plan" in record:  # every writer records one; a hand-made record without the key is read unchecked
             entries = plan_entries(record)
             if not isinstance(plan, list) or not plan:
-                found.append((f"benchmark {name} has no plan",
+                found.append(Finding(f"benchmark {name} has no plan",
                               f"benchmark {name} in {METADATA_FILE} has no plan (plan: {json.dumps(plan)[:40]}): its "
                               "rows cannot be checked against the runs it planned; restore the file from a copy"))
             elif len(entries) < len(plan):
-                found.append((f"{len(plan) - len(entries)} unreadable plan entr(ies)",
+                found.append(Finding(f"{len(plan) - len(entries)} unreadable plan entr(ies)",
                               f"{len(plan) - len(entries)} of the {len(plan)} plan entries of benchmark {name} in "
                               f"{METADATA_FILE} have no integer run_id: ignored, with the rows of those runs"))
         if record.get("status") not in STATUSES:
-            found.append((f"benchmark {name} has no status",
+            found.append(Finding(f"benchmark {name} has no status",
                           f"benchmark {name} in {METADATA_FILE} has status {json.dumps(record.get('status'))[:40]}, "
                           f"not one of {', '.join(STATUSES)}: whether it finished is unknown"))
     return found
 
 
-def _failure_findings(frame, metadata: dict[str, Any]) -> list[tuple[str, str]]:
+def _failure_findings(frame, metadata: dict[str, Any]) -> list[Finding]:
     """A benchmark, or a variant of one, whose every run failed: no number to report, which is a finding."""
-    found: list[tuple[str, str]] = []
+    found: list[Finding] = []
     if not len(frame):
         return found
     for name, record in benchmarks(metadata).items():
@@ -151,7 +167,7 @@ def _failure_findings(frame, metadata: dict[str, Any]) -> list[tuple[str, str]]:
         failed = runs[~runs["run_id"].isin(ok)]
         if len(failed) == len(runs):
             first = failed.iloc[0]
-            found.append((f"every run of benchmark {name} failed",
+            found.append(Finding(f"every run of benchmark {name} failed",
                           f"every run of benchmark {name} failed ({len(runs)} run(s); run {first['run_id']} "
                           f"{first['variant']}: {first['error'] or 'no reason recorded'}): it measured nothing"))
             continue
@@ -159,7 +175,7 @@ def _failure_findings(frame, metadata: dict[str, Any]) -> list[tuple[str, str]]:
             bad = per[~per["run_id"].isin(ok)]
             if len(bad) == len(per):
                 first = bad.iloc[0]
-                found.append((f"every run of {variant} failed",
+                found.append(Finding(f"every run of {variant} failed",
                               f"every run of variant {variant} in benchmark {name} failed ({len(per)} run(s); run "
                               f"{first['run_id']}: {first['error'] or 'no reason recorded'}): it has no number to "
                               "compare"))
@@ -172,15 +188,15 @@ def suite_status(metadata: dict[str, Any]) -> str | None:
     return next((s for s in statuses if s != "complete"), "complete" if statuses else None)
 
 
-def _writer_findings(directory: Path, metadata: dict[str, Any]) -> list[tuple[str, str]]:
+def _writer_findings(directory: Path, metadata: dict[str, Any]) -> list[Finding]:
     """A benchmark whose record says ``running``: still being written, or its writer died."""
     if not any(record.get("status") == "running" for record in benchmarks(metadata).values()):
         return []
     holder = lock_holder(directory)
     if holder and holder.get("alive"):
-        return [("still being written",
+        return [Finding("still being written",
                  f"{directory} is being written now by {describe_holder(holder)}: more runs are to come")]
-    return [("its writer died",
+    return [Finding("its writer died",
              f"metadata.json says running, but no process is writing {directory}: its writer was killed or crashed; "
              f"continue with {resume_command(directory, metadata)}")]
 

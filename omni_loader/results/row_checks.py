@@ -3,8 +3,9 @@
 Why apart from :mod:`omni_loader.results.integrity`: reading a file that a killed writer may have cut mid-line,
 that a hand may have edited (a 50 MB field, ``nan`` seconds) or that two writers may have interleaved is
 its own concern, with its own tests; :mod:`omni_loader.results.integrity` turns the findings into a
-:class:`~omni_loader.results.integrity.ResultsCheck` and repairs a directory before a resume. Each function
-returns or appends ``(kind, message)`` findings; nothing here writes a file.
+:class:`~omni_loader.results.integrity.ResultsCheck` and repairs a directory before a resume. Each check
+returns its :class:`Finding` values with what it read (no list is filled in behind the caller's back);
+nothing here writes a file.
 """
 
 from __future__ import annotations
@@ -13,12 +14,32 @@ import csv
 import io
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
 from .rows import RUN_COLUMNS, RUNS_FILE, SOURCES, typed_runs
 from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmarks
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing an integrity check found: a few words for a summary, and the sentence that says what and why."""
+
+    short: str  # e.g. "1 torn row ignored": what the report's opening sentence quotes
+    detail: str  # the whole problem, with the lines or run ids and what to do
+
+
+@dataclass(frozen=True)
+class LinesRead:
+    """runs.csv read once: the records whose shape is right, where they were, and what was wrong with the rest."""
+
+    records: list[list[str]]  # the header first
+    numbers: list[int]  # the line number (1-based, header 1) of each record after the header
+    cut: frozenset[int]  # run ids of records cut short (a crash mid-write): those runs lack rows
+    total: int  # data records in the file, torn and malformed ones included
+    findings: tuple[Finding, ...] = ()
 
 
 def planned_runs(metadata: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -39,13 +60,6 @@ def plan_entries(record: dict[str, Any]) -> list[dict[str, Any]]:
             and not isinstance(e.get("run_id"), bool)]
 
 
-
-
-def count_records(path: Path) -> int:
-    """Data records (header excluded) in runs.csv, torn ones included."""
-    if not path.exists():
-        return 0
-    return max(0, len(csv_records(path.read_bytes().decode("utf-8", errors="replace"))) - 1)
 
 
 # The longest field omni-loader writes is far below this (an error line is cut at 300 characters): a longer
@@ -70,15 +84,14 @@ def run_ids_text(ids: Iterable[int], most: int = 12) -> str:
     return text + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
 
-def read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str]], list[int], set[int]]:
-    """runs.csv's records whose shape is right (header first), their line numbers, and the run ids of
-    the records cut short (a crash mid-write: those runs lack rows), reporting the bad records."""
-    if not path.exists():
-        return [list(RUN_COLUMNS)], [], set()
-    text = path.read_bytes().decode("utf-8", errors="replace")
+def read_lines(path: Path) -> LinesRead:
+    """runs.csv's records whose shape is right, their line numbers, the run ids of the records cut short,
+    and a :class:`Finding` for each kind of bad record."""
+    text = path.read_bytes().decode("utf-8", errors="replace") if path.exists() else ""
     if not text:
-        return [list(RUN_COLUMNS)], [], set()
+        return LinesRead([list(RUN_COLUMNS)], [], frozenset(), 0)
     records = csv_records(text)
+    found: list[Finding] = []
     header = records[0]
     missing = [c for c in RUN_COLUMNS[: RUN_COLUMNS.index("minor_faults")] if c not in header]
     if missing:
@@ -86,7 +99,7 @@ def read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str]
                            f"damaged): restore it from a copy")
     unknown = [c for c in header if c not in RUN_COLUMNS]
     if unknown:
-        found.append((f"{len(unknown)} unknown column(s) ignored",
+        found.append(Finding(f"{len(unknown)} unknown column(s) ignored",
                       f"{path.name} has columns this omni-loader does not know ({', '.join(unknown)}): "
                       "written by a newer version? they are ignored"))
     torn = [] if text.endswith("\n") else [len(records)]  # a crash cut the last line short
@@ -110,22 +123,22 @@ def read_lines(path: Path, found: list[tuple[str, str]]) -> tuple[list[list[str]
             good.append(record)
             numbers.append(number)
     if torn:
-        found.append((f"{len(torn)} torn row ignored",
+        found.append(Finding(f"{len(torn)} torn row ignored",
                       f"the last line of {path.name} (line {torn[0]}) is torn, cut short by a crash or a full "
                       "disk: ignored"))
     if newer:
-        found.append((f"{len(newer)} row(s) of a newer schema ignored",
+        found.append(Finding(f"{len(newer)} row(s) of a newer schema ignored",
                       f"{len(newer)} row(s) of {path.name} have more fields than its header (lines {run_ids_text(newer)}): "
                       "written by a newer omni-loader or two writers interleaved; ignored"))
     if oversized:
-        found.append((f"{len(oversized)} oversized row(s) ignored",
+        found.append(Finding(f"{len(oversized)} oversized row(s) ignored",
                       f"{len(oversized)} row(s) of {path.name} have a field longer than {FIELD_LIMIT} characters "
                       f"(lines {run_ids_text(oversized)}): not written by omni-loader; ignored"))
     if malformed:
-        found.append((f"{len(malformed)} malformed row(s) ignored",
+        found.append(Finding(f"{len(malformed)} malformed row(s) ignored",
                       f"{len(malformed)} row(s) of {path.name} have too few fields (lines {run_ids_text(malformed)}): "
                       "ignored"))
-    return good, numbers, cut
+    return LinesRead(good, numbers, frozenset(cut), len(records) - 1, tuple(found))
 
 
 def possible_seconds(text: str) -> bool:
@@ -146,16 +159,18 @@ def rows_frame(records: list[list[str]]):  # -> pandas.DataFrame
     return typed_runs(buffer, RUNS_FILE)[list(RUN_COLUMNS)]
 
 
-def check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]], cut: set[int] = frozenset()):
-    """Rows with bad values, duplicates, rows off the plan, incomplete runs: left out and reported."""
+def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()) -> tuple[Any, tuple[Finding, ...]]:
+    """Rows with bad values, duplicates, rows off the plan, incomplete runs: the frame without them, and a
+    :class:`Finding` for each kind left out."""
     import pandas as pd
 
+    found: list[Finding] = []
     if not len(frame):
-        return frame
+        return frame, ()
     run_ids = pd.to_numeric(frame["run_id"], errors="coerce")
     bad_values = run_ids.isna() | (run_ids != run_ids.round()) | ~frame["source"].isin(SOURCES)
     if bad_values.any():
-        found.append((f"{int(bad_values.sum())} row(s) with unreadable values ignored",
+        found.append(Finding(f"{int(bad_values.sum())} row(s) with unreadable values ignored",
                       f"{int(bad_values.sum())} row(s) of {RUNS_FILE} have no integer run_id or an unknown source: "
                       "ignored"))
     frame = frame[~bad_values].copy()
@@ -166,7 +181,7 @@ def check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]], cu
     if impossible.any():
         runs = sorted(set(frame.loc[impossible, "run_id"]))
         values = ", ".join(dict.fromkeys(repr(v[:20]) for v in frame.loc[impossible, "_seconds"]))
-        found.append((f"{int(impossible.sum())} row(s) with impossible seconds ignored",
+        found.append(Finding(f"{int(impossible.sum())} row(s) with impossible seconds ignored",
                       f"{int(impossible.sum())} row(s) of {RUNS_FILE} have seconds that no clock gives ({values}: "
                       f"not a finite number >= 0; run ids {run_ids_text(runs)}): those runs are ignored; --resume repeats "
                       "them"))
@@ -176,7 +191,7 @@ def check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]], cu
     dup_runs = sorted(set(frame.loc[dup_keys, "run_id"]))
     if dup_runs:
         rows = int(frame["run_id"].isin(dup_runs).sum())
-        found.append((f"{len(dup_runs)} duplicated run(s) ignored",
+        found.append(Finding(f"{len(dup_runs)} duplicated run(s) ignored",
                       f"{len(dup_runs)} run(s) have more than one row for a phase (run ids {run_ids_text(dup_runs)}): two "
                       f"writers, or rows copied twice; all {rows} of their rows are ignored"))
         frame = frame[~frame["run_id"].isin(dup_runs)]
@@ -194,7 +209,7 @@ def check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]], cu
         off = ~frame.apply(matches, axis=1).astype(bool)
         if off.any():
             runs = sorted(set(frame.loc[off, "run_id"]))
-            found.append((f"{int(off.sum())} row(s) off the plan ignored",
+            found.append(Finding(f"{int(off.sum())} row(s) off the plan ignored",
                           f"{int(off.sum())} row(s) of run ids {run_ids_text(runs)} do not match the plan in "
                           f"{METADATA_FILE} (run id, variant, warm-up, order or source): from another benchmark? "
                           "ignored"))
@@ -211,8 +226,8 @@ def check_rows(frame, metadata: dict[str, Any], found: list[tuple[str, str]], cu
         incomplete += [int(r) for r, p in phases.items() if p != full]
     incomplete = sorted(incomplete)
     if incomplete:
-        found.append((f"{len(incomplete)} incomplete run(s) ignored",
+        found.append(Finding(f"{len(incomplete)} incomplete run(s) ignored",
                       f"{len(incomplete)} run(s) lost phase rows, cut short by a crash (run ids {run_ids_text(incomplete)}): "
                       "ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(incomplete)]
-    return frame.reset_index(drop=True)
+    return frame.reset_index(drop=True), tuple(found)
