@@ -26,6 +26,17 @@ class ResultsError(OmniLoaderError):
     """A results directory that cannot be read or continued."""
 
 
+class OptionError(OmniLoaderError, ValueError):
+    """A setting that is not one of its choices (a layout, a construction mode, a dtype)."""
+
+
+def check_choice(option: str, value: object, allowed: tuple[str, ...]) -> None:
+    """The one check of a setting against its choices, for every layer that takes one (a CLI option, a
+    :class:`~omni_loader.token2wav.options.LoadOptions`, ``build_model`` called directly): one message."""
+    if value not in allowed:
+        raise OptionError(f"{option} {value!r} is not one of {', '.join(allowed)}")
+
+
 class PlanError(OmniLoaderError, ValueError):
     """A run plan that cannot be made (unknown order, no runs)."""
 

@@ -239,5 +239,5 @@ def test_empty_construction_touches_no_parameter() -> None:
 
 
 def test_unknown_construction_mode() -> None:
-    with pytest.raises(ValueError, match="construct must be one of"):
+    with pytest.raises(ValueError, match="--construct 'lazy' is not one of resident, upstream-cpu, empty, init"):
         build_model(config_dict("tiny"), device="meta", construct="lazy")

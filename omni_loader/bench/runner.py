@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OmniLoaderError, ResultsError
+from ..errors import ResultsError
 from ..results.integrity import resume_benchmark
 from ..results.lock import writer_lock
 from ..host.machine import Activity
@@ -204,13 +204,11 @@ def check_variants(names: tuple[str, ...] | list[str], custom: tuple[Variant, ..
                    device: str) -> list[Variant]:
     """The variants of a benchmark, checked before any run: known names, steps that import here, and
     no GPU-only variant on a CPU (one line each)."""
-    from ..token2wav.variants import STEPS, resolve_variants
+    from ..token2wav.variants import STEPS, refuse_off_gpu, resolve_variants
 
     chosen = resolve_variants(list(names), list(custom))
     for v in chosen:
         for step in STEPS:
             v.step(step)
-        if v.needs_gpu and not device.startswith("cuda"):
-            raise OmniLoaderError(f"--variants: {v.name} needs a GPU (--device cuda); this machine's run is on "
-                                  f"{device}")
+        refuse_off_gpu(v, device, "the benchmark")
     return chosen

@@ -99,14 +99,13 @@ from torch import nn
 from .checkpoint import Snapshot, iter_token2wav_weights
 from ..host.devices import resolve_device
 from .discovery import count_state_dict_calls
-from ..errors import OmniLoaderError
 from .model import build_model, import_model_code
 from ..names import DIGEST_ALGORITHM, DTYPE_NAMES, OUTER_LOAD_WEIGHTS
 from .options import LoadOptions
 from .steps import (check_all_loaded, hub_check, load_buffers, load_speaker_dict, model_loaded_line,
                     reference_state_dict, split_buffer_entries)
 from ..host.timing import PhaseClock, PhaseRecord
-from .variants import Variant, variant_from
+from .variants import Variant, refuse_off_gpu, variant_from
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
@@ -210,8 +209,7 @@ def load_token2wav(
     layout, dtype, construct = opts.layout, opts.dtype, opts.construct
     spec = variant_from(variant)
     dev = resolve_device(opts.device)
-    if spec.needs_gpu and dev.type != "cuda":
-        raise OmniLoaderError(f"variant {spec.name} needs a GPU (--device cuda); this load is on {dev}")
+    refuse_off_gpu(spec, str(dev))
     discover, load_params = spec.step("discovery"), spec.step("parameters")
     torch_dtype = DTYPES[dtype]  # checked by LoadOptions
     import_model_code()  # a serving stage has imported its model code before it loads; keep imports out of the phases

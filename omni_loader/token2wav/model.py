@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import check_choice
 from ..names import CONSTRUCT_MODES, DATA_DIR, LAYOUTS, SIZES
 
 CHECKPOINT_PREFIX = "token2wav."
@@ -204,10 +205,8 @@ def build_model(
     The anti-alias filters and rotary frequencies are computed by the constructors in every mode,
     because they are buffers the checkpoint does not hold.
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
-    if construct not in CONSTRUCT_MODES:
-        raise ValueError(f"construct must be one of {CONSTRUCT_MODES}, not {construct!r}")
+    check_choice("--layout", layout, LAYOUTS)
+    check_choice("--construct", construct, CONSTRUCT_MODES)
     _, mdl = _modeling()
     from transformers.initialization import no_init_weights
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..errors import OmniLoaderError
+from ..errors import check_choice
 from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, LEGACY_CONSTRUCT_MODES
 
 
@@ -36,8 +36,7 @@ class LoadOptions:
         object.__setattr__(self, "construct", LEGACY_CONSTRUCT_MODES.get(self.construct, self.construct))
         for option, value, allowed in (("--layout", self.layout, LAYOUTS), ("--dtype", self.dtype, DTYPE_NAMES),
                                        ("--construct", self.construct, CONSTRUCT_MODES)):
-            if value not in allowed:
-                raise OmniLoaderError(f"{option} {value!r} is not one of {', '.join(allowed)}")
+            check_choice(option, value, allowed)
         object.__setattr__(self, "device", str(self.device))
 
     def replace(self, **changes: Any) -> LoadOptions:

@@ -177,3 +177,10 @@ def variant_from(value: str | Variant | dict[str, Any]) -> Variant:
     if value not in BUILTIN_VARIANTS:
         raise OmniLoaderError(f"unknown variant {value!r} (built-ins: {', '.join(BUILTIN_VARIANTS)})")
     return BUILTIN_VARIANTS[value]
+
+
+def refuse_off_gpu(variant: Variant, device: str, what: str = "this load") -> None:
+    """The one check that a GPU-only variant (``needs_gpu``: pinned host memory) runs on a GPU: the
+    benchmark asks it before any run, the loader again for a caller that went straight to it."""
+    if variant.needs_gpu and not str(device).startswith("cuda"):
+        raise OmniLoaderError(f"variant {variant.name} needs a GPU (--device cuda); {what} is on {device}")
