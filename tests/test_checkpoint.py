@@ -6,6 +6,8 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -583,3 +585,45 @@ def test_synthesis_bar_counts_tensors_and_goes_when_done(monkeypatch: pytest.Mon
         assert (bar.total, bar.desc, bar.unit, bar.leave) == (3, "writing", "tensor", False)
     finally:
         bar.close()
+
+
+def test_a_shard_or_speaker_file_the_file_system_refuses_is_not_called_damaged(snap_copy: Path) -> None:
+    """A shard removed after the snapshot was opened, and a spk_dict.pt that is a directory: the file system's
+    answer, named as such, not "truncated or corrupt" or "damaged"."""
+    from omni_loader.token2wav.steps import load_speaker_dict
+
+    snap = open_snapshot(snap_copy)
+    shard = snap_copy / sorted(set(snap.weight_map.values()))[0]
+    shard.unlink()
+    with pytest.raises(CheckpointError) as err:
+        list(iter_token2wav_weights(snap))
+    assert str(err.value).startswith(f"cannot read shard {shard}: No such file or directory")
+    assert "corrupt" not in str(err.value)
+    snap.spk_dict_path.unlink()
+    snap.spk_dict_path.mkdir()
+    with pytest.raises(CheckpointError) as err:
+        load_speaker_dict(snap, torch.device("cpu"))
+    assert str(err.value).startswith(f"cannot read speaker dictionary {snap.spk_dict_path}: Is a directory")
+    assert "damaged" not in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.subprocess
+def test_running_out_of_memory_while_reading_a_shard_says_so(tiny_snapshot: Path) -> None:
+    """A real allocation failure (the address space capped just above what the process holds): the error names
+    memory, not the shard's content."""
+    code = (
+        "import resource, sys\n"
+        "import safetensors, torch  # imported before the cap: the cap is for the shard's pages\n"
+        "from omni_loader.token2wav.checkpoint import iter_token2wav_weights, open_snapshot\n"
+        "from omni_loader.errors import OmniLoaderError\n"
+        f"snap = open_snapshot({str(tiny_snapshot)!r})\n"
+        "vm = int(next(l for l in open('/proc/self/status') if l.startswith('VmSize')).split()[1]) * 1024\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (vm + 2**18, resource.RLIM_INFINITY))\n"
+        "try:\n"
+        "    list(iter_token2wav_weights(snap))\n"
+        "except OmniLoaderError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("out of memory reading shard "), (out.stdout, out.stderr[-500:])
+    assert "the file is not to blame" in out.stdout and "corrupt" not in out.stdout

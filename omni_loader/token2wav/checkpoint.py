@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, OmniLoaderError
 from .model import CHECKPOINT_PREFIX, build_model, config_dict
 from ..names import SYNTHETIC_KEY
 
@@ -199,7 +199,21 @@ def iter_token2wav_weights(snapshot: Snapshot) -> Iterator[tuple[str, torch.Tens
         except CheckpointError:
             raise
         except Exception as exc:
-            raise CheckpointError(f"truncated or corrupt shard {path}: {exc}") from None
+            raise read_failure(path, exc, "shard") or CheckpointError(f"truncated or corrupt shard {path}: {exc}") \
+                from None
+
+
+def read_failure(path: Path, exc: BaseException, what: str) -> OmniLoaderError | None:
+    """The error that names the real cause when reading ``path`` failed for a reason other than its content:
+    memory ran out (the machine's problem, not the file's) or the file system refused it (missing, not a
+    file, not readable). None when the content is to blame: the caller says it is damaged."""
+    if isinstance(exc, MemoryError):
+        return OmniLoaderError(f"out of memory reading {what} {path} ({exc}): the machine ran out, the file is not "
+                               "to blame; free memory (or lift the process's memory limit) and run again")
+    if isinstance(exc, OSError):
+        return CheckpointError(f"cannot read {what} {path}: {exc.strerror or exc} (the file system's answer; the "
+                               "file's content was not read)")
+    return None
 
 # --------------------------------------------------------------------------- writing
 

@@ -231,10 +231,11 @@ def load_speaker_dict(snapshot: Snapshot, device: torch.device) -> dict[str, Any
         return torch.load(snapshot.spk_dict_path, map_location=device, weights_only=True)
     except Exception as exc:  # one line: torch's weights-only message is paragraphs long
         from ..errors import one_line
+        from .checkpoint import read_failure
 
-        raise CheckpointError(f"cannot read speaker dictionary {snapshot.spk_dict_path} ({one_line(str(exc), 160)}):"
-                              " the file is damaged or not a torch dictionary; restore spk_dict.pt from the model "
-                              "snapshot") from None
+        raise read_failure(snapshot.spk_dict_path, exc, "speaker dictionary") or CheckpointError(
+            f"cannot read speaker dictionary {snapshot.spk_dict_path} ({one_line(str(exc), 160)}): the file is damaged "
+            "or not a torch dictionary; restore spk_dict.pt from the model snapshot") from None
 
 
 def check_all_loaded(model: nn.Module, loaded: dict[str, set[int]], fused: bool) -> None:
