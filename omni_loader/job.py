@@ -39,7 +39,8 @@ def reproduce(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot: Sna
     from .token2wav.variants import variant_from
 
     snapshot = snapshot or open_snapshot(spec.checkpoint)
-    check_variants(spec.variants, [variant_from(v) for v in spec.custom_variants], spec.load.device)
+    check_variants(spec.variants, [variant_from(v) for v in spec.custom_variants], spec.load.device,
+                   timeout=spec.worker_timeout)
     with writer_lock(out):  # one writer for the whole job: benchmark, profiles, startup runs, report
         out = run_benchmark(spec, out, snapshot=snapshot, resume=resume, progress=progress)
         if profile:

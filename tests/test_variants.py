@@ -167,3 +167,62 @@ def test_parameter_loading_alternatives_load_the_same_model(tiny_snapshot: Path,
     _, transformers_ref = load_token2wav(snapshot, "optimized", layout="transformers")
     _, transformers_alt = load_token2wav(snapshot, variant, layout="transformers")
     assert transformers_alt.digest == transformers_ref.digest
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(("body", "said"), [
+    ("import time\ntime.sleep(600)\n", "did not finish in 3 s (a step file that hangs at import?)"),
+    ("import os\nos._exit(3)\n", "the process ended with status 3 and no word (os._exit or a crash at import?)"),
+])
+def test_a_step_file_that_hangs_or_exits_at_import_is_one_line_before_any_run(tiny_snapshot: Path, tmp_path: Path,
+                                                                           body: str, said: str) -> None:
+    """The user's steps are imported in a child under the limit, not in the benchmark: a hang is killed, an exit
+    named, and nothing is written."""
+    step = tmp_path / "bad_steps.py"
+    step.write_text(body + "def find(model):\n    return {}\n")
+    out = tmp_path / "res"
+    proc = subprocess.run([sys.executable, "-m", "omni_loader", "reproduce", "--checkpoint", str(tiny_snapshot),
+                           "--variant", f"bad=discovery:{step}:find", "--variants", "optimized,bad", "--worker-timeout",
+                           "3", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["omni-loader: error: --variant bad: " + (
+        f"importing its discovery step {step}:find {said}; set --worker-timeout to allow longer" if "finish" in said
+        else f"its discovery step {step}:find cannot be imported: {said}")]
+    assert not out.exists()
+
+
+@pytest.mark.subprocess
+def test_ctrl_c_before_the_benchmark_starts_offers_no_resume(tiny_snapshot: Path, tmp_path: Path) -> None:
+    """Interrupted while the steps are being imported: nothing was saved, and no --resume is offered for a
+    directory that does not exist."""
+    import signal
+    import time
+
+    step = tmp_path / "slow_steps.py"
+    step.write_text("import time\ntime.sleep(600)\ndef find(model):\n    return {}\n")
+    out = tmp_path / "res"
+    proc = subprocess.Popen([sys.executable, "-m", "omni_loader", "reproduce", "--checkpoint", str(tiny_snapshot),
+                             "--variant", f"slow=discovery:{step}:find", "--variants", "optimized,slow", "--out",
+                             str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _cmdlines_with(str(step), "resolve_step"):  # the import probe runs
+        time.sleep(0.1)
+    assert _cmdlines_with(str(step), "resolve_step"), "the step import never started"
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    assert output.strip().splitlines()[-1] == f"interrupted before the benchmark started: nothing was saved ({out} was not made)"
+    assert "--resume" not in output and not out.exists()
+
+
+def _cmdlines_with(*texts: str) -> list[int]:
+    """The pids whose command line holds every one of ``texts``."""
+    pids = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            line = (entry / "cmdline").read_bytes().decode(errors="replace")
+            if all(t in line for t in texts):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids

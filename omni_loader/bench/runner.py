@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ResultsError
+from ..errors import OmniLoaderError, ResultsError
 from ..results.integrity import resume_benchmark
 from ..results.lock import writer_lock
 from ..host.machine import Activity
@@ -201,14 +201,62 @@ def benchmark_spec(snapshot: Snapshot, options: LoadOptions | None = None, *,
 
 
 def check_variants(names: tuple[str, ...] | list[str], custom: tuple[Variant, ...] | list[Variant],
-                   device: str) -> list[Variant]:
-    """The variants of a benchmark, checked before any run: known names, steps that import here, and
-    no GPU-only variant on a CPU (one line each)."""
+                   device: str, timeout: float | None = None) -> list[Variant]:
+    """The variants of a benchmark, checked before any run: known names, steps that import (a user's in a
+    child process, :func:`probe_user_steps`), and no GPU-only variant on a CPU (one line each)."""
     from ..token2wav.variants import STEPS, refuse_off_gpu, resolve_variants
 
     chosen = resolve_variants(list(names), list(custom))
     for v in chosen:
         for step in STEPS:
-            v.step(step)
+            if getattr(v, step).startswith("builtin:"):
+                v.step(step)  # the kit's own: known to import, and quickly
         refuse_off_gpu(v, device, "the benchmark")
+    probe_user_steps(chosen, timeout)
     return chosen
+
+
+STEP_IMPORT_LIMIT = 120.0  # seconds a user's step may take to import when no --worker-timeout is given
+
+
+def probe_user_steps(chosen: list[Variant], timeout: float | None = None) -> None:
+    """Import the user's steps once in a child process, where a limit applies, before any run.
+
+    Why not here: a step file runs its own code at import, and code that hangs or calls ``os._exit``
+    would hang or end the benchmark itself (no timeout reaches the main process, and the exit would
+    come with no word). In a child, a hang is killed after ``timeout`` (``--worker-timeout``, else
+    :data:`STEP_IMPORT_LIMIT`) and an exit is named; each is one line naming the variant and the step.
+    """
+    import subprocess
+    import sys
+
+    from ..host.procs import stop_group
+    from ..token2wav.variants import STEPS
+
+    refs = [(v.name, step, getattr(v, step)) for v in chosen for step in STEPS
+            if not getattr(v, step).startswith("builtin:")]
+    if not refs:
+        return
+    code = ("import sys\nfrom omni_loader.errors import OmniLoaderError\nfrom omni_loader.token2wav.variants import "
+            "resolve_step\nfor i, (which, ref) in enumerate(%r):\n    print(i, flush=True)\n    try:\n"
+            "        resolve_step(ref, which)\n    except OmniLoaderError as exc:\n"
+            "        print(exc, file=sys.stderr)\n        sys.exit(2)\n" % [(w, r) for _, w, r in refs])
+    limit = timeout or STEP_IMPORT_LIMIT
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except BaseException as exc:
+        stop_group(proc.pid, grace=0, leader=proc)
+        out, err = proc.communicate()
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            raise
+        name, which, ref = refs[int(out.split()[-1]) if out.split() else 0]
+        raise OmniLoaderError(f"--variant {name}: importing its {which} step {ref} did not finish in {limit:g} s (a "
+                              "step file that hangs at import?); set --worker-timeout to allow longer") from None
+    if proc.returncode:
+        name, which, ref = refs[int(out.split()[-1]) if out.split() else 0]
+        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+        reason = lines[-1] if lines else (f"the process ended with status {proc.returncode} and no word (os._exit or a "
+                                          "crash at import?)")
+        raise OmniLoaderError(f"--variant {name}: its {which} step {ref} cannot be imported: {reason}")

@@ -115,6 +115,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         reproduce(spec, out, snapshot=snapshot, resume=args.resume, profile=args.profile,
                   with_startup=args.with_startup)
     except KeyboardInterrupt:
+        if not (out / METADATA_FILE).is_file():  # stopped before the benchmark began: there is nothing to resume
+            print(f"interrupted before the benchmark started: nothing was saved{'' if out.exists() else f' ({out} was not made)'}")
+            return 130
         print(f"interrupted: {saved_runs(out)} run(s) saved in {out}; continue with: {resume_command(out, {})}")
         return 130
     report = out / REPORT_FILE
