@@ -470,3 +470,45 @@ def test_reproduce_with_startup_makes_a_suite_of_two_benchmarks(tiny_snapshot, t
     assert argv[argv.index("--construct") + 1] == "empty" and argv[argv.index("--device") + 1] == "cpu"
     assert startup["environment"]["device"] == "cpu"
     assert set(check.frame[check.frame["source"] == "server"]["run_id"]) == {2, 3}
+
+
+# A server that writes 60 MB of output around its figure line before it answers.
+CHATTY = r"""
+import http.server, sys
+port = int(sys.argv[1])
+line = "x" * 999 + "\n"
+sys.stdout.write(line * 30_000)
+print("INFO Loading weights took 0.25 seconds", flush=True)
+sys.stdout.write(line * 30_000)
+sys.stdout.flush()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+@pytest.mark.subprocess
+def test_serve_ab_reads_a_huge_log_a_line_at_a_time_and_keeps_its_ends(tmp_path):
+    """60 MB of server output: the figure in its middle is found, serve-ab's own memory stays far below the
+    log's size, and the log kept is its first and last megabytes with a line saying what was cut."""
+    marker, port = _marker(), free_port()
+
+    def serve_ab_peak_kib(server: str, out: Path) -> int:
+        argv = ["serve-ab", "--baseline-cmd", _cmd(server, port, marker), "--optimized-cmd", _cmd(server, port, marker),
+                "--health-url", f"http://127.0.0.1:{port}/health", "--warmup", "0", "--runs", "1", "--out", str(out)]
+        code = (f"import sys\nfrom omni_loader.cli import main\ncode = main({argv!r})\n"
+                "print('VmHWM', next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
+                "sys.exit(code)\n")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return int(proc.stdout.split("VmHWM")[-1].split()[0])
+
+    quiet, chatty = serve_ab_peak_kib(HEALTHY, tmp_path / "quiet"), serve_ab_peak_kib(CHATTY, tmp_path / "ab")
+    frame = read_runs(tmp_path / "ab")
+    assert set(frame[frame["phase"] == "weight_loading"]["seconds"]) == {0.25}
+    assert chatty - quiet < 45 * 1024, (quiet, chatty)  # the log is 60 MB: read whole, it put 120 MB or more on the peak
+    for log in (tmp_path / "ab" / "logs").glob("*.log"):
+        assert log.stat().st_size < 21 << 20
+        assert b"bytes of this log cut here (kept: the first 16,777,216 and the last 4,194,304)" in log.read_bytes()

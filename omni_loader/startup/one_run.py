@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import OmniLoaderError
-from .logfigures import extract_figures
+from .logfigures import extract_figures_from_file
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
 from ..results.planner import PlannedRun
@@ -242,10 +242,43 @@ def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeo
     if left and error is None:
         error = f"processes {left} of the server's group survived SIGKILL"
     try:
-        text = log.read_text(errors="replace")
+        figures = extract_figures_from_file(log, patterns)  # a line at a time: a 200 MB log costs no 200 MB
+        bound_log(log)
     except OSError:
-        text = ""
+        figures = []
     status = "ok" if seconds is not None and error is None else "failed"
     if error:
         error = f"{error}; log {log}"
-    return RunOutcome(run, status, seconds if status == "ok" else None, error, log, extract_figures(text, patterns))
+    return RunOutcome(run, status, seconds if status == "ok" else None, error, log, figures)
+
+
+LOG_KEPT = (16 << 20, 4 << 20)  # bytes of a run's log kept from its start and from its end
+
+
+def bound_log(path: Path, kept: tuple[int, int] = LOG_KEPT) -> int:
+    """Cut a finished run's log to its first and last bytes (:data:`LOG_KEPT`), with a line saying what was cut.
+
+    Why: a server that writes hundreds of MB per start would make every serve-ab directory that big,
+    once per run. The start (the startup markers a timeline reads) and the end (how it stopped) are
+    what a reader needs; the figures were read from the whole log first. Returns the bytes dropped.
+    """
+    head, tail = kept
+    size = path.stat().st_size
+    if size <= head + tail:
+        return 0
+    tmp = path.with_name(path.name + ".tmp")
+    with open(path, "rb") as src, open(tmp, "wb") as dst:
+        _copy(src, dst, head)
+        dst.write(f"\n# omni-loader serve-ab: {size - head - tail:,} bytes of this log cut here (kept: the first "
+                  f"{head:,} and the last {tail:,})\n".encode())
+        src.seek(size - tail)
+        _copy(src, dst, tail)
+    os.replace(tmp, path)
+    return size - head - tail
+
+
+def _copy(src: Any, dst: Any, count: int, block: int = 1 << 20) -> None:
+    """``count`` bytes from ``src`` to ``dst``, a block at a time (never the whole span in memory)."""
+    while count > 0 and (data := src.read(min(block, count))):
+        dst.write(data)
+        count -= len(data)
