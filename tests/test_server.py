@@ -512,3 +512,31 @@ def test_serve_ab_reads_a_huge_log_a_line_at_a_time_and_keeps_its_ends(tmp_path)
     for log in (tmp_path / "ab" / "logs").glob("*.log"):
         assert log.stat().st_size < 21 << 20
         assert b"bytes of this log cut here (kept: the first 16,777,216 and the last 4,194,304)" in log.read_bytes()
+
+
+# A server whose helper leaves its process group (a session of its own), as a daemonising child does.
+ESCAPING = r"""
+import http.server, subprocess, sys
+port, marker = int(sys.argv[1]), sys.argv[2]
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", marker], start_new_session=True)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def test_a_server_helper_that_left_its_group_is_stopped_and_named(tmp_path):
+    """Stopping the group cannot reach a helper in its own session; as its subreaper serve-ab gets it back
+    when the server dies, stops it, and says so in the run's log."""
+    marker, port = _marker(), free_port()
+    out = serve_ab(_cmd(ESCAPING, port, marker), _cmd(HEALTHY, port, marker), f"http://127.0.0.1:{port}/health",
+                   tmp_path / "ab", warmup=0, runs=1, timeout=60.0, grace=0.5, progress=False)
+    assert marker_processes(marker) == []
+    frame = read_runs(out)
+    assert set(frame[frame["phase"] == "startup_to_health"]["status"]) == {"ok"}
+    said = [ln for log in sorted((out / "logs").glob("*-baseline.log")) for ln in log.read_text().splitlines()
+            if "outside its process group" in ln]
+    assert len(said) == 1 and said[0].startswith("# omni-loader serve-ab: the server left 1 process(es) running "
+                                                 "outside its process group; stopped: pid ") and marker in said[0]

@@ -6,11 +6,13 @@ it (a leftover server keeps the next run's port; a leftover worker keeps its mem
 child is started as the leader of a process group of its own (``start_new_session=True``, or
 ``os.setsid()`` in a forked worker), so stopping it means stopping its group: SIGTERM to every
 member, SIGKILL to whatever is left after a grace period, the leader reaped. Members are found
-with psutil (a process that left the group's session is not followed; none of ours does).
+with psutil. A process that leaves the group (``setsid`` in a server's child) is caught by
+:func:`adopting_orphans`: the kit becomes its subreaper, so it comes back to the kit when its parent dies.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import shutil
@@ -18,6 +20,8 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -142,3 +146,49 @@ def remove_dead_owners_dirs(prefix: str, root: str | None = None) -> tuple[str, 
             shutil.rmtree(path, ignore_errors=True)
             removed.append(str(path))
     return tuple(removed)
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def _set_subreaper(on: bool) -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux); False where it cannot."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+@contextmanager
+def adopting_orphans() -> Iterator[Callable[[], list[str]]]:
+    """While inside, processes that a child leaves behind come back to this process; the function yielded
+    kills and reaps those that appeared since entry and names them (``pid 123 (cmd...)``).
+
+    Why: a server may start a helper in a session of its own, out of its process group, so stopping the
+    group leaves the helper running (holding a port, memory, a GPU). As a subreaper (``prctl
+    PR_SET_CHILD_SUBREAPER``), this process inherits such a helper when its parent dies, so it can be
+    found among this process's children and stopped. Without prctl (not Linux) nothing is adopted and
+    the function finds only the children this process started itself.
+    """
+    me = psutil.Process()
+    before = {p.pid for p in me.children()}
+    enabled = _set_subreaper(True)
+
+    def survivors() -> list[str]:
+        named = []
+        for child in me.children():
+            if child.pid in before:
+                continue
+            try:
+                named.append(f"pid {child.pid} ({' '.join(child.cmdline())[:200]})")
+                child.kill()
+                child.wait(timeout=KILL_WAIT)
+            except psutil.Error:
+                continue
+        return named
+
+    try:
+        yield survivors
+    finally:
+        if enabled:
+            _set_subreaper(False)

@@ -40,7 +40,7 @@ from .logfigures import extract_figures_from_file
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
 from ..results.planner import PlannedRun
-from ..host.procs import stop_group
+from ..host.procs import adopting_orphans, stop_group
 from ..results.rows import RunRow
 
 PHASE = "startup_to_health"
@@ -231,16 +231,22 @@ def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeo
         error = f"port {host}:{port} of {url} is still in use after {port_wait:g} s; run not started"
         return RunOutcome(run, "failed", None, error, log)
     started = time.perf_counter()
-    try:
-        proc = launch(argv, log)
-    except OSError as exc:
-        return RunOutcome(run, "failed", None, f"cannot start {argv[0]}: {exc.strerror or exc}", log)
-    try:
-        seconds, error = wait_healthy(proc, url, started, timeout, poll_interval)
-    finally:
-        left = stop_group(proc.pid, grace, leader=proc)  # start_new_session: the leader's pid is the group id
+    with adopting_orphans() as escaped:  # a helper that left the server's group comes back here when it dies
+        try:
+            proc = launch(argv, log)
+        except OSError as exc:
+            return RunOutcome(run, "failed", None, f"cannot start {argv[0]}: {exc.strerror or exc}", log)
+        try:
+            seconds, error = wait_healthy(proc, url, started, timeout, poll_interval)
+        finally:
+            left = stop_group(proc.pid, grace, leader=proc)  # start_new_session: the leader's pid is the group id
+            stopped = escaped()
     if left and error is None:
         error = f"processes {left} of the server's group survived SIGKILL"
+    if stopped:
+        with open(log, "ab") as fh:
+            fh.write(f"# omni-loader serve-ab: the server left {len(stopped)} process(es) running outside its "
+                     f"process group; stopped: {'; '.join(stopped)}\n".encode())
     try:
         figures = extract_figures_from_file(log, patterns)  # a line at a time: a 200 MB log costs no 200 MB
         bound_log(log)
