@@ -133,7 +133,8 @@ def test_extract_figures_units_and_repeats():
     )
     patterns = {**DEFAULT_PATTERNS, "tok": r"tokenizer warm-up took (\d+)", "named": r"(?P<value>[0-9.]+) (?P<unit>ms)"}
     figures = extract_figures(log, patterns)
-    assert figures[:2] == [("weight_loading", 1.52), ("weight_loading#2", 0.62)]
+    # two processes' lines: each figure is keyed by whose line it is, not by its place in the log
+    assert figures[:2] == [("weight_loading@Stage-0", 1.52), ("weight_loading@Stage-1", 0.62)]
     assert ("model_loading", 12.345678) in figures and ("model_loading#2", 3.5) in figures
     assert ("buffer_discovery", pytest.approx(0.456946)) in [(n, pytest.approx(s)) for n, s in figures]
     assert dict(figures)["buffer_discovery"] == pytest.approx(0.456946)
@@ -141,6 +142,28 @@ def test_extract_figures_units_and_repeats():
     assert dict(figures)["named"] == pytest.approx(0.456946)
     assert "init_engine" not in dict(figures)
     assert to_seconds(1500, "us") == pytest.approx(0.0015) and to_seconds(3, None) == 3
+
+
+def test_interleaved_stages_figures_are_keyed_by_stage_not_by_order(tmp_path):
+    """Stages start together: stage 2's line may come first. Its figure is stage 2's, in a text and in a file
+    read a line at a time, with ANSI colours and the newer replica tags; a one-stage log keeps plain names."""
+    from omni_loader.startup.logfigures import extract_figures_from_file
+
+    log = ("\x1b[32m(EngineCore_DP0 pid=40) [Stage-2] INFO 02-27 08:54:08 [default_loader.py:293] Loading weights took "
+           "1.51 seconds\x1b[0m\n"
+           "(EngineCore_DP0 pid=20) [Stage-0] INFO 02-27 08:54:15 [default_loader.py:293] Loading weights took 8.72 "
+           "seconds\n"
+           "(StageEngineCoreProc_stage0_replica1 pid=21) INFO 02-27 08:54:16 [default_loader.py:293] Loading weights "
+           "took 8.80 seconds\n"
+           "(EngineCore_DP0 pid=40) [Stage-2] INFO 02-27 08:54:18 [default_loader.py:293] Loading weights took 0.50 "
+           "seconds\n")
+    expected = [("weight_loading@stage-2", 1.51), ("weight_loading@stage-0", 8.72),
+                ("weight_loading@stage-0/replica1", 8.80), ("weight_loading@stage-2#2", 0.50)]
+    assert extract_figures(log, DEFAULT_PATTERNS) == expected
+    (tmp_path / "s.log").write_text(log)
+    assert extract_figures_from_file(tmp_path / "s.log", DEFAULT_PATTERNS) == expected
+    one = "(EngineCore_DP0 pid=4) [Stage-0] INFO 01-01 00:00:01 [s.py:1] Loading weights took 0.25 seconds\n"
+    assert extract_figures(one * 2, DEFAULT_PATTERNS) == [("weight_loading", 0.25), ("weight_loading#2", 0.25)]
 
 
 def test_pattern_arguments_are_checked():

@@ -242,7 +242,9 @@ def test_the_prefilter_is_literal_text_every_match_contains() -> None:
         assert literal_part(none) is None, none
     assert all(m.keyword for m in DEFAULT_MARKERS)
     for marker in DEFAULT_MARKERS:  # every default marker's own example line holds its keyword
-        assert marker.keyword in three_stage_log() or marker.name in ("model_loaded",), marker.name
+        # the kit's stage server's own line (the PR's row) is in no vLLM-Omni log
+        assert marker.keyword in three_stage_log() or marker.name in ("model_loaded", "token2wav_weight_loading"), \
+            marker.name
 
 
 def test_a_file_that_is_not_a_log_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

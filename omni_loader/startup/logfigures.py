@@ -21,8 +21,8 @@ from ..errors import OmniLoaderError
 
 # Figures read from server logs. The first capture group (or a group named ``value``) is the number;
 # its unit is a group named ``unit`` if the pattern has one, else the word that follows the number
-# in the log (ms, s, seconds, min, ...), else seconds. Every match counts: the first is recorded as
-# NAME, later ones (e.g. one per vLLM-Omni stage) as NAME#2, NAME#3, ...
+# in the log (ms, s, seconds, min, ...), else seconds. Every match counts, keyed by its stage where a
+# pattern matches lines of several (NAME@stage-2), else NAME, NAME#2, NAME#3, ... (see extract_figures).
 DEFAULT_PATTERNS: dict[str, str] = {
     # vLLM's default model loader, and stage-server
     "weight_loading": r"Loading weights took ([0-9.]+) seconds",
@@ -89,11 +89,35 @@ def to_seconds(value: float, unit: str | None) -> float:
 def extract_figures(text: str, patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
     """Every figure the patterns find in ``text``, as ``(name, seconds)``, in pattern order.
 
-    Repeated matches of one pattern are named NAME, NAME#2, NAME#3, ... in log order.
+    Where a pattern's matches come from lines of several stages (or processes), each is named by its
+    stage, never by its place in the file: stages start together and their lines interleave, so the
+    second ``Loading weights took`` may be any stage's. ``NAME@stage-2``, ``NAME@stage-0/replica1``;
+    repeats within one stage, and the matches of a log with one stage or none, are NAME, NAME#2, ...
+    in log order.
     """
-    compiled = compile_patterns(patterns)
-    found = {name: _matches(rx, text) for name, rx in compiled.items()}
-    return [(name if i == 0 else f"{name}#{i + 1}", v) for name, values in found.items() for i, v in enumerate(values)]
+    found: dict[str, list[tuple[str | None, float]]] = {}
+    for name, rx in compile_patterns(patterns).items():
+        found[name] = [(figure_lane(_line_at(text, start)), value) for start, value in _matches(rx, text)]
+    return _named(found)
+
+
+def _line_at(text: str, position: int) -> str:
+    start = text.rfind("\n", 0, position) + 1
+    end = text.find("\n", position)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def _named(found: dict[str, list[tuple[str | None, float]]]) -> list[tuple[str, float]]:
+    """``(name, seconds)`` of every match, keyed by stage where one pattern's matches span several."""
+    out: list[tuple[str, float]] = []
+    for name, hits in found.items():
+        keyed = len({lane for lane, _ in hits}) > 1
+        seen: dict[str, int] = {}
+        for lane, value in hits:
+            key = f"{name}@{lane}" if keyed and lane else name
+            seen[key] = seen.get(key, 0) + 1
+            out.append((key if seen[key] == 1 else f"{key}#{seen[key]}", value))
+    return out
 
 
 LINE_CHUNK = 1 << 20  # characters read at a time from a log file: a line longer than this is read in pieces
@@ -108,18 +132,19 @@ def extract_figures_from_file(path: str | os.PathLike[str],
     split across the cut of a line longer than a chunk is.
     """
     compiled = compile_patterns(patterns)
-    found: dict[str, list[float]] = {name: [] for name in compiled}
+    found: dict[str, list[tuple[str | None, float]]] = {name: [] for name in compiled}
     with open(path, encoding="utf-8", errors="replace") as fh:
         while line := fh.readline(LINE_CHUNK):
             for name, rx in compiled.items():
                 if rx.search(line):
-                    found[name] += _matches(rx, line)
-    return [(name if i == 0 else f"{name}#{i + 1}", v) for name, values in found.items() for i, v in enumerate(values)]
+                    lane = figure_lane(line)
+                    found[name] += [(lane, value) for _, value in _matches(rx, line)]
+    return _named(found)
 
 
-def _matches(rx: re.Pattern[str], text: str) -> list[float]:
-    """The figures (in seconds) of every match of ``rx`` in ``text``, in order."""
-    out: list[float] = []
+def _matches(rx: re.Pattern[str], text: str) -> list[tuple[int, float]]:
+    """(where, seconds) of every match of ``rx`` in ``text``, in order."""
+    out: list[tuple[int, float]] = []
     for m in rx.finditer(text):
         group: int | str = "value" if "value" in rx.groupindex else 1
         raw = m.group(group)
@@ -134,7 +159,7 @@ def _matches(rx: re.Pattern[str], text: str) -> list[float]:
         else:
             after = _UNIT_AFTER.match(text, m.end(group))
             unit = after.group(1) if after else None
-        out.append(to_seconds(value, unit))
+        out.append((m.start(), to_seconds(value, unit)))
     return out
 
 
@@ -154,6 +179,25 @@ PID = re.compile(r"pid=(\d+)\)")
 PROCESS_STAGE = re.compile(r"stage_?(\d+)", re.IGNORECASE)
 PROCESS_REPLICA = re.compile(r"(?:replica_?|_DP)(\d+)")
 SERVE_AB_HEADER = re.compile(r"# omni-loader serve-ab: run (?P<run>\d+), (?P<variant>[\w-]+)(?P<warmup>, warm-up)?")
+
+
+def line_tags(head: re.Match[str] | None) -> tuple[str | None, int, str, int | None]:
+    """(stage, replica, process, pid) of a line's :data:`HEADER` match: ``stage-N`` from its stage tag, else
+    from the stage its process tag names (``StageEngineCoreProc_stage0_replica1``), else None."""
+    process, pid, stage = ((head["process"] or "").strip(), head["pid"], head["stage"]) if head else ("", None, None)
+    if stage is None and process and (m := PROCESS_STAGE.search(process)):
+        stage = m.group(1)
+    m = PROCESS_REPLICA.search(process) if process and stage is not None else None
+    return (f"stage-{int(stage)}" if stage is not None else None), int(m.group(1)) if m else 0, process, \
+        int(pid) if pid else None
+
+
+def figure_lane(line: str) -> str | None:
+    """Whose figure a log line holds: ``stage-2``, ``stage-0/replica1``, the process tag, or None (untagged)."""
+    stage, replica, process, _ = line_tags(HEADER.match(ANSI.sub("", line)))
+    if stage:
+        return stage if not replica else f"{stage}/replica{replica}"
+    return process or None
 
 
 def literal_part(pattern: str) -> str | None:

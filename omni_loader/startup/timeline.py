@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OmniLoaderError
-from .logfigures import (ANSI, DEFAULT_MARKERS, HEADER, PID, PROCESS_REPLICA, PROCESS_STAGE, SERVE_AB_HEADER, STAMPED,
+from .logfigures import (ANSI, DEFAULT_MARKERS, HEADER, PID, SERVE_AB_HEADER, STAMPED, line_tags,
                          TOKEN2WAV, LogClock, Marker, line_blocks, to_seconds)
 
 SERVER_LANE, UNEXPLAINED, AFTER_STAGES = "server", "(unexplained)", "after stages"
@@ -244,15 +244,10 @@ def _cover(lane: str, phases: Sequence[Record], start: float, end: float, min_ga
 
 def _lane_key(head: re.Match[str] | None, named_stage: str | None = None) -> tuple[str, int, str, int | None]:
     """(stage, replica, process, pid) of a line: its stage tag, else the stage its process names, else the process."""
-    process, pid, stage = ((head["process"] or "").strip(), head["pid"], head["stage"]) if head else ("", None, None)
-    if stage is None and process and (m := PROCESS_STAGE.search(process)):
-        stage = m.group(1)
-    m = PROCESS_REPLICA.search(process) if process and stage is not None else None
-    replica = int(m.group(1)) if m else 0
     if named_stage is not None:  # the orchestrator's "Stage-1 reported ready" is stage 1's
         return f"stage-{int(named_stage)}", 0, "", None
-    return (f"stage-{int(stage)}" if stage is not None else process or SERVER_LANE), replica, process, \
-        int(pid) if pid else None
+    stage, replica, process, pid = line_tags(head)
+    return stage or process or SERVER_LANE, replica, process, pid
 
 
 class _Scanner:
