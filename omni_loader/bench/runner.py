@@ -32,9 +32,10 @@ from ..results.metadata import now_iso
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
 from ..results.planner import PlannedRun
-from ..results.rows import append_rows, failed_row, rows_for_run
+from ..results.lifecycle import Recording, recording
+from ..results.rows import failed_row, rows_for_run
 from .spec import BenchmarkSpec, spec_conflicts
-from ..results.suite import METADATA_FILE, benchmark_record, read_metadata, store_benchmark, with_status
+from ..results.suite import METADATA_FILE, benchmark_record, read_metadata
 
 if TYPE_CHECKING:
     from ..token2wav.checkpoint import Snapshot
@@ -69,23 +70,23 @@ def run_benchmark(
     with writer_lock(out):
         plan = spec.plan()
         record, done = _resumed(spec, out) if resume else (_started(spec, out, plan, snapshot), frozenset())
-        store_benchmark(out, MEMBER, record)
         todo = [r for r in plan if r.run_id not in done]
         activity = Activity.start()  # what else the machine did meanwhile: the report warns when it was busy
-        try:
-            _run_all(spec, out, plan, todo, progress, on_start)
-        except KeyboardInterrupt:
-            store_benchmark(out, MEMBER, with_status({**record, "activity": activity.finish()}, "interrupted"))
-            if spec.workers == "forkserver":
-                from .worker import stop_forkserver
+        with recording(out, MEMBER, record) as rec:
+            try:
+                _run_all(spec, rec, plan, todo, progress, on_start)
+            except KeyboardInterrupt:
+                if spec.workers == "forkserver":
+                    from .worker import stop_forkserver
 
-                stop_forkserver()
-            raise
-        store_benchmark(out, MEMBER, with_status({**record, "activity": activity.finish()}, "complete"))
+                    stop_forkserver()
+                raise
+            finally:
+                rec.update(activity=activity.finish())
     return out
 
 
-def _run_all(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], todo: list[PlannedRun], progress: bool,
+def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: list[PlannedRun], progress: bool,
              on_start: Callable[[PlannedRun, int], None] | None) -> None:
     """Run ``todo``, appending each run's rows (or its failure) the moment it ends."""
     from ..progress import progress_bar  # a widget in JupyterLab, a few whole lines in logs and saved notebooks
@@ -105,12 +106,12 @@ def _run_all(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], todo: list[
             try:
                 result = run_isolated(spec.request(run), spec.workers, watch.seconds,
                                       on_start=(lambda pid, run=run: on_start(run, pid)) if on_start else None)
-                append_rows(out, rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
+                rec.ran(rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
                 if run.warmup:
                     watch.saw_warmup(time.perf_counter() - started)
             except WorkerFailed as exc:
-                append_rows(out, [failed_row(run, watch.explain(str(exc)), time.perf_counter() - started, began,
-                                             now_iso(precise=True))])
+                rec.ran([failed_row(run, watch.explain(str(exc)), time.perf_counter() - started, began,
+                                    now_iso(precise=True))])
             bar.update(1)
     finally:
         bar.close()

@@ -37,10 +37,11 @@ from ..results.lock import writer_lock
 from .logfigures import DEFAULT_PATTERNS, compile_patterns
 from ..names import VARIANTS
 from ..results.planner import PlannedRun, plan_runs
-from ..results.rows import RUNS_FILE, append_rows, read_runs
+from ..results.lifecycle import recording
+from ..results.rows import RUNS_FILE, read_runs
 from .one_run import (PHASE, SOURCE, Command, RunOutcome, health_address, run_one,
                       split_command)
-from ..results.suite import METADATA_FILE, benchmark, benchmark_record, read_metadata, store_benchmark, with_status
+from ..results.suite import METADATA_FILE, benchmark, benchmark_record, read_metadata
 
 # Re-exported: the parts of serve-ab that live in their own modules, by the names callers import from here.
 __all__ = ["SPEC_OPTIONS", "StartupSpec", "resume_serve_ab", "run_serve_ab", "saved_serve_ab", "serve_ab",
@@ -174,26 +175,21 @@ def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progr
             done, counts = frozenset(), {"ok": 0, "failed": 0}
         logs = out / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        store_benchmark(out, MEMBER, with_status(record, "running", runs_ok=counts["ok"], runs_failed=counts["failed"]))
         report = _Reporter(progress, len(plan), len(done))
         report.line(f"{len(plan)} runs ({spec.warmup} warm-up of each, then {spec.runs} of each, {spec.order}); "
                     f"health {spec.health_url}; logs in {logs}")
-        status = "interrupted"
-        try:
-            compiled = compile_patterns(spec.patterns)
-            for run in (r for r in plan if r.run_id not in done):
-                outcome = run_one(run, spec.command(run.variant), spec.health_url, logs, timeout=spec.timeout_s,
-                                  grace=spec.grace_s, poll_interval=spec.poll_interval_s, port_wait=spec.port_wait_s,
-                                  patterns=compiled)
-                append_rows(out, outcome.rows())
-                counts[outcome.status] += 1
-                store_benchmark(out, MEMBER, with_status(record, "running", runs_ok=counts["ok"],
-                                                         runs_failed=counts["failed"]))
-                report.run(outcome)
-            status = "complete"
-        finally:
-            report.close()
-            store_benchmark(out, MEMBER, with_status(record, status, runs_ok=counts["ok"], runs_failed=counts["failed"]))
+        with recording(out, MEMBER, record, runs_ok=counts["ok"], runs_failed=counts["failed"]) as rec:
+            try:
+                compiled = compile_patterns(spec.patterns)
+                for run in (r for r in plan if r.run_id not in done):
+                    outcome = run_one(run, spec.command(run.variant), spec.health_url, logs, timeout=spec.timeout_s,
+                                      grace=spec.grace_s, poll_interval=spec.poll_interval_s,
+                                      port_wait=spec.port_wait_s, patterns=compiled)
+                    counts[outcome.status] += 1
+                    rec.ran(outcome.rows(), runs_ok=counts["ok"], runs_failed=counts["failed"])
+                    report.run(outcome)
+            finally:
+                report.close()
     return out
 
 
