@@ -762,3 +762,25 @@ def test_an_unreadable_schema_version_is_named_exactly(tmp_path, content, versio
     hint = " (upgrade omni-loader to read it)" if version == "4" else ""
     assert str(caught.value) == (f"{tmp_path / METADATA_FILE} has schema_version {version}; "
                                  f"this omni-loader reads versions 1, 2, 3{hint}")
+
+
+def test_a_recording_ends_complete_or_interrupted_however_its_block_ends(tmp_path: Path) -> None:
+    """The one lifecycle of both A/Bs: running while the block runs (rows appended as runs end, fields stored
+    with them), complete at its end, interrupted when anything stops it, with the fields kept up to date."""
+    from omni_loader.results.lifecycle import recording
+    from omni_loader.results.suite import benchmark, read_metadata
+
+    record = {"kind": "test", "plan": [{"run_id": 0, "variant": "baseline", "warmup": False, "order": 1}]}
+    with recording(tmp_path / "a", "load", record, runs_ok=0) as rec:
+        assert benchmark(read_metadata(tmp_path / "a"), "load")["status"] == "running"
+        rec.ran([_row(0)], runs_ok=1)
+        assert benchmark(read_metadata(tmp_path / "a"), "load")["runs_ok"] == 1
+        rec.update(activity={"cpu": 0.5})
+    done = benchmark(read_metadata(tmp_path / "a"), "load")
+    assert done["status"] == "complete" and done["finished_at"] and done["activity"] == {"cpu": 0.5}
+    assert len(read_runs(tmp_path / "a")) == 1
+    with pytest.raises(KeyboardInterrupt), recording(tmp_path / "b", "load", record) as rec:
+        rec.update(runs_ok=3)
+        raise KeyboardInterrupt
+    stopped = benchmark(read_metadata(tmp_path / "b"), "load")
+    assert stopped["status"] == "interrupted" and stopped["interrupted_at"] and stopped["runs_ok"] == 3
