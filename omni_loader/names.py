@@ -48,6 +48,9 @@ CONSTRUCT_MODES = ("resident", "upstream-cpu", "empty", "init")
 # Names a results directory of an older kit may hold, and what they mean now.
 LEGACY_CONSTRUCT_MODES = {"upstream": "upstream-cpu"}
 SIZES = ("full", "tiny")
+# How the checkpoint's shards are read, as vLLM's --safetensors-load-strategy: lazy (memory-mapped, each tensor
+# read on first use: the default) or eager (each shard read whole into memory first, for network file systems).
+READ_STRATEGIES = ("lazy", "eager")
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
 
 # How a load's tensors are fingerprinted to check that variants loaded the same model: every

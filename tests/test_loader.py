@@ -677,3 +677,23 @@ def test_the_construction_mode_reaches_build_model(tiny_snapshot: Path, monkeypa
     assert seen == [construct, construct]
     assert (by_keyword.variant, by_keyword.construct) == ("optimized", construct)
     assert (by_options.variant, by_options.construct) == ("baseline", construct)
+
+
+def test_eager_reading_loads_the_same_tensors_as_lazy(tiny_snapshot: Path) -> None:
+    """--read eager (each shard read whole first, vLLM's eager strategy) yields the same tensors as lazy
+    memory-mapping, and a load with it has the same digest; an unknown strategy is one line."""
+    from omni_loader.errors import OmniLoaderError
+    from omni_loader.host.residency import backing_file
+    from omni_loader.token2wav.checkpoint import iter_token2wav_weights
+    from omni_loader.token2wav.options import LoadOptions
+
+    snap = open_snapshot(tiny_snapshot)
+    lazy, eager = dict(iter_token2wav_weights(snap)), dict(iter_token2wav_weights(snap, "eager"))
+    assert lazy.keys() == eager.keys() and all(torch.equal(lazy[k], eager[k]) for k in lazy)
+    key = max(lazy, key=lambda k: lazy[k].numel())
+    assert backing_file(lazy[key]) is not None and backing_file(eager[key]) is None  # read into memory, not mapped
+    _, a = load_token2wav(snap, "optimized", LoadOptions(device="cpu"))
+    _, b = load_token2wav(snap, "optimized", LoadOptions(device="cpu", read="eager"))
+    assert a.digest == b.digest
+    with pytest.raises(OmniLoaderError, match="--read 'mmap' is not one of lazy, eager"):
+        LoadOptions(read="mmap")

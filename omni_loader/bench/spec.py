@@ -123,6 +123,7 @@ for _name in LOAD_FIELDS:  # spec.layout reads spec.load.layout: older code and 
 
 # The option that sets each spec setting, to name a conflict the way the user would type it.
 SPEC_OPTIONS = {"checkpoint": "--checkpoint", "layout": "--layout", "device": "--device", "dtype": "--dtype",
+                "read": "--read",
                 "construct": "--construct", "warmup": "--warmup", "runs": "--runs", "order": "--order",
                 "seed": "--order-seed", "workers": "--workers", "worker_timeout": "--worker-timeout", "aa": "--aa",
                 "reference_copy": "--reference-copy", "variants": "--variants", "custom_variants": "--variant",

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, SIZES
+from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, READ_STRATEGIES, SIZES
 from ..token2wav.options import LoadOptions
 
 CONSTRUCT_HELP = ("where parameter memory is first written: resident (default: every parameter at construction, "
@@ -39,11 +39,15 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=Default("auto"),
                    help="auto (default: the GPU when torch sees one, else the CPU), cpu, cuda or cuda:N (ROCm GPUs are cuda)")
     p.add_argument("--dtype", choices=DTYPE_NAMES, default=Default("float32"), help="stage dtype (default float32)")
+    p.add_argument("--read", choices=READ_STRATEGIES, default=Default("lazy"),
+                   help="how the shards are read, as vLLM's --safetensors-load-strategy: lazy (default: memory-mapped, "
+                        "each tensor read on first use) or eager (each shard read whole into memory first)")
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
     """The :class:`LoadOptions` that ``--layout``/``--device``/``--dtype``/``--construct`` select."""
-    return LoadOptions(layout=args.layout, device=args.device, dtype=args.dtype, construct=args.construct)
+    return LoadOptions(layout=args.layout, device=args.device, dtype=args.dtype, construct=args.construct,
+                       read=args.read)
 
 
 def snapshot_from_args(args: argparse.Namespace, progress: bool = True) -> Any:

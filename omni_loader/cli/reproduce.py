@@ -28,7 +28,7 @@ def default_out_dir(args: argparse.Namespace) -> Path:
 
 # reproduce's options that set a spec setting (argparse dest -> BenchmarkSpec's flat name, see BenchmarkSpec.value),
 # and those that pick the checkpoint.
-SPEC_DESTS = {"layout": "layout", "device": "device", "dtype": "dtype", "construct": "construct",
+SPEC_DESTS = {"layout": "layout", "device": "device", "dtype": "dtype", "construct": "construct", "read": "read",
               "warmup": "warmup", "runs": "runs", "order": "order", "order_seed": "seed", "workers": "workers",
               "worker_timeout": "worker_timeout", "aa": "aa", "reference_copy": "reference_copy",
               "variants": "variants", "variant": "custom_variants", "threads": "threads", "cpus": "cpus"}

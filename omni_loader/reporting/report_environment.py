@@ -61,6 +61,7 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["omni-loader", f"{env.get('kit_version', '')} ({env.get('kit_commit') or 'no git commit'})"],
         ["Variants", variants_text(meta)],
         ["Layout / dtype", f"{spec.get('layout', '')} / {spec.get('dtype', '')}"],
+        ["Shards read", spec.get("read", "lazy (not recorded: kits before --read read lazily)")],
         ["Construction", CONSTRUCT_NOTES.get(spec.get("construct", ""), spec.get("construct", "not recorded"))],
         ["Torch threads per load", threads_of(spec)],
         ["CPUs per load", describe_cpus(spec.get("cpus"))],

@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 from collections import defaultdict
+from contextlib import ExitStack
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,13 +177,16 @@ def resolve_snapshot(
 
 # --------------------------------------------------------------------------- reading
 
-def iter_token2wav_weights(snapshot: Snapshot) -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield ``(key, tensor)`` for every ``token2wav.`` tensor, one shard at a time, lazily.
+def iter_token2wav_weights(snapshot: Snapshot, read: str = "lazy") -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield ``(key, tensor)`` for every ``token2wav.`` tensor, one shard at a time.
 
-    Like a serving engine's safetensors iterator, nothing is read until the consumer asks; each
-    tensor is read onto the CPU and moved later by the parameter's loader.
+    As vLLM's safetensors iterator: ``lazy`` (its default) memory-maps each shard, so a tensor's
+    pages are read when its bytes are first used; ``eager`` (its ``--safetensors-load-strategy eager``,
+    meant for network file systems) reads each shard whole into memory and deserializes it. Either
+    way the tensors are on the CPU, and each parameter's loader moves them later.
     """
     from safetensors import safe_open
+    from safetensors.torch import load as load_bytes
 
     by_shard: dict[str, list[str]] = defaultdict(list)
     for key, shard in snapshot.weight_map.items():
@@ -190,12 +194,17 @@ def iter_token2wav_weights(snapshot: Snapshot) -> Iterator[tuple[str, torch.Tens
     for shard in sorted(by_shard):
         path = snapshot.root / shard
         try:
-            with safe_open(str(path), framework="pt", device="cpu") as fh:
-                present = set(fh.keys())
+            with ExitStack() as stack:  # a lazy shard's mapping is closed once its tensors are handed out
+                if read == "eager":
+                    tensors = load_bytes(path.read_bytes())
+                    present, get = set(tensors), tensors.__getitem__
+                else:
+                    fh = stack.enter_context(safe_open(str(path), framework="pt", device="cpu"))
+                    present, get = set(fh.keys()), fh.get_tensor
                 for key in by_shard[shard]:
                     if key not in present:
                         raise CheckpointError(f"{INDEX_FILE} maps {key} to {path}, which does not hold it")
-                    yield key, fh.get_tensor(key)
+                    yield key, get(key)
         except CheckpointError:
             raise
         except Exception as exc:

@@ -221,7 +221,7 @@ def load_token2wav(
                                 construct=construct)
         with clock.phase(OUTER_LOAD_WEIGHTS):  # the region of vLLM's "Loading weights took" (see names)
             with clock.phase("read_checkpoint"):
-                weights = list(iter_token2wav_weights(snapshot))
+                weights = list(iter_token2wav_weights(snapshot, opts.read))
             with clock.phase("hub_check"):
                 hub_check(snapshot)
             with clock.phase("speaker_conditioning"):

@@ -10,11 +10,11 @@ This module imports no torch: a spec can be read and compared without it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ..errors import check_choice
-from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, LEGACY_CONSTRUCT_MODES
+from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, LEGACY_CONSTRUCT_MODES, READ_STRATEGIES
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,13 @@ class LoadOptions:
     device: str = "auto"
     dtype: str = "float32"
     construct: str = "resident"
+    read: str = "lazy"  # how shards are read: vLLM's --safetensors-load-strategy (names.READ_STRATEGIES)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "construct", LEGACY_CONSTRUCT_MODES.get(self.construct, self.construct))
         for option, value, allowed in (("--layout", self.layout, LAYOUTS), ("--dtype", self.dtype, DTYPE_NAMES),
-                                       ("--construct", self.construct, CONSTRUCT_MODES)):
+                                       ("--construct", self.construct, CONSTRUCT_MODES),
+                                       ("--read", self.read, READ_STRATEGIES)):
             check_choice(option, value, allowed)
         object.__setattr__(self, "device", str(self.device))
 
@@ -55,4 +57,4 @@ class LoadOptions:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoadOptions:
         """The options saved by :meth:`to_dict` (or the same keys among a flat spec's); unknown keys ignored."""
-        return cls(**{k: data[k] for k in ("layout", "device", "dtype", "construct") if k in data})
+        return cls(**{k: data[k] for k in (f.name for f in fields(cls)) if k in data})
