@@ -764,7 +764,7 @@ def test_an_unreadable_schema_version_is_named_exactly(tmp_path, content, versio
                                  f"this omni-loader reads versions 1, 2, 3{hint}")
 
 
-def test_a_recording_ends_complete_or_interrupted_however_its_block_ends(tmp_path: Path) -> None:
+def test_a_recording_ends_complete_or_interrupted_however_its_block_ends(tmp_path) -> None:
     """The one lifecycle of both A/Bs: running while the block runs (rows appended as runs end, fields stored
     with them), complete at its end, interrupted when anything stops it, with the fields kept up to date."""
     from omni_loader.results.lifecycle import recording
