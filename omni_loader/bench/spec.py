@@ -122,10 +122,9 @@ for _name in LOAD_FIELDS:  # spec.layout reads spec.load.layout: older code and 
 
 
 # The option that sets each spec setting, to name a conflict the way the user would type it.
-SPEC_OPTIONS = {"checkpoint": "--checkpoint", "layout": "--layout", "device": "--device", "dtype": "--dtype",
-                "read": "--read",
-                "construct": "--construct", "warmup": "--warmup", "runs": "--runs", "order": "--order",
-                "seed": "--order-seed", "workers": "--workers", "worker_timeout": "--worker-timeout", "aa": "--aa",
+# The load options' are --<field>: a new LoadOptions field needs no entry here.
+SPEC_OPTIONS = {"checkpoint": "--checkpoint", **{name: f"--{name}" for name in LOAD_FIELDS}, "warmup": "--warmup",
+                "runs": "--runs", "order": "--order", "seed": "--order-seed", "workers": "--workers", "worker_timeout": "--worker-timeout", "aa": "--aa",
                 "reference_copy": "--reference-copy", "variants": "--variants", "custom_variants": "--variant",
                 "threads": "--threads", "cpus": "--cpus"}
 

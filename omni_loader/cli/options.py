@@ -9,6 +9,7 @@ here and turned into a :class:`~omni_loader.token2wav.checkpoint.Snapshot` and a
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 import json
 import sys
 from typing import Any
@@ -45,9 +46,9 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
-    """The :class:`LoadOptions` that ``--layout``/``--device``/``--dtype``/``--construct`` select."""
-    return LoadOptions(layout=args.layout, device=args.device, dtype=args.dtype, construct=args.construct,
-                       read=args.read)
+    """The :class:`LoadOptions` that the load options select: one option per field, named after it
+    (``--layout`` sets ``layout``), so a new field needs its ``add_argument`` in :func:`add_load_options` only."""
+    return LoadOptions(**{f.name: getattr(args, f.name) for f in fields(LoadOptions)})  # one option per field
 
 
 def snapshot_from_args(args: argparse.Namespace, progress: bool = True) -> Any:

@@ -14,7 +14,7 @@ from ..host.placement import resolve_cpus
 from ..results.planner import DEFAULT_ORDER, ORDERS
 from ..results.suite import METADATA_FILE, benchmark, read_metadata
 from ..results.integrity import check_results, resume_command
-from ..bench.spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, BenchmarkSpec, same_value, spec_conflicts
+from ..bench.spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, LOAD_FIELDS, BenchmarkSpec, same_value, spec_conflicts
 from ..token2wav.variants import BUILTIN_VARIANTS, parse_variant
 from .options import (MAX_RUNS, MAX_THREADS, Default, add_checkpoint_options, add_load_options, bounded_int, given_options,
                       load_options, positive_seconds, snapshot_from_args)
@@ -28,9 +28,8 @@ def default_out_dir(args: argparse.Namespace) -> Path:
 
 # reproduce's options that set a spec setting (argparse dest -> BenchmarkSpec's flat name, see BenchmarkSpec.value),
 # and those that pick the checkpoint.
-SPEC_DESTS = {"layout": "layout", "device": "device", "dtype": "dtype", "construct": "construct", "read": "read",
-              "warmup": "warmup", "runs": "runs", "order": "order", "order_seed": "seed", "workers": "workers",
-              "worker_timeout": "worker_timeout", "aa": "aa", "reference_copy": "reference_copy",
+SPEC_DESTS = {**{name: name for name in LOAD_FIELDS}, "warmup": "warmup", "runs": "runs", "order": "order",
+              "order_seed": "seed", "workers": "workers", "worker_timeout": "worker_timeout", "aa": "aa", "reference_copy": "reference_copy",
               "variants": "variants", "variant": "custom_variants", "threads": "threads", "cpus": "cpus"}
 
 
