@@ -28,6 +28,7 @@ from omni_loader.startup.logfigures import DEFAULT_PATTERNS, extract_figures, pa
 from omni_loader.results.planner import plan_runs
 from omni_loader.startup.one_run import port_is_free
 from omni_loader.startup.one_run import free_port, stage_server_commands
+from omni_loader.cli.options import load_options
 from omni_loader.startup.serve_ab import serve_ab
 
 REPO = Path(__file__).resolve().parent.parent
@@ -190,7 +191,8 @@ def test_stage_server_commands(tiny_snapshot):
     port = free_port()
     assert port_is_free("127.0.0.1", port)
     a, b, url = stage_server_commands(tiny_snapshot, port, options=LoadOptions(layout="transformers", dtype="bfloat16",
-                                                                              construct="empty"), device="cpu")
+                                                                              construct="empty", read="eager"),
+                                      device="cpu")
     assert url == f"http://127.0.0.1:{port}/health"
     for cmd, variant in ((a, "baseline"), (b, "optimized")):
         argv = shlex.split(cmd)
@@ -198,8 +200,12 @@ def test_stage_server_commands(tiny_snapshot):
         assert argv[argv.index("--variant") + 1] == variant and argv[argv.index("--port") + 1] == str(port)
         assert argv[argv.index("--checkpoint") + 1] == str(tiny_snapshot)
         given = {argv[i]: argv[i + 1] for i in range(4, len(argv) - 1, 2)}
-        assert {k: given[k] for k in ("--layout", "--device", "--dtype", "--construct")} == {
-            "--layout": "transformers", "--device": "cpu", "--dtype": "bfloat16", "--construct": "empty"}
+        assert {k: given[k] for k in ("--layout", "--device", "--dtype", "--construct", "--read")} == {
+            "--layout": "transformers", "--device": "cpu", "--dtype": "bfloat16", "--construct": "empty",
+            "--read": "eager"}  # every load option travels to the stage server
+        from omni_loader.cli import parse_args
+        assert load_options(parse_args(argv[3:])) == LoadOptions(layout="transformers", device="cpu", dtype="bfloat16",
+                                                                  construct="empty", read="eager")
 
 
 # --------------------------------------------------------------------------- stage-server

@@ -124,8 +124,7 @@ def stage_server_commands(
     cmds = []
     for variant in VARIANTS:
         argv = [python, "-m", "omni_loader", "stage-server", "--variant", variant,
-                "--checkpoint", str(checkpoint_dir), "--layout", opts.layout, "--device", opts.device,
-                "--dtype", opts.dtype, "--construct", opts.construct, "--host", host, "--port", str(port), *extra]
+                "--checkpoint", str(checkpoint_dir), *opts.argv(), "--host", host, "--port", str(port), *extra]
         cmds.append(shlex.join(argv))
     url_host = f"[{host}]" if ":" in host else host
     return cmds[0], cmds[1], f"http://{url_host}:{port}/health"

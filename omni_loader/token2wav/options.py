@@ -54,6 +54,11 @@ class LoadOptions:
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
 
+    def argv(self) -> list[str]:
+        """The options as the command line spells them (``--layout vllm-omni --device cpu ...``): each field
+        is the option of its name, so a command that starts another load (a stage server) passes them all."""
+        return [part for name, value in asdict(self).items() for part in (f"--{name}", str(value))]
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoadOptions:
         """The options saved by :meth:`to_dict` (or the same keys among a flat spec's); unknown keys ignored."""
