@@ -94,7 +94,7 @@ class StageGroupOptions:
         argv += ["--model", snap.model_id] if snap.model_id else []
         argv += ["--hf-cache", snap.cache_dir] if snap.cache_dir else []
         argv += ["--download"] if snap.download else []
-        argv += ["--layout", load.layout, "--device", load.device, "--dtype", load.dtype, "--construct", load.construct]
+        argv += load.argv()
         return argv + (["--digest"] if self.digest else [])
 
 
@@ -243,8 +243,7 @@ def stage_group_commands(
         StageGroupOptions(variant, port, stages, token2wav_stage, simulate_seconds)  # checked here, not in a run
         argv = [python or sys.executable, *STAGE_ENTRY, "stage-group", "--stages", str(stages), "--token2wav-stage",
                 str(token2wav_stage), "--simulate-seconds", ",".join(f"{s:g}" for s in simulate_seconds),
-                "--variant", variant, "--checkpoint", str(checkpoint_dir), "--layout", opts.layout, "--device",
-                opts.device, "--dtype", opts.dtype, "--construct", opts.construct, "--host", host, "--port",
+                "--variant", variant, "--checkpoint", str(checkpoint_dir), *opts.argv(), "--host", host, "--port",
                 str(port), *extra]
         cmds.append(shlex.join(argv))
     url_host = f"[{host}]" if ":" in host else host
