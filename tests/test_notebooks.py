@@ -163,8 +163,18 @@ def _promises_04(nb: nbformat.NotebookNode, results: Path) -> None:
     assert (results / "token2wav.wav").is_file(), "04: the clip is not saved"
 
 
+def _promises_06(nb: nbformat.NotebookNode, results: Path) -> None:
+    assert {"image/png", "text/html", "text/markdown"} <= _mimes(nb), "06: no Gantt chart, table or sentence"
+    markdown, html = _text(nb, "text/markdown"), _text(nb, "text/html")
+    assert "Critical path: ready at" in markdown and "gated it" in markdown, "06: no critical path of the start"
+    assert all(f"stage-{i}" in html for i in range(3)), "06: the timeline table lacks a stage"
+    assert "weight_<wbr>loading" in html and "For the PR's design (5 runs a side)" in markdown
+    assert len(list((results / "logs").glob("*-baseline.log"))) >= 1, "06: no serve-ab logs"
+
+
 # Extra checks for the notebooks that promise specific content (others only have to run cleanly).
 PROMISES = {
+    "06_where_startup_goes.ipynb": _promises_06,
     "02_profiles.ipynb": _promises_02,
     "03_module_traversal_costs.ipynb": _promises_03,
     "04_explore_token2wav.ipynb": _promises_04,

@@ -299,20 +299,28 @@ def stage_phase_samples(out: str | os.PathLike[str], frame: Any = None) -> dict[
     return samples
 
 
+def stage_phase_comparisons(out: str | os.PathLike[str], frame: Any = None) -> list[tuple[str, str, Any]]:
+    """``(lane, phase, Comparison)`` of every stage's phase both variants timed, in lane and phase order: which
+    stage's which phase moved, with the kit's statistics (:func:`omni_loader.reporting.stats.compare`)."""
+    from ..reporting.stats import Summary, compare
+
+    out_rows = []
+    for (lane, phase), per_variant in sorted(stage_phase_samples(out, frame).items()):
+        a, b = (tuple(per_variant.get(v, ())) for v in VARIANTS[:2])
+        if a and b:
+            out_rows.append((lane, phase, compare(Summary(VARIANTS[0], phase, a), Summary(VARIANTS[1], phase, b))))
+    return out_rows
+
+
 def timeline_summary(out: str | os.PathLike[str], frame: Any = None) -> list[str]:
     """Per stage and phase, the medians of both variants and the kit's verdict; then what this benchmark's
     startup spread lets it detect (:mod:`omni_loader.startup.detectable`)."""
     from .detectable import detectability
-    from ..reporting.stats import Summary, compare
 
-    samples = stage_phase_samples(out, frame)
-    lines = ["  by stage and phase (each run's log read as a timeline):"] if samples else []
-    for (lane, phase), per_variant in sorted(samples.items()):
-        a, b = (tuple(per_variant.get(v, ())) for v in VARIANTS[:2])
-        if not a or not b:
-            continue
-        comparison = compare(Summary(VARIANTS[0], phase, a), Summary(VARIANTS[1], phase, b))
-        unit = time_unit([*a, *b])
+    by_stage = stage_phase_comparisons(out, frame)
+    lines = ["  by stage and phase (each run's log read as a timeline):"] if by_stage else []
+    for lane, phase, comparison in by_stage:
+        unit = time_unit([*comparison.baseline.samples, *comparison.optimized.samples])
         lines.append(f"  {lane:<14} {phase:<20} {VARIANTS[0]} {duration(comparison.baseline.median, unit):>11}   "
                      f"{VARIANTS[1]} {duration(comparison.optimized.median, unit):>11}   "
                      f"{comparison.change(unit)}; {comparison.verdict()}")
