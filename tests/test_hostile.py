@@ -276,7 +276,9 @@ def test_a_benchmark_without_a_status_is_a_problem(tmp_path):
                                            "complete, interrupted: whether it finished is unknown"]
 
 
-def test_equivalence_reads_every_row_of_every_run(tmp_path):
+def test_a_run_whose_rows_disagree_on_its_digest_is_left_out_and_strict_fails(tmp_path, capsys, one_figure):
+    """A load writes its digest on every row of its run: a run whose rows disagree (one edited by hand) is an
+    integrity problem, named and left out; and a directory whose runs loaded other tensors fails --strict."""
     from omni_loader.reporting.stats import equivalence
 
     out = _results(tmp_path / "res")
@@ -286,9 +288,17 @@ def test_equivalence_reads_every_row_of_every_run(tmp_path):
     lines = text.splitlines(keepends=True)
     lines[-1] = lines[-1].replace(DIGEST, "e" * 64)
     (out / RUNS_FILE).write_text("".join(lines))
-    equiv = equivalence(check_results(out).frame)
-    assert not equiv["equivalent"]
-    assert equiv["digests"] == {"baseline": [DIGEST], "optimized": [DIGEST, "e" * 64]}
+    check = check_results(out)
+    assert check.findings == ["1 inconsistent run(s) ignored", "1 planned run(s) missing"]
+    assert check.problems[0].startswith("1 run(s) have rows that disagree on digest (run ids 3)")
+    assert sorted(set(check.frame["run_id"])) == [0, 1, 2]
+    code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
+    assert code == 1 and "inconsistent" not in err and "1 run(s) have rows that disagree on digest" in _one_line(err)
+    # every row of run 3 holds the other digest: a consistent run that loaded other tensors
+    (out / RUNS_FILE).write_text(text.replace(DIGEST, "e" * 64).replace("e" * 64, DIGEST, 6))
+    assert check_results(out).ok and not equivalence(check_results(out).frame)["equivalent"]
+    code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
+    assert code == 1 and _one_line(err).startswith(f"omni-loader: error: {out}: NOT equivalent: digests differ")
 
 
 def test_a_benchmark_whose_every_run_failed_is_a_problem(tmp_path, capsys, one_figure):

@@ -22,11 +22,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(path.read_text())
     print(f"report: {path}")
-    problems = check_results(args.directory).problems
+    check = check_results(args.directory)
+    problems = check.problems
     if args.strict and problems:
         print(f"omni-loader: error: {args.directory}: {len(problems)} integrity problem(s): {' | '.join(problems)}",
               file=sys.stderr)
         return 1
+    if args.strict and check.benchmark("load"):
+        from ..reporting.measurements import planned_arms
+        from ..reporting.stats import equivalence
+
+        equiv = equivalence(check.frame, planned_arms(check.metadata))
+        if not equiv["equivalent"]:  # the timings compare different loads: nothing to stand behind
+            print(f"omni-loader: error: {args.directory}: {equiv['statement']}", file=sys.stderr)
+            return 1
     return 0
 
 
@@ -52,8 +61,9 @@ def add_command(sub: Any) -> None:
     p.add_argument("directory", metavar="DIR")
     p.add_argument("--quiet", action="store_true", help="do not print the report")
     p.add_argument("--strict", action="store_true",
-                   help="exit 1 when the integrity checks find anything (torn or duplicated rows, rows off the plan, "
-                        "missing runs, a writer still running or dead)")
+                   help="exit 1 when the integrity checks find anything (torn, duplicated or edited rows, rows off the "
+                        "plan, missing runs, a writer still running or dead) or the variants did not load the same "
+                        "tensors")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="several results directories or packed archives side by side, with the PR's",

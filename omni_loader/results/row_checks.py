@@ -78,6 +78,10 @@ def csv_records(text: str) -> list[list[str]]:
         csv.field_size_limit(limit)
 
 
+# The columns a load writes alike on every row of its run (omni_loader.results.rows.rows_for_run).
+RUN_LEVEL = ("digest", "state_dict_calls", "weights_loaded", "persistent_buffers")
+
+
 def run_ids_text(ids: Iterable[int], most: int = 12) -> str:
     ids = sorted(ids)
     text = ", ".join(map(str, ids[:most]))
@@ -195,6 +199,18 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
                       f"{len(dup_runs)} run(s) have more than one row for a phase (run ids {run_ids_text(dup_runs)}): two "
                       f"writers, or rows copied twice; all {rows} of their rows are ignored"))
         frame = frame[~frame["run_id"].isin(dup_runs)]
+
+    # What a load reports once is written on every row of its run: rows of one run that disagree were edited.
+    loads = frame[frame["source"].isin(["load", "aa"])]
+    per_run = loads.groupby("run_id")[list(RUN_LEVEL)].agg(lambda col: col.astype(str).nunique())
+    edited = sorted(int(r) for r in per_run.index[(per_run > 1).any(axis=1)])
+    if edited:
+        which = sorted({c for c in RUN_LEVEL if (per_run.loc[edited, c] > 1).any()})
+        found.append(Finding(f"{len(edited)} inconsistent run(s) ignored",
+                             f"{len(edited)} run(s) have rows that disagree on {', '.join(which)} (run ids "
+                             f"{run_ids_text(edited)}), which a load writes alike on every row: edited by hand? "
+                             "ignored; --resume repeats them"))
+        frame = frame[~frame["run_id"].isin(edited)]
 
     plan = planned_runs(metadata)
     if plan:
