@@ -697,3 +697,30 @@ def test_eager_reading_loads_the_same_tensors_as_lazy(tiny_snapshot: Path) -> No
     assert a.digest == b.digest
     with pytest.raises(OmniLoaderError, match="--read 'mmap' is not one of lazy, eager"):
         LoadOptions(read="mmap")
+
+
+@pytest.mark.parametrize(("where", "dtype", "loads"), [
+    ("code2wav_dit_model.", torch.float16, False),  # not what the released checkpoint stores
+    ("code2wav_dit_model.", torch.int32, False),
+    ("code2wav_bigvgan_model.", torch.bfloat16, True),  # the parameter's own dtype: nothing to cast
+])
+def test_a_checkpoint_tensor_of_an_unexpected_dtype_is_named(tiny_snapshot: Path, tmp_path: Path, where: str,
+                                                              dtype: torch.dtype, loads: bool) -> None:
+    """float32 (cast to bfloat16 for the BigVGAN, as upstream) and the parameter's own dtype load; a tensor of
+    any other dtype would be cast as silently, so it is refused in one line naming it."""
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "snap"))
+    snap = open_snapshot(copy)
+    key = next(k for k in sorted(snap.weight_map) if k.startswith(f"token2wav.{where}") and k.endswith(".weight"))
+    shard = copy / snap.weight_map[key]
+    tensors = safetensors.torch.load_file(str(shard))
+    tensors[key] = tensors[key].to(dtype)
+    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    if loads:
+        load_token2wav(open_snapshot(copy), "optimized", device="cpu", digest=False)
+        return
+    with pytest.raises(CheckpointError) as err:
+        load_token2wav(open_snapshot(copy), "optimized", device="cpu", digest=False)
+    name = str(dtype).removeprefix("torch.")
+    assert str(err.value) == (f"checkpoint tensor {key} is {name}, not what the model expects: the released checkpoint "
+                              "stores float32, which upstream casts to the parameter's float32; restore the shard "
+                              "from the model snapshot")

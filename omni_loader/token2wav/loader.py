@@ -40,7 +40,8 @@ releases of the same code (:data:`omni_loader.token2wav.variants.VARIANT_RELEASE
                                itself where the checkpoint lacks it, and counted as loaded either
                                way (``named_buffers()`` walked again), as ``reload_buffers_to_model``
    f. ``load_spk_dict``        ``spk_dict.pt`` loaded a second time (default device: the CPU)
-5. ``post_load``            every parameter loaded? then ``eval()``
+5. ``post_load``            every parameter loaded, from a tensor of the dtype the checkpoint should hold
+                            (float32, or the parameter's own)? then ``eval()``
 
 Where the kit still differs from vLLM-Omni 0.30.0, and why:
 
@@ -102,7 +103,7 @@ from .discovery import count_state_dict_calls
 from .model import build_model, import_model_code
 from ..names import DIGEST_ALGORITHM, DTYPE_NAMES, OUTER_LOAD_WEIGHTS
 from .options import LoadOptions
-from .steps import (check_all_loaded, hub_check, load_buffers, load_speaker_dict, model_loaded_line,
+from .steps import (check_all_loaded, check_dtypes, hub_check, load_buffers, load_speaker_dict, model_loaded_line,
                     reference_state_dict, split_buffer_entries)
 from ..host.timing import PhaseClock, PhaseRecord
 from .variants import Variant, refuse_off_gpu, variant_from
@@ -241,6 +242,7 @@ def load_token2wav(
                     load_speaker_dict(snapshot, torch.device("cpu"))
         with clock.phase("post_load"):
             check_all_loaded(model, loaded, fused)
+            check_dtypes(model, param_entries, fused)
             model.eval()
     if reference_copy:
         state = reference_state_dict(model, param_entries, buffer_entries, persistent, fused)

@@ -238,6 +238,27 @@ def load_speaker_dict(snapshot: Snapshot, device: torch.device) -> dict[str, Any
             "or not a torch dictionary; restore spk_dict.pt from the model snapshot") from None
 
 
+# What the released checkpoint stores for Token2Wav: float32 (then cast to the parameter's dtype inside copy_,
+# as upstream does: bfloat16 for the BigVGAN). A tensor in the parameter's own dtype needs no cast either.
+CHECKPOINT_DTYPE = torch.float32
+
+
+def check_dtypes(model: nn.Module, entries: list[tuple[str, torch.Tensor]], fused: bool) -> None:
+    """Every checkpoint tensor holds what the model expects: float32 (the released checkpoint's dtype, which
+    upstream casts where the parameter differs) or the parameter's own dtype. Another dtype (float16, an
+    integer type) would be cast as silently as an expected one, and the load would compare something else."""
+    params = dict(model.named_parameters())
+    for key, tensor in entries:
+        name = _strip(key)
+        param = params.get(_stacked_target(name)[0] if fused else name)
+        if param is not None and tensor.dtype not in (CHECKPOINT_DTYPE, param.dtype):
+            raise CheckpointError(
+                f"checkpoint tensor {key} is {str(tensor.dtype).removeprefix('torch.')}, not what the model expects: "
+                f"the released checkpoint stores {str(CHECKPOINT_DTYPE).removeprefix('torch.')}, which upstream casts "
+                f"to the parameter's {str(param.dtype).removeprefix('torch.')}; restore the shard from the model "
+                "snapshot")
+
+
 def check_all_loaded(model: nn.Module, loaded: dict[str, set[int]], fused: bool) -> None:
     """Every parameter (and every q/k/v shard of a fused one) must have come from the checkpoint."""
     for name, param in model.named_parameters():
