@@ -432,3 +432,31 @@ def test_synthetic_shards_are_readable_by_everyone(tiny_snapshot):
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tiny_snapshot.iterdir()}
     assert modes and all(mode == 0o644 for mode in modes.values()), modes
     assert stat.S_IMODE(tiny_snapshot.stat().st_mode) == 0o755
+
+
+def test_a_benchmark_whose_runs_all_fail_alike_stops_with_the_reason(tiny_snapshot, tmp_path, capsys):
+    """A checkpoint of the wrong shape fails every run the same way: after one run of each variant the
+    benchmark stops with that reason in one line (not the whole plan, ending in "no successful run")."""
+    import safetensors.torch
+
+    from omni_loader.results.rows import read_runs
+    from omni_loader.results.suite import benchmark
+    from omni_loader.token2wav.checkpoint import open_snapshot
+
+    copy = Path(shutil.copytree(tiny_snapshot, tmp_path / "snap"))
+    snap = open_snapshot(copy)
+    key = next(k for k in sorted(snap.weight_map) if k.endswith(".weight") and "code2wav_dit_model" in k)
+    shard = copy / snap.weight_map[key]
+    tensors = safetensors.torch.load_file(str(shard))
+    tensors[key] = tensors[key][:-1]
+    safetensors.torch.save_file(tensors, str(shard), metadata={"format": "pt"})
+    out = tmp_path / "res"
+    code, _, err = _cli(capsys, "reproduce", "--checkpoint", copy, "--warmup", "0", "--runs", "3", "--in-process",
+                        "--out", out)
+    line = err.strip().splitlines()[-1]  # after the progress bar's lines: one line of error
+    assert code == 2 and line.startswith("omni-loader: error: stopped: every run so far (baseline, optimized) failed "
+                                         "with the same error, which the runs left would share: ")
+    assert key in line and line.endswith("; fix its cause and continue with --resume")
+    frame = read_runs(out)
+    assert len(frame) == 2 and set(frame["status"]) == {"failed"}  # one run of each variant, not all six
+    assert benchmark(read_metadata(out), "load")["status"] == "interrupted"

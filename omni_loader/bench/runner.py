@@ -99,6 +99,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
             bar.set_postfix_str("starting the worker server (imports torch and the model code once)")
             start_forkserver()
         watch = Timeout(spec.worker_timeout)
+        shared = SharedFailure(set(spec.variants))
         for run in todo:
             bar.set_postfix_str(f"run {run.run_id + 1}/{len(plan)} {run.variant}{' (warm-up)' if run.warmup else ''}"
                                 f"{watch.shown}")
@@ -109,12 +110,38 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
                 rec.ran(rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
                 if run.warmup:
                     watch.saw_warmup(time.perf_counter() - started)
+                shared.ok()
             except WorkerFailed as exc:
-                rec.ran([failed_row(run, watch.explain(str(exc)), time.perf_counter() - started, began,
-                                    now_iso(precise=True))])
+                error = watch.explain(str(exc))
+                rec.ran([failed_row(run, error, time.perf_counter() - started, began, now_iso(precise=True))])
+                shared.failed(run.variant, error)
             bar.update(1)
     finally:
         bar.close()
+
+
+class SharedFailure:
+    """Stops a benchmark whose every run so far, of every variant, failed with one and the same error.
+
+    Why: such an error is the runs' common ground (a checkpoint of the wrong shape, a device that is not
+    there), not one run's bad luck, so every run left would fail the same way; running them all (the
+    whole plan, minutes or hours) and ending "NOT equivalent: no successful run" hid the reason in a
+    table. One run that succeeds, or two different errors, and the benchmark goes on.
+    """
+
+    def __init__(self, variants: set[str]) -> None:
+        self.variants, self.seen, self.errors, self.succeeded = variants, set(), set(), False
+
+    def ok(self) -> None:
+        self.succeeded = True
+
+    def failed(self, variant: str, error: str) -> None:
+        self.seen.add(variant)
+        self.errors.add(error)
+        if not self.succeeded and self.seen >= self.variants and len(self.errors) == 1:
+            raise OmniLoaderError(f"stopped: every run so far ({', '.join(sorted(self.seen))}) failed with the same "
+                                  f"error, which the runs left would share: {error}; fix its cause and continue "
+                                  "with --resume")
 
 
 class Timeout:
