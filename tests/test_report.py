@@ -875,8 +875,8 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir, no_fi
         "# Token2Wav loading: baseline vs optimized buffer discovery", "## Environment", "## Measurements",
         "### A/A noise floor", "## Controls", "### `baseline` against `optimized`", "### `baseline` against `mine`",
         "## Beyond the PR", "## Verdicts", "### Spread warnings", "## Memory",
-        "## Against the PR's figures", "## Where the load time goes", "### Page faults and context switches per phase",
-        "## Plots"]
+        "## Against the PR's figures", "### Which timer each row is", "## Where the load time goes",
+        "### Page faults and context switches per phase", "## Plots"]
     assert lines[1] == lines[3] == ""
     assert lines[2].endswith("This report measures 4 loader variants (baseline, assign, optimized, mine): 3 + 3 + 3 + 3 "
                              "measured runs after 1 warm-up(s) per variant, order alternate; status complete; "
