@@ -7,6 +7,7 @@ Each test was watched failing with the fix planted back once.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import sys
@@ -460,3 +461,32 @@ def test_a_benchmark_whose_runs_all_fail_alike_stops_with_the_reason(tiny_snapsh
     frame = read_runs(out)
     assert len(frame) == 2 and set(frame["status"]) == {"failed"}  # one run of each variant, not all six
     assert benchmark(read_metadata(out), "load")["status"] == "interrupted"
+
+
+@pytest.mark.subprocess
+def test_running_out_of_memory_while_drawing_the_report_is_one_line(tiny_snapshot, tmp_path, capsys):
+    """report under an address-space cap a little above what the process holds, at several caps: wherever
+    the allocation fails (matplotlib's renderer, numpy), the command ends in one line naming memory, never a
+    traceback; at least one cap is hit in Python (a native library that exits by itself is not ours to word)."""
+    import subprocess
+
+    out = tmp_path / "res"
+    assert main(["reproduce", "--checkpoint", str(tiny_snapshot), "--warmup", "0", "--runs", "2", "--in-process",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    code = ("import resource, sys\n"
+            "import matplotlib, matplotlib.pyplot, pandas, scipy.stats  # imported before the cap\n"
+            "import omni_loader.reporting.report, omni_loader.reporting.plots\n"
+            "from omni_loader.cli import main\n"
+            "vm = int(next(l for l in open('/proc/self/status') if l.startswith('VmSize')).split()[1]) * 1024\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (vm + int(sys.argv[2]) * 2**20, resource.RLIM_INFINITY))\n"
+            "sys.exit(main(['report', sys.argv[1], '--quiet']))\n")
+    worded = 0
+    for cap_mib in (48, 56, 64, 72, 80):
+        proc = subprocess.run([sys.executable, "-c", code, str(out), str(cap_mib)], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+        assert "Traceback" not in proc.stderr, (cap_mib, proc.stderr[-3000:])
+        if proc.returncode == 2:
+            assert _one_line(proc.stderr).startswith("omni-loader: error: out of memory"), proc.stderr
+            worded += 1
+    assert worded, "no cap made an allocation fail in Python"

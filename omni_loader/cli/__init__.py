@@ -81,6 +81,15 @@ def _from_library(exc: BaseException) -> bool:
     return bool(last) and last.split(".")[0] in ONE_LINE_MODULES
 
 
+def _where(exc: BaseException) -> str:
+    """`` in matplotlib``: the top package of the innermost frame an exception was raised in."""
+    tb, last = exc.__traceback__, ""
+    while tb is not None:
+        last = tb.tb_frame.f_globals.get("__name__", "") or last
+        tb = tb.tb_next
+    return f" in {last.split('.')[0]}" if last else ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     debug, argv = _debug(list(sys.argv[1:] if argv is None else argv))
     try:
@@ -93,6 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"omni-loader: error: {one_line(str(exc), limit=2000, library=False)}", file=sys.stderr)
         return exc.exit_code
+    except (MemoryError, ImportError) as exc:  # out of memory, wherever it struck: one line
+        # (a shared library that cannot be mapped for want of memory is an ImportError: "failed to map segment")
+        if debug or (isinstance(exc, ImportError) and "failed to map segment" not in str(exc)):
+            raise
+        print(f"omni-loader: error: out of memory{_where(exc)} ({str(exc) or type(exc).__name__}): the machine, or "
+              "this process's memory limit, ran out; free memory (or lift the limit) and run again", file=sys.stderr)
+        return 2
     except Exception as exc:  # a file torch, safetensors, json... could not read (or an OS error): one line
         if debug or not (isinstance(exc, OSError) or _from_library(exc)):
             raise
