@@ -124,18 +124,19 @@ def test_load_readable(capsys: pytest.CaptureFixture[str], tiny_snapshot: Path, 
                         " construct=resident")
     assert lines[1] == f"checkpoint: {tiny_snapshot} (directory)"
     data = load_json("--variant", "baseline")
-    for phase in ("total", "weight_loading", *LEAF_PHASES):
+    for phase in ("total", "outer_load_weights", "weight_loading", *LEAF_PHASES):
         (row,) = [line for line in lines if line.split()[0] == phase]
         name, seconds, unit, faults, *_ = row.split()
         assert unit == "ms"
         float(seconds)
         assert faults.replace(",", "").isdigit()
-    # in the order they run, weight_loading's line right above its children (indented under it)
-    order = [line.split()[0] for line in lines[3:3 + 2 + len(LEAF_PHASES)]]
-    children = [p for p in LEAF_PHASES if p in WEIGHT_LOADING_CHILDREN]
-    first = LEAF_PHASES.index(children[0])
-    assert order == ["total", *LEAF_PHASES[:first], "weight_loading", *LEAF_PHASES[first:]]
-    assert all(line.startswith("    ") for line in lines[3:] if line.split() and line.split()[0] in children)
+    # in the order they run, each enclosing phase right above the phases it encloses, indented one step deeper
+    order = [line.split()[0] for line in lines[3:3 + 3 + len(LEAF_PHASES)]]
+    assert order == ["total", "construct", "outer_load_weights", "read_checkpoint", "hub_check", "speaker_conditioning",
+                     "weight_loading", *WEIGHT_LOADING_CHILDREN, "post_load"]
+    depth = {line.split()[0]: (len(line) - len(line.lstrip())) // 2 for line in lines[3:3 + len(order)]}
+    assert [depth[p] for p in ("total", "construct", "outer_load_weights", "read_checkpoint", "weight_loading",
+                               "buffer_discovery", "post_load")] == [1, 2, 2, 3, 3, 4, 2]
     assert "state_dict() calls: 51" in lines
     assert "weights loaded:     187" in lines
     assert f"persistent buffers: {INV_FREQ}" in lines
