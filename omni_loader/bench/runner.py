@@ -136,6 +136,8 @@ class SharedFailure:
         self.succeeded = True
 
     def failed(self, variant: str, error: str) -> None:
+        if error.startswith("worker killed"):  # a timeout or a signal: this run's fate, not the runs' common ground
+            return
         self.seen.add(variant)
         self.errors.add(error)
         if not self.succeeded and self.seen >= self.variants and len(self.errors) == 1:

@@ -55,10 +55,11 @@ class BenchmarkSpec:
     device: InitVar[str | None] = None
     dtype: InitVar[str | None] = None
     construct: InitVar[str | None] = None
+    read: InitVar[str | None] = None
 
-    def __post_init__(self, layout: str | None, device: str | None, dtype: str | None,
-                      construct: str | None) -> None:
-        load = self.load.replace(layout=layout, device=device, dtype=dtype, construct=construct)
+    def __post_init__(self, layout: str | None, device: str | None, dtype: str | None, construct: str | None,
+                      read: str | None) -> None:
+        load = self.load.replace(layout=layout, device=device, dtype=dtype, construct=construct, read=read)
         object.__setattr__(self, "load", load)
         object.__setattr__(self, "variants", tuple(self.variants))
         object.__setattr__(self, "custom_variants", tuple(self.custom_variants))
