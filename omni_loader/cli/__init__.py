@@ -73,21 +73,22 @@ def _from_library(exc: BaseException) -> bool:
     """Was ``exc`` raised inside torch, safetensors, json...? (Then it is a file's problem, told in one line.)"""
     if type(exc).__module__.split(".")[0] in ONE_LINE_MODULES:
         return True
-    tb = exc.__traceback__
-    last = None
-    while tb is not None:
-        last = tb.tb_frame.f_globals.get("__name__", "")
-        tb = tb.tb_next
-    return bool(last) and last.split(".")[0] in ONE_LINE_MODULES
+    return _innermost_package(exc) in ONE_LINE_MODULES
 
 
-def _where(exc: BaseException) -> str:
-    """`` in matplotlib``: the top package of the innermost frame an exception was raised in."""
+def _innermost_package(exc: BaseException) -> str:
+    """The top package of the innermost frame ``exc`` was raised in (``matplotlib``), or ''."""
     tb, last = exc.__traceback__, ""
     while tb is not None:
         last = tb.tb_frame.f_globals.get("__name__", "") or last
         tb = tb.tb_next
-    return f" in {last.split('.')[0]}" if last else ""
+    return last.split(".")[0]
+
+
+def _where(exc: BaseException) -> str:
+    """`` in matplotlib``: where an out-of-memory error struck, for its one line."""
+    package = _innermost_package(exc)
+    return f" in {package}" if package else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
