@@ -149,11 +149,12 @@ def test_without_worker_timeout_a_run_much_slower_than_its_warmup_is_killed(tiny
     measured = frame[~frame["warmup"].astype(bool)].drop_duplicates("run_id").set_index("variant")
     assert measured.loc["optimized", "status"] == "failed" and measured.loc["baseline", "status"] == "ok"
     error = measured.loc["optimized", "error"]
-    limit = re.fullmatch(r"worker killed after ([\d,]+) s \(the default: 2x the slowest warm-up; set "
+    limit = re.fullmatch(r"worker killed after ([\d,.]+) s \(the default: 2x the slowest warm-up; set "
                          r"--worker-timeout\)", error)
     assert limit, error
     warmups = frame[frame["warmup"].astype(bool) & (frame["phase"] == "total")]["seconds"]
-    assert 2 * warmups.max() <= float(limit.group(1).replace(",", "")) <= 2 * warmups.max() + 10, (error, warmups)
+    shown = float(limit.group(1).replace(",", ""))  # three significant digits, so a second is never shown as 1
+    assert 2 * warmups.max() * 0.995 <= shown <= 2 * warmups.max() + 10, (error, warmups)
     assert len(hung) == 1 and not Path(f"/proc/{hung[0]}").exists()  # killed and reaped
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OmniLoaderError, ResultsError
+from ..formatting import number
 from ..results.integrity import resume_benchmark
 from ..results.lock import writer_lock
 from ..host.machine import Activity
@@ -169,7 +170,7 @@ class Timeout:
     @property
     def shown(self) -> str:
         """For the progress line: what a run is given, so a wait says what it waits for."""
-        return "" if self.given is not None else f" (killed after {self.seconds:,.0f} s)"
+        return "" if self.given is not None else f" (killed after {number(self.seconds)} s)"
 
     def saw_warmup(self, seconds: float) -> None:
         self.slowest_warmup = max(self.slowest_warmup, seconds)
@@ -178,7 +179,7 @@ class Timeout:
         if self.given is None and error.startswith("worker killed after --worker-timeout"):
             how = (f"{SLOWER_THAN_WARMUP:g}x the slowest warm-up" if self.slowest_warmup
                    else "the limit for a run before any warm-up finished")
-            return f"worker killed after {self.seconds:,.0f} s (the default: {how}; set --worker-timeout)"
+            return f"worker killed after {number(self.seconds)} s (the default: {how}; set --worker-timeout)"
         return error
 
 
