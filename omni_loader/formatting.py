@@ -194,14 +194,16 @@ def _general(x: Any) -> str:
     return str(x)
 
 
-# after a separator, and after an underscore between two letters or digits (not inside __init__)
-_BREAK_AFTER = re.compile(r"([./:(,]|(?<=[A-Za-z0-9])_(?=[A-Za-z0-9]))")
+# after a separator, and after an underscore between two letters or digits (not inside __init__); never
+# after a decimal point or a thousands separator (a dot or comma with a digit on both sides): "1,564.123 ms",
+# "p=0.00794" and "ROCm 7.2.53211" stay whole
+_BREAK_AFTER = re.compile(r"([/:(]|(?<!\d)[.,]|[.,](?!\d)|(?<=[A-Za-z0-9])_(?=[A-Za-z0-9]))")
 _BREAK_AFTER_UNDERSCORE = re.compile(r"((?<=[A-Za-z0-9])_(?=[A-Za-z0-9]))")
 
 
 def wrap_text(value: Any) -> str:
     """HTML for a text cell: escaped, with a break opportunity (``<wbr>``) after each ``.`` ``/``
-    ``:`` ``(`` ``,`` and word-joining ``_``, so a qualified module path or ``file:line(function)`` wraps at its
+    ``:`` ``(`` ``,`` and word-joining ``_`` (but not inside a number), so a qualified module path or ``file:line(function)`` wraps at its
     parts instead of being cut, or forcing the table wider than the page. Copying the text copies
     no invisible characters."""
     from html import escape
@@ -234,8 +236,9 @@ def table(
     value) with the unit added to the column name; ``percent`` columns hold fractions and are shown
     as percentages; ``mib`` columns hold bytes and are shown in MiB; ``decimals`` fixes the decimals
     of other numeric columns. Every other number gets thousands separators and no scientific
-    notation; text wraps at :data:`WRAP_WIDTH` instead of being cut. ``index=False`` hides a plain
-    0..n-1 index (a meaningful index, such as a phase name, is kept: pass ``index=True``).
+    notation; text wraps at :data:`WRAP_WIDTH` instead of being cut. ``index=False`` hides an unnamed
+    integer index (row positions, also after ``.tail()`` or a filter); a meaningful index, such as a
+    phase name, is kept, and ``index=True`` keeps any.
     """
     import pandas as pd
 
@@ -268,7 +271,10 @@ def table(
     for c in frame.columns:
         formats.setdefault(c, _general if c in numeric else wrap_text)
     styler = frame.style.format(formats).format_index(_header_text, axis="columns")
-    if not index and isinstance(frame.index, pd.RangeIndex):
+    # positions, not labels: a RangeIndex, or the integer labels that .tail() or a filter leaves behind
+    positional = frame.index.name is None and (isinstance(frame.index, pd.RangeIndex)
+                                               or pd.api.types.is_integer_dtype(frame.index))
+    if not index and positional:
         styler = styler.hide(axis="index")
     else:
         styler = styler.format_index(wrap_text, axis="index")

@@ -383,7 +383,7 @@ def test_startup_to_health_column_when_a_directory_measured_it(runs, tmp_path):
     plan = plan_runs(0, 3, "alternate", first_id=100, source="server")
     store_benchmark(startup, "startup", {"kind": "serve-ab", "status": "complete", "plan": [
         {"run_id": r.run_id, "variant": r.variant, "warmup": r.warmup, "order": r.order} for r in plan]})
-    seconds = {"baseline": [21.0, 22.0, 23.0], "optimized": [20.0, 20.5, 21.5]}
+    seconds = {"baseline": [1021.0, 1022.0, 1023.0], "optimized": [1020.0, 1020.5, 1021.5]}  # thousands separated
     append_rows(startup, [{"run_id": r.run_id, "variant": r.variant, "warmup": False, "order": r.order,
                            "phase": "startup_to_health", "parent": "", "seconds": seconds[r.variant][r.order - 1],
                            "status": "ok", "error": "", "source": "server"} for r in plan])
@@ -391,13 +391,13 @@ def test_startup_to_health_column_when_a_directory_measured_it(runs, tmp_path):
     assert result.pr_rows[-1] == "startup_to_health"
     assert result.checks_for("with-startup") == []
     c = result.entry("with-startup").comparison("startup_to_health")
-    assert (c.baseline.median, c.optimized.median) == (22.0, 20.5)
+    assert (c.baseline.median, c.optimized.median) == (1022.0, 1020.5)
     assert c.pr_rule() == "ranges overlap: no claim" and c.verdict().startswith("no difference claimed")
     text = render_markdown(result)
     header = next(line for line in text.splitlines() if line.startswith("| Results |"))
     assert header.endswith("| Token2Wav weight loading | Startup to /health | Checks |")
     assert "105.738 s → 104.322 s; 1.01x; ranges overlapped" in text
-    assert "22.000 s [21.000–23.000] → 20.500 s [20.000–21.500]; 1.07x" in text
+    assert "1,022.000 s [1,021.000–1,023.000] → 1,020.500 s [1,020.000–1,021.500]; 1.00x" in text
     assert "| alt |" in text and text.split("| alt |")[1].split("\n")[0].rstrip().endswith(
         "| not measured | reference for the checks |")
 

@@ -58,3 +58,36 @@ def test_a_time_axis_takes_the_kits_one_unit_rule() -> None:
         (ax, *_) = phases_figure([c]).axes
         assert ax.get_ylabel() == f"time ({time_unit(seconds)})"
         assert ax.get_ylabel() == ("time (s)" if max(seconds) >= 10 else "time (ms)")
+
+
+def test_log_axes_read_as_plain_numbers_and_times() -> None:
+    """Every log axis the kit draws labels its ticks plainly: the compare plot once read 6×10⁰ and 4×10⁰
+    on minor ticks, the sweep 10⁻⁴ on a time axis. Drawn over less than a decade (minor ticks labelled)
+    and over six decades."""
+    import re
+
+    import pandas as pd
+
+    from omni_loader.reporting.figures import tick_labels
+    from omni_loader.sweep import fits
+    from omni_loader.sweep.audit import plot_on_curve
+    from omni_loader.sweep.traversal_plots import plot_sweep
+
+    rows = pd.DataFrame([{"experiment": exp, "source": "synthetic", "N": n, "B": b, "x": x, "repeat": r,
+                          "seconds": 2e-6 * x * (1 + 0.01 * r), "cpu_seconds": 2e-6 * x}
+                         for exp in fits.EXPERIMENTS for n in (32, 4096) for b in (4, 256) for r in range(3)
+                         for x in [{"state_dict": n, "baseline": n * b, "optimized": n + b}[exp]]])
+    narrow = ShownFigure(figsize=(3, 2))
+    ax = narrow.subplots()
+    ax.plot([3.5, 8.0], [3.5, 8.0])
+    from omni_loader.reporting.figures import log_axis
+
+    log_axis(ax, "y")
+    placed = pd.DataFrame({"arch": ["bert", "whisper"], "x": [2_000.0, 90_000.0], "baseline_seconds": [0.01, 0.4]})
+    fit = fits.fit_loglog([100, 1e6], [1e-4, 1.0])
+    for fig in (plot_sweep(rows), narrow, plot_on_curve(placed, fit)):
+        labels = tick_labels(fig)
+        assert labels, "no tick labels drawn"
+        assert not [t for t in labels if re.search(r"×10|\$|e[+-]?\d|10\^|\u2212\d", t)], labels
+    assert {"4", "6"} <= set(tick_labels(narrow))  # minor ticks over less than a decade are labelled, plainly
+    assert "1 ms" in tick_labels(plot_sweep(rows))  # a time axis reads as times

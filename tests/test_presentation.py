@@ -96,6 +96,15 @@ def test_table_wraps_long_names_instead_of_cutting_them() -> None:
     assert "&lt;root&gt;" in html_root  # text is escaped, not taken for a tag
 
 
+def test_table_never_breaks_a_number_at_its_decimal_point_or_thousands_separator() -> None:
+    """A narrow column once showed "1. 564 ms" and "p=0. 00794": a break opportunity inside a number."""
+    cell = "1,564.123 ms [3.073–5.688]; p=0.00794; ROCm 7.2.53211; resblocks.3.activations, then"
+    html = formatting.table(pd.DataFrame({"cell": [cell]})).to_html()
+    for whole in ("1,564.123 ms", "[3.073–5.688]", "p=0.00794", "ROCm 7.2.53211"):
+        assert whole in html, whole
+    assert "resblocks.<wbr>3.<wbr>activations,<wbr> then" in html  # names still wrap at their parts
+
+
 def test_table_unit_switches_to_seconds_for_slow_columns_and_rejects_unknown_columns() -> None:
     html = formatting.table(pd.DataFrame({"total_seconds": [12.5, 9.0]}), seconds=["total_seconds"]).to_html()
     assert ">total (s)</th>" in html and ">12.500<" in html
@@ -304,3 +313,13 @@ def test_execute_refuses_a_parameter_the_notebook_does_not_declare(tmp_path: Pat
         notebooks.execute("04", tmp_path / "x.ipynb", {"sise": "tiny"})
     with pytest.raises(OmniLoaderError, match="no single notebook matches"):
         notebooks.find_notebook("99")
+
+
+def test_table_hides_row_positions_but_keeps_a_meaningful_index() -> None:
+    """03's ``.tail(8)`` and 05's filtered frames showed their leftover row numbers as a bare column."""
+    frame = pd.DataFrame({"source": ["a", "b", "c"], "N": [1, 2, 3]})
+    tail = formatting.table(frame.tail(2)).to_html()
+    assert ">b<" in tail and "row_heading" not in tail  # no index cells at all
+    named = formatting.table(frame.set_index("source")).to_html()
+    assert "row_heading" in named and ">a<" in named
+    assert "row_heading" in formatting.table(frame.tail(2), index=True).to_html()

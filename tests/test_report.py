@@ -329,10 +329,34 @@ def test_ratio_plot_shows_baseline_over_optimized_beside_the_prs(plotted):
         ours = medians[(ref["measurement"], "baseline")] / medians[(ref["measurement"], "optimized")]
         assert right == pytest.approx([ours])
     labels = {b["label"] for b in bars} - {""}
-    assert labels == {"PR (MI300X, ROCm)", "this run"}
+    assert "PR (MI300X, ROCm), median" in labels
+    assert labels - {"PR (MI300X, ROCm), median"} <= {"this run: a claimed difference", "this run: no difference claimed"}
     discovery = ticks["Buffer discovery"]
     assert [float(b["value"]) for b in bars if discovery < float(b["x"]) + float(b["width"]) / 2 < discovery + 0.5
             ] == pytest.approx([0.45 / 0.0022])  # the optimized loader is ~205x faster here, not 0.005x
+
+
+def test_ratio_plot_draws_each_interval_and_marks_a_row_without_a_claim():
+    """A 1.3x the test rejected once stood as a plain bar beside a significant 200x on a log axis: now
+    each of this run's bars carries its 95% interval, and one without a claim is hollow and says so."""
+    from omni_loader.reporting.figures import figure_data, tick_labels
+    from omni_loader.reporting.measurements import load_reference
+    from omni_loader.reporting.plots import ratios_figure
+    from omni_loader.reporting.stats import ratio_interval
+
+    claimed = _comparison("buffer_discovery", [0.40, 0.45, 0.50, 0.42, 0.47], [0.0020, 0.0022, 0.0021, 0.0023, 0.0024])
+    rejected = _comparison("weight_loading", [1.0, 1.5, 0.9, 1.2, 1.1], [1.0, 0.5, 0.95, 0.4, 0.85])
+    assert claimed.differs() and not rejected.differs()
+    fig = ratios_figure([claimed, rejected], load_reference())
+    rows = figure_data(fig)
+    ours = {r["label"]: r for r in rows if r["kind"] == "bar" and r["label"].startswith("this run")}
+    assert set(ours) == {"this run: a claimed difference", "this run: no difference claimed"}
+    assert ours["this run: no difference claimed"]["value"] == pytest.approx(rejected.ratio)
+    caps = sorted(r["y"] for r in rows if r["kind"] == "line" and r["text"] == "_")
+    assert caps == pytest.approx(sorted([*ratio_interval(claimed), *ratio_interval(rejected)]))
+    notes = [r["text"] for r in rows if r["kind"] == "text"]
+    assert sum("no claim" in n for n in notes) == 1 and any(n.startswith(f"{rejected.ratio:.3g}") for n in notes)
+    assert not [t for t in tick_labels(fig) if re.search(r"×10|\$|e[+-]\d", t)], tick_labels(fig)
 
 
 def test_where_time_goes_stacks_each_variants_phase_medians(plotted):
@@ -817,7 +841,7 @@ BEYOND_ROWS_ASSIGN = [
     # weight loading = discovery + load parameters + 10 ms: 493 ms -> 33.2 ms
     ["assign", "Token2Wav weight loading", "493.000 ms", "33.200 ms", "459.800 ms faster, 93.27%", "14.85x",
      "32.000 ms–36.400 ms (IQR 2.200 ms)", SEPARATE],
-    ["assign", "Whole Token2Wav load", "9,100.000 ms", "8,100.000 ms", "1000.000 ms faster, 10.99%", "1.12x",
+    ["assign", "Whole Token2Wav load", "9,100.000 ms", "8,100.000 ms", "1,000.000 ms faster, 10.99%", "1.12x",
      "8,000.000 ms–8,200.000 ms (IQR 100.000 ms)", SEPARATE],
     # 102 MiB -> 155 MiB, ranges 100–104 and 150–160 apart: 53 / 102 = 52.0%
     ["assign", "Peak process RSS", "102 MiB", "155 MiB", "+53.0 MiB", "—", "150 MiB–160 MiB", "changed by 52.0%"],
@@ -830,7 +854,7 @@ BEYOND_ROWS_MINE = [
     ["mine", "Token2Wav weight loading", "493.000 ms", "330.000 ms", "163.000 ms faster, 33.06%", "1.49x",
      "310.000 ms–360.000 ms (IQR 25.000 ms)", SEPARATE],
     # the row's unit comes from the baseline (9.1 s: ms), the variant's 12.2 s is written in it as well
-    ["mine", "Whole Token2Wav load", "9,100.000 ms", "12,200.000 ms", "3100.000 ms slower, 34.07%", "0.75x",
+    ["mine", "Whole Token2Wav load", "9,100.000 ms", "12,200.000 ms", "3,100.000 ms slower, 34.07%", "0.75x",
      "12,000.000 ms–12,400.000 ms (IQR 200.000 ms)", SEPARATE],
     # no Peak process RSS row: mine recorded no memory figures
 ]

@@ -191,7 +191,7 @@ def test_comparison_change_is_phrased_in_its_unit_and_row_unit():
     slow = Summary("baseline", "startup_to_health", (105.738,))
     fast = Summary("optimized", "startup_to_health", (104.322,))
     assert compare(slow, fast).change() == "1.416 s faster, 1.34%"
-    assert compare(slow, fast).change("ms") == "1416.000 ms faster, 1.34%"
+    assert compare(slow, fast).change("ms") == "1,416.000 ms faster, 1.34%"
     small = compare(Summary("baseline", "x", (1.0,)), Summary("optimized", "x", (0.5,)))
     assert small.change() == "500.000 ms faster, 50.00%" and small.change("s") == "0.500 s faster, 50.00%"
     calls = compare(Summary("baseline", "state_dict_calls", (51.0,)), Summary("optimized", "state_dict_calls", (0.0,)),
@@ -276,7 +276,7 @@ def test_phrasing_of_counts_bytes_and_slower_loads():
     assert phrase_change(100, 100, "bytes") == "unchanged" and phrase_change(1.5, 1.5) == "unchanged"
     assert phrase_change(0.0, 0.5) == "500.000 ms slower, nan%"
     assert phrase_change(12.0, 11.0) == "1.000 s faster, 8.33%"  # the row's unit comes from the baseline
-    assert phrase_change(12.0, 11.0, row_unit="ms") == "1000.000 ms faster, 8.33%"
+    assert phrase_change(12.0, 11.0, row_unit="ms") == "1,000.000 ms faster, 8.33%"
 
 
 def test_ranges_overlap_needs_two_samples():

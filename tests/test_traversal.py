@@ -64,6 +64,8 @@ def test_fit_on_hand_computed_data() -> None:
     assert fit.r2 == pytest.approx(27 / 28)
     assert fit.n_points == 3
     assert (fit.x_min, fit.x_max) == (pytest.approx(1), pytest.approx(100))
+    # the fitted range is the x values themselves, not 10 ** log10(x): a table showed "32.00" for 32
+    assert (fits.fit_loglog([32, 128], [1, 2]).x_min, fits.fit_loglog([36, 4352], [1, 2]).x_max) == (32.0, 4352.0)
 
 
 def test_fit_recovers_an_exact_power_law() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
-from ..formatting import TIME_SCALE, format_seconds, markdown_table, time_unit
+from ..formatting import TIME_SCALE, duration, format_seconds, markdown_table, time_unit
 from ..reporting.measurements import LABELS, PR_ROWS, label, phase_unit
 from ..reporting.report_environment import variants_text
 from ..names import VARIANTS
@@ -36,7 +36,7 @@ def column_unit(result: SideBySide, phase: str) -> str:
 
 def _in(value: float, unit: str) -> str:
     """A time in ``unit`` without the unit: the bounds of a range whose unit the median beside it names."""
-    return f"{value * TIME_SCALE[unit]:.3f}" if math.isfinite(value) else "n/a"
+    return f"{value * TIME_SCALE[unit]:,.3f}" if math.isfinite(value) else "n/a"
 
 
 def _ratio_text(value: float) -> str:
@@ -53,8 +53,8 @@ def measurement_cell(result: SideBySide, entry: Entry, phase: str) -> str:
     u = column_unit(result, phase)
     iv = entry.intervals.get(phase)
     interval = f" [{iv[0]:.2f}–{iv[1]:.2f}]" if iv else ""
-    return (f"{format_seconds(c.baseline.median, u)} [{_in(c.baseline.min, u)}–{_in(c.baseline.max, u)}] → "
-            f"{format_seconds(c.optimized.median, u)} [{_in(c.optimized.min, u)}–{_in(c.optimized.max, u)}]; "
+    return (f"{duration(c.baseline.median, u)} [{_in(c.baseline.min, u)}–{_in(c.baseline.max, u)}] → "
+            f"{duration(c.optimized.median, u)} [{_in(c.optimized.min, u)}–{_in(c.optimized.max, u)}]; "
             f"{_ratio_text(c.ratio)}{interval}; {c.verdict()}"
             + (f"; confounded by {', '.join(entry.confounded[phase])}" if phase in entry.confounded else ""))
 
@@ -66,7 +66,7 @@ def reference_cell(result: SideBySide, phase: str) -> str:
     if ref["unit"] == "calls":
         return f"{ref['baseline']:g} → {ref['optimized']:g}"
     u = column_unit(result, phase)
-    return (f"{format_seconds(ref['baseline'], u)} → {format_seconds(ref['optimized'], u)}; "
+    return (f"{duration(ref['baseline'], u)} → {duration(ref['optimized'], u)}; "
             f"{_ratio_text(ref['baseline'] / ref['optimized'])}; {ref.get('note') or 'medians as published'}")
 
 

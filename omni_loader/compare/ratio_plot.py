@@ -11,9 +11,8 @@ import math
 from typing import Any
 
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter
 
-from ..reporting.figures import ShownFigure
+from ..reporting.figures import ShownFigure, log_axis
 from ..reporting.measurements import LABELS
 from .side_by_side import SideBySide
 
@@ -63,7 +62,6 @@ def _ratio_panel(ax: Any, result: SideBySide, phase: str) -> None:
         ax.annotate(f"PR {pr:.3g}x", (len(result.entries) - 0.45, pr), ha="right", va="bottom", fontsize=8,
                     color="#5b6470")
     ax.axhline(1, color="black", lw=0.8, label="no change (1x)")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))  # 10, 100: not 10¹, 10²
+    log_axis(ax, "y")  # 10, 100, 6: not 10¹, 10², 6×10⁰
     ax.set_ylabel("baseline / optimized (median ratio, log)")
     ax.grid(axis="y", alpha=0.3)

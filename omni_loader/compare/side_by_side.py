@@ -25,8 +25,7 @@ from ..results.archive import archive_format, opened
 from ..reporting.measurements import PR_ROWS, comparisons, described_record, flat_spec, planned_arms
 from ..names import VARIANTS, digest_algorithm, short_digest
 from ..results.integrity import check_results
-from ..reporting.stats import (Comparison, Summary, bootstrap_median_difference, compare, equivalence, measured,
-                               run_summary)
+from ..reporting.stats import Comparison, Summary, compare, equivalence, measured, ratio_interval, run_summary
 
 NOT_RECORDED = "not recorded"
 COUNT_COLUMNS = {"state_dict_calls": "state_dict() calls", "weights_loaded": "weights loaded",
@@ -256,16 +255,6 @@ def _confounded(frame, metadata: dict[str, Any]) -> dict[str, tuple[str, ...]]:
 def default_label(path: Path) -> str:
     """The directory's name, or the archive's file name (``alt.tar.gz``: told apart from its directory)."""
     return path.name if path.is_file() and archive_format(path) else (path.resolve().name or str(path))
-
-
-def ratio_interval(c: Comparison) -> tuple[float, float] | None:
-    """95% percentile-bootstrap interval of baseline/optimized, from the interval of the difference of
-    median log-times (stats.bootstrap_median_difference): a ratio interval, on the samples' own scale."""
-    if c.unit != "s" or any(x <= 0 for x in (*c.baseline.samples, *c.optimized.samples)):
-        return None
-    ci = bootstrap_median_difference(tuple(math.log(x) for x in c.optimized.samples),
-                                     tuple(math.log(x) for x in c.baseline.samples))
-    return (math.exp(ci[0]), math.exp(ci[1])) if ci else None
 
 
 # --------------------------------------------------------------------------- checking

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
+
+from ..formatting import number
 
 FIGURE_DATA_COLUMNS = ("panel", "title", "xlabel", "ylabel", "kind", "label", "x", "y", "width", "height", "value",
                        "text")
@@ -32,6 +35,38 @@ class ShownFigure(Figure):
         buf = io.BytesIO()
         self.savefig(buf, format="png", dpi=PNG_DPI, bbox_inches="tight")
         return buf.getvalue()
+
+
+class PlainLogFormatter(LogFormatter):
+    """Labels of a log axis as plain numbers (``0.5``, ``6``, ``200``, ``10,000``), on the ticks
+    matplotlib would label anyway. Its default writes ``10²`` on a decade, ``6×10⁰`` on a minor tick
+    and ``1e+05`` past ten thousand: a reader should not have to decode an axis. ``text`` turns a
+    value into its label (default :func:`~omni_loader.formatting.number`; a time axis passes
+    ``short_duration``)."""
+
+    def __init__(self, text=number, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.text = text
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return self.text(x) if super().__call__(x, pos) else ""
+
+
+def log_axis(ax: Any, which: str = "y", text=number) -> None:
+    """Put ``ax``'s ``which`` axis (``"x"`` or ``"y"``) on a log scale whose every label is plain
+    (:class:`PlainLogFormatter`), major and minor alike: the one way the kit's plots draw a log axis."""
+    getattr(ax, f"set_{which}scale")("log")
+    axis = getattr(ax, f"{which}axis")
+    axis.set_major_formatter(PlainLogFormatter(text, labelOnlyBase=False))
+    axis.set_minor_formatter(PlainLogFormatter(text, labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+
+
+def tick_labels(fig: Figure) -> list[str]:
+    """Every tick label the figure draws (major and minor, both axes of every panel), as text."""
+    fig.canvas.draw()  # labels are computed when the figure is drawn
+    return [lab.get_text() for ax in fig.axes if ax.get_visible() and ax.axison
+            for axis in (ax.xaxis, ax.yaxis) for minor in (False, True)
+            for lab in axis.get_ticklabels(minor=minor) if lab.get_visible() and lab.get_text()]
 
 
 def write_figure(fig: Figure, directory: str | Path, stem: str) -> list[Path]:
@@ -63,7 +98,8 @@ def figure_data(fig: Figure) -> list[dict[str, Any]]:
 
     ``kind`` is ``bar`` (x, y, width, height of the rectangle; ``value`` its length), ``point`` (a
     scatter point), ``line`` (a vertex of a line; ``text`` its marker), ``text`` (an annotation at
-    x, y), ``xtick`` or ``ytick`` (a category's tick label at its position). Values are in the plotted unit
+    x, y), ``xtick`` or ``ytick`` (a category's tick label at its position), ``xtick_label`` or ``ytick_label``
+    (every label drawn on that axis, numbers on a scale included, once the figure has been drawn). Values are in the plotted unit
     (see ``ylabel`` / ``xlabel``); ``panel`` numbers the axes in the figure's order.
     """
     from matplotlib.collections import PathCollection
@@ -99,6 +135,10 @@ def figure_data(fig: Figure) -> list[dict[str, Any]]:
             for pos, lab in zip(axis.get_ticklocs(), axis.get_ticklabels()):
                 if _is_category(lab.get_text()):  # a named category, not a number on a scale
                     add(kind, **{kind[0]: float(pos)}, text=lab.get_text())
+            for minor in (False, True):  # every label drawn, as a reader sees it (a drawn figure's)
+                for pos, lab in zip(axis.get_ticklocs(minor=minor), axis.get_ticklabels(minor=minor)):
+                    if lab.get_visible() and lab.get_text():
+                        add(f"{kind}_label", **{kind[0]: float(pos)}, text=lab.get_text())
     return rows
 
 

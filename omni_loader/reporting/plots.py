@@ -18,17 +18,14 @@ from typing import Any
 
 import matplotlib
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter
 
-from .figures import ShownFigure, write_figure
-from ..formatting import TIME_SCALE, number, short_duration, time_unit, times
+from .figures import ShownFigure, log_axis, write_figure
+from ..formatting import TIME_SCALE, short_duration, time_unit, times
 from ..names import LEAF_PHASES, VARIANTS
-from .stats import Comparison, measured, phase_summary
+from .stats import Comparison, measured, phase_summary, ratio_interval
 
 COLORS = {"baseline": "#d1495b", "optimized": "#00798c"}
 DRIFT_PHASES = ("total", "weight_loading")
-
-_plain = FuncFormatter(lambda value, _pos: number(value))  # 10, 100 rather than 10¹, 10²
 
 
 def _scale(values: list[float]) -> tuple[float, str]:
@@ -58,8 +55,7 @@ def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
                         fmt="D", color=color, capsize=4, markersize=6, zorder=4)
             ax.annotate(short_duration(s.median), (i + 0.38, s.median * scale), fontsize=8, va="center")
         if c.optimized.median > 0 and c.ratio > 10:
-            ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(_plain)
+            log_axis(ax, "y")
             ax.set_title(f"{c.phase}\n{times(c.ratio)} faster (log scale)", fontsize=10)
         else:
             ax.set_title(f"{c.phase}\n{c.change()}", fontsize=10)
@@ -129,31 +125,50 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
 
 
 def ratios_figure(comps: list[Comparison], reference: dict[str, Any]) -> ShownFigure | None:
-    """Baseline/optimized ratio of each PR measurement: this run beside the PR's."""
+    """Baseline/optimized ratio of each PR measurement: this run beside the PR's.
+
+    This run's bar carries its 95% interval (:func:`~omni_loader.reporting.stats.ratio_interval`),
+    and a row the kit's verdict makes no claim on is drawn hollow and hatched and says so: a 3x that
+    the test rejected must not read like the 300x beside it. The PR published medians only, so its
+    bars have no interval."""
     mine = {c.phase: c for c in comps if c.unit == "s"}
     refs = [r for r in reference["measurements"] if r["unit"] == "s" and r["measurement"] in mine]
     if not refs:
         return None
-    fig = ShownFigure(figsize=(7, 3.6))
+    fig = ShownFigure(figsize=(7, 3.8))
     ax = fig.subplots()
     width = 0.38
+    drawn: list[float] = []
     for i, r in enumerate(refs):
-        pr = r["baseline"] / r["optimized"]
-        ours = mine[r["measurement"]].ratio
-        for dx, value, color, name in ((-width / 2, pr, "#8d96a3", "PR (MI300X, ROCm)"),
-                                       (width / 2, ours, "#00798c", "this run")):
-            ax.bar(i + dx, value, width, color=color, label=name if i == 0 else None)
-            ax.annotate(times(value), (i + dx, value), ha="center", va="bottom", fontsize=8)
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(_plain)
-    drawn = [v for r in refs for v in (r["baseline"] / r["optimized"], mine[r["measurement"]].ratio) if v > 0]
+        pr, c = r["baseline"] / r["optimized"], mine[r["measurement"]]
+        ax.bar(i - width / 2, pr, width, color="#8d96a3", label="PR (MI300X, ROCm), median" if i == 0 else None)
+        ax.annotate(times(pr), (i - width / 2, pr), ha="center", va="bottom", fontsize=8)
+        claimed = c.differs()
+        ax.bar(i + width / 2, c.ratio, width, color="#00798c" if claimed else "white", edgecolor="#00798c",
+               hatch=None if claimed else "//", label=("this run: a claimed difference" if claimed
+                                                       else "this run: no difference claimed"))
+        iv = ratio_interval(c)
+        top = c.ratio
+        if iv:
+            # a percentile interval of few runs need not hold the ratio of medians itself
+            ax.errorbar([i + width / 2], [c.ratio], yerr=[[max(0.0, c.ratio - iv[0])], [max(0.0, iv[1] - c.ratio)]],
+                        fmt="none", ecolor="black", capsize=4, lw=1, label="95% interval of this run's ratio")
+            top = max(iv[1], c.ratio)
+            drawn += list(iv)
+        ax.annotate(times(c.ratio) + ("" if claimed else "\nno claim"), (i + width / 2, top), ha="center",
+                    va="bottom", fontsize=8)
+        drawn += [pr, c.ratio]
+    log_axis(ax, "y")
+    drawn = [v for v in drawn if v > 0 and math.isfinite(v)]
     # 1x (no change) stays in view; room for the labels and the legend above the tallest bar
-    ax.set_ylim(min(0.7, min(drawn, default=1.0) * 0.7), max(max(drawn, default=1.0), 1.0) * 4)
+    ax.set_ylim(min(0.7, min(drawn, default=1.0) * 0.7), max(max(drawn, default=1.0), 1.0) * 6)
     ax.axhline(1, color="black", lw=0.8)
     ax.set_xticks(range(len(refs)), [r["label"] for r in refs])
     ax.set_ylabel("baseline / optimized (median ratio, log)")
     ax.set_title("Speed-up of the optimized loader: this run against the PR")
-    ax.legend(loc="upper right")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), loc="upper right", fontsize=7.5)
     return fig
 
 

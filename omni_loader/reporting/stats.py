@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..names import short_digest
-from ..formatting import format_seconds, time_unit  # the one unit rule; also importable from here, as before
+from ..formatting import duration, time_unit  # the one unit rule
 
 HIGH_SPREAD = 0.10  # IQR / median above which a summary carries a warning
 ALPHA = 0.05
@@ -165,7 +165,7 @@ def ranges_overlap(a: tuple[float, ...] | list[float], b: tuple[float, ...] | li
 
 
 def phrase_change(baseline: float, optimized: float, unit: str = "s", row_unit: str | None = None) -> str:
-    """The PR's phrasing: '455.382 ms faster, 99.66%', '1.416 s faster, 1.34%', 'Removed 219 calls'.
+    """The PR's phrasing: '455.382 ms faster, 99.66%', '1,150.313 ms faster, 98.99%', 'Removed 219 calls'.
 
     A time difference is written in the unit of its row (:func:`formatting.time_unit`), as the PR did:
     startup is quoted in seconds, even where the difference is a second and a half.
@@ -184,7 +184,7 @@ def phrase_change(baseline: float, optimized: float, unit: str = "s", row_unit: 
         return "unchanged"
     pct = 100.0 * abs(diff) / baseline if baseline else math.nan
     unit_of_row = row_unit or time_unit(baseline)
-    return f"{format_seconds(abs(diff), unit_of_row)} {'faster' if diff > 0 else 'slower'}, {pct:.2f}%"
+    return f"{duration(abs(diff), unit_of_row)} {'faster' if diff > 0 else 'slower'}, {pct:.2f}%"
 
 
 def mann_whitney(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:
@@ -212,6 +212,16 @@ def bootstrap_median_difference(
     res = bootstrap((np.asarray(a), np.asarray(b)), stat, confidence_level=confidence, n_resamples=resamples,
                     method="percentile", rng=np.random.default_rng(seed), vectorized=True)
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def ratio_interval(c: Comparison) -> tuple[float, float] | None:
+    """95% percentile-bootstrap interval of baseline/optimized, from the interval of the difference of
+    median log-times (:func:`bootstrap_median_difference`): a ratio interval, on the samples' own scale."""
+    if c.unit != "s" or any(x <= 0 for x in (*c.baseline.samples, *c.optimized.samples)):
+        return None
+    ci = bootstrap_median_difference(tuple(math.log(x) for x in c.optimized.samples),
+                                     tuple(math.log(x) for x in c.baseline.samples))
+    return (math.exp(ci[0]), math.exp(ci[1])) if ci else None
 
 
 def compare(baseline: Summary, optimized: Summary, unit: str = "s") -> Comparison:

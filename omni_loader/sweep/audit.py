@@ -184,6 +184,7 @@ def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
     from matplotlib.figure import Figure
 
     from ..formatting import TIME_SCALE, time_unit
+    from ..reporting.figures import log_axis
 
     unit = time_unit(placed["baseline_seconds"])
     scale = TIME_SCALE[unit]
@@ -196,8 +197,8 @@ def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
     for rec in placed.itertuples(index=False):
         ax.annotate(rec.arch, (rec.x, rec.baseline_seconds * scale), xytext=(4, 3), textcoords="offset points",
                     fontsize=8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    log_axis(ax, "x")
+    log_axis(ax, "y")
     ax.set_xlabel("B·N (named buffers × modules)")
     ax.set_ylabel(f"baseline discovery, median ({unit})")
     ax.set_title("The state_dict()-per-buffer cost across architectures (meta device)")

@@ -65,7 +65,8 @@ def fit_loglog(x: Sequence[float], y: Sequence[float]) -> LogLogFit:
     import numpy as np
     from scipy.stats import linregress
 
-    lx, ly = np.log10(np.asarray(x, dtype=float)), np.log10(np.asarray(y, dtype=float))
+    xs = np.asarray(x, dtype=float)
+    lx, ly = np.log10(xs), np.log10(np.asarray(y, dtype=float))
     if lx.size < 2 or np.ptp(lx) == 0:
         raise ValueError("a log-log fit needs at least two distinct x values")
     res = linregress(lx, ly)
@@ -75,8 +76,8 @@ def fit_loglog(x: Sequence[float], y: Sequence[float]) -> LogLogFit:
         r2=float(res.rvalue**2),
         stderr=float(res.stderr),
         n_points=int(lx.size),
-        x_min=float(10 ** lx.min()),
-        x_max=float(10 ** lx.max()),
+        x_min=float(xs.min()),  # the x values themselves: 10 ** log10(32) is 32.000000000000014
+        x_max=float(xs.max()),
     )
 
 
