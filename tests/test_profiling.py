@@ -50,6 +50,27 @@ def _load_phases(out: Path, variant: str) -> dict[str, float]:
 # --------------------------------------------------------------------------- the command
 
 
+def test_every_share_comes_from_the_median_run_of_fresh_processes(profiled: Path) -> None:
+    """load.json is each variant's median run of a small benchmark in fresh worker processes (as
+    reproduce runs them), not one load inside the profiling process: in a notebook kernel, after the
+    profilers' loads, that one load once made the optimized variant "92.6% more" than the baseline."""
+    from omni_loader.results.rows import read_runs
+    from omni_loader.results.suite import read_metadata
+
+    frame = read_runs(profiled / "reference")
+    spec = next(iter(read_metadata(profiled / "reference")["benchmarks"].values()))["spec"]
+    assert spec["workers"] == "forkserver" and spec["runs"] == 3
+    for variant in VARIANTS:
+        load = json.loads((profiled / variant / "load.json").read_text())
+        measured = frame[(frame["variant"] == variant) & ~frame["warmup"].astype(bool)]
+        totals = sorted(measured[measured["phase"] == "total"]["seconds"])
+        assert load["reference"]["runs"] == len(totals) == 3 and load["reference"]["totals"] == totals
+        assert load["phases"]["total"] == totals[1]  # the median run
+        run = measured[measured["run_id"] == load["reference"]["run_id"]]
+        assert load["phases"] == dict(zip(run["phase"], run["seconds"]))
+        assert sum(r["minor_faults"] or 0 for r in load["phase_records"]) > 0  # its counters came along
+
+
 def test_profile_command_writes_every_file_with_its_content(profiled: Path, tiny_named_buffers: int) -> None:
     """Each file reads back as what it claims to be, and holds the load of its own variant."""
     for variant in VARIANTS:

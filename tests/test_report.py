@@ -880,6 +880,26 @@ def test_beyond_pr_section_compares_every_other_variant_with_the_first(arms_dir)
     assert table.splitlines()[1] == "| --- | --- | --- | --- | --- | --- | --- | --- |"
 
 
+def test_pair_table_sets_a_variant_beside_any_arm_and_pr_rows_table_keeps_the_prs_rows(arms_dir):
+    """05 asks how close its own step comes to ``optimized``: the same rows as "beyond the PR", against the
+    arm named. 01 opens with the PR's rows alone, before the table of every phase."""
+    from omni_loader.reporting import measurements
+    from omni_loader.reporting.report_tables import pair_table, pr_rows_table
+
+    frame = read_runs(arms_dir)
+    assert _md_tables("\n" + pair_table(frame, "baseline", "mine"), "\n") == [
+        ["Variant", "Measurement", "baseline median", "mine median", "Change", "Ratio", "mine min–max", "Verdict"],
+        *BEYOND_ROWS_MINE]
+    against_assign = _md_tables("\n" + pair_table(frame, "assign", "mine"), "\n")
+    assert against_assign[0][2] == "assign median"
+    assert [r[2] for r in against_assign[1:]][:2] == ["51", "2.200 ms"]  # assign's medians now in the first column
+    comps = measurements.comparisons(frame)
+    rows = _md_tables("\n" + pr_rows_table(comps), "\n")
+    assert rows[0] == ["Measurement", "Baseline median", "Optimized median", "Change", "Ratio", "Kit's verdict",
+                       "PR's rule (min–max)"]
+    assert [r[0] for r in rows[1:]] == [LABELS[p] for p in measurements.PR_ROWS if any(c.phase == p for c in comps)]
+
+
 @pytest.fixture
 def no_figures(monkeypatch):
     """render_report without drawing: the plot stems it links are the keys of what _figures returns."""

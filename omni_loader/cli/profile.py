@@ -19,7 +19,7 @@ from .options import add_checkpoint_options, add_load_options, load_options, sna
 def profile_settings(args: argparse.Namespace) -> ProfileSettings:
     """The :class:`ProfileSettings` that ``--top``/``--rate``/``--native``/``--repeat``/``--py-spy``… select."""
     return ProfileSettings(top=args.top, rate=args.rate, native=args.native, repeat=args.repeat, py_spy=args.py_spy,
-                           py_spy_svg=args.py_spy_svg, warmup=args.warmup)
+                           py_spy_svg=args.py_spy_svg, warmup=args.warmup, reference_runs=args.reference_runs)
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -67,5 +67,9 @@ def add_command(subparsers: Any) -> None:
     p.add_argument("--py-spy-svg", action="store_true",
                    help="record flame.svg with a second py-spy run in its own interactive format (default: draw it "
                         "from the speedscope samples of the one recording)")
-    p.add_argument("--warmup", type=int, default=1, metavar="N", help="unprofiled loads before profiling (default 1)")
+    p.add_argument("--warmup", type=int, default=1, metavar="N",
+                   help="unprofiled loads before profiling, and warm-ups of the reference runs (default 1)")
+    p.add_argument("--reference-runs", type=int, default=3, metavar="N",
+                   help="unprofiled runs per variant, each in a fresh process, that the phase shares come from: "
+                        "the median run's (default 3)")
     p.set_defaults(func=cmd_profile)

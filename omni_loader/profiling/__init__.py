@@ -12,7 +12,9 @@ py-spy          ``speedscope.json`` recorded from a fresh worker process (``pyth
                 (``--py-spy-svg``: a second recording in py-spy's own interactive SVG instead).
 torch.profiler  ``trace.json`` (Chrome trace; one ``phase::<name>`` range per load phase) and
                 ``torch_ops.csv``/``.md`` (``key_averages``, by self CPU time, or self GPU time on a GPU).
-always          ``load.json`` (an unprofiled reference load: the phase shares come from it) and
+always          ``load.json`` (the variant's reference load: the median of ``--reference-runs``
+                unprofiled runs in fresh processes, as ``reproduce`` runs them, kept with the kit's
+                results under ``DIR/reference/``; the phase shares come from it) and
                 ``profile.md``: phase shares, the functions that cost the most inside the largest
                 phases, and the load's largest cost, all derived from the files above.
 
@@ -31,9 +33,10 @@ always          ``load.json`` (an unprofiled reference load: the phase shares co
 #   cprofile     cProfile around one load: pstats, top functions, own time per phase
 #   torch_trace  torch.profiler around one load: Chrome trace, operator table
 #   pyspy        py-spy around a fresh worker: speedscope.json, flame.svg, reading samples
+#   reference    the unprofiled reference loads: a small benchmark in fresh processes, its median runs
 #   summary      profile.md, per variant and side by side
 #   tables       the notebook's Styler tables
-#   run          profile_variants: warm-up, reference load, every tool, the reports
+#   run          profile_variants: reference loads, warm-up, every tool, the reports
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""One profiling run: warm-up loads, then per variant an unprofiled reference load and every chosen tool.
+"""One profiling run: unprofiled reference loads, warm-up loads, then per variant every chosen tool.
 
-Why a reference load per variant: the profilers distort what they measure (cProfile most of all),
-so every share in the reports comes from a load that ran without one (``load.json``); the tools
-only say what fills the phases. Every load is told the same :class:`~omni_loader.token2wav.options.LoadOptions`
+Why reference loads: the profilers distort what they measure (cProfile most of all), so every
+share in the reports comes from loads that ran without one, in fresh worker processes as
+``reproduce`` runs them (:mod:`~omni_loader.profiling.reference`; ``load.json`` is each variant's
+median run); the tools only say what fills the phases. Every load is told the same :class:`~omni_loader.token2wav.options.LoadOptions`
 (its device resolved once, so that the files name the device used) and the tools run with one
 :class:`~omni_loader.profiling.settings.ProfileSettings`.
 """
@@ -24,6 +25,7 @@ from ..progress import progress_bar
 from .cprofile import profile_cprofile
 from .outputs import LOAD_JSON, remove_files, variant_files
 from .pyspy import PySpyJob, PySpyUnavailable, find_py_spy, record_py_spy
+from .reference import reference_loads
 from .result import VariantProfile
 from .settings import SETTING_NAMES, TOOLS, ProfileSettings, resolve_tools, resolve_variants
 from .summary import write_summary_report, write_variant_report
@@ -69,11 +71,16 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
         if spy[0] is None:
             skip(f"{spy[1]}; skipping the flamegraph and speedscope profiles")
     profiles: dict[str, VariantProfile] = {}
-    steps = settings.warmup + len(variants) * (1 + len(tools))
+    steps = 1 + settings.warmup + len(variants) * len(tools)
     with progress_bar(total=steps, desc="profile", unit="step", enabled=progress) as bar:
+        bar.set_postfix_str(f"reference loads: {settings.reference_runs} a variant in fresh processes", refresh=True)
+        references = reference_loads(snapshot, variants, options, out, runs=settings.reference_runs,
+                                     warmup=settings.warmup)
+        _step(bar, "reference loads: " + ", ".join(f"{v} {r['phases']['total']:.3f} s" for v, r in references.items()))
         warm_up(snapshot, variants[0], options, settings.warmup, bar)
         for variant in variants:
-            vp = profile_variant(snapshot, variant, out, tools, options, settings, spy=spy, bar=bar)
+            vp = profile_variant(snapshot, variant, out, tools, options, settings, spy=spy, bar=bar,
+                                 reference=references[variant])
             if "skipped" in vp.py_spy and spy is not None and spy[0] is not None:
                 skip(f"{vp.py_spy['skipped']}; skipping the flamegraph and speedscope profiles")
                 spy = (None, vp.py_spy["skipped"])  # say it once; the next variant would fail the same way
@@ -116,21 +123,26 @@ def warm_up(snapshot: Any, variant: str, options: LoadOptions, loads: int, bar: 
 
 def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str], tools: Iterable[str] = TOOLS,
                     options: LoadOptions | None = None, settings: ProfileSettings | None = None, *,
-                    spy: SpyLookup | None = None, bar: Any = None) -> VariantProfile:
+                    spy: SpyLookup | None = None, bar: Any = None,
+                    reference: dict[str, Any] | None = None) -> VariantProfile:
     """Profile one variant with the chosen tools into ``out_dir/<variant>/`` and write its profile.md.
 
     ``spy`` is a py-spy lookup already made (:func:`~omni_loader.profiling.pyspy.find_py_spy`);
-    ``bar`` a progress bar that advances one step per load (none: silent).
+    ``bar`` a progress bar that advances one step per load (none: silent); ``reference`` the
+    variant's median unprofiled run (:func:`~omni_loader.profiling.reference.reference_loads`;
+    none: its reference loads are run here).
     """
     tools, options, settings = resolve_tools(tools), (options or LoadOptions()).resolved(), settings or ProfileSettings()
     bar = bar if bar is not None else progress_bar(enabled=False)
     directory = Path(out_dir) / variant
     directory.mkdir(parents=True, exist_ok=True)
     vp = VariantProfile(variant=variant, directory=directory)
-    reference = reference_load(vp, snapshot, options)
-    _step(bar, f"{variant}: reference load {reference.phase_seconds()['total']:.3f} s")
+    if reference is None:
+        reference = reference_loads(snapshot, (variant,), options, directory, runs=settings.reference_runs,
+                                    warmup=settings.warmup)[variant]
     # Never leave a previous run's output next to this run's: profile.md describes this run only.
     remove_files(directory / name for name in variant_files(variant))
+    keep_reference(vp, reference)
     if "cprofile" in tools:
         _step(bar, _run_cprofile(vp, snapshot, options, settings))
     if "torch" in tools:
@@ -141,16 +153,11 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
     return vp
 
 
-def reference_load(vp: VariantProfile, snapshot: Any, options: LoadOptions) -> Any:
-    """The unprofiled load that every share comes from, saved as ``load.json``; returns its LoadResult."""
-    from ..token2wav.loader import load_token2wav
-
-    model, reference = load_token2wav(snapshot, vp.variant, options, digest=False)
-    del model
-    vp.reference = reference.to_dict()
-    (vp.directory / LOAD_JSON).write_text(json.dumps(vp.reference, indent=2, default=str))
+def keep_reference(vp: VariantProfile, reference: dict[str, Any]) -> None:
+    """Keep the variant's reference run as ``vp.reference`` and ``load.json``: every share comes from it."""
+    vp.reference = reference
+    (vp.directory / LOAD_JSON).write_text(json.dumps(reference, indent=2, default=str))
     vp.files["load"] = vp.directory / LOAD_JSON
-    return reference
 
 
 def _run_cprofile(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings) -> str:
@@ -163,23 +170,23 @@ def _run_cprofile(vp: VariantProfile, snapshot: Any, options: LoadOptions, setti
 
 
 def _run_torch(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings,
-               reference: Any) -> str:
+               reference: dict[str, Any]) -> str:
     t = time.perf_counter()
     out = profile_torch(snapshot, vp.variant, vp.directory, options, settings.top)
     vp.files.update(out["files"])
     vp.torch_phases = list(out["phase_ranges"]["phase"])
-    vp.notes.append(torch_note(out["ops"], out["phase_ranges"], reference))
+    vp.notes.append(torch_note(out["ops"], out["phase_ranges"], list(reference["phases"])))
     return f"{vp.variant}: torch.profiler load {time.perf_counter() - t:.3f} s"
 
 
 def _run_py_spy(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings,
-                spy: SpyLookup, reference: Any) -> str:
+                spy: SpyLookup, reference: dict[str, Any]) -> str:
     """Record the variant with py-spy, or note in ``vp.py_spy`` why it was skipped."""
     exe, why = spy
     if exe is None:
         vp.py_spy = {"skipped": why}
         return f"{vp.variant}: sampling skipped"
-    chosen = settings.replace(repeat=settings.repeat_for(reference.phase_seconds()["total"]))
+    chosen = settings.replace(repeat=settings.repeat_for(reference["phases"]["total"]))
     t = time.perf_counter()
     try:
         out = record_py_spy(PySpyJob(exe, str(snapshot.root), vp.variant, vp.directory, options, chosen))

@@ -37,7 +37,9 @@ class ProfileSettings:
     for about :data:`SAMPLES_WANTED` samples). ``py_spy``: the py-spy executable (None: looked up,
     see :func:`~omni_loader.profiling.pyspy.find_py_spy`). ``py_spy_svg``: a second recording in
     py-spy's own SVG format instead of drawing ``flame.svg`` from the speedscope samples.
-    ``warmup``: unprofiled loads first, so that no variant pays for the process's first load.
+    ``warmup``: unprofiled loads first, so that no variant pays for the process's first load (and
+    the warm-ups of the reference benchmark). ``reference_runs``: measured unprofiled runs per
+    variant, each in a fresh process, whose median run every share comes from.
     """
 
     top: int = DEFAULT_TOP
@@ -47,6 +49,7 @@ class ProfileSettings:
     py_spy: str | None = None
     py_spy_svg: bool = False
     warmup: int = 1
+    reference_runs: int = 3
 
     def __post_init__(self) -> None:
         if self.top < 1:
@@ -55,6 +58,8 @@ class ProfileSettings:
             raise OmniLoaderError(f"--rate must be a positive number of samples per second, not {self.rate}")
         if self.repeat is not None and self.repeat < 1:
             raise OmniLoaderError(f"--repeat must be at least 1, not {self.repeat}")
+        if self.reference_runs < 1:
+            raise OmniLoaderError(f"--reference-runs must be at least 1, not {self.reference_runs}")
         if self.warmup < 0:
             raise OmniLoaderError(f"--warmup must be 0 or more, not {self.warmup}")
         if self.py_spy is not None:

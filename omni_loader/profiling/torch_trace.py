@@ -103,9 +103,9 @@ def trace_phase_ranges(trace: str | os.PathLike[str] | dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["phase", "ts_us", "dur_us"])
 
 
-def torch_note(ops: pd.DataFrame, ranges: pd.DataFrame, reference: Any) -> str:
-    """One line for profile.md: whether the trace holds one range per load phase, and the top operators."""
-    expected = [p.name for p in reference.phases]
+def torch_note(ops: pd.DataFrame, ranges: pd.DataFrame, expected: list[str]) -> str:
+    """One line for profile.md: whether the trace holds one range per load phase (``expected``: the
+    phases of a load), and the top operators."""
     counts = ranges["phase"].value_counts()
     ok = all(counts.get(p, 0) == 1 for p in expected)
     real = ops[~ops["name"].str.startswith("phase::")]

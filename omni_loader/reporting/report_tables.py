@@ -74,6 +74,21 @@ def measurement_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | N
     return markdown_table(rows, header)
 
 
+def pr_rows_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | None = None) -> str:
+    """The PR's rows only, in the PR's columns and the two verdicts: the table a reader compares with
+    the PR's, before the table of every phase (:func:`measurement_table`) that holds the spread."""
+    floors = floors or {}
+    rows = []
+    for c in comps:
+        if c.phase not in PR_ROWS:
+            continue
+        u = row_unit(c)
+        rows.append([label(c.phase), _fmt(c.baseline.median, c.unit, u), _fmt(c.optimized.median, c.unit, u),
+                     c.change(u), _ratio(c), c.verdict(floors.get(c.phase)), c.pr_rule()])
+    return markdown_table(rows, ["Measurement", "Baseline median", "Optimized median", "Change", "Ratio",
+                                 "Kit's verdict", "PR's rule (min–max)"])
+
+
 def noise_floor_table(floors: dict[str, NoiseFloor]) -> str:
     """Per phase, what the A/A arms say: the smallest change this machine resolves, and the kit's verdict on
     the two arms themselves (identical loads: any claimed difference there is a false positive)."""
@@ -311,6 +326,15 @@ def beyond_pr_section(frame, meta: dict[str, Any], controls: list[ControlReport]
             "(same alternation, same statistics; equivalence above covers every variant).", "",
             markdown_table(rows, ["Variant", "Measurement", f"{first} median", "Variant median", "Change", "Ratio",
                                   "Variant min–max", "Verdict"]), "", *notes, ""]
+
+
+def pair_table(frame, first: str, second: str) -> str:
+    """``second`` against ``first`` over the rows the "beyond the PR" table shows, from the same runs: a
+    variant beside any other arm of the benchmark, not only the first one (05: ``once`` against
+    ``optimized``, the rule it should come close to)."""
+    return markdown_table(_beyond_rows(frame, first, second), ["Variant", "Measurement", f"{first} median",
+                                                               f"{second} median", "Change", "Ratio",
+                                                               f"{second} min–max", "Verdict"])
 
 
 def _beyond_rows(frame, first: str, v: str, controls: ControlReport | None = None) -> list[list[str]]:

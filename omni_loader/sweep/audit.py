@@ -178,30 +178,69 @@ def place_on_curve(rows: list[AuditRow], fit: LogLogFit):  # -> pandas.DataFrame
     return pd.DataFrame(out).sort_values("x") if out else pd.DataFrame(out)
 
 
+def with_placed_models(placed, sweep_placement):  # (DataFrame, DataFrame) -> DataFrame
+    """The audit's models on the B·N line and, beside them, the real models the sweep itself placed on
+    it (its Token2Wav: ``traversal_sweep(..., token2wav=...)``), in one frame sorted by B·N, so the model
+    the PR is about is on the plot it is compared with."""
+    import pandas as pd
+
+    sweep_placement = sweep_placement if sweep_placement is not None else pd.DataFrame()
+    if sweep_placement.empty:
+        return placed
+    real = sweep_placement[sweep_placement["experiment"] == "baseline"]
+    extra = pd.DataFrame({"arch": real["source"], "N": real["N"], "B": real["B"], "x": real["x"],
+                          "baseline_seconds": real["median_seconds"], "predicted_seconds": real["predicted_seconds"],
+                          "measured_over_fit": real["measured_over_fit"],
+                          "inside_fitted_range": real["inside_fitted_range"]})
+    return pd.concat([placed, extra], ignore_index=True).sort_values("x", ignore_index=True)
+
+
+def range_sentence(placed, fit: LogLogFit) -> str:
+    """Which models lie outside the x range the line was fitted on (their places extrapolate it)."""
+    outside = placed[~placed["inside_fitted_range"].astype(bool)]
+    span = f"B·N {fit.x_min:,.0f} to {fit.x_max:,.0f}"
+    if outside.empty:
+        return f"Every model lies inside the fitted range ({span})."
+    names = ", ".join(f"{r.arch} ({r.x:,.0f})" for r in outside.itertuples(index=False))
+    return (f"The line was fitted on {span}; {names} lie outside it, so their places extrapolate the line "
+            "beyond the trees it was measured on.")
+
+
 def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
-    """The models of an audit on the synthetic B·N line: one labelled point per model, log-log."""
+    """The models of an audit on the synthetic B·N line: one labelled point per model (a real model the
+    sweep placed, such as Token2Wav, as a star), log-log, the line drawn over the fitted range and dotted
+    beyond it."""
     import numpy as np
-    from matplotlib.figure import Figure
 
     from ..formatting import TIME_SCALE, time_unit
-    from ..reporting.figures import log_axis
+    from ..reporting.figures import ShownFigure, log_axis
 
     unit = time_unit(placed["baseline_seconds"])
     scale = TIME_SCALE[unit]
-    fig = Figure(figsize=(8, 5), layout="constrained")
+    fig = ShownFigure(figsize=(7.5, 4.8), layout="constrained")
     ax = fig.subplots()
-    xs = np.geomspace(min(fit.x_min, placed["x"].min()), max(fit.x_max, placed["x"].max()), 50)
-    ax.plot(xs, fit.predict(xs) * scale, color="gray", lw=1.5,
+    inside = np.geomspace(fit.x_min, fit.x_max, 50)
+    ax.plot(inside, fit.predict(inside) * scale, color="gray", lw=1.5,
             label=f"synthetic trees: time ∝ (B·N)^{fit.slope:.2f}")
-    ax.scatter(placed["x"], placed["baseline_seconds"] * scale, color="#00798c", zorder=3, label="audited models")
+    lo, hi = min(fit.x_min, placed["x"].min()), max(fit.x_max, placed["x"].max())
+    for a, b in ((lo, fit.x_min), (fit.x_max, hi)):
+        if b > a:
+            xs = np.geomspace(a, b, 20)
+            ax.plot(xs, fit.predict(xs) * scale, color="gray", lw=1.2, ls=":", label="_extrapolated")
+    real = placed["arch"].astype(str).str.startswith("token2wav")
+    ax.scatter(placed.loc[~real, "x"], placed.loc[~real, "baseline_seconds"] * scale, color="#00798c", zorder=3,
+               label="audited models (meta device)")
+    if real.any():
+        ax.scatter(placed.loc[real, "x"], placed.loc[real, "baseline_seconds"] * scale, marker="*", s=220,
+                   color="crimson", edgecolor="black", zorder=4, label="Token2Wav (the sweep's real model)")
     for rec in placed.itertuples(index=False):
-        ax.annotate(rec.arch, (rec.x, rec.baseline_seconds * scale), xytext=(4, 3), textcoords="offset points",
+        ax.annotate(rec.arch, (rec.x, rec.baseline_seconds * scale), xytext=(5, 3), textcoords="offset points",
                     fontsize=8)
     log_axis(ax, "x")
     log_axis(ax, "y")
     ax.set_xlabel("B·N (named buffers × modules)")
     ax.set_ylabel(f"baseline discovery, median ({unit})")
-    ax.set_title("The state_dict()-per-buffer cost across architectures (meta device)")
+    ax.set_title("The state_dict()-per-buffer cost across architectures")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     return fig

@@ -1,0 +1,83 @@
+"""The unprofiled loads every phase share comes from: fresh worker processes, as ``reproduce`` runs them.
+
+Why not one load in the profiling process: a profiler distorts what it measures, so the shares
+must come from a load without one, and a load inside a long-lived process (a notebook kernel)
+after the profilers' loads is not the load a server restart makes. On a virtual machine with free
+page reporting, the memory those loads freed has gone back to the host, so the next load pays a
+host fault for every page it touches: one in-kernel load per variant once made the optimized load
+"92.6% more" than the baseline, while ``reproduce`` on the same machine called it a third faster.
+
+So the reference is a small benchmark of its own (``DIR/reference/``: the kit's results format,
+blocks order, a fresh process per run, pinned like ``reproduce``), and each variant's reference
+load is its *median run*: the measured run whose whole load is the median of that variant's runs.
+A real run, so its phases add up to its total (medians of phases would not), and the spread of
+the other runs is kept beside it (``reference`` in ``load.json``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..errors import OmniLoaderError
+from ..names import VARIANTS
+from ..token2wav.options import LoadOptions
+
+REFERENCE_DIR = "reference"
+COUNT_FIELDS = ("state_dict_calls", "weights_loaded", "persistent_buffers", "digest")
+RECORD_FIELDS = ("minor_faults", "major_faults", "voluntary_switches", "involuntary_switches", "rss_peak_bytes")
+
+
+def reference_loads(snapshot: Any, variants: tuple[str, ...], options: LoadOptions, out: Path, *, runs: int,
+                    warmup: int) -> dict[str, dict[str, Any]]:
+    """Benchmark ``variants`` unprofiled into ``out/reference/`` and return each one's median run
+    (:func:`median_run`). A previous run's ``reference/`` is replaced: the profile describes this run.
+    A benchmark compares two arms, so one variant alone is run beside the PR's other one."""
+    from ..bench.runner import benchmark_spec, run_benchmark
+    from ..results.integrity import check_results
+
+    directory = out / REFERENCE_DIR
+    if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+        raise OmniLoaderError(f"{directory} is a link or a file; the reference loads need a directory of their own")
+    if directory.exists():
+        shutil.rmtree(directory)
+    arms = variants if len(set(variants)) > 1 else (*variants, *(v for v in VARIANTS if v not in variants))[:2]
+    spec = benchmark_spec(snapshot, options, variants=arms, warmup=warmup, runs=runs, order="blocks",
+                          workers="forkserver")
+    run_benchmark(spec, directory, snapshot=snapshot, progress=False)
+    checked = check_results(directory)
+    return {v: median_run(checked.frame, v, options, directory) for v in variants}
+
+
+def median_run(frame: Any, variant: str, options: LoadOptions, directory: Path) -> dict[str, Any]:
+    """The measured run of ``variant`` whose whole load is the median (the lower one of an even
+    count: a run that happened), as a load result's dict: ``phases``, ``phase_records`` with their
+    counters, the counts, and ``reference`` (which run, how many, every run's total)."""
+    ok = frame[(frame["variant"] == variant) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
+    totals = ok[ok["phase"] == "total"].sort_values("seconds", kind="stable")
+    if totals.empty:
+        failed = frame[(frame["variant"] == variant) & (frame["status"] != "ok")]["error"]
+        why = f": {failed.iloc[0]}" if len(failed) else ""
+        raise OmniLoaderError(f"no reference load of {variant} succeeded{why} (see {directory})")
+    chosen = int(totals.iloc[(len(totals) - 1) // 2]["run_id"])
+    rows = ok[ok["run_id"] == chosen]
+    first = rows.iloc[0]
+    return {
+        "variant": variant, "layout": options.layout, "device": options.device, "dtype": options.dtype,
+        "construct": options.construct,
+        "phases": {r["phase"]: float(r["seconds"]) for _, r in rows.iterrows()},
+        "phase_records": [{"name": r["phase"], "parent": r["parent"] or None, "seconds": float(r["seconds"]),
+                           **{k: _number(r.get(k)) for k in RECORD_FIELDS}} for _, r in rows.iterrows()],
+        **{k: _number(first.get(k)) if k != "digest" else first.get(k) for k in COUNT_FIELDS},
+        "reference": {"run_id": chosen, "runs": len(totals), "totals": [float(s) for s in totals["seconds"]],
+                      "how": "the median run of fresh worker processes (blocks order), as reproduce runs them",
+                      "results": str(directory)},
+    }
+
+
+def _number(value: Any) -> int | None:
+    try:
+        return None if value is None or value != value else int(value)
+    except (TypeError, ValueError):
+        return None
