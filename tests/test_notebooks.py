@@ -82,6 +82,25 @@ def test_notebook_is_stored_as_jupyter_writes_it(path: Path) -> None:
         f"{path.name}: not stored as nbformat writes it"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_holds_no_settings_a_test_typed_into_it(path: Path) -> None:
+    """The browser test types small settings into a cell under the parameters cell and deletes it before
+    Lab's autosave; if it ever stays (a run killed half-way, an edit saved), the stored notebook would run
+    on tiny settings and write into the test's directory. Only the parameters cell assigns the parameters."""
+    import papermill as pm
+
+    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    declared = set(pm.inspect_notebook(str(path)))
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or "parameters" in cell.get("metadata", {}).get("tags", []):
+            continue
+        assert "browser-test" not in cell.source, f"{path.name}: cell {i} holds a browser test's settings"
+        statements = [s.strip() for line in cell.source.splitlines() for s in line.split(";") if s.strip()]
+        assigned = {s.split("=", 1)[0].strip() for s in statements if re.fullmatch(r"\w+\s*=[^=].*", s)}
+        assert not (statements and len(assigned) == len(statements) and assigned <= declared), \
+            f"{path.name}: cell {i} only re-assigns parameters ({', '.join(sorted(assigned))}): a settings cell left in"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_executes(path: Path, tmp_path: Path) -> None:

@@ -276,6 +276,7 @@ def test_phrasing_of_counts_bytes_and_slower_loads():
     assert phrase_change(100, 100, "bytes") == "unchanged" and phrase_change(1.5, 1.5) == "unchanged"
     assert phrase_change(0.0, 0.5) == "500.000 ms slower, nan%"
     assert phrase_change(12.0, 11.0) == "1.000 s faster, 8.33%"  # the row's unit comes from the baseline
+    assert phrase_change(219, 1, "calls") == "218 fewer calls" and phrase_change(0, 1, "calls") == "1 more call"
     assert phrase_change(12.0, 11.0, row_unit="ms") == "1,000.000 ms faster, 8.33%"
 
 

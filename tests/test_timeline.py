@@ -380,7 +380,7 @@ def test_detectability_from_samples() -> None:
     assert d.spread == pytest.approx(pooled_spread(base, opt)) and (d.n_a, d.n_b) == (5, 5)
     assert d.spread == pytest.approx(float(np.sqrt((np.var(base, ddof=1) + np.var(opt, ddof=1)) / 2)))
     assert d.detectable == pytest.approx(3.108 * d.spread, rel=1e-3)
-    assert "the kit's verdict calls a difference of medians of" in d.sentence() and "0.48 s saving" in d.sentence()
+    assert "the PR's separate-ranges rule calls a difference of medians of" in d.sentence() and "0.48 s saving" in d.sentence()
     assert detectability(spread=0.1, n=5).runs == 4
 
 

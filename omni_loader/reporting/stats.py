@@ -175,7 +175,8 @@ def phrase_change(baseline: float, optimized: float, unit: str = "s", row_unit: 
             return "unchanged"
         if optimized == 0:
             return f"Removed {baseline:g} calls"
-        return f"{abs(baseline - optimized):g} {'fewer' if optimized < baseline else 'more'} calls"
+        n = abs(baseline - optimized)
+        return f"{n:g} {'fewer' if optimized < baseline else 'more'} call{'' if n == 1 else 's'}"
     if unit == "bytes":
         diff = optimized - baseline
         return "unchanged" if diff == 0 else f"{diff / 2**20:+,.1f} MiB"

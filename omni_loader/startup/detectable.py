@@ -202,8 +202,8 @@ class Detectability:
         need = (f"{self.runs} runs a side" if self.runs is not None else
                 f"more than the separate-ranges rule allows at any n (best: {self.best[1]:.0%} at "
                 f"{self.best[0]} runs a side; a Mann-Whitney test alone would need {self.runs_by_test})")
-        return (f"At this spread (SD {self.spread:.2f} s of one run) and {self.n_a}+{self.n_b} runs, the kit's verdict "
-                f"calls {called} {self.power:.0%} of the time; a {self.saving:.2f} s saving would need {need}.")
+        return (f"At this spread (SD {self.spread:.2f} s of one run) and {self.n_a}+{self.n_b} runs, the PR's separate-ranges "
+                f"rule calls {called} {self.power:.0%} of the time; a {self.saving:.2f} s saving would need {need}.")
 
 
 def detectability(baseline: Sequence[float] | None = None, optimized: Sequence[float] | None = None, *,
