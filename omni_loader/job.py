@@ -9,22 +9,40 @@ benchmark need not know that profiles exist.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .results.lock import writer_lock
 from .bench.runner import check_variants, run_benchmark
 from .bench.spec import BenchmarkSpec
-from .results.suite import benchmark, read_metadata
+from .results.integrity import ResultsCheck, check_results
 
 if TYPE_CHECKING:
     from .token2wav.checkpoint import Snapshot
 
-__all__ = ["reproduce"]
+__all__ = ["JobResult", "reproduce", "reproduce_job"]
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What the main job leaves: its results directory and the one check of it that the report was drawn
+    from, so a caller that wants a verdict (the command line's exit status) need not read it again."""
+
+    out: Path
+    check: ResultsCheck
 
 
 def reproduce(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot: Snapshot | None = None,
               resume: bool = False, profile: bool = False, with_startup: bool = False, progress: bool = True) -> Path:
+    """The main job (:func:`reproduce_job`); returns the results directory."""
+    return reproduce_job(spec, out, snapshot=snapshot, resume=resume, profile=profile, with_startup=with_startup,
+                         progress=progress).out
+
+
+def reproduce_job(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot: Snapshot | None = None,
+                  resume: bool = False, profile: bool = False, with_startup: bool = False,
+                  progress: bool = True) -> JobResult:
     """The main job for ``spec``: the A/B benchmark, optional profiles and startup runs, then report.md and plots.
 
     ``spec`` says what is measured (make a new one with :func:`~omni_loader.bench.runner.benchmark_spec`,
@@ -33,7 +51,8 @@ def reproduce(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot: Sna
     whether it is synthetic go into the record); else ``spec.checkpoint`` is opened. Every benchmark of
     the directory's suite that is not complete is continued: on ``resume`` an interrupted startup
     benchmark too, with its saved commands. ``with_startup`` adds one when the directory has none. The
-    writer lock is held for the whole job. Returns the results directory.
+    writer lock is held for the whole job. The directory is read back once after the benchmarks (once
+    more when a startup benchmark ran after that read), and the report and the returned check share it.
     """
     from .token2wav.checkpoint import open_snapshot
     from .token2wav.variants import variant_from
@@ -48,22 +67,28 @@ def reproduce(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot: Sna
 
             profile_variants(snapshot, ("baseline", "optimized"), ("cprofile", "py-spy", "torch"), out / "profiles",
                              spec.load)
-        _startup(spec, snapshot, out, with_startup, progress)
+        check = check_results(out)
+        if _startup(spec, snapshot, out, with_startup, progress, check.benchmark("startup")):
+            check = check_results(out)  # the startup benchmark wrote rows and its record: read them
         from .reporting.report import write_report
 
-        write_report(out)
-    return out
+        write_report(out, check)
+    return JobResult(out, check)
 
 
-def _startup(spec: BenchmarkSpec, snapshot: Snapshot, out: Path, wanted: bool, progress: bool) -> None:
-    """Continue the directory's startup benchmark if it is unfinished, or start one if ``wanted`` and none."""
+def _startup(spec: BenchmarkSpec, snapshot: Snapshot, out: Path, wanted: bool, progress: bool,
+             saved: dict | None) -> bool:
+    """Continue the directory's startup benchmark (``saved``: its record) if it is unfinished, or start one if
+    ``wanted`` and none; whether one ran."""
     from .startup.serve_ab import StartupSpec, resume_serve_ab, run_serve_ab
     from .startup.one_run import stage_server_commands
 
-    saved = benchmark(read_metadata(out), "startup")
     if saved and saved.get("status") != "complete":
         resume_serve_ab(out, progress=progress)  # its saved commands (and ports): the missing startup runs only
-    elif wanted and not saved:
+        return True
+    if wanted and not saved:
         base_cmd, opt_cmd, url = stage_server_commands(str(snapshot.root), options=spec.load)
         startup = StartupSpec(base_cmd, opt_cmd, url, warmup=spec.warmup, runs=spec.runs)
         run_serve_ab(startup, out, progress=progress, device=spec.load.device)
+        return True
+    return False

@@ -320,3 +320,29 @@ def test_reproduce_takes_a_spec_and_opens_its_checkpoint(tiny_snapshot, tmp_path
     spec = BenchmarkSpec.from_metadata(read_metadata(out))
     assert spec.load == LoadOptions(layout="transformers", device="cpu", dtype="float32", construct="resident")
     assert spec.workers == "in-process" and spec.runs == 1 and (out / "report.md").is_file()
+
+
+def test_the_main_job_reads_its_results_directory_once(tiny_snapshot, tmp_path, monkeypatch, capsys):
+    """``reproduce`` reads metadata.json once to merge its record into the suite (under the lock) and the
+    directory once more, for the report and the exit status together: it once read metadata.json four times
+    and parsed runs.csv twice (the report's check, then the command line's equivalence check)."""
+    import builtins
+    import io
+
+    from omni_loader.cli import main
+
+    out = tmp_path / "res"
+    reads: Counter[str] = Counter()
+    real_open = io.open
+
+    def counting_open(file, mode="r", *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and str(file).startswith(str(out)) and not set(mode) & set("wa+x"):
+            reads[Path(file).name] += 1
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr(io, "open", counting_open)
+    code = main(["reproduce", "--checkpoint", str(tiny_snapshot), "--runs", "2", "--warmup", "0",
+                 "--workers", "in-process", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert (reads["metadata.json"], reads["runs.csv"]) == (2, 1), reads

@@ -13,7 +13,7 @@ from ..names import VARIANTS
 from ..host.placement import resolve_cpus
 from ..results.planner import DEFAULT_ORDER, ORDERS
 from ..results.suite import METADATA_FILE, benchmark, read_metadata
-from ..results.integrity import check_results, resume_command
+from ..results.integrity import ResultsCheck, check_results, resume_command
 from ..bench.spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, LOAD_FIELDS, BenchmarkSpec, same_value, spec_conflicts
 from ..token2wav.variants import BUILTIN_VARIANTS, parse_variant
 from .options import (MAX_RUNS, MAX_THREADS, Default, add_checkpoint_options, add_load_options, bounded_int, given_options,
@@ -97,7 +97,7 @@ def new_spec(args: argparse.Namespace, snapshot: Any) -> BenchmarkSpec:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from ..host.devices import device_banner
     from ..reporting.report import REPORT_FILE
-    from ..job import reproduce
+    from ..job import reproduce_job
 
     if args.resume and not args.out:
         raise ResultsError("--resume needs --out DIR (the results directory to continue)")
@@ -111,8 +111,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         spec = new_spec(args, snapshot)
     print(f"results: {out}")
     try:
-        reproduce(spec, out, snapshot=snapshot, resume=args.resume, profile=args.profile,
-                  with_startup=args.with_startup)
+        job = reproduce_job(spec, out, snapshot=snapshot, resume=args.resume, profile=args.profile,
+                            with_startup=args.with_startup)
     except KeyboardInterrupt:
         if not (out / METADATA_FILE).is_file():  # stopped before the benchmark began: there is nothing to resume
             print(f"interrupted before the benchmark started: nothing was saved{'' if out.exists() else f' ({out} was not made)'}")
@@ -122,7 +122,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     report = out / REPORT_FILE
     print(report.read_text())
     print(f"report: {report}")
-    return 0 if equivalent(out) else 1
+    return 0 if equivalent(job.check) else 1
 
 
 def saved_runs(out: Path) -> int:
@@ -134,15 +134,14 @@ def saved_runs(out: Path) -> int:
     return int(frame[frame["source"].isin(["load", "aa"])]["run_id"].nunique())
 
 
-def equivalent(out: Path) -> bool:
+def equivalent(check: ResultsCheck) -> bool:
     """Did every variant load the same tensors? If not, say so on stderr: the timings compare different loads."""
     from ..reporting.measurements import planned_arms
     from ..reporting.stats import equivalence
 
-    check = check_results(out)
     equiv = equivalence(check.frame, planned_arms(check.metadata))
     if not equiv["equivalent"]:
-        print(f"omni-loader: error: {out}: {equiv['statement']}", file=sys.stderr)
+        print(f"omni-loader: error: {check.directory}: {equiv['statement']}", file=sys.stderr)
     return bool(equiv["equivalent"])
 
 

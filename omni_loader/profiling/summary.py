@@ -54,7 +54,7 @@ def fault_clause(vp: VariantProfile, phase: str, seconds: float) -> dict[str, An
     text = (f"it took {minor:,} minor page faults (first touches of fresh memory), about {percent(share)} of the phase "
             f"at {per_fault * 1e6:.2f} µs each as measured on this machine")
     if share >= 0.5:
-        text = f"the phase is dominated by page faults: {text}, so the copies are not what costs"
+        text = f"the phase is dominated by page faults: {text}, so its own work (the copies, the writes) is not what costs"
     return {"dominant": share >= 0.5, "text": text}
 
 
@@ -136,7 +136,7 @@ def _tool_lines(vp: VariantProfile) -> list[str]:
 def _reference_words(vp: VariantProfile) -> str:
     """Which load the shares are of: the median of so many unprofiled runs in fresh processes."""
     runs = vp.reference.get("reference", {}).get("runs")
-    return f"the median of {runs} unprofiled runs, each in a fresh process" if runs else "an unprofiled load"
+    return f"median of {runs} unprofiled runs, each in a fresh process" if runs else "an unprofiled load"
 
 
 def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterable[str] = TOOLS,
@@ -148,7 +148,7 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
              .sort_values("ms", ascending=False).rename(columns={"ms": "time (ms)"}))
     md = _header(f"# Where the time goes: {vp.variant} load", snapshot, options)
     md += [f"- tools: {', '.join(resolve_tools(tools))}", "",
-           f"## Phase shares ({_reference_words(vp)}: {total * 1e3:,.1f} ms)", "",
+           f"## Phase shares (the {_reference_words(vp)}: {total * 1e3:,.1f} ms)", "",
            frame_markdown(shown, {"time (ms)": "{:,.2f}"}), bottleneck_sentence(vp), ""]
     if vp.state_dict_calls is not None:
         c = vp.state_dict_calls
@@ -195,7 +195,7 @@ def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.
     md = _header("# Where the time goes: " + " vs ".join(profiles), snapshot, options)
     md += [f"- tools: {', '.join(resolve_tools(tools))}; per-variant details in " +
            ", ".join(f"[`{v}/{PROFILE_MD}`]({v}/{PROFILE_MD})" for v in profiles), "",
-           f"## Phase shares ({_reference_words(next(iter(profiles.values())))} of each variant)", "",
+           f"## Phase shares (each variant's {_reference_words(next(iter(profiles.values())))})", "",
            _side_by_side(profiles), ""]
     md += _discovery_change(profiles)
     lines = [f"- {variant}: {c['primitive']} (cProfile primitive calls; {c['ncalls']} with recursion; "

@@ -41,13 +41,15 @@ def render_report(directory: str | Path) -> str:
     return _report_text(directory, check, comps, list(_figures(check, comps)))
 
 
-def write_report(directory: str | Path) -> Path:
-    """Write ``report.md`` and its plots under ``directory``; returns the report's path."""
+def write_report(directory: str | Path, check: ResultsCheck | None = None) -> Path:
+    """Write ``report.md`` and its plots under ``directory``; returns the report's path. ``check`` is the
+    directory already read and checked (:func:`~omni_loader.results.integrity.check_results`), when the
+    caller has it: the job reads its results once."""
     from .figures import write_figure
     from ..results.safe_files import refuse_links, write_text
 
     directory = Path(directory)
-    check = check_results(directory)
+    check = check if check is not None else check_results(directory)
     refuse_links(directory, (REPORT_FILE, PLOTS_DIR))  # before anything is written: links are never followed
     comps = comparisons(check.frame)
     figures = _figures(check, comps)
