@@ -17,11 +17,11 @@ What is checked, each as a person would notice it:
   styles), which shows the check means something;
 * the kit's progress bar is an ipywidgets bar in a kernel Lab started;
 * while a cell showing that bar runs, Lab's status bar says the kernel is Busy (as the toolbar's
-  circle does). It says Idle today: Lab opens a kernel subshell for the widgets' comms, the kernel
-  answers that control request with a status ``busy``/``idle`` pair of its own, and Lab takes every
-  status message for the kernel's state unless its parent's type is one of the server's
-  ``untracked_message_types`` (``debug_request`` is, the subshell requests are not). That test is
-  an expected failure until ``jupyter-config/`` adds the subshell requests to that list;
+  circle does). Without the project's configuration it says Idle: Lab opens a kernel subshell for
+  the widgets' comms, the kernel answers that control request with a status ``busy``/``idle`` pair
+  of its own, and Lab takes every status message for the kernel's state unless its parent's type is
+  one of the server's ``untracked_message_types`` (``debug_request`` is, the subshell requests were
+  not); ``jupyter-config/jupyter_server_config.json`` adds them to that list;
 * every notebook in ``notebooks/`` (globbed), run through the Lab UI (a cell typed under its
   parameters cell with the small settings ``tests/test_notebooks.py`` uses, then Run ▸ Run All
   Cells), ends with every cell run, no error or stderr output and no table wider than its output
@@ -29,15 +29,17 @@ What is checked, each as a person would notice it:
   every drawn tick label, plots being images the page cannot read); 02's inline flamegraph gives
   the imports directly under the load under 10% of its width; 04 shows its audio player and a plot.
   A screenshot of each is saved as ``results/browser-test/<notebook>-lab.png``;
-* autosave is on for those runs (every 5 s): the typed cell is deleted again after the run and,
-  once Lab has autosaved the notebook with all its outputs on screen, the file holds the same bytes
-  as before and git reports no change in ``notebooks/`` (the project's pre-save hook keeps outputs
-  out of the stored notebooks). On a fresh clone that means a clean git status; in a checkout
-  others are editing, the status is compared with the one before the test.
+* after each run the typed cell is deleted again and autosave is switched on (Settings ▸ Autosave
+  Documents, every 5 s); once Lab has autosaved the notebook with all its outputs on screen, the
+  file holds the same bytes as before (the project's pre-save hook keeps outputs out of the stored
+  notebooks) and git reports no change in ``notebooks/``. Autosave stays off until the typed cell is
+  gone, so the tracked file never holds it, not even for the minutes of a run (others may commit
+  meanwhile). On a fresh clone no change means a clean git status; in a checkout others are editing,
+  the status is compared with the one before the test, leaving out the other notebooks' lines.
 
-The Lab in this test has its own settings: autosave off except in the notebook runs (which switch
-it on through Lab's settings API; every other save the test makes is explicit) and every cell laid
-out (``windowingMode: none``), so that each output's size can be measured.
+The Lab in this test has its own settings: autosave off (every save the test makes is explicit,
+or the autosave it switches on at the end of a notebook's run) and every cell laid out
+(``windowingMode: none``), so that each output's size can be measured.
 """
 
 from __future__ import annotations
@@ -77,9 +79,6 @@ KERNEL_STATUS = "#jp-main-statusbar .jp-StatusBar-TextItem[title^='Change kernel
 # keeps a category such as "stage-2" from matching (as SCIENTIFIC in test_notebooks.py).
 SCIENTIFIC_TICK = re.compile(r"×10|\$|\d[eE][+-]\d|10\^")
 IMPORT_SHARE_MAX = 0.10  # of the flamegraph's width, for the imports directly under the load
-SUBSHELL_MESSAGES = ("create_subshell_request", "delete_subshell_request", "list_subshell_request")
-
-
 def chromium_path() -> str | None:
     for name in ("chromium", "chromium-browser"):
         found = shutil.which(name)
@@ -248,6 +247,200 @@ def _save(page) -> None:
     page.get_by_text("Saving completed").first.wait_for()
 
 
+def _api(lab, method: str, path: str, body: object = None) -> object:
+    """One call to the server's REST API (token in the header: no XSRF cookie needed)."""
+    base, token = lab
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{base}{path}", data=data, method=method,
+                                     headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as r:
+        text = r.read()
+    return json.loads(text) if text else None
+
+
+def _lab_settings(lab, plugin: str, values: dict) -> None:
+    """Set a plugin's user settings through Lab's settings API, which checks them against the plugin's
+    schema (a misspelt name is refused). A page loaded afterwards uses them."""
+    _api(lab, "PUT", f"/lab/api/settings/{plugin}", {"raw": json.dumps(values)})
+    composite = _api(lab, "GET", f"/lab/api/settings/{plugin}")["settings"]
+    assert {k: composite.get(k) for k in values} == values, f"{plugin}: settings not taken: {composite}"
+
+
+def _shutdown_kernels(lab) -> None:
+    """End every session the server holds (a notebook's kernel keeps its model in memory otherwise)."""
+    for session in _api(lab, "GET", "/api/sessions"):
+        try:
+            _api(lab, "DELETE", f"/api/sessions/{session['id']}")
+        except urllib.error.HTTPError:
+            pass
+
+
+def _turn_on_autosave(page) -> None:
+    """Settings ▸ Autosave Documents, as a person would; Lab applies it at once (a setting changed through
+    the settings API reaches only a page loaded afterwards)."""
+    page.get_by_role("menuitem", name="Settings", exact=True).click()
+    item = page.locator(".lm-Menu .lm-Menu-item", has_text="Autosave Documents")
+    assert "lm-mod-toggled" not in (item.get_attribute("class") or ""), "autosave was on during the run"
+    item.click()
+
+
+def _notebook_status(name: str) -> str:
+    """``git status`` of ``notebooks/`` less the lines of the other notebooks: what a run of ``name``
+    can change (itself, or a file it writes next to itself); another notebook is someone else's edit."""
+    return "".join(line for line in _git_status("notebooks").splitlines(keepends=True)
+                   if not (line[3:].strip().endswith(".ipynb") and Path(line[3:].strip()).name != name))
+
+
+def _small_settings(path: Path, out_dir: Path) -> str:
+    """The cell a person would type under the parameters cell: ``tests/test_notebooks.py``'s small
+    settings, those the notebook's parameters cell declares (papermill's ``inspect_notebook``)."""
+    import papermill as pm
+    from test_notebooks import small_overrides
+
+    declared = pm.inspect_notebook(str(path))
+    return "; ".join(f"{k} = {v!r}" for k, v in small_overrides(out_dir).items() if k in declared)
+
+
+def _parameters_cell(path: Path) -> int:
+    import nbformat
+
+    cells = nbformat.read(path, as_version=4).cells
+    return next(i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", []))
+
+
+def _cell(page, index: int):
+    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").nth(index)
+
+
+def _cell_count(page) -> int:
+    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").count()
+
+
+def _insert_cell_below(page, index: int, source: str) -> None:
+    """Select cell ``index``, insert a code cell below it (b, command mode) and type ``source`` into it."""
+    count = _cell_count(page)
+    _cell(page, index).locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")
+    page.wait_for_function(f"() => document.querySelectorAll("
+                           f"'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').length === {count + 1}")
+    page.keyboard.press("Enter")  # edit it
+    page.keyboard.insert_text(source)
+    page.keyboard.press("Escape")
+    typed = _cell(page, index + 1).locator(".jp-InputArea-editor").inner_text().strip()
+    assert typed == source, f"the settings cell reads {typed!r}"
+
+
+def _delete_cell(page, index: int, source: str) -> None:
+    """Delete cell ``index`` (d d, command mode), after checking it is the one holding ``source``."""
+    count = _cell_count(page)
+    cell = _cell(page, index)
+    assert cell.locator(".jp-InputArea-editor").inner_text().strip() == source, "not the settings cell"
+    cell.locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("d")
+    page.keyboard.press("d")
+    page.wait_for_function(f"() => document.querySelectorAll("
+                           f"'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').length === {count - 1}")
+
+
+def _wait_until_run(page) -> None:
+    """Done when the kernel is idle and every code cell has an execution count, or a cell failed
+    (Run All stops there, and the error output says why)."""
+    page.wait_for_function("""() => {
+        const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+        const prompts = Array.from(panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt')).map(p => p.textContent);
+        const idle = panel.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']");
+        const failed = panel.querySelector(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']");
+        return idle && prompts.length && (failed || prompts.every(t => /\\[\\d+\\]/.test(t)));
+    }""", timeout=RUN_TIMEOUT_MS, polling=1000)
+
+
+def _flamegraphs(page) -> list[dict]:
+    """Each inline flamegraph (``svg.omni-flame``, see omni_loader.profiling.flamegraph): its frames are
+    ``<g class="f">`` with the name in ``data-n``, the depth in ``data-d`` (0: the load) and a ``<title>``
+    naming the function and file; a frame's width is its ``<rect>``'s, measured as drawn."""
+    return page.evaluate("""() => {
+        const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+        return Array.from(panel.querySelectorAll('.jp-OutputArea-output svg.omni-flame')).map(svg => {
+            const frames = Array.from(svg.querySelectorAll('g.f')).filter(g => g.style.display !== 'none');
+            const width = g => g.querySelector('rect').getBoundingClientRect().width;
+            const root = frames.find(g => g.getAttribute('data-d') === '0');
+            const top = frames.filter(g => g.getAttribute('data-d') === '1').map(g => ({
+                name: g.getAttribute('data-n'), title: g.querySelector('title').textContent, width: width(g)}));
+            return {heading: svg.querySelector('text').textContent, root: root ? root.getAttribute('data-n') : null,
+                    width: root ? width(root) : 0, top: top, scripted: svg.getAttribute('data-ready') === '1'};
+        });
+    }""")
+
+
+def _import_share(flame: dict) -> tuple[float, list[str]]:
+    """The share of the load's width held by the frames directly under it that are imports."""
+    imports = [f for f in flame["top"] if "import" in f["name"] or "<frozen importlib" in f["title"]]
+    share = sum(f["width"] for f in imports) / flame["width"] if flame["width"] else 1.0
+    return share, [f"{f['name']}: {f['width'] / flame['width']:.1%}" for f in imports if flame["width"]]
+
+
+def _figure_tables(out_dir: Path) -> list[Path]:
+    """The CSV files the kit writes beside its saved figures (write_figure: PNG, SVG and this CSV)."""
+    from omni_loader.reporting.figures import FIGURE_DATA_COLUMNS
+
+    found = []
+    for path in sorted(out_dir.rglob("*.csv")):
+        if not path.with_suffix(".png").is_file():
+            continue
+        with open(path, newline="", encoding="utf-8") as fh:
+            if tuple(next(csv.reader(fh), ())) == FIGURE_DATA_COLUMNS:
+                found.append(path)
+    return found
+
+
+def _tick_labels(tables: list[Path]) -> list[tuple[str, str]]:
+    """``(file, text)`` of every drawn tick label the figure CSVs list (rows of kind x/ytick_label)."""
+    rows = []
+    for path in tables:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows += [(path.name, row["text"]) for row in csv.DictReader(fh)
+                     if row["kind"] in ("xtick_label", "ytick_label")]
+    return rows
+
+
+def _screenshot(page, path: Path) -> None:
+    """The whole notebook: Lab scrolls inside a fixed-size page, so the page is made as tall as the
+    notebook first (at most 16,000 px, a limit of Chromium's) and put back afterwards."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    hidden = page.evaluate("""() => {
+        const p = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+        const s = p.querySelector('.jp-WindowedPanel-outer') || p.querySelector('.jp-Notebook');
+        return s.scrollHeight - s.clientHeight;
+    }""")
+    page.set_viewport_size({"width": size["width"], "height": min(16_000, size["height"] + max(0, hidden))})
+    page.evaluate("""() => {
+        const p = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+        (p.querySelector('.jp-WindowedPanel-outer') || p.querySelector('.jp-Notebook')).scrollTop = 0;
+    }""")
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size(size)
+
+
+def _undo_settings_cell(path: Path, stored: bytes, source: str) -> None:
+    """Should the typed settings cell ever reach the file (autosave is off until it is deleted, so only a
+    broken run could save it), put the stored bytes back, but only when that cell is the file's one
+    difference (never someone's edit)."""
+    now = path.read_bytes()
+    if now == stored:
+        return
+    try:
+        nb, before = json.loads(now), json.loads(stored)
+    except ValueError:
+        return
+    cells = [c for c in nb.get("cells", []) if "".join(c.get("source", "")).strip() != source]
+    if len(cells) == len(nb.get("cells", [])) - 1 and {**nb, "cells": cells} == before:
+        path.write_bytes(stored)
+
+
 def test_opening_a_notebook_leaves_it_unmodified_and_saving_writes_the_same_bytes(page, lab) -> None:
     status = _git_status("notebooks")
     for path in NOTEBOOKS:
@@ -293,29 +486,34 @@ def test_an_executed_copy_is_trusted_and_shows_its_audio_and_plots(page, lab, tm
     assert shown["unsigned"]["trusted"] == 0 and shown["unsigned"]["playable"] == 0
 
 
-def test_progress_bars_are_widgets_in_lab(page, lab) -> None:
-    """In a kernel JupyterLab started, the kit's progress bar is an ipywidgets bar (no text redraws,
-    no "IProgress not found" warning)."""
+def _one_cell_notebook(name: str, source: str) -> str:
+    """A notebook of one code cell under ``results/browser-test/``, as its path under the server root."""
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
     from omni_loader.notebook import files as notebooks
 
-    path = notebooks.results_root() / "browser-test" / "progress.ipynb"
+    path = notebooks.results_root() / "browser-test" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    nb = new_notebook(cells=[new_code_cell(
-        "from omni_loader.progress import progress_bar, progress_mode\n"
-        "print(progress_mode())\n"
-        "with progress_bar(total=5, desc='synth tiny', unit='tensor') as bar:\n"
-        "    for _ in range(5):\n"
-        "        bar.update(1)")])
+    nb = new_notebook(cells=[new_code_cell(source)])
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     nbformat.write(nb, path)
     try:
-        rel = path.relative_to(REPO)
+        return path.relative_to(REPO).as_posix()
     except ValueError:
         pytest.skip(f"{path} is outside the server root {REPO} ($OMNI_LOADER_RESULTS points elsewhere)")
-    _open(page, lab, rel.as_posix())
+
+
+def test_progress_bars_are_widgets_in_lab(page, lab) -> None:
+    """In a kernel JupyterLab started, the kit's progress bar is an ipywidgets bar (no text redraws,
+    no "IProgress not found" warning)."""
+    rel = _one_cell_notebook("progress.ipynb",
+                             "from omni_loader.progress import progress_bar, progress_mode\n"
+                             "print(progress_mode())\n"
+                             "with progress_bar(total=5, desc='synth tiny', unit='tensor') as bar:\n"
+                             "    for _ in range(5):\n"
+                             "        bar.update(1)")
+    _open(page, lab, rel)
     _run_all(page)
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
     panel.locator(".jp-CodeCell .jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).first.wait_for(state="attached")
@@ -328,3 +526,124 @@ def test_progress_bars_are_widgets_in_lab(page, lab) -> None:
     assert not shown["stderr"], shown["stderr"]
     assert [t.strip() for t in texts][:1] == ["widget"], texts
     assert panel.locator(".jp-OutputArea-output .widget-hprogress").count() == 1, texts
+
+
+def test_status_bar_says_busy_while_a_progress_bar_runs(page, lab) -> None:
+    """While a cell showing the kit's progress bar runs, the status bar's kernel item says Busy, as the
+    toolbar's circle does (the issue: it said Idle once the bar appeared)."""
+    rel = _one_cell_notebook("status-bar.ipynb",
+                             "import time\n"
+                             "from omni_loader.progress import progress_bar\n"
+                             "with progress_bar(total=20, desc='a slow step', unit='step') as bar:\n"
+                             "    for _ in range(20):\n"
+                             "        time.sleep(0.5)\n"
+                             "        bar.update(1)")
+    try:
+        _open(page, lab, rel)
+        _run_all(page)
+        panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        panel.locator(".jp-OutputArea-output .widget-hprogress").wait_for()
+        page.wait_for_timeout(1000)  # the subshell request and its status messages come just after the bar
+        seen = []  # (toolbar circle, status bar) while the cell runs
+        for _ in range(8):
+            circle = panel.locator(".jp-Notebook-ExecutionIndicator").get_attribute("data-status")
+            seen.append((circle, page.locator(KERNEL_STATUS).inner_text().strip()))
+            page.wait_for_timeout(500)
+        _wait_until_run(page)
+    finally:
+        _shutdown_kernels(lab)
+    running = [text for circle, text in seen if circle == "busy"]
+    assert len(running) >= 4, f"the cell was not seen running: {seen}"
+    assert all(text.endswith("| Busy") for text in running), f"the status bar while the cell runs: {seen}"
+
+
+@pytest.fixture
+def autosave(lab):
+    """Autosave off, and every AUTOSAVE_S seconds once switched on (Lab's default is two minutes) in
+    the pages loaded during the test; off again afterwards."""
+    _lab_settings(lab, DOCMANAGER, {"autosave": False, "autosaveInterval": AUTOSAVE_S})
+    try:
+        yield AUTOSAVE_S
+    finally:
+        _lab_settings(lab, DOCMANAGER, {"autosave": False})
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_in_lab_on_small_settings(page, lab, autosave, path: Path) -> None:
+    """Run a notebook through the Lab UI on small settings; check what it shows; then delete the typed
+    cell, let autosave write the notebook with its outputs on screen and check the stored file is as it was."""
+    from omni_loader.notebook import files as notebooks
+
+    status = _notebook_status(path.name)
+    stored, written = path.read_bytes(), path.stat().st_mtime_ns
+    out_dir = notebooks.results_root() / "browser-test" / path.stem
+    shutil.rmtree(out_dir, ignore_errors=True)  # a figure left by an earlier run must not count
+    source = _small_settings(path, out_dir)
+    below = _parameters_cell(path)
+    shot = notebooks.results_root() / "browser-test" / f"{path.stem}-lab.png"
+    start = time.monotonic()
+    try:
+        _open(page, lab, f"notebooks/{path.name}")
+        # Settings a person would type: a cell under the parameters cell, as papermill injects them.
+        _insert_cell_below(page, below, source)
+        _run_all(page)
+        _wait_until_run(page)
+        elapsed = time.monotonic() - start
+        shown, flames = _outputs(page), _flamegraphs(page)
+        _screenshot(page, shot)
+        print(f"\n{path.name}: ran in {elapsed:.0f} s with {source}\nscreenshot: {shot}")
+        # Take the typed cell out again, so what autosave writes is the notebook as stored plus the
+        # run's outputs; autosave then writes it (the tab loses its "modified" dot), hook and all.
+        _delete_cell(page, below + 1, source)
+        untouched = path.stat().st_mtime_ns == written  # nothing saved it during the run
+        _turn_on_autosave(page)
+        page.wait_for_timeout(3 * autosave * 1000)
+        saved = _settles_unmodified(page, within_ms=10 * autosave * 1000)
+    finally:
+        page.close()  # no later autosave
+        _undo_settings_cell(path, stored, source)
+        _shutdown_kernels(lab)
+    tables = _figure_tables(out_dir)
+    ticks = _tick_labels(tables)
+    print(f"{path.name}: {len(tables)} figure CSV(s) with {len(ticks)} tick label(s); "
+          f"flamegraphs: {[(f['root'], round(_import_share(f)[0], 3), f['scripted']) for f in flames]}")
+
+    # Every problem at once: one notebook's run is minutes, and the file checks matter after any failure.
+    problems = []
+    if shown["stderr"]:
+        problems.append(f"stderr or error output: {shown['stderr']}")
+    if not all(re.fullmatch(r"\[\d+\]:", p) for p in shown["prompts"]):
+        problems.append(f"not every cell ran: {shown['prompts']}")
+    if shown["wide"]:
+        problems.append(f"tables wider than their output area: {shown['wide']}")
+    scientific = [(name, text) for name, text in ticks if SCIENTIFIC_TICK.search(text)]
+    if scientific:
+        problems.append(f"tick labels in scientific form: {scientific[:5]}")
+    if path.name.startswith("01_"):
+        plots = sorted((out_dir / "plots").glob("*.csv"))
+        if not plots or not all(t in tables for t in plots):
+            problems.append(f"no figure CSV beside each plot in {out_dir / 'plots'}: {[t.name for t in plots]}")
+    if path.name.startswith("02_") and (out_dir / "baseline" / "speedscope.json").is_file():  # py-spy could record
+        if not flames:
+            problems.append("no inline flamegraph, though py-spy recorded the load")
+        for flame in flames:
+            share, imports = _import_share(flame)
+            if not flame["root"] or not flame["width"]:
+                problems.append(f"a flamegraph without its load frame: {flame['heading']}")
+            elif share >= IMPORT_SHARE_MAX:
+                problems.append(f"imports directly under {flame['root']} hold {share:.0%} of the flamegraph "
+                                f"({imports})")
+    if path.name.startswith("04_") and (shown["playable"] < 1 or shown["images"] < 1):
+        problems.append(f"no audio player with its sound ({shown['playable']}) or no plot image ({shown['images']})")
+    if not untouched:
+        problems.append("the file was written during the run (the typed settings cell may have been in it)")
+    if not saved:
+        problems.append(f"Lab did not autosave it within {10 * autosave} s (the tab stays modified)")
+    elif path.stat().st_mtime_ns <= written:
+        problems.append("autosave did not write the file")
+    if path.read_bytes() != stored:
+        problems.append("autosaving it after its run changed the stored file")
+    if _notebook_status(path.name) != status:
+        problems.append(f"running it in JupyterLab changed git status of notebooks/: {status!r} -> "
+                        f"{_notebook_status(path.name)!r}")
+    assert not problems, f"{path.name} in JupyterLab:\n  " + "\n  ".join(problems)
