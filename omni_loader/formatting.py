@@ -272,8 +272,7 @@ def table(
         formats.setdefault(c, _general if c in numeric else wrap_text)
     styler = frame.style.format(formats).format_index(_header_text, axis="columns")
     # positions, not labels: a RangeIndex, or the integer labels that .tail() or a filter leaves behind
-    positional = frame.index.name is None and (isinstance(frame.index, pd.RangeIndex)
-                                               or pd.api.types.is_integer_dtype(frame.index))
+    positional = frame.index.name is None and pd.api.types.is_integer_dtype(frame.index)
     if not index and positional:
         styler = styler.hide(axis="index")
     else:

@@ -25,7 +25,7 @@ from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
 
 REFERENCE_DIR = "reference"
-COUNT_FIELDS = ("state_dict_calls", "weights_loaded", "persistent_buffers", "digest")
+COUNT_FIELDS = ("state_dict_calls", "weights_loaded", "persistent_buffers")
 RECORD_FIELDS = ("minor_faults", "major_faults", "voluntary_switches", "involuntary_switches", "rss_peak_bytes")
 
 
@@ -69,7 +69,7 @@ def median_run(frame: Any, variant: str, options: LoadOptions, directory: Path) 
         "phases": {r["phase"]: float(r["seconds"]) for _, r in rows.iterrows()},
         "phase_records": [{"name": r["phase"], "parent": r["parent"] or None, "seconds": float(r["seconds"]),
                            **{k: _number(r.get(k)) for k in RECORD_FIELDS}} for _, r in rows.iterrows()],
-        **{k: _number(first.get(k)) if k != "digest" else first.get(k) for k in COUNT_FIELDS},
+        **{k: _number(first.get(k)) for k in COUNT_FIELDS}, "digest": first.get("digest"),
         "reference": {"run_id": chosen, "runs": len(totals), "totals": [float(s) for s in totals["seconds"]],
                       "how": "the median run of fresh worker processes (blocks order), as reproduce runs them",
                       "results": str(directory)},
