@@ -2,14 +2,98 @@
 
 from __future__ import annotations
 
+import multiprocessing.process
+import multiprocessing.util
 import os
+import platform
+import shutil
 import signal
 import sys
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
+from omni_loader.results import metadata
+
 REPO = Path(__file__).resolve().parent.parent
+
+# ---------------------------------------------------------------------------------------------- lanes
+# `make test-fast` runs `-m "not slow and not subprocess"`: the lane is chosen by markers, so it stays fast
+# only if every test that starts a process carries `subprocess`. This guard makes that a rule: a test
+# (its set-up, body or tear-down, fixtures it starts included) that starts a process without the marker
+# fails with one line naming what it started. Processes are seen through Python's audit events
+# (subprocess.Popen: servers, kernels, browsers, py-spy; os.fork, os.posix_spawn, os.system, os.exec)
+# and, since multiprocessing raises none, through its two ways to start one (Process.start, and
+# spawnv_passfds, which starts the forkserver and the resource tracker).
+PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn",
+                            "os.system", "os.exec", "os.startfile"})
+_UNMARKED = pytest.StashKey[str]()
+
+
+class UnmarkedProcessStart(RuntimeError):
+    """A test without ``@pytest.mark.subprocess`` started a process."""
+
+
+class _ProcessGuard:
+    """Which test is running, and whether it may start processes. One per session (conftest is imported once)."""
+
+    def __init__(self) -> None:
+        self.item: pytest.Item | None = None
+        self.pid = os.getpid()
+
+    def started(self, what: str) -> None:
+        item = self.item
+        if item is None or os.getpid() != self.pid or item.get_closest_marker("subprocess"):
+            return  # between tests, in a forked child, or allowed
+        message = (f"{item.nodeid} started a process ({what}) without @pytest.mark.subprocess: "
+                   "mark it (and `slow` if it takes seconds) so `make test-fast` leaves it out")
+        item.stash.setdefault(_UNMARKED, message)  # failed at report time even if the code caught the error
+        raise UnmarkedProcessStart(message)
+
+    def audit(self, event: str, args: tuple) -> None:
+        if event in PROCESS_EVENTS:
+            self.started(event)
+
+    def wrap(self, owner: object, name: str, what: str) -> None:
+        original = getattr(owner, name)
+
+        def guarded(*args, **kwargs):
+            self.started(what)
+            return original(*args, **kwargs)
+
+        setattr(owner, name, guarded)
+
+
+_GUARD = _ProcessGuard()
+# Two answers that cost a process once per interpreter and are cached: `uname -p` (platform.uname) and the
+# kit's own commit (`git rev-parse`, `git status`). The kit's environment record asks both, so without
+# asking here, before any test, the first in-process test to write a record would count as starting one.
+platform.uname().processor
+metadata.git_commit()
+sys.addaudithook(_GUARD.audit)
+_GUARD.wrap(multiprocessing.process.BaseProcess, "start", "multiprocessing Process.start")
+_GUARD.wrap(multiprocessing.util, "spawnv_passfds", "multiprocessing spawnv_passfds")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    _GUARD.item = item
+    try:
+        yield
+    finally:
+        _GUARD.item = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    message = item.stash.get(_UNMARKED, None)
+    if message and report.passed and report.when in ("setup", "call"):
+        report.outcome, report.longrepr = "failed", message
+        item.stash[_UNMARKED] = ""  # one failed report per test
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -62,3 +146,60 @@ def probe_variant(tmp_path: Path):
         return Variant("probe", discovery=f"{step}:find").to_dict(), seen
 
     return make
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own --durations list: the last lines of CI's log
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Each test file's total time (set-up, body and tear-down of its tests; a module fixture counts where it
+    is first used), longest first, so that a slow newcomer shows in CI's log at the next stop."""
+    totals: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                path = report.nodeid.split("::", 1)[0]
+                totals[path] = totals.get(path, 0.0) + report.duration
+    if not totals:
+        return
+    terminalreporter.write_sep("=", f"time per test file ({len(totals)} files, {sum(totals.values()):.0f} s in tests)")
+    for path, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {path}")
+
+
+class NotebookRun(NamedTuple):
+    """One notebook executed on small settings: the signed copy, where it wrote, its settings and time."""
+
+    copy: Path
+    results: Path
+    parameters: dict
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def executed_notebook():
+    """``run(path) -> NotebookRun``: each notebook executed once per session, as the kit executes notebooks
+    (``omni_loader.notebook.files.execute``: papermill, kernel ``python3`` of this environment, working
+    directory ``notebooks/`` as in JupyterLab, the copy signed), with ``test_notebooks.small_overrides``
+    injected where its parameters cell declares the name. ``test_notebooks`` checks what the copies hold;
+    ``test_browser`` opens the same copies in JupyterLab, which is why they are written under the results
+    root (the Lab server's root is the repository): ``results/test-notebooks/<stem>/``."""
+    import papermill as pm
+    from test_notebooks import CELL_TIMEOUT_S, NOTEBOOK_DIR, small_overrides
+
+    from omni_loader.notebook import files as notebooks
+
+    done: dict[Path, NotebookRun] = {}
+
+    def run(path: Path) -> NotebookRun:
+        if path not in done:
+            base = notebooks.results_root() / "test-notebooks" / path.stem
+            shutil.rmtree(base, ignore_errors=True)  # a figure left by an earlier session must not count
+            declared = pm.inspect_notebook(str(path))
+            assert declared, f"{path.name}: papermill finds no parameters (tag the parameters cell)"
+            parameters = {k: v for k, v in small_overrides(base / "results").items() if k in declared}
+            copy = base / path.name
+            start = time.perf_counter()
+            notebooks.execute(path, copy, parameters, cwd=NOTEBOOK_DIR, timeout=CELL_TIMEOUT_S)
+            done[path] = NotebookRun(copy, base / "results", parameters, time.perf_counter() - start)
+        return done[path]
+
+    return run

@@ -51,6 +51,7 @@ def test_unbuildable_architecture_is_a_row_not_a_crash() -> None:
     assert row.error and "\n" not in row.error and row.agree is None
 
 
+@pytest.mark.subprocess
 def test_audit_command_writes_tidy_rows(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "omni_loader", "audit", "--arch", "resnet", "--arch", "bert",
                            "--repeats", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)

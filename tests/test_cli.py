@@ -302,6 +302,7 @@ def _subprocess_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.subprocess
 def test_version_subprocess(python: str) -> None:
     proc = subprocess.run([python, "-m", "omni_loader", "--version"],
                           capture_output=True, text=True, check=False, timeout=120, env=_subprocess_env())
@@ -309,6 +310,7 @@ def test_version_subprocess(python: str) -> None:
     assert proc.stdout.strip() == f"omni-loader {__version__}"
 
 
+@pytest.mark.subprocess
 def test_console_script_load_json(python: str, tiny_snapshot: Path, load_json: Callable[..., dict]) -> None:
     script = Path(python).parent / "omni-loader"
     assert script.is_file(), f"console script not installed next to {python}"
@@ -320,6 +322,7 @@ def test_console_script_load_json(python: str, tiny_snapshot: Path, load_json: C
     assert data["digest"] == load_json("--variant", "baseline")["digest"]  # same model in a fresh process
 
 
+@pytest.mark.subprocess
 def test_subprocess_error_is_one_line(python: str, tiny_snapshot: Path, tmp_path: Path) -> None:
     """In a real process, nothing else (warnings, logging, a traceback) reaches stderr."""
     snap, key = _shape_mismatch(_copy(tiny_snapshot, tmp_path))

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from omni_loader.reporting.figures import ShownFigure, write_figure
 from omni_loader.formatting import time_unit
 from omni_loader.reporting.stats import Summary, compare
@@ -29,6 +31,7 @@ def test_a_notebook_shows_a_figure_that_a_cell_returns() -> None:
     assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.subprocess
 def test_importing_and_drawing_the_plots_leaves_the_backend_alone(tmp_path: Path) -> None:
     probe = ("import sys, matplotlib; before = matplotlib.rcParams._get_backend_or_none(); "
              "import omni_loader.reporting.plots, omni_loader.reporting.report, omni_loader.compare.reproductions; "

@@ -144,6 +144,7 @@ def _served_notebooks(run: ServerRun) -> set[str]:
     return {e["name"] for e in run.listing["content"] if e["type"] == "notebook"}
 
 
+@pytest.mark.subprocess
 def test_contents_api_lists_the_notebooks_on_disk(server_run: ServerRun) -> None:
     assert server_run.status_code == 200
     assert server_run.listing["type"] == "directory" and server_run.listing["path"] == "notebooks"
@@ -152,12 +153,14 @@ def test_contents_api_lists_the_notebooks_on_disk(server_run: ServerRun) -> None
     assert _served_notebooks(server_run) == on_disk
 
 
+@pytest.mark.subprocess
 def test_required_notebooks_are_served(server_run: ServerRun) -> None:
     """DEPENDS ON THE OTHER PART OF ISSUE 5: 01 and 02 are written elsewhere; passes once all four exist."""
     missing = REQUIRED_NOTEBOOKS - _served_notebooks(server_run)
     assert not missing, f"notebooks not (yet) in notebooks/: {sorted(missing)}"
 
 
+@pytest.mark.subprocess
 def test_server_stops_without_orphans(server_run: ServerRun) -> None:
     assert server_run.returncode is not None, "server process still running"
     assert not server_run.group_alive_after_stop, "a process of the server's group outlived it"
@@ -165,6 +168,7 @@ def test_server_stops_without_orphans(server_run: ServerRun) -> None:
     print(f"jupyter server answered after {server_run.startup_s:.1f} s, exited with {server_run.returncode}")
 
 
+@pytest.mark.subprocess
 def test_project_jupyter_config_turns_off_the_news_popup(tmp_path: Path) -> None:
     """``make lab`` (and the browser test) put ``jupyter-config/`` on JUPYTER_CONFIG_PATH: JupyterLab's
     page config then disables the announcements plugin, whose "get notified about official Jupyter
@@ -179,6 +183,7 @@ def test_project_jupyter_config_turns_off_the_news_popup(tmp_path: Path) -> None
     assert server_config["LabApp"]["news_url"] is None
 
 
+@pytest.mark.subprocess
 def test_saving_through_the_server_keeps_the_projects_notebooks_without_outputs(tmp_path: Path) -> None:
     """With the project's Jupyter configuration (as ``make lab`` runs it), a notebook under ``notebooks/``
     saved through the contents API (what Lab's autosave does) reaches the disk with the person's edited

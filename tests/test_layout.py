@@ -92,6 +92,7 @@ def test_no_module_over_the_limit() -> None:
     assert not long, f"modules over {MAX_LINES} lines: {long}"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("code", [
     "from omni_loader.cli import build_parser; build_parser()",
     "import omni_loader.reporting.report, omni_loader.reporting.plots, omni_loader.compare.reproductions, omni_loader.results, omni_loader.reporting.stats",
@@ -102,6 +103,7 @@ def test_rendering_and_the_parser_import_no_torch(code: str) -> None:
     assert out.strip() == "[]", out
 
 
+@pytest.mark.subprocess
 def test_report_command_runs_without_torch(tmp_path: Path, tiny_snapshot: Path) -> None:
     """``omni-loader report DIR`` re-renders a saved benchmark and never imports torch."""
     from omni_loader.cli import main

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from omni_loader.host.machine import (BUSY_CORES, Activity, _selected, describe_activity, describe_machine,
                                       machine_profile, machine_warnings)
 
@@ -24,6 +26,7 @@ def test_the_profile_reads_this_linux_machine():
     assert describe_machine(None) == "not recorded"
 
 
+@pytest.mark.subprocess
 def test_cpu_of_other_processes_is_counted_and_our_own_children_are_not(tmp_path):
     """A busy process outside this process's tree is 'other processes'; a busy child of ours is ours.
     Lower bounds only: on a shared machine others can only add to what is measured."""

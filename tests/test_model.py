@@ -199,6 +199,7 @@ def _residency(construct: str) -> tuple[list[float], list[float]]:
     return qkv, [f for name, f in fractions.items() if ".qkv_proj." not in name]
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_resident_construction_leaves_every_parameter_resident() -> None:
     """The default: every parameter, the fused qkv_proj included, resident before weight loading, as device
@@ -208,6 +209,7 @@ def test_resident_construction_leaves_every_parameter_resident() -> None:
     assert min(qkv) == 1.0 and min(other) == 1.0
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_upstream_cpu_construction_leaves_only_qkv_proj_untouched() -> None:
     """As vLLM-Omni on a CPU: constructors write every parameter but the fused qkv_proj (torch.empty upstream)."""
@@ -228,6 +230,7 @@ def test_construction_modes_by_name() -> None:
         "checkpoint": "c", "load": {"construct": "upstream"}}}}}).construct == "upstream-cpu"
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_empty_construction_touches_no_parameter() -> None:
     qkv, other = _residency("empty")

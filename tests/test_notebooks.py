@@ -13,13 +13,15 @@ stderr output (warnings, a progress bar redrawn line by line), a number in scien
 
 from __future__ import annotations
 
+import csv
 import json
 import re
-import time
 from pathlib import Path
 
 import nbformat
 import pytest
+
+from omni_loader.notebook import files as notebooks
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -28,6 +30,9 @@ CELL_TIMEOUT_S = 300  # per cell; a stuck cell fails the test instead of hanging
 SCIENTIFIC = re.compile(r"\d[eE][+-]\d")  # 2.6e+03, 5.129299e+12
 BASE64 = re.compile(r"base64,[A-Za-z0-9+/=\s]+")  # embedded audio and images are not numbers
 SCRIPT = re.compile(r"<script\b.*?</script>", re.S)  # nor is code a reader never sees
+# A tick label in scientific form: 2×10³, mathtext ($10^{2}$), 1e+05, 10^3. The digit before the "e"
+# keeps a category such as "stage-2" from matching (as SCIENTIFIC).
+SCIENTIFIC_TICK = re.compile(r"×10|\$|\d[eE][+-]\d|10\^")
 
 
 def small_overrides(out_dir: Path) -> dict[str, object]:
@@ -102,34 +107,55 @@ def test_notebook_holds_no_settings_a_test_typed_into_it(path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess  # a kernel per notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
-def test_notebook_executes(path: Path, tmp_path: Path) -> None:
-    import papermill as pm
-
-    from omni_loader.notebook import files as notebooks
-
-    declared = pm.inspect_notebook(str(path))
-    assert declared, f"{path.name}: papermill finds no parameters (tag the parameters cell)"
-    parameters = {k: v for k, v in small_overrides(tmp_path / "results").items() if k in declared}
-    output = tmp_path / path.name
-    start = time.perf_counter()
-    notebooks.execute(path, output, parameters, cwd=NOTEBOOK_DIR, timeout=CELL_TIMEOUT_S)
-    elapsed = time.perf_counter() - start
-    executed = nbformat.read(output, as_version=4)
+def test_notebook_executes(path: Path, executed_notebook) -> None:
+    """The suite's one execution of each notebook (``executed_notebook`` in conftest.py, shared with the
+    browser test, which opens these copies in JupyterLab): what a reader of the executed copy would
+    object to, the files its figures were drawn from, and each notebook's own promises."""
+    run = executed_notebook(path)
+    executed = nbformat.read(run.copy, as_version=4)
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.output_type == "error"]
     assert not errors, f"{path.name}: {errors[0].ename}: {errors[0].evalue}"
     injected = [c for c in executed.cells if "injected-parameters" in c.get("metadata", {}).get("tags", [])]
-    assert (len(injected) == 1) == bool(parameters)
+    assert (len(injected) == 1) == bool(run.parameters)
     stderr = [o.text for o in _outputs(executed) if o.output_type == "stream" and o.name == "stderr"]
     assert not stderr, f"{path.name}: stderr output: {stderr[0][:500]!r}"
     scientific = [m.group(0) for text in _shown_text(executed) for m in re.finditer(r".{0,40}\d[eE][+-]\d.{0,20}", text)]
     assert not scientific, f"{path.name}: numbers in scientific notation: {scientific[:3]}"
-    assert notebooks.is_trusted(output), f"{path.name}: the executed copy is not signed; JupyterLab would hide its HTML"
-    print(f"{path.name}: executed in {elapsed:.1f} s with {parameters}")
+    assert notebooks.is_trusted(run.copy), f"{path.name}: the executed copy is not signed; JupyterLab would hide its HTML"
+    ticks = [(name, text) for name, text in tick_labels(figure_tables(run.results)) if SCIENTIFIC_TICK.search(text)]
+    assert not ticks, f"{path.name}: tick labels in scientific form: {ticks[:5]}"
+    print(f"{path.name}: executed in {run.seconds:.1f} s with {run.parameters}")
     check = PROMISES.get(path.name)
     if check:
-        check(executed, tmp_path / "results")
+        check(executed, run.results)
+
+
+def figure_tables(out_dir: Path) -> list[Path]:
+    """The CSV files the kit writes beside its saved figures (write_figure: PNG, SVG and this CSV)."""
+    from omni_loader.reporting.figures import FIGURE_DATA_COLUMNS
+
+    found = []
+    for path in sorted(out_dir.rglob("*.csv")):
+        if not path.with_suffix(".png").is_file():
+            continue
+        with open(path, newline="", encoding="utf-8") as fh:
+            if tuple(next(csv.reader(fh), ())) == FIGURE_DATA_COLUMNS:
+                found.append(path)
+    return found
+
+
+def tick_labels(tables: list[Path]) -> list[tuple[str, str]]:
+    """``(file, text)`` of every drawn tick label the figure CSVs list (rows of kind x/ytick_label): plots
+    are images, so their tick labels are read from the table written beside each."""
+    rows = []
+    for path in tables:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows += [(path.name, row["text"]) for row in csv.DictReader(fh)
+                     if row["kind"] in ("xtick_label", "ytick_label")]
+    return rows
 
 
 def _outputs(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
@@ -191,8 +217,18 @@ def _promises_06(nb: nbformat.NotebookNode, results: Path) -> None:
     assert len(list((results / "logs").glob("*-baseline.log"))) >= 1, "06: no serve-ab logs"
 
 
+def _promises_01(nb: nbformat.NotebookNode, results: Path) -> None:
+    assert {"image/png", "text/markdown"} <= _mimes(nb), "01: no plot or table"
+    plots = sorted((results / "plots").glob("*.png"))
+    assert plots, f"01: no plots in {results / 'plots'}"
+    tables = figure_tables(results)
+    assert all(p.with_suffix(".csv") in tables for p in plots), \
+        f"01: not every plot has its figure CSV beside it: {[p.name for p in plots]}"
+
+
 # Extra checks for the notebooks that promise specific content (others only have to run cleanly).
 PROMISES = {
+    "01_reproduce_pr_tables.ipynb": _promises_01,
     "06_where_startup_goes.ipynb": _promises_06,
     "02_profiles.ipynb": _promises_02,
     "03_module_traversal_costs.ipynb": _promises_03,

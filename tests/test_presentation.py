@@ -170,6 +170,7 @@ def test_auto_resolves_to_what_torch_sees_and_never_stays_auto() -> None:
         devices.resolve_device("auto:0")
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_reproduce_records_the_resolved_device(tiny_snapshot: Path, tmp_path: Path) -> None:
     from omni_loader.token2wav.checkpoint import open_snapshot

@@ -50,6 +50,7 @@ def _load_phases(out: Path, variant: str) -> dict[str, float]:
 # --------------------------------------------------------------------------- the command
 
 
+@pytest.mark.subprocess
 def test_every_share_comes_from_the_median_run_of_fresh_processes(profiled: Path) -> None:
     """load.json is each variant's median run of a small benchmark in fresh worker processes (as
     reproduce runs them), not one load inside the profiling process: in a notebook kernel, after the
@@ -71,6 +72,7 @@ def test_every_share_comes_from_the_median_run_of_fresh_processes(profiled: Path
         assert sum(r["minor_faults"] or 0 for r in load["phase_records"]) > 0  # its counters came along
 
 
+@pytest.mark.subprocess
 def test_profile_command_writes_every_file_with_its_content(profiled: Path, tiny_named_buffers: int) -> None:
     """Each file reads back as what it claims to be, and holds the load of its own variant."""
     for variant in VARIANTS:
@@ -103,6 +105,7 @@ def test_profile_command_writes_every_file_with_its_content(profiled: Path, tiny
         assert (samples["state_dict_samples"] > 0) == (variant == "baseline")
 
 
+@pytest.mark.subprocess
 def test_top_functions_table_reads_back_sorted_by_cumtime(profiled: Path) -> None:
     df = profiling.read_top_functions(profiled, "baseline")
     assert list(df.columns) == profiling.TOP_COLUMNS
@@ -119,6 +122,7 @@ def test_top_functions_table_reads_back_sorted_by_cumtime(profiled: Path) -> Non
 # --------------------------------------------------------------------------- cProfile
 
 
+@pytest.mark.subprocess
 def test_state_dict_primitive_calls_equal_named_buffers(profiled: Path, tiny_named_buffers: int) -> None:
     base = profiling.state_dict_call_counts(profiled / "baseline" / "baseline.pstats")
     assert base["primitive"] == tiny_named_buffers
@@ -148,6 +152,7 @@ def test_state_dict_primitive_calls_are_whole_state_dicts(tmp_path: Path) -> Non
     assert profiling.state_dict_primitive_calls(profiling.read_pstats(path)) == 3
 
 
+@pytest.mark.subprocess
 def test_phase_functions_attribute_state_dict_to_buffer_discovery(profiled: Path, tiny_named_buffers: int) -> None:
     df = profiling.read_phase_functions(profiled, "baseline")
     assert set(df["phase"]) <= set(LEAF_PHASES)
@@ -161,6 +166,7 @@ def test_phase_functions_attribute_state_dict_to_buffer_discovery(profiled: Path
 # --------------------------------------------------------------------------- py-spy
 
 
+@pytest.mark.subprocess
 def test_speedscope_parses_and_baseline_samples_hold_state_dict(profiled: Path) -> None:
     for variant in VARIANTS:
         _needs_py_spy(profiled, variant)
@@ -172,6 +178,7 @@ def test_speedscope_parses_and_baseline_samples_hold_state_dict(profiled: Path) 
     assert any(f["name"].split(".")[-1] == "state_dict" for f in frames)
 
 
+@pytest.mark.subprocess
 def test_flamegraph_svg_parses_and_names_state_dict(profiled: Path) -> None:
     _needs_py_spy(profiled, "baseline")
     root = ET.parse(profiled / "baseline" / "flame.svg").getroot()
@@ -180,6 +187,7 @@ def test_flamegraph_svg_parses_and_names_state_dict(profiled: Path) -> None:
     assert any("state_dict" in t for t in titles)
 
 
+@pytest.mark.subprocess
 def test_flamegraph_of_a_real_profile_leaves_out_the_model_code_import(profiled: Path) -> None:
     """On py-spy's own recording of the current loader (not hand-made stacks): the one-time import of the
     model code, however deep under load_token2wav the loader calls it, is not in the picture, and what
@@ -209,6 +217,7 @@ def test_flamegraph_of_a_real_profile_leaves_out_the_model_code_import(profiled:
 # --------------------------------------------------------------------------- torch.profiler
 
 
+@pytest.mark.subprocess
 def test_chrome_trace_has_one_range_per_load_phase(profiled: Path) -> None:
     for variant in VARIANTS:
         trace = json.loads((profiled / variant / "trace.json").read_text())  # the file parses as JSON
@@ -226,6 +235,7 @@ def test_chrome_trace_has_one_range_per_load_phase(profiled: Path) -> None:
 # --------------------------------------------------------------------------- the reports
 
 
+@pytest.mark.subprocess
 def test_reports_name_the_largest_phase_from_the_data(profiled: Path) -> None:
     summary = (profiled / "profile.md").read_text()
     for variant in VARIANTS:
@@ -243,6 +253,7 @@ def test_reports_name_the_largest_phase_from_the_data(profiled: Path) -> None:
 # --------------------------------------------------------------------------- py-spy unavailable
 
 
+@pytest.mark.subprocess
 def test_missing_py_spy_says_so_in_one_line_and_other_tools_still_run(
     tiny_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -263,6 +274,7 @@ def test_missing_py_spy_says_so_in_one_line_and_other_tools_still_run(
     assert "## Skipped" in (out / "profile.md").read_text()
 
 
+@pytest.mark.subprocess
 def test_py_spy_without_ptrace_permission_is_skipped_once(
     tiny_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -305,6 +317,7 @@ def test_bad_input_is_one_line_error(tiny_snapshot: Path, tmp_path: Path, capsys
         profiling.state_dict_primitive_calls(tmp_path / "none.pstats")
 
 
+@pytest.mark.subprocess
 def test_library_api_returns_paths_and_frames(tiny_snapshot: Path, tmp_path: Path) -> None:
     from omni_loader.token2wav.checkpoint import open_snapshot
 

@@ -35,6 +35,17 @@ def omni(*args: str | os.PathLike[str], env: dict[str, str] | None = None,
                           text=True, timeout=timeout, check=False, env={**os.environ, **(env or {})})
 
 
+def cli(capsys: pytest.CaptureFixture[str], *args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
+    """``omni-loader ARGS`` in this process (``cli.main``): a refusal or a read needs no 3 s of imports in a
+    child. What the user sees is the same: the exit status, stdout and stderr."""
+    from omni_loader.cli import main
+
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["omni-loader", *map(str, args)], code, out, err)
+
+
 def one_error_line(stderr: str) -> str:
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1, stderr
@@ -73,6 +84,7 @@ def small_benchmark(snapshot: Path, out: Path, **spec) -> Path:
 # --------------------------------------------------------------------------- interrupt, then --resume --out DIR
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path):
     out = tmp_path / "res"
@@ -106,11 +118,11 @@ def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path):
     assert strict.returncode == 0, strict.stderr
 
 
-def test_resume_refuses_contradicting_options_by_name_and_accepts_agreeing_ones(tiny_snapshot, tmp_path):
+def test_resume_refuses_contradicting_options_by_name_and_accepts_agreeing_ones(tiny_snapshot, tmp_path, capsys):
     out = small_benchmark(tiny_snapshot, tmp_path / "res", order="abba")
     before = {name: (out / name).read_bytes() for name in (RUNS_FILE, METADATA_FILE)}
 
-    refused = omni("reproduce", "--resume", "--out", out, "--runs", "2", "--order", "alternate", "--in-process")
+    refused = cli(capsys, "reproduce", "--resume", "--out", out, "--runs", "2", "--order", "alternate", "--in-process")
     assert refused.returncode == 2
     line = one_error_line(refused.stderr)
     assert "--runs 2 (saved: 1)" in line and "--order alternate (saved: abba)" in line
@@ -118,10 +130,10 @@ def test_resume_refuses_contradicting_options_by_name_and_accepts_agreeing_ones(
     assert refused.stdout == ""  # refused before anything else
     assert {name: (out / name).read_bytes() for name in before} == before  # nothing touched
 
-    other = omni("reproduce", "--resume", "--out", out, "--size", "full")
+    other = cli(capsys, "reproduce", "--resume", "--out", out, "--size", "full")
     assert other.returncode == 2 and f"--size full (saved: {tiny_snapshot})" in one_error_line(other.stderr)
 
-    agreed = omni("reproduce", "--resume", "--out", out, "--runs", "1", "--warmup", "0", "--order", "abba",
+    agreed = cli(capsys, "reproduce", "--resume", "--out", out, "--runs", "1", "--warmup", "0", "--order", "abba",
                   "--checkpoint", tiny_snapshot, "--workers", "in-process")
     assert agreed.returncode == 0, agreed.stderr
     assert (out / RUNS_FILE).read_bytes() == before[RUNS_FILE]  # nothing was missing: nothing ran
@@ -131,6 +143,7 @@ def test_resume_refuses_contradicting_options_by_name_and_accepts_agreeing_ones(
 # --------------------------------------------------------------------------- one writer
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_second_writer_is_refused_while_the_first_finishes_unharmed(tmp_path):
     out = tmp_path / "res"
@@ -170,7 +183,7 @@ def test_a_second_writer_is_refused_while_the_first_finishes_unharmed(tmp_path):
 # --------------------------------------------------------------------------- damaged files
 
 
-def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repaired(tiny_snapshot, tmp_path):
+def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repaired(tiny_snapshot, tmp_path, capsys):
     out = small_benchmark(tiny_snapshot, tmp_path / "res", runs=2, order="alternate")  # runs 0-3: B O B O
     lines = (out / RUNS_FILE).read_text().splitlines(keepends=True)
     run_1 = [line for line in lines if line.startswith("1,")]
@@ -178,7 +191,7 @@ def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repair
         fh.write("".join(run_1))  # run 1 a second time, as two writers left it
         fh.write(run_1[0][:40])  # and once more, cut short by a crash
 
-    report = omni("report", out, "--quiet", "--strict")
+    report = cli(capsys, "report", out, "--quiet", "--strict")
     assert report.returncode == 1
     line = one_error_line(report.stderr)
     assert "is torn" in line and "run ids 1" in line
@@ -188,33 +201,35 @@ def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repair
     assert sorted(set(check.frame["run_id"])) == [0, 2, 3] and check.missing_runs == (1,)
     assert len(check.frame) == len(lines) - 1 - len(run_1)
 
-    resumed = omni("reproduce", "--resume", "--out", out)  # sets the bad rows aside, runs run 1 again
+    resumed = cli(capsys, "reproduce", "--resume", "--out", out)  # sets the bad rows aside, runs run 1 again
     assert resumed.returncode == 0, resumed.stderr
     assert totals_per_run(out) == {0: 1, 1: 1, 2: 1, 3: 1}
     assert len((out / REJECTED_FILE).read_text().splitlines()) == 1 + 2 * len(run_1) + 1
-    assert omni("report", out, "--quiet", "--strict").returncode == 0
+    assert cli(capsys, "report", out, "--quiet", "--strict").returncode == 0
     assert f"2 + 2 measured runs after 0 warm-up(s) per variant, order alternate; status complete; " \
            f"{2 * len(run_1) + 1} row(s) set aside by --resume (runs.rejected.csv)." in opening(out)
 
 
-def test_a_garbage_speaker_dictionary_is_one_line_and_exit_2(tiny_snapshot, tmp_path):
+def test_a_garbage_speaker_dictionary_is_one_line_and_exit_2(tiny_snapshot, tmp_path, capsys, monkeypatch):
     snap = Path(shutil.copytree(tiny_snapshot, tmp_path / "snap"))
     (snap / "spk_dict.pt").write_bytes(bytes(range(256)) * 4)
-    proc = omni("load", "--checkpoint", snap, "--device", "cpu")
+    proc = cli(capsys, "load", "--checkpoint", snap, "--device", "cpu")
     assert proc.returncode == 2 and proc.stdout == ""
     line = one_error_line(proc.stderr)
     assert line.startswith(f"omni-loader: error: cannot read speaker dictionary {snap / 'spk_dict.pt'} (")
     assert "restore spk_dict.pt" in line and "weights_only" not in line
-    debug = omni("load", "--checkpoint", snap, "--device", "cpu", env={"OMNI_LOADER_DEBUG": "1"})
+    monkeypatch.setenv("OMNI_LOADER_DEBUG", "1")
+    debug = cli(capsys, "load", "--checkpoint", snap, "--device", "cpu")
+    monkeypatch.delenv("OMNI_LOADER_DEBUG")
     assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr
     assert debug.stderr.strip().splitlines()[-1] == line
-    flag = omni("load", "--checkpoint", snap, "--device", "cpu", "--debug")
+    flag = cli(capsys, "load", "--checkpoint", snap, "--device", "cpu", "--debug")
     assert flag.returncode == 2 and flag.stderr.count("Traceback") == 1
 
 
-def test_a_damaged_metadata_file_is_one_line(tmp_path):
+def test_a_damaged_metadata_file_is_one_line(tmp_path, capsys):
     (tmp_path / METADATA_FILE).write_text('{"schema_version": 2, "kind": ')
-    proc = omni("report", tmp_path)
+    proc = cli(capsys, "report", tmp_path)
     assert proc.returncode == 2
     assert f"{tmp_path / METADATA_FILE} is not valid JSON" in one_error_line(proc.stderr)
 
@@ -238,6 +253,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.subprocess
 def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path):
     port = _free_port()
     cmd = shlex.join([sys.executable, "-c", HEALTHY, str(port)])
@@ -294,6 +310,7 @@ def _cut_startup(out: Path, keep: int) -> None:
     (out / METADATA_FILE).write_text(json.dumps(meta))
 
 
+@pytest.mark.subprocess
 def test_reproduce_resume_continues_the_startup_benchmark_of_its_suite(tiny_snapshot, tmp_path):
     out = _startup_beside(small_benchmark(tiny_snapshot, tmp_path / "res"))
     suite = read_metadata(out)
@@ -313,6 +330,7 @@ def test_reproduce_resume_continues_the_startup_benchmark_of_its_suite(tiny_snap
     assert check.benchmark("startup")["runs_ok"] == 4 and check.benchmark("startup")["resumed_at"]
 
 
+@pytest.mark.subprocess
 def test_a_schema_2_directory_is_read_resumed_and_rewritten_as_a_suite(tiny_snapshot, tmp_path):
     """Before the suite, serve-ab's record sat under the load record's "serve_ab" key, and the spec was flat."""
     out = _startup_beside(small_benchmark(tiny_snapshot, tmp_path / "res", layout="transformers"))

@@ -235,6 +235,7 @@ def _drain(fd: int, into: bytearray) -> threading.Thread:
     return thread
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_stage_server_health_then_stats_then_sigterm(tiny_snapshot, python, tmp_path):
     """The port is bound before loading: /health answers 503 while the load has not ended. The loading
@@ -297,6 +298,7 @@ def test_stage_server_health_then_stats_then_sigterm(tiny_snapshot, python, tmp_
         os.close(r)
 
 
+@pytest.mark.subprocess
 def test_stage_server_failed_load_is_one_line(python, tmp_path):
     r = subprocess.run([python, "-m", "omni_loader", "stage-server", "--variant", "baseline", "--checkpoint",
                         str(tmp_path / "missing"), "--port", "0"], capture_output=True, text=True, cwd=REPO,
@@ -306,6 +308,7 @@ def test_stage_server_failed_load_is_one_line(python, tmp_path):
     assert "listening on http://127.0.0.1:" in r.stdout
 
 
+@pytest.mark.subprocess
 def test_stage_server_port_in_use_is_one_line(python):
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -322,6 +325,7 @@ def test_stage_server_port_in_use_is_one_line(python):
 # --------------------------------------------------------------------------- serve-ab
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_serve_ab_with_two_stage_servers(tiny_snapshot, tmp_path):
     marker = _marker()
@@ -359,6 +363,7 @@ def test_serve_ab_with_two_stage_servers(tiny_snapshot, tmp_path):
     assert len(lines) == 5 and "healthy after" in lines[-1]
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_serve_ab_times_out_kills_and_goes_on(tmp_path, python):
     # The timeout is generous (the healthy stand-in answers in well under a second, but a busy machine may
@@ -383,6 +388,7 @@ def test_serve_ab_times_out_kills_and_goes_on(tmp_path, python):
     assert benchmark(read_metadata(out), "startup")["runs_failed"] == 1
 
 
+@pytest.mark.subprocess
 def test_serve_ab_early_exit_and_busy_port(tmp_path):
     marker, port = _marker(), free_port()
     exits = shlex.join([sys.executable, "-c", "import sys; print('boom', flush=True); sys.exit(3)", marker])
@@ -405,6 +411,7 @@ def test_serve_ab_early_exit_and_busy_port(tmp_path):
     assert marker_processes(marker) == []
 
 
+@pytest.mark.subprocess
 def test_serve_ab_shares_a_results_directory(tmp_path):
     """reproduce --with-startup: serve-ab rows join another benchmark's directory without mixing phases."""
     out = tmp_path / "reproduce"
@@ -436,6 +443,7 @@ def test_serve_ab_shares_a_results_directory(tmp_path):
                  warmup=0, runs=1, progress=False)
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_serve_ab_cli_interrupted_leaves_no_process(tmp_path, python):
     marker, port = _marker(), free_port()
@@ -461,6 +469,7 @@ def test_serve_ab_cli_interrupted_leaves_no_process(tmp_path, python):
     assert meta["status"] == "interrupted" and meta["interrupted_at"]
 
 
+@pytest.mark.subprocess
 def test_serve_ab_cli_reports_medians(tmp_path, python):
     marker, port = _marker(), free_port()
     r = subprocess.run([python, "-m", "omni_loader", "serve-ab", "--baseline-cmd", _cmd(HEALTHY, port, marker),
@@ -479,6 +488,7 @@ def test_serve_ab_cli_reports_medians(tmp_path, python):
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "no-such-program-xyz" in bad.stderr
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_reproduce_with_startup_makes_a_suite_of_two_benchmarks(tiny_snapshot, tmp_path):
     """The load benchmark, then the startup one beside it: stage servers loading as the benchmark did."""
@@ -556,6 +566,7 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 """
 
 
+@pytest.mark.subprocess
 def test_a_server_helper_that_left_its_group_is_stopped_and_named(tmp_path):
     """Stopping the group cannot reach a helper in its own session; as its subreaper serve-ab gets it back
     when the server dies, stops it, and says so in the run's log."""

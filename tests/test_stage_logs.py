@@ -47,6 +47,7 @@ def test_a_stage_server_line_parses_into_stage_replica_pid_phase_seconds() -> No
                                                              "buffer_discovery": 0.001564}
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_serve_ab_of_two_three_stage_groups_finds_the_token2wav_stages_weight_loading(tiny_snapshot, tmp_path) -> None:
     """Three stage servers per run (stage 2 Token2Wav, baseline or optimized; stages 0 and 1 simulated), four

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from omni_loader.host.residency import page_size
@@ -36,6 +37,7 @@ def test_counters_of_a_parent_cover_its_children() -> None:
     assert rec["inner"].minor_faults > 0
 
 
+@pytest.mark.subprocess
 def test_a_workers_peak_rss_is_its_own_not_its_parents() -> None:
     """Linux keeps ``ru_maxrss`` across exec: a worker started from a parent that once held 600 MiB would
     report 600 MiB as its own peak. The kit reads the worker's own address space instead."""

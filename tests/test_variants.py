@@ -78,6 +78,7 @@ def test_parse_variant_and_bad_definitions(steps_file: Path) -> None:
             resolve_step(v.parameters, "parameters")
 
 
+@pytest.mark.subprocess
 def test_user_step_runs_in_fresh_workers_beside_the_builtins(tiny_snapshot: Path, tmp_path: Path,
                                                              steps_file: Path) -> None:
     snapshot = open_snapshot(tiny_snapshot)
@@ -95,6 +96,7 @@ def test_user_step_runs_in_fresh_workers_beside_the_builtins(tiny_snapshot: Path
     assert "| Buffer discovery |" in report  # the PR table is still there: baseline and optimized both ran
 
 
+@pytest.mark.subprocess
 def test_a_variant_that_loads_something_else_fails_loudly(tiny_snapshot: Path, tmp_path: Path,
                                                           steps_file: Path) -> None:
     out = tmp_path / "res"
@@ -109,6 +111,7 @@ def test_a_variant_that_loads_something_else_fails_loudly(tiny_snapshot: Path, t
     assert "| Buffer discovery |" not in (out / "report.md").read_text().split("## Beyond the PR")[0]
 
 
+@pytest.mark.subprocess
 def test_an_in_process_step_that_raises_is_a_failed_run_and_the_benchmark_completes(tiny_snapshot: Path,
                                                                                     tmp_path: Path,
                                                                                     steps_file: Path) -> None:

@@ -15,6 +15,7 @@ def loads(tiny_snapshot: Path) -> dict[str, dict]:
     return {mode: run_isolated(request, mode) for mode in ("forkserver", "spawn", "in-process")}
 
 
+@pytest.mark.subprocess
 def test_forkserver_and_spawn_load_the_same_model(loads: dict[str, dict]) -> None:
     fork, spawn, here = loads["forkserver"], loads["spawn"], loads["in-process"]
     assert fork["digest"] and fork["digest"] == spawn["digest"] == here["digest"]
@@ -23,11 +24,13 @@ def test_forkserver_and_spawn_load_the_same_model(loads: dict[str, dict]) -> Non
     assert fork["state_dict_calls"] == 51
 
 
+@pytest.mark.subprocess
 def test_a_forked_worker_imports_nothing_in_its_timed_phases(loads: dict[str, dict]) -> None:
     """The child was forked after the imports: its phases are the load's own, as a spawned one's are."""
     assert set(loads["forkserver"]["phases"]) == set(loads["spawn"]["phases"])
 
 
+@pytest.mark.subprocess
 def test_forked_worker_error_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(WorkerFailed) as info:
         run_isolated(LoadRequest(str(tmp_path / "nowhere"), "optimized"), "forkserver")
@@ -41,6 +44,7 @@ def test_unknown_worker_mode(tiny_snapshot: Path) -> None:
         run_isolated(LoadRequest(str(tiny_snapshot), "optimized"), "thread")
 
 
+@pytest.mark.subprocess
 def test_forked_workers_do_not_rerun_the_callers_script(tiny_snapshot: Path, tmp_path: Path) -> None:
     """A script without an ``if __name__ == "__main__"`` guard (here read from stdin, which has no file
     to re-import) benchmarks normally: its workers never run it again."""
@@ -58,6 +62,7 @@ def test_forked_workers_do_not_rerun_the_callers_script(tiny_snapshot: Path, tmp
     assert marker.read_text() == "x"  # the script ran once: in the parent only
 
 
+@pytest.mark.subprocess
 def test_threads_apply_to_the_load_and_are_restored(tiny_snapshot: Path, probe_variant) -> None:
     """A discovery step reports the intra-op threads the load ran with; in-process, the caller's setting
     comes back afterwards."""
@@ -121,6 +126,7 @@ def test_a_bad_worker_request_is_one_line(tmp_path: Path, text: str, message: st
         read_call(["--checkpoint", "/s", "--variant", "baseline"])
 
 
+@pytest.mark.subprocess
 def test_stop_group_stops_a_group_that_ignores_sigterm_and_a_leader_not_yet_leading() -> None:
     """SIGTERM, then SIGKILL after the grace; and a child that has not made its group yet (a forked worker
     stopped before its setsid) is stopped by its pid."""
@@ -147,6 +153,7 @@ def test_stop_group_stops_a_group_that_ignores_sigterm_and_a_leader_not_yet_lead
     assert same_group.returncode == -signal.SIGKILL
 
 
+@pytest.mark.subprocess
 def test_run_folders_a_killed_benchmark_left_are_removed_by_the_next(tmp_path: Path) -> None:
     """SIGKILL runs no cleanup: a folder named after a dead pid goes, a live process's folder and others stay."""
     import os
@@ -168,6 +175,7 @@ def test_run_folders_a_killed_benchmark_left_are_removed_by_the_next(tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
 
 
+@pytest.mark.subprocess
 def test_a_forked_worker_whose_result_folder_is_gone_exits_without_a_traceback(tiny_snapshot: Path,
                                                                               tmp_path: Path) -> None:
     """After a Ctrl-C the parent removes the run's folder while a just-forked worker may still run: the worker
