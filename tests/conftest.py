@@ -77,6 +77,24 @@ _GUARD.wrap(multiprocessing.process.BaseProcess, "start", "multiprocessing Proce
 _GUARD.wrap(multiprocessing.util, "spawnv_passfds", "multiprocessing spawnv_passfds")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the tests that share a costly fixture in one worker under pytest-xdist (``make test`` runs
+    ``-n 2 --dist loadgroup``): each would otherwise build it again in every worker it lands in. Derived
+    from the fixtures, not listed: a module whose tests use a module-scoped fixture is one group, and every
+    module that uses ``executed_notebook`` (the notebooks executed once per session, and the Lab that
+    opens them) is one group, "notebooks". Other tests go to whichever worker is free."""
+    notebook_modules = {item.module.__name__ for item in items
+                        if isinstance(item, pytest.Function) and "executed_notebook" in item.fixturenames}
+    for item in items:
+        if not isinstance(item, pytest.Function) or item.get_closest_marker("xdist_group"):
+            continue
+        module = item.module.__name__
+        if module in notebook_modules:
+            item.add_marker(pytest.mark.xdist_group("notebooks"))
+        elif any(d.scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(module))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     _GUARD.item = item
