@@ -13,12 +13,13 @@ FULL := $(VENV)/.installed-full
 reproduce: $(CORE)  ## reproduce the PR's tables on the embedded default (synthetic full-size checkpoint, CPU)
 	$(BIN)/omni-loader reproduce $(ARGS)
 
-# The suite runs in TEST_WORKERS processes (pytest-xdist): most of its time is spent waiting on workers,
-# servers, kernels and a browser, so two share two cores well. Tests that share a costly fixture stay in one
-# worker (tests/conftest.py groups them). TEST_WORKERS=0 runs it in this one process.
+# The suite runs in TEST_WORKERS processes (pytest-xdist): much of its time is spent waiting on workers,
+# servers, kernels and a browser, so two share two cores well. `--dist loadscope` keeps each test file in one
+# worker, so a module's shared fixture is built once; the notebooks, which two files read, are executed once
+# per run under a file lock (tests/conftest.py). TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
 test: $(FULL)  ## run the test suite
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # The fast lane for development: every test in tests/ that starts no process and takes no more than a few
 # seconds, chosen by markers (a guard in tests/conftest.py fails a test that starts a process without

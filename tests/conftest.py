@@ -77,24 +77,6 @@ _GUARD.wrap(multiprocessing.process.BaseProcess, "start", "multiprocessing Proce
 _GUARD.wrap(multiprocessing.util, "spawnv_passfds", "multiprocessing spawnv_passfds")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep the tests that share a costly fixture in one worker under pytest-xdist (``make test`` runs
-    ``-n 2 --dist loadgroup``): each would otherwise build it again in every worker it lands in. Derived
-    from the fixtures, not listed: a module whose tests use a module-scoped fixture is one group, and every
-    module that uses ``executed_notebook`` (the notebooks executed once per session, and the Lab that
-    opens them) is one group, "notebooks". Other tests go to whichever worker is free."""
-    notebook_modules = {item.module.__name__ for item in items
-                        if isinstance(item, pytest.Function) and "executed_notebook" in item.fixturenames}
-    for item in items:
-        if not isinstance(item, pytest.Function) or item.get_closest_marker("xdist_group"):
-            continue
-        module = item.module.__name__
-        if module in notebook_modules:
-            item.add_marker(pytest.mark.xdist_group("notebooks"))
-        elif any(d.scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs):
-            item.add_marker(pytest.mark.xdist_group(module))
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     _GUARD.item = item
@@ -193,31 +175,42 @@ class NotebookRun(NamedTuple):
 
 
 @pytest.fixture(scope="session")
-def executed_notebook():
-    """``run(path) -> NotebookRun``: each notebook executed once per session, as the kit executes notebooks
+def executed_notebook(tmp_path_factory: pytest.TempPathFactory):
+    """``run(path) -> NotebookRun``: each notebook executed once per suite run, as the kit executes notebooks
     (``omni_loader.notebook.files.execute``: papermill, kernel ``python3`` of this environment, working
     directory ``notebooks/`` as in JupyterLab, the copy signed), with ``test_notebooks.small_overrides``
     injected where its parameters cell declares the name. ``test_notebooks`` checks what the copies hold;
     ``test_browser`` opens the same copies in JupyterLab, which is why they are written under the results
-    root (the Lab server's root is the repository): ``results/test-notebooks/<stem>/``."""
+    root (the Lab server's root is the repository): ``results/test-notebooks/<stem>/``.
+
+    Once per suite run, not per worker: under pytest-xdist the two test files may run in two workers, so
+    the first to ask for a notebook executes it under a file lock in the directory the workers share (the
+    parent of each worker's base temp), and records the run there; the other waits for it and reads it."""
+    import json
+
     import papermill as pm
+    from filelock import FileLock
     from test_notebooks import CELL_TIMEOUT_S, NOTEBOOK_DIR, small_overrides
 
     from omni_loader.notebook import files as notebooks
 
-    done: dict[Path, NotebookRun] = {}
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
     def run(path: Path) -> NotebookRun:
-        if path not in done:
-            base = notebooks.results_root() / "test-notebooks" / path.stem
-            shutil.rmtree(base, ignore_errors=True)  # a figure left by an earlier session must not count
-            declared = pm.inspect_notebook(str(path))
-            assert declared, f"{path.name}: papermill finds no parameters (tag the parameters cell)"
-            parameters = {k: v for k, v in small_overrides(base / "results").items() if k in declared}
-            copy = base / path.name
-            start = time.perf_counter()
-            notebooks.execute(path, copy, parameters, cwd=NOTEBOOK_DIR, timeout=CELL_TIMEOUT_S)
-            done[path] = NotebookRun(copy, base / "results", parameters, time.perf_counter() - start)
-        return done[path]
+        record = shared / f"executed-{path.stem}.json"
+        with FileLock(str(record) + ".lock"):
+            if not record.is_file():
+                out = notebooks.results_root() / "test-notebooks" / path.stem
+                shutil.rmtree(out, ignore_errors=True)  # a figure left by an earlier run must not count
+                declared = pm.inspect_notebook(str(path))
+                assert declared, f"{path.name}: papermill finds no parameters (tag the parameters cell)"
+                parameters = {k: v for k, v in small_overrides(out / "results").items() if k in declared}
+                start = time.perf_counter()
+                notebooks.execute(path, out / path.name, parameters, cwd=NOTEBOOK_DIR, timeout=CELL_TIMEOUT_S)
+                record.write_text(json.dumps({"copy": str(out / path.name), "results": str(out / "results"),
+                                              "parameters": parameters, "seconds": time.perf_counter() - start}))
+        done = json.loads(record.read_text())
+        return NotebookRun(Path(done["copy"]), Path(done["results"]), done["parameters"], done["seconds"])
 
     return run

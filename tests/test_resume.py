@@ -86,9 +86,9 @@ def small_benchmark(snapshot: Path, out: Path, **spec) -> Path:
 
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path):
+def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path, capsys):
     out = tmp_path / "res"
-    options = ["--size", "tiny", "--warmup", "1", "--runs", "3", "--order", "abba", "--aa", "--reference-copy"]
+    options = ["--size", "tiny", "--warmup", "1", "--runs", "2", "--order", "abba", "--aa", "--reference-copy"]
     proc = subprocess.Popen([sys.executable, "-m", "omni_loader", "reproduce", *options, "--out", str(out)],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
@@ -101,20 +101,20 @@ def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path):
     hint = stdout.strip().splitlines()[-1]
     assert hint.startswith("interrupted: ") and hint.endswith(f"continue with: omni-loader reproduce --resume --out {out}")
     meta = benchmark(read_metadata(out), "load")
-    assert meta["status"] == "interrupted" and len(meta["plan"]) == 2 * (1 + 3) * 2  # A/B then A/A
+    assert meta["status"] == "interrupted" and len(meta["plan"]) == 2 * (1 + 2) * 2  # A/B then A/A
     assert 3 <= len(saved_run_ids(out)) < len(meta["plan"])
 
-    resumed = omni("reproduce", "--resume", "--out", out)  # exactly what the hint says
+    resumed = cli(capsys, "reproduce", "--resume", "--out", out)  # exactly what the hint says
     assert resumed.returncode == 0, resumed.stderr
-    assert totals_per_run(out) == {i: 1 for i in range(16)}  # every planned run, once
+    assert totals_per_run(out) == {i: 1 for i in range(12)}  # every planned run, once
     check = check_results(out)
     assert check.ok, check.problems
-    assert BenchmarkSpec.from_metadata(check.metadata).runs == 3 and check.benchmark("load")["spec"]["aa"] is True
-    assert ("3 + 3 measured runs after 1 warm-up(s) per variant, order abba; status complete; integrity checks "
+    assert BenchmarkSpec.from_metadata(check.metadata).runs == 2 and check.benchmark("load")["spec"]["aa"] is True
+    assert ("2 + 2 measured runs after 1 warm-up(s) per variant, order abba; status complete; integrity checks "
             "found nothing wrong.") in opening(out)
     assert set(check.frame[check.frame["source"] == "aa"]["variant"]) == {"aa-1", "aa-2"}
     assert "reference_copy" in set(check.frame["phase"])
-    strict = omni("report", out, "--quiet", "--strict")
+    strict = cli(capsys, "report", out, "--quiet", "--strict")
     assert strict.returncode == 0, strict.stderr
 
 
@@ -145,7 +145,7 @@ def test_resume_refuses_contradicting_options_by_name_and_accepts_agreeing_ones(
 
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_a_second_writer_is_refused_while_the_first_finishes_unharmed(tmp_path):
+def test_a_second_writer_is_refused_while_the_first_finishes_unharmed(tmp_path, capsys):
     out = tmp_path / "res"
     first = subprocess.Popen([sys.executable, "-m", "omni_loader", "reproduce", "--size", "tiny", "--warmup", "0",
                               "--runs", "2", "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE,
@@ -158,13 +158,13 @@ def test_a_second_writer_is_refused_while_the_first_finishes_unharmed(tmp_path):
         assert first.poll() is None, first.communicate()
         os.kill(first.pid, signal.SIGSTOP)  # the first writer holds the lock for as long as this test needs
         try:
-            for second in (omni("reproduce", "--resume", "--out", out),
-                           omni("reproduce", "--size", "tiny", "--runs", "2", "--out", out)):
+            for second in (cli(capsys, "reproduce", "--resume", "--out", out),  # in this process: a refusal
+                           cli(capsys, "reproduce", "--size", "tiny", "--runs", "2", "--out", out)):
                 assert second.returncode == 2
                 line = one_error_line(second.stderr)
                 assert line.startswith(f"omni-loader: error: {out} is being written by process {first.pid} on ")
                 assert "one writer per results directory" in line
-            reader = omni("report", out, "--quiet", "--strict")  # readers take no lock
+            reader = cli(capsys, "report", out, "--quiet", "--strict")  # readers take no lock
             assert reader.returncode == 1 and "still being written" in opening(out)
         finally:
             os.kill(first.pid, signal.SIGCONT)
@@ -254,7 +254,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.subprocess
-def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path):
+def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path, capsys):
     port = _free_port()
     cmd = shlex.join([sys.executable, "-c", HEALTHY, str(port)])
     out = tmp_path / "ab"
@@ -270,8 +270,8 @@ def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path):
     (out / METADATA_FILE).write_text(json.dumps(meta))
     assert not check_results(out).ok
 
-    refused = omni("serve-ab", "--resume", "--out", out, "--runs", "3", "--health-url",
-                   f"http://127.0.0.1:{port}/health")
+    refused = cli(capsys, "serve-ab", "--resume", "--out", out, "--runs", "3", "--health-url",
+                  f"http://127.0.0.1:{port}/health")  # a refusal: in this process
     assert refused.returncode == 2
     line = one_error_line(refused.stderr)
     assert "--runs 3 (saved: 2)" in line and "--health-url" not in line
@@ -331,7 +331,7 @@ def test_reproduce_resume_continues_the_startup_benchmark_of_its_suite(tiny_snap
 
 
 @pytest.mark.subprocess
-def test_a_schema_2_directory_is_read_resumed_and_rewritten_as_a_suite(tiny_snapshot, tmp_path):
+def test_a_schema_2_directory_is_read_resumed_and_rewritten_as_a_suite(tiny_snapshot, tmp_path, capsys):
     """Before the suite, serve-ab's record sat under the load record's "serve_ab" key, and the spec was flat."""
     out = _startup_beside(small_benchmark(tiny_snapshot, tmp_path / "res", layout="transformers"))
     _cut_startup(out, keep=2)
@@ -343,7 +343,7 @@ def test_a_schema_2_directory_is_read_resumed_and_rewritten_as_a_suite(tiny_snap
     assert check_results(out).missing_runs == (4, 5)
     assert BenchmarkSpec.from_metadata(read_metadata(out)).load.layout == "transformers"
 
-    refused = omni("reproduce", "--resume", "--out", out, "--layout", "vllm-omni")
+    refused = cli(capsys, "reproduce", "--resume", "--out", out, "--layout", "vllm-omni")
     assert "--layout vllm-omni (saved: transformers)" in one_error_line(refused.stderr)
     resumed = omni("serve-ab", "--resume", "--out", out)  # the startup benchmark alone
     assert resumed.returncode == 0, resumed.stderr
