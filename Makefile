@@ -24,8 +24,8 @@ test: $(FULL)  ## run the test suite
 # The fast lane for development: every test in tests/ that starts no process and takes no more than a few
 # seconds, chosen by markers (a guard in tests/conftest.py fails a test that starts a process without
 # `subprocess`, so the lane cannot grow slow unseen). `make test` and CI run the whole suite.
-test-fast: $(FULL)  ## in-process tests only (about a minute): make test-fast PYTEST_ARGS=-x
-	$(BIN)/python -m pytest -q -m "not slow and not subprocess" $(PYTEST_ARGS)
+test-fast: $(FULL)  ## in-process tests only (under a minute): make test-fast PYTEST_ARGS=-x
+	$(BIN)/python -m pytest -q -m "not slow and not subprocess" -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # Mutation testing of the core modules against the fast in-process unit tests ([tool.mutmut] in pyproject.toml).
 # Long, so not part of `make test` or CI. Scope it with MODULES, e.g. `make mutation MODULES="reporting.stats reporting.report"`.

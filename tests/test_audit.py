@@ -19,6 +19,7 @@ def models() -> dict:
     return {arch: build_on_meta(arch) for arch in ARCHS}
 
 
+@pytest.mark.slow
 def test_audit_agrees_with_state_dict_on_every_model_it_builds(models: dict) -> None:
     rows = {r.arch: r for r in audit(ARCHS, repeats=1, progress=False)}
     for arch, model in models.items():
@@ -51,6 +52,7 @@ def test_unbuildable_architecture_is_a_row_not_a_crash() -> None:
     assert row.error and "\n" not in row.error and row.agree is None
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_audit_command_writes_tidy_rows(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "omni_loader", "audit", "--arch", "resnet", "--arch", "bert",

@@ -310,6 +310,7 @@ def test_version_subprocess(python: str) -> None:
     assert proc.stdout.strip() == f"omni-loader {__version__}"
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_console_script_load_json(python: str, tiny_snapshot: Path, load_json: Callable[..., dict]) -> None:
     script = Path(python).parent / "omni-loader"
@@ -322,6 +323,7 @@ def test_console_script_load_json(python: str, tiny_snapshot: Path, load_json: C
     assert data["digest"] == load_json("--variant", "baseline")["digest"]  # same model in a fresh process
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_subprocess_error_is_one_line(python: str, tiny_snapshot: Path, tmp_path: Path) -> None:
     """In a real process, nothing else (warnings, logging, a traceback) reaches stderr."""

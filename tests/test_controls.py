@@ -113,6 +113,7 @@ def find(model):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_step_that_slows_shared_phases_is_named_in_the_report(tiny_snapshot, tmp_path, python):
     """A real benchmark (fork-server workers, the tiny snapshot): a custom variant whose discovery step

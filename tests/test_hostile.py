@@ -463,6 +463,7 @@ def test_a_benchmark_whose_runs_all_fail_alike_stops_with_the_reason(tiny_snapsh
     assert benchmark(read_metadata(out), "load")["status"] == "interrupted"
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_running_out_of_memory_while_drawing_the_report_is_one_line(tiny_snapshot, tmp_path, capsys):
     """report under an address-space cap a little above what the process holds, at several caps: wherever

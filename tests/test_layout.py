@@ -103,6 +103,7 @@ def test_rendering_and_the_parser_import_no_torch(code: str) -> None:
     assert out.strip() == "[]", out
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_report_command_runs_without_torch(tmp_path: Path, tiny_snapshot: Path) -> None:
     """``omni-loader report DIR`` re-renders a saved benchmark and never imports torch."""

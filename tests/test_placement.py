@@ -52,6 +52,7 @@ def test_the_environment_table_says_where_loads_ran():
     assert describe_cpus(()) == "any (not pinned)"
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_every_worker_mode_runs_the_load_on_the_cpus_asked(tiny_snapshot: Path, probe_variant) -> None:
     """A discovery step reports the CPUs its process may use; in-process, the caller's come back afterwards."""
@@ -66,6 +67,7 @@ def test_every_worker_mode_runs_the_load_on_the_cpus_asked(tiny_snapshot: Path, 
     assert seen.read_text().split(";")[:-1] == [str([ALLOWED[-1]])] * 3 + [str(ALLOWED)]
 
 
+@pytest.mark.slow
 def test_reproduce_records_the_cpus_it_pinned_to_and_refuses_others_in_one_line(tiny_snapshot: Path, tmp_path: Path,
                                                                                  capsys) -> None:
     from omni_loader.cli import main
@@ -90,6 +92,7 @@ def test_reproduce_records_the_cpus_it_pinned_to_and_refuses_others_in_one_line(
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_resume_refuses_other_cpus_naming_them_as_typed(tiny_snapshot: Path, tmp_path: Path, capsys) -> None:
     from omni_loader.cli import main

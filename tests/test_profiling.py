@@ -50,6 +50,7 @@ def _load_phases(out: Path, variant: str) -> dict[str, float]:
 # --------------------------------------------------------------------------- the command
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_every_share_comes_from_the_median_run_of_fresh_processes(profiled: Path) -> None:
     """load.json is each variant's median run of a small benchmark in fresh worker processes (as
@@ -253,6 +254,7 @@ def test_reports_name_the_largest_phase_from_the_data(profiled: Path) -> None:
 # --------------------------------------------------------------------------- py-spy unavailable
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_missing_py_spy_says_so_in_one_line_and_other_tools_still_run(
     tiny_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

@@ -118,6 +118,7 @@ def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path, capsy
     assert strict.returncode == 0, strict.stderr
 
 
+@pytest.mark.slow
 def test_resume_refuses_contradicting_options_by_name_and_accepts_agreeing_ones(tiny_snapshot, tmp_path, capsys):
     out = small_benchmark(tiny_snapshot, tmp_path / "res", order="abba")
     before = {name: (out / name).read_bytes() for name in (RUNS_FILE, METADATA_FILE)}
@@ -183,6 +184,7 @@ def test_a_second_writer_is_refused_while_the_first_finishes_unharmed(tmp_path, 
 # --------------------------------------------------------------------------- damaged files
 
 
+@pytest.mark.slow
 def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repaired(tiny_snapshot, tmp_path, capsys):
     out = small_benchmark(tiny_snapshot, tmp_path / "res", runs=2, order="alternate")  # runs 0-3: B O B O
     lines = (out / RUNS_FILE).read_text().splitlines(keepends=True)
@@ -210,6 +212,7 @@ def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repair
            f"{2 * len(run_1) + 1} row(s) set aside by --resume (runs.rejected.csv)." in opening(out)
 
 
+@pytest.mark.slow
 def test_a_garbage_speaker_dictionary_is_one_line_and_exit_2(tiny_snapshot, tmp_path, capsys, monkeypatch):
     snap = Path(shutil.copytree(tiny_snapshot, tmp_path / "snap"))
     (snap / "spk_dict.pt").write_bytes(bytes(range(256)) * 4)
@@ -253,6 +256,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path, capsys):
     port = _free_port()
@@ -310,6 +314,7 @@ def _cut_startup(out: Path, keep: int) -> None:
     (out / METADATA_FILE).write_text(json.dumps(meta))
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_reproduce_resume_continues_the_startup_benchmark_of_its_suite(tiny_snapshot, tmp_path):
     out = _startup_beside(small_benchmark(tiny_snapshot, tmp_path / "res"))
@@ -330,6 +335,7 @@ def test_reproduce_resume_continues_the_startup_benchmark_of_its_suite(tiny_snap
     assert check.benchmark("startup")["runs_ok"] == 4 and check.benchmark("startup")["resumed_at"]
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_schema_2_directory_is_read_resumed_and_rewritten_as_a_suite(tiny_snapshot, tmp_path, capsys):
     """Before the suite, serve-ab's record sat under the load record's "serve_ab" key, and the spec was flat."""

@@ -90,12 +90,13 @@ def _worker_pids(marker: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.parametrize("workers", ["forkserver", "spawn"])
 def test_killed_worker_is_recorded_and_the_rest_go_on(tiny_snapshot, tmp_path, workers):
     """Run 0's worker is stopped the moment it exists, then killed: it is known to be run 0 (no poller
     guessing which worker it saw) and cannot finish first."""
-    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=2, workers=workers)
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, workers=workers)
     killed: list[int] = []
 
     def kill_run_0(run, pid: int) -> None:
@@ -108,10 +109,9 @@ def test_killed_worker_is_recorded_and_the_rest_go_on(tiny_snapshot, tmp_path, w
     assert len(killed) == 1
     frame = read_runs(out)
     runs = frame.drop_duplicates("run_id").set_index("run_id")
-    assert sorted(runs.index) == [0, 1, 2, 3]
+    assert sorted(runs.index) == [0, 1]
     assert runs.loc[0, "status"] == "failed" and "signal 9" in runs.loc[0, "error"]
-    assert (runs.loc[[1, 2, 3], "status"] == "ok").all()
-    assert runs.loc[[1, 2, 3], "digest"].nunique() == 1
+    assert runs.loc[1, "status"] == "ok" and runs.loc[1, "digest"].startswith("xxh3-128:")  # the next run, whole
 
 
 @pytest.mark.subprocess
@@ -199,6 +199,7 @@ def _runs_written(out) -> int:
     return len({line.split(",", 1)[0] for line in lines})
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_interrupt_keeps_rows_and_resume_completes(tiny_snapshot, tmp_path):
     out = tmp_path / "res"
@@ -274,6 +275,7 @@ def test_plan_rotates_three_variants_and_refuses_fewer_than_two_different():
         assert str(err.value) == f"a plan needs two or more different variants, not {variants}"
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.parametrize("moment", ["server imports", "a run"])
 def test_ctrl_c_at_the_terminal_leaves_one_line_and_no_process(tiny_snapshot, tmp_path, moment):
@@ -343,6 +345,7 @@ def test_a_spec_embeds_its_load_options_and_reads_back_the_old_flat_one():
         "--layout vllm-omni (saved: transformers)", "--aa (saved: off)"]
 
 
+@pytest.mark.slow
 def test_reproduce_takes_a_spec_and_opens_its_checkpoint(tiny_snapshot, tmp_path):
     """reproduce(spec, out): the spec says what is measured; without a snapshot, the spec's checkpoint is opened."""
     from omni_loader.bench.runner import benchmark_spec

@@ -298,6 +298,7 @@ def test_stage_server_health_then_stats_then_sigterm(tiny_snapshot, python, tmp_
         os.close(r)
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_stage_server_failed_load_is_one_line(python, tmp_path):
     r = subprocess.run([python, "-m", "omni_loader", "stage-server", "--variant", "baseline", "--checkpoint",
@@ -469,6 +470,7 @@ def test_serve_ab_cli_interrupted_leaves_no_process(tmp_path, python):
     assert meta["status"] == "interrupted" and meta["interrupted_at"]
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_serve_ab_cli_reports_medians(tmp_path, python):
     marker, port = _marker(), free_port()
@@ -528,6 +530,7 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_serve_ab_reads_a_huge_log_a_line_at_a_time_and_keeps_its_ends(tmp_path):
     """60 MB of server output: the figure in its middle is found, serve-ab's own memory stays far below the

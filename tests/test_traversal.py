@@ -252,6 +252,7 @@ def test_sweep_skips_baseline_above_the_cap(tmp_path) -> None:
     assert result.placement.empty
 
 
+@pytest.mark.slow
 def test_cli_quick_writes_the_files(tmp_path, capsys) -> None:
     from omni_loader.cli import main
 

@@ -78,6 +78,7 @@ def test_parse_variant_and_bad_definitions(steps_file: Path) -> None:
             resolve_step(v.parameters, "parameters")
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_user_step_runs_in_fresh_workers_beside_the_builtins(tiny_snapshot: Path, tmp_path: Path,
                                                              steps_file: Path) -> None:
@@ -96,6 +97,7 @@ def test_user_step_runs_in_fresh_workers_beside_the_builtins(tiny_snapshot: Path
     assert "| Buffer discovery |" in report  # the PR table is still there: baseline and optimized both ran
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_variant_that_loads_something_else_fails_loudly(tiny_snapshot: Path, tmp_path: Path,
                                                           steps_file: Path) -> None:
@@ -172,6 +174,7 @@ def test_parameter_loading_alternatives_load_the_same_model(tiny_snapshot: Path,
     assert transformers_alt.digest == transformers_ref.digest
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.parametrize(("body", "said"), [
     ("import time\ntime.sleep(600)\n", "did not finish in 3 s (a step file that hangs at import?)"),

@@ -15,6 +15,7 @@ def loads(tiny_snapshot: Path) -> dict[str, dict]:
     return {mode: run_isolated(request, mode) for mode in ("forkserver", "spawn", "in-process")}
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_forkserver_and_spawn_load_the_same_model(loads: dict[str, dict]) -> None:
     fork, spawn, here = loads["forkserver"], loads["spawn"], loads["in-process"]
@@ -44,6 +45,7 @@ def test_unknown_worker_mode(tiny_snapshot: Path) -> None:
         run_isolated(LoadRequest(str(tiny_snapshot), "optimized"), "thread")
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_forked_workers_do_not_rerun_the_callers_script(tiny_snapshot: Path, tmp_path: Path) -> None:
     """A script without an ``if __name__ == "__main__"`` guard (here read from stdin, which has no file
@@ -62,6 +64,7 @@ def test_forked_workers_do_not_rerun_the_callers_script(tiny_snapshot: Path, tmp
     assert marker.read_text() == "x"  # the script ran once: in the parent only
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_threads_apply_to_the_load_and_are_restored(tiny_snapshot: Path, probe_variant) -> None:
     """A discovery step reports the intra-op threads the load ran with; in-process, the caller's setting
@@ -175,6 +178,7 @@ def test_run_folders_a_killed_benchmark_left_are_removed_by_the_next(tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_forked_worker_whose_result_folder_is_gone_exits_without_a_traceback(tiny_snapshot: Path,
                                                                               tmp_path: Path) -> None:
