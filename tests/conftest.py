@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing.process
 import multiprocessing.util
 import os
@@ -77,21 +78,35 @@ _GUARD.wrap(multiprocessing.process.BaseProcess, "start", "multiprocessing Proce
 _GUARD.wrap(multiprocessing.util, "spawnv_passfds", "multiprocessing spawnv_passfds")
 
 
-def _module_weight(items: list[pytest.Item]) -> float:
-    """A test file's expected cost from its markers (no timing kept between runs): a slow test counts ten,
-    one that starts a process three, any other a tenth."""
-    return sum(10 if i.get_closest_marker("slow") else 3 if i.get_closest_marker("subprocess") else 0.1
+DURATIONS = Path(__file__).with_name("durations.json")  # each file's seconds in the last stored full run
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"write each test file's total time to {DURATIONS.name}, which orders the next runs")
+
+
+def _expected_seconds(module: str, items: list[pytest.Item], stored: dict[str, float]) -> float:
+    """A test file's expected time: as stored by the last ``--store-durations`` run, else from its markers
+    (a slow test 30 s, one that starts a process 5 s, any other a tenth of a second)."""
+    if module in stored:
+        return stored[module]
+    return sum(30 if i.get_closest_marker("slow") else 5 if i.get_closest_marker("subprocess") else 0.1
                for i in items)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The heaviest test files first (by their markers, in their own order within), so that under
-    pytest-xdist (``make test``: ``--dist loadscope``, a file per worker at a time) the long files start at
-    once and the short ones fill in: the longest first, the suite's tail short."""
+    """The longest test files first (tests within a file in their own order), so that under pytest-xdist
+    (``make test``: ``--dist loadscope``, one file to a worker at a time) the long files start at once and
+    the short ones fill in around them: the suite's tail is short. Only the order changes."""
+    try:
+        stored = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    except ValueError:
+        stored = {}
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    order = sorted(modules, key=lambda m: -_module_weight(modules[m]))
+    order = sorted(modules, key=lambda m: -_expected_seconds(m, modules[m], stored))
     items[:] = [item for module in order for item in modules[module]]
 
 
@@ -181,6 +196,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.write_sep("=", f"time per test file ({len(totals)} files, {sum(totals.values()):.0f} s in tests)")
     for path, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"{seconds:8.1f} s  {path}")
+    if config.getoption("--store-durations"):
+        DURATIONS.write_text(json.dumps({p: round(t, 1) for p, t in sorted(totals.items(), key=lambda kv: -kv[1])},
+                                        indent=1) + "\n")
+        terminalreporter.write_line(f"stored in {DURATIONS}: the next runs start the longest files first")
 
 
 class NotebookRun(NamedTuple):
