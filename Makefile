@@ -14,8 +14,8 @@ reproduce: $(CORE)  ## reproduce the PR's tables on the embedded default (synthe
 	$(BIN)/omni-loader reproduce $(ARGS)
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist). Much of its time is spent waiting on workers,
-# servers, kernels and a browser, so on two cores a third process fills those waits (measured: 10.2 min
-# with three against 12.8 with two, from a fresh clone). `--dist loadscope` keeps each test file in one
+# servers, kernels and a browser, so on two cores a third process fills those waits (from a fresh clone
+# here, three kept 1.6 of the 2 cores busy: 9.7 min for .ci/run). `--dist loadscope` keeps each test file in one
 # worker, so a module's shared fixture is built once; the notebooks, which two files read, are executed
 # once per run under a file lock (tests/conftest.py). conftest.py orders the files longest first (from
 # tests/durations.json, which `make test PYTEST_ARGS=--store-durations` rewrites), and

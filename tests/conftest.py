@@ -181,6 +181,9 @@ def probe_variant(tmp_path: Path):
     return make
 
 
+SHOWN_FILES = 12  # the longest files by name; the rest in one line
+
+
 @pytest.hookimpl(trylast=True)  # after pytest's own --durations list: the last lines of CI's log
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """Each test file's total time (set-up, body and tear-down of its tests; a module fixture counts where it
@@ -193,9 +196,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                 totals[path] = totals.get(path, 0.0) + report.duration
     if not totals:
         return
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])
     terminalreporter.write_sep("=", f"time per test file ({len(totals)} files, {sum(totals.values()):.0f} s in tests)")
-    for path, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
+    for path, seconds in ranked[:SHOWN_FILES]:
         terminalreporter.write_line(f"{seconds:8.1f} s  {path}")
+    if len(ranked) > SHOWN_FILES:
+        rest = ranked[SHOWN_FILES:]
+        terminalreporter.write_line(f"{sum(t for _, t in rest):8.1f} s  the other {len(rest)} files")
     if config.getoption("--store-durations"):
         DURATIONS.write_text(json.dumps({p: round(t, 1) for p, t in sorted(totals.items(), key=lambda kv: -kv[1])},
                                         indent=1) + "\n")

@@ -352,10 +352,18 @@ def test_every_schema_is_read_as_named_benchmarks(tmp_path):
 def test_the_load_options_of_either_spec_shape():
     from omni_loader.results.suite import recorded_load_options
 
-    nested = {"spec": {"checkpoint": "/c", "load": {"layout": "transformers", "device": "cpu", "dtype": "float32",
-                                                    "construct": "empty"}}}
-    flat = {"spec": {"checkpoint": "/c", "layout": "transformers", "device": "cpu", "dtype": "float32"}}
-    assert recorded_load_options(nested) == nested["spec"]["load"]
+    from dataclasses import asdict
+
+    from omni_loader.reporting.measurements import flat_spec
+    from omni_loader.token2wav.options import LoadOptions
+
+    # every field LoadOptions has, each away from its default, as a benchmark of today records them
+    options = asdict(LoadOptions(layout="transformers", device="cpu", dtype="bfloat16", construct="empty", read="eager"))
+    assert options != asdict(LoadOptions()) and all(v != getattr(LoadOptions(), k) for k, v in options.items())
+    nested = {"spec": {"checkpoint": "/c", "runs": 3, "load": options}}
+    flat = {"spec": {"checkpoint": "/c", "layout": "transformers", "device": "cpu", "dtype": "float32", "runs": 3}}
+    assert recorded_load_options(nested) == options
+    assert flat_spec(nested) == {"checkpoint": "/c", "runs": 3, **options}  # what the report's tables read
     assert recorded_load_options(flat) == {"layout": "transformers", "device": "cpu", "dtype": "float32"}
 
 

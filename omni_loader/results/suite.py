@@ -107,15 +107,23 @@ def benchmark(metadata: dict[str, Any], name: str) -> dict[str, Any] | None:
     return benchmarks(metadata).get(name)
 
 
-def recorded_load_options(record: dict[str, Any]) -> dict[str, Any]:
-    """The load options (layout, device, dtype, construct) a load benchmark's record names, as recorded.
+# The load options that schemas 1 and 2 kept flat among the other settings: the options of those kits (later
+# ones, --read among them, exist only nested). Not a list of today's options: those are LoadOptions' fields.
+FLAT_LOAD_OPTIONS = ("layout", "device", "dtype", "construct")
 
-    Schema 3 nests them in ``spec["load"]`` (a :class:`~omni_loader.token2wav.options.LoadOptions`); schemas
-    1 and 2 had them flat in ``spec``. Keys a record lacks (schema 1: construct) are left out.
+
+def recorded_load_options(record: dict[str, Any]) -> dict[str, Any]:
+    """The load options a load benchmark's record names, as recorded.
+
+    Schema 3 nests them in ``spec["load"]`` (a :class:`~omni_loader.token2wav.options.LoadOptions` as a
+    dict): every one of them is returned, whatever fields LoadOptions has gained since (a list kept here
+    once dropped ``read``, and a report said "lazy" of an eager run). Schemas 1 and 2 had them flat in
+    ``spec``: :data:`FLAT_LOAD_OPTIONS`; keys a record lacks (schema 1: construct) are left out.
     """
     spec = record.get("spec") or {}
-    options = spec.get("load") if isinstance(spec.get("load"), dict) else spec
-    return {k: options[k] for k in ("layout", "device", "dtype", "construct") if k in options}
+    if isinstance(spec.get("load"), dict):
+        return dict(spec["load"])
+    return {k: spec[k] for k in FLAT_LOAD_OPTIONS if k in spec}
 
 
 def benchmark_record(kind: str, spec: Any, plan: Iterable[Any], device: str, *, warmup: int, repeats: int,
