@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import torch
@@ -12,7 +13,10 @@ from omni_loader.host.residency import backing_file, fault_share, first_touch_se
 
 
 def test_resident_fraction_follows_the_first_write() -> None:
-    block = torch.empty(64 << 20, dtype=torch.uint8)  # fresh pages: above glibc's mmap threshold
+    # A mapping of its own, so the pages are fresh: torch.empty may hand back memory that an earlier
+    # test in the same worker freed while resident (CI once read 0.72 here).
+    mapping = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    block = torch.frombuffer(mapping, dtype=torch.uint8)
     assert resident_fraction(block) < 0.05
     block[: 32 << 20].fill_(1)
     assert 0.45 < resident_fraction(block) < 0.55
