@@ -16,16 +16,28 @@ from omni_loader.errors import OmniLoaderError
 from omni_loader.names import LEAF_PHASES
 from omni_loader.token2wav.options import LoadOptions
 from omni_loader.profiling.settings import ProfileSettings
+from test_notebooks import NOTEBOOK_DIR
 
 VARIANTS = ("baseline", "optimized")
 
 
 @pytest.fixture(scope="module")
-def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``omni-loader profile --variant both --tool all --size tiny --out DIR``, run once for the module."""
-    out = tmp_path_factory.mktemp("profile")
-    assert cli.main(["profile", "--variant", "both", "--tool", "all", "--size", "tiny", "--out", str(out)]) == 0
-    return out
+def profiled(executed_notebook) -> Path:
+    """The suite's one profile of both variants with every tool on the tiny snapshot: notebook 02's run
+    (``profile_variants``, the function behind ``omni-loader profile``), made once per suite run and
+    read here and by the notebook's own checks. The command itself runs end to end in the py-spy
+    tests below (a missing py-spy, no ptrace permission)."""
+    run = executed_notebook(NOTEBOOK_DIR / "02_profiles.ipynb")
+    assert (run.parameters["size"], run.parameters.get("tools", "all")) == ("tiny", "all")
+    return run.results
+
+
+@pytest.fixture(scope="module")
+def profiled_top() -> int:
+    """Rows of the profile's top-function tables: notebook 02's ``top`` parameter, as papermill reads it."""
+    import papermill as pm
+
+    return int(pm.inspect_notebook(str(NOTEBOOK_DIR / "02_profiles.ipynb"))["top"]["default"])
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +86,8 @@ def test_every_share_comes_from_the_median_run_of_fresh_processes(profiled: Path
 
 
 @pytest.mark.subprocess
-def test_profile_command_writes_every_file_with_its_content(profiled: Path, tiny_named_buffers: int) -> None:
+def test_profile_command_writes_every_file_with_its_content(profiled: Path, profiled_top: int,
+                                                            tiny_named_buffers: int) -> None:
     """Each file reads back as what it claims to be, and holds the load of its own variant."""
     for variant in VARIANTS:
         d = profiled / variant
@@ -85,7 +98,7 @@ def test_profile_command_writes_every_file_with_its_content(profiled: Path, tiny
         assert any(name == "load_token2wav" for (_, _, name) in stats.stats)
         assert profiling.state_dict_call_counts(stats)["primitive"] == load["state_dict_calls"]
         top = profiling.read_top_functions(d / "top_functions.csv")
-        assert list(top.columns) == profiling.TOP_COLUMNS and len(top) == profiling.DEFAULT_TOP
+        assert list(top.columns) == profiling.TOP_COLUMNS and len(top) == profiled_top
         assert all(f"| {f} |" in (d / "top_functions.md").read_text() for f in top["function"])
         phases = profiling.read_phase_functions(d / "phase_functions.csv")
         assert set(phases["phase"]) <= set(LEAF_PHASES) and not phases.empty
@@ -107,10 +120,10 @@ def test_profile_command_writes_every_file_with_its_content(profiled: Path, tiny
 
 
 @pytest.mark.subprocess
-def test_top_functions_table_reads_back_sorted_by_cumtime(profiled: Path) -> None:
+def test_top_functions_table_reads_back_sorted_by_cumtime(profiled: Path, profiled_top: int) -> None:
     df = profiling.read_top_functions(profiled, "baseline")
     assert list(df.columns) == profiling.TOP_COLUMNS
-    assert len(df) == profiling.DEFAULT_TOP
+    assert len(df) == profiled_top
     assert df["cumtime"].is_monotonic_decreasing
     assert df["function"].str.contains(r"\(load_token2wav\)").any()
     profiler = "_lsprof|omni_loader/profiling/"  # the profiler itself (and its phase clock) is filtered out
@@ -269,7 +282,8 @@ def test_missing_py_spy_says_so_in_one_line_and_other_tools_still_run(
     assert len(err) == 1 and str(missing) in err[0] and "not found" in err[0]
     for variant in VARIANTS:
         d = out / variant
-        assert (d / f"{variant}.pstats").is_file() and (d / "top_functions.csv").is_file()
+        assert (d / f"{variant}.pstats").is_file()
+        assert len(profiling.read_top_functions(d / "top_functions.csv")) == profiling.DEFAULT_TOP  # the command's default
         assert (d / "trace.json").is_file() and (d / "torch_ops.csv").is_file()
         assert not (d / "flame.svg").exists() and not (d / "speedscope.json").exists()
         assert "py-spy: **skipped**: py-spy not found at" in (d / "profile.md").read_text()
