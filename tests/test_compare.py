@@ -33,7 +33,8 @@ def runs(tiny_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[
     root = tmp_path_factory.mktemp("compare")
     made = {}
     for name, extra in (("alt", {}), ("abba", {"order": "abba"}), ("tf", {"layout": "transformers"})):
-        spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=3, workers="in-process", **extra)
+        spec = BenchmarkSpec.from_flat({"checkpoint": str(tiny_snapshot), "warmup": 0, "runs": 3,
+                                        "workers": "in-process", **extra})
         made[name] = run_benchmark(spec, root / name, progress=False)
     write_report(made["alt"])  # report.md and plots/, for the archive
     return made

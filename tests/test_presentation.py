@@ -65,7 +65,7 @@ def test_command_text_names_a_notebook_run_and_its_shell_equivalent() -> None:
     assert "ipykernel" not in text and "/tmp/tmp" not in text
     assert text.startswith("a notebook (Jupyter kernel)")
     assert "`omni-loader reproduce --checkpoint /snap --layout vllm-omni --device cpu --warmup 1 --runs 5 " \
-           "--order alternate --in-process`" in text
+           "--order alternate --workers in-process`" in text
     assert command_text({"command_line": "omni-loader reproduce --size tiny"}) == \
         "`omni-loader reproduce --size tiny`"
 

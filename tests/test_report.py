@@ -514,7 +514,7 @@ def test_report_environment_table(rich_dir):
     assert table["PyTorch"] == "2.13.0" and table["transformers"] == "5.24.0" and table["Python"] == "3.11.7"
     assert table["ROCm (HIP)"] == "7.2"
     assert table["omni-loader"] == "0.9 (abc1234)"
-    assert table["Layout / dtype"] == "vllm-omni / float32"
+    assert table["Layout / dtypes"] == "vllm-omni / DiT float32, BigVGAN bfloat16 (stage dtype float32)"
     assert table["Variants"] == ("baseline = vLLM-Omni 0.28.0 and the earlier releases that ship find_all_registers "
                                  "(code: be81443c, December 2025); optimized = vLLM-Omni 0.30.0, the first release "
                                  "with the fix (code: PR 7061)")
@@ -647,7 +647,7 @@ def test_report_reads_schema_2_and_3_records_alike(rich_dir, tmp_path):
     assert texts[2] == texts[3]
     table = dict(_md_tables(texts[3], "## Environment")[1:])
     assert table["Model"] == "Test model" and table["Device"] == "cpu (Test CPU, 8 GiB)"
-    assert table["Layout / dtype"] == "vllm-omni / float32" and table["Construction"].startswith("upstream-cpu:")
+    assert table["Layout / dtypes"] == "vllm-omni / DiT float32, BigVGAN bfloat16 (stage dtype float32)" and table["Construction"].startswith("upstream-cpu:")
     assert table["Warm-ups"] == "1 per variant" and table["Started / finished"] == "T0 / T1"
 
 

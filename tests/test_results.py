@@ -354,7 +354,7 @@ def test_the_load_options_of_either_spec_shape():
 
     from dataclasses import asdict
 
-    from omni_loader.reporting.measurements import flat_spec
+    from omni_loader.results.suite import flat_spec
     from omni_loader.token2wav.options import LoadOptions
 
     # every field LoadOptions has, each away from its default, as a benchmark of today records them

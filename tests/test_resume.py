@@ -78,7 +78,7 @@ def opening(out: Path) -> str:
 def small_benchmark(snapshot: Path, out: Path, **spec) -> Path:
     """A finished benchmark made in this process (fast): 0 warm-ups, 1 run each unless told."""
     fields = {"warmup": 0, "runs": 1, "workers": "in-process", **spec}
-    return run_benchmark(BenchmarkSpec(checkpoint=str(snapshot), **fields), out, progress=False)
+    return run_benchmark(BenchmarkSpec.from_flat({"checkpoint": str(snapshot), **fields}), out, progress=False)
 
 
 # --------------------------------------------------------------------------- interrupt, then --resume --out DIR

@@ -10,22 +10,29 @@ This module imports no torch.
 
 from __future__ import annotations
 
-from dataclasses import InitVar, asdict, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
 from ..names import VARIANTS
-from ..token2wav.options import LoadOptions
-from ..results.planner import DEFAULT_ORDER, PlannedRun, plan_runs
-from ..results.suite import METADATA_FILE, benchmark
+from ..token2wav.options import LoadOptions, option, option_conflicts, option_fields
+from ..token2wav.variants import BUILTIN_VARIANTS, variant_text
+from ..results.planner import DEFAULT_ORDER, ORDERS, PlannedRun, plan_runs
+from ..results.suite import METADATA_FILE, benchmark, flat_spec
 
 # The A/A benchmark's two arms (rows with source "aa"); both load AA_VARIANT.
 AA_ARMS = ("aa-1", "aa-2")
 AA_VARIANT = "optimized"
 DEFAULT_RUNS = 10
 DEFAULT_WARMUP = 1
-LOAD_FIELDS = tuple(f.name for f in fields(LoadOptions))
+LOAD_FIELDS = tuple(option_fields(LoadOptions))
+
+
+def same_path(value: Any, old: Any) -> bool:
+    """Two checkpoints are the same setting when they resolve to one directory."""
+    return Path(value).resolve() == Path(old).resolve() if value and old else value == old
 
 
 @dataclass(frozen=True)
@@ -33,36 +40,61 @@ class BenchmarkSpec:
     """What is measured. ``load`` says how every load is set up; the device is a resolved one (never
     ``auto``), so that the record names the device used.
 
-    The load options' names are accepted as shorthands and read back the same way:
-    ``BenchmarkSpec(ckpt, layout="transformers").layout`` is ``spec.load.layout``.
+    Each field is an option (:func:`~omni_loader.token2wav.options.option`: its flag, help, and how a
+    command line spells it); ``load``'s fields are options of their own names. The load options are read
+    by their flat names too (``spec.layout`` is ``spec.load.layout``), and :meth:`from_flat` builds a
+    spec from flat names (``layout=``, ``runs=``...).
     """
 
-    checkpoint: str
-    load: LoadOptions = field(default_factory=lambda: LoadOptions(device="cpu"))
-    warmup: int = DEFAULT_WARMUP
-    runs: int = DEFAULT_RUNS
-    order: str = DEFAULT_ORDER
-    seed: int = 0
-    workers: str = "forkserver"
-    worker_timeout: float | None = None
-    aa: bool = False
-    reference_copy: bool = False
-    threads: int | None = 1  # torch intra-op threads per load (see placement.intra_op_threads); None: torch's default
-    cpus: tuple[int, ...] = ()  # the CPUs each load's process may run on (placement.cpu_affinity); empty: any
-    variants: tuple[str, ...] = VARIANTS  # the arms, in order; statistics compare each with the first
-    custom_variants: tuple[dict[str, Any], ...] = ()  # Variant dicts of the arms that name their own steps
-    layout: InitVar[str | None] = None
-    device: InitVar[str | None] = None
-    dtype: InitVar[str | None] = None
-    construct: InitVar[str | None] = None
-    read: InitVar[str | None] = None
+    checkpoint: str = option(same=same_path, help="the snapshot directory")
+    load: LoadOptions = option(default_factory=lambda: LoadOptions(device="cpu"), nested=LoadOptions)
+    warmup: int = option(DEFAULT_WARMUP, help=f"warm-up runs per variant (default {DEFAULT_WARMUP})")
+    runs: int = option(DEFAULT_RUNS, help=f"measured runs per variant (default {DEFAULT_RUNS}; the PR used 5)")
+    order: str = option(DEFAULT_ORDER, choices=ORDERS,
+                        help="run order (default blocks: each round a seeded random permutation of the variants, so "
+                             "carry-over from the run before is not tied to one variant; alternate: ABAB..., the PR's)")
+    seed: int = option(0, flag="--order-seed", help="seed for --order blocks and shuffle")
+    workers: str = option("forkserver", help="process per run: forkserver (default: forked from a server that imported "
+                                             "torch and the model code once), spawn (a new interpreter, imports "
+                                             "included) or in-process")
+    worker_timeout: float | None = option(None, help="kill a worker after S seconds")
+    aa: bool = option(False, help=f"also run an A/A benchmark ({AA_VARIANT} in both arms) for this machine's noise floor")
+    reference_copy: bool = option(False, help="also time a plain strict load_state_dict of the same tensors after "
+                                              "each load (a yardstick)")
+    # torch intra-op threads per load (see placement.intra_op_threads); None: torch's default (--threads 0)
+    threads: int | None = option(1, spell=lambda v: str(v or 0),
+                                 help="torch intra-op threads per load (default 1: a busy neighbour core cannot stall "
+                                      "a copy's thread barrier; 0: torch's default)")
+    # the CPUs each load's process may run on (placement.cpu_affinity); empty: any
+    cpus: tuple[int, ...] = option((), spell=lambda v: ",".join(map(str, v)) or "any",
+                                   help="the CPUs each load's process may run on (default auto: pinned to the last "
+                                        "core when it runs on one thread, so that the scheduler does not move it; "
+                                        "any: not pinned; or e.g. 1 or 0,2)")
+    variants: tuple[str, ...] = option(VARIANTS, help=f"the arms, compared with the first (default {','.join(VARIANTS)};"
+                                                      f" built-ins: {', '.join(BUILTIN_VARIANTS)}, or names given "
+                                                      "with --variant)")
+    # Variant dicts of the arms that name their own steps
+    custom_variants: tuple[dict[str, Any], ...] = option(
+        (), flag="--variant", spell=lambda v: ",".join(d["name"] for d in v) or "none",
+        shell=lambda v: [w for d in v for w in ("--variant", variant_text(d))],
+        help="define a variant with your own step(s): STEP is discovery or parameters, REF is module:function or "
+             "file.py:function, imported in each worker (repeatable)")
 
-    def __post_init__(self, layout: str | None, device: str | None, dtype: str | None, construct: str | None,
-                      read: str | None) -> None:
-        load = self.load.replace(layout=layout, device=device, dtype=dtype, construct=construct, read=read)
-        object.__setattr__(self, "load", load)
+    def __post_init__(self) -> None:
+        if isinstance(self.load, Mapping):
+            object.__setattr__(self, "load", LoadOptions.from_dict(self.load))
         object.__setattr__(self, "variants", tuple(self.variants))
+        object.__setattr__(self, "cpus", tuple(self.cpus))
         object.__setattr__(self, "custom_variants", tuple(self.custom_variants))
+
+    @classmethod
+    def from_flat(cls, values: Mapping[str, Any]) -> BenchmarkSpec:
+        """A spec from its settings by flat name (``checkpoint``, ``layout``, ``runs``...; a ``load`` given whole
+        is kept, and the flat load options given change single fields of it)."""
+        rest = {k: v for k, v in values.items() if k not in LOAD_FIELDS}
+        base = rest.pop("load", None) or LoadOptions(device="cpu")
+        base = LoadOptions.from_dict(base) if isinstance(base, Mapping) else base
+        return cls(**rest, load=base.replace(**{k: values[k] for k in LOAD_FIELDS if k in values}))
 
     def plan(self) -> list[PlannedRun]:
         """The A/B runs, then (with ``aa``) the A/A runs, numbered in one sequence."""
@@ -87,8 +119,7 @@ class BenchmarkSpec:
 
     def flat(self) -> dict[str, Any]:
         """Every setting by the name its option sets (``layout``, not ``load``): what a resume compares."""
-        data = self.to_dict()
-        return {**{k: v for k, v in data.items() if k != "load"}, **data["load"]}
+        return flat_spec({"spec": self.to_dict()})
 
     def value(self, name: str) -> Any:
         """One setting by its flat name (``runs``, ``layout``...)."""
@@ -112,62 +143,14 @@ class BenchmarkSpec:
         if unknown:
             raise ResultsError(f"{METADATA_FILE} has spec fields this omni-loader does not know ({', '.join(unknown)}):"
                                " it was made by a newer version; upgrade omni-loader to continue it")
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()}
-        if isinstance(values.get("load"), dict):
-            values["load"] = LoadOptions.from_dict(values["load"])
-        return cls(**values)
+        return cls.from_flat({k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
 
 
 for _name in LOAD_FIELDS:  # spec.layout reads spec.load.layout: older code and notebooks read the flat names
     setattr(BenchmarkSpec, _name, property(lambda self, name=_name: getattr(self.load, name)))
 
 
-# The option that sets each spec setting, to name a conflict the way the user would type it.
-# The load options' are --<field>: a new LoadOptions field needs no entry here.
-SPEC_OPTIONS = {"checkpoint": "--checkpoint", **{name: f"--{name}" for name in LOAD_FIELDS}, "warmup": "--warmup",
-                "runs": "--runs", "order": "--order", "seed": "--order-seed", "workers": "--workers", "worker_timeout": "--worker-timeout", "aa": "--aa",
-                "reference_copy": "--reference-copy", "variants": "--variants", "custom_variants": "--variant",
-                "threads": "--threads", "cpus": "--cpus"}
-
-
-def spec_conflicts(saved: BenchmarkSpec, given: dict[str, Any], options: dict[str, str] | None = None) -> list[str]:
-    """One phrase per setting of ``given`` (flat name -> value) that differs from ``saved``: ``--runs 6 (saved: 5)``.
-
-    Settings absent from ``given`` are not compared: they are taken from ``saved``.
-    """
-    names = {**SPEC_OPTIONS, **(options or {})}
-    lines = []
-    for name, value in given.items():
-        old = saved.value(name)
-        if same_value(name, value, old):
-            continue
-        option = names.get(name, name)
-        if isinstance(value, bool) or isinstance(old, bool):
-            lines.append(f"{option} (saved: off)" if value else f"no {option} (saved: on)")
-        else:
-            lines.append(f"{option} {_shown(value, name)} (saved: {_shown(old, name)})")
-    return lines
-
-
-def same_value(name: str, value: Any, old: Any) -> bool:
-    """Equal as settings: lists and tuples alike, dicts by content, checkpoints by resolved path."""
-    def norm(v: Any) -> Any:
-        if isinstance(v, (list, tuple)):
-            return tuple(norm(x) for x in v)
-        if isinstance(v, dict):
-            return tuple(sorted((k, norm(x)) for k, x in v.items()))
-        return v
-
-    if name == "checkpoint" and value and old:
-        return Path(value).resolve() == Path(old).resolve()
-    return norm(value) == norm(old)
-
-
-def _shown(value: Any, name: str = "") -> str:
-    if name == "cpus" and not value:
-        return "any"  # no pinning, as --cpus spells it
-    if value is None:
-        return "none"
-    if isinstance(value, (list, tuple)):
-        return ",".join(v.get("name", str(v)) if isinstance(v, dict) else str(v) for v in value) or "none"
-    return str(value)
+def spec_conflicts(saved: BenchmarkSpec, given: Mapping[str, Any]) -> list[str]:
+    """One phrase per setting of ``given`` (flat name -> value) that differs from ``saved``: ``--runs 6 (saved: 5)``,
+    each named by the option that sets it (:func:`~omni_loader.token2wav.options.option_conflicts`)."""
+    return option_conflicts(BenchmarkSpec, saved.flat(), given)

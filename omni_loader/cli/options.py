@@ -9,18 +9,14 @@ here and turned into a :class:`~omni_loader.token2wav.checkpoint.Snapshot` and a
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
+from collections.abc import Mapping
+from dataclasses import MISSING
 import json
 import sys
 from typing import Any
 
-from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, READ_STRATEGIES, SIZES
-from ..token2wav.options import LoadOptions
-
-CONSTRUCT_HELP = ("where parameter memory is first written: resident (default: every parameter at construction, "
-                  "as GPU memory is resident when the allocator hands it out), upstream-cpu (as vLLM-Omni's "
-                  "constructors do on a CPU: fused qkv_proj left empty), empty (nothing written: first touches "
-                  "land in load_parameters) or init (full random init)")
+from ..names import SIZES
+from ..token2wav.options import LoadOptions, dest, flag, option_fields
 
 
 def add_checkpoint_options(p: argparse.ArgumentParser) -> None:
@@ -34,21 +30,53 @@ def add_checkpoint_options(p: argparse.ArgumentParser) -> None:
                    help="allow --model to download the Token2Wav shards")
 
 
+def comma_list(text: str) -> tuple[str, ...]:
+    """An argparse ``type=`` for a tuple option: ``a,b`` -> ``("a", "b")``."""
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def add_field_options(p: Any, cls: Any, *, skip: tuple[str, ...] = (), extras: Mapping[str, dict[str, Any]] | None = None,
+                      into: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """One option per field of the spec dataclass ``cls`` (a nested ``load``'s fields too), and the map of their
+    dests to the fields' flat names (what a ``--resume`` compares).
+
+    The flag, help and choices come from the field (:func:`~omni_loader.token2wav.options.option`), the default
+    (marked :class:`Default`) and a type from the field's default (a flag for a bool, ``int``/``float``, a comma
+    list for a tuple); ``extras[name]`` (argparse keywords: ``type``, ``metavar``, another ``default``...) goes on
+    top, and ``into[name]`` is the group to add it to. So a field gains its option with no edit here: only one
+    that argparse cannot take as it is needs an extra. ``skip``: fields another group sets (``checkpoint``).
+    """
+    dests = {}
+    for name, f in option_fields(cls).items():
+        if name in skip:
+            continue
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else None)
+        kw: dict[str, Any] = {"help": f.metadata.get("help")}
+        if f.metadata.get("choices"):
+            kw["choices"] = f.metadata["choices"]
+        if isinstance(default, bool):
+            kw["action"] = "store_true"
+        elif isinstance(default, (int, float)):
+            kw["type"] = type(default)
+        elif isinstance(default, tuple):
+            kw["type"] = comma_list
+        if default is not None:
+            kw["default"] = Default(default)
+        kw.update((extras or {}).get(name, {}))
+        (into or {}).get(name, p).add_argument(flag(f), **kw)
+        dests[dest(f)] = name
+    return dests
+
+
 def add_load_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--layout", choices=LAYOUTS, default=Default("vllm-omni"), help="module tree to build (default vllm-omni)")
-    p.add_argument("--construct", choices=CONSTRUCT_MODES, default=Default("resident"), help=CONSTRUCT_HELP)
-    p.add_argument("--device", default=Default("auto"),
-                   help="auto (default: the GPU when torch sees one, else the CPU), cpu, cuda or cuda:N (ROCm GPUs are cuda)")
-    p.add_argument("--dtype", choices=DTYPE_NAMES, default=Default("float32"), help="stage dtype (default float32)")
-    p.add_argument("--read", choices=READ_STRATEGIES, default=Default("lazy"),
-                   help="how the shards are read, as vLLM's --safetensors-load-strategy: lazy (default: memory-mapped, "
-                        "each tensor read on first use) or eager (each shard read whole into memory first)")
+    """``--layout``, ``--device``, ``--dtype``, ``--construct``, ``--read``...: one per :class:`LoadOptions` field."""
+    add_field_options(p, LoadOptions)
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
-    """The :class:`LoadOptions` that the load options select: one option per field, named after it
-    (``--layout`` sets ``layout``), so a new field needs its ``add_argument`` in :func:`add_load_options` only."""
-    return LoadOptions(**{f.name: getattr(args, f.name) for f in fields(LoadOptions)})  # one option per field
+    """The :class:`LoadOptions` that the load options select: one option per field (:func:`add_load_options`)."""
+    return LoadOptions(**{name: getattr(args, dest(f)) for name, f in option_fields(LoadOptions).items()})
 
 
 def snapshot_from_args(args: argparse.Namespace, progress: bool = True) -> Any:

@@ -9,15 +9,15 @@ from typing import Any
 
 from ..errors import ResultsError
 from ..results.metadata import stamped
-from ..names import VARIANTS
 from ..host.placement import resolve_cpus
 from ..results.planner import DEFAULT_ORDER, ORDERS
 from ..results.suite import METADATA_FILE, benchmark, read_metadata
 from ..results.integrity import ResultsCheck, check_results, resume_command
-from ..bench.spec import AA_VARIANT, DEFAULT_RUNS, DEFAULT_WARMUP, LOAD_FIELDS, BenchmarkSpec, same_value, spec_conflicts
-from ..token2wav.variants import BUILTIN_VARIANTS, parse_variant
-from .options import (MAX_RUNS, MAX_THREADS, Default, add_checkpoint_options, add_load_options, bounded_int, given_options,
-                      load_options, positive_seconds, snapshot_from_args)
+from ..bench.spec import LOAD_FIELDS, BenchmarkSpec, same_path, spec_conflicts
+from ..token2wav.options import dest, option_fields
+from ..token2wav.variants import parse_variant
+from .options import (MAX_RUNS, MAX_THREADS, Default, add_checkpoint_options, add_field_options, bounded_int,
+                      given_options, load_options, positive_seconds, snapshot_from_args)
 
 
 def default_out_dir(args: argparse.Namespace) -> Path:
@@ -26,13 +26,9 @@ def default_out_dir(args: argparse.Namespace) -> Path:
     return Path("results") / stamped(f"reproduce-{label}")
 
 
-# reproduce's options that set a spec setting (argparse dest -> BenchmarkSpec's flat name, see BenchmarkSpec.value),
-# and those that pick the checkpoint.
-SPEC_DESTS = {**{name: name for name in LOAD_FIELDS}, "warmup": "warmup", "runs": "runs", "order": "order",
-              "order_seed": "seed", "workers": "workers", "worker_timeout": "worker_timeout", "aa": "aa", "reference_copy": "reference_copy",
-              "variants": "variants", "variant": "custom_variants", "threads": "threads", "cpus": "cpus"}
-
-
+# reproduce's options that set a spec setting (argparse dest -> BenchmarkSpec's flat name, see BenchmarkSpec.value):
+# one per field (add_field_options declares them), and those that pick the checkpoint.
+SPEC_DESTS = {dest(f): name for name, f in option_fields(BenchmarkSpec).items() if name != "checkpoint"}
 CHECKPOINT_DESTS = ("checkpoint", "model", "size", "seed", "hf_cache", "download")
 
 
@@ -56,11 +52,13 @@ def resume_spec(args: argparse.Namespace, out: Path) -> tuple[BenchmarkSpec, Any
         values["device"] = str(resolve_device(values["device"]))
     if "custom_variants" in values:
         values["custom_variants"] = tuple(v.to_dict() for v in values["custom_variants"])
+    if "threads" in values:
+        values["threads"] = values["threads"] or None  # --threads 0: torch's default
     if "cpus" in values:
         values["cpus"] = resolve_cpus(values["cpus"], values.get("threads", saved.threads))
     conflicts = spec_conflicts(saved, values)
     picked = [d for d in CHECKPOINT_DESTS if d in given]
-    if picked and not same_value("checkpoint", str(_checkpoint_dir(args)), saved.checkpoint):
+    if picked and not same_path(str(_checkpoint_dir(args)), saved.checkpoint):
         typed = " ".join(f"--{d.replace('_', '-')}" + ("" if getattr(args, d) is True else f" {getattr(args, d)}")
                          for d in picked)
         conflicts.insert(0, f"{typed} (saved: {saved.checkpoint})")
@@ -88,10 +86,9 @@ def new_spec(args: argparse.Namespace, snapshot: Any) -> BenchmarkSpec:
     """The spec that reproduce's options select for a new benchmark of ``snapshot``."""
     from ..bench.runner import benchmark_spec
 
-    return benchmark_spec(snapshot, load_options(args), warmup=args.warmup, runs=args.runs, order=args.order,
-                          seed=args.order_seed, workers=args.workers, worker_timeout=args.worker_timeout, aa=args.aa,
-                          reference_copy=args.reference_copy, threads=args.threads or None, variants=args.variants,
-                          custom_variants=args.variant or (), cpus=args.cpus)
+    settings = {name: getattr(args, d) for d, name in SPEC_DESTS.items() if name not in LOAD_FIELDS}
+    return benchmark_spec(snapshot, load_options(args), **{**settings, "threads": settings["threads"] or None,
+                                                           "custom_variants": settings["custom_variants"] or ()})
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -150,42 +147,21 @@ def add_command(sub: Any) -> None:
 
     p = sub.add_parser("reproduce", help="reproduce the PR's tables: alternating A/B loads, statistics, report, plots")
     add_checkpoint_options(p)
-    add_load_options(p)
-    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=Default(DEFAULT_WARMUP),
-                   help=f"warm-up runs per variant (default {DEFAULT_WARMUP})")
-    p.add_argument("--runs", type=bounded_int("--runs", 1, MAX_RUNS), default=Default(DEFAULT_RUNS),
-                   help=f"measured runs per variant, 1 to {MAX_RUNS:,} (default {DEFAULT_RUNS}; the PR used 5)")
-    p.add_argument("--order", choices=ORDERS, default=Default(DEFAULT_ORDER),
-                   help="run order (default blocks: each round a seeded random permutation of the variants, so "
-                        "carry-over from the run before is not tied to one variant; alternate: ABAB..., the PR's)")
-    p.add_argument("--order-seed", type=int, default=Default(0), help="seed for --order blocks and shuffle")
     w = p.add_mutually_exclusive_group()
-    w.add_argument("--workers", choices=WORKER_MODES, default=Default("forkserver"),
-                   help="process per run: forkserver (default: forked from a server that imported torch and the "
-                        "model code once), spawn (a new interpreter, imports included) or in-process")
+    add_field_options(p, BenchmarkSpec, skip=("checkpoint",), into={"workers": w}, extras={
+        "warmup": {"type": bounded_int("--warmup", 0, MAX_RUNS)},
+        "runs": {"type": bounded_int("--runs", 1, MAX_RUNS)},
+        "workers": {"choices": WORKER_MODES},
+        "worker_timeout": {"type": positive_seconds("--worker-timeout"), "metavar": "S"},
+        "threads": {"type": bounded_int("--threads", 0, MAX_THREADS, " (0: torch's default)"), "metavar": "N"},
+        "cpus": {"type": str, "default": Default("auto"), "metavar": "auto|any|LIST"},
+        "variants": {"metavar": "A,B[,C...]"},
+        "custom_variants": {"type": parse_variant, "action": "append", "default": None,
+                            "metavar": "NAME=STEP:REF[,STEP:REF]"}})
     w.add_argument("--spawn", dest="workers", action="store_const", const="spawn",
                    help="short for --workers spawn: a full cold start per run")
     w.add_argument("--in-process", dest="workers", action="store_const", const="in-process",
                    help="short for --workers in-process")
-    p.add_argument("--worker-timeout", type=positive_seconds("--worker-timeout"), default=None, metavar="S", help="kill a worker after S seconds")
-    p.add_argument("--variants", type=lambda text: tuple(v.strip() for v in text.split(",") if v.strip()),
-                   default=Default(VARIANTS), metavar="A,B[,C...]",
-                   help=f"the arms, compared with the first (default {','.join(VARIANTS)}; built-ins: "
-                        f"{', '.join(BUILTIN_VARIANTS)}, or names given with --variant)")
-    p.add_argument("--variant", type=parse_variant, action="append", metavar="NAME=STEP:REF[,STEP:REF]",
-                   help="define a variant with your own step(s): STEP is discovery or parameters, REF is "
-                        "module:function or file.py:function, imported in each worker (repeatable)")
-    p.add_argument("--aa", action="store_true", default=Default(False),
-                   help=f"also run an A/A benchmark ({AA_VARIANT} in both arms) for this machine's noise floor")
-    p.add_argument("--reference-copy", action="store_true", default=Default(False),
-                   help="also time a plain strict load_state_dict of the same tensors after each load (a yardstick)")
-    p.add_argument("--threads", type=bounded_int("--threads", 0, MAX_THREADS, " (0: torch's default)"), default=Default(1),
-                   metavar="N",
-                   help="torch intra-op threads per load (default 1: a busy neighbour core cannot stall a copy's "
-                        "thread barrier; 0: torch's default)")
-    p.add_argument("--cpus", default=Default("auto"), metavar="auto|any|LIST",
-                   help="the CPUs each load's process may run on (default auto: pinned to the last core when it "
-                        "runs on one thread, so that the scheduler does not move it; any: not pinned; or e.g. 1 or 0,2)")
     p.add_argument("--out", metavar="DIR", help="results directory (default results/reproduce-<...>-<time>)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted results directory (--out)")
     p.add_argument("--profile", action="store_true", help="also profile one load per variant into DIR/profiles")

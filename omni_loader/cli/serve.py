@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+from dataclasses import MISSING
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,13 @@ from typing import Any
 from ..startup import server, stage_group
 from ..errors import OmniLoaderError, ResultsError, one_line
 from ..names import VARIANTS
-from ..results.planner import ORDERS
-from ..startup.logfigures import DEFAULT_PATTERNS, parse_pattern_args
+from ..startup.logfigures import parse_pattern_args
 from ..startup.serve_ab import StartupSpec, run_serve_ab, saved_serve_ab, serve_ab_conflicts, summarize
 from ..startup.server import DEFAULT_HOST, SnapshotChoice, StageServerOptions, run_stage_server
 from ..startup.stage_group import StageGroupOptions, run_stage_group
-from .options import (MAX_RUNS, Default, add_checkpoint_options, add_load_options, bounded_int, given_options,
-                      load_options, positive_seconds, take_defaults)
+from ..token2wav.options import dest, option_fields
+from .options import (MAX_RUNS, Default, add_checkpoint_options, add_field_options, add_load_options, bounded_int,
+                      given_options, load_options, positive_seconds, take_defaults)
 
 
 def _snapshot_choice(args: argparse.Namespace) -> SnapshotChoice:
@@ -55,10 +56,10 @@ def port_or_zero(text: str) -> int:
     return 0 if text.strip() == "0" else bounded_int("--port", 1, 65535)(text)
 
 
-# serve-ab's options (argparse dest) -> its spec keys in metadata.json.
-SPEC_DESTS = {"baseline_cmd": "baseline_cmd", "optimized_cmd": "optimized_cmd", "health_url": "health_url",
-              "warmup": "warmup", "runs": "runs", "order": "order", "timeout": "timeout_s", "grace": "grace_s",
-              "poll_interval": "poll_interval_s", "port_wait": "port_wait_s"}
+# serve-ab's options (argparse dest) -> its spec keys in metadata.json: one per StartupSpec field (add_arguments
+# declares them), the log patterns aside (--log-pattern and --no-default-patterns make them together).
+SPEC_DESTS = {dest(f): name for name, f in option_fields(StartupSpec).items() if name != "patterns"}
+REQUIRED = tuple(d for d, name in SPEC_DESTS.items() if option_fields(StartupSpec)[name].default is MISSING)
 
 
 def startup_spec(args: argparse.Namespace) -> StartupSpec:
@@ -66,8 +67,7 @@ def startup_spec(args: argparse.Namespace) -> StartupSpec:
     patterns = parse_pattern_args(args.log_pattern or [], defaults=not args.no_default_patterns)
     typed = {key: getattr(args, dest) for dest, key in SPEC_DESTS.items()}
     if not args.resume:
-        missing = [f"--{d.replace('_', '-')}" for d in ("baseline_cmd", "optimized_cmd", "health_url")
-                   if not getattr(args, d)]
+        missing = [f"--{d.replace('_', '-')}" for d in REQUIRED if not getattr(args, d)]
         if missing:
             raise OmniLoaderError(f"serve-ab needs {', '.join(missing)} (or --resume --out DIR to continue a saved "
                                   "benchmark)")
@@ -125,23 +125,12 @@ def first_failure(out: str | Path) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--baseline-cmd", metavar="CMD", help="server command of the baseline (no shell; required "
-                   "unless --resume)")
-    p.add_argument("--optimized-cmd", metavar="CMD", help="server command of the optimized version (idem)")
-    p.add_argument("--health-url", metavar="URL", help="e.g. http://127.0.0.1:8091/health (idem)")
-    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=Default(1), help="warm-up runs of each variant first (default 1)")
-    p.add_argument("--runs", type=bounded_int("--runs", 1, MAX_RUNS), default=Default(5), help="measured runs of each variant (default 5)")
-    p.add_argument("--order", choices=ORDERS, default=Default("alternate"), help="measured-run order (default alternate)")
-    p.add_argument("--timeout", type=positive_seconds("--timeout"), default=Default(600.0), metavar="S",
-                   help="a run fails when /health has not answered 200 after S seconds (default 600)")
-    p.add_argument("--grace", type=float, default=Default(10.0), metavar="S",
-                   help="seconds between SIGTERM and SIGKILL when stopping a server (default 10)")
-    p.add_argument("--poll-interval", type=float, default=Default(0.05), metavar="S", help="health poll period (default 0.05)")
-    p.add_argument("--port-wait", type=float, default=Default(10.0), metavar="S",
-                   help="how long to wait for the health port to be free before a launch (default 10)")
-    p.add_argument("--log-pattern", action="append", metavar="NAME=REGEX",
-                   help="extract a figure from each run's log (first group; unit read after it); repeatable; "
-                        f"defaults: {', '.join(DEFAULT_PATTERNS)}")
+    add_field_options(p, StartupSpec, extras={
+        "baseline_cmd": {"metavar": "CMD"}, "optimized_cmd": {"metavar": "CMD"}, "health_url": {"metavar": "URL"},
+        "warmup": {"type": bounded_int("--warmup", 0, MAX_RUNS)}, "runs": {"type": bounded_int("--runs", 1, MAX_RUNS)},
+        "timeout_s": {"type": positive_seconds("--timeout"), "metavar": "S"}, "grace_s": {"metavar": "S"},
+        "poll_interval_s": {"metavar": "S"}, "port_wait_s": {"metavar": "S"},
+        "patterns": {"action": "append", "type": str, "default": None, "metavar": "NAME=REGEX"}})
     p.add_argument("--no-default-patterns", action="store_true", default=Default(False), help="use only the --log-pattern ones")
     p.add_argument("--device", default=Default("auto"),
                    help="device described in the environment record (default auto: the GPU torch sees, else the CPU)")

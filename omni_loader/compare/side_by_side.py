@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..results.archive import archive_format, opened
-from ..reporting.measurements import PR_ROWS, comparisons, described_record, flat_spec, planned_arms
+from ..reporting.measurements import PR_ROWS, comparisons, described_record, planned_arms
+from ..results.suite import flat_spec
 from ..names import VARIANTS, digest_algorithm, short_digest
 from ..results.integrity import check_results
 from ..reporting.stats import Comparison, Summary, compare, equivalence, measured, ratio_interval, run_summary

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..formatting import time_unit
 from ..names import DATA_DIR
-from ..results.suite import benchmark, recorded_load_options
+from ..results.suite import benchmark, flat_spec
 from .stats import Comparison, NoiseFloor, compare, measured, noise_floor, phase_summary, run_summary
 
 REFERENCE_FILE = DATA_DIR / "reference" / "pr7061.json"
@@ -65,19 +65,9 @@ def described_record(metadata: dict[str, Any]) -> dict[str, Any]:
     return benchmark(metadata, "load") or benchmark(metadata, "startup") or {}
 
 
-def flat_spec(record: dict[str, Any]) -> dict[str, Any]:
-    """A benchmark record's spec with its load options among the other settings (``layout``, ``runs``, ...).
-
-    Schema 3 nests the load options (``spec["load"]``), schemas 1 and 2 kept them flat: tables read
-    one shape, and :func:`omni_loader.results.suite.recorded_load_options` alone knows both.
-    """
-    spec = {k: v for k, v in (record.get("spec") or {}).items() if not (k == "load" and isinstance(v, dict))}
-    return {**spec, **recorded_load_options(record)}
-
-
 def spec_of(metadata: dict[str, Any]) -> dict[str, Any]:
     """What the benchmark in ``metadata`` was asked to measure (layout, dtype, variants, workers, ...),
-    flat (:func:`flat_spec`); ``{}`` when not recorded."""
+    flat (:func:`~omni_loader.results.suite.flat_spec`); ``{}`` when not recorded."""
     return flat_spec(described_record(metadata))
 
 

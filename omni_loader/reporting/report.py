@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .measurements import (PR_PAIR, comparisons, described_record,
-                           flat_spec, label, load_reference, noise_floors, planned_arms)
+from .measurements import PR_PAIR, comparisons, described_record, label, load_reference, noise_floors, planned_arms
+from ..results.suite import flat_spec
 from .report_environment import environment_table
 from .timers import timer_lines
 from .report_tables import (attribution_table, beyond_pr_section, controls_section, counters_table,

@@ -13,9 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..formatting import markdown_table
-from .measurements import described_record, flat_spec, planned_arms
+from ..bench.spec import BenchmarkSpec
+from .measurements import described_record, planned_arms
 from ..host.machine import describe_activity, describe_machine
 from ..host.placement import describe_cpus
+from ..results.suite import flat_spec
+from ..token2wav.options import HALF_NAMES, command_words, half_dtypes, option_fields
 from ..token2wav.variants import VARIANT_RELEASES
 
 CONSTRUCT_NOTES = {
@@ -33,9 +36,10 @@ WORKER_NOTES = {
     "spawn": "a fresh interpreter per run (imports included)",
     "in-process": "in-process (later runs see a warm process)",
 }
-# The spec's settings a shell command repeats, with their flags, in the order `reproduce --help` lists them.
-SHELL_FLAGS = (("checkpoint", "--checkpoint"), ("layout", "--layout"), ("device", "--device"), ("dtype", "--dtype"),
-               ("warmup", "--warmup"), ("runs", "--runs"), ("order", "--order"))
+# The spec's settings with a row of their own below; every other option of BenchmarkSpec (a new one
+# included, with no edit here) is listed in the row "Other settings", as the command line spells it.
+OWN_ROWS = frozenset({"checkpoint", "device", "layout", "dtype", "read", "construct", "threads", "cpus", "warmup",
+                      "runs", "order", "workers", "variants"})
 
 
 def environment_table(meta: dict[str, Any]) -> str:
@@ -48,7 +52,7 @@ def environment_table(meta: dict[str, Any]) -> str:
     rows = [
         ["Model", record.get("model", "")],
         ["Checkpoint", f"{ck.get('checkpoint_source', '?')}: {ck.get('checkpoint_dir', '')}"],
-        ["Device", f"{env.get('device', '')} ({env.get('device_name', '')}"
+        ["Device", f"{spec.get('device') or env.get('device', '')} ({env.get('device_name', '')}"
                    + (f", {mem / 2**30:.0f} GiB" if mem else "") + ")"],
         ["CPU", f"{env.get('cpu', '')} ({env.get('cpu_count', '?')} cores)"],
         ["Memory", f"{env['memory_bytes'] / 2**30:.0f} GiB" if env.get("memory_bytes") else "?"],
@@ -60,7 +64,7 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["Python", env.get("python", "")],
         ["omni-loader", f"{env.get('kit_version', '')} ({env.get('kit_commit') or 'no git commit'})"],
         ["Variants", variants_text(meta)],
-        ["Layout / dtype", f"{spec.get('layout', '')} / {spec.get('dtype', '')}"],
+        ["Layout / dtypes", layout_text(spec)],
         ["Shards read", spec.get("read", "lazy (not recorded: kits before --read read lazily)")],
         ["Construction", CONSTRUCT_NOTES.get(spec.get("construct", ""), spec.get("construct", "not recorded"))],
         ["Torch threads per load", threads_of(spec)],
@@ -68,6 +72,7 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["Warm-ups", f"{record.get('warmup')} per variant"],
         ["Repeats", f"{record.get('repeats')} per variant, order {record.get('order')}, "
                     + WORKER_NOTES.get(workers, workers)],
+        ["Other settings", other_settings(spec)],
         ["Command", command_text(record)],
         ["Started / finished",
          f"{record.get('started_at', '?')} / {record.get('finished_at', record.get('status', '?'))}"],
@@ -86,6 +91,23 @@ def variants_text(meta: dict[str, Any]) -> str:
         elif not arm.startswith("aa-"):
             notes.append(f"{arm} = your own steps")
     return "; ".join(notes) or "not recorded"
+
+
+def layout_text(spec: Mapping[str, Any]) -> str:
+    """The module tree and the dtype of each half's parameters, which the layout and the stage dtype decide
+    (:func:`~omni_loader.token2wav.options.half_dtypes`): the vllm-omni layout's BigVGAN is bfloat16 whatever
+    ``--dtype`` says."""
+    layout, dtype = spec.get("layout", ""), spec.get("dtype", "")
+    if not layout or not dtype:
+        return f"{layout or '?'} / {dtype or 'not recorded'}"
+    halves = ", ".join(f"{HALF_NAMES[name]} {d}" for name, d in half_dtypes(layout, dtype).items())
+    return f"{layout} / {halves} (stage dtype {dtype})"
+
+
+def other_settings(spec: Mapping[str, Any]) -> str:
+    """Every recorded option without a row of its own (:data:`OWN_ROWS`), as the command line spells it."""
+    others = {k: v for k, v in spec.items() if k in option_fields(BenchmarkSpec) and k not in OWN_ROWS}
+    return f"`{shlex.join(words)}`" if (words := command_words(BenchmarkSpec, others)) else "none"
 
 
 def threads_of(spec: Mapping[str, Any]) -> str:
@@ -114,10 +136,7 @@ def command_text(record: Mapping[str, Any]) -> str:
     if "ipykernel" not in cmd and "kernel" not in cmd.split(" ", 1)[0]:
         return f"`{cmd}`" if cmd else "?"
     spec = flat_spec(record)
-    args = ["omni-loader", str(record.get("kind", "reproduce"))]
-    for key, flag in SHELL_FLAGS:
-        if spec.get(key) not in (None, ""):
-            args += [flag, str(spec[key])]
-    if spec.get("in_process") or spec.get("workers") == "in-process":
+    args = ["omni-loader", str(record.get("kind", "reproduce")), *command_words(BenchmarkSpec, spec)]
+    if spec.get("in_process"):  # schema 1 recorded in_process, not workers
         args.append("--in-process")
     return f"a notebook (Jupyter kernel); the same run from a shell: `{shlex.join(args)}`"

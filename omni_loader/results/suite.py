@@ -126,6 +126,17 @@ def recorded_load_options(record: dict[str, Any]) -> dict[str, Any]:
     return {k: spec[k] for k in FLAT_LOAD_OPTIONS if k in spec}
 
 
+def flat_spec(record: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark record's spec with its load options among the other settings (``layout``, ``runs``, ...):
+    the one flattener (``BenchmarkSpec.flat`` is this of its own dict).
+
+    Schema 3 nests the load options (``spec["load"]``), schemas 1 and 2 kept them flat: tables and resumes read
+    one shape, and :func:`recorded_load_options` alone knows both.
+    """
+    spec = {k: v for k, v in (record.get("spec") or {}).items() if not (k == "load" and isinstance(v, dict))}
+    return {**spec, **recorded_load_options(record)}
+
+
 def benchmark_record(kind: str, spec: Any, plan: Iterable[Any], device: str, *, warmup: int, repeats: int,
                      order: str, model: str | None, **described: Any) -> dict[str, Any]:
     """The record of one benchmark as every writer starts it, status ``running``.

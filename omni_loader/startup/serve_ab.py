@@ -26,7 +26,7 @@ import re
 import shlex
 import statistics
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +36,17 @@ from ..results.integrity import check_results, resume_benchmark
 from ..results.lock import writer_lock
 from .logfigures import DEFAULT_PATTERNS, compile_patterns
 from ..names import VARIANTS
-from ..results.planner import PlannedRun, plan_runs
+from ..results.planner import ORDERS, PlannedRun, plan_runs
 from ..results.lifecycle import recording
 from ..results.rows import RUNS_FILE, read_runs
 from .one_run import (PHASE, SOURCE, Command, RunOutcome, health_address, run_one,
                       split_command)
 from ..results.suite import METADATA_FILE, benchmark, benchmark_record, read_metadata
+from ..token2wav.options import option, option_conflicts, option_fields
 
-# Re-exported: the parts of serve-ab that live in their own modules, by the names callers import from here.
-__all__ = ["SPEC_OPTIONS", "StartupSpec", "resume_serve_ab", "run_serve_ab", "saved_serve_ab", "serve_ab",
-           "serve_ab_conflicts", "summarize"]
+# serve-ab's API: the names defined here that callers use.
+__all__ = ["StartupSpec", "resume_serve_ab", "run_serve_ab", "saved_serve_ab", "serve_ab", "serve_ab_conflicts",
+           "summarize"]
 MEMBER = "startup"  # this benchmark's name in the results directory's suite
 MEASURE = "perf_counter from just before spawn to the first HTTP 200 on health_url"
 Progress = bool | Callable[[str], None] | None
@@ -58,17 +59,22 @@ class StartupSpec:
     Commands are stored ``shlex``-joined, their programs checked to exist; patterns as their sources.
     """
 
-    baseline_cmd: str
-    optimized_cmd: str
-    health_url: str
-    warmup: int = 1
-    runs: int = 5
-    order: str = "alternate"
-    timeout_s: float = 600.0
-    grace_s: float = 10.0
-    poll_interval_s: float = 0.05
-    port_wait_s: float = 10.0
-    patterns: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_PATTERNS))
+    baseline_cmd: str = option(help="server command of the baseline (no shell; required unless --resume)")
+    optimized_cmd: str = option(help="server command of the optimized version (idem)")
+    health_url: str = option(help="e.g. http://127.0.0.1:8091/health (idem)")
+    warmup: int = option(1, help="warm-up runs of each variant first (default 1)")
+    runs: int = option(5, help="measured runs of each variant (default 5)")
+    order: str = option("alternate", choices=ORDERS, help="measured-run order (default alternate)")
+    timeout_s: float = option(600.0, flag="--timeout",
+                              help="a run fails when /health has not answered 200 after S seconds (default 600)")
+    grace_s: float = option(10.0, flag="--grace",
+                            help="seconds between SIGTERM and SIGKILL when stopping a server (default 10)")
+    poll_interval_s: float = option(0.05, flag="--poll-interval", help="health poll period (default 0.05)")
+    port_wait_s: float = option(10.0, flag="--port-wait",
+                                help="how long to wait for the health port to be free before a launch (default 10)")
+    patterns: Mapping[str, str] = option(default_factory=lambda: dict(DEFAULT_PATTERNS), flag="--log-pattern",
+                                         help="extract a figure from each run's log (first group; unit read after "
+                                              f"it); repeatable; defaults: {', '.join(DEFAULT_PATTERNS)}")
 
     def __post_init__(self) -> None:
         for key, option in (("baseline_cmd", "--baseline-cmd"), ("optimized_cmd", "--optimized-cmd")):
@@ -94,22 +100,10 @@ class StartupSpec:
         return cls(**{f.name: saved[f.name] for f in fields(cls) if f.name in saved})
 
 
-# serve-ab's spec keys and the options that set them, to name a conflict on --resume.
-SPEC_OPTIONS = {"baseline_cmd": "--baseline-cmd", "optimized_cmd": "--optimized-cmd", "health_url": "--health-url",
-                "warmup": "--warmup", "runs": "--runs", "order": "--order", "timeout_s": "--timeout",
-                "grace_s": "--grace", "poll_interval_s": "--poll-interval", "port_wait_s": "--port-wait",
-                "patterns": "--log-pattern"}
-
-
 def serve_ab_conflicts(saved: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
-    """One phrase per spec key of ``given`` that differs from ``saved``: ``--runs 6 (saved: 5)``."""
-    def shown(value: Any) -> str:
-        if isinstance(value, dict):
-            return ",".join(f"{k}={v}" for k, v in value.items()) or "none"
-        return str(value)
-
-    return [f"{SPEC_OPTIONS.get(k, k)} {shown(v)} (saved: {shown(saved.get(k))})"
-            for k, v in given.items() if v != saved.get(k)]
+    """One phrase per spec key of ``given`` that differs from ``saved``, named by the option that sets it:
+    ``--runs 6 (saved: 5)`` (:func:`~omni_loader.token2wav.options.option_conflicts` over StartupSpec's fields)."""
+    return option_conflicts(StartupSpec, saved, given)
 
 
 def saved_serve_ab(out: str | os.PathLike[str]) -> dict[str, Any]:
@@ -209,7 +203,7 @@ def _resumed(spec: StartupSpec, out: Path) -> tuple[dict[str, Any], list[Planned
     """The saved record continued, its plan, the runs it has, and how many of them ended ok or failed."""
     saved = saved_serve_ab(out)
     given = spec.to_dict()
-    conflicts = serve_ab_conflicts(saved["spec"], {k: given[k] for k in SPEC_OPTIONS if k in saved["spec"]})
+    conflicts = serve_ab_conflicts(saved["spec"], {k: given[k] for k in option_fields(StartupSpec) if k in saved["spec"]})
     first_id = min((int(r["run_id"]) for r in saved.get("plan") or []), default=0)
     plan = spec.plan(first_id)
 

@@ -40,6 +40,7 @@ from torch import nn
 
 from ..errors import check_choice
 from ..names import CONSTRUCT_MODES, DATA_DIR, LAYOUTS, SIZES
+from .options import VLLM_OMNI_HALF_DTYPES
 
 CHECKPOINT_PREFIX = "token2wav."
 
@@ -47,9 +48,7 @@ CHECKPOINT_PREFIX = "token2wav."
 # code2wav stage builds them in (see the module docstring). Part of the layout, like the fused qkv_proj:
 # the stage dtype (``build_model``'s ``dtype``) decides no parameter of this tree.
 VLLM_OMNI_SUBMODULE_DTYPES: dict[str, torch.dtype] = {
-    "code2wav_dit_model": torch.float32,
-    "code2wav_bigvgan_model": torch.bfloat16,
-}
+    name: getattr(torch, dtype) for name, dtype in VLLM_OMNI_HALF_DTYPES.items()}  # DiT float32, BigVGAN bfloat16
 
 
 @lru_cache(maxsize=1)

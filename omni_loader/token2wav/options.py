@@ -1,20 +1,146 @@
-"""``LoadOptions``: how one Token2Wav load is set up, as one frozen value.
+"""``LoadOptions``: how one Token2Wav load is set up, as one frozen value; and how a spec's fields are options.
 
 Why one value: the module tree, device, dtype and construction mode used to travel as four loose
 arguments through some fifteen signatures (CLI → runner → worker → loader, and the profilers and
 the stage server beside them). Now the command layer or a notebook builds a ``LoadOptions`` once,
 checks it here (one line naming the option that is wrong), and hands it down unchanged; the
 benchmark spec embeds it, so ``metadata.json`` records exactly what every load was told.
-This module imports no torch: a spec can be read and compared without it.
+
+Why the field helpers live here too: a spec's fields *are* its options. Each field of ``LoadOptions``,
+``BenchmarkSpec`` and ``StartupSpec`` is declared with :func:`option` (its flag, help, choices, and how a
+command line spells its value), and everything that lists options (the parser, the shell command a
+report prints, the stage server's argv, the conflict check of ``--resume``) walks :func:`option_fields`
+instead of keeping a list of names: a list kept by hand once dropped ``--read``, and a report said lazy
+of an eager run. This module imports no torch: a spec can be read and compared without it.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ..errors import check_choice
 from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, LEGACY_CONSTRUCT_MODES, READ_STRATEGIES
+
+
+def option(default: Any = MISSING, *, default_factory: Any = MISSING, flag: str | None = None, help: str = "",
+           choices: tuple[str, ...] | None = None, spell: Callable[[Any], str] | None = None,
+           shell: Callable[[Any], list[str]] | None = None, same: Callable[[Any, Any], bool] | None = None,
+           nested: type | None = None) -> Any:
+    """A dataclass field that is an option: ``flag`` (default ``--<name>``, underscores as dashes), ``help``,
+    ``choices``; ``spell`` (value -> the option's argument: default ``str``, sequences comma-joined),
+    ``shell`` (value -> its words on a command line: default ``[flag, spell(value)]``, a flag for ``True``,
+    nothing for ``None`` or ``False``), ``same`` (when two values are the same setting), ``nested`` (a
+    dataclass whose fields stand in this one's place, as ``BenchmarkSpec.load`` holds ``LoadOptions``)."""
+    meta = {"flag": flag, "help": help, "choices": choices, "spell": spell, "shell": shell, "same": same,
+            "nested": nested}
+    return field(default=default, default_factory=default_factory,
+                 metadata={k: v for k, v in meta.items() if v is not None and v != ""})
+
+
+def option_fields(cls: Any) -> dict[str, Field]:
+    """Every option of the dataclass ``cls`` (or of an instance's class) by its flat name, in declaration order:
+    a nested dataclass's fields (``load``'s ``layout``, ``read``...) in the place of the field that holds it."""
+    found: dict[str, Field] = {}
+    for f in fields(cls):
+        if f.metadata.get("nested"):
+            found.update(option_fields(f.metadata["nested"]))
+        else:
+            found[f.name] = f
+    return found
+
+
+def flag(f: Field) -> str:
+    """The option that sets field ``f``: ``--order-seed`` for ``seed``, ``--worker-timeout`` for ``worker_timeout``."""
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def dest(f: Field) -> str:
+    """The dest (the parsed attribute) of :func:`flag` (``--order-seed`` -> ``order_seed``)."""
+    return flag(f).lstrip("-").replace("-", "_")
+
+
+def spelled(f: Field, value: Any) -> str:
+    """``value`` as the option's argument spells it (``0,2`` for CPUs (0, 2)); ``none`` for no value."""
+    if f.metadata.get("spell"):
+        return f.metadata["spell"](value)
+    if value is None:
+        return "none"
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "none"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value) or "none"
+    return str(value)
+
+
+def shell_words(f: Field, value: Any) -> list[str]:
+    """The words that set field ``f`` to ``value`` on a command line (none when absent or off)."""
+    if f.metadata.get("shell"):
+        return list(f.metadata["shell"](value))
+    if value is None or value is False:
+        return []
+    return [flag(f)] if value is True else [flag(f), spelled(f, value)]
+
+
+def command_words(cls: Any, values: Mapping[str, Any]) -> list[str]:
+    """Every option of ``cls`` that ``values`` (flat name -> value) holds, as a command line spells it."""
+    return [w for name, f in option_fields(cls).items() if name in values for w in shell_words(f, values[name])]
+
+
+def same_setting(f: Field | None, value: Any, old: Any) -> bool:
+    """Equal as settings: lists and tuples alike, dicts by content, or as the field's ``same`` says."""
+    if f is not None and f.metadata.get("same"):
+        return f.metadata["same"](value, old)
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, (list, tuple)):
+            return tuple(norm(x) for x in v)
+        if isinstance(v, Mapping):
+            return tuple(sorted((k, norm(x)) for k, x in v.items()))
+        return v
+
+    return norm(value) == norm(old)
+
+
+def option_conflicts(cls: Any, saved: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
+    """One phrase per setting of ``given`` that differs from ``saved`` (both flat name -> value, the options of
+    the dataclass ``cls``), named by its option: ``--runs 6 (saved: 5)``, ``--aa (saved: off)``.
+
+    Settings absent from ``given`` are not compared: they are taken from ``saved``.
+    """
+    known = option_fields(cls)
+    lines = []
+    for name, value in given.items():
+        f, old = known.get(name), saved.get(name)
+        if same_setting(f, value, old):
+            continue
+        option_name = flag(f) if f is not None else name
+        if isinstance(value, bool) or isinstance(old, bool):
+            lines.append(f"{option_name} (saved: off)" if value else f"no {option_name} (saved: on)")
+        elif f is None:
+            lines.append(f"{option_name} {value} (saved: {old})")
+        else:
+            lines.append(f"{option_name} {spelled(f, value)} (saved: {spelled(f, old)})")
+    return lines
+
+
+# The dtype vLLM-Omni 0.30.0's code2wav stage builds each Token2Wav half in (token2wav.model says why): the
+# vllm-omni layout's, whatever the stage dtype; the transformers layout builds both halves in the stage dtype.
+VLLM_OMNI_HALF_DTYPES = {"code2wav_dit_model": "float32", "code2wav_bigvgan_model": "bfloat16"}
+HALF_NAMES = {"code2wav_dit_model": "DiT", "code2wav_bigvgan_model": "BigVGAN"}
+
+
+def half_dtypes(layout: str, dtype: str) -> dict[str, str]:
+    """The dtype of each Token2Wav half's parameters that a load of ``layout`` under stage dtype ``dtype`` builds
+    (what ``LoadResult.parameter_dtypes`` then reports), without torch: a report can say it of a saved record."""
+    return dict(VLLM_OMNI_HALF_DTYPES) if layout == "vllm-omni" else dict.fromkeys(VLLM_OMNI_HALF_DTYPES, dtype)
+
+
+CONSTRUCT_HELP = ("where parameter memory is first written: resident (default: every parameter at construction, "
+                  "as GPU memory is resident when the allocator hands it out), upstream-cpu (as vLLM-Omni's "
+                  "constructors do on a CPU: fused qkv_proj left empty), empty (nothing written: first touches "
+                  "land in load_parameters) or init (full random init)")
 
 
 @dataclass(frozen=True)
@@ -25,20 +151,27 @@ class LoadOptions:
     ``meta``; a benchmark resolves ``auto`` once (:meth:`resolved`) so that its records name the
     device used. ``construct`` is ``upstream`` (parameters resident before weight loading, as
     vLLM-Omni's constructors leave them; the fused ``qkv_proj`` left empty), ``empty`` or ``init``.
+    Each field is the option of its name (``--layout`` sets ``layout``): the parser, the stage server's
+    argv and the records take them from here.
     """
 
-    layout: str = "vllm-omni"
-    device: str = "auto"
-    dtype: str = "float32"
-    construct: str = "resident"
-    read: str = "lazy"  # how shards are read: vLLM's --safetensors-load-strategy (names.READ_STRATEGIES)
+    layout: str = option("vllm-omni", choices=LAYOUTS, help="module tree to build (default vllm-omni)")
+    device: str = option("auto", help="auto (default: the GPU when torch sees one, else the CPU), cpu, cuda or "
+                                      "cuda:N (ROCm GPUs are cuda)")
+    dtype: str = option("float32", choices=DTYPE_NAMES,
+                        help="stage dtype (default float32): every parameter's in the transformers layout; the "
+                             "vllm-omni layout builds each half in vLLM-Omni's (DiT float32, BigVGAN bfloat16)")
+    construct: str = option("resident", choices=CONSTRUCT_MODES, help=CONSTRUCT_HELP)
+    read: str = option("lazy", choices=READ_STRATEGIES,
+                       help="how the shards are read, as vLLM's --safetensors-load-strategy: lazy (default: "
+                            "memory-mapped, each tensor read on first use) or eager (each shard read whole into "
+                            "memory first)")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "construct", LEGACY_CONSTRUCT_MODES.get(self.construct, self.construct))
-        for option, value, allowed in (("--layout", self.layout, LAYOUTS), ("--dtype", self.dtype, DTYPE_NAMES),
-                                       ("--construct", self.construct, CONSTRUCT_MODES),
-                                       ("--read", self.read, READ_STRATEGIES)):
-            check_choice(option, value, allowed)
+        for f in fields(self):
+            if f.metadata.get("choices"):
+                check_choice(flag(f), getattr(self, f.name), f.metadata["choices"])
         object.__setattr__(self, "device", str(self.device))
 
     def replace(self, **changes: Any) -> LoadOptions:
@@ -55,11 +188,11 @@ class LoadOptions:
         return asdict(self)
 
     def argv(self) -> list[str]:
-        """The options as the command line spells them (``--layout vllm-omni --device cpu ...``): each field
-        is the option of its name, so a command that starts another load (a stage server) passes them all."""
-        return [part for name, value in asdict(self).items() for part in (f"--{name}", str(value))]
+        """The options as the command line spells them (``--layout vllm-omni --device cpu ...``), every field
+        (:func:`command_words`), so a command that starts another load (a stage server) passes them all."""
+        return command_words(LoadOptions, self.to_dict())
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LoadOptions:
+    def from_dict(cls, data: Mapping[str, Any]) -> LoadOptions:
         """The options saved by :meth:`to_dict` (or the same keys among a flat spec's); unknown keys ignored."""
-        return cls(**{k: data[k] for k in (f.name for f in fields(cls)) if k in data})
+        return cls(**{k: data[k] for k in option_fields(cls) if k in data})

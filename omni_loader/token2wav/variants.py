@@ -155,6 +155,11 @@ def parse_variant(text: str) -> Variant:
     return Variant(name, **steps)
 
 
+def variant_text(variant: dict[str, Any]) -> str:
+    """A variant (as :meth:`Variant.to_dict` gives it) as ``--variant`` takes it: :func:`parse_variant`'s inverse."""
+    return f"{variant['name']}=" + ",".join(f"{step}:{variant[step]}" for step in STEPS if step in variant)
+
+
 def resolve_variants(names: list[str] | tuple[str, ...], custom: list[Variant] | tuple[Variant, ...] = ()) -> list[Variant]:
     """The variants to run, in order: built-in names or the names of ``custom`` ones."""
     known = {**BUILTIN_VARIANTS, **{v.name: v for v in custom}}
