@@ -12,6 +12,7 @@ API, imported lazily, so ``import omni_loader`` stays cheap):
 - ``startup/``    the stage server, the startup A/B and the per-stage timeline
 - ``compare/``    reproductions side by side
 - ``sweep/``      what module traversal costs, and the architecture audit
+- ``lint/``       the source audit: whole-tree module walks inside loops, read from source (rule OL001)
 - ``notebook/``   what the notebooks need beyond the rest
 - ``cli/``        the ``omni-loader`` command
 

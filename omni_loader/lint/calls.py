@@ -1,0 +1,274 @@
+"""Across the given sources: which call reaches which function, which functions walk, and the findings.
+
+Why summaries: a walk hidden in a helper (``is_persistent(model, name)`` doing
+``name in model.state_dict()``) costs the same B·N when the helper is called once per buffer. So
+each function is summarised once: the walks it evaluates once per call (directly, or through the
+functions it calls), with the receiver of each walk said in terms of the function's parameters.
+A call inside a loop then binds those parameters to its arguments: if an argument is the loop's item
+(or derived from it) the walk is on a different tree each time and is not a finding; otherwise the
+loop walks the same tree again on every iteration.
+
+Only calls that resolve without guessing are followed: ``self.method()`` in the same class (and its
+bases found in the sources), module-level functions of the same file, nested functions, and
+``from x import f`` / ``import x; x.f()`` among the given files. A call on any other receiver is not
+followed; when its name is that of a walking function it is noted as unresolved, never reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .findings import Finding
+from .scan import LoopRef, Scope, Site
+from .sources import SourceFile
+from .walks import FRESH, GLOBAL
+
+MAX_DEPTH = 60  # calls followed from one function before a summary is left empty (deep recursion)
+EXEMPT, ONCE = "exempt", "once"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A walk a function evaluates once per call: where it is, the calls leading to it, its receiver's roots."""
+
+    origin: tuple[SourceFile, Scope, Site]
+    chain: tuple[str, ...]
+    roots: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A call inside a loop, on a receiver the audit cannot follow, to a name some walking function has."""
+
+    path: str
+    line: int
+    call: str
+    loop_line: int
+    loop_function: str
+    candidates: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {**self.__dict__, "candidates": list(self.candidates)}
+
+
+class Index:
+    """Every scanned file of an audit, the summaries of its functions and the findings they yield."""
+
+    def __init__(self, files: list[SourceFile]) -> None:
+        self.files = files
+        self.modules = {f.module: f for f in files}
+        self.memo: dict[int, list[Entry]] = {}
+        self.busy: set[int] = set()
+        self.findings: dict[tuple, Finding] = {}
+        self.suppressed = 0
+        self.loose: list[tuple[SourceFile, Scope, Site]] = []
+
+    # ----------------------------------------------------------------- resolution
+
+    def module_of(self, file: SourceFile, dotted: str) -> SourceFile | None:
+        head, _, rest = dotted.partition(".")
+        kind = file.imports.get(head)
+        if not kind:
+            return None
+        target = kind[1] if kind[0] == "module" else f"{kind[1]}.{kind[2]}"
+        return self.modules.get(f"{target}.{rest}" if rest else target)
+
+    def lookup(self, file: SourceFile, name: str, depth: int = 0) -> tuple[Scope, SourceFile] | None:
+        """A module-level function ``name`` of ``file``, following ``from x import name`` re-exports."""
+        if name in file.scan.functions:
+            return file.scan.functions[name], file
+        kind = file.imports.get(name)
+        if kind and kind[0] == "from" and depth < 8 and kind[1] in self.modules:
+            return self.lookup(self.modules[kind[1]], kind[2], depth + 1)
+        return None
+
+    def find_class(self, file: SourceFile, dotted: str) -> tuple[SourceFile, str] | None:
+        if dotted in file.scan.classes:
+            return file, dotted
+        head, _, rest = dotted.rpartition(".")
+        if head:
+            module = self.modules.get(head) or self.module_of(file, head)
+            return (module, rest) if module and rest in module.scan.classes else None
+        kind = file.imports.get(dotted)
+        if kind and kind[0] == "from" and kind[1] in self.modules:
+            module = self.modules[kind[1]]
+            return (module, kind[2]) if kind[2] in module.scan.classes else None
+        return None
+
+    def method(self, file: SourceFile, cls: str, name: str, skip_own: bool = False,
+               depth: int = 0) -> tuple[Scope, SourceFile] | None:
+        """``cls.name`` in the class or, in order, its bases that the sources define."""
+        info = file.scan.classes.get(cls)
+        if info is None or depth > 12:
+            return None
+        if not skip_own and name in info.methods:
+            return info.methods[name], file
+        for base in info.bases:
+            found = self.find_class(file, base) if base else None
+            if found and (hit := self.method(found[0], found[1], name, False, depth + 1)):
+                return hit
+        return None
+
+    def resolve(self, file: SourceFile, scope: Scope, site: Site):
+        """(callee scope, its file, roots bound to its first parameter or None) for a call, or None."""
+        if site.callee[0] == "name":
+            s: Scope | None = scope
+            while s is not None:
+                if site.callee[1] in s.children:
+                    return s.children[site.callee[1]], file, None
+                s = s.parent
+            hit = self.lookup(file, site.callee[1])
+            return (*hit, None) if hit else None
+        _, base, attr = site.callee
+        if not base:
+            return None
+        if scope.cls and base in ("super()", "cls", scope.self_name or "self"):
+            hit = self.method(file, scope.cls, attr, skip_own=base == "super()")
+            if hit is None:
+                return None
+            return hit[0], hit[1], None if hit[0].kind == "staticmethod" else site.receiver
+        found = self.find_class(file, base)
+        if found:  # Class.method(obj, ...): unbound, the arguments bind from the first parameter
+            hit = self.method(found[0], found[1], attr)
+            if hit is None:
+                return None
+            return hit[0], hit[1], frozenset({GLOBAL}) if hit[0].kind == "classmethod" else None
+        module = self.module_of(file, base)
+        hit = self.lookup(module, attr) if module else None
+        return (*hit, None) if hit else None
+
+    # ----------------------------------------------------------------- roots and decisions
+
+    @staticmethod
+    def bind(roots: frozenset[str], callee: Scope, first: frozenset[str] | None, site: Site) -> frozenset[str]:
+        """The callee-side roots of a walk's receiver, said in the caller's names through the call's arguments."""
+        bound: dict[str, frozenset[str]] = {}
+        offset = 0
+        if first is not None and callee.params:
+            bound[callee.params[0]], offset = first, 1
+        for i, arg in enumerate(site.args):
+            if arg is None:
+                break
+            if offset + i < callee.npos:
+                bound[callee.params[offset + i]] = arg
+        bound.update(site.kwargs)
+        out: set[str] = set()
+        for r in roots:
+            out |= bound.get(r) or (site.spread if site.spread and r != GLOBAL else {GLOBAL})
+        return frozenset(out)
+
+    @staticmethod
+    def expand(scope: Scope, names: frozenset[str]) -> tuple[set[str], set[str]]:
+        """(the parameters, GLOBAL and FRESH that ``names`` come from; every name met on the way)."""
+        out: set[str] = set()
+        seen: set[str] = set()
+        params = set(scope.params)
+        stack = list(names)
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in (GLOBAL, FRESH) or n in params:
+                out.add(n)
+            if n in scope.local_roots:
+                stack.extend(scope.local_roots[n])
+            elif n not in params and n not in (GLOBAL, FRESH):
+                out.add(GLOBAL)
+        return out, seen
+
+    def decide(self, scope: Scope, site: Site, roots: frozenset[str]) -> str | LoopRef:
+        """EXEMPT (a receiver made per iteration or derived from the loop's item), ONCE (evaluated once per
+        call of ``scope``) or the innermost loop that evaluates the walk on every iteration."""
+        if FRESH in roots:
+            return EXEMPT
+        _, seen = self.expand(scope, roots)
+        names = roots | seen
+        for loop in reversed(site.loops):
+            if names & loop.varying:
+                return EXEMPT
+            if not loop.leaves:
+                return loop
+        return ONCE
+
+    def summary_roots(self, scope: Scope, roots: frozenset[str]) -> frozenset[str] | None:
+        out, _ = self.expand(scope, roots)
+        params = out & set(scope.params)
+        if FRESH in out and not params:
+            return None  # a tree built inside the function: a new one on every call
+        return frozenset(params | ({GLOBAL} if GLOBAL in out else set()))
+
+    # ----------------------------------------------------------------- summaries and findings
+
+    def summary(self, scope: Scope, file: SourceFile, depth: int = 0) -> list[Entry]:
+        key = id(scope)
+        if key in self.memo:
+            return self.memo[key]
+        if key in self.busy or depth > MAX_DEPTH:
+            return []
+        self.busy.add(key)
+        kept: dict[tuple, Entry] = {}
+        for site in scope.sites:
+            if site.walk:
+                candidates = [Entry((file, scope, site), (), site.receiver)]
+            else:
+                target = self.resolve(file, scope, site)
+                if target is None:
+                    if site.loops:
+                        self.loose.append((file, scope, site))
+                    continue
+                callee, cfile, first = target
+                candidates = [Entry(e.origin, (callee.qualname, *e.chain), self.bind(e.roots, callee, first, site))
+                              for e in self.summary(callee, cfile, depth + 1)]
+            for entry in candidates:
+                decision = self.decide(scope, site, entry.roots)
+                if decision == EXEMPT:
+                    continue
+                if decision == ONCE:
+                    roots = self.summary_roots(scope, entry.roots)
+                    k = (id(entry.origin[2]), roots)
+                    if roots is not None and (k not in kept or len(entry.chain) < len(kept[k].chain)):
+                        kept[k] = Entry(entry.origin, entry.chain, roots)
+                else:
+                    self.report(entry, decision, file, scope, site)
+        self.busy.discard(key)
+        self.memo[key] = list(kept.values())
+        return self.memo[key]
+
+    def report(self, entry: Entry, loop: LoopRef, file: SourceFile, scope: Scope, site: Site) -> None:
+        wfile, wscope, walk = entry.origin
+        if (walk.line in wfile.suppressed or loop.line in file.suppressed
+                or (entry.chain and site.line in file.suppressed)):
+            self.suppressed += 1
+            return
+        finding = Finding(path=wfile.display, line=walk.line, column=walk.column, function=wscope.qualname,
+                          walk=walk.text, method=walk.walk, loop_path=file.display, loop_line=loop.line,
+                          loop_function=scope.qualname, loop_kind=loop.kind, chain=entry.chain,
+                          call_line=site.line if entry.chain else None, partial=walk.partial)
+        self.findings.setdefault((finding.path, finding.line, finding.column, finding.loop_path, finding.loop_line,
+                                  finding.call_line, finding.chain), finding)
+
+    def run(self) -> tuple[list[Finding], list[Unresolved]]:
+        """Summarise every function (which reports every finding) and note the calls left unresolved."""
+        for file in self.files:
+            for scope in file.scan.scopes:
+                self.summary(scope, file)
+        findings = sorted(self.findings.values(), key=lambda f: (f.loop_path, f.loop_line, f.path, f.line, f.chain))
+        return findings, self.unresolved()
+
+    def unresolved(self) -> list[Unresolved]:
+        walking: dict[str, list[str]] = {}
+        for file in self.files:
+            for scope in file.scan.scopes:
+                if self.memo.get(id(scope)):
+                    walking.setdefault(scope.name.rsplit(".", 1)[-1], []).append(scope.qualname)
+        out = []
+        for file, scope, site in self.loose:
+            names = walking.get(site.callee[-1])
+            if not names:
+                continue
+            decision = self.decide(scope, site, site.receiver or frozenset({GLOBAL}))
+            if isinstance(decision, LoopRef):
+                out.append(Unresolved(file.display, site.line, site.text, decision.line, scope.qualname,
+                                      tuple(sorted(names)[:5])))
+        return out

@@ -1,0 +1,111 @@
+"""Whether a walk written inside a loop runs on every iteration, or once before the loop is left.
+
+Why: "look a name up, stop at the first match" is a common and harmless shape. In
+``for x in xs: sd = model.state_dict(); return sd[x]`` the body runs once, so the walk costs one
+walk, not B. But ``for x in xs: if model.state_dict()[x] is t: break`` walks on every iteration
+until the match: the walk is evaluated before the exit is decided. The rule: after the walk is
+evaluated, does every path through the rest of the body leave the loop (``break``, ``return``,
+``raise``) before its next iteration? Then it is not a per-iteration walk.
+
+Outcomes of running a block to its end: ``exit`` (return/raise: leaves every loop), ``break``,
+``continue``, ``through`` (falls off the end). A set of them is what may happen; the loop is surely
+left only when every possibility leaves it.
+"""
+
+from __future__ import annotations
+
+import ast
+
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
+Parents = dict[int, tuple[ast.AST | None, list[ast.stmt], int]]
+
+
+def parent_map(body: list[ast.stmt]) -> Parents:
+    """``id(statement) -> (owner statement or None, the block holding it, its index)`` for one scope."""
+    out: Parents = {}
+
+    def visit(owner: ast.AST | None, block: list[ast.stmt]) -> None:
+        for i, s in enumerate(block):
+            out[id(s)] = (owner, block, i)
+            if isinstance(s, DEFS):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                sub = getattr(s, field, None)
+                if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                    visit(s, sub)
+            for handler in getattr(s, "handlers", ()):
+                visit(s, handler.body)
+            for case in getattr(s, "cases", ()):
+                visit(s, case.body)
+
+    visit(None, body)
+    return out
+
+
+def block_outcomes(stmts: list[ast.stmt]) -> set[str]:
+    """What may happen when ``stmts`` run from the top."""
+    out: set[str] = set()
+    for s in stmts:
+        o = stmt_outcomes(s)
+        out |= o - {"through"}
+        if "through" not in o:
+            return out
+    return out | {"through"}
+
+
+def stmt_outcomes(s: ast.stmt) -> set[str]:
+    if isinstance(s, (ast.Return, ast.Raise)):
+        return {"exit"}
+    if isinstance(s, ast.Break):
+        return {"break"}
+    if isinstance(s, ast.Continue):
+        return {"continue"}
+    if isinstance(s, ast.If):
+        return block_outcomes(s.body) | block_outcomes(s.orelse)
+    if isinstance(s, (ast.With, ast.AsyncWith)):
+        return block_outcomes(s.body)
+    if isinstance(s, TRY):
+        o = block_outcomes(s.body)
+        if "through" in o and s.orelse:
+            o = (o - {"through"}) | block_outcomes(s.orelse)
+        for handler in s.handlers:
+            o |= block_outcomes(handler.body)
+        if s.finalbody:
+            final = block_outcomes(s.finalbody)
+            o = final if "through" not in final else o
+        return o
+    if isinstance(s, ast.Match):
+        return set().union(*(block_outcomes(c.body) for c in s.cases)) | {"through"}
+    return {"through"}  # a plain statement, or a loop (which may run zero times)
+
+
+def _start(stmt: ast.stmt, where: str) -> set[str]:
+    """Outcomes right after the walk is evaluated inside ``stmt`` (``where`` names the part holding it)."""
+    if isinstance(stmt, (ast.Return, ast.Raise)):
+        return {"exit"}
+    if where == "test" and isinstance(stmt, ast.If):
+        return block_outcomes(stmt.body) | block_outcomes(stmt.orelse)
+    if where == "items" and isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return block_outcomes(stmt.body)
+    return {"through"}
+
+
+def leaves_loop(loop: ast.AST, stmt: ast.stmt, where: str, parents: Parents) -> bool:
+    """True when, once the walk in ``stmt`` is evaluated, ``loop`` is surely left before its next iteration."""
+    outcomes = _start(stmt, where)
+    node: ast.AST = stmt
+    while True:
+        if id(node) not in parents:
+            return False
+        owner, block, index = parents[id(node)]
+        if "through" in outcomes:
+            outcomes = (outcomes - {"through"}) | block_outcomes(block[index + 1:])
+        if owner is loop:
+            return bool(outcomes) and outcomes <= {"exit", "break"}
+        if owner is None:
+            return False
+        if isinstance(owner, LOOPS) and block is owner.body:  # an inner loop: break/continue stay inside it
+            outcomes = {o if o == "exit" else "through" for o in outcomes}
+        node = owner

@@ -1,0 +1,155 @@
+"""What a finding costs: a tree of N modules walked once per item, M times, at the per-visit cost measured here.
+
+Why measured, not assumed: a module visit inside ``state_dict()`` costs a few microseconds on one
+machine and a fraction of that on another, so a finding says "B·N = 239,148 module visits ≈ 1.1 s
+here" with both numbers computed: N and M from a real tree (``--like token2wav`` counts Token2Wav on
+the meta device, as ``omni-loader inventory`` does; ``--like ARCH`` builds a transformers
+architecture on the meta device, as ``omni-loader audit --arch`` does) or given (``--modules``,
+``--items``), and the per-visit cost from the kit's own traversal sweep: the per-module slope of one
+``state_dict()`` (:func:`~omni_loader.sweep.fits.linear_costs`), read from a saved ``traversal.csv``
+(``--results DIR``), from a small cache file of an earlier measurement on this machine, or measured
+now by a quick sweep of a few seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import OmniLoaderError
+from ..formatting import count, short_duration
+from .findings import Finding, Price
+
+COST_FILE = "visit-cost.json"
+TOKEN2WAV = "token2wav"
+
+
+@dataclass(frozen=True)
+class TreeSize:
+    """N modules, walked M times (``items``: what the loop goes over)."""
+
+    name: str
+    modules: int
+    items: int
+    items_label: str = "items"
+
+    def describe(self) -> str:
+        return f"{self.name}: N = {count(self.modules)} modules, M = {count(self.items)} {self.items_label}"
+
+
+@dataclass(frozen=True)
+class VisitCost:
+    """Seconds one module visit costs inside ``state_dict()`` on this machine, and where that figure comes from."""
+
+    seconds: float
+    basis: str
+
+
+def tree_like(name: str) -> TreeSize:
+    """Token2Wav's counts (meta device) or a transformers architecture's (built on the meta device)."""
+    if name == TOKEN2WAV:
+        from ..token2wav.model import inventory
+
+        inv = inventory("vllm-omni", "full")
+        return TreeSize(TOKEN2WAV, inv.modules, inv.named_buffers, "named buffers")
+    from ..sweep.audit import architectures, build_on_meta
+    from ..sweep.trees import tree_counts
+
+    if name not in architectures():
+        raise OmniLoaderError(f"--like {name!r} is neither {TOKEN2WAV} nor a transformers model type "
+                              "(see `omni-loader audit --list`)")
+    try:
+        model = build_on_meta(name)
+    except Exception as exc:  # noqa: BLE001 - a model transformers cannot build is the user's choice to change
+        raise OmniLoaderError(f"--like {name}: transformers could not build it on the meta device: "
+                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    modules, buffers = tree_counts(model)
+    if buffers:
+        return TreeSize(name, modules, buffers, "named buffers")
+    return TreeSize(name, modules, sum(1 for _ in model.named_parameters()), "named parameters")
+
+
+def tree_size(modules: int | None = None, items: int | None = None, like: str | None = None) -> TreeSize | None:
+    """The tree to price against: ``like``'s counts, with ``modules``/``items`` overriding; None without either."""
+    if like is None and modules is None and items is None:
+        return None
+    base = tree_like(like) if like else None
+    if base is None and (modules is None or items is None):
+        raise OmniLoaderError("give both --modules N and --items M (or --like token2wav) to price the findings")
+    for option, value in (("--modules", modules), ("--items", items)):
+        if value is not None and value < 1:
+            raise OmniLoaderError(f"{option} must be at least 1, not {value}")
+    if base is None:
+        return TreeSize("given", int(modules), int(items))  # type: ignore[arg-type]
+    return replace(base, modules=modules or base.modules, items=items or base.items)
+
+
+def _machine() -> dict[str, str]:
+    return {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
+            "python": platform.python_version(), "torch": importlib.metadata.version("torch")}
+
+
+def cost_from_rows(rows, basis: str) -> VisitCost:  # rows: the traversal sweep's tidy DataFrame
+    from ..sweep.fits import linear_costs
+
+    per_module = linear_costs(rows, "state_dict", "wall")["per_module_seconds"]
+    if not per_module > 0:
+        raise OmniLoaderError(f"{basis}: the sweep's rows give no positive per-module cost of state_dict()")
+    return VisitCost(per_module, basis)
+
+
+def measure_cost() -> VisitCost:
+    """A quick traversal sweep of small synthetic trees (seconds), fitted for state_dict()'s per-module cost."""
+    from ..sweep.traversal import SweepConfig, run_sweep
+
+    start = time.perf_counter()
+    config = SweepConfig.quick(token2wav=None, b_values=(4, 16), repeats=3)
+    rows = run_sweep(config, progress=False)
+    cost = cost_from_rows(rows, "quick traversal sweep")
+    return replace(cost, basis=f"{cost.basis} ({time.perf_counter() - start:.1f} s)")
+
+
+def visit_cost(results: str | Path | None = None, cache_dir: str | Path | None = None,
+               measure: bool = True) -> VisitCost:
+    """The per-visit cost: from ``results`` (a saved sweep), else the cache, else a quick sweep (then cached)."""
+    import pandas as pd
+
+    if results is not None:
+        path = Path(results)
+        csv = path / "traversal.csv" if path.is_dir() else path
+        if not csv.is_file():
+            raise OmniLoaderError(f"--results {results}: no traversal.csv there (run `omni-loader traversal --out DIR`)")
+        return cost_from_rows(pd.read_csv(csv), f"fitted from {csv}")
+    if cache_dir is None:
+        from ..token2wav.checkpoint import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    cache = Path(cache_dir) / COST_FILE
+    machine = _machine()
+    try:
+        saved = json.loads(cache.read_text())
+        if saved.get("machine") == machine and float(saved["seconds_per_visit"]) > 0:
+            return VisitCost(float(saved["seconds_per_visit"]), f"{saved['basis']}, cached in {cache}")
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if not measure:
+        raise OmniLoaderError(f"no per-visit cost cached in {cache}; give --visit-cost SECONDS or --results DIR")
+    cost = measure_cost()
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"machine": machine, "seconds_per_visit": cost.seconds, "basis": cost.basis,
+                                     "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1))
+    except OSError:
+        pass  # an unwritable cache costs the next run a few seconds, nothing more
+    return cost
+
+
+def price_findings(findings: Sequence[Finding], size: TreeSize, cost: VisitCost) -> list[Finding]:
+    """``findings`` with a :class:`Price` each: ``size.items`` walks of ``size.modules`` modules at ``cost``."""
+    basis = f"{size.describe()}; {short_duration(cost.seconds)} per module visit, {cost.basis}"
+    return [replace(f, price=Price(size.modules, size.items, cost.seconds, basis)) for f in findings]

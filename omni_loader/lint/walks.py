@@ -1,0 +1,140 @@
+"""What counts as a whole-tree walk of a module, and what a walk's receiver depends on.
+
+Why these calls: ``nn.Module.state_dict()``, ``modules()``, ``parameters()``, ``buffers()`` and their
+``named_*`` forms each visit every module below the receiver, so one of them inside a loop over B
+names costs B·N module visits (vLLM-Omni's Token2Wav loader asked ``name in model.state_dict()``
+once per buffer: 239,148 visits to find 2 buffers). ``named_children()`` visits one level and is
+left out; so is any walk given ``recurse=False``. ``get_submodule(path)`` and a helper named
+``get_module_by_name`` walk from the root along a path: counted, and the finding says they walk a
+path rather than the whole tree.
+
+The receiver matters as much as the call: ``m.buffers()`` on the loop's own item walks a subtree
+that changes every iteration, which is the fix, not the mistake. :func:`roots` names what a receiver
+is built from, so the scan can tell the loop's item (or something derived from it) from a model
+that stays the same across iterations.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+# method -> the positional index of its ``recurse`` argument (None: it has none)
+WALK_METHODS: dict[str, int | None] = {
+    "state_dict": None,
+    "named_modules": None,
+    "modules": None,
+    "named_parameters": 1,
+    "named_buffers": 1,
+    "parameters": 0,
+    "buffers": 0,
+}
+PATH_METHODS = frozenset({"get_submodule"})  # walk from the root along a dotted path
+PATH_FUNCTIONS = frozenset({"get_module_by_name"})
+WRAPPERS = frozenset({"dict", "list", "set", "tuple"})  # dict(model.named_modules()) is one walk, said whole
+
+FRESH = "<fresh>"  # a receiver made anew where it is used (a constructor call): not the same tree again
+GLOBAL = "<global>"  # a receiver that is the same on every call of the function (a module-level name)
+# calls that hand back (part of) their argument rather than a new object: their roots are their arguments'
+PASS_THROUGH = frozenset({"getattr", "next", "iter", "cast", "super"})
+
+
+@dataclass(frozen=True)
+class Walk:
+    """One whole-tree (or root-to-path) walk found in the source."""
+
+    call: ast.Call  # the walk itself (``model.state_dict()``)
+    method: str  # state_dict, named_modules, ..., get_submodule, get_module_by_name
+    receiver: ast.expr | None  # the module walked (None: a bare ``get_module_by_name()``)
+
+    @property
+    def partial(self) -> bool:
+        """True for a walk along a path (``get_submodule``), not over the whole tree."""
+        return self.method in PATH_METHODS or self.method in PATH_FUNCTIONS
+
+
+def _callee_name(call: ast.Call) -> str:
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return ""
+
+
+def _recurse_false(call: ast.Call, index: int | None) -> bool:
+    for kw in call.keywords:
+        if kw.arg == "recurse":
+            return isinstance(kw.value, ast.Constant) and kw.value.value is False
+    if index is not None and len(call.args) > index:
+        arg = call.args[index]
+        return isinstance(arg, ast.Constant) and arg.value is False
+    return False
+
+
+def match_walk(call: ast.Call) -> Walk | None:
+    """The walk ``call`` is, or None (``named_children()``, ``recurse=False``, anything else)."""
+    name = _callee_name(call)
+    if name in PATH_FUNCTIONS:
+        receiver = call.args[0] if call.args else (call.func.value if isinstance(call.func, ast.Attribute) else None)
+        return Walk(call, name, receiver)
+    if not isinstance(call.func, ast.Attribute):
+        return None
+    if name in PATH_METHODS:
+        return Walk(call, name, call.func.value)
+    if name in WALK_METHODS and not _recurse_false(call, WALK_METHODS[name]):
+        return Walk(call, name, call.func.value)
+    return None
+
+
+def wrapped_walk(call: ast.Call) -> Walk | None:
+    """``dict(model.named_modules())``: the inner walk of a ``dict``/``list``/... of one walk, else None."""
+    if isinstance(call.func, ast.Name) and call.func.id in WRAPPERS and len(call.args) == 1:
+        inner = call.args[0]
+        if isinstance(inner, ast.Call):
+            return match_walk(inner)
+    return None
+
+
+def names_in(node: ast.AST | None) -> set[str]:
+    """Every name read in ``node``, lambdas (their bodies run later, elsewhere) and called names left out."""
+    found: set[str] = set()
+    if node is None:
+        return found
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Lambda):
+            continue
+        if isinstance(n, ast.Name):
+            found.add(n.id)
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name):  # getattr(model, n): model, n
+            stack.extend(n.args)
+            stack.extend(k.value for k in n.keywords)
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return found
+
+
+def is_fresh(node: ast.AST | None) -> bool:
+    """A call of a plain name that builds something new (``Model(config)``, ``build(cfg)``), not an accessor."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id not in PASS_THROUGH)
+
+
+def roots(receiver: ast.AST | None, self_name: str | None = None) -> frozenset[str]:
+    """The names a walk's receiver is built from: ``self.model.encoder`` -> {self}; ``layers[i]`` ->
+    {layers, i}; ``super()`` -> {self}; a constructor call -> {FRESH}."""
+    if receiver is None:
+        return frozenset({GLOBAL})
+    if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
+        return frozenset({self_name} if self_name else {GLOBAL})
+    if is_fresh(receiver):
+        return frozenset({FRESH})
+    return frozenset(names_in(receiver))
+
+
+def walk_text(node: ast.AST, limit: int = 120) -> str:
+    """The walk as written (normalised by ``ast.unparse``), cut at ``limit`` characters."""
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
