@@ -19,7 +19,7 @@ Markdown tables have one writer (:func:`markdown_table`).
 
 This module imports nothing from the kit: statistics and every renderer build on it, so the
 imports flow one way. Views of the kit's own tables live with their renderers
-(``report.summary_table``, ``report.command_text``).
+(``reporting.report_tables.styled_summary_table``, ``reporting.report_environment.command_text``).
 """
 
 from __future__ import annotations

@@ -447,17 +447,19 @@ def _ancestors(name: str, parents: dict) -> list[str]:
 
 def test_result_record_takes_the_peaks_of_its_phases() -> None:
     from omni_loader.token2wav.loader import LoadResult
+    from omni_loader.token2wav.options import LoadOptions
     from omni_loader.host.timing import PhaseRecord
 
     def rec(name: str, rss: int, dev: int | None) -> PhaseRecord:
         return PhaseRecord(name=name, seconds=0.5, parent=None, rss_bytes=1, rss_peak_bytes=rss, device_peak_bytes=dev)
 
     def result(phases: list) -> dict:
-        return LoadResult("baseline", "vllm-omni", "cuda:0", "float32", "upstream", phases, 3, 4, ["b"], "d", 5).to_dict()
+        options = LoadOptions(layout="vllm-omni", device="cuda:0", dtype="float32", construct="upstream-cpu")
+        return LoadResult("baseline", options, phases, 3, 4, ["b"], "d", 5).to_dict()
 
     data = result([rec("a", 7, None), rec("b", 9, 40), rec("c", 8, 60), rec("d", 2, None)])
     assert (data["rss_peak_bytes"], data["device_peak_bytes"]) == (9, 60)
-    assert data["construct"] == "upstream" and data["phases"] == dict.fromkeys("abcd", 0.5)
+    assert data["construct"] == "upstream-cpu" and data["read"] == "lazy" and data["phases"] == dict.fromkeys("abcd", 0.5)
     assert [r["name"] for r in data["phase_records"]] == list("abcd")
     assert (data["state_dict_calls"], data["weights_loaded"], data["persistent_buffers"]) == (3, 4, ["b"])
     assert (data["digest"], data["tensors_digested"], data["device"], data["dtype"]) == ("d", 5, "cuda:0", "float32")

@@ -341,13 +341,13 @@ def test_ratio_plot_draws_each_interval_and_marks_a_row_without_a_claim():
     each of this run's bars carries its 95% interval, and one without a claim is hollow and says so."""
     from omni_loader.reporting.figures import figure_data, tick_labels
     from omni_loader.reporting.measurements import load_reference
-    from omni_loader.reporting.plots import ratios_figure
+    from omni_loader.reporting.plots import ratios_vs_pr_figure
     from omni_loader.reporting.stats import ratio_interval
 
     claimed = _comparison("buffer_discovery", [0.40, 0.45, 0.50, 0.42, 0.47], [0.0020, 0.0022, 0.0021, 0.0023, 0.0024])
     rejected = _comparison("weight_loading", [1.0, 1.5, 0.9, 1.2, 1.1], [1.0, 0.5, 0.95, 0.4, 0.85])
     assert claimed.differs() and not rejected.differs()
-    fig = ratios_figure([claimed, rejected], load_reference())
+    fig = ratios_vs_pr_figure([claimed, rejected], load_reference())
     rows = figure_data(fig)
     ours = {r["label"]: r for r in rows if r["kind"] == "bar" and r["label"].startswith("this run")}
     assert set(ours) == {"this run: a claimed difference", "this run: no difference claimed"}
@@ -755,14 +755,14 @@ def test_noise_floor_table_cells_each_in_the_unit_of_the_floors_own_median():
 def test_summary_table_shows_every_time_column_in_one_unit_named_in_its_header():
     import pandas as pd
 
-    from omni_loader.reporting.report_tables import summary_table
+    from omni_loader.reporting.report_tables import styled_summary_table
 
     rows = []
     for k, (b, o) in enumerate([(0.40, 0.0020), (0.50, 0.0024), (0.45, 0.0022)]):
         for variant, seconds, run_id in (("baseline", b, 2 * k), ("optimized", o, 2 * k + 1)):
             rows.append({"run_id": run_id, "variant": variant, "warmup": False, "status": "ok", "source": "load",
                          "phase": "buffer_discovery", "seconds": seconds})
-    styler = summary_table(pd.DataFrame(rows))
+    styler = styled_summary_table(pd.DataFrame(rows))
     shown = styler.data
     assert list(shown.columns) == ["source", "variant", "phase", "n", "median (ms)", "q1 (ms)", "q3 (ms)",
                                    "iqr (ms)", "min (ms)", "max (ms)"]

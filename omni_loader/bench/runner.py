@@ -170,7 +170,7 @@ class Timeout:
     @property
     def shown(self) -> str:
         """For the progress line: what a run is given, so a wait says what it waits for."""
-        return "" if self.given is not None else f" (killed after {number(self.seconds)} s)"
+        return "" if self.given is not None else f" (limit {number(self.seconds)} s)"
 
     def saw_warmup(self, seconds: float) -> None:
         self.slowest_warmup = max(self.slowest_warmup, seconds)

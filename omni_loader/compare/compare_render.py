@@ -314,11 +314,11 @@ def write_plot(result: SideBySide, directory: str | os.PathLike[str]) -> list[Pa
     """``compare_ratios.png`` / ``.svg`` and the values drawn, ``compare_ratios.csv`` (see figures.figure_data);
     nothing when no timed row was measured."""
     from ..reporting.figures import write_figure  # matplotlib: loaded when a plot is drawn, not with the command line
-    from .ratio_plot import ratio_figure
+    from .ratio_plot import directories_ratio_figure
 
     if not any(p != "state_dict_calls" for p in result.pr_rows):
         return []
-    return write_figure(ratio_figure(result), directory, PLOT_STEM)
+    return write_figure(directories_ratio_figure(result), directory, PLOT_STEM)
 
 
 def write_compare(result: SideBySide, out: str | os.PathLike[str]) -> list[Path]:

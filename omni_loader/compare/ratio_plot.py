@@ -17,7 +17,7 @@ from ..reporting.measurements import LABELS
 from .side_by_side import SideBySide
 
 
-def ratio_figure(result: SideBySide) -> ShownFigure:
+def directories_ratio_figure(result: SideBySide) -> ShownFigure:
     """``compare``'s plot: one panel per timed PR row, each directory's ratio baseline/optimized with its
     95% interval, the PR's ratio as a dashed line, 1x (no change) as a solid one. Directories that failed
     a check are drawn as crosses."""

@@ -20,7 +20,7 @@ states them) and adds:
 This module is the entry point and the names a notebook or script uses. The data lives in
 :mod:`omni_loader.compare.side_by_side` (:class:`SideBySide`), the rendering in
 :mod:`omni_loader.compare.compare_render` (:func:`render_markdown`, :func:`render_csv`, :func:`to_json`,
-:func:`write_compare`), the plot in :func:`omni_loader.compare.ratio_plot.ratio_figure`.
+:func:`write_compare`), the plot in :func:`omni_loader.compare.ratio_plot.directories_ratio_figure`.
 """
 
 from __future__ import annotations

@@ -64,8 +64,7 @@ def median_run(frame: Any, variant: str, options: LoadOptions, directory: Path) 
     rows = ok[ok["run_id"] == chosen]
     first = rows.iloc[0]
     return {
-        "variant": variant, "layout": options.layout, "device": options.device, "dtype": options.dtype,
-        "construct": options.construct,
+        "variant": variant, **options.to_dict(),  # every load option, as a load result names them
         "phases": {r["phase"]: float(r["seconds"]) for _, r in rows.iterrows()},
         "phase_records": [{"name": r["phase"], "parent": r["parent"] or None, "seconds": float(r["seconds"]),
                            **{k: _number(r.get(k)) for k in RECORD_FIELDS}} for _, r in rows.iterrows()],

@@ -124,7 +124,7 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     return fig
 
 
-def ratios_figure(comps: list[Comparison], reference: dict[str, Any]) -> ShownFigure | None:
+def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> ShownFigure | None:
     """Baseline/optimized ratio of each PR measurement: this run beside the PR's.
 
     This run's bar carries its 95% interval (:func:`~omni_loader.reporting.stats.ratio_interval`),
@@ -210,7 +210,7 @@ def report_figures(frame, comps: list[Comparison], reference: dict[str, Any]) ->
     if measured(frame).empty:
         return {}
     built = {"phases": phases_figure(comps), "where_time_goes": where_time_goes_figure(frame),
-             "ratios_vs_pr": ratios_figure(comps, reference), "drift": drift_figure(frame)}
+             "ratios_vs_pr": ratios_vs_pr_figure(comps, reference), "drift": drift_figure(frame)}
     return {stem: fig for stem, fig in built.items() if fig is not None}
 
 

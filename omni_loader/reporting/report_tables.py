@@ -19,7 +19,7 @@ from ..names import LEAF_PHASES
 from ..results.rows import PHASE_COUNTERS
 from .controls import MATERIAL, ControlReport
 from .stats import Comparison, NoiseFloor, compare, measured, memory_verdict, phase_summary, phrase_change, run_summary
-from .stats import summary_table as runs_summary  # a DataFrame; summary_table below shows it
+from .stats import summary_table  # a DataFrame; styled_summary_table below shows it
 
 # The rows compared for each variant beyond the PR's pair.
 BEYOND_ROWS = ("state_dict_calls", "buffer_discovery", "load_parameters", "weight_loading", "total")
@@ -360,8 +360,8 @@ def _beyond_rows(frame, first: str, v: str, controls: ControlReport | None = Non
     return rows
 
 
-def summary_table(frame):  # -> pandas Styler
+def styled_summary_table(frame):  # -> pandas Styler
     """:func:`stats.summary_table` of a runs frame (one row per variant and phase) for a notebook,
     its times in one unit named in the column headers."""
-    df = runs_summary(frame)
+    df = summary_table(frame)
     return table(df, seconds=[c for c in SUMMARY_SECONDS if c in df.columns])

@@ -81,7 +81,8 @@ Where the kit still differs from vLLM-Omni 0.30.0, and why:
 - ``resident`` and ``upstream-cpu`` construction write zeros instead of random init: the same pages are touched in the
   same phase, without the 7 s of random number generation that would only inflate ``construct``.
 - ``read_checkpoint`` lists only the ``token2wav.`` tensors (the stage's other lists are empty
-  for a Token2Wav-only snapshot), and the tensors stay lazily mapped, as safetensors gives them.
+  for a Token2Wav-only snapshot); under ``--read lazy`` (the default) the tensors stay memory-mapped, as
+  safetensors gives them, and under ``--read eager`` each shard is read whole into memory first.
 - The second ``spk_dict.pt`` load passes ``weights_only=True`` and ``map_location="cpu"``; 0.30.0
   calls ``torch.load(spk_dict_path)`` with neither: weights-only is torch's default since 2.6, and
   without ``map_location`` each tensor returns to the device it was saved from (the CPU for the
@@ -102,7 +103,7 @@ from ..host.devices import resolve_device
 from .discovery import count_state_dict_calls
 from .model import build_model, import_model_code
 from ..names import DIGEST_ALGORITHM, DTYPE_NAMES, OUTER_LOAD_WEIGHTS
-from .options import LoadOptions
+from .options import LoadOptions, option_fields
 from .steps import (check_all_loaded, check_dtypes, hub_check, load_buffers, load_speaker_dict, model_loaded_line,
                     reference_state_dict, split_buffer_entries)
 from ..host.timing import PhaseClock, PhaseRecord
@@ -116,10 +117,7 @@ class LoadResult:
     """Everything one load reports: timings, counts, and a digest to compare loads by."""
 
     variant: str
-    layout: str
-    device: str
-    dtype: str
-    construct: str
+    options: LoadOptions  # what the load was told, its device resolved (result.layout, .device... read it)
     phases: list[PhaseRecord]
     state_dict_calls: int
     weights_loaded: int
@@ -140,10 +138,7 @@ class LoadResult:
         device_peaks = [p.device_peak_bytes for p in self.phases if p.device_peak_bytes is not None]
         return {
             "variant": self.variant,
-            "layout": self.layout,
-            "device": self.device,
-            "dtype": self.dtype,
-            "construct": self.construct,
+            **self.options.to_dict(),  # every load option, by its name
             "phases": self.phase_seconds(),
             "phase_records": [p.to_dict() for p in self.phases],
             "state_dict_calls": self.state_dict_calls,
@@ -156,6 +151,10 @@ class LoadResult:
             "model_loaded": self.model_loaded,
             "parameter_dtypes": dict(self.parameter_dtypes),
         }
+
+
+for _name in option_fields(LoadOptions):  # result.layout reads result.options.layout, for every load option
+    setattr(LoadResult, _name, property(lambda self, name=_name: getattr(self.options, name)))
 
 
 # --------------------------------------------------------------------------- steps
@@ -173,7 +172,7 @@ def tensor_digest(model: nn.Module) -> tuple[str, int]:
     for name in sorted(tensors):
         t = tensors[name].detach()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        # hashlib reads the array's buffer in place: no 1.8 GB copy (and no page faults) per digest.
+        # xxhash reads the array's buffer in place: no 1.8 GB copy (and no page faults) per digest.
         h.update(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
     return f"{DIGEST_ALGORITHM}:{h.hexdigest()}", len(tensors)
 
@@ -186,13 +185,10 @@ def load_token2wav(
     variant: str | Variant = "optimized",
     options: LoadOptions | None = None,
     *,
-    layout: str | None = None,
-    device: str | torch.device | None = None,
-    dtype: str | None = None,
-    construct: str | None = None,
     digest: bool = True,
     reference_copy: bool = False,
     clock: PhaseClock | None = None,
+    **overrides: Any,
 ) -> tuple[nn.Module, LoadResult]:
     """Load Token2Wav from ``snapshot`` as vLLM-Omni's code2wav stage does, timing every phase.
 
@@ -202,11 +198,10 @@ def load_token2wav(
     ``clock`` lets a profiler observe the phase edges (a :class:`PhaseClock` subclass).
     ``variant`` is a built-in name (``baseline``, ``optimized``, ``assign``, ``pinned``) or a
     :class:`~omni_loader.token2wav.variants.Variant` naming its own steps. ``options`` (a
-    :class:`~omni_loader.token2wav.options.LoadOptions`) sets the layout, device, dtype and construction
-    mode; the keyword arguments of the same names override single fields of it.
+    :class:`~omni_loader.token2wav.options.LoadOptions`) sets the layout, device, dtype, construction mode and
+    read strategy; ``overrides`` named after its fields (``layout=``, ``read=``...) change single fields of it.
     """
-    opts = (options or LoadOptions()).replace(layout=layout, device=None if device is None else str(device),
-                                              dtype=dtype, construct=construct)
+    opts = (options or LoadOptions()).replace(**{k: None if v is None else str(v) for k, v in overrides.items()})
     layout, dtype, construct = opts.layout, opts.dtype, opts.construct
     spec = variant_from(variant)
     dev = resolve_device(opts.device)
@@ -254,10 +249,7 @@ def load_token2wav(
     hexdigest, count = tensor_digest(model) if digest and dev.type != "meta" else ("", 0)
     result = LoadResult(
         variant=spec.name,
-        layout=layout,
-        device=str(dev),
-        dtype=dtype,
-        construct=construct,
+        options=opts.replace(device=str(dev)),
         phases=clock.records,
         state_dict_calls=calls.calls,
         weights_loaded=len(loaded) + len(loaded_buffers),
