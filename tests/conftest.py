@@ -222,8 +222,8 @@ class NotebookRun(NamedTuple):
 def executed_notebook(tmp_path_factory: pytest.TempPathFactory):
     """``run(path) -> NotebookRun``: each notebook executed once per suite run, as the kit executes notebooks
     (``omni_loader.notebook.files.execute``: papermill, kernel ``python3`` of this environment, working
-    directory ``notebooks/`` as in JupyterLab, the copy signed), with ``test_notebooks.small_overrides``
-    injected where its parameters cell declares the name. ``test_notebooks`` checks what the copies hold;
+    directory ``notebooks/`` as in JupyterLab, the copy signed), with ``test_notebooks.notebook_parameters``
+    injected (the small settings where its parameters cell declares the name, and its own). ``test_notebooks`` checks what the copies hold;
     ``test_browser`` opens the same copies in JupyterLab, which is why they are written under the results
     root (the Lab server's root is the repository): ``results/test-notebooks/<stem>/``.
 
@@ -234,7 +234,7 @@ def executed_notebook(tmp_path_factory: pytest.TempPathFactory):
 
     import papermill as pm
     from filelock import FileLock
-    from test_notebooks import CELL_TIMEOUT_S, NOTEBOOK_DIR, small_overrides
+    from test_notebooks import CELL_TIMEOUT_S, NOTEBOOK_DIR, notebook_parameters
 
     from omni_loader.notebook import files as notebooks
 
@@ -249,7 +249,7 @@ def executed_notebook(tmp_path_factory: pytest.TempPathFactory):
                 shutil.rmtree(out, ignore_errors=True)  # a figure left by an earlier run must not count
                 declared = pm.inspect_notebook(str(path))
                 assert declared, f"{path.name}: papermill finds no parameters (tag the parameters cell)"
-                parameters = {k: v for k, v in small_overrides(out / "results").items() if k in declared}
+                parameters = notebook_parameters(path, out / "results", declared)
                 start = time.perf_counter()
                 notebooks.execute(path, out / path.name, parameters, cwd=NOTEBOOK_DIR, timeout=CELL_TIMEOUT_S)
                 record.write_text(json.dumps({"copy": str(out / path.name), "results": str(out / "results"),
@@ -258,3 +258,14 @@ def executed_notebook(tmp_path_factory: pytest.TempPathFactory):
         return NotebookRun(Path(done["copy"]), Path(done["results"]), done["parameters"], done["seconds"])
 
     return run
+
+
+@pytest.fixture(scope="session")
+def stage_group_ab(executed_notebook) -> Path:
+    """The suite's one stage-group A/B, read by every test that only reads one: notebook 06's run
+    (``serve_ab`` of two ``stage-group`` commands: three stage servers and an API server per start, stage 2
+    loading the tiny Token2Wav with the baseline or the optimized loader, stages 0 and 1 simulated), with a
+    warm-up start and four measured starts a side (``test_notebooks.NOTEBOOK_OVERRIDES``)."""
+    from test_notebooks import NOTEBOOK_DIR
+
+    return executed_notebook(NOTEBOOK_DIR / "06_where_startup_goes.ipynb").results

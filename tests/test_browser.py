@@ -292,13 +292,13 @@ def _notebook_status(name: str) -> str:
 
 
 def _small_settings(path: Path, out_dir: Path) -> str:
-    """The cell a person would type under the parameters cell: ``tests/test_notebooks.py``'s small
-    settings, those the notebook's parameters cell declares (papermill's ``inspect_notebook``)."""
+    """The cell a person would type under the parameters cell: what papermill injects in
+    ``tests/test_notebooks.py`` (``notebook_parameters``: the small settings the parameters cell declares)."""
     import papermill as pm
-    from test_notebooks import small_overrides
+    from test_notebooks import notebook_parameters
 
     declared = pm.inspect_notebook(str(path))
-    return "; ".join(f"{k} = {v!r}" for k, v in small_overrides(out_dir).items() if k in declared)
+    return "; ".join(f"{k} = {v!r}" for k, v in notebook_parameters(path, out_dir, declared).items())
 
 
 def _parameters_cell(path: Path) -> int:

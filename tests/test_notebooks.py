@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import nbformat
@@ -54,6 +55,20 @@ def small_overrides(out_dir: Path) -> dict[str, object]:
         "archs": ["resnet", "bert"],  # 05's audit: two architectures, one with persistent buffers
         "simulate_seconds": "0.2,0.3",  # 06's simulated stages
     }
+
+
+# Where one notebook's run is also the suite's one run of something other tests read, it needs more than
+# the small settings: 06's stage-group A/B is read by test_stage_logs and test_server (a warm-up start,
+# and four a side: the fewest for which the rank test can claim a difference).
+NOTEBOOK_OVERRIDES: dict[str, dict[str, object]] = {
+    "06_where_startup_goes": {"warmup": 1, "runs": 4},
+}
+
+
+def notebook_parameters(path: Path, out_dir: Path, declared: Iterable[str]) -> dict[str, object]:
+    """What the suite injects into ``path``'s parameters cell: the small settings it declares, then its own."""
+    given = {**small_overrides(out_dir), **NOTEBOOK_OVERRIDES.get(path.stem, {})}
+    return {k: v for k, v in given.items() if k in set(declared)}
 
 
 def _ids(paths: list[Path]) -> list[str]:

@@ -328,40 +328,50 @@ def test_stage_server_port_in_use_is_one_line(python):
 
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_serve_ab_with_two_stage_servers(tiny_snapshot, tmp_path):
-    marker = _marker()
-    a, b, url = stage_server_commands(tiny_snapshot, free_port(), extra=["--tag", marker])
-    lines: list[str] = []
-    out = serve_ab(a, b, url, tmp_path / "ab", warmup=1, runs=1, timeout=120, grace=5, progress=lines.append)
-    assert marker_processes(marker) == []
+def test_serve_ab_of_real_stage_groups_records_every_start(stage_group_ab):
+    """The suite's shared stage-group A/B (notebook 06's run): every start's rows, figures and log, the
+    plan and the record, and not one of its servers left running."""
+    import psutil
+
+    out = stage_group_ab
+    suite = read_metadata(out)
+    assert list(suite["benchmarks"]) == ["startup"]
+    meta = benchmark(suite, "startup")
+    warmup, runs = meta["spec"]["warmup"], meta["spec"]["runs"]
+    starts = 2 * (warmup + runs)
     frame = read_runs(out)
     assert set(frame["source"]) == {"server"}
     assert set(frame["status"]) == {"ok"}, frame[["run_id", "error"]].to_string()
     startup = frame[frame["phase"] == "startup_to_health"]
-    assert sorted(zip(startup["variant"], startup["warmup"])) == [
-        ("baseline", False), ("baseline", True), ("optimized", False), ("optimized", True)]
+    assert sorted(zip(startup["variant"], startup["warmup"])) == sorted(
+        [(v, True) for v in ("baseline", "optimized") for _ in range(warmup)]
+        + [(v, False) for v in ("baseline", "optimized") for _ in range(runs)])
     figures = frame[frame["phase"] != "startup_to_health"]
     assert set(figures["parent"]) == {"startup_to_health"}
-    assert {"buffer_discovery", "weight_loading", "model_loading"} <= set(figures["phase"])
+    assert {"buffer_discovery", "weight_loading@stage-2", "model_loading@stage-2"} <= set(figures["phase"])
     for run_id, group in frame.groupby("run_id"):
         secs = dict(zip(group["phase"], group["seconds"]))
-        # spawn -> first 200 spans the server's whole load, as its own log states it
-        assert secs["buffer_discovery"] < secs["weight_loading"] < secs["model_loading"] < secs["startup_to_health"]
-        run = group.iloc[0]
-        said = [ln for ln in lines if ln.startswith(f"run {run_id} {run['variant']}")]
-        assert len(said) == 1 and f"healthy after {secs['startup_to_health']:.3f} s" in said[0], said
-    suite = read_metadata(out)
-    assert list(suite["benchmarks"]) == ["startup"]
-    meta = benchmark(suite, "startup")
-    assert meta["kind"] == "serve-ab" and meta["status"] == "complete" and meta["runs_ok"] == 4
-    assert [e["source"] for e in meta["plan"]] == ["server"] * 4
-    assert meta["spec"]["baseline_cmd"] == a and meta["spec"]["health_url"] == url
-    assert meta["spec"]["warmup"] == 1 and meta["spec"]["runs"] == 1 and meta["spec"]["order"] == "alternate"
+        # spawn -> first 200 spans the whole load, as the Token2Wav stage's own log states it
+        assert secs["buffer_discovery"] < secs["weight_loading@stage-2"] < secs["model_loading@stage-2"] \
+            < secs["startup_to_health"]
+    assert meta["kind"] == "serve-ab" and meta["status"] == "complete" and meta["runs_ok"] == starts
+    assert [e["source"] for e in meta["plan"]] == ["server"] * starts
+    assert [e["variant"] for e in meta["plan"]] == ["baseline", "optimized"] * (warmup + runs)  # alternating
+    assert meta["spec"]["health_url"].startswith("http://127.0.0.1:") and meta["spec"]["order"] == "alternate"
     assert meta["environment"]["python"] and meta["command_line"] and meta["started_at"] and meta["finished_at"]
-    assert (meta["warmup"], meta["repeats"], meta["order"]) == (1, 1, "alternate")
-    assert sorted(p.name for p in (out / "logs").iterdir()) == [
-        "0-baseline.log", "1-optimized.log", "2-baseline.log", "3-optimized.log"]
-    assert len(lines) == 5 and "healthy after" in lines[-1]
+    assert (meta["warmup"], meta["repeats"], meta["order"]) == (warmup, runs, "alternate")
+    logs = sorted((out / "logs").iterdir(), key=lambda p: int(p.name.split("-")[0]))
+    assert [p.name for p in logs] == [f"{e['run_id']}-{e['variant']}.log" for e in meta["plan"]]
+    pids = {int(pid) for log in logs for pid in re.findall(r"pid=(\d+)\)", log.read_text())}
+    assert len(pids) == 4 * starts  # an API server and three stage servers a start
+
+    def still_serving(pid: int) -> bool:
+        try:
+            return "omni_loader" in " ".join(psutil.Process(pid).cmdline())
+        except psutil.Error:
+            return False
+
+    assert [pid for pid in pids if still_serving(pid)] == []
 
 
 @pytest.mark.subprocess
@@ -423,11 +433,16 @@ def test_serve_ab_shares_a_results_directory(tmp_path):
                        "parent": "", "seconds": 0.1, "status": "ok", "source": "load"}
                       for i, v in enumerate(("baseline", "optimized"))])
     marker, port = _marker(), free_port()
+    lines: list[str] = []
     serve_ab(_cmd(HEALTHY, port, marker), _cmd(HEALTHY, port, marker), f"http://127.0.0.1:{port}/health", out,
-             warmup=0, runs=1, timeout=30, progress=False)
+             warmup=0, runs=1, timeout=30, progress=lines.append)
     frame = read_runs(out)
     server = frame[frame["source"] == "server"]
     assert sorted(set(server["run_id"])) == [2, 3]
+    for run_id, group in server.groupby("run_id"):  # a line per start, saying what the rows hold
+        secs = dict(zip(group["phase"], group["seconds"]))
+        said = [ln for ln in lines if ln.startswith(f"run {run_id} {group['variant'].iloc[0]}")]
+        assert len(said) == 1 and f"healthy after {secs['startup_to_health']:.3f} s" in said[0], (said, lines)
     assert set(server["phase"]) == {"startup_to_health", "weight_loading", "buffer_discovery"}
     # The report keeps server log figures apart from the loader's phase of the same name.
     from omni_loader.reporting.measurements import comparisons

@@ -49,26 +49,28 @@ def test_a_stage_server_line_parses_into_stage_replica_pid_phase_seconds() -> No
 
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_serve_ab_of_two_three_stage_groups_finds_the_token2wav_stages_weight_loading(tiny_snapshot, tmp_path) -> None:
-    """Three stage servers per run (stage 2 Token2Wav, baseline or optimized; stages 0 and 1 simulated), four
-    runs a side: the timeline of every run's log attributes the difference to stage 2's weight loading."""
-    from omni_loader.startup.serve_ab import serve_ab, stage_phase_samples, summarize
-    from omni_loader.startup.stage_group import stage_group_commands
+def test_serve_ab_of_two_three_stage_groups_finds_the_token2wav_stages_weight_loading(stage_group_ab) -> None:
+    """Three stage servers per start (stage 2 Token2Wav, baseline or optimized; stages 0 and 1 simulated),
+    four measured starts a side: the timeline of every start's log attributes the difference to stage 2's
+    weight loading. The run is the suite's shared stage-group A/B (notebook 06's)."""
+    from omni_loader.results.suite import benchmark, read_metadata
+    from omni_loader.startup.serve_ab import stage_phase_samples, summarize
 
-    a, b, url = stage_group_commands(tiny_snapshot, simulate_seconds=(0.6, 0.3))
-    assert shlex.split(a)[1:4] == ["-m", "omni_loader.cli.serve", "stage-group"]
-    out = serve_ab(a, b, url, tmp_path / "ab", warmup=0, runs=4, timeout=240, grace=5, progress=False)
+    out = stage_group_ab
+    spec = benchmark(read_metadata(out), "startup")["spec"]
+    assert shlex.split(spec["baseline_cmd"])[1:4] == ["-m", "omni_loader.cli.serve", "stage-group"]
+    runs = spec["runs"]
     lines = summarize(out)
     print("\n".join(lines))
     samples = stage_phase_samples(out)
     assert {("stage-0", "weight_loading"), ("stage-1", "weight_loading"), ("stage-2", "weight_loading"),
             ("stage-2", "model_loading")} <= set(samples)
-    assert all(len(samples[(lane, "weight_loading")][v]) == 4 for lane in ("stage-0", "stage-1", "stage-2")
+    assert all(len(samples[(lane, "weight_loading")][v]) == runs for lane in ("stage-0", "stage-1", "stage-2")
                for v in ("baseline", "optimized"))
 
     def saving(lane: str) -> float:
         per = samples[(lane, "weight_loading")]
-        return sorted(per["baseline"])[2] - sorted(per["optimized"])[2]  # upper medians: same rank both sides
+        return sorted(per["baseline"])[runs // 2] - sorted(per["optimized"])[runs // 2]  # same rank both sides
 
     assert saving("stage-2") > 0.02 and saving("stage-2") > 5 * max(abs(saving("stage-0")), abs(saving("stage-1")))
     by = {tuple(ln.split()[:2]): ln for ln in lines if ln.strip().startswith("stage-")}
