@@ -87,9 +87,53 @@ def cmd_discovery_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+SOURCE_PRICING = ("modules", "items", "like", "visit_cost", "results")
+
+
+def cmd_source_audit(args: argparse.Namespace) -> int:
+    """``audit --source PATH...``: exit 1 on any finding, 0 on none, 2 on a path that cannot be read."""
+    import sys
+
+    from ..lint.findings import text_lines, to_json, to_sarif
+    from ..lint.price import VisitCost, price_findings, tree_size, visit_cost
+    from ..lint.source_audit import scan_sources
+
+    if args.arch or args.all or args.list:
+        raise OmniLoaderError("--source audits source files; it does not combine with --arch, --all or --list")
+    if args.visit_cost is not None and not args.visit_cost > 0:
+        raise OmniLoaderError(f"--visit-cost must be a positive number of seconds, not {args.visit_cost}")
+    size = tree_size(args.modules, args.items, args.like)  # a bad --like is said before the sources are read
+    audit = scan_sources(args.source)
+    findings = list(audit.findings)
+    if size is not None and findings:
+        cost = (VisitCost(args.visit_cost, "given (--visit-cost)") if args.visit_cost
+                else visit_cost(args.results))
+        findings = price_findings(findings, size, cost)
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        print_json(to_json(findings))
+    elif fmt == "sarif":
+        print_json(to_sarif(findings))
+    else:
+        print("\n".join(text_lines(findings)) if findings else "", end="\n" if findings else "")
+    if args.unresolved:
+        for u in audit.unresolved:
+            print(f"{u.path}:{u.line}: note: {u.call}() inside the loop at line {u.loop_line} is not followed "
+                  f"(its receiver is unknown); a function of that name walks: {', '.join(u.candidates)}",
+                  file=sys.stderr)
+    print(f"audit --source: {audit.summary()}", file=sys.stderr)
+    return 1 if findings else 0
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     """Exit 1 when the two rules disagree on any model built: that is a finding, not a crash."""
+    if args.source:
+        return cmd_source_audit(args)
+    given = [f"--{k.replace('_', '-')}" for k in SOURCE_PRICING if getattr(args, k) is not None]
+    if given or args.unresolved:
+        raise OmniLoaderError(f"{(given or ['--unresolved'])[0]} belongs to a source audit: give --source PATH")
     from ..sweep.audit import architectures, audit, audit_markdown, write_audit
+
 
     known = architectures()
     archs = known if args.all else args.arch
@@ -149,5 +193,18 @@ def add_command(sub: Any) -> None:
     p.add_argument("--repeats", type=int, default=3, help="timed calls of each rule per model (default 3)")
     p.add_argument("--top", type=int, default=10, help="rows of the printed table (default 10)")
     p.add_argument("--out", metavar="DIR", help="write audit.csv (every model) and audit.md here")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="JSON (the same as --format json)")
+    g = p.add_argument_group("source audit", "whole-tree module walks inside loops, read from source (rule OL001); "
+                             "exit 1 on a finding")
+    g.add_argument("--source", nargs="+", metavar="PATH", help="Python files or folders to audit (nothing is run)")
+    g.add_argument("--format", choices=("text", "json", "sarif"), default="text",
+                   help="text (path:line: OL001 message), json or sarif (2.1.0)")
+    g.add_argument("--modules", type=int, metavar="N", help="price each finding for a tree of N modules...")
+    g.add_argument("--items", type=int, metavar="M", help="...walked once per item, M times")
+    g.add_argument("--like", metavar="NAME", help="price for token2wav's tree (or a transformers model type's, "
+                   "built on the meta device)")
+    g.add_argument("--visit-cost", type=float, metavar="SECONDS",
+                   help="seconds per module visit (default: measured here by a quick sweep, then cached)")
+    g.add_argument("--results", metavar="DIR", help="take the per-visit cost from a saved traversal sweep")
+    g.add_argument("--unresolved", action="store_true", help="note calls inside loops that were not followed")
     p.set_defaults(func=cmd_audit)

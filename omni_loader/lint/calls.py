@@ -154,7 +154,12 @@ class Index:
         bound.update(site.kwargs)
         out: set[str] = set()
         for r in roots:
-            out |= bound.get(r) or (site.spread if site.spread and r != GLOBAL else {GLOBAL})
+            if r in bound:
+                out |= bound[r] or {GLOBAL}  # an argument with no names in it (a literal): the same each call
+            elif r in callee.params:
+                out |= site.spread or {GLOBAL}  # passed through *args/**kwargs, or left at its default
+            else:
+                out.add(r)  # GLOBAL, or a name a nested function reads from the caller's own scope
         return frozenset(out)
 
     @staticmethod
@@ -174,8 +179,18 @@ class Index:
             if n in scope.local_roots:
                 stack.extend(scope.local_roots[n])
             elif n not in params and n not in (GLOBAL, FRESH):
-                out.add(GLOBAL)
+                out.add(n if Index.enclosing(scope, n) else GLOBAL)
         return out, seen
+
+    @staticmethod
+    def enclosing(scope: Scope, name: str) -> bool:
+        """Is ``name`` a parameter or local of a function ``scope`` is nested in (a closure's free name)?"""
+        s = scope.parent
+        while s is not None:
+            if name in s.params or name in s.local_roots:
+                return True
+            s = s.parent
+        return False
 
     def decide(self, scope: Scope, site: Site, roots: frozenset[str]) -> str | LoopRef:
         """EXEMPT (a receiver made per iteration or derived from the loop's item), ONCE (evaluated once per
@@ -193,10 +208,10 @@ class Index:
 
     def summary_roots(self, scope: Scope, roots: frozenset[str]) -> frozenset[str] | None:
         out, _ = self.expand(scope, roots)
-        params = out & set(scope.params)
-        if FRESH in out and not params:
+        named = out - {FRESH}
+        if FRESH in out and not (named - {GLOBAL}):
             return None  # a tree built inside the function: a new one on every call
-        return frozenset(params | ({GLOBAL} if GLOBAL in out else set()))
+        return frozenset(named)
 
     # ----------------------------------------------------------------- summaries and findings
 

@@ -19,7 +19,7 @@ import builtins
 from dataclasses import dataclass, field
 
 from .exits import DEFS, leaves_loop, parent_map
-from .walks import Walk, match_walk, names_in, roots, walk_text, wrapped_walk
+from .walks import Walk, first_only, match_walk, names_in, roots, walk_text, wrapped_walk
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
@@ -85,37 +85,48 @@ def _has_call(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) for n in ast.walk(node))
 
 
-def _scope_nodes(stmts: list[ast.stmt]):
-    """Every node in ``stmts``, nested function and class bodies and lambdas left out."""
-    stack: list[ast.AST] = list(stmts)
+def statements(stmts: list[ast.stmt], into_defs: bool = False):
+    """Every statement in ``stmts`` and the blocks nested in them, function and class bodies left out
+    unless ``into_defs`` (walking statements only, not every expression node, keeps a 3,000-file audit fast)."""
+    stack: list[ast.stmt] = list(reversed(stmts))
     while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (*DEFS, ast.Lambda)):
+        s = stack.pop()
+        yield s
+        if isinstance(s, DEFS) and not into_defs:
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        for fieldname in ("body", "orelse", "finalbody"):
+            block = getattr(s, fieldname, None)
+            if isinstance(block, list):
+                stack.extend(b for b in reversed(block) if isinstance(b, ast.stmt))
+        for handler in getattr(s, "handlers", ()):
+            yield handler
+            stack.extend(reversed(handler.body))
+        for case in getattr(s, "cases", ()):
+            stack.extend(reversed(case.body))
+
+
+def all_statements(stmts: list[ast.stmt]):
+    """Every statement, those in function and class bodies included (imports anywhere in a file)."""
+    return statements(stmts, into_defs=True)
 
 
 def assignments(stmts: list[ast.stmt]) -> tuple[set[str], list[tuple[set[str], ast.AST]]]:
-    """(names always rebound: loop targets, with-as, augmented, except-as; (names, value) pairs)."""
+    """(names always rebound: loop targets, with-as, augmented, except-as; (names, value) pairs).
+    An assignment expression (``:=``) is not seen: statements are walked, not expressions."""
     always: set[str] = set()
     pairs: list[tuple[set[str], ast.AST]] = []
-    for n in _scope_nodes(stmts):
+    for n in statements(stmts):
         if isinstance(n, ast.Assign):
             pairs.append((set().union(*(target_names(t) for t in n.targets)), n.value))
         elif isinstance(n, ast.AnnAssign) and n.value is not None:
             pairs.append((target_names(n.target), n.value))
-        elif isinstance(n, ast.NamedExpr):
-            pairs.append((target_names(n.target), n.value))
         elif isinstance(n, (ast.AugAssign, ast.For, ast.AsyncFor)):
             always |= target_names(n.target)
-        elif isinstance(n, ast.withitem):
-            always |= target_names(n.optional_vars)
+        elif isinstance(n, (ast.With, ast.AsyncWith)):
+            for item in n.items:
+                always |= target_names(item.optional_vars)
         elif isinstance(n, ast.ExceptHandler) and n.name:
             always.add(n.name)
-        elif isinstance(n, COMPREHENSIONS):
-            for g in n.generators:
-                always |= target_names(g.target)
     return always, pairs
 
 
@@ -137,18 +148,20 @@ def loop_varying(loop: ast.For | ast.AsyncFor | ast.While) -> frozenset[str]:
 def local_roots(stmts: list[ast.stmt]) -> dict[str, frozenset[str]]:
     """``local -> roots of everything assigned to it`` in one scope (a constructor call: FRESH)."""
     out: dict[str, set[str]] = {}
-    for n in _scope_nodes(stmts):
-        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and getattr(n, "value", None) is not None:
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+    for n in statements(stmts):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
             value_roots = roots(n.value)
-            for name in set().union(*(target_names(t) for t in targets)):
-                out.setdefault(name, set()).update(value_roots)
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                for name in target_names(t):
+                    out.setdefault(name, set()).update(value_roots)
         elif isinstance(n, (ast.For, ast.AsyncFor)):
+            iter_names = names_in(n.iter)
             for name in target_names(n.target):
-                out.setdefault(name, set()).update(names_in(n.iter))
-        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
-            for name in target_names(n.optional_vars):
-                out.setdefault(name, set()).update(roots(n.context_expr))
+                out.setdefault(name, set()).update(iter_names)
+        elif isinstance(n, (ast.With, ast.AsyncWith)):
+            for item in n.items:
+                for name in target_names(item.optional_vars):
+                    out.setdefault(name, set()).update(roots(item.context_expr))
     return {k: frozenset(v) for k, v in out.items()}
 
 
@@ -302,6 +315,10 @@ class _Visitor:
                      for node, kind, varying in loops)
 
     def call(self, n: ast.Call, loops: Stack, stmt: ast.stmt, where: str, inner_walks: set[int]) -> None:
+        first = first_only(n)
+        if first is not None:
+            inner_walks.add(id(first))
+            return
         walk: Walk | None = wrapped_walk(n)
         if walk is not None:
             inner_walks.add(id(walk.call))

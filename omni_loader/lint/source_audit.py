@@ -38,7 +38,7 @@ class SourceAudit:
             parts.append(f"{count(self.suppressed)} silenced by an ignore comment")
         if self.unresolved:
             parts.append(f"{count(len(self.unresolved))} calls inside loops not followed (receiver unknown; "
-                         "listed under --json's unresolved with --format json --unresolved)")
+                         "--unresolved lists them)")
         return "; ".join(parts)
 
 

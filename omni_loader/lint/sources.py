@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import OmniLoaderError
-from .scan import FileScan
+from .scan import FileScan, all_statements
 
 RULE = "OL001"
 SUPPRESS = re.compile(r"#\s*(?:omni-loader:\s*ignore\b|noqa:[^#\n]*\b" + RULE + r"\b)", re.IGNORECASE)
@@ -85,7 +85,7 @@ def relative_base(module: str, is_package: bool, level: int, name: str | None) -
 def collect_imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, tuple[str, ...]]:
     """Every import in the file (top level or inside functions: one table for the file)."""
     imports: dict[str, tuple[str, ...]] = {}
-    for node in ast.walk(tree):
+    for node in all_statements(tree.body):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:

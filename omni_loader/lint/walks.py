@@ -87,6 +87,21 @@ def match_walk(call: ast.Call) -> Walk | None:
     return None
 
 
+LAZY = frozenset(WALK_METHODS) - {"state_dict"}  # generators: next() on one visits the first module only
+
+
+def first_only(call: ast.Call) -> ast.Call | None:
+    """The lazy walk in ``next(model.parameters())`` (or ``next(iter(...))``): it stops at the first item,
+    so it is no whole-tree walk. None for anything else."""
+    if not (isinstance(call.func, ast.Name) and call.func.id == "next" and call.args):
+        return None
+    inner = call.args[0]
+    if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "iter" and inner.args:
+        inner = inner.args[0]
+    walk = match_walk(inner) if isinstance(inner, ast.Call) else None
+    return walk.call if walk is not None and walk.method in LAZY else None
+
+
 def wrapped_walk(call: ast.Call) -> Walk | None:
     """``dict(model.named_modules())``: the inner walk of a ``dict``/``list``/... of one walk, else None."""
     if isinstance(call.func, ast.Name) and call.func.id in WRAPPERS and len(call.args) == 1:
