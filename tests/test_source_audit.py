@@ -1,0 +1,451 @@
+"""The source audit (``audit --source``, rule OL001): whole-tree module walks evaluated once per loop iteration.
+
+Every shape is a small source snippet written into ``tmp_path`` and read with ``ast`` (nothing is
+imported or run): the walk directly in a loop, in a comprehension, behind ``self.method()``, a
+module-level function or an import; and the shapes that are not findings (the loop's own item, a
+walk hoisted before the loop, the loop's iterable, a loop left right after the walk,
+``recurse=False``, an ignore comment). The command line is driven in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from omni_loader.cli import main
+from omni_loader.lint.findings import Finding, findings_markdown
+from omni_loader.lint.price import COST_FILE, TreeSize, VisitCost, price_findings, visit_cost
+from omni_loader.lint.source_audit import SourceAudit, audit_sources, scan_sources
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, code in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(code))
+    return tmp_path
+
+
+def scan(tmp_path: Path, code: str, **more: str) -> SourceAudit:
+    return scan_sources([write(tmp_path, {"mod.py": code, **more})])
+
+
+def found(tmp_path: Path, code: str, **more: str) -> list[Finding]:
+    return list(scan(tmp_path, code, **more).findings)
+
+
+def line_of(code: str, marker: str) -> int:
+    """The 1-based line of ``marker`` in the dedented ``code``."""
+    return next(i for i, line in enumerate(textwrap.dedent(code).splitlines(), 1) if marker in line)
+
+
+# --------------------------------------------------------------------------- found: direct
+
+
+def test_direct_for_loop(tmp_path: Path) -> None:
+    code = """
+    def discover(model, names):
+        out = []
+        for name in names:
+            if name in model.state_dict():  # walk
+                out.append(name)
+        return out
+    """
+    [f] = found(tmp_path, code)
+    assert (f.line, f.walk, f.function, f.loop_line, f.loop_function, f.loop_kind, f.chain) == (
+        line_of(code, "# walk"), "model.state_dict()", "mod.discover", line_of(code, "for name"), "mod.discover",
+        "for", ())
+    assert f.path == f.loop_path == str(tmp_path / "mod.py") and f.call_line is None and not f.partial
+
+
+def test_while_loop_test_and_body(tmp_path: Path) -> None:
+    code = """
+    def drain(model, queue):
+        while len(model.state_dict()) > len(queue):  # test
+            queue.append(sum(1 for _ in model.named_modules()))  # body
+    """
+    assert sorted(f.line for f in found(tmp_path, code)) == [line_of(code, "# test"), line_of(code, "# body")]
+
+
+@pytest.mark.parametrize("expr", [
+    "[n for n in names if n in model.state_dict()]",
+    "{n for n in names if model.state_dict().get(n) is not None}",
+    "{n: model.state_dict()[n] for n in names}",
+    "any(n in model.state_dict() for n in names)",
+    "[[p for p in model.parameters()] for n in names]",  # an inner iterable, evaluated per outer element
+])
+def test_comprehensions_and_generators(tmp_path: Path, expr: str) -> None:
+    [f] = found(tmp_path, f"def f(model, names):\n    return {expr}\n")
+    assert f.loop_kind == "comprehension" and f.loop_line == 2
+
+
+def test_the_token2wav_baseline_shape_is_found(tmp_path: Path) -> None:
+    [f] = found(tmp_path, """
+    def baseline(model):
+        return {name: buf for name, buf in model.named_buffers() if name in model.state_dict()}
+    """)
+    assert f.walk == "model.state_dict()"  # the comprehension's own iterable, one walk, is not a finding
+
+
+def test_dict_of_a_named_walk(tmp_path: Path) -> None:
+    [f] = found(tmp_path, """
+    def per_node(model, nodes):
+        for node in nodes:
+            modules = dict(model.named_modules())
+            modules[node].train()
+    """)
+    assert f.walk == "dict(model.named_modules())" and f.method == "named_modules"
+
+
+def test_get_submodule_counts_and_says_it_walks_a_path(tmp_path: Path) -> None:
+    [f] = found(tmp_path, """
+    def owners(model, names):
+        return [model.get_submodule(n.rpartition(".")[0]) for n in names]
+    """)
+    assert f.partial and f.method == "get_submodule" and "along a path" in f.message()
+
+
+def test_get_module_by_name(tmp_path: Path) -> None:
+    [f] = found(tmp_path, """
+    from helpers import get_module_by_name
+
+    def non_persistent(model, buffers):
+        for name in buffers:
+            owner = get_module_by_name(model, name.rpartition(".")[0])
+            if name in owner._non_persistent_buffers_set:
+                yield name
+    """)
+    assert f.method == "get_module_by_name" and f.partial
+
+
+# --------------------------------------------------------------------------- found: through calls
+
+
+def test_through_self_method(tmp_path: Path) -> None:
+    code = """
+    class Loader:
+        def params(self):
+            return dict(self.named_parameters())  # walk
+
+        def load_weights(self, weights):
+            for name, tensor in weights:  # loop
+                self.params()[name].copy_(tensor)  # call
+    """
+    [f] = found(tmp_path, code)
+    assert (f.line, f.function, f.loop_line, f.loop_function, f.chain, f.call_line) == (
+        line_of(code, "# walk"), "mod.Loader.params", line_of(code, "# loop"), "mod.Loader.load_weights",
+        ("mod.Loader.params",), line_of(code, "# call"))
+    assert "via mod.Loader.params" in f.message()
+
+
+def test_through_a_base_class_method(tmp_path: Path) -> None:
+    [f] = found(tmp_path, """
+    class Base:
+        def lookup(self, name):
+            return self.state_dict()[name]
+
+    class Model(Base):
+        def load(self, names):
+            return [self.lookup(n) for n in names]
+    """)
+    assert f.chain == ("mod.Base.lookup",)
+
+
+def test_through_module_functions_two_deep(tmp_path: Path) -> None:
+    [f] = found(tmp_path, """
+    def is_persistent(model, name):
+        return name in model.state_dict()
+
+    def check(model, name):
+        return is_persistent(model, name)
+
+    def discover(model, names):
+        return [n for n in names if check(model, n)]
+    """)
+    assert f.chain == ("mod.check", "mod.is_persistent") and f.loop_function == "mod.discover"
+
+
+@pytest.mark.parametrize("importer", [
+    "from pkg.helpers import is_persistent\n\ndef run(model, names):\n    for n in names:\n        is_persistent(model, n)\n",
+    "from pkg import helpers\n\ndef run(model, names):\n    for n in names:\n        helpers.is_persistent(model, n)\n",
+    "import pkg.helpers as h\n\ndef run(model, names):\n    for n in names:\n        h.is_persistent(model, n)\n",
+    "from .helpers import is_persistent\n\ndef run(model, names):\n    for n in names:\n        is_persistent(model, n)\n",
+])
+def test_through_an_import_across_two_files(tmp_path: Path, importer: str) -> None:
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/helpers.py": "def is_persistent(model, name):\n"
+                     "    return name in model.state_dict()\n", "pkg/loader.py": importer})
+    [f] = scan_sources([tmp_path / "pkg"]).findings
+    assert f.path.endswith("helpers.py") and f.loop_path.endswith("loader.py")
+    assert f.chain == ("pkg.helpers.is_persistent",) and f.loop_function == "pkg.loader.run"
+
+
+def test_an_unresolved_call_is_not_guessed(tmp_path: Path) -> None:
+    audit = scan(tmp_path, """
+    class Helper:
+        def is_persistent(self, model, name):
+            return name in model.state_dict()
+
+    def discover(model, names, helper):
+        return [n for n in names if helper.is_persistent(model, n)]
+    """)
+    assert audit.findings == ()
+    [u] = audit.unresolved  # noted, not reported: which class `helper` is cannot be known from the source
+    assert u.call == "helper.is_persistent" and u.candidates == ("mod.Helper.is_persistent",)
+
+
+def test_a_call_on_the_loop_item_is_not_a_finding(tmp_path: Path) -> None:
+    assert found(tmp_path, """
+    def count(module):
+        return sum(1 for _ in module.parameters())
+
+    def sizes(model):
+        return {name: count(m) for name, m in model.named_modules()}
+    """) == []
+
+
+def test_recursion_between_functions_ends(tmp_path: Path) -> None:
+    [f] = found(tmp_path, """
+    def a(model, n):
+        return b(model, n - 1) if n else model.state_dict()
+
+    def b(model, n):
+        return a(model, n)
+
+    def run(model, xs):
+        for x in xs:
+            a(model, x)
+    """)
+    assert f.loop_function == "mod.run"
+
+
+# --------------------------------------------------------------------------- not found
+
+
+@pytest.mark.parametrize("code", [
+    # the loop's own item, or something derived from it
+    "def f(model):\n    for m in model.modules():\n        m.named_buffers(recurse=False)\n",
+    "def f(model):\n    for name, m in model.named_modules():\n        m.buffers()\n",
+    "def f(model, names):\n    for n in names:\n        sub = getattr(model, n)\n        sub.state_dict()\n",
+    "def f(model):\n    return [m.state_dict() for m in model.children()]\n",
+    # hoisted before the loop
+    "def f(model, names):\n    sd = model.state_dict()\n    return [n for n in names if n in sd]\n",
+    # the loop's iterable is one walk
+    "def f(model):\n    for n, b in model.named_buffers():\n        print(n)\n",
+    "def f(model):\n    return [n for n, _ in model.named_parameters()]\n",
+    # recurse=False walks one module; named_children() one level
+    "def f(model, names):\n    for n in names:\n        model.named_buffers(recurse=False)\n        model.parameters(False)\n",
+    "def f(model, names):\n    for n in names:\n        dict(model.named_children())\n",
+    # next() on a lazy walk stops at the first item
+    "def f(model, xs):\n    return [x.to(next(model.parameters()).device) for x in xs]\n",
+    # a model made anew every iteration
+    "def f(configs):\n    for c in configs:\n        Model(c).state_dict()\n",
+    "def f(configs):\n    for c in configs:\n        m = build(c)\n        m.state_dict()\n",
+])
+def test_not_a_finding(tmp_path: Path, code: str) -> None:
+    assert found(tmp_path, code) == []
+
+
+def test_break_after_the_first_match_both_ways(tmp_path: Path) -> None:
+    walks_each_time = """
+    def first(model, xs, t):
+        for x in xs:
+            if model.state_dict()[x] is t:
+                break
+    """
+    assert len(found(tmp_path, walks_each_time)) == 1  # the walk runs before the exit is decided
+    for once in ("""
+    def first(model, xs):
+        for x in xs:
+            sd = model.state_dict()
+            return sd[x]
+    """, """
+    def first(model, xs, t):
+        for x in xs:
+            if x == t:
+                hit = model.state_dict()[x]
+                break
+    """, """
+    def first(model, xs, t):
+        while xs:
+            if xs.pop() == t:
+                raise KeyError(model.state_dict()[t])
+    """):
+        assert found(tmp_path, once) == [], once
+
+
+def test_left_after_an_inner_loop_but_walked_per_outer_iteration(tmp_path: Path) -> None:
+    code = """
+    def f(model, groups, t):
+        for group in groups:  # outer
+            for x in group:
+                if x == t:
+                    hit = model.state_dict()[x]
+                    break
+    """
+    [f] = found(tmp_path, code)
+    assert f.loop_line == line_of(code, "# outer")
+
+
+def test_a_loop_left_after_the_call_is_once_per_call(tmp_path: Path) -> None:
+    assert found(tmp_path, """
+    def lookup(model, name):
+        for n in [name]:
+            return model.state_dict()[n]
+    """) == []
+
+
+@pytest.mark.parametrize("comment,where", [("# omni-loader: ignore", "walk"), ("# noqa: OL001", "walk"),
+                                           ("# noqa: E501, OL001", "loop"), ("# omni-loader: ignore", "loop")])
+def test_suppression_comment(tmp_path: Path, comment: str, where: str) -> None:
+    walk_comment, loop_comment = (comment, "") if where == "walk" else ("", comment)
+    audit = scan(tmp_path, f"def f(model, names):\n    for n in names:  {loop_comment}\n"
+                           f"        model.state_dict()  {walk_comment}\n")
+    assert audit.findings == () and audit.suppressed == 1
+
+
+def test_a_noqa_for_another_rule_does_not_silence(tmp_path: Path) -> None:
+    assert len(found(tmp_path, "def f(model, names):\n    for n in names:\n        model.state_dict()  # noqa: E501\n")) == 1
+
+
+def test_the_kits_own_token2wav_baseline_is_found() -> None:
+    hits = [f for f in scan_sources([REPO / "omni_loader" / "token2wav"]).findings if f.path.endswith("discovery.py")]
+    assert [f.function for f in hits] == ["omni_loader.token2wav.discovery._baseline"]
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(["audit", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+WALKING = "def f(model, names):\n    for n in names:\n        model.state_dict()\n"
+
+
+def test_cli_exit_0_when_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, {"clean.py": "def f(model):\n    sd = model.state_dict()\n    return list(sd)\n"})
+    rc, out, err = cli(capsys, "--source", str(tmp_path))
+    assert (rc, out) == (0, "") and "0 findings in 1 files" in err
+
+
+def test_cli_text_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, {"walk.py": WALKING}) / "walk.py"
+    rc, out, _ = cli(capsys, "--source", str(path))
+    [line] = out.splitlines()
+    assert rc == 1 and line.startswith(f"{path}:3: OL001 model.state_dict() walks the whole module tree")
+    assert "unpriced" in line
+
+
+def test_cli_json_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, {"walk.py": WALKING})
+    rc, out, _ = cli(capsys, "--source", str(tmp_path), "--json")
+    [f] = json.loads(out)
+    assert rc == 1 and {"path", "line", "function", "walk", "loop_path", "loop_line", "loop_function", "chain",
+                        "message", "priced"} <= set(f)
+    assert (f["line"], f["loop_line"], f["chain"], f["priced"]) == (3, 2, [], False)
+    assert cli(capsys, "--source", str(tmp_path), "--format", "json")[1] == out
+
+
+def test_cli_sarif(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, {"walk.py": WALKING})
+    rc, out, _ = cli(capsys, "--source", str(tmp_path), "--format", "sarif")
+    sarif = json.loads(out)
+    assert rc == 1 and sarif["version"] == "2.1.0" and "sarif" in sarif["$schema"]
+    run = sarif["runs"][0]
+    assert run["tool"]["driver"]["name"] == "omni-loader" and run["tool"]["driver"]["rules"][0]["id"] == "OL001"
+    [result] = run["results"]
+    assert result["ruleId"] == "OL001" and "state_dict()" in result["message"]["text"]
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"].endswith("walk.py") and location["region"]["startLine"] == 3
+    assert result["relatedLocations"][0]["physicalLocation"]["region"]["startLine"] == 2
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--source", "no/such/file.py"], "no/such/file.py"),
+    (["--source", "{bad}"], "bad.py:2: cannot parse"),
+    (["--source", "{ok}", "--arch", "bert"], "does not combine with --arch"),
+    (["--modules", "10", "--items", "3"], "--modules belongs to a source audit"),
+    (["--source", "{ok}", "--modules", "10"], "give both --modules N and --items M"),
+    (["--source", "{ok}", "--modules", "0", "--items", "3"], "--modules must be at least 1"),
+])
+def test_cli_bad_input_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
+    write(tmp_path, {"bad.py": "x = 1\ndef f(:\n", "ok.py": "x = 1\n"})
+    argv = [a.format(bad=tmp_path / "bad.py", ok=tmp_path / "ok.py") for a in argv]
+    rc, out, err = cli(capsys, *argv)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith("omni-loader: error: ") and says in err
+
+
+# --------------------------------------------------------------------------- pricing
+
+
+def test_pricing_with_a_given_per_visit_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, {"walk.py": WALKING})
+    rc, out, _ = cli(capsys, "--source", str(tmp_path), "--modules", "1092", "--items", "219",
+                     "--visit-cost", "0.000002", "--json")
+    [f] = json.loads(out)
+    assert rc == 1 and f["priced"] and (f["modules"], f["items"], f["visits"]) == (1092, 219, 1092 * 219)
+    assert f["seconds_total"] == pytest.approx(1092 * 219 * 2e-6)
+    assert f["seconds_per_iteration"] == pytest.approx(1092 * 2e-6)
+    assert "B·N = 239,148 module visits ≈ 478 ms here" in f["message"]
+    # the same through the library call a notebook makes
+    [g] = audit_sources(tmp_path, modules=1092, items=219, seconds_per_visit=2e-6)
+    assert g.price is not None and g.price.visits == 239_148 and "B·N = 239,148" in g.message()
+    assert "239,148" in findings_markdown([g])
+
+
+def test_a_path_walk_is_priced_as_an_upper_bound(tmp_path: Path) -> None:
+    [f] = found(tmp_path, "def f(model, names):\n    return [model.get_submodule(n) for n in names]\n")
+    [priced] = price_findings([f], TreeSize("given", 100, 10), VisitCost(1e-6, "given"))
+    assert "at most B·N = 1,000 module visits" in priced.message()
+
+
+def test_the_per_visit_cost_from_a_saved_sweep(tmp_path: Path) -> None:
+    rows = ["experiment,source,N,B,x,repeat,seconds,cpu_seconds,number"]
+    for n in (16, 64, 256, 1024):
+        for b in (4, 16):
+            rows.append(f"state_dict,synthetic,{n},{b},{n},0,{3e-6 * n:.12g},{3e-6 * n:.12g},1")
+    (tmp_path / "traversal.csv").write_text("\n".join(rows) + "\n")
+    cost = visit_cost(results=tmp_path)
+    assert cost.seconds == pytest.approx(3e-6, rel=1e-6) and "traversal.csv" in cost.basis
+
+
+def test_the_per_visit_cost_is_cached_per_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from omni_loader.lint import price
+
+    calls = []
+    monkeypatch.setattr(price, "measure_cost", lambda: calls.append(1) or VisitCost(5e-6, "measured"))
+    assert visit_cost(cache_dir=tmp_path).seconds == 5e-6 and calls == [1]
+    assert visit_cost(cache_dir=tmp_path).seconds == 5e-6 and calls == [1]  # read back, not measured again
+    saved = json.loads((tmp_path / COST_FILE).read_text())
+    saved["machine"]["node"] = "another-machine"
+    (tmp_path / COST_FILE).write_text(json.dumps(saved))
+    visit_cost(cache_dir=tmp_path)
+    assert calls == [1, 1]
+
+
+@pytest.mark.slow
+def test_like_token2wav_prices_with_its_own_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from omni_loader.token2wav.model import inventory
+
+    inv = inventory("vllm-omni", "full")
+    write(tmp_path, {"walk.py": WALKING})
+    rc, out, _ = cli(capsys, "--source", str(tmp_path), "--like", "token2wav", "--visit-cost", "1e-6", "--json")
+    [f] = json.loads(out)
+    assert rc == 1 and (f["modules"], f["items"]) == (inv.modules, inv.named_buffers)
+    assert f["visits"] == inv.modules * inv.named_buffers and "token2wav" in f["basis"]
+
+
+def test_pre_commit_hook_is_declared() -> None:
+    import yaml
+
+    [hook] = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "omni-loader-audit" and hook["entry"] == "omni-loader audit --source"
+    assert hook["language"] == "python" and hook["types"] == ["python"]
