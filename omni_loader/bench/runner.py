@@ -70,7 +70,7 @@ def run_benchmark(
     out = Path(out)
     with writer_lock(out):
         plan = spec.plan()
-        record, done = _resumed(spec, out) if resume else (_started(spec, out, plan, snapshot), frozenset())
+        record, done = _resumed(spec, out) if resume else (started_record(spec, out, plan, snapshot), frozenset())
         todo = [r for r in plan if r.run_id not in done]
         activity = Activity.start()  # what else the machine did meanwhile: the report warns when it was busy
         with recording(out, MEMBER, record) as rec:
@@ -188,7 +188,7 @@ SLOWER_THAN_WARMUP = 10.0
 SHORTEST_DEFAULT = 120.0
 
 
-def _started(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], snapshot: Snapshot | None) -> dict[str, Any]:
+def started_record(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], snapshot: Snapshot | None) -> dict[str, Any]:
     """The record of a new benchmark; refused when ``out`` already holds one."""
     if (out / METADATA_FILE).exists():
         raise ResultsError(f"results directory already used: {out} (pass --resume to continue it, or another --out)")

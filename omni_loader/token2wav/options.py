@@ -190,7 +190,7 @@ class LoadOptions:
     def argv(self) -> list[str]:
         """The options as the command line spells them (``--layout vllm-omni --device cpu ...``), every field
         (:func:`command_words`), so a command that starts another load (a stage server) passes them all."""
-        return command_words(LoadOptions, self.to_dict())
+        return command_words(type(self), self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoadOptions:
