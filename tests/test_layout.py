@@ -221,9 +221,9 @@ def test_each_packages_api_resolves_to_its_own_folder(package: str) -> None:
         assert all(f"``{f}/``" in module.__doc__ for f in FOLDERS), "the package docstring names every folder"
 
 
-def test_readme_layout_names_every_folder_and_module() -> None:
-    layout = (PACKAGE.parent / "README.md").read_text().split("## Layout", 1)[1]
+def test_docs_layout_names_every_folder_and_module() -> None:
+    layout = (PACKAGE.parent / "docs" / "development.md").read_text().split("## Layout", 1)[1]
     names = {module_name(p).rsplit(".", 1)[1] for p in PACKAGE.rglob("*.py") if module_name(p) != "omni_loader"}
     names = (names | {f"{f}/" for f in FOLDERS}) - {"__main__", *FOLDERS}
     missing = sorted(n for n in names if n not in layout)
-    assert not missing, f"README's layout section does not name: {missing}"
+    assert not missing, f"docs/development.md's layout section does not name: {missing}"
