@@ -77,8 +77,8 @@ class StartupSpec:
                                               f"it); repeatable; defaults: {', '.join(DEFAULT_PATTERNS)}")
 
     def __post_init__(self) -> None:
-        for key, option in (("baseline_cmd", "--baseline-cmd"), ("optimized_cmd", "--optimized-cmd")):
-            object.__setattr__(self, key, shlex.join(split_command(getattr(self, key), option)))
+        for key, flag_name in (("baseline_cmd", "--baseline-cmd"), ("optimized_cmd", "--optimized-cmd")):
+            object.__setattr__(self, key, shlex.join(split_command(getattr(self, key), flag_name)))
         health_address(self.health_url)
         if self.timeout_s <= 0 or self.grace_s < 0 or self.poll_interval_s <= 0:
             raise OmniLoaderError("serve-ab needs --timeout > 0, --grace >= 0 and a positive poll interval")
