@@ -242,6 +242,8 @@ def test_recursion_between_functions_ends(tmp_path: Path) -> None:
     "def f(model, names):\n    for n in names:\n        dict(model.named_children())\n",
     # next() on a lazy walk stops at the first item
     "def f(model, xs):\n    return [x.to(next(model.parameters()).device) for x in xs]\n",
+    # a loop that names no item repeats on purpose (warm-ups, steps): no per-item walk
+    "def f(model):\n    for _ in range(5):\n        model.state_dict()\n",
     # a model made anew every iteration
     "def f(configs):\n    for c in configs:\n        Model(c).state_dict()\n",
     "def f(configs):\n    for c in configs:\n        m = build(c)\n        m.state_dict()\n",
@@ -289,6 +291,12 @@ def test_left_after_an_inner_loop_but_walked_per_outer_iteration(tmp_path: Path)
     """
     [f] = found(tmp_path, code)
     assert f.loop_line == line_of(code, "# outer")
+
+
+def test_a_repeat_loop_inside_a_loop_over_items_is_looked_through(tmp_path: Path) -> None:
+    code = "def f(model, names):\n    for n in names:\n        for _ in range(3):\n            model.state_dict()\n"
+    [f] = found(tmp_path, code)
+    assert (f.loop_line, f.loop_kind) == (2, "for")
 
 
 def test_a_loop_left_after_the_call_is_once_per_call(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ def cmd_source_audit(args: argparse.Namespace) -> int:
     if args.visit_cost is not None and not args.visit_cost > 0:
         raise OmniLoaderError(f"--visit-cost must be a positive number of seconds, not {args.visit_cost}")
     size = tree_size(args.modules, args.items, args.like)  # a bad --like is said before the sources are read
-    audit = scan_sources(args.source)
+    audit = scan_sources(args.source, args.exclude)
     findings = list(audit.findings)
     if size is not None and findings:
         cost = (VisitCost(args.visit_cost, "given (--visit-cost)") if args.visit_cost
@@ -130,8 +130,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.source:
         return cmd_source_audit(args)
     given = [f"--{k.replace('_', '-')}" for k in SOURCE_PRICING if getattr(args, k) is not None]
-    if given or args.unresolved:
-        raise OmniLoaderError(f"{(given or ['--unresolved'])[0]} belongs to a source audit: give --source PATH")
+    given += ["--unresolved"] * args.unresolved + ["--exclude"] * bool(args.exclude)
+    if given:
+        raise OmniLoaderError(f"{given[0]} belongs to a source audit: give --source PATH")
     from ..sweep.audit import architectures, audit, audit_markdown, write_audit
 
 
@@ -197,6 +198,8 @@ def add_command(sub: Any) -> None:
     g = p.add_argument_group("source audit", "whole-tree module walks inside loops, read from source (rule OL001); "
                              "exit 1 on a finding")
     g.add_argument("--source", nargs="+", metavar="PATH", help="Python files or folders to audit (nothing is run)")
+    g.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out files whose path or name matches (repeatable), e.g. '*/testing/*'")
     g.add_argument("--format", choices=("text", "json", "sarif"), default="text",
                    help="text (path:line: OL001 message), json or sarif (2.1.0)")
     g.add_argument("--modules", type=int, metavar="N", help="price each finding for a tree of N modules...")

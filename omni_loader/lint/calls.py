@@ -202,7 +202,7 @@ class Index:
         for loop in reversed(site.loops):
             if names & loop.varying:
                 return EXEMPT
-            if not loop.leaves:
+            if not loop.leaves and loop.kind != "repeat":
                 return loop
         return ONCE
 

@@ -29,7 +29,7 @@ class LoopRef:
     """A loop around a site: where it is, what varies in it, and whether the site's statement leaves it."""
 
     line: int
-    kind: str  # for, while, comprehension
+    kind: str  # for, while, comprehension, repeat (``for _ in range(k)``: not a finding's loop)
     varying: frozenset[str]
     leaves: bool = False  # the loop is surely left right after the site runs: once per loop, not per item
 
@@ -262,7 +262,7 @@ class _Visitor:
             self.file.klass(s, self.scope)
         elif isinstance(s, (ast.For, ast.AsyncFor)):
             self.expr(s.iter, loops, s, "iter")  # the iterable is evaluated once, outside the loop
-            self.block(s.body, (*loops, (s, "for", loop_varying(s))))
+            self.block(s.body, (*loops, (s, "repeat" if repeats(s) else "for", loop_varying(s))))
             self.block(s.orelse, loops)
         elif isinstance(s, ast.While):
             inner = (*loops, (s, "while", loop_varying(s)))
@@ -351,6 +351,13 @@ class _Visitor:
         if base in ("super()", self.self_name, "cls") or head in self.file.classes or self.file.wanted(base):
             return ("attr", base, func.attr)
         return ("attr", "", func.attr) if in_loop else ()
+
+
+def repeats(loop: ast.For | ast.AsyncFor) -> bool:
+    """``for _ in range(k):``: a loop that names no item repeats its body on purpose (warm-ups, training
+    steps, retries); a walk in it is walked again by design, not once per item of anything."""
+    return (isinstance(loop.target, ast.Name) and loop.target.id.startswith("_") and isinstance(loop.iter, ast.Call)
+            and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "range")
 
 
 def _enclosing_self(scope: Scope) -> str | None:

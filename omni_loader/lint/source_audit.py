@@ -42,10 +42,11 @@ class SourceAudit:
         return "; ".join(parts)
 
 
-def scan_sources(paths: Iterable[str | Path]) -> SourceAudit:
-    """Audit the Python files under ``paths`` (files or folders; nothing is imported or run)."""
+def scan_sources(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> SourceAudit:
+    """Audit the Python files under ``paths`` (files or folders; nothing is imported or run), less the files
+    an ``exclude`` glob matches (``*/testing/*``)."""
     start = time.perf_counter()
-    files = read_sources(paths)
+    files = read_sources(paths, exclude)
     index = Index(files)
     findings, unresolved = index.run()
     return SourceAudit(tuple(findings), tuple(unresolved), len(files),
@@ -54,13 +55,13 @@ def scan_sources(paths: Iterable[str | Path]) -> SourceAudit:
 
 def audit_sources(paths: Sequence[str | Path] | str | Path, *, modules: int | None = None,
                   items: int | None = None, like: str | None = None, seconds_per_visit: float | None = None,
-                  results: str | Path | None = None) -> list[Finding]:
+                  results: str | Path | None = None, exclude: Sequence[str] = ()) -> list[Finding]:
     """The findings of the Python files under ``paths``, priced when a tree is given (``modules`` and
     ``items``, or ``like='token2wav'`` or a transformers model type); ``seconds_per_visit`` fixes the
     per-module-visit cost, else it comes from ``results`` (a saved sweep), the cache or a quick sweep."""
     from .price import VisitCost, price_findings, tree_size, visit_cost
 
-    found = list(scan_sources([paths] if isinstance(paths, (str, Path)) else paths).findings)
+    found = list(scan_sources([paths] if isinstance(paths, (str, Path)) else paths, exclude).findings)
     size = tree_size(modules, items, like)
     if size is None or not found:
         return found

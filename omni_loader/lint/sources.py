@@ -12,10 +12,11 @@ audit that skipped it would report "nothing found" for code it never read.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 import tokenize
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,8 +44,15 @@ class SourceFile:
     scan: FileScan
 
 
-def expand(paths: Iterable[str | Path]) -> list[Path]:
-    """Files named, and every ``*.py`` below folders named (hidden folders and ``__pycache__`` skipped)."""
+def excluded(path: Path, patterns: Sequence[str]) -> bool:
+    """Does a glob of ``patterns`` match ``path`` (``*/testing/*``, ``py312_*.py``: the path or its name)?"""
+    text = path.as_posix()
+    return any(fnmatch.fnmatch(text, p) or fnmatch.fnmatch(path.name, p) for p in patterns)
+
+
+def expand(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> list[Path]:
+    """Files named, and every ``*.py`` below folders named (hidden folders and ``__pycache__`` skipped), less
+    those an ``exclude`` glob matches."""
     out: dict[Path, Path] = {}
     for given in paths:
         path = Path(given)
@@ -56,7 +64,8 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
         else:
             files = [path]
         for f in files:
-            out.setdefault(f.resolve(), f)
+            if not excluded(f, exclude):
+                out.setdefault(f.resolve(), f)
     return list(out.values())
 
 
@@ -116,9 +125,9 @@ def parse(path: Path) -> tuple[str, ast.Module]:
         raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def read_sources(paths: Iterable[str | Path]) -> list[SourceFile]:
-    """Every file under ``paths`` parsed, scanned and reduced (the syntax trees are dropped)."""
-    files = expand(paths)
+def read_sources(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> list[SourceFile]:
+    """Every file under ``paths`` (less ``exclude`` globs) parsed, scanned and reduced (the trees are dropped)."""
+    files = expand(paths, exclude)
     names = [module_name(f) for f in files]
     tops = {n.split(".")[0] for n, _ in names}
     out = []
