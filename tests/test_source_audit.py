@@ -242,6 +242,14 @@ def test_recursion_between_functions_ends(tmp_path: Path) -> None:
     "def f(model, names):\n    for n in names:\n        dict(model.named_children())\n",
     # next() on a lazy walk stops at the first item
     "def f(model, xs):\n    return [x.to(next(model.parameters()).device) for x in xs]\n",
+    # a result kept on first need: walked once
+    "def f(model, names):\n    sd = None\n    for n in names:\n        if sd is None:\n            sd = model.state_dict()\n"
+    "        print(sd[n])\n",
+    # a parameter left at its default (None) is no tree
+    "def g(model, extra=None):\n    if extra is not None:\n        extra.state_dict()\n    return model\n\n"
+    "def f(model, names):\n    for n in names:\n        g(n)\n",
+    # an optimizer's state_dict() walks no module tree
+    "def f(self, ranks):\n    for r in ranks:\n        self.optimizer.state_dict()\n",
     # a loop that names no item repeats on purpose (warm-ups, steps): no per-item walk
     "def f(model):\n    for _ in range(5):\n        model.state_dict()\n",
     # a model made anew every iteration

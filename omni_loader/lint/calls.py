@@ -141,7 +141,8 @@ class Index:
 
     @staticmethod
     def bind(roots: frozenset[str], callee: Scope, first: frozenset[str] | None, site: Site) -> frozenset[str]:
-        """The callee-side roots of a walk's receiver, said in the caller's names through the call's arguments."""
+        """The callee-side roots of a walk's receiver, said in the caller's names through the call's arguments.
+        Empty when the receiver is a parameter left at its default or given a literal (``None``): no tree."""
         bound: dict[str, frozenset[str]] = {}
         offset = 0
         if first is not None and callee.params:
@@ -155,9 +156,9 @@ class Index:
         out: set[str] = set()
         for r in roots:
             if r in bound:
-                out |= bound[r] or {GLOBAL}  # an argument with no names in it (a literal): the same each call
+                out |= bound[r]  # a literal argument adds nothing
             elif r in callee.params:
-                out |= site.spread or {GLOBAL}  # passed through *args/**kwargs, or left at its default
+                out |= site.spread  # passed through *args/**kwargs, or left at its default (None, mostly)
             else:
                 out.add(r)  # GLOBAL, or a name a nested function reads from the caller's own scope
         return frozenset(out)
@@ -233,8 +234,9 @@ class Index:
                         self.loose.append((file, scope, site))
                     continue
                 callee, cfile, first = target
-                candidates = [Entry(e.origin, (callee.qualname, *e.chain), self.bind(e.roots, callee, first, site))
-                              for e in self.summary(callee, cfile, depth + 1)]
+                candidates = [Entry(e.origin, (callee.qualname, *e.chain), roots)
+                              for e in self.summary(callee, cfile, depth + 1)
+                              if (roots := self.bind(e.roots, callee, first, site))]
             for entry in candidates:
                 decision = self.decide(scope, site, entry.roots)
                 if decision == EXEMPT:

@@ -93,7 +93,10 @@ def _start(stmt: ast.stmt, where: str) -> set[str]:
 
 
 def leaves_loop(loop: ast.AST, stmt: ast.stmt, where: str, parents: Parents) -> bool:
-    """True when, once the walk in ``stmt`` is evaluated, ``loop`` is surely left before its next iteration."""
+    """True when, once the walk in ``stmt`` is evaluated, ``loop`` is surely left before its next iteration,
+    or the walk's result is kept and the walk guarded by ``if kept is None`` (:func:`cached_once`)."""
+    if cached_once(stmt, loop, parents):
+        return True
     outcomes = _start(stmt, where)
     node: ast.AST = stmt
     while True:
@@ -109,3 +112,31 @@ def leaves_loop(loop: ast.AST, stmt: ast.stmt, where: str, parents: Parents) -> 
         if isinstance(owner, LOOPS) and block is owner.body:  # an inner loop: break/continue stay inside it
             outcomes = {o if o == "exit" else "through" for o in outcomes}
         node = owner
+
+
+def _none_test(test: ast.AST, name: str) -> bool:
+    """``name is None``, ``not name`` (alone or in an ``and``/``or``)."""
+    if isinstance(test, ast.BoolOp):
+        return any(_none_test(v, name) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return isinstance(test.operand, ast.Name) and test.operand.id == name
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == name
+            and isinstance(test.ops[0], (ast.Is, ast.Eq)) and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None)
+
+
+def cached_once(stmt: ast.stmt, loop: ast.AST, parents: Parents) -> bool:
+    """``if sd is None: sd = model.state_dict()`` inside the loop: a walk made on first need and kept, once."""
+    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        return False
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    names = {t.id for t in targets if isinstance(t, ast.Name)}
+    node: ast.AST = stmt
+    while id(node) in parents:
+        owner, block, _ = parents[id(node)]
+        if owner is None or owner is loop:
+            return False
+        if isinstance(owner, ast.If) and block is owner.body and any(_none_test(owner.test, n) for n in names):
+            return True
+        node = owner
+    return False

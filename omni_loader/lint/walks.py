@@ -17,6 +17,7 @@ that stays the same across iterations.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 # method -> the positional index of its ``recurse`` argument (None: it has none)
@@ -33,6 +34,9 @@ PATH_METHODS = frozenset({"get_submodule"})  # walk from the root along a dotted
 PATH_FUNCTIONS = frozenset({"get_module_by_name"})
 WRAPPERS = frozenset({"dict", "list", "set", "tuple"})  # dict(model.named_modules()) is one walk, said whole
 
+# state_dict() is not only a module's: an optimizer, a scheduler, a grad scaler, a sampler or data loader, a
+# tokenizer or processor has one too, which walks no module tree. A receiver named like one is left out.
+NOT_MODULES = re.compile(r"optim|sched|scaler|sampler|loader|tokenizer|processor", re.IGNORECASE)
 FRESH = "<fresh>"  # a receiver made anew where it is used (a constructor call): not the same tree again
 GLOBAL = "<global>"  # a receiver that is the same on every call of the function (a module-level name)
 # calls that hand back (part of) their argument rather than a new object: their roots are their arguments'
@@ -83,8 +87,17 @@ def match_walk(call: ast.Call) -> Walk | None:
     if name in PATH_METHODS:
         return Walk(call, name, call.func.value)
     if name in WALK_METHODS and not _recurse_false(call, WALK_METHODS[name]):
+        if name == "state_dict" and NOT_MODULES.search(final_name(call.func.value)):
+            return None
         return Walk(call, name, call.func.value)
     return None
+
+
+def final_name(node: ast.AST) -> str:
+    """The last name a receiver is reached by: ``self.optim`` -> optim, ``opts[i]`` -> opts, ``get_x()`` -> get_x."""
+    while isinstance(node, (ast.Subscript, ast.Call)):
+        node = node.value if isinstance(node, ast.Subscript) else node.func
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
 
 
 LAZY = frozenset(WALK_METHODS) - {"state_dict"}  # generators: next() on one visits the first module only
