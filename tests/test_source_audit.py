@@ -245,6 +245,8 @@ def test_recursion_between_functions_ends(tmp_path: Path) -> None:
     # a result kept on first need: walked once
     "def f(model, names):\n    sd = None\n    for n in names:\n        if sd is None:\n            sd = model.state_dict()\n"
     "        print(sd[n])\n",
+    "class C:\n    def sd(self):\n        if self._sd is None:\n            self._sd = self.state_dict()\n"
+    "        return self._sd\n\n    def load(self, names):\n        return [self.sd()[n] for n in names]\n",
     # a parameter left at its default (None) is no tree
     "def g(model, extra=None):\n    if extra is not None:\n        extra.state_dict()\n    return model\n\n"
     "def f(model, names):\n    for n in names:\n        g(n)\n",

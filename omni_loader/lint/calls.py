@@ -227,6 +227,8 @@ class Index:
         for site in scope.sites:
             if site.walk:
                 candidates = [Entry((file, scope, site), (), site.receiver)]
+                if site.kept and not site.loops:
+                    continue  # walked once for the object and kept: not once per call
             else:
                 target = self.resolve(file, scope, site)
                 if target is None:

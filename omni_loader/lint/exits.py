@@ -94,8 +94,8 @@ def _start(stmt: ast.stmt, where: str) -> set[str]:
 
 def leaves_loop(loop: ast.AST, stmt: ast.stmt, where: str, parents: Parents) -> bool:
     """True when, once the walk in ``stmt`` is evaluated, ``loop`` is surely left before its next iteration,
-    or the walk's result is kept and the walk guarded by ``if kept is None`` (:func:`cached_once`)."""
-    if cached_once(stmt, loop, parents):
+    or the walk's result is kept and the walk guarded by ``if kept is None`` (:func:`cache_guard`)."""
+    if cache_guard(stmt, parents, stop=loop) is not None:
         return True
     outcomes = _start(stmt, where)
     node: ast.AST = stmt
@@ -114,29 +114,37 @@ def leaves_loop(loop: ast.AST, stmt: ast.stmt, where: str, parents: Parents) -> 
         node = owner
 
 
-def _none_test(test: ast.AST, name: str) -> bool:
-    """``name is None``, ``not name`` (alone or in an ``and``/``or``)."""
+def _none_test(test: ast.AST, target: str) -> bool:
+    """``target is None``, ``not target`` (alone or in an ``and``/``or``); ``target`` as written (``self._sd``)."""
     if isinstance(test, ast.BoolOp):
-        return any(_none_test(v, name) for v in test.values)
+        return any(_none_test(v, target) for v in test.values)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return isinstance(test.operand, ast.Name) and test.operand.id == name
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == name
+        return ast.unparse(test.operand) == target
+    return (isinstance(test, ast.Compare) and ast.unparse(test.left) == target
             and isinstance(test.ops[0], (ast.Is, ast.Eq)) and isinstance(test.comparators[0], ast.Constant)
             and test.comparators[0].value is None)
 
 
-def cached_once(stmt: ast.stmt, loop: ast.AST, parents: Parents) -> bool:
-    """``if sd is None: sd = model.state_dict()`` inside the loop: a walk made on first need and kept, once."""
+def cache_guard(stmt: ast.stmt, parents: Parents, stop: ast.AST | None = None) -> ast.AST | None:
+    """The ``if kept is None:`` (below ``stop``) that guards ``kept = model.state_dict()``: a walk made on first
+    need and kept. None when ``stmt`` assigns no name or attribute, or nothing guards it."""
     if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-        return False
+        return None
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-    names = {t.id for t in targets if isinstance(t, ast.Name)}
+    kept = {ast.unparse(t) for t in targets if isinstance(t, (ast.Name, ast.Attribute))}
     node: ast.AST = stmt
-    while id(node) in parents:
+    while kept and id(node) in parents:
         owner, block, _ = parents[id(node)]
-        if owner is None or owner is loop:
-            return False
-        if isinstance(owner, ast.If) and block is owner.body and any(_none_test(owner.test, n) for n in names):
-            return True
+        if owner is None or owner is stop:
+            return None
+        if isinstance(owner, ast.If) and block is owner.body and any(_none_test(owner.test, k) for k in kept):
+            return owner
         node = owner
-    return False
+    return None
+
+
+def kept_on_the_object(stmt: ast.stmt, parents: Parents) -> bool:
+    """``if self._sd is None: self._sd = self.state_dict()``: walked once for the object, not once per call."""
+    return (cache_guard(stmt, parents) is not None and isinstance(stmt, (ast.Assign, ast.AnnAssign))
+            and all(isinstance(t, ast.Attribute) for t in (stmt.targets if isinstance(stmt, ast.Assign)
+                                                           else [stmt.target])))

@@ -18,7 +18,7 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
-from .exits import DEFS, leaves_loop, parent_map
+from .exits import DEFS, kept_on_the_object, leaves_loop, parent_map
 from .walks import Walk, first_only, match_walk, names_in, roots, walk_text, wrapped_walk
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -44,6 +44,7 @@ class Site:
     text: str  # the walk (or the call's callee) as written
     walk: str = ""  # the walk's method; '' for a call
     partial: bool = False
+    kept: bool = False  # a walk kept on the object on first need (if self._sd is None: ...): not once per call
     receiver: frozenset[str] = frozenset()  # a walk's receiver roots; a method call's receiver roots
     callee: tuple[str, ...] = ()  # ('name', f) | ('attr', base dotted name or '', attr)
     args: tuple[frozenset[str] | None, ...] = ()  # roots of each positional argument (None: starred)
@@ -327,6 +328,7 @@ class _Visitor:
         if walk is not None:
             self.scope.sites.append(Site(n.lineno, n.col_offset, self.loop_refs(loops, stmt, where), walk_text(n),
                                          walk=walk.method, partial=walk.partial,
+                                         kept=kept_on_the_object(stmt, self.parents),
                                          receiver=roots(walk.receiver, self.self_name)))
             return
         callee = self.callee(n.func, bool(loops))
