@@ -45,21 +45,23 @@ def render(timeline: Timeline, min_gap: float) -> list[str]:
 def write_outputs(timelines: list[Timeline], out: str | Path, min_gap: float) -> list[Path]:
     """``timeline.csv``, ``timeline.json`` and one chart per log (``gantt.png``, ``.svg`` and the ``.csv`` of its
     values; ``gantt-1-<log>.png``... for several logs)."""
+    from ..reporting.figures import figure_files
+    from ..results.safe_files import ensure_dir, open_file, refuse_links, write_text
     from ..startup.timeline_plot import write_gantt
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_dir(out)  # a linked folder is refused, never written into
+    stems = ["gantt" if len(timelines) == 1 else f"gantt-{i}-{Path(t.log).stem}" for i, t in enumerate(timelines, 1)]
+    refuse_links(out, ["timeline.csv", "timeline.json", *(name for stem in stems for name in figure_files(stem))])
     table = out / "timeline.csv"
-    with table.open("w", newline="") as fh:
+    with open_file(table, "w", newline="") as fh:  # never through a link (omni_loader.results.safe_files)
         writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS)
         writer.writeheader()
         for timeline in timelines:
             writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in timeline.rows())
     document = out / "timeline.json"
-    document.write_text(json.dumps({"timelines": [t.to_dict(min_gap) for t in timelines]}, indent=1) + "\n")
+    write_text(document, json.dumps({"timelines": [t.to_dict(min_gap) for t in timelines]}, indent=1) + "\n")
     written = [table, document]
-    for i, timeline in enumerate(timelines, 1):
-        stem = "gantt" if len(timelines) == 1 else f"gantt-{i}-{Path(timeline.log).stem}"
+    for stem, timeline in zip(stems, timelines):
         written += write_gantt(timeline, out, stem, min_gap=min_gap)
     return written
 

@@ -323,8 +323,14 @@ def write_plot(result: SideBySide, directory: str | os.PathLike[str]) -> list[Pa
 
 def write_compare(result: SideBySide, out: str | os.PathLike[str]) -> list[Path]:
     """Every form under ``out``: compare.md (with the plot), compare.csv, against.csv, compare.json, plots/."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    from ..reporting.figures import figure_files
+    from ..results.safe_files import ensure_dir, refuse_links, write_text
+
+    out = ensure_dir(out)  # a linked folder is refused, never written into
+    names = ["compare.md", "compare.csv", "compare.json", "against.csv"]
+    refuse_links(out, [*names, "plots"])  # every file checked before the first byte is written
+    if (out / "plots").is_dir():
+        refuse_links(out / "plots", figure_files(PLOT_STEM))
     plots = write_plot(result, out / "plots")
     png = next((p for p in plots if p.suffix == ".png"), None)
     files = {"compare.md": render_markdown(result, png.relative_to(out).as_posix() if png else None),
@@ -333,7 +339,7 @@ def write_compare(result: SideBySide, out: str | os.PathLike[str]) -> list[Path]
         files["against.csv"] = render_csv(result, "against")
     written = []
     for name, text in files.items():
-        (out / name).write_text(text if text.endswith("\n") else text + "\n")
+        write_text(out / name, text if text.endswith("\n") else text + "\n")
         written.append(out / name)
     return written + plots
 

@@ -97,10 +97,13 @@ def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
     unknown = sorted(set(parameters) - set(declared))
     if unknown:
         raise OmniLoaderError(f"{source.name} has no parameter {unknown[0]!r} (it declares: {', '.join(declared)})")
+    from ..results.safe_files import ensure_dir, replaced
+
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    pm.execute_notebook(str(source), str(output), parameters=parameters, kernel_name=kernel,
-                        cwd=str(cwd or source.parent), progress_bar=False, execution_timeout=timeout)
+    ensure_dir(output.parent)
+    with replaced(output) as tmp:  # papermill writes by name: a new file, renamed into place (never through a link)
+        pm.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=kernel,
+                            cwd=str(cwd or source.parent), progress_bar=False, execution_timeout=timeout)
     return sign(output)
 
 

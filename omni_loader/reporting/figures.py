@@ -71,14 +71,20 @@ def tick_labels(fig: Figure) -> list[str]:
 
 def write_figure(fig: Figure, directory: str | Path, stem: str) -> list[Path]:
     """``<stem>.png``, ``<stem>.svg`` and ``<stem>.csv`` (the values drawn: :func:`figure_data`) under ``directory``."""
-    from ..results.safe_files import ensure_dir, open_file
+    from ..results.safe_files import ensure_dir, open_file, refuse_links
 
     directory = ensure_dir(directory)  # a symlinked plots/ is refused in one line, never written through
+    refuse_links(directory, figure_files(stem))  # every file checked before the first is written
     paths = [directory / f"{stem}.png", directory / f"{stem}.svg"]
     for p in paths:
         with open_file(p, "w", binary=True) as fh:  # never through a link
             fig.savefig(fh, format=p.suffix[1:], dpi=PNG_DPI if p.suffix == ".png" else None, bbox_inches="tight")
     return [*paths, write_figure_data(fig, directory / f"{stem}.csv")]
+
+
+def figure_files(stem: str) -> tuple[str, ...]:
+    """The names :func:`write_figure` writes for ``stem``: a writer checks them all before it writes one."""
+    return tuple(f"{stem}{suffix}" for suffix in (".png", ".svg", ".csv"))
 
 
 def write_figure_data(fig: Figure, path: Path) -> Path:

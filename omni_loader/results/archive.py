@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from ..errors import ResultsError
 from .suite import METADATA_FILE, read_metadata
 from .rows import RUNS_FILE
-from .safe_files import refuse_links
+from .safe_files import ensure_dir, refuse_links, replaced
 
 FORMATS = {"tar.gz": (".tar.gz", ".tgz"), "zip": (".zip",)}
 # What an archive holds: the two files the statistics come from, and what was rendered from them.
@@ -83,15 +83,12 @@ def pack(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     out = Path(out) if out is not None else directory.parent / f"{directory.name}{FORMATS[fmt][0]}"
     if archive_format(out) != fmt:
         raise ResultsError(f"{out}: a {fmt} archive's name must end in {' or '.join(FORMATS[fmt])}")
-    if out.exists() and not overwrite:
+    if os.path.lexists(out) and not overwrite:
         raise ResultsError(f"{out} already exists (pass --force to replace it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    ensure_dir(out.parent)
     folder = directory.name
     files = packed_files(directory)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with replaced(out) as tmp:  # a new file renamed into place: a link at ``out`` is refused, never written through
         if fmt == "zip":
             with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
                 for rel in files:
@@ -100,9 +97,6 @@ def pack(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None =
             with tarfile.open(tmp, "w:gz") as tf:
                 for rel in files:
                     tf.add(directory / rel, arcname=f"{folder}/{rel.as_posix()}", recursive=False, filter=_anonymous)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out
 
 

@@ -22,7 +22,7 @@ from .lock import describe_holder, lock_holder
 from .rows import REJECTED_FILE, RUNS_FILE
 from .row_checks import (Finding, check_rows, csv_records, rows_frame, run_ids_text, plan_entries, read_lines,
                          planned_runs)
-from .safe_files import link_refusal, open_file
+from .safe_files import open_file, refuse_link
 from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmark, benchmarks, read_metadata, resumed
 
 
@@ -245,8 +245,7 @@ def set_aside_rejected(check: ResultsCheck) -> int:
     if not check.rejected_lines:
         return 0
     path = check.directory / RUNS_FILE
-    if path.is_symlink():
-        raise link_refusal(path)
+    refuse_link(path)
     records = csv_records(path.read_bytes().decode("utf-8", errors="replace"))
     rejected = set(check.rejected_lines)
     keep = [r for n, r in enumerate(records, start=1) if n not in rejected]

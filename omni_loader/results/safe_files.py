@@ -1,10 +1,15 @@
-"""Files of a results directory opened for writing without following links.
+"""Every file the kit writes is opened here: in place, never through a link, checked before the first byte.
 
-Why: a results directory is shared, copied and unpacked by hand, and a link planted in it
-(``report.md -> ~/.bashrc``, ``runs.csv -> /etc/passwd``, ``plots -> /``) would make the kit
-write through it: as root, into any file. Every writer of a results directory (runs.csv,
-metadata.json, writer.lock, report.md, plots/) opens its files here: ``O_NOFOLLOW``, a regular
-file only (a FIFO would hang an open), and a refusal is one line naming the file.
+Why: a results directory (or any ``--out`` folder) is shared, copied and unpacked by hand, and a link
+planted in it (``report.md -> ~/.bashrc``, ``runs.csv -> /etc/passwd``, ``plots -> /``) would make the
+kit write through it: as root, into any file. A *hard* link is the same danger without the arrow:
+``report.md`` that is another name of ``~/.bashrc`` is that file. So every writer (runs.csv,
+metadata.json, writer.lock, report.md, plots/, compare's, timeline's, pack's, the sweeps' and the
+notebooks' outputs) opens its files here: ``O_NOFOLLOW`` (no symbolic link), a regular file only (a
+FIFO would hang an open), a file with one name only (``st_nlink`` 1: no hard link), all checked on the
+open descriptor before it is truncated or written; folders are made by :func:`ensure_dir` (never a
+link). A refusal is one line naming the file. A whole file written by a library that wants a path
+(papermill, an archive) is written to a new file beside it and renamed into place (:func:`replaced`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,7 +27,7 @@ from ..errors import ResultsError
 
 # Open modes as os.open flags (always O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK: see _open_fd).
 _FLAGS = {
-    "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+    "w": os.O_WRONLY | os.O_CREAT,  # truncated once the descriptor is checked (see open_fd), never before
     "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
     "r+": os.O_RDWR | os.O_CREAT,
     "a+": os.O_RDWR | os.O_CREAT | os.O_APPEND,
@@ -40,18 +48,36 @@ def link_refusal(path: str | os.PathLike[str], why: str = WRITES_IN_PLACE) -> Re
     return ResultsError(f"{path} is a symbolic link{target}: {why}")
 
 
+def hard_link_refusal(path: str | os.PathLike[str], names: int, why: str = WRITES_IN_PLACE) -> ResultsError:
+    """The one-line error for a file that has other names (a hard link): writing it writes them all."""
+    return ResultsError(f"{path} is a hard link (one of {names} names of one file, the others outside the kit's "
+                        f"reach): {why}")
+
+
+def refuse_link(path: str | os.PathLike[str], why: str = WRITES_IN_PLACE) -> None:
+    """Refuse (one line, ending in ``why``) if ``path`` is a symbolic link, or a file with more than one name."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise link_refusal(path, why)
+    if not stat.S_ISDIR(info.st_mode) and info.st_nlink > 1:
+        raise hard_link_refusal(path, info.st_nlink, why)
+
+
 def refuse_links(directory: str | os.PathLike[str], names: Any, why: str = WRITES_IN_PLACE) -> None:
-    """Refuse (one line, ending in ``why``) if any of ``names`` in ``directory`` is a symbolic link."""
+    """Refuse (one line, ending in ``why``) if any of ``names`` in ``directory`` is a link (symbolic or hard)."""
     for name in names:
-        path = Path(directory) / name
-        if path.is_symlink():
-            raise link_refusal(path, why)
+        refuse_link(Path(directory) / name, why)
 
 
 def open_fd(path: str | os.PathLike[str], mode: str = "w", perms: int = 0o644) -> int:
     """An OS file descriptor of ``path`` opened for writing (``w``, ``a``, ``r+``, ``a+``), never through a link.
 
-    A link, a directory, a FIFO or a device where a regular file belongs is refused in one line.
+    A symbolic link, a hard link (a file with another name), a directory, a FIFO or a device where a
+    regular file belongs is refused in one line, before a byte is written or truncated (``w`` truncates
+    only after the descriptor is checked).
     """
     path = Path(path)
     flags = _FLAGS[mode] | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # O_NONBLOCK: a planted FIFO cannot hang us
@@ -69,6 +95,11 @@ def open_fd(path: str | os.PathLike[str], mode: str = "w", perms: int = 0o644) -
         os.close(fd)
         raise ResultsError(f"{path} is not a regular file: a results directory's {path.name} must be one; remove it "
                            "and run again")
+    if info.st_nlink > 1:
+        os.close(fd)
+        raise hard_link_refusal(path, info.st_nlink)
+    if mode == "w":
+        os.ftruncate(fd, 0)
     os.set_blocking(fd, True)
     return fd
 
@@ -86,11 +117,39 @@ def open_file(path: str | os.PathLike[str], mode: str = "w", *, binary: bool = F
         raise
 
 
-def write_text(path: str | os.PathLike[str], text: str) -> Path:
+def write_text(path: str | os.PathLike[str], text: str, newline: str | None = None) -> Path:
     """Write ``text`` to ``path`` (created or truncated), never through a link."""
-    with open_file(path, "w") as fh:
+    with open_file(path, "w", newline=newline) as fh:
         fh.write(text)
     return Path(path)
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` (created or truncated), never through a link."""
+    with open_file(path, "w", binary=True) as fh:
+        fh.write(data)
+    return Path(path)
+
+
+@contextmanager
+def replaced(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A new, empty file beside ``path`` for a library that writes by name; renamed onto ``path`` when the block
+    ends without an error (removed otherwise). ``path`` itself is checked first: a link there is refused, and
+    the rename replaces the name, never writes through it."""
+    path = Path(path)
+    refuse_link(path)
+    if path.is_dir():
+        raise ResultsError(f"{path} is a folder: remove it or name a file, and run again")
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # O_EXCL: a new file
+    os.close(fd)
+    tmp = Path(name)
+    os.chmod(tmp, 0o644)  # as open_fd makes a file (mkstemp's is 0600)
+    try:
+        yield tmp
+        refuse_link(path)  # planted meanwhile: still never replaced by a rename that would hide it
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def ensure_dir(path: str | os.PathLike[str]) -> Path:

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import ResultsError
 from .rows import REJECTED_FILE
-from .safe_files import link_refusal, write_text
+from .safe_files import refuse_link, write_text
 
 SCHEMA_VERSION = 3
 # Versions this kit reads. Version 1 lacks the per-phase counters and the per-run stamps; read, they
@@ -49,8 +49,7 @@ def write_metadata(directory: str | os.PathLike[str], metadata: dict[str, Any]) 
     directory.mkdir(parents=True, exist_ok=True)
     record = {"schema_version": SCHEMA_VERSION, **{k: v for k, v in metadata.items() if k != "schema_version"}}
     path = directory / METADATA_FILE
-    if path.is_symlink():  # replacing it would not write through it, but it names a file elsewhere: refused
-        raise link_refusal(path)
+    refuse_link(path)  # replacing it would not write through it, but it names a file elsewhere: refused
     tmp = path.with_suffix(".json.tmp")
     write_text(tmp, json.dumps(record, indent=2, default=str))  # never through a link
     os.replace(tmp, path)

@@ -315,16 +315,21 @@ def fits_record(result: SweepResult) -> dict[str, Any]:
 
 def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
     """Write traversal.csv, fits.csv, fits.json and the plots (PNG and SVG, wall and CPU) into ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from ..results.safe_files import ensure_dir, open_file, refuse_links, write_text
+
+    out = ensure_dir(out_dir)  # a linked folder is refused, never written into
     files = {key: out / name for key, name in FILES.items()}
-    result.rows.to_csv(files["rows"], index=False)
-    result.fits_frame().to_csv(files["fits_csv"], index=False)
-    files["fits_json"].write_text(json.dumps(fits_record(result), indent=2, default=str))
+    refuse_links(out, FILES.values())  # every file checked before the first byte is written
+    with open_file(files["rows"], "w", newline="") as fh:  # never through a link (omni_loader.results.safe_files)
+        result.rows.to_csv(fh, index=False)
+    with open_file(files["fits_csv"], "w", newline="") as fh:
+        result.fits_frame().to_csv(fh, index=False)
+    write_text(files["fits_json"], json.dumps(fits_record(result), indent=2, default=str))
     for clock, png, svg in (("wall", "plot_png", "plot_svg"), ("cpu", "plot_cpu_png", "plot_cpu_svg")):
         fig = plot_sweep(result.rows, result.fits_for(clock), clock)
-        fig.savefig(files[png], dpi=110)
-        fig.savefig(files[svg])
+        for key, dpi in ((png, 110), (svg, None)):
+            with open_file(files[key], "w", binary=True) as fh:
+                fig.savefig(fh, format=files[key].suffix[1:], dpi=dpi)
     return files
 
 
