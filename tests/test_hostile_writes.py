@@ -9,6 +9,7 @@ Results directories are written by hand here (no model is loaded): these tests r
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from omni_loader.cli import main
 from omni_loader.errors import ResultsError
+from omni_loader.results.integrity import check_results
 from omni_loader.results.lock import LOCK_FILE, writer_lock
 from omni_loader.results.rows import RUNS_FILE, append_rows
 from omni_loader.results.suite import METADATA_FILE, write_metadata
@@ -209,3 +211,120 @@ def test_the_writers_still_write_in_place(tmp_path, capsys, one_figure):
     assert oct((tmp_path / "sent" / "res.tar.gz").stat().st_mode & 0o777) == "0o644"
     _audit(tmp_path, capsys)
     assert (tmp_path / "audit" / "audit.md").is_file()
+
+
+# --------------------------------------------------------------------------- lost results
+
+
+def test_a_runs_csv_replaced_while_a_benchmark_runs_is_noticed_and_its_rows_refused(tmp_path, capsys, one_figure):
+    from omni_loader.results.lifecycle import recording
+    from omni_loader.results.metadata import now_iso
+
+    def now(rows):
+        return [{**row, "run_started": now_iso(precise=True), "run_ended": now_iso(precise=True)} for row in rows]
+
+    other = _results(tmp_path / "other")  # an earlier benchmark of the same plan: its rows match it
+    out = tmp_path / "res"
+    with writer_lock(out):
+        with pytest.raises(ResultsError) as exc:
+            with recording(out, "load", _record(status="running", started_at=now_iso())) as rec:
+                rec.ran(now(_rows(0)))
+                os.replace(other / RUNS_FILE, out / RUNS_FILE)  # the other benchmark's runs.csv moved over ours
+                rec.ran(now(_rows(1)))
+    assert str(exc.value).startswith(f"{out / RUNS_FILE} is no longer the file this benchmark appends to: it was "
+                                     "replaced while the benchmark ran")
+    check = check_results(out)
+    assert check.findings[0] == "4 run(s) from outside the benchmark's time ignored"
+    assert check.problems[0].startswith("4 run(s) of runs.csv were not run by the benchmark that planned them (run 0 "
+                                        "started at 2025-03-14T10:01:00.000+00:00, before benchmark load did (")
+    assert len(check.frame) == 0 and check.missing_runs == (0, 1, 2, 3)
+    code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
+    assert code == 1 and "integrity problem" in _one_line(err)
+
+
+@pytest.mark.parametrize(("started", "ended", "why"), [
+    ("2025-03-14T09:59:00.000+00:00", None, "before benchmark load did"),
+    (None, "2025-03-14T10:07:00.000+00:00", "after benchmark load did"),
+    ("2025-03-14T10:01:30.000+00:00", "2025-03-14T10:01:20.000+00:00", "before it started"),
+    ("yesterday", None, "stamps are not times"),
+])
+def test_rows_stamped_outside_their_benchmark_are_refused(tmp_path, started, ended, why):
+    out = _results(tmp_path / "res")
+    rows = (out / RUNS_FILE).read_text()
+    run = [line for line in rows.splitlines() if line.startswith("2,")]
+    for line in run:
+        fields = line.split(",")
+        fields[-2], fields[-1] = started or fields[-2], ended or fields[-1]
+        rows = rows.replace(line, ",".join(fields))
+    (out / RUNS_FILE).write_text(rows)
+    check = check_results(out)
+    assert check.findings == ["1 run(s) from outside the benchmark's time ignored", "1 planned run(s) missing"]
+    assert why in check.problems[0] and check.missing_runs == (2,)
+
+
+# --------------------------------------------------------------------------- numbers no clock gives
+
+
+@pytest.mark.parametrize(("phases", "total", "why"), [
+    ({"buffer_discovery": ("total", 5.0)}, None, "buffer_discovery took 5 s, longer than total (0.52 s)"),
+    ({"construct": ("total", 0.3), "post_load": ("total", 0.3)}, None, "leaf phases add up to 0.6 s, its total is 0.52"),
+    ({"weight_loading": ("total", 0.2), "load_parameters": ("weight_loading", 0.25)}, None,
+     "load_parameters took 0.25 s, longer than weight_loading (0.2 s), which encloses it"),
+    ({"buffer_discovery": ("total", 0.1)}, 1e9, "longer than a day"),
+])
+def test_finite_but_absurd_seconds_and_a_total_below_its_phases_are_refused(tmp_path, capsys, one_figure, phases,
+                                                                           total, why):
+    out = tmp_path / "res"
+    write_metadata(out, {"benchmarks": {"load": _record()}})
+    bad = _rows(2, phases)
+    if total is not None:
+        bad[0]["seconds"] = total
+    append_rows(out, [*_rows(0), *_rows(1), *bad, *_rows(3)])
+    check = check_results(out)
+    assert check.findings == ["1 run(s) with absurd seconds ignored", "1 planned run(s) missing"]
+    assert why in check.problems[0] and "run ids 2)" in check.problems[0] and check.missing_runs == (2,)
+    code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
+    assert code == 1 and "absurd" in _one_line(err)
+
+
+def test_phases_within_their_total_and_a_reference_copy_outside_it_are_fine(tmp_path):
+    out = tmp_path / "res"
+    write_metadata(out, {"benchmarks": {"load": _record()}})
+    nested = {"construct": ("total", 0.2), "weight_loading": ("total", 0.25), "load_parameters": ("weight_loading", 0.2),
+              "load_buffers": ("weight_loading", 0.05), "reference_copy": ("", 3.0)}
+    append_rows(out, [row for i in range(4) for row in _rows(i, nested)])
+    assert check_results(out).ok
+
+
+# --------------------------------------------------------------------------- compare: what it cannot compare, named
+
+
+def _other_variant_set(out: Path) -> Path:
+    rename = {"optimized": "assign"}
+    plan = [{**e, "variant": rename.get(e["variant"], e["variant"])} for e in _plan(4)]
+    write_metadata(out, {"benchmarks": {"load": _record(plan=plan, spec={"variants": ["baseline", "assign"]})}})
+    append_rows(out, [{**r, "variant": rename.get(r["variant"], r["variant"])} for i in range(4) for r in _rows(i)])
+    return out
+
+
+def _startup_benchmark(out: Path) -> Path:
+    plan = [{**e, "source": "server"} for e in _plan(4)]
+    write_metadata(out, {"benchmarks": {"startup": {**_record(plan=plan), "kind": "serve-ab"}}})
+    append_rows(out, [{"run_id": e["run_id"], "variant": e["variant"], "warmup": False, "order": e["order"],
+                       "phase": "startup_to_health", "seconds": 3.0 + e["run_id"], "source": "server", "status": "ok"} for e in plan])
+    return out
+
+
+def test_compare_names_another_variant_set_and_a_startup_benchmark_for_what_they_are(tmp_path, capsys):
+    from omni_loader.compare.reproductions import compare_results
+
+    anchor = _results(tmp_path / "anchor")
+    result = compare_results([anchor, _other_variant_set(tmp_path / "assign"), _startup_benchmark(tmp_path / "startup")],
+                             against=anchor)
+    checks = {(c.entry, c.kind, c.what): c.message for c in result.checks}
+    assert sorted(checks) == [("assign", "note", "variants"), ("startup", "note", "benchmark")], checks
+    assert checks[("assign", "note", "variants")].startswith("measures baseline and assign, anchor baseline and "
+                                                             "optimized")
+    assert checks[("startup", "note", "benchmark")].startswith("startup is a startup benchmark (serve-ab): it times "
+                                                               "servers starting to /health, not loads")
+    assert not any(r.reason for r in result.against_rows)  # nothing said to differ

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..results.archive import archive_format, opened
 from ..reporting.measurements import PR_ROWS, comparisons, described_record, planned_arms
-from ..results.suite import flat_spec
+from ..results.suite import benchmark, flat_spec
 from ..names import VARIANTS, digest_algorithm, short_digest
 from ..results.integrity import check_results
 from ..reporting.stats import Comparison, Summary, compare, equivalence, measured, ratio_interval, run_summary
@@ -52,6 +52,8 @@ class Entry:
     counts: dict[str, dict[str, tuple[float, ...]]] = field(default_factory=dict, repr=False)
     problems: tuple[str, ...] = ()  # what check_results and the equivalence check found in it
     confounded: dict[str, tuple[str, ...]] = field(default_factory=dict)  # PR row -> controls that confound it
+    variants: tuple[str, ...] = VARIANTS  # the variants its benchmark planned (the A/A arms left out)
+    startup: bool = False  # a startup benchmark (serve-ab) alone: servers timed to /health, no load
 
     @cached_property
     def record(self) -> dict[str, Any]:
@@ -139,7 +141,7 @@ class Check:
 
     entry: str
     kind: str  # mismatch | problem | note
-    what: str  # model | digest | counts | layout | results
+    what: str  # model | digest | counts | layout | results | variants | benchmark
     message: str
 
 
@@ -222,8 +224,11 @@ def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
     problems = list(checked.problems)
     ok = measured(frame)
     runs = {v: run_summary(frame, v, "state_dict_calls").n for v in VARIANTS}
-    if not all(runs.values()):
-        problems.append(f"no successful measured runs of {' and '.join(v for v in VARIANTS if not runs[v])}")
+    startup = benchmark(checked.metadata, "load") is None and benchmark(checked.metadata, "startup") is not None
+    variants = tuple(v for v in planned_arms(checked.metadata) if not v.startswith("aa-"))
+    unmeasured = [v for v in VARIANTS if v in variants and not runs[v]]
+    if unmeasured and not startup:  # a variant it did not plan is no failure; a startup benchmark loads nothing
+        problems.append(f"no successful measured runs of {' and '.join(unmeasured)}")
     failed = frame[frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
     if len(failed):
         first = failed.iloc[0]
@@ -241,7 +246,8 @@ def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
     intervals = {c.phase: iv for c in comps if c.phase in PR_ROWS and (iv := ratio_interval(c)) is not None}
     return Entry(label=label or default_label(path), source=path, archive=path.is_file(),
                  metadata=checked.metadata, comparisons=comps, intervals=intervals, runs=runs, digests=digests,
-                 counts=counts, problems=tuple(problems), confounded=_confounded(frame, checked.metadata))
+                 counts=counts, problems=tuple(problems), confounded=_confounded(frame, checked.metadata),
+                 variants=variants, startup=startup)
 
 
 def _confounded(frame, metadata: dict[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -271,6 +277,22 @@ def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
                    for row, controls in e.confounded.items()]
         if e is anchor:
             continue
+        if e.variants != anchor.variants:
+            checks.append(Check(e.label, "note", "variants",
+                                f"measures {' and '.join(e.variants)}, {anchor.label} {' and '.join(anchor.variants)}: "
+                                "a variant only one of them measured has no number to set beside the other's, and "
+                                "counts are compared for the variants both measured"))
+        if e.startup or anchor.startup:
+            which = e.label if e.startup else anchor.label
+            checks.append(Check(e.label, "note", "benchmark",
+                                f"{which} is a startup benchmark (serve-ab): it times servers starting to /health, not "
+                                "loads, so it has no loader phases, tensor digest or counts to check; only its "
+                                "startup row is set beside the others"))
+            if e.model != anchor.model:
+                checks.append(Check(e.label, "mismatch", "model",
+                                    f"model {e.model!r} is not {anchor.label}'s {anchor.model!r}: another model's "
+                                    "times are not comparable"))
+            continue
         same_tree = (e.layout, e.dtype) == (anchor.layout, anchor.dtype)
         if e.model != anchor.model:
             if same_tree and e.digests and e.digests == anchor.digests:  # named otherwise, the same bytes
@@ -299,11 +321,16 @@ def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
                                 "did not load the same bytes (another checkpoint, revision or seed; the same "
                                 "checkpoint gives the same digest on any device), so its times are not comparable"))
         differ = [f"{name} {e.count_text(c)} here, {anchor.count_text(c)} in {anchor.label}"
-                  for c, name in COUNT_COLUMNS.items() if e.counts.get(c) != anchor.counts.get(c)]
+                  for c, name in COUNT_COLUMNS.items() if _counts_differ(e.counts.get(c, {}), anchor.counts.get(c, {}))]
         if differ:
             checks.append(Check(e.label, "mismatch", "counts",
                                 f"counts differ ({'; '.join(differ)}): not the same model tree or checkpoint"))
     return checks
+
+
+def _counts_differ(mine: dict[str, tuple[float, ...]], theirs: dict[str, tuple[float, ...]]) -> bool:
+    """Whether a count differs in a variant both directories measured (one that only one measured is no mismatch)."""
+    return any(mine.get(v) != theirs.get(v) for v in VARIANTS if mine.get(v) and theirs.get(v))
 
 
 def against_rows(anchor: Entry, entry: Entry, checks: Sequence[Check]) -> list[AgainstRow]:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .rows import RunRow, append_rows
+from .rows import RunRow, append_rows, runs_file
 from .suite import store_benchmark, with_status
 
 
@@ -26,13 +26,14 @@ class Recording:
 
     def __init__(self, out: Path, member: str, record: dict[str, Any], fields: dict[str, Any]) -> None:
         self.out, self.member, self.record, self.fields = out, member, record, dict(fields)
+        self.runs_file: tuple[int, int] | None = None  # the runs.csv it appends to (taken when it starts)
 
     def store(self, status: str = "running") -> None:
         store_benchmark(self.out, self.member, with_status(self.record, status, **self.fields))
 
     def ran(self, rows: Iterable[RunRow | dict[str, Any]], **fields: Any) -> None:
         """One run's rows appended the moment it ends; ``fields`` given are stored with the record at once."""
-        append_rows(self.out, rows)
+        append_rows(self.out, rows, expect=self.runs_file)
         if fields:
             self.fields.update(fields)
             self.store()
@@ -51,6 +52,7 @@ def recording(out: str | os.PathLike[str], member: str, record: dict[str, Any], 
     rec.store("running")
     status = "interrupted"
     try:
+        rec.runs_file = runs_file(out)  # the runs.csv this benchmark appends to: one replaced meanwhile is refused
         yield rec
         status = "complete"
     finally:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import ResultsError
 from .rows import RUN_COLUMNS, RUNS_FILE, SOURCES, typed_runs
-from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmarks
+from .suite import DEFAULT_SOURCES, METADATA_FILE, STATUS_STAMPS, benchmarks
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,93 @@ def possible_seconds(text: str) -> bool:
     return math.isfinite(value) and value >= 0
 
 
+# No load and no server start takes a day: a phase said to have is a number no clock of the kit gave.
+MAX_SECONDS = 86400.0
+# A phase runs inside its parent, the leaf phases one after the other inside total: only clock rounding
+# makes them longer.
+NESTING_TOLERANCE = (0.01, 0.001)  # relative to the enclosing phase, and absolute seconds
+# A benchmark's stamps are written to the second (now_iso), its rows' to the millisecond.
+SPAN_TOLERANCE_S = 1.0
+
+
+def _absurd_runs(frame) -> tuple[Finding | None, list[int]]:
+    """Runs with a duration no clock of the kit gives although finite: longer than a day; a load's phase longer
+    than the phase that encloses it; a load's leaf phases (:data:`~omni_loader.names.LEAF_PHASES`, timed one
+    after the other inside ``total``) adding up to more than its ``total``."""
+    from ..names import LEAF_PHASES
+
+    timed = frame[frame["seconds"].notna()]
+    why: dict[int, str] = {}
+    for row in timed[timed["seconds"] > MAX_SECONDS].itertuples(index=False):
+        why.setdefault(int(row.run_id), f"run {row.run_id}: {row.phase} took {row.seconds:.6g} s, longer than a day")
+    rel, absolute = NESTING_TOLERANCE
+    loads = timed[timed["source"].isin(["load", "aa"])]
+    for run_id, rows in loads.groupby("run_id", sort=True):
+        seconds = dict(zip(rows["phase"], rows["seconds"]))
+        for row in rows[rows["parent"] != ""].itertuples(index=False):
+            enclosing = seconds.get(row.parent)
+            if enclosing is not None and row.seconds > enclosing * (1 + rel) + absolute:
+                why.setdefault(int(run_id), f"run {run_id}: {row.phase} took {row.seconds:.6g} s, longer than "
+                                            f"{row.parent} ({enclosing:.6g} s), which encloses it")
+        leaves = sum(s for p, s in seconds.items() if p in LEAF_PHASES)
+        if "total" in seconds and leaves > seconds["total"] * (1 + rel) + absolute:
+            why.setdefault(int(run_id), f"run {run_id}: its leaf phases add up to {leaves:.6g} s, its total is "
+                                        f"{seconds['total']:.6g} s")
+    runs = sorted(why)
+    if not runs:
+        return None, []
+    return Finding(f"{len(runs)} run(s) with absurd seconds ignored",
+                   f"{len(runs)} run(s) of {RUNS_FILE} have durations no clock gives ({why[runs[0]]}; run ids "
+                   f"{run_ids_text(runs)}): those runs are ignored; --resume repeats them"), runs
+
+
+def _stamp(text: Any):
+    from datetime import datetime, timezone
+
+    try:
+        value = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _outside_span(frame, metadata: dict[str, Any]) -> tuple[Finding | None, list[int]]:
+    """Runs stamped (``run_started`` / ``run_ended``) before their benchmark started or after it ended, or ending
+    before they started: rows of another benchmark (a runs.csv replaced, or rows copied in), not this one's."""
+    from datetime import timedelta
+
+    spans = {}
+    for name, record in benchmarks(metadata).items():
+        start = _stamp(record.get("started_at")) if record.get("started_at") else None
+        stamp = STATUS_STAMPS.get(str(record.get("status")))
+        end = _stamp(record.get(stamp)) if stamp and record.get(stamp) else None
+        for entry in plan_entries(record):
+            spans[int(entry["run_id"])] = (name, start, end)
+    slack = timedelta(seconds=SPAN_TOLERANCE_S)
+    outside: dict[int, str] = {}
+    for row in frame[["run_id", "run_started", "run_ended"]].drop_duplicates().itertuples(index=False):
+        name, start, end = spans.get(int(row.run_id), ("", None, None))
+        began = _stamp(row.run_started) if str(row.run_started).strip() else None
+        ended = _stamp(row.run_ended) if str(row.run_ended).strip() else None
+        if (str(row.run_started).strip() and began is None) or (str(row.run_ended).strip() and ended is None):
+            outside[int(row.run_id)] = f"run {row.run_id}'s stamps are not times"
+        elif began and ended and ended < began:
+            outside[int(row.run_id)] = f"run {row.run_id} ended ({row.run_ended}) before it started"
+        elif began and start and began < start - slack:
+            outside[int(row.run_id)] = (f"run {row.run_id} started at {row.run_started}, before benchmark {name} "
+                                        f"did ({start.isoformat()})")
+        elif ended and end and ended > end + slack:
+            outside[int(row.run_id)] = (f"run {row.run_id} ended at {row.run_ended}, after benchmark {name} "
+                                        f"did ({end.isoformat()})")
+    runs = sorted(outside)
+    if not runs:
+        return None, []
+    return Finding(f"{len(runs)} run(s) from outside the benchmark's time ignored",
+                   f"{len(runs)} run(s) of {RUNS_FILE} were not run by the benchmark that planned them "
+                   f"({outside[runs[0]]}; run ids {run_ids_text(runs)}): rows of another benchmark, or a runs.csv "
+                   "replaced while it ran? ignored; --resume repeats them"), runs
+
+
 def rows_frame(records: list[list[str]]):  # -> pandas.DataFrame
     buffer = io.StringIO()
     csv.writer(buffer).writerows(records)
@@ -212,8 +299,13 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
                              "ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(edited)]
 
+    for finding, runs in (_absurd_runs(frame), _outside_span(frame, metadata)):
+        if runs:
+            found.append(finding)
+            frame = frame[~frame["run_id"].isin(runs)]
+
     plan = planned_runs(metadata)
-    if plan:
+    if plan and len(frame):  # (apply over no rows gives a frame, not a column)
         def matches(row: Any) -> bool:
             entry = plan.get(int(row.run_id))
             if entry is None:

@@ -93,16 +93,39 @@ def failed_row(run: PlannedRun, error: str, seconds: float | None = None, starte
                      run_ended=ended)
 
 
-def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[str, Any]]) -> None:
+def runs_file(directory: str | os.PathLike[str]) -> tuple[int, int]:
+    """runs.csv of ``directory`` (made empty if absent), as (device, inode): the file a benchmark appends to.
+
+    A writer takes it when it starts and passes it to every :func:`append_rows`: a runs.csv replaced meanwhile
+    (renamed over, deleted and made again) is another file, and appending to it would lose this benchmark's
+    rows among another's.
+    """
+    fd = open_fd(Path(directory) / RUNS_FILE, "a")
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return info.st_dev, info.st_ino
+
+
+def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[str, Any]],
+                expect: tuple[int, int] | None = None) -> None:
     """Append rows to runs.csv (header on first write), flushed and synced to disk at once.
 
-    runs.csv is opened without following a link (:mod:`omni_loader.results.safe_files`): a symlinked
-    runs.csv is refused in one line, never appended to.
+    runs.csv is opened without following a link (:mod:`omni_loader.results.safe_files`): a symlinked or
+    hard-linked runs.csv is refused in one line, never appended to. ``expect`` (from :func:`runs_file`) is
+    the file the writer started with: another file there now is refused in one line, nothing appended.
     """
     path = Path(directory) / RUNS_FILE
     fd = open_fd(path, "a+")
+    info = os.fstat(fd)
+    if expect is not None and (info.st_dev, info.st_ino) != tuple(expect):
+        os.close(fd)
+        raise ResultsError(f"{path} is no longer the file this benchmark appends to: it was replaced while the "
+                           "benchmark ran (by another writer, or by hand), so its rows so far are gone from it; "
+                           "nothing more is appended. Start the benchmark again with a new --out")
     with os.fdopen(fd, "a+", newline="", encoding="utf-8") as fh:
-        size = os.fstat(fd).st_size
+        size = info.st_size
         new = size == 0
         torn = not new and os.pread(fd, 1, size - 1) != b"\n"
         writer = csv.DictWriter(fh, fieldnames=RUN_COLUMNS, extrasaction="raise")
