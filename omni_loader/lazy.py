@@ -14,16 +14,22 @@ from collections.abc import Callable
 from typing import Any
 
 
-def exports(package: str, api: dict[str, str]) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
+def exports(package: str, api: dict[str, str], modules: dict[str, str] | None = None
+            ) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` for ``package``, whose names ``api`` maps to the module
-    (relative to the package) that defines each."""
+    that defines each, relative to the package (``"files"``; ``".token2wav.options"`` from a folder: a
+    leading dot climbs one level, as in a relative import). ``modules`` maps names to whole modules,
+    for a face that offers a module of tools as one name (``kit.explore.buffer_table``)."""
+    modules = modules or {}
 
     def __getattr__(name: str) -> Any:
         if name in api:
-            return getattr(importlib.import_module(f"{package}.{api[name]}"), name)
+            return getattr(importlib.import_module("." + api[name], package), name)
+        if name in modules:
+            return importlib.import_module("." + modules[name], package)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:
-        return sorted(api)
+        return sorted([*api, *modules])
 
-    return list(api), __getattr__, __dir__
+    return [*api, *modules], __getattr__, __dir__

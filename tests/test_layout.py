@@ -178,6 +178,48 @@ def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
     assert not offenders, f"names imported from a module that does not define them: {offenders}"
 
 
+FACE = "omni_loader.notebook"
+FACE_IMPORT = "from omni_loader import notebook as kit"
+
+
+def _notebook_code(notebook: Path) -> ast.Module:
+    import json
+
+    cells = json.loads(notebook.read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return ast.parse("\n".join("#" + ln if ln.lstrip().startswith(("%", "!")) else ln for ln in code.split("\n")))
+
+
+def test_notebooks_call_the_kit_through_its_notebook_face_alone() -> None:
+    """The notebooks import one thing from the kit, its face for notebooks (``from omni_loader import notebook
+    as kit``), and use only the names it lists, each documented: an internal move cannot break a notebook."""
+    import importlib
+
+    face = importlib.import_module(FACE)
+    offenders = []
+    for notebook in sorted((PACKAGE.parent / "notebooks").glob("*.ipynb")):
+        tree = _notebook_code(notebook)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("omni_loader"):
+                if (node.module, [(a.name, a.asname) for a in node.names]) != ("omni_loader", [("notebook", "kit")]):
+                    offenders.append(f"{notebook.name}: {ast.unparse(node)}")
+            elif isinstance(node, ast.Import) and any(a.name.startswith("omni_loader") for a in node.names):
+                offenders.append(f"{notebook.name}: {ast.unparse(node)}")
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "kit"
+                  and node.attr not in face.__all__):
+                offenders.append(f"{notebook.name}: kit.{node.attr} is not in the face")
+        assert FACE_IMPORT in ast.unparse(tree) or "kit" not in ast.unparse(tree), notebook.name
+    assert not offenders, f"notebooks reaching past {FACE}: {offenders}"
+    undocumented = [n for n in face.__all__ if callable(getattr(face, n)) or isinstance(getattr(face, n), type(ast))
+                    if not (getattr(face, n).__doc__ or "").strip()]
+    assert not undocumented, f"face names without a docstring: {undocumented}"
+    # A name that is also a module of the folder is replaced by that module once the module is imported
+    # (Python sets the attribute on the package), so kit.show would stop being the function after first use.
+    shadowed = [n for n in face.__all__ if (PACKAGE / "notebook" / f"{n}.py").exists()
+                and not isinstance(getattr(face, n), type(ast))]
+    assert not shadowed, f"face names that are also modules of omni_loader/notebook/: {shadowed}"
+
+
 def test_notebooks_use_each_name_from_the_module_that_defines_it() -> None:
     """The notebooks too: ``report_tables.measurement_table``, never a name another module happens to import."""
     import json
@@ -208,14 +250,14 @@ def test_notebooks_use_each_name_from_the_module_that_defines_it() -> None:
 @pytest.mark.parametrize("package", ["omni_loader", *(f"omni_loader.{f}" for f in FOLDERS)])
 def test_each_packages_api_resolves_to_its_own_folder(package: str) -> None:
     """A folder's ``__init__`` is its API: every name it lists resolves, and is defined inside the folder
-    (the top package's API may name any folder's)."""
+    (the top package's API and the notebooks' face may name any folder's)."""
     import importlib
 
     module = importlib.import_module(package)
     for name in module.__all__:
         value = getattr(module, name)
         home = getattr(value, "__module__", None)
-        if home and package != "omni_loader":
+        if home and package not in ("omni_loader", FACE):
             assert home == package or home.startswith(package + "."), f"{package}.{name} is defined in {home}"
     if package == "omni_loader":
         assert all(f"``{f}/``" in module.__doc__ for f in FOLDERS), "the package docstring names every folder"

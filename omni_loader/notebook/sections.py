@@ -1,0 +1,142 @@
+"""A saved results directory, section by section, as a notebook shows it.
+
+Why a module of its own: a notebook reads the same ``report.md`` sections a person reads, one cell
+each, and each cell used to chain three to five calls into the reporting, results and compare
+folders (read the rows, compare the arms, build the floors, render the table). These functions do
+that chain once, from the directory alone, so a notebook cell is one call whose name says what it
+shows, and a move inside those folders does not break the notebooks. Each returns Markdown text (or
+a styled table, or paths); displaying is the notebook's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+PLOTS = ("phases", "where_time_goes", "ratios_vs_pr", "drift")
+
+
+def _frame_and_metadata(out: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
+    """The rows that pass the integrity checks, and the metadata record: what every section reads."""
+    from ..results.integrity import check_results
+
+    checked = check_results(out)
+    return checked.frame, checked.metadata
+
+
+def report_opening(out: str | os.PathLike[str]) -> str:
+    """``report.md``'s opening (what was measured, the headline bullets) and its spread warnings,
+    rendered afresh from the saved rows."""
+    from ..reporting.report import render_report
+
+    text = render_report(out)
+    opening = text.split("\n## Environment", 1)[0].split("\n", 2)[2]
+    warnings = text.split("### Spread warnings\n", 1)[1].split("\n## ", 1)[0] if "### Spread warnings" in text else ""
+    return opening + ("\n\n**Spread warnings**\n" + warnings if warnings else "")
+
+
+def environment(out: str | os.PathLike[str]) -> str:
+    """The report's environment table: the machine, the software, every load option, the command."""
+    from ..reporting.report_environment import environment_table
+    from ..results.suite import read_metadata
+
+    return environment_table(read_metadata(out))
+
+
+def result_tables(out: str | os.PathLike[str]) -> list[Any]:
+    """The PR's rows, every phase with its spread, test and interval (Markdown), and the per-phase
+    summary (a styled table): the report's measurement section."""
+    from ..reporting.measurements import comparisons
+    from ..reporting.report_tables import measurement_table, pr_rows_table, styled_summary_table
+
+    frame, _ = _frame_and_metadata(out)
+    comps = comparisons(frame)
+    return ["**The PR's rows**\n\n" + pr_rows_table(comps),
+            "**Every phase**, with its spread, test and interval\n\n" + measurement_table(comps),
+            styled_summary_table(frame)]
+
+
+def controls(out: str | os.PathLike[str]) -> str:
+    """The controls section: each phase both arms run unchanged, tested like a headline row, and each
+    enclosing row's saving taken apart."""
+    from ..reporting.controls import pair_reports
+    from ..reporting.measurements import noise_floors
+    from ..reporting.report_tables import controls_section
+
+    frame, meta = _frame_and_metadata(out)
+    return "\n".join(controls_section(pair_reports(frame, meta, noise_floors(frame))))
+
+
+def pr_reference(out: str | os.PathLike[str]) -> str:
+    """This run's headline rows beside the PR's figures (MI300X)."""
+    from ..reporting.measurements import comparisons, load_reference
+    from ..reporting.report_tables import reference_table
+
+    frame, _ = _frame_and_metadata(out)
+    return reference_table(comparisons(frame), load_reference())
+
+
+def saved_plots(out: str | os.PathLike[str], names: tuple[str, ...] = PLOTS) -> list[Path]:
+    """The PNG plots the report drew into ``out/plots/``, in the report's order (those that exist)."""
+    return [p for p in (Path(out) / "plots" / f"{name}.png" for name in names) if p.is_file()]
+
+
+def equivalence_and_memory(out: str | os.PathLike[str]) -> str:
+    """Whether both variants loaded identical tensors (the digest), and the memory table with its verdict."""
+    from ..reporting.report_tables import memory_table
+    from ..reporting.stats import equivalence
+
+    frame, _ = _frame_and_metadata(out)
+    table, verdict = memory_table(frame)
+    return f"{equivalence(frame)['statement']}\n\n{table}\n\nMemory: {verdict}"
+
+
+def beyond_the_pr(out: str | os.PathLike[str], first: str, second: str) -> str:
+    """A benchmark of more than two variants: what the integrity checks found, each variant against the
+    first, ``second`` against ``first`` phase by phase, and the equivalence of every arm."""
+    from ..reporting.measurements import planned_arms
+    from ..reporting.report_tables import beyond_pr_section, pair_table
+    from ..reporting.stats import equivalence
+    from ..results.integrity import check_results
+
+    checked = check_results(out)
+    return "\n".join([
+        f"Integrity: {checked.summary or 'the checks found nothing wrong'}", "",
+        *beyond_pr_section(checked.frame, checked.metadata), "",
+        f"### `{second}` against `{first}`", "", pair_table(checked.frame, first, second), "",
+        equivalence(checked.frame, planned_arms(checked.metadata))["statement"]])
+
+
+def earlier_results(out: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Results directories and packed archives under the results root, other than ``out``: what a
+    notebook can set beside its own run."""
+    from .files import results_root
+
+    here = Path(out).resolve() if out else None
+    return [p for p in sorted(results_root().glob("*")) if p.resolve() != here
+            and ((p / "metadata.json").is_file() or p.name.endswith((".tar.gz", ".zip")))]
+
+
+def under_results(path: str | os.PathLike[str]) -> Path:
+    """A path as given when it is absolute or exists, else under the results root."""
+    from .files import results_root
+
+    path = Path(path).expanduser()
+    return path if path.is_absolute() or path.exists() else results_root() / path
+
+
+def side_by_side(out: str | os.PathLike[str], others: list[str | os.PathLike[str]] = ()) -> list[Any]:
+    """``out`` beside earlier reproductions (``compare``): one column per directory and the checks
+    that each holds the same model; everything is also written to ``out/compare/``."""
+    import pandas as pd
+
+    from ..compare.compare_render import check_lines, table_rows, write_compare
+    from ..compare.reproductions import compare_results
+    from ..formatting import table
+
+    side = compare_results([out, *[under_results(p) for p in others]])
+    write_compare(side, Path(out) / "compare")
+    header, rows = table_rows(side)
+    # one column per results directory, one row per field: as wide as the page for a few directories
+    return [table(pd.DataFrame(rows, columns=header).set_index("Results").T, index=True), "\n".join(check_lines(side))]

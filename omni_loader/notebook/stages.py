@@ -1,0 +1,104 @@
+"""A startup A/B of stage groups, as notebook 06 shows it: start, read the first start, compare, detect.
+
+Why a module of its own: the notebook's cells chained the stage group's commands, ``serve_ab``, the
+integrity checks, the run plan's columns and the startup phase's name; here each step is one call
+that returns what the cell displays (a path, a table, a sentence), so the notebook reads as the
+story and the startup folder can change underneath it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+VARIANTS = ("baseline", "optimized")
+
+
+def start_stage_groups(out: str | os.PathLike[str], *, size: str = "tiny", stages: int = 3, token2wav_stage: int = 2,
+                       simulate_seconds: Sequence[float] = (2.0, 3.0), warmup: int = 1, runs: int = 3,
+                       device: str = "cpu", timeout: float = 600.0) -> Path:
+    """Start two stage groups in turn (alike but for the Token2Wav stage's loader variant), ``warmup`` +
+    ``runs`` starts of each, timed to ``/health`` and logged into ``out`` (``serve-ab`` of two
+    ``stage-group`` commands). Returns ``out``."""
+    from ..startup.serve_ab import serve_ab
+    from ..startup.stage_group import stage_group_commands
+    from ..token2wav.checkpoint import resolve_snapshot
+    from ..token2wav.options import LoadOptions
+
+    snapshot = resolve_snapshot(size=size)
+    base, opt, url = stage_group_commands(snapshot.root, stages=stages, token2wav_stage=token2wav_stage,
+                                          simulate_seconds=tuple(simulate_seconds), options=LoadOptions(device=device))
+    return serve_ab(base, opt, url, out, warmup=warmup, runs=runs, timeout=timeout, progress=True, device=device)
+
+
+def measured_starts(out: str | os.PathLike[str]):  # -> DataFrame
+    """Each measured start's time to ``/health`` (warm-ups and failed starts left out)."""
+    from ..results.integrity import check_results
+    from ..startup.one_run import PHASE
+
+    frame = check_results(out).frame
+    return frame[(frame["phase"] == PHASE) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
+
+
+def first_start_log(out: str | os.PathLike[str]) -> Path:
+    """The log of the first measured baseline start."""
+    starts = measured_starts(out)
+    first = starts[starts["variant"] == VARIANTS[0]].iloc[0]
+    return Path(out) / "logs" / f"{int(first['run_id'])}-{VARIANTS[0]}.log"
+
+
+def timeline_sentence(log: str | os.PathLike[str], timeline: Any) -> str:
+    """One sentence on a start's timeline: its lines, its lanes and which stage gated readiness."""
+    path = timeline.critical_path()
+    return (f"**{log}**: {timeline.lines} lines, lanes {', '.join(timeline.lane_names())}. "
+            + (f"Critical path: {path.sentence()}" if path else "No stage reported ready."))
+
+
+def timeline_table(timeline: Any):  # -> Styler
+    """The phases of one start, a row each: lane, phase, start and end (seconds from the log's first
+    line), duration, whether its extent was reported or inferred, and its line."""
+    import pandas as pd
+
+    from ..formatting import table
+
+    rows = pd.DataFrame(timeline.rows())
+    rows = rows[rows["kind"] == "phase"][["lane", "phase", "start", "end", "seconds", "source", "line"]]
+    return table(rows.reset_index(drop=True), seconds=["seconds"], decimals={"start": 1, "end": 1},
+                 caption="Phases of this start (start and end: seconds from the log's first line)")
+
+
+def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
+    """Every (stage, phase) both variants have: medians, the change and the kit's verdict."""
+    import pandas as pd
+
+    from ..formatting import duration, table, time_unit
+    from ..startup.serve_ab import stage_phase_comparisons
+
+    rows = []
+    for lane, phase, c in stage_phase_comparisons(out):
+        unit = time_unit([*c.baseline.samples, *c.optimized.samples])
+        rows.append({"stage": lane, "phase": phase, "baseline": duration(c.baseline.median, unit),
+                     "optimized": duration(c.optimized.median, unit), "change": c.change(unit),
+                     "verdict": c.verdict()})
+    return table(pd.DataFrame(rows), caption="Medians per stage and phase, and the kit's verdict")
+
+
+def detectable_sentences(out: str | os.PathLike[str] | None, pr_spread: float = 1.0, pr_runs: int = 5) -> str:
+    """What this A/B's starts could detect (from their own spread), and what the PR's design could, at a
+    spread of ``pr_spread`` seconds per start with ``pr_runs`` runs a side."""
+    from ..startup.detectable import PR_SAVING_S, detectability
+
+    lines = []
+    if out is not None:
+        starts = measured_starts(out)
+        samples = [list(starts[starts["variant"] == v]["seconds"]) for v in VARIANTS]
+        if min(len(x) for x in samples) >= 2:
+            lines.append(detectability(*samples, saving=PR_SAVING_S).sentence())
+        else:
+            lines.append(f"{min(len(x) for x in samples)} measured start(s) a side: the spread needs two or more.")
+    design = detectability(spread=pr_spread, n=pr_runs, saving=PR_SAVING_S)
+    lines.append(f"For the PR's design ({pr_runs} runs a side), at a spread of {pr_spread:g} s per start: "
+                 f"{design.sentence()}")
+    return "\n\n".join(lines)
