@@ -3,7 +3,7 @@
 Why a module of its own: rendering a report or a plot from a saved ``runs.csv`` needs these
 names but nothing that builds a model, so this module imports no torch (``omni-loader report``
 stays a sub-second command, and a test checks ``sys.modules`` for it). Modules that build or load
-models re-export what they use from here; nothing here may import from the rest of the package.
+models import what they use from here; nothing here may import from the rest of the package.
 """
 
 from __future__ import annotations

@@ -38,36 +38,80 @@ always          ``load.json`` (the variant's reference load: the median of ``--r
 #   tables       the notebook's Styler tables
 #   run          profile_variants: reference loads, warm-up, every tool, the reports
 
-from __future__ import annotations
+from ..lazy import exports
 
-from . import flamegraph
-from .cprofile import (TOP_COLUMNS, phase_function_rows, profile_cprofile, read_pstats, state_dict_call_counts,
-                       state_dict_primitive_calls, top_functions, write_top_functions)
-from .outputs import (FLAME_SVG, LOAD_JSON, PHASE_FUNCTIONS_CSV, PROFILE_MD, PY_SPY_LOG, SPEEDSCOPE_JSON,
-                      TOP_FUNCTIONS_CSV, TOP_FUNCTIONS_MD, TORCH_LOG, TORCH_OPS_CSV, TORCH_OPS_MD, TRACE_JSON,
-                      read_phase_functions, read_top_functions, read_torch_ops)
-from .pyspy import (PySpyJob, PySpyUnavailable, find_py_spy, record_py_spy, speedscope_samples, speedscope_summary,
-                    speedscope_to_svg)
-from .result import OTHER_PHASE, VariantProfile, largest_cost, phase_shares, top_costs
-from .run import profile_variant, profile_variants, with_overrides
-from .settings import (DEFAULT_RATE, DEFAULT_TOP, MAX_AUTO_REPEAT, PY_SPY_ENV, SAMPLES_WANTED, TOOLS, VARIANT_CHOICES,
-                       ProfileSettings, auto_repeat, resolve_tools, resolve_variants)
-from .sources import function_label, short_path
-from .summary import bottleneck_sentence, read_summary, write_summary_report, write_variant_report
-from .tables import phase_range_table, phase_share_table, state_dict_call_table, top_function_table, torch_ops_table
-from .torch_trace import profile_torch, trace_phase_ranges
-
-
-__all__ = [
-    "DEFAULT_RATE", "DEFAULT_TOP", "FLAME_SVG", "LOAD_JSON", "MAX_AUTO_REPEAT", "OTHER_PHASE", "PHASE_FUNCTIONS_CSV",
-    "PROFILE_MD", "PY_SPY_ENV", "PY_SPY_LOG", "SAMPLES_WANTED", "SPEEDSCOPE_JSON", "TOOLS", "TOP_COLUMNS",
-    "TOP_FUNCTIONS_CSV", "TOP_FUNCTIONS_MD", "TORCH_LOG", "TORCH_OPS_CSV", "TORCH_OPS_MD", "TRACE_JSON",
-    "VARIANT_CHOICES", "ProfileSettings", "PySpyJob", "PySpyUnavailable", "VariantProfile", "auto_repeat",
-    "bottleneck_sentence", "find_py_spy", "flamegraph", "function_label", "largest_cost", "phase_function_rows",
-    "phase_range_table", "phase_share_table", "phase_shares", "profile_cprofile", "profile_torch", "profile_variant",
-    "profile_variants", "read_phase_functions", "read_pstats", "read_summary", "read_top_functions", "read_torch_ops",
-    "record_py_spy", "resolve_tools", "resolve_variants", "short_path", "speedscope_samples", "speedscope_summary",
-    "speedscope_to_svg", "state_dict_call_counts", "state_dict_call_table", "state_dict_primitive_calls",
-    "top_costs", "top_function_table", "top_functions", "torch_ops_table", "trace_phase_ranges", "with_overrides",
-    "write_summary_report", "write_top_functions", "write_variant_report",
-]
+# Imported on first use (the package rule: a face is lazy); the modules above say what each holds.
+__all__, __getattr__, __dir__ = exports(__name__, {
+    # cprofile
+    "TOP_COLUMNS": "cprofile",
+    "phase_function_rows": "cprofile",
+    "profile_cprofile": "cprofile",
+    "read_pstats": "cprofile",
+    "state_dict_call_counts": "cprofile",
+    "state_dict_primitive_calls": "cprofile",
+    "top_functions": "cprofile",
+    "write_top_functions": "cprofile",
+    # outputs
+    "FLAME_SVG": "outputs",
+    "LOAD_JSON": "outputs",
+    "PHASE_FUNCTIONS_CSV": "outputs",
+    "PROFILE_MD": "outputs",
+    "PY_SPY_LOG": "outputs",
+    "SPEEDSCOPE_JSON": "outputs",
+    "TOP_FUNCTIONS_CSV": "outputs",
+    "TOP_FUNCTIONS_MD": "outputs",
+    "TORCH_LOG": "outputs",
+    "TORCH_OPS_CSV": "outputs",
+    "TORCH_OPS_MD": "outputs",
+    "TRACE_JSON": "outputs",
+    "read_phase_functions": "outputs",
+    "read_top_functions": "outputs",
+    "read_torch_ops": "outputs",
+    # pyspy
+    "PySpyJob": "pyspy",
+    "PySpyUnavailable": "pyspy",
+    "find_py_spy": "pyspy",
+    "record_py_spy": "pyspy",
+    "speedscope_samples": "pyspy",
+    "speedscope_summary": "pyspy",
+    "speedscope_to_svg": "pyspy",
+    # result
+    "OTHER_PHASE": "result",
+    "VariantProfile": "result",
+    "largest_cost": "result",
+    "phase_shares": "result",
+    "top_costs": "result",
+    # run
+    "profile_variant": "run",
+    "profile_variants": "run",
+    "with_overrides": "run",
+    # settings
+    "DEFAULT_RATE": "settings",
+    "DEFAULT_TOP": "settings",
+    "MAX_AUTO_REPEAT": "settings",
+    "PY_SPY_ENV": "settings",
+    "SAMPLES_WANTED": "settings",
+    "TOOLS": "settings",
+    "VARIANT_CHOICES": "settings",
+    "ProfileSettings": "settings",
+    "auto_repeat": "settings",
+    "resolve_tools": "settings",
+    "resolve_variants": "settings",
+    # sources
+    "function_label": "sources",
+    "short_path": "sources",
+    # summary
+    "bottleneck_sentence": "summary",
+    "read_summary": "summary",
+    "write_summary_report": "summary",
+    "write_variant_report": "summary",
+    # tables
+    "phase_range_table": "tables",
+    "phase_share_table": "tables",
+    "state_dict_call_table": "tables",
+    "top_function_table": "tables",
+    "torch_ops_table": "tables",
+    # torch_trace
+    "profile_torch": "torch_trace",
+    "trace_phase_ranges": "torch_trace",
+}, modules={"flamegraph": "flamegraph"})

@@ -37,7 +37,7 @@ progress is abandoned). A load that fails prints one line and exits with status 
 What a server loads and where it listens is one :class:`StageServerOptions` value (the command
 layer, :mod:`omni_loader.cli.serve`, makes it from the options typed). Several stages started
 together are :mod:`omni_loader.startup.stage_group`. The A/B harness lives in :mod:`omni_loader.startup.serve_ab`
-(re-exported here: ``serve_ab``, ``stage_server_commands``, ``free_port``).
+(``serve_ab``) and :mod:`omni_loader.startup.one_run` (``stage_server_commands``, ``free_port``).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import OmniLoaderError
+from ..host.procs import die_with_parent
 from ..names import OUTER_LOAD_WEIGHTS
 from ..token2wav.options import LoadOptions
 
@@ -91,6 +92,9 @@ class SnapshotChoice:
                                 cache_dir=self.cache_dir, download=self.download, progress=False)
 
 
+MAX_SIMULATE = 3600.0  # seconds: the longest simulated load (time.sleep cannot take 1e10; an hour is plenty)
+
+
 @dataclass(frozen=True)
 class StageServerOptions:
     """One stage server: the variant it loads, from which snapshot, with which load options, and where it listens."""
@@ -105,6 +109,11 @@ class StageServerOptions:
     stage: int = 0  # vLLM-Omni's stage number, in every line's tag
     replica: int | None = None  # None: the [Stage-N] tag; a number: the StageEngineCoreProc_stageN_replicaR tag
     simulate: float | None = None  # seconds a stage that is not Token2Wav sleeps as its load (no model)
+
+    def __post_init__(self) -> None:
+        if self.simulate is not None and not 0 < self.simulate < MAX_SIMULATE:  # nan fails this too
+            raise OmniLoaderError(f"stage-server --simulate {self.simulate:g}: a load of more than 0 and under "
+                                  f"{MAX_SIMULATE:g} seconds")
 
 
 # --------------------------------------------------------------------------- the log
@@ -342,6 +351,7 @@ def simulate_load(options: StageServerOptions, state: StageState, bound_at: floa
 
 def run_stage_server(options: StageServerOptions) -> int:
     """Bind, start the load and the HTTP loop, and wait for a signal (or a failed load)."""
+    die_with_parent()  # a stage of a stage-group (which asks for it) stops when the group ends, even killed
     state = StageState(options.variant, options.tag)
     server = bind_server(options.host, options.port, state)
     log = StageLog(options.stage, options.replica)

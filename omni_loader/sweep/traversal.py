@@ -5,7 +5,7 @@ every module, so its cost grows as buffers x modules (B·N). The optimized rule 
 fixed number of times (``named_modules()`` once, ``named_buffers()`` once), so its cost grows as
 modules + buffers (N + B).
 
-This module measures; its neighbours hold the rest, and the names are re-exported here:
+This module measures; its neighbours hold the rest (each name is imported from the module that defines it):
 
 * :func:`~omni_loader.sweep.discovery_timing.time_discovery` times both rules on one model (the real
   Token2Wav, for the CLI's ``discovery-bench``).
