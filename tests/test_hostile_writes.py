@@ -328,3 +328,52 @@ def test_compare_names_another_variant_set_and_a_startup_benchmark_for_what_they
     assert checks[("startup", "note", "benchmark")].startswith("startup is a startup benchmark (serve-ab): it times "
                                                                "servers starting to /health, not loads")
     assert not any(r.reason for r in result.against_rows)  # nothing said to differ
+
+
+# --------------------------------------------------------------------------- smaller: pack and compare agree, metadata types
+
+
+def test_pack_refuses_what_its_compare_refuses_and_compare_reads_what_pack_writes(tmp_path, capsys, monkeypatch):
+    import omni_loader.results.archive as archive
+
+    damaged = _results(tmp_path / "damaged")
+    (damaged / RUNS_FILE).write_text((damaged / RUNS_FILE).read_text().replace("run_id,", "rid,", 1))
+    code, _, err = _cli(capsys, "compare", damaged)
+    refusal = _one_line(err)
+    assert code == 2 and "runs.csv lacks columns ['run_id']" in refusal
+    code, _, err = _cli(capsys, "pack", damaged)
+    assert code == 2 and _one_line(err) == refusal and not (tmp_path / "damaged.tar.gz").exists()
+
+    monkeypatch.setattr(archive, "MAX_UNPACKED_BYTES", 100)  # compare's limit on unpacking, small
+    good = _results(tmp_path / "good")
+    code, _, err = _cli(capsys, "pack", good)
+    assert code == 2 and "compare refuses an archive that unpacks to more than" in _one_line(err)
+    monkeypatch.undo()
+    for fmt in ("tar.gz", "zip"):
+        assert _cli(capsys, "pack", good, "--out", tmp_path / f"good.{fmt}")[0] == 0
+        code, out, err = _cli(capsys, "compare", tmp_path / f"good.{fmt}", good)
+        assert code == 0 and f"good.{fmt} (archive)" in out, err
+
+
+@pytest.mark.parametrize(("edit", "key", "shown"), [
+    (lambda m: {**m, "benchmarks": []}, "benchmarks", "a list ([]), not an object"),
+    (lambda m: _member(m, spec="abc"), "benchmarks.load.spec", 'a string ("abc"), not an object'),
+    (lambda m: _member(m, spec={"runs": "3"}), "benchmarks.load.spec.runs", 'a string ("3"), not an integer'),
+    (lambda m: _member(m, spec={"variants": "baseline"}), "benchmarks.load.spec.variants", 'a string ("baseline")'),
+    (lambda m: _member(m, environment="x"), "benchmarks.load.environment", 'a string ("x"), not an object'),
+    (lambda m: _member(m, status=[]), "benchmarks.load.status", "a list ([]), not a string"),
+    (lambda m: _member(m, started_at=5), "benchmarks.load.started_at", "an integer (5), not a string"),
+    (lambda m: {"schema_version": 2, **_member(m)["benchmarks"]["load"], "serve_ab": []}, "serve_ab", "a list"),
+])
+def test_metadata_fields_of_the_wrong_type_are_one_line_naming_the_file_and_key(tmp_path, capsys, edit, key, shown):
+    out = _results(tmp_path / "res")
+    meta = json.loads((out / METADATA_FILE).read_text())
+    (out / METADATA_FILE).write_text(json.dumps(edit(meta)))
+    for command in (["report", out, "--quiet"], ["compare", out], ["pack", out]):
+        code, _, err = _cli(capsys, *command)
+        assert code == 2, command
+        assert _one_line(err).startswith(f"omni-loader: error: {out / METADATA_FILE}: {key} is {shown}"), command
+
+
+def _member(metadata: dict, **fields) -> dict:
+    return {**metadata, "benchmarks": {"load": {**metadata["benchmarks"]["load"], **fields}}}

@@ -21,6 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..errors import ResultsError
 from ..results.archive import archive_format, opened
 from ..reporting.measurements import PR_ROWS, comparisons, described_record, planned_arms
 from ..results.suite import benchmark, flat_spec
@@ -213,7 +214,12 @@ class SideBySide:
 def read_results(path: str | os.PathLike[str]):  # -> results.ResultsCheck
     """A results directory or archive, read and checked (unknown schemas refused in one line)."""
     with opened(path) as directory:
-        return check_results(directory)
+        try:
+            return check_results(directory)
+        except ResultsError as exc:  # named in the archive, not in the temporary folder it was unpacked into
+            if Path(path).is_dir():
+                raise
+            raise ResultsError(str(exc).replace(f"{directory.parent}/", f"{path}:")) from None
 
 
 def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:

@@ -67,12 +67,17 @@ def pack(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     """Write ``directory`` as one archive; returns its path (default: ``DIR.tar.gz`` beside ``DIR``).
 
     ``fmt`` is 'tar.gz' or 'zip'; by default taken from ``out``'s ending, else 'tar.gz'. The
-    directory must be a readable results directory (a schema this kit reads, a runs.csv).
+    directory must be one that ``compare`` reads: it is read as compare reads an archive (metadata.json of a
+    schema this kit reads and of the right types, a runs.csv of the kit's columns, no bigger than an archive
+    compare unpacks), so that pack never writes an archive its own compare refuses.
     """
+    from .integrity import check_results
+
     directory = Path(directory).resolve()
     read_metadata(directory)  # refuses a non-results directory and an unknown schema, in one line
     if not (directory / RUNS_FILE).is_file():
         raise ResultsError(f"nothing to pack: {directory} has no {RUNS_FILE}")
+    check_results(directory)  # what compare refuses in one line (a damaged header...), refused here, in the same line
     # A linked file would be stored as a link to a path elsewhere, which opened() then refuses: said now instead.
     refuse_links(directory, (*PACKED_FILES, *PACKED_DIRS),
                  why="pack stores a results directory's own files, never links; replace it with a copy and pack again")
@@ -88,6 +93,11 @@ def pack(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     ensure_dir(out.parent)
     folder = directory.name
     files = packed_files(directory)
+    total = sum((directory / rel).stat().st_size for rel in files)
+    if total > MAX_UNPACKED_BYTES:  # compare's limit on unpacking: an archive it would refuse is not written
+        raise ResultsError(f"{directory} holds {total / 2**30:.1f} GiB to pack (plots/, profiles/): compare refuses an "
+                           f"archive that unpacks to more than {MAX_UNPACKED_BYTES / 2**30:.0f} GiB; move the largest "
+                           "profiles out and pack again")
     with replaced(out) as tmp:  # a new file renamed into place: a link at ``out`` is refused, never written through
         if fmt == "zip":
             with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:

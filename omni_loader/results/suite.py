@@ -77,7 +77,49 @@ def read_metadata(directory: str | os.PathLike[str]) -> dict[str, Any]:
             f"{path} has schema_version {version!r}; this omni-loader reads versions "
             f"{', '.join(map(str, READABLE_SCHEMAS))}" + (" (upgrade omni-loader to read it)" if newer else "")
         )
+    _check_types(path, record)
     return record
+
+
+# The type of each field a writer records (None: not recorded, always allowed); a field of another type was not
+# written by omni-loader, and a reader would fail on it deep inside a table. Plan and status are the integrity
+# check's (a finding each), the fields not named here are read as text.
+_TEXT, _WHOLE, _LIST, _RECORD = (str,), (int,), (list,), (dict,)
+RECORD_FIELDS = {"kind": _TEXT, "spec": _RECORD, "environment": _RECORD, "model": _TEXT, "warmup": _WHOLE,
+                 "repeats": _WHOLE, "order": _TEXT, "command_line": _TEXT, "started_at": _TEXT, "finished_at": _TEXT,
+                 "interrupted_at": _TEXT, "status": _TEXT + (int, float, bool), "resumed_at": _LIST,
+                 "repairs": _LIST, "activity": _RECORD}
+SPEC_FIELDS = {"load": _RECORD, "variants": _LIST, "runs": _WHOLE, "warmup": _WHOLE, "seed": _WHOLE,
+               "checkpoint": _TEXT, "order": _TEXT, "workers": _TEXT, "layout": _TEXT, "device": _TEXT,
+               "dtype": _TEXT, "construct": _TEXT, "read": _TEXT, "cpus": _LIST, "custom_variants": _LIST}
+_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
+          dict: "an object"}
+
+
+def _check_types(path: Path, metadata: dict[str, Any]) -> None:
+    """Refuse, in one line naming the file and the key, a field of metadata.json whose type no writer gives."""
+    for key in ("benchmarks", "serve_ab"):
+        if key in metadata and not isinstance(metadata[key], dict):
+            raise _wrong_type(path, key, metadata[key], _RECORD)
+    for name, record in benchmarks(metadata).items():
+        where = f"benchmarks.{name}" if isinstance(metadata.get("benchmarks"), dict) else name
+        fields = [(f"{where}.{k}", record[k], RECORD_FIELDS[k]) for k in RECORD_FIELDS if k in record]
+        spec = record.get("spec")
+        if isinstance(spec, dict):
+            fields += [(f"{where}.spec.{k}", spec[k], SPEC_FIELDS[k]) for k in SPEC_FIELDS if k in spec]
+            if isinstance(spec.get("variants"), list):
+                fields += [(f"{where}.spec.variants[{i}]", v, _TEXT + _RECORD) for i, v in enumerate(spec["variants"])]
+        for key, value, types in fields:
+            wrong = value is not None and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types))
+            if wrong:
+                raise _wrong_type(path, key, value, types)
+
+
+def _wrong_type(path: Path, key: str, value: Any, types: tuple[type, ...]) -> ResultsError:
+    shown = json.dumps(value, default=str)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return ResultsError(f"{path}: {key} is {_NAMES.get(type(value), type(value).__name__)} ({shown}), not "
+                        f"{_NAMES[types[0]]}: not written by omni-loader (or edited by hand); restore it from a copy")
 
 
 def benchmarks(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
