@@ -101,7 +101,8 @@ def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
 
     output = Path(output)
     ensure_dir(output.parent)
-    with replaced(output) as tmp:  # papermill writes by name: a new file, renamed into place (never through a link)
+    # papermill writes by name: a new file, renamed into place (never through a link), a failed run's too
+    with replaced(output, keep_failed=True) as tmp:
         pm.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=kernel,
                             cwd=str(cwd or source.parent), progress_bar=False, execution_timeout=timeout)
     return sign(output)

@@ -132,15 +132,17 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 
 
 @contextmanager
-def replaced(path: str | os.PathLike[str]) -> Iterator[Path]:
+def replaced(path: str | os.PathLike[str], keep_failed: bool = False) -> Iterator[Path]:
     """A new, empty file beside ``path`` for a library that writes by name; renamed onto ``path`` when the block
-    ends without an error (removed otherwise). ``path`` itself is checked first: a link there is refused, and
-    the rename replaces the name, never writes through it."""
+    ends without an error (removed otherwise; with ``keep_failed``, what was written is renamed into place even
+    then: an executed notebook that failed shows where). ``path`` itself is checked first: a link there is
+    refused, and the rename replaces the name, never writes through it."""
     path = Path(path)
     refuse_link(path)
     if path.is_dir():
         raise ResultsError(f"{path} is a folder: remove it or name a file, and run again")
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # O_EXCL: a new file
+    # O_EXCL: a new file; its name ends like the file's (papermill warns of a notebook not named .ipynb)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
     os.chmod(tmp, 0o644)  # as open_fd makes a file (mkstemp's is 0600)
@@ -148,6 +150,10 @@ def replaced(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp
         refuse_link(path)  # planted meanwhile: still never replaced by a rename that would hide it
         os.replace(tmp, path)
+    except BaseException:
+        if keep_failed and tmp.is_file() and tmp.stat().st_size and not os.path.islink(path):
+            os.replace(tmp, path)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 
