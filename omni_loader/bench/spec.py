@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import ResultsError
+from ..errors import OmniLoaderError, ResultsError
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions, option, option_conflicts, option_fields
 from ..token2wav.variants import BUILTIN_VARIANTS, variant_text
@@ -28,6 +28,9 @@ AA_VARIANT = "optimized"
 DEFAULT_RUNS = 10
 DEFAULT_WARMUP = 1
 LOAD_FIELDS = tuple(option_fields(LoadOptions))
+# A load in the benchmark's own process cannot be killed and the benchmark go on: the limit would be a promise.
+IN_PROCESS_TIMEOUT = ("--worker-timeout needs a worker process to kill: drop it, or drop --in-process (--workers "
+                      "forkserver or spawn)")
 
 
 def same_path(value: Any, old: Any) -> bool:
@@ -86,6 +89,8 @@ class BenchmarkSpec:
         object.__setattr__(self, "variants", tuple(self.variants))
         object.__setattr__(self, "cpus", tuple(self.cpus))
         object.__setattr__(self, "custom_variants", tuple(self.custom_variants))
+        if self.workers == "in-process" and self.worker_timeout is not None:
+            raise OmniLoaderError(IN_PROCESS_TIMEOUT)
 
     @classmethod
     def from_flat(cls, values: Mapping[str, Any]) -> BenchmarkSpec:

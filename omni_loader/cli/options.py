@@ -57,8 +57,10 @@ def add_field_options(p: Any, cls: Any, *, skip: tuple[str, ...] = (), extras: M
             kw["choices"] = f.metadata["choices"]
         if isinstance(default, bool):
             kw["action"] = "store_true"
-        elif isinstance(default, (int, float)):
-            kw["type"] = type(default)
+        elif isinstance(default, float):  # seconds, all of them: nan, inf and negatives are refused in one line
+            kw["type"] = seconds_at_least_zero(flag(f))
+        elif isinstance(default, int):
+            kw["type"] = int
         elif isinstance(default, tuple):
             kw["type"] = comma_list
         if default is not None:
@@ -175,6 +177,29 @@ def positive_seconds(option: str) -> Any:
             value = None
         if value is None or not math.isfinite(value) or value <= 0:
             raise OmniLoaderError(f"{option} {text}: must be a finite number of seconds above 0")
+        return value
+
+    parse.__name__ = "float"
+    return parse
+
+
+def seconds_at_least_zero(option: str) -> Any:
+    """An argparse ``type=``: a finite number of seconds, 0 or more, else one line naming ``option`` (exit 2).
+
+    Why: ``float()`` takes ``nan``, ``inf`` and ``-5``; a wait of nan seconds never ends (every comparison
+    with it is false) and is written into metadata.json as ``NaN``, which no JSON reader but Python's takes.
+    """
+    import math
+
+    from ..errors import OmniLoaderError
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value < 0:
+            raise OmniLoaderError(f"{option} {text}: must be a finite number of seconds, 0 or more")
         return value
 
     parse.__name__ = "float"

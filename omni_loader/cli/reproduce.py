@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ResultsError
+from ..errors import OmniLoaderError, ResultsError
 from ..results.metadata import stamped
 from ..host.placement import resolve_cpus
 from ..results.planner import DEFAULT_ORDER, ORDERS
 from ..results.suite import METADATA_FILE, benchmark, read_metadata
 from ..results.integrity import ResultsCheck, check_results, resume_command
-from ..bench.spec import LOAD_FIELDS, BenchmarkSpec, same_path, spec_conflicts
+from ..bench.spec import IN_PROCESS_TIMEOUT, LOAD_FIELDS, BenchmarkSpec, same_path, spec_conflicts
 from ..token2wav.options import dest, option_fields
 from ..token2wav.variants import parse_variant
 from .options import (MAX_RUNS, MAX_THREADS, Default, add_checkpoint_options, add_field_options, bounded_int,
@@ -98,6 +98,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     if args.resume and not args.out:
         raise ResultsError("--resume needs --out DIR (the results directory to continue)")
+    if args.workers == "in-process" and args.worker_timeout is not None:  # before a snapshot is made
+        raise OmniLoaderError(IN_PROCESS_TIMEOUT)
     out = Path(args.out) if args.out else default_out_dir(args)
     if args.resume:  # the spec comes from DIR/metadata.json; options given must agree with it
         spec, snapshot = resume_spec(args, out)

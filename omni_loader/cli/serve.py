@@ -24,7 +24,7 @@ from ..startup.server import DEFAULT_HOST, SnapshotChoice, StageServerOptions, r
 from ..startup.stage_group import StageGroupOptions, run_stage_group
 from ..token2wav.options import dest, option_fields
 from .options import (MAX_RUNS, Default, add_checkpoint_options, add_field_options, add_load_options, bounded_int,
-                      given_options, load_options, positive_seconds, take_defaults)
+                      given_options, load_options, positive_seconds, seconds_at_least_zero, take_defaults)
 
 
 def _snapshot_choice(args: argparse.Namespace) -> SnapshotChoice:
@@ -185,7 +185,7 @@ def add_stage_commands(subparsers: Any) -> None:
                    help="what each other stage sleeps as its load: one value, or one per other stage (default 2)")
     p.add_argument("--replica-tags", action="store_true",
                    help="the stages tag lines (StageEngineCoreProc_stage<N>_replica0 pid=...)")
-    p.add_argument("--grace", type=float, default=5.0, metavar="S",
+    p.add_argument("--grace", type=seconds_at_least_zero("--grace"), default=5.0, metavar="S",
                    help="seconds between SIGTERM and SIGKILL when stopping the stages (default 5)")
     _listen_and_load_options(p)
     p.set_defaults(func=cmd_stage_group)

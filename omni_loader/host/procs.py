@@ -18,13 +18,17 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import psutil
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psutil
 
 # How long the last SIGKILL round waits for the group to disappear before naming the survivors.
 KILL_WAIT = 5.0
@@ -34,6 +38,8 @@ POLL = 0.05
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes of process group ``pgid``, and its leader-to-be: the process ``pgid``
     itself, even before it has made the group (a forked child stopped before its ``setsid``)."""
+    import psutil  # here, not at the top: a stage server imports this module for die_with_parent, and psutil is slow
+
     members = []
     for proc in psutil.process_iter(["status"]):
         try:
@@ -100,6 +106,8 @@ def stop_children(pid: int, grace: float = 1.0) -> list[int]:
     have not made their own yet): its group cannot be signalled without signalling the caller.
     Returns the pids still alive.
     """
+    import psutil
+
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
@@ -113,6 +121,8 @@ def stop_children(pid: int, grace: float = 1.0) -> list[int]:
 
 def _each(procs: list[psutil.Process], action) -> None:
     """``action`` on every process of ``procs`` that still exists (one that has gone is not an error)."""
+    import psutil
+
     for proc in procs:
         try:
             action(proc)
@@ -170,6 +180,8 @@ def adopting_orphans() -> Iterator[Callable[[], list[str]]]:
     found among this process's children and stopped. Without prctl (not Linux) nothing is adopted and
     the function finds only the children this process started itself.
     """
+    import psutil
+
     me = psutil.Process()
     before = {p.pid for p in me.children()}
     enabled = _set_subreaper(True)
@@ -192,3 +204,144 @@ def adopting_orphans() -> Iterator[Callable[[], list[str]]]:
     finally:
         if enabled:
             _set_subreaper(False)
+
+
+# --------------------------------------------------------------------------- children that die with the kit
+
+GUARD_ENV = "OMNI_LOADER_GUARD"  # in a guarded child's environment (and so its descendants'): whose it is
+PARENT_ENV = "OMNI_LOADER_PARENT"  # set by a parent whose children call die_with_parent(): its pid
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+# The watcher: reads "+PGID" / "-PGID" lines from its stdin, a pipe whose only writer is the kit. At EOF (the
+# kit exited, or was killed: the kernel closes its end either way) it stops every group still registered
+# (SIGTERM, SIGKILL after GRACE s), then SIGKILLs every process whose environment carries the kit's token (a
+# helper that left its group). Plain Python, no imports of the kit's: it starts in milliseconds.
+_WATCHER = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+env, token, grace = sys.argv[1], sys.argv[2], float(sys.argv[3])
+groups = set()
+for line in sys.stdin.buffer:
+    try:
+        (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
+    except ValueError:
+        pass
+def signal_groups(sig):
+    for pgid in list(groups):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            groups.discard(pgid)
+        except PermissionError:
+            pass
+signal_groups(signal.SIGTERM)
+deadline = time.monotonic() + grace
+while groups and time.monotonic() < deadline:
+    time.sleep(0.05)
+    signal_groups(0)
+signal_groups(signal.SIGKILL)
+needle = ("%s=%s" % (env, token)).encode()
+for entry in os.listdir("/proc"):
+    if entry.isdigit() and int(entry) != os.getpid():
+        try:
+            with open("/proc/%s/environ" % entry, "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    os.kill(int(entry), signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+class ChildGuard:
+    """Children that die with this process even when it cannot clean up (SIGKILL, a crash, out of memory).
+
+    Why: the kit stops what it started on every path it runs (:func:`stop_group`), but a process killed
+    with SIGKILL runs no path at all, and a server started in a session of its own (serve-ab's) is no
+    child the kernel stops with it. So a small watcher process holds the read end of a pipe whose write
+    end only this process holds: when this process ends, however it ends, the watcher reads EOF and stops
+    every process group registered with :meth:`watch` (SIGTERM, SIGKILL after ``grace`` s), then every
+    process whose environment carries this guard's token (:meth:`env`: a helper that left its group
+    keeps its environment). The watcher is started once, before anything is timed, and waits in a read:
+    it costs a run nothing. Where it cannot start (no ``/proc``, no interpreter), it is absent and the
+    kit is as before; :attr:`active` says which.
+    """
+
+    def __init__(self, grace: float = 5.0) -> None:
+        import secrets
+
+        self.token = secrets.token_hex(8)
+        self._write: int | None = None
+        self.proc: subprocess.Popen | None = None
+        read, write = os.pipe()
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHER, GUARD_ENV, self.token,
+                                          repr(float(grace))], stdin=read, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True)
+            self._write = write
+        except OSError:
+            os.close(write)
+        finally:
+            os.close(read)
+
+    @property
+    def active(self) -> bool:
+        return self._write is not None
+
+    def env(self) -> dict[str, str]:
+        """What a guarded child's environment adds: the token its descendants inherit."""
+        return {GUARD_ENV: self.token} if self.active else {}
+
+    def _say(self, line: str) -> None:
+        if self._write is None:
+            return
+        try:
+            os.write(self._write, line.encode())
+        except OSError:  # the watcher is gone: nothing to tell
+            self.close()
+
+    def watch(self, pgid: int) -> None:
+        """Stop process group ``pgid`` if this process ends before :meth:`forget`."""
+        self._say(f"+{pgid}\n")
+
+    def forget(self, pgid: int) -> None:
+        """Group ``pgid`` was stopped here: the watcher leaves it (its id may be someone's later)."""
+        self._say(f"-{pgid}\n")
+
+    def close(self) -> None:
+        """Let the watcher go (it finds nothing left to stop) and reap it."""
+        if self._write is not None:
+            os.close(self._write)
+            self._write = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=KILL_WAIT + 10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+
+    def __enter__(self) -> ChildGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent ends (Linux ``PR_SET_PDEATHSIG``), if the
+    parent asked for it by setting :data:`PARENT_ENV` to its pid; a parent that already ended gets ``sig`` sent
+    at once. Returns whether the request was made.
+
+    Why: a stage-group's stages are its children; killed with SIGKILL, the group stops none of them, and
+    they would keep their ports and memory. The signal is tied to the parent's thread that started the
+    child: stage-group starts its stages from its main thread, which lives as long as it does.
+    """
+    expected = os.environ.get(PARENT_ENV, "")
+    if not expected.isdigit():
+        return False
+    try:
+        made = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+    if made and os.getppid() != int(expected):  # the parent ended before the request: it will not be sent
+        os.kill(os.getpid(), sig)
+    return made

@@ -40,7 +40,7 @@ from .logfigures import extract_figures_from_file
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
 from ..results.planner import PlannedRun
-from ..host.procs import adopting_orphans, stop_group
+from ..host.procs import ChildGuard, adopting_orphans, stop_group
 from ..results.rows import RunRow
 
 PHASE = "startup_to_health"
@@ -143,9 +143,10 @@ def split_command(cmd: Command, what: str = "command") -> list[str]:
 # --------------------------------------------------------------------------- processes
 
 
-def launch(argv: Sequence[str], log_path: Path) -> subprocess.Popen:
-    """Spawn ``argv`` in a new session (its own process group), stdout+stderr appended to ``log_path``."""
-    child_env = {**os.environ}
+def launch(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Spawn ``argv`` in a new session (its own process group), stdout+stderr appended to ``log_path``; ``env``
+    adds to the environment (a :class:`~omni_loader.host.procs.ChildGuard`'s token)."""
+    child_env = {**os.environ, **(env or {})}
     child_env.setdefault("PYTHONUNBUFFERED", "1")  # a server killed at the end still leaves its lines
     with open(log_path, "ab") as log:
         return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -220,8 +221,11 @@ class RunOutcome:
 
 
 def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeout: float, grace: float,
-            poll_interval: float, port_wait: float, patterns: Mapping[str, re.Pattern[str]]) -> RunOutcome:
-    """One launch: port check, spawn, poll /health, stop the group, read the log. Never leaves the group."""
+            poll_interval: float, port_wait: float, patterns: Mapping[str, re.Pattern[str]],
+            guard: ChildGuard | None = None) -> RunOutcome:
+    """One launch: port check, spawn, poll /health, stop the group, read the log. Never leaves the group, even
+    killed: ``guard`` (:class:`~omni_loader.host.procs.ChildGuard`) stops it, and what left it, if this process
+    ends while the server runs."""
     host, port = health_address(url)
     log = logs / f"{run.run_id}-{run.variant}.log"
     with open(log, "wb") as fh:  # no command here: its text could match a log pattern (it is in metadata.json)
@@ -232,14 +236,18 @@ def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeo
     started = time.perf_counter()
     with adopting_orphans() as escaped:  # a helper that left the server's group comes back here when it dies
         try:
-            proc = launch(argv, log)
+            proc = launch(argv, log, guard.env() if guard else None)
         except OSError as exc:
             return RunOutcome(run, "failed", None, f"cannot start {argv[0]}: {exc.strerror or exc}", log)
         try:
+            if guard:
+                guard.watch(proc.pid)  # start_new_session: the leader's pid is the group id
             seconds, error = wait_healthy(proc, url, started, timeout, poll_interval)
         finally:
-            left = stop_group(proc.pid, grace, leader=proc)  # start_new_session: the leader's pid is the group id
+            left = stop_group(proc.pid, grace, leader=proc)
             stopped = escaped()
+            if guard:
+                guard.forget(proc.pid)
     if left and error is None:
         error = f"processes {left} of the server's group survived SIGKILL"
     if stopped:

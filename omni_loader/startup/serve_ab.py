@@ -34,6 +34,7 @@ from ..errors import OmniLoaderError, ResultsError
 from ..formatting import duration, time_unit
 from ..results.integrity import check_results, resume_benchmark
 from ..results.lock import writer_lock
+from ..host.procs import ChildGuard
 from .logfigures import DEFAULT_PATTERNS, compile_patterns
 from ..names import VARIANTS
 from ..results.planner import ORDERS, PlannedRun, plan_runs
@@ -42,7 +43,7 @@ from ..results.rows import RUNS_FILE, read_runs
 from .one_run import (PHASE, SOURCE, Command, RunOutcome, health_address, run_one,
                       split_command)
 from ..results.suite import METADATA_FILE, benchmark, benchmark_record, read_metadata
-from ..token2wav.options import option, option_conflicts, option_fields
+from ..token2wav.options import flag, option, option_conflicts, option_fields
 
 # serve-ab's API: the names defined here that callers use.
 __all__ = ["StartupSpec", "resume_serve_ab", "run_serve_ab", "saved_serve_ab", "serve_ab", "serve_ab_conflicts",
@@ -80,7 +81,12 @@ class StartupSpec:
         for key, flag_name in (("baseline_cmd", "--baseline-cmd"), ("optimized_cmd", "--optimized-cmd")):
             object.__setattr__(self, key, shlex.join(split_command(getattr(self, key), flag_name)))
         health_address(self.health_url)
-        if self.timeout_s <= 0 or self.grace_s < 0 or self.poll_interval_s <= 0:
+        for name, f in option_fields(StartupSpec).items():  # every seconds field: a finite number, 0 or more
+            value = getattr(self, name)
+            if isinstance(f.default, float) and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                                     and math.isfinite(value) and value >= 0):
+                raise OmniLoaderError(f"serve-ab {flag(f)} {value!r}: must be a finite number of seconds, 0 or more")
+        if self.timeout_s <= 0 or self.poll_interval_s <= 0:
             raise OmniLoaderError("serve-ab needs --timeout > 0, --grace >= 0 and a positive poll interval")
         patterns = {k: (v.pattern if isinstance(v, re.Pattern) else v) for k, v in self.patterns.items()}
         compile_patterns(patterns)
@@ -172,13 +178,14 @@ def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progr
         report = _Reporter(progress, len(plan), len(done))
         report.line(f"{len(plan)} runs ({spec.warmup} warm-up of each, then {spec.runs} of each, {spec.order}); "
                     f"health {spec.health_url}; logs in {logs}")
-        with recording(out, MEMBER, record, runs_ok=counts["ok"], runs_failed=counts["failed"]) as rec:
+        with recording(out, MEMBER, record, runs_ok=counts["ok"], runs_failed=counts["failed"]) as rec, \
+                ChildGuard(spec.grace_s) as guard:  # a server outlives no serve-ab, even one killed with SIGKILL
             try:
                 compiled = compile_patterns(spec.patterns)
                 for run in (r for r in plan if r.run_id not in done):
                     outcome = run_one(run, spec.command(run.variant), spec.health_url, logs, timeout=spec.timeout_s,
                                       grace=spec.grace_s, poll_interval=spec.poll_interval_s,
-                                      port_wait=spec.port_wait_s, patterns=compiled)
+                                      port_wait=spec.port_wait_s, patterns=compiled, guard=guard)
                     counts[outcome.status] += 1
                     rec.ran(outcome.rows(), runs_ok=counts["ok"], runs_failed=counts["failed"])
                     report.run(outcome)

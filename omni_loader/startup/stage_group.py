@@ -23,6 +23,7 @@ commands (baseline and optimized Token2Wav stage) of one group shape.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import signal
@@ -36,8 +37,9 @@ from typing import Any
 from ..errors import OmniLoaderError
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
-from .server import DEFAULT_HOST, READY_MESSAGE, SnapshotChoice, StageLog, StageState, bind_server
+from .server import DEFAULT_HOST, MAX_SIMULATE, READY_MESSAGE, SnapshotChoice, StageLog, StageState, bind_server
 from .one_run import free_port
+from ..host.procs import PARENT_ENV
 
 # The stage commands alone (no pandas, no matplotlib): a startup benchmark times the stages, not the kit's CLI.
 STAGE_ENTRY = ("-m", "omni_loader.cli.serve")
@@ -66,11 +68,13 @@ class StageGroupOptions:
             raise OmniLoaderError(f"stage-group --stages {self.stages} --token2wav-stage {self.token2wav_stage}: "
                                   "needs 1 to 64 stages and a Token2Wav stage from 0 to stages - 1")
         seconds = tuple(float(s) for s in self.simulate_seconds)
-        if len(seconds) not in (1, self.stages - 1) or not all(0 < s < 3600 for s in seconds):
+        if len(seconds) not in (1, self.stages - 1) or not all(0 < s < MAX_SIMULATE for s in seconds):
             raise OmniLoaderError(f"stage-group --simulate-seconds {','.join(f'{s:g}' for s in seconds)}: one "
                                   f"value, or one per stage that is not Token2Wav ({self.stages - 1}), each "
-                                  "above 0 and under 3600 s")
+                                  f"above 0 and under {MAX_SIMULATE:g} s")
         object.__setattr__(self, "simulate_seconds", seconds)
+        if not (isinstance(self.grace, (int, float)) and math.isfinite(self.grace) and self.grace >= 0):
+            raise OmniLoaderError(f"stage-group --grace {self.grace!r}: must be a finite number of seconds, 0 or more")
 
     def simulated(self, stage: int) -> float | None:
         """The seconds stage ``stage`` sleeps as its load (None: it is Token2Wav's)."""
@@ -168,7 +172,7 @@ def run_stage_group(options: StageGroupOptions) -> int:
         f"loads variant {options.variant}); /health answers 503 until every stage is ready")
     started = time.perf_counter()
     state.stages = [Stage(i, options.stage_argv(i), i == options.token2wav_stage) for i in range(options.stages)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())}  # each stage dies with the group
     failure = None
     try:
         for stage in state.stages:

@@ -128,7 +128,8 @@ def _shard_keys(path: Path) -> list[str]:
         with safe_open(str(path), framework="pt") as fh:
             return list(fh.keys())
     except Exception as exc:  # safetensors raises its own error type for bad files
-        raise CheckpointError(f"truncated or corrupt shard {path}: {exc}") from None
+        raise read_failure(path, exc, "shard") or CheckpointError(f"truncated or corrupt shard {path}: {exc}") \
+            from None
 
 def find_in_hub_cache(
     model_id: str, cache_dir: str | os.PathLike[str] | None = None, revision: str | None = None, download: bool = False
@@ -136,15 +137,22 @@ def find_in_hub_cache(
     """Resolve ``model_id`` to a local snapshot through huggingface_hub, offline unless ``download``.
 
     With ``download``, only the config, the index, the speaker dictionary and the shards that hold
-    ``token2wav.`` tensors are fetched, not the whole multi-GB model.
+    ``token2wav.`` tensors are fetched, not the whole multi-GB model; a Hub that does not answer the
+    first request within :func:`hub_timeout` seconds is one line. A ``refs/main`` that is not a commit
+    hash is refused before it is followed.
     """
-    from huggingface_hub import hf_hub_download, snapshot_download
+    from huggingface_hub import constants, hf_hub_download, snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    from .hub import answered_within, hub_timeout, refuse_escaping_ref
 
     kwargs = dict(repo_id=model_id, cache_dir=cache_dir, revision=revision)
     try:
+        refuse_escaping_ref(model_id, cache_dir, revision)
         if download:
-            index = json.loads(Path(hf_hub_download(filename=INDEX_FILE, **kwargs)).read_text())
+            index_file = answered_within(hub_timeout(), f"the Hugging Face Hub ({constants.ENDPOINT}), asked for "
+                                         f"{model_id}/{INDEX_FILE},", lambda: hf_hub_download(filename=INDEX_FILE, **kwargs))
+            index = json.loads(Path(index_file).read_text())
             shards = {v for k, v in index["weight_map"].items() if k.startswith(CHECKPOINT_PREFIX)}
             patterns = [CONFIG_FILE, INDEX_FILE, SPK_DICT_FILE, *sorted(shards)]
             path = snapshot_download(allow_patterns=patterns, **kwargs)
@@ -152,8 +160,12 @@ def find_in_hub_cache(
             path = snapshot_download(local_files_only=True, **kwargs)
     except HFValidationError as exc:
         raise CheckpointError(f"not a valid Hugging Face model id: {model_id!r} ({str(exc).splitlines()[0]})") from None
-    except LocalEntryNotFoundError:
+    except LocalEntryNotFoundError as exc:
         where = cache_dir or "the default Hugging Face cache (HF_HUB_CACHE)"
+        if download:  # the download itself failed: --download is no advice
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+            raise CheckpointError(f"--download of {model_id!r} from {constants.ENDPOINT} failed ({reason}); check the "
+                                  "network (HF_ENDPOINT, HF_HUB_OFFLINE, proxies), or pass --checkpoint DIR") from None
         raise CheckpointError(
             f"model {model_id!r} is not in {where}; pass --download to fetch it, or --checkpoint DIR"
         ) from None
@@ -220,9 +232,18 @@ def read_failure(path: Path, exc: BaseException, what: str) -> OmniLoaderError |
         return OmniLoaderError(f"out of memory reading {what} {path} ({exc}): the machine ran out, the file is not "
                                "to blame; free memory (or lift the process's memory limit) and run again")
     if isinstance(exc, OSError):
+        exc = _opened(path) or exc  # safetensors says "No such file or directory" of a file it may not read
         return CheckpointError(f"cannot read {what} {path}: {exc.strerror or exc} (the file system's answer; the "
                                "file's content was not read)")
     return None
+
+def _opened(path: Path) -> OSError | None:
+    """The file system's own answer to opening ``path`` for reading (None: it opens)."""
+    try:
+        with open(path, "rb"):
+            return None
+    except OSError as exc:
+        return exc
 
 # --------------------------------------------------------------------------- writing
 
