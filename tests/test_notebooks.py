@@ -227,6 +227,8 @@ def _promises_04(nb: nbformat.NotebookNode, results: Path) -> None:
     assert note.count("The weights are random") == 1, "04: does not say once that the synthetic weights are random"
     assert "RANDOM" not in _text(nb), "04: the random-weights warning is printed a second time"
     assert (results / "token2wav.wav").is_file(), "04: the clip is not saved"
+    assert re.search(r"the \d+ anti-aliasing activations \(\d+ modules .*\) hold \d+ tensors of [\d,]+ bytes", _text(nb)), \
+        "04: the anti-aliasing modules are not counted and weighed"
 
 
 def _promises_06(nb: nbformat.NotebookNode, results: Path) -> None:
@@ -245,6 +247,9 @@ def _promises_01(nb: nbformat.NotebookNode, results: Path) -> None:
     tables = figure_tables(results)
     assert all(p.with_suffix(".csv") in tables for p in plots), \
         f"01: not every plot has its figure CSV beside it: {[p.name for p in plots]}"
+    parts = re.findall(r"(This run|The PR \(MI300X\)): weight loading .*?, of which buffer discovery .*? and the rest",
+                       _text(nb, "text/markdown"))
+    assert parts == ["This run", "The PR (MI300X)"], f"01: the weight-loading ratio is not taken apart: {parts}"
 
 
 def _promises_05(nb: nbformat.NotebookNode, results: Path) -> None:
@@ -259,6 +264,8 @@ def _promises_05(nb: nbformat.NotebookNode, results: Path) -> None:
     assert f"my_loader.py:{loop} (comprehension)" in found[0], found[0]
     assert "| Module visits |" in markdown, "05: the source audit's findings are unpriced"
     assert "1 finding(s)" in _text(nb), "05: the source audit found something other than its example's one walk"
+    assert "**The PR's rows** (`baseline` against `optimized`)" in markdown, "05: promises the PR's table, shows none"
+    assert "load's largest phases are `" in markdown, "05: names the next bottleneck without this run's numbers"
 
 
 # Extra checks for the notebooks that promise specific content (others only have to run cleanly).

@@ -57,6 +57,8 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "equivalence_and_memory": "sections",
     "earlier_results": "sections",
     "side_by_side": "sections",
+    "weight_loading_parts": "sections",
+    "largest_phases": "sections",
     # 02: profiles
     "profile_variants": ".profiling.run",
     "phase_share_table": ".profiling.tables",

@@ -170,6 +170,17 @@ def parameter_bytes(model: nn.Module, depth: int = 2):  # -> DataFrame
     return pd.DataFrame(rows).sort_values("bytes", ascending=False).reset_index(drop=True)
 
 
+def bytes_of_class(model: nn.Module, class_name: str) -> dict[str, int]:
+    """What the modules of one class hold, counted once each: the modules (themselves and their
+    submodules), their parameters' and buffers' tensors and bytes. For a sentence in notebook 04 that
+    weighs many small modules against few large ones."""
+    roots = [m for m in model.modules() if type(m).__name__ == class_name]
+    inside = {id(sub) for m in roots for sub in m.modules()}
+    tensors = {id(t): t for m in roots for t in [*m.parameters(), *m.buffers()]}
+    return {"modules": len(roots), "with_submodules": len(inside), "tensors": len(tensors),
+            "bytes": sum(t.numel() * t.element_size() for t in tensors.values())}
+
+
 def plot_parameter_bytes(table, title: str = "Parameter bytes per submodule", top: int = 20):  # -> Figure
     """Horizontal bar chart of :func:`parameter_bytes` (largest ``top`` rows), in MiB."""
     from matplotlib.figure import Figure

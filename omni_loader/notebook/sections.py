@@ -93,16 +93,19 @@ def equivalence_and_memory(out: str | os.PathLike[str]) -> str:
 
 
 def beyond_the_pr(out: str | os.PathLike[str], first: str, second: str) -> str:
-    """A benchmark of more than two variants: what the integrity checks found, each variant against the
-    first, ``second`` against ``first`` phase by phase, and the equivalence of every arm."""
-    from ..reporting.measurements import planned_arms
-    from ..reporting.report_tables import beyond_pr_section, pair_table
+    """A benchmark of more than two variants: what the integrity checks found, the PR's rows (baseline
+    against optimized), each variant against the first, ``second`` against ``first`` phase by phase,
+    and the equivalence of every arm."""
+    from ..reporting.measurements import comparisons, planned_arms
+    from ..reporting.report_tables import beyond_pr_section, pair_table, pr_rows_table
     from ..reporting.stats import equivalence
     from ..results.integrity import check_results
 
     checked = check_results(out)
+    pair = checked.frame[checked.frame["variant"].isin(["baseline", "optimized"])]
     return "\n".join([
         f"Integrity: {checked.summary or 'the checks found nothing wrong'}", "",
+        "**The PR's rows** (`baseline` against `optimized`)", "", pr_rows_table(comparisons(pair)), "",
         *beyond_pr_section(checked.frame, checked.metadata), "",
         f"### `{second}` against `{first}`", "", pair_table(checked.frame, first, second), "",
         equivalence(checked.frame, planned_arms(checked.metadata))["statement"]])
@@ -140,3 +143,40 @@ def side_by_side(out: str | os.PathLike[str], others: list[str | os.PathLike[str
     header, rows = table_rows(side)
     # one column per results directory, one row per field: as wide as the page for a few directories
     return [table(pd.DataFrame(rows, columns=header).set_index("Results").T, index=True), "\n".join(check_lines(side))]
+
+
+def largest_phases(out: str | os.PathLike[str], variant: str = "optimized", n: int = 3) -> str:
+    """One sentence: ``variant``'s largest leaf phases in this run, each with its median and its share of
+    the median whole load: what is left to make faster."""
+    from ..formatting import short_duration
+    from ..names import LEAF_PHASES
+
+    frame, _ = _frame_and_metadata(out)
+    runs = frame[(frame["variant"] == variant) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
+    medians = runs.groupby("phase")["seconds"].median()
+    total = medians.get("total")
+    leaves = medians[[p for p in medians.index if p in LEAF_PHASES]].sort_values(ascending=False).head(n)
+    parts = [f"`{p}` {short_duration(s)}" + (f" ({100 * s / total:.1f}%)" if total else "") for p, s in leaves.items()]
+    return (f"In this run the `{variant}` load's largest phases are " + ", ".join(parts)
+            + (f", of a median whole load of {short_duration(total)}." if total else "."))
+
+
+def weight_loading_parts(out: str | os.PathLike[str]) -> str:
+    """Why the weight-loading ratio differs between machines, on this run's medians and the PR's: weight
+    loading is buffer discovery plus the rest of the phase (copying the tensors), and the fix removes
+    only the first, so the ratio is large where the rest is small beside it."""
+    from ..formatting import short_duration
+    from ..reporting.measurements import comparisons, load_reference
+
+    frame, _ = _frame_and_metadata(out)
+    here = {c.phase: (c.baseline.median, c.optimized.median) for c in comparisons(frame)}
+    pr = {m["measurement"]: (m["baseline"], m["optimized"]) for m in load_reference()["measurements"]}
+    lines = []
+    for who, medians in (("This run", here), ("The PR (MI300X)", pr)):
+        if "buffer_discovery" not in medians or "weight_loading" not in medians:
+            continue
+        (d_b, d_o), (w_b, w_o) = medians["buffer_discovery"], medians["weight_loading"]
+        lines.append(f"{who}: weight loading {short_duration(w_b)} → {short_duration(w_o)} ({w_b / w_o:.2f}x), "
+                     f"of which buffer discovery {short_duration(d_b)} → {short_duration(d_o)} and the rest "
+                     f"{short_duration(w_b - d_b)} → {short_duration(w_o - d_o)}.")
+    return "\n\n".join(lines)
