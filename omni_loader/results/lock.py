@@ -41,7 +41,7 @@ def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
 
     A second writer is refused with one line naming the directory and the process that holds it;
     so is a directory whose lock file, runs.csv, metadata.json, report.md or plots/ is a symbolic
-    link (writing through it would write outside the directory). A directory this call made that
+    link, or a file with another name (a hard link): writing through it would write outside the directory. A directory this call made that
     holds nothing but the lock file when the block ends (it failed before writing) is removed.
     """
     directory = Path(directory)

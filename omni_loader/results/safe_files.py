@@ -50,8 +50,8 @@ def link_refusal(path: str | os.PathLike[str], why: str = WRITES_IN_PLACE) -> Re
 
 def hard_link_refusal(path: str | os.PathLike[str], names: int, why: str = WRITES_IN_PLACE) -> ResultsError:
     """The one-line error for a file that has other names (a hard link): writing it writes them all."""
-    return ResultsError(f"{path} is a hard link (one of {names} names of one file, the others outside the kit's "
-                        f"reach): {why}")
+    return ResultsError(f"{path} is a hard link (one of {names} names of one file: writing it would write the "
+                        f"others): {why}")
 
 
 def refuse_link(path: str | os.PathLike[str], why: str = WRITES_IN_PLACE) -> None:
