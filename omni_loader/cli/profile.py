@@ -1,4 +1,5 @@
-"""``omni-loader profile``: one load per variant under cProfile, py-spy and torch.profiler."""
+"""``omni-loader profile``: one load per variant under cProfile, py-spy and torch.profiler; ``--diff``: which
+functions a change made faster or slower, over fresh-process runs sampled by py-spy."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from .. import profiling
+from ..errors import OmniLoaderError
 from ..formatting import percent
 from ..profiling.settings import (DEFAULT_RATE, DEFAULT_TOP, MAX_AUTO_REPEAT, PY_SPY_ENV, SAMPLES_WANTED, TOOLS,
                                   VARIANT_CHOICES, ProfileSettings, resolve_tools)
 from ..profiling.outputs import PROFILE_MD
 from ..profiling.result import VariantProfile, largest_cost
 from ..profiling.run import profile_variants
-from .options import add_checkpoint_options, add_load_options, load_options, snapshot_from_args
+from .options import (MAX_RUNS, Default, add_checkpoint_options, add_load_options, bounded_int, comma_list,
+                      given_options, load_options, positive_seconds, snapshot_from_args)
+
+# profile's options that only the one-load-per-tool profile takes, and those only --diff takes
+PROFILE_ONLY = ("tool", "top", "native", "repeat", "py_spy_svg", "reference_runs")
+DIFF_ONLY = ("runs", "variants", "order_seed", "worker_timeout")
 
 
 def profile_settings(args: argparse.Namespace) -> ProfileSettings:
@@ -22,7 +29,30 @@ def profile_settings(args: argparse.Namespace) -> ProfileSettings:
                            py_spy_svg=args.py_spy_svg, warmup=args.warmup, reference_runs=args.reference_runs)
 
 
+def variant_value(text: str) -> Any:
+    """``--variant``: a name (baseline, optimized, both; with --diff any known variant) or a custom variant's
+    definition ``NAME=STEP:REF[,STEP:REF]`` (with --diff), as reproduce takes it."""
+    from ..token2wav.variants import parse_variant
+
+    return parse_variant(text) if "=" in text else text.strip()
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
+    given = given_options(args)
+    chosen = args.variant or []
+    names = [v for v in chosen if isinstance(v, str)]
+    if args.diff:
+        return cmd_profile_diff(args, given, names)
+    wrong = [d for d in DIFF_ONLY if d in given] + (["variant NAME=STEP:REF"] if len(names) < len(chosen) else [])
+    if wrong:
+        raise OmniLoaderError(f"{', '.join(_flag(d) for d in wrong)}: only with --diff (a differential profile)")
+    if len(names) > 1 or (names and names[0] not in VARIANT_CHOICES):
+        raise OmniLoaderError(f"--variant {' '.join(names)}: choose one of {', '.join(VARIANT_CHOICES)}")
+    args.variant = names[0] if names else "both"
     options, settings = load_options(args), profile_settings(args)  # checked before the snapshot is made
     snapshot = snapshot_from_args(args)
     print(f"profiling {args.variant} on {snapshot.root} ({snapshot.source}), tools: "
@@ -32,6 +62,32 @@ def cmd_profile(args: argparse.Namespace) -> int:
     for variant, vp in profiles.items():
         print_variant(variant, vp)
     print(f"summary: {Path(args.out) / PROFILE_MD}")
+    return 0
+
+
+def cmd_profile_diff(args: argparse.Namespace, given: set[str], names: list[str]) -> int:
+    """``profile --diff``: the differential profile of two variants (:func:`~omni_loader.profiling.diff.profile_diff`)."""
+    from ..profiling.diff import DEFAULT_RUNS, profile_diff
+
+    wrong = [d for d in PROFILE_ONLY if d in given]
+    if wrong:
+        raise OmniLoaderError(f"--diff samples with py-spy only, one load per fresh process: "
+                              f"{', '.join(_flag(d) for d in wrong)} cannot be used with it")
+    if names and args.variants:
+        raise OmniLoaderError("--diff: name the two variants with --variants A,B, not --variant NAME")
+    variants = args.variants or ("baseline", "optimized")
+    custom = [v for v in (args.variant or []) if not isinstance(v, str)]
+    options = load_options(args)
+    snapshot = snapshot_from_args(args)
+    print(f"differential profile of {' against '.join(variants)} on {snapshot.root} ({snapshot.source}): "
+          f"{args.runs or DEFAULT_RUNS} py-spy-sampled loads per variant, each in a fresh process", flush=True)
+    diff = profile_diff(snapshot, variants, args.runs or DEFAULT_RUNS, args.out, options=options,
+                        custom_variants=custom, warmup=args.warmup, rate=args.rate, seed=args.order_seed or 0,
+                        py_spy=args.py_spy, worker_timeout=args.worker_timeout, progress=True)
+    print()
+    print(diff.markdown())
+    for name in ("functions.csv", "diff.md", "flame-diff.svg"):
+        print(f"  {diff.directory / name}")
     return 0
 
 
@@ -49,13 +105,15 @@ def print_variant(variant: str, vp: VariantProfile) -> None:
 def add_command(subparsers: Any) -> None:
     p = subparsers.add_parser("profile", help="profile one load per variant with cProfile, py-spy and torch.profiler",
                               description=profiling.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--variant", choices=VARIANT_CHOICES, default="both", help="variant(s) to profile (default both)")
+    p.add_argument("--variant", type=variant_value, action="append", metavar="NAME|NAME=STEP:REF",
+                   help=f"variant(s) to profile: {', '.join(VARIANT_CHOICES)} (default both); with --diff, "
+                        "NAME=STEP:REF[,STEP:REF] defines a variant of your own for --variants, as in reproduce")
     p.add_argument("--tool", choices=(*TOOLS, "all"), action="append",
                    help="profiler to run; repeat for several (default all)")
     add_checkpoint_options(p)
     add_load_options(p)
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (DIR/<variant>/ and DIR/profile.md)")
-    p.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N", help=f"rows in the tables (default {DEFAULT_TOP})")
+    p.add_argument("--top", type=int, default=Default(DEFAULT_TOP), metavar="N", help=f"rows in the tables (default {DEFAULT_TOP})")
     p.add_argument("--rate", type=int, default=DEFAULT_RATE, metavar="HZ",
                    help=f"py-spy samples per second (default {DEFAULT_RATE})")
     p.add_argument("--native", action="store_true", help="py-spy: also record native (C/C++) frames")
@@ -69,7 +127,19 @@ def add_command(subparsers: Any) -> None:
                         "from the speedscope samples of the one recording)")
     p.add_argument("--warmup", type=int, default=1, metavar="N",
                    help="unprofiled loads before profiling, and warm-ups of the reference runs (default 1)")
-    p.add_argument("--reference-runs", type=int, default=3, metavar="N",
+    p.add_argument("--reference-runs", type=int, default=Default(3), metavar="N",
                    help="unprofiled runs per variant, each in a fresh process, that the phase shares come from: "
                         "the median run's (default 3)")
+    d = p.add_argument_group("differential profile (--diff)")
+    d.add_argument("--diff", action="store_true",
+                   help="which functions B made faster or slower than A: randomized blocks of fresh-process loads, "
+                        "each sampled by py-spy, per-function medians, intervals and rank tests with "
+                        "Benjamini-Hochberg at 5%%; writes DIR/diff/functions.csv, diff.md, flame-diff.svg")
+    d.add_argument("--variants", type=comma_list, metavar="A,B",
+                   help="the two variants (default baseline,optimized; the same name twice: an A/A diff)")
+    d.add_argument("--runs", type=bounded_int("--runs", 2, MAX_RUNS), metavar="N",
+                   help="sampled loads per variant (default 15), and as many unsampled ones for py-spy's cost")
+    d.add_argument("--order-seed", type=int, metavar="SEED", help="seed of the randomized blocks (default 0)")
+    d.add_argument("--worker-timeout", type=positive_seconds("--worker-timeout"), metavar="S",
+                   help="kill a load after S seconds")
     p.set_defaults(func=cmd_profile)

@@ -21,6 +21,10 @@ always          ``load.json`` (the variant's reference load: the median of ``--r
 ``DIR/profile.md`` sets the variants side by side. Everything is also a library call for notebooks:
 :func:`profile_variants`, :func:`read_top_functions`, :func:`read_phase_functions`,
 :func:`state_dict_primitive_calls`, :func:`trace_phase_ranges`, :func:`speedscope_samples`.
+
+``omni-loader profile --diff`` (:func:`profile_diff`) asks which *functions* B made faster or slower than
+A, over randomized blocks of fresh-process loads each sampled by py-spy: ``DIR/diff/functions.csv``,
+``diff.md`` and ``flame-diff.svg`` (see :mod:`omni_loader.profiling.diff`).
 """
 
 # The package, by module (each imports only the ones listed before it, and torch only when a load runs):
@@ -37,6 +41,9 @@ always          ``load.json`` (the variant's reference load: the median of ``--r
 #   summary      profile.md, per variant and side by side
 #   tables       the notebook's Styler tables
 #   run          profile_variants: reference loads, warm-up, every tool, the reports
+#   sampled      one load forked from the fork server, sampled by py-spy from its first line (stdlib only)
+#   diff         profile --diff: per-function times over runs, rank tests, BH, functions.csv, diff.md
+#   diff_flame   the differential flamegraph (flame-diff.svg, DiffFlameView)
 
 from ..lazy import exports
 
@@ -51,6 +58,19 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "state_dict_primitive_calls": "cprofile",
     "top_functions": "cprofile",
     "write_top_functions": "cprofile",
+    # diff
+    "DIFF_DIR": "diff",
+    "DIFF_MD": "diff",
+    "FLAME_DIFF_SVG": "diff",
+    "FUNCTIONS_CSV": "diff",
+    "ProfileDiff": "diff",
+    "benjamini_hochberg": "diff",
+    "compare_functions": "diff",
+    "fold_samples": "diff",
+    "profile_diff": "diff",
+    "read_profile_diff": "diff",
+    # diff_flame
+    "DiffFlameView": "diff_flame",
     # outputs
     "FLAME_SVG": "outputs",
     "LOAD_JSON": "outputs",
@@ -75,6 +95,8 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "speedscope_samples": "pyspy",
     "speedscope_summary": "pyspy",
     "speedscope_to_svg": "pyspy",
+    # sampled
+    "sampled_load": "sampled",
     # result
     "OTHER_PHASE": "result",
     "VariantProfile": "result",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -45,6 +46,7 @@ HEADER = 58
 PAD = 4
 CHAR = 6.6  # width of one 11-unit monospace character
 # Frame colours by where the code lives: the kit, torch, transformers, safetensors, anything else.
+HINT = "Hover a frame for its share of the load; click a frame to zoom into it, the top frame to zoom out."
 PACKAGES = (("omni_loader", 205), ("torch", 28), ("transformers", 275), ("safetensors", 120), ("", 0))
 
 
@@ -103,14 +105,15 @@ def _frames(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[tu
     return frames, samples
 
 
-def build(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[str, ...] = SKIP_UNDER_ENTRY,
-          fold_recursion: bool = True, title: str = "") -> Flame:
-    """The call tree of the samples under ``entry`` (see the module doc), rooted at ``entry``."""
+def load_stacks(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[str, ...] = SKIP_UNDER_ENTRY,
+                fold_recursion: bool = True) -> tuple[list[tuple[list[tuple[str, str]], float]], int]:
+    """The samples under ``entry`` as ``([(name, file), ...] from the entry down, weight)``, less those under
+    ``skip``, recursion and imports folded (see the module doc); and how many samples the file holds.
+    :func:`build` draws them; :mod:`~omni_loader.profiling.diff` folds them into per-function times."""
     frames, samples = _frames(speedscope)
     names = [str(f.get("name", "?")) for f in frames]
     files = [str(f.get("file") or "") for f in frames]
-    root: Node | None = None
-    kept = 0
+    kept: list[tuple[list[tuple[str, str]], float]] = []
     for stack, weight in samples:
         starts = [i for i, f in enumerate(stack) if names[f].split(".")[-1] == entry]
         if not starts:
@@ -118,28 +121,36 @@ def build(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[st
         below = stack[starts[-1]:]
         if any(names[f].split(".")[-1] in skip for f in below[1:]):
             continue
-        kept += 1
-        if root is None:
-            root = Node(names[below[0]], files[below[0]])
-        node = root
-        node.samples += 1
-        node.seconds += weight
+        path = [(names[below[0]], files[below[0]])]
         previous = below[0]
         for f in below[1:]:
             if fold_recursion and names[f] == names[previous] and files[f] == files[previous]:
                 continue
             if names[f].split(".")[-1] in _IMPORT_FRAMES:  # the rest of the stack is the import itself
-                node = node.child(IMPORT, "")
-                node.samples += 1
-                node.seconds += weight
+                path.append((IMPORT, ""))
                 break
-            node = node.child(names[f], files[f])
+            path.append((names[f], files[f]))
+            previous = f
+        kept.append((path, weight))
+    return kept, len(samples)
+
+
+def build(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[str, ...] = SKIP_UNDER_ENTRY,
+          fold_recursion: bool = True, title: str = "") -> Flame:
+    """The call tree of the samples under ``entry`` (see the module doc), rooted at ``entry``."""
+    stacks, total = load_stacks(speedscope, entry, skip, fold_recursion)
+    if not stacks:
+        raise OmniLoaderError(f"no samples under {entry}() in {speedscope}: nothing of the load was recorded")
+    root = Node(*stacks[0][0][0])
+    for path, weight in stacks:
+        node = root
+        node.samples += 1
+        node.seconds += weight
+        for name, file in path[1:]:
+            node = node.child(name, file)
             node.samples += 1
             node.seconds += weight
-            previous = f
-    if root is None:
-        raise OmniLoaderError(f"no samples under {entry}() in {speedscope}: nothing of the load was recorded")
-    return Flame(root=root, samples_total=len(samples), samples_kept=kept, entry=entry, skipped=tuple(skip),
+    return Flame(root=root, samples_total=total, samples_kept=len(stacks), entry=entry, skipped=tuple(skip),
                  folded_recursion=fold_recursion, title=title, speedscope=Path(speedscope))
 
 
@@ -162,8 +173,13 @@ def _label(name: str, width: float) -> str:
     return name if len(name) <= chars else name[: chars - 1] + "…"
 
 
-def svg_body(flame: Flame, element_id: str, min_width: float = 0.4) -> tuple[str, int]:
-    """The ``<svg>`` element (no script) and its height, for :func:`svg` and :class:`FlameView`."""
+def svg_body(flame: Flame, element_id: str, min_width: float = 0.4, *, colour: Callable[[Node], str] | None = None,
+             tip: Callable[[Node], str] | None = None, hint: str | None = None) -> tuple[str, int]:
+    """The ``<svg>`` element (no script) and its height, for :func:`svg` and :class:`FlameView`.
+
+    Widths are ``node.samples`` over the root's. ``colour(node)`` and ``tip(node)`` replace the frame's
+    fill (by package) and hover text (share of the samples), ``hint`` the status line's resting text: the
+    differential flamegraph (:mod:`~omni_loader.profiling.diff_flame`) draws with them."""
     total = flame.root.samples or 1
     inner = WIDTH - 2 * PAD
     out: list[str] = []
@@ -177,11 +193,12 @@ def svg_body(flame: Flame, element_id: str, min_width: float = 0.4) -> tuple[str
         rows = max(rows, depth + 1)
         y = HEADER + depth * ROW
         where = "modules imported during the load" if node.name == IMPORT else _short(node.file)
-        tip = f"{node.name} ({where}): {node.samples / total:.1%} of the load's samples, {node.seconds:,.2f} s"
+        text = tip(node) if tip else (f"{node.name} ({where}): {node.samples / total:.1%} of the load's samples, "
+                                      f"{node.seconds:,.2f} s")
         out.append(f'<g class="f" data-x="{x:.6f}" data-w="{w:.6f}" data-d="{depth}" data-n="{escape(node.name)}">'
-                   f"<title>{escape(tip)}</title>"
+                   f"<title>{escape(text)}</title>"
                    f'<rect x="{PAD + x * inner:.2f}" y="{y}" width="{w * inner:.2f}" height="{ROW - 1}" rx="2" '
-                   f'fill="{_colour(node)}"/>'
+                   f'fill="{(colour or _colour)(node)}"/>'
                    f'<text x="{PAD + x * inner + 3:.2f}" y="{y + ROW - 5}">{escape(_label(node.name, w * inner))}</text>'
                    "</g>")
         for child in sorted(node.children.values(), key=lambda c: -c.samples):
@@ -198,8 +215,7 @@ def svg_body(flame: Flame, element_id: str, min_width: float = 0.4) -> tuple[str
             f'<rect width="100%" height="100%" fill="#fcfcf8"/>'
             f'<text x="{PAD}" y="16" font-size="14" font-weight="bold">{escape(title)}</text>'
             f'<text x="{PAD}" y="32" fill="#555">{escape(flame.note())}</text>'
-            f'<text x="{PAD}" y="48" fill="#135" class="status">Hover a frame for its share of the load; click a '
-            "frame to zoom into it, the top frame to zoom out.</text>")
+            f'<text x="{PAD}" y="48" fill="#135" class="status">{escape(hint or HINT)}</text>')
     return head + "".join(out) + "</svg>", height
 
 
@@ -248,10 +264,11 @@ def script(element_id: str) -> str:
     return _SCRIPT % {"id": element_id, "inner": WIDTH - 2 * PAD, "pad": PAD, "char": CHAR}
 
 
-def svg(flame: Flame, path: str | os.PathLike[str]) -> Path:
-    """Write the flamegraph as a standalone SVG file; its script runs when a browser opens the file."""
+def svg(flame: Flame, path: str | os.PathLike[str], **drawing: Any) -> Path:
+    """Write the flamegraph as a standalone SVG file; its script runs when a browser opens the file.
+    ``drawing``: :func:`svg_body`'s ``colour``, ``tip`` and ``hint``."""
     element_id = "flame-" + uuid.uuid4().hex[:8]
-    body, _ = svg_body(flame, element_id)
+    body, _ = svg_body(flame, element_id, **drawing)
     code = script(element_id).replace("]]>", "]]]]><![CDATA[>")
     text = body[: -len("</svg>")] + f'<script type="text/javascript"><![CDATA[{code}]]></script></svg>\n'
     out = Path(path)
@@ -275,8 +292,9 @@ class FlameView:
     """
 
     def __init__(self, flame: Flame, link_from: str | os.PathLike[str] | None = None,
-                 files: dict[str, Path] | None = None) -> None:
+                 files: dict[str, Path] | None = None, **drawing: Any) -> None:
         self.flame = flame
+        self.drawing = drawing  # svg_body's colour, tip and hint
         self.link_from = link_from
         self.files = dict(files or {})
         if flame.speedscope is not None:
@@ -284,7 +302,7 @@ class FlameView:
 
     def _repr_html_(self) -> str:
         element_id = "flame-" + uuid.uuid4().hex[:10]
-        body, _ = svg_body(self.flame, element_id)
+        body, _ = svg_body(self.flame, element_id, **self.drawing)
         links = []
         for label, path in self.files.items():
             if path and Path(path).exists():

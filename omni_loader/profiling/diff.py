@@ -1,0 +1,343 @@
+"""A differential profile: which functions a change made faster or slower, over fresh-process runs.
+
+One profiled load per variant shows *what* a load does, not whether a function's difference is the
+change or the machine. :func:`profile_diff` runs the plan ``reproduce`` runs (randomized blocks of
+fresh processes forked from the kit's fork server, :func:`~omni_loader.results.planner.plan_runs`),
+and samples every measured load with py-spy, attached to the forked process before it is let go
+(``--idle``: wall-clock samples, as the load phases are timed; the imports were done by the fork
+server and are not sampled). Each run's samples under ``load_token2wav`` (imports and the one-time
+model-code import left out, as :mod:`~omni_loader.profiling.flamegraph` draws them) are folded into
+per-function inclusive and self seconds (:func:`fold_samples`). Per function, A against B: the medians,
+the difference of medians (B - A) with a 95% bootstrap interval, a two-sided Mann-Whitney test, and
+Benjamini-Hochberg across the functions tested (:data:`FDR`). A function is claimed *faster* or
+*slower* when its q-value is at most :data:`FDR` and its interval excludes zero; otherwise *no
+difference claimed*. A function is tested when it was sampled in at least half the runs of either arm.
+
+Each block also holds one unsampled load per variant (the kit's ordinary forked run), so the
+report states what py-spy's sampling costs a load, from the same runs. Written under ``DIR/diff/``:
+``functions.csv``, ``diff.md``, ``flame-diff.svg`` (:mod:`~omni_loader.profiling.diff_flame`),
+``runs.csv`` (every run's load total), ``run_functions.csv`` (every run's fold) and the speedscope file
+of each sampled run (``speedscope/``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import OmniLoaderError
+from ..formatting import duration, markdown_table, number, short_duration, time_unit
+from ..names import VARIANTS
+from ..token2wav.options import LoadOptions
+from .pyspy import PySpyUnavailable, find_py_spy
+from .sampled import sampled_load
+from .settings import DEFAULT_RATE
+from .sources import short_path
+
+DIFF_DIR = "diff"
+FUNCTIONS_CSV = "functions.csv"
+DIFF_MD = "diff.md"
+DIFF_JSON = "diff.json"
+FLAME_DIFF_SVG = "flame-diff.svg"
+RUNS_CSV = "runs.csv"
+RUN_FUNCTIONS_CSV = "run_functions.csv"
+SPEEDSCOPE_DIR = "speedscope"
+DEFAULT_RUNS = 15  # sampled loads per variant: enough for a rank test to survive ~300 tests at 5% FDR
+FDR = 0.05
+PRESENCE = 0.5  # a function is tested when sampled in at least this share of one arm's runs
+FASTER, SLOWER, NO_CLAIM = "faster", "slower", "no difference claimed"
+UNSAMPLED = ":unsampled"  # the plan's label of a variant's unsampled load (the overhead's yardstick)
+FUNCTION_COLUMNS = ("function", "file", "a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high", "p", "q", "verdict",
+                    "a_self_median_s", "b_self_median_s", "a_present", "b_present", "tested")
+
+
+# --------------------------------------------------------------------------- folding samples
+
+
+def fold_samples(speedscope: str | os.PathLike[str]) -> pd.DataFrame:
+    """One run's samples under ``load_token2wav`` as per-function times: ``function``, ``file`` (short),
+    ``inclusive_s`` (the samples with the function anywhere on the stack, once per sample however deep
+    it recurses), ``self_s`` (the samples with it at the top) and ``samples``."""
+    from .flamegraph import load_stacks
+
+    stacks, _ = load_stacks(speedscope)
+    inclusive: dict[tuple[str, str], list[float]] = {}
+    own: dict[tuple[str, str], float] = {}
+    for path, weight in stacks:
+        for key in dict.fromkeys(path):
+            entry = inclusive.setdefault(key, [0.0, 0])
+            entry[0] += weight
+            entry[1] += 1
+        own[path[-1]] = own.get(path[-1], 0.0) + weight
+    rows = [(name, short_path(file) if file else "", t, own.get((name, file), 0.0), int(n))
+            for (name, file), (t, n) in inclusive.items()]
+    return pd.DataFrame(rows, columns=["function", "file", "inclusive_s", "self_s", "samples"])
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def benjamini_hochberg(p_values: Iterable[float]) -> np.ndarray:
+    """Benjamini-Hochberg q-values (``scipy.stats.false_discovery_control``); NaN stays NaN."""
+    from scipy.stats import false_discovery_control
+
+    p = np.asarray(list(p_values), dtype=float)
+    q = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    if ok.any():
+        q[ok] = false_discovery_control(p[ok], method="bh")
+    return q
+
+
+def compare_functions(folds: pd.DataFrame, a: str, b: str, fdr: float = FDR, presence: float = PRESENCE) -> pd.DataFrame:
+    """Per function, ``a`` against ``b`` from the runs' folds (``run_id``, ``variant`` and
+    :func:`fold_samples`' columns; a run without a function counts 0 s of it): :data:`FUNCTION_COLUMNS`,
+    the claims first, by the size of their difference."""
+    from ..reporting.stats import bootstrap_median_difference, mann_whitney
+
+    runs = {v: sorted(folds.loc[folds["variant"] == v, "run_id"].unique()) for v in (a, b)}
+    if not runs[a] or not runs[b]:
+        raise OmniLoaderError(f"no sampled run of {a if not runs[a] else b}: nothing to compare")
+    wide = {col: folds.pivot_table(index=["function", "file"], columns="run_id", values=col, aggfunc="sum",
+                                   fill_value=0.0) for col in ("inclusive_s", "self_s")}
+    rows = []
+    for key in wide["inclusive_s"].index:
+        inc = {v: wide["inclusive_s"].loc[key].reindex(runs[v], fill_value=0.0).to_numpy() for v in (a, b)}
+        own = {v: wide["self_s"].loc[key].reindex(runs[v], fill_value=0.0).to_numpy() for v in (a, b)}
+        present = {v: float(np.mean(inc[v] > 0)) for v in (a, b)}
+        tested = max(present.values()) >= presence
+        p = ci = None
+        if tested:
+            p = mann_whitney(tuple(inc[a]), tuple(inc[b]))
+            ci = bootstrap_median_difference(tuple(inc[a]), tuple(inc[b]))
+        med = {v: float(np.median(inc[v])) for v in (a, b)}
+        rows.append({"function": key[0], "file": key[1], "a_median_s": med[a], "b_median_s": med[b],
+                     "delta_s": med[b] - med[a], "ci_low": ci[0] if ci else np.nan, "ci_high": ci[1] if ci else np.nan,
+                     "p": np.nan if p is None else p, "a_self_median_s": float(np.median(own[a])),
+                     "b_self_median_s": float(np.median(own[b])), "a_present": present[a], "b_present": present[b],
+                     "tested": tested})
+    df = pd.DataFrame(rows)
+    df["q"] = benjamini_hochberg(df["p"])
+    claimed = (df["q"] <= fdr) & ((df["ci_low"] > 0) | (df["ci_high"] < 0))
+    df["verdict"] = np.where(claimed, np.where(df["delta_s"] < 0, FASTER, SLOWER), NO_CLAIM)
+    df["_order"] = np.where(claimed, 0, 1)
+    df = df.assign(_size=-df["delta_s"].abs()).sort_values(["_order", "_size", "a_median_s"], kind="stable")
+    return df[list(FUNCTION_COLUMNS)].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- the result
+
+
+@dataclass
+class ProfileDiff:
+    """A differential profile of ``a`` against ``b``: :attr:`functions` (one row per function, the
+    claims first), :attr:`runs` (every run's load total, sampled or not) and :attr:`folds` (every
+    sampled run's per-function times); :meth:`markdown` and :meth:`flamegraph` say and draw it."""
+
+    a: str
+    b: str
+    functions: pd.DataFrame
+    runs: pd.DataFrame
+    folds: pd.DataFrame
+    directory: Path
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def claimed(self) -> pd.DataFrame:
+        return self.functions[self.functions["verdict"] != NO_CLAIM]
+
+    def overhead(self) -> dict[str, dict[str, float]]:
+        """Per variant: the median load total unsampled and under py-spy, and their ratio."""
+        r = self.runs[(~self.runs["warmup"]) & (self.runs["status"] == "ok")]
+        out = {}
+        for v in (self.a, self.b):
+            plain = r[(r["variant"] == v) & ~r["sampled"]]["load_s"]
+            spied = r[(r["variant"] == v) & r["sampled"]]["load_s"]
+            if len(plain) and len(spied):
+                out[v] = {"unsampled_s": float(plain.median()), "sampled_s": float(spied.median()),
+                          "ratio": float(spied.median() / plain.median()), "runs": int(len(spied))}
+        return out
+
+    def sentences(self) -> list[str]:
+        """One sentence per claimed function, from the table's numbers."""
+        out = []
+        for _, r in self.claimed.iterrows():
+            unit = time_unit(max(r["a_median_s"], r["b_median_s"]))
+            calls = self._calls(r["function"])
+            out.append(f"`{r['function']}` ({r['file']}): {duration(r['a_median_s'], unit, 0)} → "
+                       f"{duration(r['b_median_s'], unit, 0)}, {r['verdict']} by {short_duration(abs(r['delta_s']))} "
+                       f"(95% interval of B − A {short_duration(r['ci_low'])} to {short_duration(r['ci_high'])}, "
+                       f"q = {number(r['q'], 2)}){calls}.")
+        return out
+
+    def _calls(self, function: str) -> str:
+        if function.split(".")[-1] != "state_dict" or "state_dict_calls" not in self.runs:
+            return ""
+        r = self.runs[(~self.runs["warmup"]) & (self.runs["status"] == "ok")]
+        n = {v: r[r["variant"] == v]["state_dict_calls"].median() for v in (self.a, self.b)}
+        if any(pd.isna(x) for x in n.values()) or n[self.a] == n[self.b]:
+            return ""
+        gone = n[self.a] - n[self.b]
+        return f", {abs(gone):,.0f} calls per load {'removed' if gone > 0 else 'added'}"
+
+    def markdown(self) -> str:
+        """``diff.md``: the claims, one sentence each, then how many were tested and moved, and py-spy's cost."""
+        f = self.functions
+        tested, claimed = int(f["tested"].sum()), self.claimed
+        n = {v: int(((self.runs["variant"] == v) & self.runs["sampled"] & ~self.runs["warmup"]
+                     & (self.runs["status"] == "ok")).sum()) for v in (self.a, self.b)}
+        lines = [f"# Differential profile: {self.a} (A) against {self.b} (B)", ""]
+        lines += [f"- {s}" for s in self.sentences()] or ["- No function is claimed to move."]
+        faster, slower = (int((claimed["verdict"] == v).sum()) for v in (FASTER, SLOWER))
+        lines += ["", f"{tested} of {len(f)} functions sampled under `load_token2wav` were tested (sampled in at least "
+                      f"{PRESENCE:.0%} of one variant's runs; {n[self.a]} sampled loads of {self.a}, {n[self.b]} of "
+                      f"{self.b}); {len(claimed)} moved ({faster} faster, {slower} slower) at a "
+                      f"{self.settings.get('fdr', FDR):.0%} false discovery rate (Benjamini-Hochberg over the "
+                      f"Mann-Whitney p-values, and a 95% bootstrap interval of the difference of medians that "
+                      f"excludes zero); the rest: {NO_CLAIM}."]
+        for v, o in self.overhead().items():
+            lines.append(f"- py-spy's cost on {v}: median load {duration(o['unsampled_s'])} unsampled, "
+                         f"{duration(o['sampled_s'])} sampled at {self.settings.get('rate', DEFAULT_RATE)} Hz "
+                         f"({o['ratio']:.2f}×).")
+        shown = claimed if len(claimed) else f[f["tested"]].head(10)
+        unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
+        table = markdown_table([[f"`{r['function']}`", r["file"], *(duration(r[c], unit, 1) for c in
+                                 ("a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high")), number(r["q"], 2),
+                                 r["verdict"]] for _, r in shown.iterrows()],
+                               ["function", "file", "A median", "B median", "B − A", "95% low", "95% high", "q",
+                                "verdict"], right=range(2, 8))
+        lines += ["", "Claimed functions:" if len(claimed) else "The largest tested differences (none claimed):", "",
+                  table, ""]
+        return "\n".join(lines)
+
+    def flamegraph(self, link_from: str | os.PathLike[str] | None = None) -> Any:
+        """The differential flamegraph, for inline display (:class:`~omni_loader.profiling.diff_flame.DiffFlameView`)."""
+        from .diff_flame import DiffFlameView
+
+        return DiffFlameView(self, link_from=link_from, files=(FUNCTIONS_CSV, DIFF_MD))
+
+    def write(self) -> dict[str, Path]:
+        """Write ``functions.csv``, ``diff.md`` and ``flame-diff.svg`` into :attr:`directory`."""
+        from .diff_flame import write_svg
+
+        d = self.directory
+        (d / DIFF_JSON).write_text(json.dumps({"a": self.a, "b": self.b, **self.settings}, indent=2) + "\n")
+        self.functions.to_csv(d / FUNCTIONS_CSV, index=False)
+        (d / DIFF_MD).write_text(self.markdown())
+        return {"functions": d / FUNCTIONS_CSV, "diff": d / DIFF_MD, "flamegraph": write_svg(self, d / FLAME_DIFF_SVG),
+                "runs": d / RUNS_CSV, "run_functions": d / RUN_FUNCTIONS_CSV}
+
+
+def read_profile_diff(out_dir: str | os.PathLike[str]) -> ProfileDiff:
+    """A differential profile written before (``out_dir`` or ``out_dir/diff``), read back whole."""
+    d = Path(out_dir)
+    d = d if (d / DIFF_JSON).is_file() else d / DIFF_DIR
+    try:
+        meta = json.loads((d / DIFF_JSON).read_text())
+        runs = pd.read_csv(d / RUNS_CSV, keep_default_na=False, na_values=[""])
+        folds = pd.read_csv(d / RUN_FUNCTIONS_CSV, keep_default_na=False, na_values=[""])
+        functions = pd.read_csv(d / FUNCTIONS_CSV, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as exc:
+        raise OmniLoaderError(f"{d}: not a differential profile ({exc})") from None
+    for frame in (folds, functions):
+        frame["file"] = frame["file"].fillna("").astype(str)
+    a, b = meta.pop("a"), meta.pop("b")
+    return ProfileDiff(a, b, functions, runs, folds, d, meta)
+
+
+# --------------------------------------------------------------------------- running it
+
+
+def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS, runs: int = DEFAULT_RUNS,
+                 out_dir: str | os.PathLike[str] = "results/profile-diff", *, options: LoadOptions | None = None,
+                 custom_variants: tuple[Any, ...] | list[Any] = (), warmup: int = 1, rate: int = DEFAULT_RATE,
+                 seed: int = 0, py_spy: str | None = None, worker_timeout: float | None = None, fdr: float = FDR,
+                 progress: bool = True) -> ProfileDiff:
+    """Run the differential profile of ``variants`` (A, B; the same name twice is an A/A diff) on
+    ``snapshot`` into ``out_dir/diff/`` and return it (see the module doc). ``runs``: sampled loads per
+    variant (and as many unsampled ones, for py-spy's cost); ``custom_variants``: ``--variant`` values
+    (:func:`~omni_loader.token2wav.variants.parse_variant`) the names may refer to."""
+    from ..bench.runner import benchmark_spec, check_variants
+    from ..bench.worker import WorkerFailed, run_isolated, start_forkserver
+    from ..progress import progress_bar
+    from ..results.planner import plan_runs
+    from ..token2wav.variants import BUILTIN_VARIANTS, Variant
+
+    a, b = _two(variants)
+    custom = list(custom_variants)
+    if a == b:  # an A/A diff: the same variant under a second name, so the plan can tell the arms apart
+        base = {v.name: v for v in custom}.get(a) or BUILTIN_VARIANTS.get(a)
+        if base is None:
+            raise OmniLoaderError(f"--variants: unknown variant {a!r}")
+        b = f"{a}-again"
+        custom.append(Variant(b, discovery=base.discovery, parameters=base.parameters, needs_gpu=base.needs_gpu))
+    if runs < 2:
+        raise OmniLoaderError(f"--runs must be at least 2 for a differential profile (a rank test needs two runs "
+                              f"per variant), not {runs}")
+    exe, why = find_py_spy(py_spy)
+    if exe is None:
+        raise PySpyUnavailable(why)
+    spec = benchmark_spec(snapshot, options, variants=(a, b), custom_variants=custom, warmup=warmup, runs=runs,
+                          order="blocks", seed=seed, workers="forkserver", worker_timeout=worker_timeout)
+    check_variants(spec.variants, custom, spec.load.device, worker_timeout)
+    directory = Path(out_dir) / DIFF_DIR
+    (directory / SPEEDSCOPE_DIR).mkdir(parents=True, exist_ok=True)
+    log = directory / "py-spy.log"
+    log.write_text("")
+    labels = (a, b, a + UNSAMPLED, b + UNSAMPLED)
+    plan = plan_runs(warmup, runs, "blocks", seed, variants=labels)
+    bar = progress_bar(total=len(plan), desc="profile --diff", unit="run", enabled=progress)
+    rows, folds = [], []
+    try:
+        start_forkserver()
+        for run in plan:
+            variant, sampled = run.variant.removesuffix(UNSAMPLED), not run.variant.endswith(UNSAMPLED)
+            sampled = sampled and not run.warmup
+            request = spec.request(dataclasses.replace(run, variant=variant))
+            bar.set_postfix_str(f"{variant}{' (py-spy)' if sampled else ''}{' warm-up' if run.warmup else ''}")
+            row = {"run_id": run.run_id, "variant": variant, "sampled": sampled, "warmup": run.warmup,
+                   "status": "ok", "error": "", "load_s": np.nan, "state_dict_calls": np.nan}
+            try:
+                if sampled:
+                    path = directory / SPEEDSCOPE_DIR / f"run-{run.run_id:04d}-{variant}.json"
+                    result = sampled_load(request, path, exe, rate, spec.worker_timeout, log)
+                    fold = fold_samples(path)
+                    folds.append(fold.assign(run_id=run.run_id, variant=variant))
+                    row["speedscope"] = str(path.relative_to(directory))
+                else:
+                    result = run_isolated(request, "forkserver", spec.worker_timeout)
+                row.update(load_s=result["phases"]["total"], state_dict_calls=result.get("state_dict_calls"))
+            except (WorkerFailed, OmniLoaderError) as exc:
+                row.update(status="failed", error=str(exc).splitlines()[0])
+            rows.append(row)
+            bar.update(1)
+    finally:
+        bar.close()
+    runs_frame = pd.DataFrame(rows)
+    runs_frame.to_csv(directory / RUNS_CSV, index=False)
+    if not folds:
+        errors = runs_frame.loc[runs_frame["status"] != "ok", "error"]
+        raise OmniLoaderError("no sampled load succeeded" + (f": {errors.iloc[0]}" if len(errors) else ""))
+    fold_frame = pd.concat(folds, ignore_index=True)[["run_id", "variant", "function", "file", "inclusive_s",
+                                                      "self_s", "samples"]]
+    fold_frame.to_csv(directory / RUN_FUNCTIONS_CSV, index=False)
+    diff = ProfileDiff(a, b, compare_functions(fold_frame, a, b, fdr), runs_frame, fold_frame, directory,
+                       {"rate": rate, "fdr": fdr, "runs": runs, "warmup": warmup, "seed": seed})
+    diff.write()
+    return diff
+
+
+def _two(variants: Any) -> tuple[str, str]:
+    names = [variants] if isinstance(variants, str) else list(variants)
+    names = [n.strip() for part in names for n in str(part).split(",") if n.strip()]
+    if len(names) != 2:
+        raise OmniLoaderError(f"--diff compares two variants (A,B), not {','.join(names) or 'none'}")
+    return names[0], names[1]

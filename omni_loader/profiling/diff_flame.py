@@ -1,0 +1,160 @@
+"""The differential flamegraph of a :class:`~omni_loader.profiling.diff.ProfileDiff`: both variants' trees merged.
+
+Every sampled run's stacks under ``load_token2wav`` (as :mod:`~omni_loader.profiling.flamegraph` keeps
+them) give each call path its seconds in that run; a path's time in a variant is the median over that
+variant's runs (0 in a run that never reached it). The merged tree holds every path of either variant;
+a frame's width is the larger of its two medians (children scaled down where their widths would add up
+past their caller's, since medians do not add), and its colour is its *function's* verdict in
+``functions.csv``: blue where B is claimed faster, orange where slower, grey for no claim, pale for a
+function too rarely sampled to test (Okabe-Ito hues, told apart without red and green). Hovering a frame
+shows both medians on that path, the function's interval and q-value and the verdict; clicking zooms,
+as in the kit's other flamegraphs, whose drawing (:func:`~omni_loader.profiling.flamegraph.svg_body`)
+this reuses.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..formatting import short_duration
+from . import flamegraph
+from .flamegraph import IMPORT, Flame, Node
+
+ProfileDiff = Any  # omni_loader.profiling.diff.ProfileDiff (which imports this module; not the other way round)
+
+COLOURS = {"faster": "#56B4E9", "slower": "#E69F00", "no difference claimed": "#cfcfcf", "untested": "#ececec"}
+UNIT = 1e6  # a node's "samples" are microseconds of the larger median: svg_body draws widths from them
+
+
+class DiffFlame(Flame):
+    """The merged tree, with the sentence that says what it shows."""
+
+    def note(self) -> str:
+        return self.title_note
+
+    title_note: str = ""
+
+
+def path_medians(diff: ProfileDiff) -> dict[tuple[tuple[str, str], ...], dict[str, float]]:
+    """Per call path (``(name, file)`` from the entry down): the median seconds of each variant over its runs."""
+    runs = diff.runs[diff.runs["sampled"] & (diff.runs["status"] == "ok") & ~diff.runs["warmup"]]
+    per_run: dict[str, list[dict[tuple[tuple[str, str], ...], float]]] = {diff.a: [], diff.b: []}
+    for _, r in runs.iterrows():
+        times: dict[tuple[tuple[str, str], ...], float] = {}
+        stacks, _ = flamegraph.load_stacks(diff.directory / r["speedscope"])
+        for path, weight in stacks:
+            for i in range(1, len(path) + 1):
+                times[tuple(path[:i])] = times.get(tuple(path[:i]), 0.0) + weight
+        per_run[r["variant"]].append(times)
+    paths = {p for times in (*per_run[diff.a], *per_run[diff.b]) for p in times}
+    return {p: {v: float(np.median([t.get(p, 0.0) for t in per_run[v]])) if per_run[v] else 0.0
+                for v in (diff.a, diff.b)} for p in paths}
+
+
+def build(diff: ProfileDiff) -> tuple[DiffFlame, dict[int, dict[str, Any]]]:
+    """The merged tree and, per node (by ``id``), what its frame says: medians, the function's row."""
+    from .sources import short_path
+
+    medians = path_medians(diff)
+    rows = {(r["function"], r["file"]): r for _, r in diff.functions.iterrows()}
+    info: dict[int, dict[str, Any]] = {}
+    root: Node | None = None
+    for path in sorted(medians, key=len):
+        name, file = path[-1]
+        if root is None:
+            root = Node(name, file)
+            node = root
+        else:
+            node = root
+            for n, f in path[1:]:
+                node = node.child(n, f)
+        m = medians[path]
+        node.samples = round(max(m.values()) * UNIT)
+        node.seconds = max(m.values())
+        info[id(node)] = {"medians": m, "row": rows.get((name, short_path(file) if file else ""))}
+    if root is None:
+        from ..errors import OmniLoaderError
+
+        raise OmniLoaderError(f"no sampled load under {flamegraph.ENTRY}() in {diff.directory}")
+    _fit(root)
+    claimed = len(diff.claimed)
+    flame = DiffFlame(root=root, samples_total=0, samples_kept=0, entry=flamegraph.ENTRY, skipped=(),
+                      folded_recursion=True, title=f"{diff.a} (A) against {diff.b} (B): differential flamegraph")
+    flame.title_note = (f"width: the larger median of the two; colour: blue B faster, orange B slower, grey no "
+                        f"difference claimed ({claimed} function(s) claimed at a {diff.settings.get('fdr', 0.05):.0%} FDR)")
+    return flame, info
+
+
+def _fit(node: Node) -> None:
+    """Scale children down where their widths add up past their caller's (medians do not add)."""
+    total = sum(c.samples for c in node.children.values())
+    if total > node.samples and total:
+        for c in node.children.values():
+            _scale(c, node.samples / total)
+    for c in node.children.values():
+        _fit(c)
+
+
+def _scale(node: Node, factor: float) -> None:
+    node.samples = int(node.samples * factor)
+    for c in node.children.values():
+        _scale(c, factor)
+
+
+def drawing(diff: ProfileDiff, info: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """:func:`~omni_loader.profiling.flamegraph.svg_body`'s ``colour``, ``tip`` and ``hint`` for the merged tree."""
+
+    def colour(node: Node) -> str:
+        row = info.get(id(node), {}).get("row")
+        if row is None or not row["tested"]:
+            return COLOURS["untested"]
+        return COLOURS[row["verdict"]]
+
+    def tip(node: Node) -> str:
+        data = info.get(id(node), {})
+        m, row = data.get("medians", {}), data.get("row")
+        where = "modules imported during the load" if node.name == IMPORT else (row["file"] if row is not None else "")
+        text = (f"{node.name} ({where}): on this path A {short_duration(m.get(diff.a))}, "
+                f"B {short_duration(m.get(diff.b))} (medians)")
+        if row is None or not row["tested"]:
+            return text + "; function too rarely sampled to test"
+        return (text + f"; the function, all paths: B − A {short_duration(row['delta_s'])}, 95% interval "
+                f"{short_duration(row['ci_low'])} to {short_duration(row['ci_high'])}, q = {row['q']:.2g}: "
+                f"{row['verdict']}")
+
+    return {"colour": colour, "tip": tip,
+            "hint": "Hover a frame for both medians, the interval and the verdict; click to zoom, the top frame to zoom out."}
+
+
+def write_svg(diff: ProfileDiff, path: str | os.PathLike[str]) -> Path:
+    """Write ``flame-diff.svg`` (standalone; its script runs when a browser opens it)."""
+    flame, info = build(diff)
+    return flamegraph.svg(flame, path, **drawing(diff, info))
+
+
+class DiffFlameView:
+    """The differential flamegraph inline in a notebook (HTML: the SVG, its script, links to the tables)."""
+
+    def __init__(self, diff: ProfileDiff, link_from: str | os.PathLike[str] | None = None,
+                 files: tuple[str, ...] = ()) -> None:
+        self.diff = diff
+        self.link_from = link_from
+        self.files = files  # names in the diff's directory to link to (functions.csv, diff.md)
+        self.flame, self.info = build(diff)
+
+    def _repr_html_(self) -> str:
+        element_id = "flame-" + uuid.uuid4().hex[:10]
+        body, _ = flamegraph.svg_body(self.flame, element_id, **drawing(self.diff, self.info))
+        links = [f'<a href="{escape(flamegraph._href(self.diff.directory / name, self.link_from))}" download>'
+                 f"{escape(name)}</a>" for name in self.files if (self.diff.directory / name).exists()]
+        files = f"<div style='font-size:90%;margin-top:2px'>Files: {' · '.join(links)}</div>" if links else ""
+        return f"<div>{body}{files}</div><script>{flamegraph.script(element_id)}</script>"
+
+    def __repr__(self) -> str:
+        return f"<differential flamegraph: {self.flame.title}; {self.flame.note()}>"

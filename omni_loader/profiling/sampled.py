@@ -1,0 +1,148 @@
+"""One load in a fresh process, sampled by py-spy from its first line: the runs of ``profile --diff``.
+
+Why a module of its own, importing nothing but the standard library: the sampled process is forked
+from the kit's fork server (which imported torch and the model code, :data:`~omni_loader.bench.worker.PRELOAD`)
+and runs :func:`_wait_then_load`, so this module is imported in it before the load. Anything more
+imported here (pandas, scipy) would be imported before the load instead of during it: a first load
+that lazily imports one of them would be timed and sampled without that import, and the sampled load
+would no longer be the one ``reproduce`` times (seen: ``construct`` 0.43 s in a plain forked run,
+0.05 s in a child whose module had imported pandas first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from .settings import DEFAULT_RATE  # standard library only
+
+ATTACH_LIMIT = 30.0  # seconds py-spy may take to start sampling a process
+
+
+def _wait_then_load(request: Any, out: str, go: Any) -> None:
+    """A forked child: wait until py-spy samples it, then load as a forked run of the kit's worker does
+    (its own session, the default SIGINT, the result or one line of error to ``out``, ``os._exit``)."""
+    import signal
+
+    from ..bench.worker import run_load
+    from ..errors import OmniLoaderError
+
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    go.recv()
+    go.close()
+    code = 0
+    try:
+        data = run_load(request)
+    except OmniLoaderError as exc:
+        data, code = {"error": str(exc)}, exc.exit_code
+    except BaseException as exc:
+        data, code = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}, 1
+    try:
+        Path(out).write_text(json.dumps(data, default=str))
+    except OSError:
+        code = code or 1
+    os._exit(code)
+
+
+def _start(proc: Any) -> None:
+    """Start a forkserver child without re-importing the caller's ``__main__`` in it (as the kit's worker does)."""
+    import sys
+    import types
+
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        proc.start()
+    finally:
+        sys.modules["__main__"] = saved
+
+
+def _stop(proc: Any) -> None:
+    from ..host.procs import stop_group
+
+    stop_group(proc.pid, grace=0)  # the child leads its own group
+    proc.join()
+
+
+def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_RATE, timeout: float | None = None,
+                 log: Path | None = None) -> dict[str, Any]:
+    """One load in a process forked from the kit's fork server, recorded by py-spy from its first line.
+
+    The child waits on a pipe; py-spy attaches to it (``record --pid --idle``) and, once it says it
+    samples, the child is let go. Returns the load's result dict. Raises :class:`PySpyUnavailable`
+    when py-spy cannot attach (ptrace), :class:`~omni_loader.bench.worker.WorkerFailed` when the load fails."""
+    import tempfile
+
+    from .pyspy import PTRACE_HINTS, PySpyUnavailable
+    from ..bench.worker import RUN_DIR_PREFIX, WorkerFailed, ensure_forkserver, forkserver_context
+
+    ctx = forkserver_context()
+    ensure_forkserver()
+    reader, writer = ctx.Pipe(duplex=False)
+    with tempfile.TemporaryDirectory(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-") as tmp:
+        out = Path(tmp) / "result.json"
+        proc = ctx.Process(target=_wait_then_load, args=(request, str(out), reader), daemon=True)
+        _start(proc)
+        reader.close()
+        cmd = [exe, "record", "--pid", str(proc.pid), "--format", "speedscope", "--output", str(speedscope),
+               "--rate", str(rate), "--idle"]
+        spy = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []
+        try:
+            if not _attached(spy, lines):
+                spy.wait()
+                text = "\n".join(lines)
+                first = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "no output")
+                if any(h in text.lower() for h in PTRACE_HINTS):
+                    raise PySpyUnavailable(f"py-spy may not trace processes here (ptrace not permitted: {first}); run "
+                                           "as root, or set kernel.yama.ptrace_scope=0 / grant CAP_SYS_PTRACE")
+                raise PySpyUnavailable(f"py-spy could not sample the load (exit {spy.returncode}): {first}")
+            writer.send(True)
+            proc.join(timeout)
+            if proc.is_alive():
+                _stop(proc)
+                raise WorkerFailed(f"worker killed after --worker-timeout {timeout:g} s")
+            rest, _ = spy.communicate(timeout=ATTACH_LIMIT)
+            lines += rest.splitlines()
+        except BaseException:
+            if proc.is_alive():
+                _stop(proc)
+            if spy.poll() is None:
+                spy.kill()
+                spy.communicate()
+            raise
+        finally:
+            writer.close()
+            if log is not None:
+                with log.open("a") as fh:
+                    fh.write(f"$ {' '.join(cmd)}\n" + "\n".join(ln for ln in lines if ln.strip()) + "\n")
+        data = json.loads(out.read_text()) if out.is_file() else {}
+        if proc.exitcode != 0:
+            how = f"worker killed by signal {-proc.exitcode}" if proc.exitcode < 0 else f"worker exit {proc.exitcode}"
+            raise WorkerFailed(how + (f": {data['error']}" if data.get("error") else ""))
+        if not speedscope.is_file():
+            raise PySpyUnavailable(f"py-spy wrote no speedscope file ({lines[-1] if lines else 'no output'})")
+        return data
+
+
+def _attached(spy: subprocess.Popen, lines: list[str]) -> bool:
+    """Read py-spy's output until it says it samples (True) or ends (False), at most ATTACH_LIMIT seconds."""
+    deadline = time.monotonic() + ATTACH_LIMIT
+    with selectors.DefaultSelector() as sel:
+        sel.register(spy.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                continue
+            line = spy.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                return False
+            lines.append(line.rstrip())
+            if "Sampling process" in line:
+                return True
+    return False
