@@ -159,6 +159,26 @@ def test_the_mixed_model_computes_a_waveform(tiny_snapshot: Path, tiny_load) -> 
     assert wave.dtype == torch.float32 and wave.numel() > 0 and torch.isfinite(wave).all()
 
 
+
+@pytest.mark.parametrize("num_steps", [2, 3])
+def test_the_forward_bar_total_is_the_dit_calls_the_sampler_makes(tiny_snapshot: Path, tiny_load, num_steps: int) -> None:
+    """Notebook 04's forward-pass bar has a total (not "12/?"): the DiT calls transformers' RK4 sampler
+    makes for ``num_steps``, counted here on the real model."""
+    from omni_loader.notebook.waveform import dit_evaluations
+
+    model, _ = tiny_load
+    spk = torch.load(tiny_snapshot / "spk_dict.pt", weights_only=True)["Ethan"]
+    code = torch.randint(0, model.config.dit_config.num_embeds - 1, (1, 8), generator=torch.Generator().manual_seed(2))
+    calls = []
+    hook = model.code2wav_dit_model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        with torch.no_grad():
+            model(code, spk["cond"], spk["ref_mel"], num_steps=num_steps)
+    finally:
+        hook.remove()
+    assert len(calls) == dit_evaluations(num_steps)
+
+
 # --------------------------------------------------------------------------- the [Model Loaded] walk
 
 

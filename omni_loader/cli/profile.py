@@ -67,23 +67,28 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def cmd_profile_diff(args: argparse.Namespace, given: set[str], names: list[str]) -> int:
     """``profile --diff``: the differential profile of two variants (:func:`~omni_loader.profiling.diff.profile_diff`)."""
-    from ..profiling.diff import DEFAULT_RUNS, profile_diff
+    from ..profiling.diff import DEFAULT_RUNS, profile_diff, two_variants
+    from ..profiling.pyspy import PySpyUnavailable
 
     wrong = [d for d in PROFILE_ONLY if d in given]
     if wrong:
         raise OmniLoaderError(f"--diff samples with py-spy only, one load per fresh process: "
                               f"{', '.join(_flag(d) for d in wrong)} cannot be used with it")
-    if names and args.variants:
-        raise OmniLoaderError("--diff: name the two variants with --variants A,B, not --variant NAME")
-    variants = args.variants or ("baseline", "optimized")
+    if names:
+        raise OmniLoaderError(f"--diff --variant {names[0]}: name the two variants with --variants A,B (--variant "
+                              "takes a definition NAME=STEP:REF[,STEP:REF] with --diff)")
+    variants = two_variants(args.variants or ("baseline", "optimized"))
     custom = [v for v in (args.variant or []) if not isinstance(v, str)]
     options = load_options(args)
     snapshot = snapshot_from_args(args)
     print(f"differential profile of {' against '.join(variants)} on {snapshot.root} ({snapshot.source}): "
           f"{args.runs or DEFAULT_RUNS} py-spy-sampled loads per variant, each in a fresh process", flush=True)
-    diff = profile_diff(snapshot, variants, args.runs or DEFAULT_RUNS, args.out, options=options,
-                        custom_variants=custom, warmup=args.warmup, rate=args.rate, seed=args.order_seed or 0,
-                        py_spy=args.py_spy, worker_timeout=args.worker_timeout, progress=True)
+    try:
+        diff = profile_diff(snapshot, variants, args.runs or DEFAULT_RUNS, args.out, options=options,
+                            custom_variants=custom, warmup=args.warmup, rate=args.rate, seed=args.order_seed or 0,
+                            py_spy=args.py_spy, worker_timeout=args.worker_timeout, progress=True)
+    except PySpyUnavailable as exc:  # --diff is nothing but py-spy's samples: without them there is no diff
+        raise OmniLoaderError(f"--diff: {exc}") from None
     print()
     print(diff.markdown())
     for name in ("functions.csv", "diff.md", "flame-diff.svg"):

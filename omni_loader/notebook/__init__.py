@@ -35,6 +35,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "pre_save_hook": "files",
     "strip_outputs": "files",
     "show": "showing",
+    "readable": "showing",
     "device_banner": ".host.devices",
     "resolve_device": ".host.devices",
     "resolve_snapshot": ".token2wav.checkpoint",
@@ -106,5 +107,6 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "timeline_table": "stages",
     "gantt": ".startup.timeline_plot",
     "stage_comparison_table": "stages",
+    "startup_row": "stages",
     "detectable_sentences": "stages",
 }, modules={"explore": "explore", "waveform": "waveform"})

@@ -86,6 +86,7 @@ def class_by_depth(model: nn.Module):  # -> DataFrame
 
     table = module_table(model)
     out = pd.crosstab(table["class"], table["depth"], margins=True, margins_name="total")
+    out = out.rename(columns={d: f"depth {d}" for d in out.columns if d != "total"})
     return out.sort_values("total", ascending=False)
 
 

@@ -28,3 +28,21 @@ def show(*items: Any) -> None:
             display(SVG(filename=str(item)) if Path(item).suffix.lower() == ".svg" else Image(filename=str(item)))
         else:
             display(item)
+
+
+# The kit's column identifiers, as a table's reader wants them (the CSV files keep the identifiers).
+READABLE = {
+    "baseline_seconds": "baseline", "optimized_seconds": "optimized", "median_seconds": "median",
+    "predicted_seconds": "predicted", "measured_over_fit": "measured ÷ fit",
+    "inside_fitted_range": "inside the fitted range", "baseline_over_B_state_dicts": "baseline ÷ (B × one state_dict)",
+    "r2": "R²", "stderr": "slope's standard error", "n_points": "points", "x_min": "smallest x", "x_max": "largest x",
+    "named_buffers": "named buffers", "persistent_buffers": "persistent buffers",
+    "baseline_calls": "state_dict() calls (baseline)", "model_class": "class", "arch": "architecture",
+}
+
+
+def readable(frame: Any, **more: str):  # -> DataFrame
+    """``frame`` with the kit's column identifiers renamed to words (:data:`READABLE`, and ``more``):
+    ``measured_over_fit`` becomes "measured ÷ fit". Pass the new names to ``kit.table``'s ``seconds``
+    and ``decimals``."""
+    return frame.rename(columns={**READABLE, **more})

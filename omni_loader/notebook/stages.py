@@ -102,3 +102,28 @@ def detectable_sentences(out: str | os.PathLike[str] | None, pr_spread: float = 
     lines.append(f"For the PR's design ({pr_runs} runs a side), at a spread of {pr_spread:g} s per start: "
                  f"{design.sentence()}")
     return "\n\n".join(lines)
+
+
+def startup_row(out: str | os.PathLike[str]) -> str:
+    """The PR's fourth row, "startup to /health", for this A/B beside the PR's: each variant's measured
+    starts in the order they ran, their median, and whether the optimized median is the faster one."""
+    from ..formatting import duration, markdown_table, short_duration
+    from ..reporting.measurements import load_reference
+
+    starts = measured_starts(out).sort_values("run_id")
+    rows, medians = [], {}
+    for v in VARIANTS:
+        seconds = starts[starts["variant"] == v]["seconds"]
+        medians[v] = float(seconds.median()) if len(seconds) else None
+        rows.append([v, ", ".join(short_duration(s) for s in seconds) or "none",
+                     short_duration(medians[v]) if len(seconds) else ""])
+    pr = next(m for m in load_reference()["measurements"] if m["measurement"] == "startup_to_health")
+    rows.append(["the PR (MI300X, 5 a side)", pr.get("note", ""),
+                 f"{duration(pr['baseline'], 's')} → {duration(pr['optimized'], 's')}"])
+    table = markdown_table(rows, ["", "starts to /health, in the order they ran", "median"], right=(2,))
+    b, o = medians["baseline"], medians["optimized"]
+    if b is None or o is None:
+        return table
+    which = "faster" if o < b else "slower"
+    return (table + f"\n\nHere the optimized starts' median is {short_duration(abs(b - o))} {which} than the "
+            f"baseline's: whether that is the change or the spread is the next section's question.")

@@ -99,12 +99,20 @@ class Waveform:
         return path
 
 
+def dit_evaluations(num_steps: int) -> int:
+    """How many times the DiT runs for ``num_steps`` ODE steps: transformers' sampler integrates over
+    ``num_steps`` time points (``num_steps - 1`` intervals) with a Runge-Kutta 4 solver, four evaluations
+    an interval. The progress bar's total; the bar counts the real calls, so a sampler that changed
+    would show in the bar's last line."""
+    return 4 * max(num_steps - 1, 0)
+
+
 @contextlib.contextmanager
-def _forward_progress(model: nn.Module, enabled: bool) -> Iterator[None]:
+def _forward_progress(model: nn.Module, enabled: bool, total: int | None = None) -> Iterator[None]:
     """A bar that counts the DiT's evaluations (forward hooks) and names the vocoder when it starts."""
     from ..progress import progress_bar
 
-    bar = progress_bar(desc="forward pass", unit=" DiT evaluations", enabled=enabled)
+    bar = progress_bar(total=total, desc="forward pass", unit=" DiT evaluations", enabled=enabled)
 
     def counted(*_: Any) -> None:  # a hook that returned a value would replace the module's output
         bar.update(1)
@@ -155,7 +163,7 @@ def synthesize_waveform(
         code = torch.randint(0, vocab, (1, n_codes), generator=torch.Generator().manual_seed(seed))
     conditioning = entry["cond"].float().to(device)
     reference_mel = entry["ref_mel"].float().to(device)
-    with torch.random.fork_rng(devices=[]), torch.inference_mode(), _forward_progress(model, progress):
+    with torch.random.fork_rng(devices=[]), torch.inference_mode(), _forward_progress(model, progress, dit_evaluations(num_steps)):
         torch.manual_seed(seed)
         start = time.perf_counter()
         wav = model(code.to(device), conditioning=conditioning, reference_mel=reference_mel, num_steps=num_steps)

@@ -54,9 +54,12 @@ DEFAULT_RUNS = 15  # sampled loads per variant: enough for a rank test to surviv
 FDR = 0.05
 PRESENCE = 0.5  # a function is tested when sampled in at least this share of one arm's runs
 FASTER, SLOWER, NO_CLAIM = "faster", "slower", "no difference claimed"
+ROLE_WORDS = {"caller": "a caller: its time moved in the functions it calls",
+              "unexplained": "no callee's own time is claimed to move with it"}
 UNSAMPLED = ":unsampled"  # the plan's label of a variant's unsampled load (the overhead's yardstick)
 FUNCTION_COLUMNS = ("function", "file", "a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high", "p", "q", "verdict",
-                    "a_self_median_s", "b_self_median_s", "a_present", "b_present", "tested")
+                    "role", "a_self_median_s", "b_self_median_s", "self_delta_s", "self_ci_low", "self_ci_high",
+                    "self_p", "self_q", "self_verdict", "a_present", "b_present", "tested", "self_tested")
 
 
 # --------------------------------------------------------------------------- folding samples
@@ -100,9 +103,9 @@ def benjamini_hochberg(p_values: Iterable[float]) -> np.ndarray:
 def compare_functions(folds: pd.DataFrame, a: str, b: str, fdr: float = FDR, presence: float = PRESENCE) -> pd.DataFrame:
     """Per function, ``a`` against ``b`` from the runs' folds (``run_id``, ``variant`` and
     :func:`fold_samples`' columns; a run without a function counts 0 s of it): :data:`FUNCTION_COLUMNS`,
-    the claims first, by the size of their difference."""
-    from ..reporting.stats import bootstrap_median_difference, mann_whitney
-
+    the claims first, by the size of their difference. Inclusive and self time are tested alike (each
+    when the function was in at least ``presence`` of one arm's runs, at the top of the stack for self
+    time), and Benjamini-Hochberg runs over both families of p-values together."""
     runs = {v: sorted(folds.loc[folds["variant"] == v, "run_id"].unique()) for v in (a, b)}
     if not runs[a] or not runs[b]:
         raise OmniLoaderError(f"no sampled run of {a if not runs[a] else b}: nothing to compare")
@@ -110,27 +113,62 @@ def compare_functions(folds: pd.DataFrame, a: str, b: str, fdr: float = FDR, pre
                                    fill_value=0.0) for col in ("inclusive_s", "self_s")}
     rows = []
     for key in wide["inclusive_s"].index:
-        inc = {v: wide["inclusive_s"].loc[key].reindex(runs[v], fill_value=0.0).to_numpy() for v in (a, b)}
-        own = {v: wide["self_s"].loc[key].reindex(runs[v], fill_value=0.0).to_numpy() for v in (a, b)}
-        present = {v: float(np.mean(inc[v] > 0)) for v in (a, b)}
-        tested = max(present.values()) >= presence
-        p = ci = None
-        if tested:
-            p = mann_whitney(tuple(inc[a]), tuple(inc[b]))
-            ci = bootstrap_median_difference(tuple(inc[a]), tuple(inc[b]))
-        med = {v: float(np.median(inc[v])) for v in (a, b)}
-        rows.append({"function": key[0], "file": key[1], "a_median_s": med[a], "b_median_s": med[b],
-                     "delta_s": med[b] - med[a], "ci_low": ci[0] if ci else np.nan, "ci_high": ci[1] if ci else np.nan,
-                     "p": np.nan if p is None else p, "a_self_median_s": float(np.median(own[a])),
-                     "b_self_median_s": float(np.median(own[b])), "a_present": present[a], "b_present": present[b],
-                     "tested": tested})
+        row: dict[str, Any] = {"function": key[0], "file": key[1]}
+        for col, prefix in (("inclusive_s", ""), ("self_s", "self_")):
+            x = {v: wide[col].loc[key].reindex(runs[v], fill_value=0.0).to_numpy() for v in (a, b)}
+            row.update(_tested(x[a], x[b], presence, prefix))
+        rows.append(row)
     df = pd.DataFrame(rows)
-    df["q"] = benjamini_hochberg(df["p"])
-    claimed = (df["q"] <= fdr) & ((df["ci_low"] > 0) | (df["ci_high"] < 0))
-    df["verdict"] = np.where(claimed, np.where(df["delta_s"] < 0, FASTER, SLOWER), NO_CLAIM)
-    df["_order"] = np.where(claimed, 0, 1)
+    q = benjamini_hochberg(np.concatenate([df["p"].to_numpy(), df["self_p"].to_numpy()]))
+    df["q"], df["self_q"] = q[: len(df)], q[len(df):]
+    for prefix in ("", "self_"):
+        claimed = (df[prefix + "q"] <= fdr) & ((df[prefix + "ci_low"] > 0) | (df[prefix + "ci_high"] < 0))
+        df[prefix + "verdict"] = np.where(claimed, np.where(df[prefix + "delta_s"] < 0, FASTER, SLOWER), NO_CLAIM)
+    df["role"] = ""
+    df["_order"] = np.where(df["verdict"] != NO_CLAIM, 0, np.where(df["self_verdict"] != NO_CLAIM, 1, 2))
     df = df.assign(_size=-df["delta_s"].abs()).sort_values(["_order", "_size", "a_median_s"], kind="stable")
     return df[list(FUNCTION_COLUMNS)].reset_index(drop=True)
+
+
+def _tested(x: np.ndarray, y: np.ndarray, presence: float, prefix: str) -> dict[str, Any]:
+    """Medians, difference, interval and p-value of one measure of one function (``prefix`` names it)."""
+    from ..reporting.stats import bootstrap_median_difference, mann_whitney
+
+    present = (float(np.mean(x > 0)), float(np.mean(y > 0)))
+    tested = max(present) >= presence
+    p = mann_whitney(tuple(x), tuple(y)) if tested else None
+    ci = bootstrap_median_difference(tuple(x), tuple(y)) if tested else None
+    out = {f"a_{prefix}median_s": float(np.median(x)), f"b_{prefix}median_s": float(np.median(y)),
+           f"{prefix}delta_s": float(np.median(y) - np.median(x)), f"{prefix}ci_low": ci[0] if ci else np.nan,
+           f"{prefix}ci_high": ci[1] if ci else np.nan, f"{prefix}p": np.nan if p is None else p,
+           f"{prefix}tested": tested}
+    if not prefix:
+        out.update(a_present=present[0], b_present=present[1])
+    return out
+
+
+def assign_roles(functions: pd.DataFrame, speedscopes: Iterable[Path]) -> pd.DataFrame:
+    """The ``role`` of each claimed function: ``own time`` (its self time is claimed to move too),
+    ``caller`` (it calls, on some sampled stack, a function whose own time moved: its inclusive time
+    contains that change) or ``unexplained`` (neither: a claim to doubt, or a change spread too thin to
+    claim in any one callee)."""
+    from .flamegraph import load_stacks
+
+    own = set(zip(*functions.loc[functions["self_verdict"] != NO_CLAIM, ["function", "file"]].T.to_numpy())) \
+        if (functions["self_verdict"] != NO_CLAIM).any() else set()
+    callers: set[tuple[str, str]] = set()
+    for path in speedscopes if own else ():
+        for stack, _ in load_stacks(path)[0]:
+            keys = [(n, short_path(f) if f else "") for n, f in stack]
+            hits = [i for i, k in enumerate(keys) if k in own]
+            callers.update(keys[: max(hits)] if hits else ())
+    def role(r: pd.Series) -> str:
+        key = (r["function"], r["file"])
+        if r["verdict"] == NO_CLAIM and r["self_verdict"] == NO_CLAIM:
+            return ""
+        return "own time" if key in own else ("caller" if key in callers else "unexplained")
+
+    return functions.assign(role=functions.apply(role, axis=1) if len(functions) else "")
 
 
 # --------------------------------------------------------------------------- the result
@@ -171,11 +209,12 @@ class ProfileDiff:
         out = []
         for _, r in self.claimed.iterrows():
             unit = time_unit(max(r["a_median_s"], r["b_median_s"]))
-            calls = self._calls(r["function"])
+            own = (f"; its own time {duration(r['a_self_median_s'], unit, 0)} → {duration(r['b_self_median_s'], unit, 0)}"
+                   if r["role"] == "own time" else "; " + ROLE_WORDS.get(r["role"], r["role"]))
             out.append(f"`{r['function']}` ({r['file']}): {duration(r['a_median_s'], unit, 0)} → "
                        f"{duration(r['b_median_s'], unit, 0)}, {r['verdict']} by {short_duration(abs(r['delta_s']))} "
                        f"(95% interval of B − A {short_duration(r['ci_low'])} to {short_duration(r['ci_high'])}, "
-                       f"q = {number(r['q'], 2)}){calls}.")
+                       f"q = {number(r['q'], 2)}){self._calls(r['function'])}{own}.")
         return out
 
     def _calls(self, function: str) -> str:
@@ -197,12 +236,19 @@ class ProfileDiff:
         lines = [f"# Differential profile: {self.a} (A) against {self.b} (B)", ""]
         lines += [f"- {s}" for s in self.sentences()] or ["- No function is claimed to move."]
         faster, slower = (int((claimed["verdict"] == v).sum()) for v in (FASTER, SLOWER))
+        roles = claimed["role"].value_counts()
+        self_only = f[(f["verdict"] == NO_CLAIM) & (f["self_verdict"] != NO_CLAIM)]
         lines += ["", f"{tested} of {len(f)} functions sampled under `load_token2wav` were tested (sampled in at least "
                       f"{PRESENCE:.0%} of one variant's runs; {n[self.a]} sampled loads of {self.a}, {n[self.b]} of "
                       f"{self.b}); {len(claimed)} moved ({faster} faster, {slower} slower) at a "
                       f"{self.settings.get('fdr', FDR):.0%} false discovery rate (Benjamini-Hochberg over the "
-                      f"Mann-Whitney p-values, and a 95% bootstrap interval of the difference of medians that "
-                      f"excludes zero); the rest: {NO_CLAIM}."]
+                      f"Mann-Whitney p-values of inclusive and self time, and a 95% bootstrap interval of the "
+                      f"difference of medians that excludes zero); the rest: {NO_CLAIM}. Of the {len(claimed)}: "
+                      f"{roles.get('own time', 0)} moved in their own code, {roles.get('caller', 0)} are callers "
+                      f"whose inclusive time contains such a change, {roles.get('unexplained', 0)} unexplained"
+                      + (f"; {len(self_only)} more moved in their own time only "
+                         f"({', '.join(f'`{x}`' for x in self_only['function'].head(5))})" if len(self_only) else "")
+                      + "."]
         for v, o in self.overhead().items():
             lines.append(f"- py-spy's cost on {v}: median load {duration(o['unsampled_s'])} unsampled, "
                          f"{duration(o['sampled_s'])} sampled at {self.settings.get('rate', DEFAULT_RATE)} Hz "
@@ -211,9 +257,9 @@ class ProfileDiff:
         unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
         table = markdown_table([[f"`{r['function']}`", r["file"], *(duration(r[c], unit, 1) for c in
                                  ("a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high")), number(r["q"], 2),
-                                 r["verdict"]] for _, r in shown.iterrows()],
+                                 r["verdict"], r["role"]] for _, r in shown.iterrows()],
                                ["function", "file", "A median", "B median", "B − A", "95% low", "95% high", "q",
-                                "verdict"], right=range(2, 8))
+                                "verdict", "role"], right=range(2, 8))
         lines += ["", "Claimed functions:" if len(claimed) else "The largest tested differences (none claimed):", "",
                   table, ""]
         return "\n".join(lines)
@@ -271,7 +317,7 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
     from ..results.planner import plan_runs
     from ..token2wav.variants import BUILTIN_VARIANTS, Variant
 
-    a, b = _two(variants)
+    a, b = two_variants(variants)
     custom = list(custom_variants)
     if a == b:  # an A/A diff: the same variant under a second name, so the plan can tell the arms apart
         base = {v.name: v for v in custom}.get(a) or BUILTIN_VARIANTS.get(a)
@@ -329,13 +375,16 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
     fold_frame = pd.concat(folds, ignore_index=True)[["run_id", "variant", "function", "file", "inclusive_s",
                                                       "self_s", "samples"]]
     fold_frame.to_csv(directory / RUN_FUNCTIONS_CSV, index=False)
-    diff = ProfileDiff(a, b, compare_functions(fold_frame, a, b, fdr), runs_frame, fold_frame, directory,
+    sampled = runs_frame[runs_frame["sampled"] & (runs_frame["status"] == "ok")]["speedscope"]
+    functions = assign_roles(compare_functions(fold_frame, a, b, fdr), [directory / f for f in sampled])
+    diff = ProfileDiff(a, b, functions, runs_frame, fold_frame, directory,
                        {"rate": rate, "fdr": fdr, "runs": runs, "warmup": warmup, "seed": seed})
     diff.write()
     return diff
 
 
-def _two(variants: Any) -> tuple[str, str]:
+def two_variants(variants: Any) -> tuple[str, str]:
+    """``("A", "B")`` from a pair, a list or ``"A,B"``; one line for anything but two names."""
     names = [variants] if isinstance(variants, str) else list(variants)
     names = [n.strip() for part in names for n in str(part).split(",") if n.strip()]
     if len(names) != 2:

@@ -12,7 +12,8 @@ import pandas as pd
 
 from ..formatting import table
 from .outputs import read_top_functions, read_torch_ops
-from .result import VariantProfile
+from ..names import LEAF_PHASES
+from .result import OTHER_PHASE, VariantProfile
 from .settings import DEFAULT_TOP
 from .torch_trace import trace_phase_ranges
 
@@ -22,9 +23,14 @@ def phase_share_table(profiles: dict[str, VariantProfile]):  # -> pandas Styler
     frame = None
     for variant, vp in profiles.items():
         s = vp.phase_shares().set_index("phase")
+        total = pd.DataFrame({"seconds": [s["seconds"].sum()], "share": [s["share"].sum()]}, index=["total"])
+        s = pd.concat([s, total])
         part = pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share": s["share"]})
         frame = part if frame is None else frame.join(part, how="outer")
-    frame = frame.reset_index()
+    # in the load's order, time between phases after them and the whole load last (a join sorts by name)
+    order = [*LEAF_PHASES, OTHER_PHASE, "total"]
+    frame = frame.loc[sorted(frame.index, key=lambda p: order.index(p) if p in order else len(order))]
+    frame = frame.rename_axis("phase").reset_index()
     return table(frame, percent=[c for c in frame.columns if c.endswith(" share")],
                  decimals={c: 2 for c in frame.columns if c.endswith("(ms)")})
 

@@ -1,0 +1,177 @@
+"""``omni-loader profile --diff``: per-function times folded from py-spy's samples, rank tests with
+Benjamini-Hochberg, functions.csv, diff.md and the differential flamegraph.
+
+One real end-to-end run (a module fixture: ``--diff`` on the tiny snapshot, 7 sampled loads per
+variant, each in a fresh process) serves every test that needs the real loader; its speedscope files
+are the recorded profiles the fold is checked on. The statistics are checked in-process on synthetic
+folds and p-values; the refusals in-process through ``cli.main``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from omni_loader import cli
+from omni_loader.profiling import diff as pdiff
+from omni_loader.profiling import flamegraph
+from omni_loader.profiling.pyspy import find_py_spy
+
+REAL_RUNS = 7  # sampled loads per variant: 2/C(14,7) = 0.00058, the smallest p a rank test can give, survives BH
+
+
+@pytest.fixture(scope="module")
+def real_diff(tiny_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> pdiff.ProfileDiff:
+    """``profile --diff`` once, baseline against optimized on the tiny snapshot, read back from its files."""
+    if find_py_spy()[0] is None:
+        pytest.skip("py-spy is not installed")
+    out = tmp_path_factory.mktemp("profile-diff")
+    rc = cli.main(["profile", "--diff", "--checkpoint", str(tiny_snapshot), "--runs", str(REAL_RUNS),
+                   "--warmup", "0", "--out", str(out)])
+    if rc != 0 and "may not trace" in (out / "diff" / "py-spy.log").read_text():
+        pytest.skip("py-spy may not trace processes here (ptrace)")
+    assert rc == 0
+    return pdiff.read_profile_diff(out)
+
+
+# --------------------------------------------------------------------------- the fold, on the real loader
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_fold_of_a_recorded_load(real_diff: pdiff.ProfileDiff) -> None:
+    """Every speedscope of the run folds into per-function times that add up: the entry's inclusive time
+    is every kept sample, self times add up to it, no function exceeds it, the model-code import is out."""
+    runs = real_diff.runs[real_diff.runs["sampled"] & (real_diff.runs["status"] == "ok")]
+    assert len(runs) == 2 * REAL_RUNS
+    for _, run in runs.iterrows():
+        path = real_diff.directory / run["speedscope"]
+        fold = pdiff.fold_samples(path)
+        stacks, _ = flamegraph.load_stacks(path)
+        kept = sum(w for _, w in stacks)
+        entry = fold[fold["function"] == flamegraph.ENTRY]
+        assert len(entry) == 1 and entry["inclusive_s"].iloc[0] == pytest.approx(kept)
+        assert entry["inclusive_s"].iloc[0] == pytest.approx(flamegraph.build(path).seconds)
+        assert fold["self_s"].sum() == pytest.approx(kept)
+        assert (fold["inclusive_s"] >= fold["self_s"] - 1e-12).all()
+        assert (fold["inclusive_s"] <= kept + 1e-12).all()
+        assert not fold["function"].isin(["import_model_code", "_modeling"]).any()
+        assert entry["samples"].iloc[0] == len(stacks)
+        names = set(fold["function"])
+        assert ("Module.state_dict" in names) == (run["variant"] == "baseline")  # only the baseline calls it
+        saved = real_diff.folds[real_diff.folds["run_id"] == run["run_id"]]
+        assert len(saved) == len(fold)  # run_functions.csv holds each run's fold
+
+
+# --------------------------------------------------------------------------- the real run's files
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_functions_csv_and_diff_md(real_diff: pdiff.ProfileDiff) -> None:
+    d = real_diff.directory
+    table = pd.read_csv(d / pdiff.FUNCTIONS_CSV, keep_default_na=False, na_values=[""])
+    for column in ("function", "file", "a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high", "q", "verdict"):
+        assert column in table.columns
+    assert set(table["verdict"]) <= {pdiff.FASTER, pdiff.SLOWER, pdiff.NO_CLAIM}
+    assert np.allclose(table["delta_s"], table["b_median_s"] - table["a_median_s"])
+    assert table.loc[table["tested"], "q"].notna().all() and table.loc[~table["tested"], "q"].isna().all()
+    claimed = table[table["verdict"] != pdiff.NO_CLAIM]
+    state_dict = table[table["function"] == "Module.state_dict"].iloc[0]
+    assert state_dict["verdict"] == pdiff.FASTER and state_dict["b_median_s"] == 0  # the PR's change, found
+
+    text = (d / pdiff.DIFF_MD).read_text()
+    bullets = [line[2:] for line in text.split("\n\n")[1].splitlines()]
+    assert len(bullets) == len(claimed)  # it opens with one sentence per claimed function, in the table's order
+    for sentence, (_, row) in zip(bullets, claimed.iterrows()):
+        assert sentence.startswith(f"`{row['function']}` ({row['file']}): ")
+        assert row["verdict"] in sentence
+    assert re.search(r"51 calls per load removed", bullets[list(claimed["function"]).index("Module.state_dict")])
+    counts = re.search(r"(\d+) of (\d+) functions sampled under `load_token2wav` were tested.*?; (\d+) moved", text)
+    assert counts and tuple(map(int, counts.groups())) == (int(table["tested"].sum()), len(table), len(claimed))
+    assert "py-spy's cost on baseline" in text
+
+    svg = (d / pdiff.FLAME_DIFF_SVG).read_text()
+    assert pdiff.FASTER in svg and "Module.state_dict" in svg and pdiff.NO_CLAIM in svg
+    html = real_diff.flamegraph()._repr_html_()
+    assert "<svg" in html and "<script>" in html and "functions.csv" in html
+
+
+# --------------------------------------------------------------------------- statistics, in-process
+
+
+def test_benjamini_hochberg_matches_the_step_up_rule() -> None:
+    p = np.array([0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216, np.nan])
+    q = pdiff.benjamini_hochberg(p)
+    finite = p[:-1]
+    order = np.argsort(finite)
+    ranked = finite[order] * len(finite) / np.arange(1, len(finite) + 1)
+    expected = np.minimum.accumulate(ranked[::-1])[::-1]
+    assert np.allclose(q[:-1][order], np.minimum(expected, 1))
+    assert np.isnan(q[-1])
+    assert (q[:-1] >= finite).all()
+
+
+def _synthetic_folds(null_functions: int, shift: float, runs: int = 12, seed: int = 1) -> pd.DataFrame:
+    """Folds of ``runs`` runs per arm: ``null_functions`` functions alike in both arms (noisy, present in
+    every run) and ``moved``, ``shift`` seconds slower in B."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for run_id in range(2 * runs):
+        variant = "A" if run_id % 2 == 0 else "B"
+        for i in range(null_functions):
+            t = float(rng.gamma(4.0, 0.005))
+            rows.append((run_id, variant, f"f{i}", "m.py", t, t / 2, 1))
+        t = 0.05 + rng.normal(0, 0.002) + (shift if variant == "B" else 0.0)
+        rows.append((run_id, variant, "moved", "m.py", t, t, 1))
+    return pd.DataFrame(rows, columns=["run_id", "variant", "function", "file", "inclusive_s", "self_s", "samples"])
+
+
+def test_fdr_control_claims_the_shift_and_no_null_function() -> None:
+    """400 functions alike in both arms (800 tests with self time) and one 150 ms slower: the one is
+    claimed slower; uncorrected, a few of the 800 null p-values fall under 5% by chance and would be."""
+    folds = _synthetic_folds(400, 0.15)
+    table = pdiff.compare_functions(folds, "A", "B")
+    claimed = table[table["verdict"] != pdiff.NO_CLAIM]
+    assert list(claimed["function"]) == ["moved"] and claimed["verdict"].iloc[0] == pdiff.SLOWER
+    assert claimed["ci_low"].iloc[0] > 0.1
+    assert (table.loc[table["function"] != "moved", "self_verdict"] == pdiff.NO_CLAIM).all()
+    nulls = table[table["function"] != "moved"]
+    assert (nulls["p"] < 0.05).sum() > 0  # the chance p-values that BH is there to discount
+
+
+def test_aa_synthetic_claims_nothing() -> None:
+    table = pdiff.compare_functions(_synthetic_folds(200, 0.0, seed=7), "A", "B")
+    assert (table["verdict"] == pdiff.NO_CLAIM).all()
+
+
+def test_a_function_absent_from_some_runs_counts_zero_there() -> None:
+    folds = _synthetic_folds(3, 0.0)
+    folds = folds[~((folds["function"] == "f0") & (folds["variant"] == "B"))]  # never sampled in B
+    row = pdiff.compare_functions(folds, "A", "B").set_index("function").loc["f0"]
+    assert row["b_median_s"] == 0 and row["a_present"] == 1 and row["b_present"] == 0 and row["tested"]
+
+
+# --------------------------------------------------------------------------- refusals, in-process
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--diff", "--runs", "1"], "--runs 1: must be a whole number from 2"),
+    (["--diff", "--runs", "many"], "--runs many"),
+    (["--diff", "--tool", "cprofile"], "--tool cannot be used with it"),
+    (["--diff", "--reference-runs", "5"], "--reference-runs cannot be used with it"),
+    (["--diff", "--variants", "baseline,optimized,assign"], "compares two variants"),
+    (["--diff", "--variants", "baseline,optimized", "--variant", "optimized"], "--diff --variant optimized: name the two variants with --variants A,B"),
+    (["--runs", "5"], "--runs: only with --diff"),
+    (["--variant", "mine=discovery:builtin:optimized"], "--variant NAME=STEP:REF: only with --diff"),
+    (["--variant", "sometimes"], "--variant sometimes: choose one of"),
+    (["--diff", "--variant", "bad"], "--variants A,B"),
+])
+def test_refusals(argv: list[str], words: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert cli.main(["profile", *argv, "--checkpoint", str(tmp_path / "none"), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1, err
