@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import OmniLoaderError
-from ..formatting import duration, markdown_table, number, short_duration, time_unit
+from ..formatting import duration, markdown_table, number, time_unit
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
 from .pyspy import PySpyUnavailable, find_py_spy
@@ -212,8 +212,8 @@ class ProfileDiff:
             own = (f"; its own time {duration(r['a_self_median_s'], unit, 0)} → {duration(r['b_self_median_s'], unit, 0)}"
                    if r["role"] == "own time" else "; " + ROLE_WORDS.get(r["role"], r["role"]))
             out.append(f"`{r['function']}` ({r['file']}): {duration(r['a_median_s'], unit, 0)} → "
-                       f"{duration(r['b_median_s'], unit, 0)}, {r['verdict']} by {short_duration(abs(r['delta_s']))} "
-                       f"(95% interval of B − A {short_duration(r['ci_low'])} to {short_duration(r['ci_high'])}, "
+                       f"{duration(r['b_median_s'], unit, 0)}, {r['verdict']} by {duration(abs(r['delta_s']), unit, 0)} "
+                       f"(95% interval of B − A {duration(r['ci_low'], unit, 0)} to {duration(r['ci_high'], unit, 0)}, "
                        f"q = {number(r['q'], 2)}){self._calls(r['function'])}{own}.")
         return out
 
