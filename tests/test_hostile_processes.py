@@ -188,3 +188,151 @@ def test_download_from_a_hub_that_never_answers_is_bounded(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert last.startswith("omni-loader: error: the Hugging Face Hub (http://127.0.0.1:") and \
         "did not answer within 2 s (OMNI_LOADER_HUB_TIMEOUT sets the bound)" in last, last
+
+
+# --------------------------------------------------------------------------- timeline: linear work, bounded lines
+
+STAGE2 = "(EngineCore_DP0 pid={pid}) [Stage-2] INFO 03-14 {h:02d}:{m:02d}:{s:02d} [x.py:1] {message}\n"
+
+
+def _stamped(i: int, message: str, pid: int = 40) -> str:
+    return STAGE2.format(pid=pid, h=10 + i // 3600, m=i // 60 % 60, s=i % 60, message=message)
+
+
+class _CountingPattern:
+    """A compiled pattern whose ``match`` calls are counted."""
+
+    def __init__(self, pattern) -> None:
+        self.pattern, self.calls = pattern, 0
+
+    def match(self, *args):
+        self.calls += 1
+        return self.pattern.match(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.pattern, name)
+
+
+class _CountingText(str):
+    """A log whose ``find`` calls count the characters they look at."""
+
+    scanned = 0
+
+    def find(self, sub, start=0, end=None):
+        end = len(self) if end is None else end
+        found = str.find(self, sub, start, end)
+        _CountingText.scanned += (found if found >= 0 else end) - start
+        return found
+
+
+def test_timeline_work_is_linear_in_the_markers(monkeypatch):
+    """timeline compared every phase with every other (20,000 markers: 219 s), walked back up to 10,000 lines
+    for each line without a timestamp, and searched each new pid from the block's start. Counted, not timed."""
+    from dataclasses import asdict
+
+    from omni_loader.startup.timeline import parse_text
+
+    n = 2000
+    timeline = parse_text(_stamped(0, "first") + "".join(_stamped(i, "Loading weights took 0.5 seconds")
+                                                         for i in range(1, n + 1)))
+    record_type = type(timeline.records[0])
+
+    class Counted(record_type):
+        reads = 0
+
+        def __getattribute__(self, name):
+            if name in ("start", "end"):
+                Counted.reads += 1
+            return object.__getattribute__(self, name)
+
+    timeline.records = [Counted(**asdict(r)) for r in timeline.records]
+    gaps, path = timeline.gaps(), timeline.critical_path()
+    assert gaps == [] and len(path.segments) == n
+    assert Counted.reads < 100 * n, f"{Counted.reads} reads of a phase's start or end for {n} phases"
+
+    scanning = sys.modules[record_type.__module__]  # the module whose scanner reads lines (it defines Record)
+    header = _CountingPattern(scanning.HEADER)
+    monkeypatch.setattr(scanning, "HEADER", header)
+    text = _stamped(0, "first") + "Loading weights took 0.5 seconds\n" * n
+    assert len(parse_text(text).records) == n
+    assert header.calls < 5 * n, f"{header.calls} header matches for {n} lines without a timestamp"
+    monkeypatch.undo()
+
+    text = _CountingText("".join(_stamped(i, "Loading weights took 0.5 seconds", pid=1000 + i) for i in range(n)))
+    assert len(parse_text(text).lanes) == 1
+    assert _CountingText.scanned < 60 * len(text), f"find looked at {_CountingText.scanned:,} of {len(text):,} characters"
+
+    big = 20_000  # the issue's size: all records, one phase after another on the critical path, no gap
+    timeline = parse_text(_stamped(0, "first") + "".join(_stamped(i, "Loading weights took 0.5 seconds", pid=1000 + i % 7)
+                                                         for i in range(1, big + 1)))
+    assert len(timeline.records) == big and timeline.gaps() == []
+    assert [s.phase for s in timeline.critical_path().segments] == ["weight_loading"] * big
+
+
+def test_timeline_reads_a_line_to_a_bound(tmp_path):
+    """One 200 MiB line cost 930 MB: a line is read to its first MAX_LINE characters, the rest dropped as it is
+    read (never held), and a named warning says which line was cut."""
+    import io
+
+    from omni_loader.startup.logfigures import line_blocks
+    from omni_loader.startup.timeline import read_timeline
+
+    long = "x" * 100_000
+    text = _stamped(0, "first") + _stamped(1, long) + _stamped(5, "Loading weights took 1.5 seconds")
+    cut: list[int] = []
+    blocks = list(line_blocks(io.StringIO(text), 1000, 5000, cut))
+    assert cut == [2] and max(map(len, blocks)) <= 1000 + 5000 + 1
+    assert "".join(blocks).count("\n") == 3 and blocks[-1].endswith("Loading weights took 1.5 seconds\n")
+    log = tmp_path / "long.log"
+    log.write_text(text)
+    timeline = read_timeline(log, block_size=1000, max_line=5000)
+    assert [r.phase for r in timeline.records] == ["weight_loading"]
+    assert timeline.warnings == [f"line-cut: {log} line(s) 2 longer than 5,000 characters: read to their first 5,000"]
+
+
+def _strict_json(text: str):
+    import json
+
+    def refuse(name: str):
+        raise AssertionError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_timeline_refuses_or_flags_what_no_clock_gives(tmp_path, capsys):
+    """Impossible dates and a --pattern that captures a word were tracebacks; figures with dozens of digits, a clock
+    that goes back and phases before the log's first line were printed as fine, and --json could print Infinity."""
+    from omni_loader.cli import main
+
+    def log(name: str, *lines: str) -> str:
+        path = tmp_path / name
+        path.write_text("".join(lines))
+        return str(path)
+
+    first = _stamped(0, "first")
+    refused = {
+        log("date.log", first, STAGE2.format(pid=40, h=10, m=0, s=5, message="x").replace("03-14", "02-30")):
+            "line 2: timestamp '02-30 10:00:05' is not a date and time",
+        log("hour.log", first.replace("10:00:00", "25:61:00")): "line 1: timestamp '03-14 25:61:00' is not a date",
+        log("digits.log", first, _stamped(5, "Loading weights took " + "9" * 40 + " seconds")):
+            "line 2: weight_loading took 9999999999",
+        log("inf.log", first, _stamped(5, "Model loading took " + "9" * 400 + " GiB and 2 seconds")):
+            "line 2: model_loading captured '9999",
+        log("huge.log", first, _stamped(5, "Model loading took " + "9" * 30 + " GiB and 2 seconds")):
+            "line 2: model_loading's value 9999",
+    }
+    for path, expected in refused.items():
+        assert main(["timeline", path]) == 2, path
+        assert f"omni-loader: error: {path} {expected}" in _error_line(capsys)
+    word = log("word.log", first, _stamped(5, "Loading weights took 1.5 seconds"))
+    assert main(["timeline", word, "--pattern", r"w=Loading (\w+) took"]) == 2
+    assert f"{word} line 2: w captured 'weights', not a finite number" in _error_line(capsys)
+
+    back = log("back.log", first, _stamped(5, "Loading weights took 100.5 seconds"),
+               STAGE2.format(pid=40, h=9, m=0, s=5, message="Model loading took 1.0 GiB and 2 seconds"))
+    assert main(["timeline", back, "--json"]) == 0
+    captured = capsys.readouterr()
+    document = _strict_json(captured.out)["timelines"][0]
+    assert [w.split(":")[0] for w in document["warnings"]] == ["before-start", "before-start", "clock-back"]
+    assert f"clock-back: {back} line 3: stage-2 is stamped 3600 s before its line 2" in document["warnings"]
+    assert captured.err.count("omni-loader: warning: ") == 3, captured.err

@@ -319,6 +319,9 @@ def parse_marker_args(specs: Iterable[str], markers: Sequence[Marker] = DEFAULT_
     return tuple(out.values())
 
 
+MAX_LINE = 1 << 20  # characters of a log line read by the timeline; the rest of a longer line is dropped (and said)
+
+
 class LogClock:
     """``MM-DD HH:MM:SS`` strings as seconds from the first one (the year rolls over at a backwards jump of months)."""
 
@@ -326,10 +329,17 @@ class LogClock:
         self.year, self.cache, self.t0, self.last = 2000, {}, None, 0.0  # 2000: a leap year, so 02-29 parses
 
     def __call__(self, stamp: str) -> float:
+        """Seconds from the first stamp; a stamp that is no date and time (``02-30``, ``25:00:00``) is one line."""
         rel = self.cache.get(stamp)
         if rel is None:
-            when = dt.datetime.strptime(f"{self.year}-{stamp}", "%Y-%m-%d %H:%M:%S.%f" if "." in stamp
-                                        else "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp()
+            day, _, fraction = stamp.partition(".")  # strptime takes 6 digits of a fraction; a log may print more
+            try:
+                when = dt.datetime.strptime(f"{self.year}-{day}" + (f".{fraction[:6]}" if fraction else ""),
+                                            "%Y-%m-%d %H:%M:%S.%f" if fraction else "%Y-%m-%d %H:%M:%S")
+            except ValueError:
+                raise OmniLoaderError(f"timestamp {stamp[:40]!r} is not a date and time (month-day hour:minute:second)") \
+                    from None
+            when = when.replace(tzinfo=dt.timezone.utc).timestamp()
             self.t0 = when if self.t0 is None else self.t0
             if when - self.t0 < self.last - 30 * 86400:  # December to January
                 self.year += 1
@@ -340,14 +350,29 @@ class LogClock:
         return rel
 
 
-def line_blocks(fh: IO[str], size: int = 1 << 22) -> Iterator[str]:
-    """Text in blocks of whole lines (about ``size`` characters each); a last line without newline gets one."""
-    rest = ""
+def line_blocks(fh: IO[str], size: int = 1 << 22, max_line: int = MAX_LINE, cut: list[int] | None = None) -> Iterator[str]:
+    """Text in blocks of whole lines (about ``size`` characters each); a last line without newline gets one.
+
+    A line that does not end within the block it starts in keeps at most its first ``max_line`` characters:
+    the rest is read and dropped, never held (one 200 MiB line cost 930 MB when lines were held whole), and
+    its number is appended to ``cut``. So memory is bounded by ``size + max_line`` whatever the file holds.
+    """
+    rest, skipping, lines = "", False, 0
     while block := fh.read(size):
+        if skipping:  # inside a line already cut: drop up to its end
+            at = block.find("\n")
+            if at < 0:
+                continue
+            block, skipping = block[at:], False
         block = rest + block
-        cut = block.rfind("\n") + 1
-        rest = block[cut:]
-        if cut:
-            yield block[:cut]
+        end = block.rfind("\n") + 1
+        rest = block[end:]
+        if len(rest) > max_line:
+            skipping, rest = True, rest[:max_line]
+            if cut is not None:
+                cut.append(lines + block.count("\n", 0, end) + 1)
+        if end:
+            lines += block.count("\n", 0, end)
+            yield block[:end]
     if rest:
         yield rest + "\n"

@@ -17,120 +17,33 @@ never by its order in the file. What is read is data: :data:`~omni_loader.startu
 
 Timestamps have one-second resolution: a reported start can be a second off, and gaps up to
 ``min_gap`` (1 s) are not reported. A file is read in blocks of lines in which C-level searches find
-the few lines that matter, so 200 MB take seconds in constant memory. :meth:`Timeline.critical_path`
+the few lines that matter, so 200 MB take seconds in constant memory (:mod:`omni_loader.startup.timeline_scan`,
+which refuses what no clock gives in one line and warns of the rest). :meth:`Timeline.critical_path`
 says which stage gated readiness and by how much; :meth:`Timeline.gaps`, what no marker explains.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import OmniLoaderError
-from .logfigures import (ANSI, DEFAULT_MARKERS, HEADER, PID, SERVE_AB_HEADER, STAMPED, line_tags,
-                         TOKEN2WAV, LogClock, Marker, line_blocks, to_seconds)
+from .logfigures import DEFAULT_MARKERS, MAX_LINE, Marker, line_blocks
+from .timeline_cover import CriticalPath, Segment, cover
+from .timeline_scan import RESOLUTION, WARNINGS_SHOWN, Lane, Record, Scanner
 
-SERVER_LANE, UNEXPLAINED, AFTER_STAGES = "server", "(unexplained)", "after stages"
-RESOLUTION = 1.0  # seconds: vLLM's timestamps are to the second
+UNEXPLAINED, AFTER_STAGES = "(unexplained)", "after stages"
+
+
 class NoStartupMarkers(OmniLoaderError):
     """A file in which no startup marker was found (not a vLLM log, or cut before any phase ended)."""
 
 
-@dataclass(frozen=True)
-class Record:
-    """One phase (start, end, seconds) or event (``kind`` event: start == end) of one lane, in seconds from
-    the log's first timestamp; ``source``: its extent was ``reported`` by the line or ``inferred``."""
-
-    stage: str
-    replica: int
-    pid: int | None
-    phase: str
-    start: float
-    end: float
-    seconds: float
-    source: str
-    line: int
-    kind: str = "phase"
-    level: int = 0
-    scope: str = "stage"
-    ready: str = ""
-    timestamp: str = ""
-    process: str = ""
-    value: float | None = None
-    detail: str = ""
-    log: str = ""
-
-    @property
-    def lane(self) -> str:
-        return self.stage if not self.replica else f"{self.stage}/replica{self.replica}"
-
-
 ROW_FIELDS = ("log", "lane", *(name for name in Record.__dataclass_fields__ if name != "log"))
-
-
-@dataclass
-class Lane:
-    """One stage-replica (or process): its first pid and process, first timestamp, whether it is Token2Wav's."""
-
-    stage: str
-    replica: int
-    pid: int | None = None
-    process: str = ""
-    first: float | None = None
-    token2wav: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.stage if not self.replica else f"{self.stage}/replica{self.replica}"
-
-    @property
-    def is_stage(self) -> bool:
-        return bool(re.fullmatch(r"stage-\d+", self.stage))
-
-
-@dataclass(frozen=True)
-class Segment:
-    """A piece of the critical path, or a gap: ``phase`` is ``(unexplained)`` where no marker covers the time."""
-
-    lane: str
-    phase: str
-    start: float
-    end: float
-    source: str = ""
-
-    @property
-    def seconds(self) -> float:
-        return self.end - self.start
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "seconds": self.seconds}
-
-
-@dataclass(frozen=True)
-class CriticalPath:
-    """What gated readiness: ``gating`` (a lane) was ready last, ``margin`` seconds after ``runner_up``."""
-
-    ready_at: float
-    ready_marker: str
-    gating: str | None
-    margin: float | None
-    runner_up: str | None
-    stage_ready: dict[str, float]
-    segments: tuple[Segment, ...]
-
-    def sentence(self) -> str:
-        text = f"ready at {self.ready_at:.1f} s ({self.ready_marker}); "
-        if self.gating is None:
-            return text + "no stage phases to attribute it to"
-        by = f", {self.margin:.1f} s after {self.runner_up}" if self.runner_up is not None else ""
-        return text + f"{self.gating} gated it, ready at {self.stage_ready[self.gating]:.1f} s{by}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "segments": [s.to_dict() for s in self.segments], "sentence": self.sentence()}
 
 
 @dataclass
@@ -143,6 +56,14 @@ class Timeline:
     lines: int = 0
     started: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what in the log no clock gives, each a line
+
+    def by_lane(self) -> dict[str, list[Record]]:
+        """Each lane's records, in log order (one pass: what a per-lane question reads)."""
+        out: dict[str, list[Record]] = {}
+        for r in self.records:
+            out.setdefault(r.lane, []).append(r)
+        return out
 
     def phases(self, lane: str | None = None) -> list[Record]:
         return [r for r in self.records if r.kind == "phase" and (lane is None or r.lane == lane)]
@@ -158,14 +79,19 @@ class Timeline:
     def lane(self, name: str) -> Lane:
         return next(ln for ln in self.lanes.values() if ln.name == name)
 
+    def lane_firsts(self) -> dict[str, float | None]:
+        """Each lane's first timestamp, by lane name."""
+        return {ln.name: ln.first for ln in self.lanes.values()}
+
     def token2wav_lanes(self) -> list[str]:
         return [ln.name for ln in self.lanes.values() if ln.token2wav]
 
     def stage_ready(self) -> dict[str, float]:
         """When each lane doing a stage's work was ready: its ``ready`` event, else the end of its last phase."""
         out: dict[str, float] = {}
+        grouped = self.by_lane()
         for name in self.lane_names():
-            mine = [r for r in self.records if r.lane == name and r.scope == "stage"]
+            mine = [r for r in grouped.get(name, ()) if r.scope == "stage"]
             ready = [r.end for r in mine if r.ready == "stage"] or [r.end for r in mine if r.kind == "phase"
                                                                      and r.level >= 0]
             if ready:
@@ -187,23 +113,24 @@ class Timeline:
         runner_up = others[0] if others else None
         margin = stage_ready[gating] - stage_ready[runner_up] if runner_up else None
         first = self.lane(gating).first
-        segments = _cover(gating, self.phases(gating), 0.0 if first is None else first, stage_ready[gating], min_gap)
+        segments = cover(gating, [r for r in self.by_lane()[gating] if r.kind == "phase"], 0.0 if first is None else first, stage_ready[gating], min_gap,
+                         RESOLUTION, UNEXPLAINED)
         after = [r for r in self.phases() if r.scope == "server" and r.level >= 0 and r.end > stage_ready[gating]]
-        segments += _cover(AFTER_STAGES, after, stage_ready[gating], ready_at, min_gap)
+        segments += cover(AFTER_STAGES, after, stage_ready[gating], ready_at, min_gap, RESOLUTION, UNEXPLAINED)
         return CriticalPath(ready_at, marker, gating, margin, runner_up, stage_ready, tuple(segments))
 
     def gaps(self, min_gap: float = RESOLUTION) -> list[Segment]:
         """Stretches over ``min_gap`` that no phase covers: in each stage's lane from its first line to its
         ready, and on the critical path from the last stage ready to the server's."""
         out: list[Segment] = []
-        ready = self.stage_ready()
+        ready, grouped, firsts = self.stage_ready(), self.by_lane(), self.lane_firsts()
         for name in self.lane_names():
-            phases = [r for r in self.phases(name) if r.level >= 0]
+            phases = [r for r in grouped.get(name, ()) if r.kind == "phase" and r.level >= 0]
             if not any(r.scope == "stage" for r in phases):
                 continue  # the API server waits for the stages: its time before them is theirs
-            first = min([r.start for r in phases] + [f for f in (self.lane(name).first,) if f is not None])
+            first = min([r.start for r in phases] + [f for f in (firsts[name],) if f is not None])
             last = max([r.end for r in phases] + [ready.get(name, 0.0)])
-            out += [s for s in _cover(name, phases, first, last, min_gap) if s.phase == UNEXPLAINED]
+            out += [s for s in cover(name, phases, first, last, min_gap, RESOLUTION, UNEXPLAINED) if s.phase == UNEXPLAINED]
         path = self.critical_path(min_gap)
         return out + [s for s in (path.segments if path else ()) if s.lane == AFTER_STAGES and s.phase == UNEXPLAINED]
 
@@ -214,174 +141,42 @@ class Timeline:
     def to_dict(self, min_gap: float = RESOLUTION) -> dict[str, Any]:
         path = self.critical_path(min_gap)
         return {"log": self.log, "lines": self.lines, "started": self.started, "meta": self.meta,
+                "warnings": list(self.warnings),
                 "lanes": [{**asdict(ln), "name": ln.name} for ln in self.lanes.values()], "records": self.rows(),
                 "critical_path": path.to_dict() if path else None, "gaps": [g.to_dict() for g in self.gaps(min_gap)]}
-
-
-def _cover(lane: str, phases: Sequence[Record], start: float, end: float, min_gap: float) -> list[Segment]:
-    """The outermost phases from ``start`` to ``end`` in order, with the gaps over ``min_gap`` between them."""
-    def inside(p: Record, q: Record) -> bool:  # nested by level (within the clock's resolution), or strictly
-        if q.level < p.level:
-            return q.start - RESOLUTION <= p.start and p.end <= q.end + RESOLUTION
-        return q.start <= p.start and p.end <= q.end and (q.seconds > p.seconds or q.line < p.line)
-
-    segments: list[Segment] = []
-    cursor = start
-    for p in sorted((p for p in phases if not any(q is not p and inside(p, q) for q in phases)),
-                    key=lambda r: (r.start, -r.end)):
-        if p.end > cursor:
-            if p.start - cursor > min_gap:
-                segments.append(Segment(lane, UNEXPLAINED, cursor, min(p.start, end)))
-            segments.append(Segment(lane, p.phase, max(p.start, cursor), p.end, p.source))
-            cursor = p.end
-    if end - cursor > min_gap:
-        segments.append(Segment(lane, UNEXPLAINED, cursor, end))
-    return segments
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def _lane_key(head: re.Match[str] | None, named_stage: str | None = None) -> tuple[str, int, str, int | None]:
-    """(stage, replica, process, pid) of a line: its stage tag, else the stage its process names, else the process."""
-    if named_stage is not None:  # the orchestrator's "Stage-1 reported ready" is stage 1's
-        return f"stage-{int(named_stage)}", 0, "", None
-    stage, replica, process, pid = line_tags(head)
-    return stage or process or SERVER_LANE, replica, process, pid
-
-
-class _Scanner:
-    """The state of one log read in blocks of whole lines: only lines that can matter are parsed.
-
-    Per block, C-level searches find the lines holding a marker's keyword (or matching a marker
-    without one), a pid not seen before (a lane's first line) or a Token2Wav name; each such line is
-    parsed in file order. A line without a timestamp takes the latest one before it.
-    """
-
-    def __init__(self, markers: Sequence[Marker], log: str) -> None:
-        self.markers, self.log = tuple(markers), log
-        self.clock, self.lanes, self.records, self.meta = LogClock(), {}, [], {}
-        self.latest: dict[tuple[str, int], dict[str, float]] = {}  # lane -> marker name ("" any) -> its latest time
-        self.pids: set[str] = set()
-        self.lines, self.now, self.started = 0, None, ""
-
-    def feed(self, block: str) -> None:
-        if "\x1b" in block:
-            block = ANSI.sub("", block)
-        if not self.lines and (m := SERVE_AB_HEADER.match(block)):
-            self.meta = {"run": int(m["run"]), "variant": m["variant"], "warmup": bool(m["warmup"])}
-        if self.clock.t0 is None and (first := STAMPED.search(block)):
-            self.started = first["stamp"]
-            self.clock(first["stamp"])  # the origin: the first timestamp in the file
-        def lines_with(needle: str) -> Iterator[int]:  # where needle is, once per line
-            at = block.find(needle)
-            while at >= 0:
-                yield at
-                at = block.find(needle, block.find("\n", at) + 1)
-        hits: list[tuple[int, int, Marker | None]] = []
-        for pid in set(PID.findall(block)) - self.pids:
-            self.pids.add(pid)
-            hits.append((block.find(f"pid={pid})"), 0, None))
-        for marker in self.markers:
-            hits += [(at, 1, marker) for at in (lines_with(marker.keyword) if marker.keyword else
-                                                (m.start() for m in marker.regex.finditer(block)))]
-        hits += [(at, 2, None) for needle in ("2wav", "2Wav", "2WAV") for at in lines_with(needle)]
-        cursor, number, seen = 0, self.lines, set()
-        for at, what, marker in sorted(hits, key=lambda h: (h[0], h[1])):
-            start = block.rfind("\n", 0, at) + 1
-            number += block.count("\n", cursor, start)
-            cursor = start
-            if (start, what, marker) in seen:
-                continue
-            seen.add((start, what, marker))
-            self._line(block, start, number + 1, what, marker)
-        self.lines += block.count("\n")
-        self.now = self._stamp_before(block, len(block))
-
-    def _stamp_before(self, block: str, end: int, limit: int = 10000) -> float | None:
-        """The timestamp of the last line before ``end`` that has one (else the previous block's)."""
-        while end > 0 and limit:
-            start = block.rfind("\n", 0, end - 1) + 1
-            head = HEADER.match(block, start, end)
-            if head["stamp"]:
-                return self.clock(head["stamp"])
-            end, limit = start, limit - 1
-        return self.now
-
-    def _line(self, block: str, start: int, number: int, what: int, marker: Marker | None) -> None:
-        end = block.find("\n", start)
-        line = block[start:end if end >= 0 else len(block)]
-        head = HEADER.match(line)
-        head = head if head.end() else (STAMPED.search(line) if "-" in line else None)
-        now = self.clock(head["stamp"]) if head is not None and head["stamp"] else self._stamp_before(block, start)
-        if marker is None:
-            lane = self._touch(_lane_key(head), now)
-            lane.token2wav = lane.token2wav or (what == 2 and TOKEN2WAV.search(line) is not None)
-            return
-        mm = marker.regex.search(line, head.end() if head is not None else 0)
-        if mm is None:
-            return
-        own = _lane_key(head)
-        self._touch(own, now)
-        stage, replica, *_ = key = _lane_key(head, mm.groupdict().get("stage"))
-        lane = self._touch(key, now)
-        end_t = now if now is not None else 0.0
-        latest = self.latest.setdefault((stage, replica), {})
-        record = _record(marker, mm, end_t, latest, lane.first)
-        self.records.append(replace(record, stage=stage, replica=replica, pid=own[3], line=number, log=self.log,
-                                    process=own[2], timestamp=(head["stamp"] or "") if head else ""))
-        latest[marker.name] = latest[""] = end_t
-
-    def _touch(self, key: tuple[str, int, str, int | None], now: float | None) -> Lane:
-        stage, replica, process, pid = key
-        lane = self.lanes.get((stage, replica))
-        if lane is None:
-            lane = self.lanes[(stage, replica)] = Lane(stage, replica, pid, process)
-        if now is not None:
-            lane.first = now if lane.first is None else min(lane.first, now)
-        return lane
-
-    def timeline(self) -> Timeline:
-        return Timeline(self.log, self.records, self.lanes, self.lines, self.started, self.meta)
-
-
-def _record(marker: Marker, mm: re.Match[str], end: float, latest: dict[str, float], first: float | None) -> Record:
-    groups = mm.groupdict()
-    common = dict(stage="", replica=0, pid=None, phase=marker.name, line=0, level=marker.level, scope=marker.scope,
-                  ready=marker.ready, value=float(groups["value"]) if groups.get("value") else None,
-                  detail=(groups.get("detail") or "").strip())
-    if marker.kind == "event":
-        return Record(start=end, end=end, seconds=0.0, source="reported", kind="event", **common)
-    if marker.kind == "until":
-        begun = [latest[a] for a in marker.after if a in latest]
-        start = max(begun) if begun else latest.get("", first if first is not None else end)
-        return Record(start=start, end=end, seconds=end - start, source="inferred", **common)
-    group: int | str = "seconds" if "seconds" in mm.re.groupindex else 1
-    unit = groups.get("unit")
-    if unit is None and (after := re.match(r"\s*([A-Za-zµμ]+)", mm.string[mm.end(group):])):
-        unit = after.group(1)
-    seconds = to_seconds(float(mm.group(group)), unit)
-    return Record(start=end - seconds, end=end, seconds=seconds, source="reported", **common)
-
-
 def parse_text(text: str | Iterable[str], markers: Sequence[Marker] = DEFAULT_MARKERS, log: str = "") -> Timeline:
     """The timeline of ``text``: one string, or an iterable of blocks that each end at a line's end."""
-    scanner = _Scanner(markers, log)
+    scanner = Scanner(markers, log)
     for block in ([text] if isinstance(text, str) else text):
         scanner.feed(block if block.endswith("\n") else block + "\n")
-    return scanner.timeline()
+    return Timeline(log, scanner.records, scanner.lanes, scanner.lines, scanner.started, scanner.meta,
+                    scanner.warnings())
 
 
 def read_timeline(path: str | os.PathLike[str], markers: Sequence[Marker] = DEFAULT_MARKERS,
-                  block_size: int = 1 << 22) -> Timeline:
-    """Stream ``path`` (plain, ANSI-coloured, or a serve-ab run log) into its :class:`Timeline`, in blocks."""
+                  block_size: int = 1 << 22, max_line: int = MAX_LINE) -> Timeline:
+    """Stream ``path`` (plain, ANSI-coloured, or a serve-ab run log) into its :class:`Timeline`, in blocks; a line
+    longer than ``max_line`` characters is read to its first ``max_line`` (a ``line-cut`` warning says which)."""
+    cut: list[int] = []
     with open(path, encoding="utf-8", errors="replace") as fh:
-        return parse_text(line_blocks(fh, block_size), markers, log=str(path))
+        timeline = parse_text(line_blocks(fh, block_size, max_line, cut), markers, log=str(path))
+    if cut:
+        more = f" and {len(cut) - WARNINGS_SHOWN} more" if len(cut) > WARNINGS_SHOWN else ""
+        timeline.warnings.append(f"line-cut: {path} line(s) {', '.join(map(str, cut[:WARNINGS_SHOWN]))}{more} longer "
+                                 f"than {max_line:,} characters: read to their first {max_line:,}")
+    return timeline
 
 
 def read_timelines(paths: Iterable[str | os.PathLike[str]], markers: Sequence[Marker] = DEFAULT_MARKERS,
-                   require: bool = True) -> list[Timeline]:
-    """:func:`read_timeline` of each path; with ``require``, a file without a marker is one line (exit 2)."""
+                   require: bool = True, warn: Callable[[str], None] | None = None) -> list[Timeline]:
+    """:func:`read_timeline` of each path; with ``require``, a file without a marker is one line (exit 2). Each
+    timeline's warnings go to ``warn`` (default: a line each on stderr, ``omni-loader: warning: ...``)."""
+    warn = warn or (lambda text: print(f"omni-loader: warning: {text}", file=sys.stderr))
     out = []
     for path in paths:
         if not Path(path).is_file():
@@ -390,5 +185,7 @@ def read_timelines(paths: Iterable[str | os.PathLike[str]], markers: Sequence[Ma
         if require and not (timeline.records and timeline.started):  # a log has timestamped lines
             raise NoStartupMarkers(f"{path}: no vLLM or vLLM-Omni startup marker in its {timeline.lines} lines "
                                    "(is it a server log?)")
+        for text in timeline.warnings:
+            warn(text)
         out.append(timeline)
     return out

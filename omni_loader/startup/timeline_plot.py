@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..reporting.figures import ShownFigure, write_figure
-from .timeline import Record, Timeline
+from .timeline import Timeline
+from .timeline_scan import Record
 
 # The default markers' phases, coloured alike in every lane and every chart; other names get a stable colour.
 PHASE_COLOURS = {
