@@ -336,3 +336,130 @@ def test_timeline_refuses_or_flags_what_no_clock_gives(tmp_path, capsys):
     assert [w.split(":")[0] for w in document["warnings"]] == ["before-start", "before-start", "clock-back"]
     assert f"clock-back: {back} line 3: stage-2 is stamped 3600 s before its line 2" in document["warnings"]
     assert captured.err.count("omni-loader: warning: ") == 3, captured.err
+
+
+# --------------------------------------------------------------------------- tracebacks where one line is promised
+
+
+def test_one_line_where_a_traceback_was(tmp_path, capsys, monkeypatch):
+    """A serve-ab command with an unbalanced quote, a directory as a command, stage-server --simulate 1e10,
+    audit and discovery-bench --repeats 0: each a traceback (or accepted); now one line, exit 2. An ASCII-only
+    terminal (LC_ALL=C) got a UnicodeEncodeError for the first Δ, ·, → or —: now an escape."""
+    import io
+
+    from omni_loader.cli import main
+
+    ab = ["serve-ab", "--health-url", "http://127.0.0.1:9/health", "--out", str(tmp_path / "ab")]
+    for baseline, expected in ((f"{sys.executable} -c 'print(1)", "--baseline-cmd: No closing quotation"),
+                               (str(tmp_path), f"--baseline-cmd: {tmp_path} is a directory, not a program")):
+        assert main([*ab, "--baseline-cmd", baseline, "--optimized-cmd", "sleep 1"]) == 2
+        assert expected in _error_line(capsys)
+    assert main(["stage-server", "--simulate", "1e10", "--port", "0"]) == 2
+    assert "--simulate 1e+10: a load of more than 0 and under 3600 seconds" in _error_line(capsys)
+    for command in (["audit", "--arch", "resnet"], ["discovery-bench", "--size", "tiny"]):
+        assert main([*command, "--repeats", "0"]) == 2
+        assert "--repeats 0: must be a whole number from 1" in _error_line(capsys)
+    assert not (tmp_path / "ab").exists()
+
+    log = tmp_path / "unicode.log"
+    log.write_text(_stamped(0, "first") + _stamped(1, "Using model weights format ['*.pt'] \u0394 \u2192 \u2248 \u00b7")
+                   + _stamped(5, "Loading weights took 1.5 seconds"), encoding="utf-8")
+    ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="strict")
+    monkeypatch.setattr(sys, "stdout", ascii_out)
+    assert main(["timeline", str(log)]) == 0
+    ascii_out.flush()
+    assert "['*.pt'] \\u0394 \\u2192 \\u2248 \\xb7" in ascii_out.buffer.getvalue().decode("ascii")
+
+
+HEALTHY = r"""
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+@pytest.mark.subprocess
+def test_serve_ab_fails_when_an_arm_never_started(tmp_path, capsys):
+    """Every baseline run failed and serve-ab exited 0 with the optimized arm's summary alone: an arm without a
+    successful run leaves nothing to compare, so it is one line and exit 1."""
+    from omni_loader.cli import main
+    from omni_loader.startup.one_run import free_port
+
+    port = free_port()
+    fails = shlex.join([sys.executable, "-c", "import sys; sys.exit(3)"])
+    healthy = shlex.join([sys.executable, "-c", HEALTHY, str(port)])
+    assert main(["serve-ab", "--baseline-cmd", fails, "--optimized-cmd", healthy, "--health-url",
+                 f"http://127.0.0.1:{port}/health", "--warmup", "0", "--runs", "1", "--timeout", "60", "--grace", "1",
+                 "--out", str(tmp_path / "ab")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("omni-loader: error: no measured run of the baseline arm succeeded; run 0 (baseline): "
+                          "server exited with status 3"), err
+
+
+# --------------------------------------------------------------------------- smaller
+
+
+def test_hub_cache_and_download_faults_and_notebook_parameters(tmp_path, tiny_snapshot, monkeypatch):
+    """A refs/main that climbs out of the Hub cache was followed (its directory loaded); a --download that failed
+    advised --download; a notebook parameter of the wrong type was not named (or "False" taken as true)."""
+    from huggingface_hub import constants
+
+    from omni_loader.errors import CheckpointError, OmniLoaderError
+    from omni_loader.notebook.parameters import check_parameters
+    from omni_loader.token2wav.checkpoint import find_in_hub_cache, place_in_hub_cache
+
+    cache, model = tmp_path / "hub", "Org/Model"
+    place_in_hub_cache(tiny_snapshot, cache, model)
+    ref = cache / "models--Org--Model" / "refs" / "main"
+    assert find_in_hub_cache(model, cache_dir=cache).source == "hub-cache"  # a commit hash: followed
+    ref.write_text("../../" + tiny_snapshot.name)
+    (cache / tiny_snapshot.name).symlink_to(tiny_snapshot)  # where the climb leads: a loadable snapshot
+    with pytest.raises(CheckpointError, match=r"refs/main holds '\.\./\.\./.*', not a commit hash: it would "
+                                              "lead out of the Hugging Face cache; refusing to follow it"):
+        find_in_hub_cache(model, cache_dir=cache)
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # no network: the download fails at once
+    with pytest.raises(CheckpointError) as failed:
+        find_in_hub_cache("Nobody/Model", cache_dir=tmp_path / "empty", download=True)
+    assert str(failed.value).startswith("--download of 'Nobody/Model' from ") and "pass --download" not in \
+        str(failed.value) and "\n" not in str(failed.value)
+
+    assert check_parameters(runs=(3, int), in_process=(False, bool), out=(None, (str, None)), s=(2, float)) == \
+        {"runs": 3, "in_process": False, "out": None, "s": 2}
+    for name, value, kind, needs in (("runs", "3", int, "is a str; it needs a whole number"),
+                                     ("in_process", "False", bool, "is a str; it needs True or False"),
+                                     ("runs", True, int, "is a bool; it needs a whole number"),
+                                     ("seconds", float("nan"), float, "is a float; it needs a number"),
+                                     ("out_dir", 5, (str, None), "is a int; it needs a string or None")):
+        with pytest.raises(OmniLoaderError, match="^notebook parameter " + name + "=.* " + needs.replace("(", r"\(")):
+            check_parameters(**{name: (value, kind)})
+
+
+@pytest.mark.subprocess
+def test_a_shard_that_may_not_be_read_says_permission_denied(tmp_path, tiny_snapshot):
+    """safetensors says "No such file or directory" of a shard it may not read; the kit asks the file system."""
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="omni-loader-perm-"))  # world-traversable: read as nobody below
+    try:
+        root.chmod(0o755)
+        snap = root / "snap"
+        shutil.copytree(tiny_snapshot, snap)
+        snap.chmod(0o755)
+        shard = sorted(snap.glob("*.safetensors"))[0]
+        shard.chmod(0)
+        code = ("import os, sys, safetensors, safetensors.torch\n"
+                "from omni_loader.token2wav.checkpoint import iter_token2wav_weights, open_snapshot\n"
+                "from omni_loader.errors import CheckpointError\n"
+                f"snap = open_snapshot({str(snap)!r})\n"
+                "if os.geteuid() == 0:\n    os.setgid(65534); os.setuid(65534)  # root reads anything: be nobody\n"
+                "try:\n    list(iter_token2wav_weights(snap))\nexcept CheckpointError as exc:\n    print(exc)\n")
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert done.stdout.strip() == f"cannot read shard {shard}: Permission denied (the file system's answer; the " \
+                                  "file's content was not read)", done.stdout + done.stderr[-2000:]

@@ -91,7 +91,25 @@ def _where(exc: BaseException) -> str:
     return f" in {package}" if package else ""
 
 
+def tolerate_narrow_terminals() -> None:
+    """Let stdout and stderr write what their encoding cannot (``LC_ALL=C``: ASCII) as escapes, not a traceback.
+
+    Why: the kit's text holds Δ, ·, →, ≈ and —; printed to an ASCII terminal they raised
+    UnicodeEncodeError in the middle of a command. A character the encoding lacks becomes ``\\u2014``
+    (backslashreplace); a UTF-8 stream is left as it is.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if encoding.startswith("utf") or not hasattr(stream, "reconfigure"):
+            continue
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (ValueError, OSError, TypeError):  # a stream that cannot be reconfigured keeps its errors
+            pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    tolerate_narrow_terminals()
     debug, argv = _debug(list(sys.argv[1:] if argv is None else argv))
     try:
         # An option's value that its type= refuses with an OmniLoaderError (a malformed --variant, --runs out of

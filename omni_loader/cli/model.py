@@ -8,7 +8,8 @@ from typing import Any
 from ..errors import OmniLoaderError
 from ..names import LAYOUTS, SIZES
 from ..token2wav.variants import BUILTIN_VARIANTS
-from .options import add_checkpoint_options, add_load_options, load_options, print_json, snapshot_from_args
+from .options import (MAX_RUNS, add_checkpoint_options, add_load_options, bounded_int, load_options, print_json,
+                      snapshot_from_args)
 
 
 def cmd_inventory(args: argparse.Namespace) -> int:
@@ -182,8 +183,8 @@ def add_command(sub: Any) -> None:
     p = sub.add_parser("discovery-bench", help="time both buffer-discovery rules on the model, alternating")
     p.add_argument("--size", choices=SIZES, default="full")
     p.add_argument("--layout", choices=LAYOUTS, default="vllm-omni")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeats", type=bounded_int("--repeats", 1, MAX_RUNS), default=5)
+    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=1)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_discovery_bench)
 
@@ -191,7 +192,8 @@ def add_command(sub: Any) -> None:
     p.add_argument("--arch", action="append", default=[], metavar="NAME", help="a model type, e.g. resnet (repeatable)")
     p.add_argument("--all", action="store_true", help="every model type transformers' AutoModel knows")
     p.add_argument("--list", action="store_true", help="list the model types and exit")
-    p.add_argument("--repeats", type=int, default=3, help="timed calls of each rule per model (default 3)")
+    p.add_argument("--repeats", type=bounded_int("--repeats", 1, MAX_RUNS), default=3,
+                   help="timed calls of each rule per model (default 3)")
     p.add_argument("--top", type=int, default=10, help="rows of the printed table (default 10)")
     p.add_argument("--out", metavar="DIR", help="write audit.csv (every model) and audit.md here")
     p.add_argument("--json", action="store_true", help="JSON (the same as --format json)")

@@ -119,7 +119,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"interrupted: {saved_runs(out)} run(s) saved in {out}; continue with: {resume_command(out, {})}")
         return 130
     report = out / REPORT_FILE
-    print(report.read_text())
+    print(report.read_text(encoding="utf-8"))
     print(f"report: {report}")
     return 0 if equivalent(job.check) else 1
 

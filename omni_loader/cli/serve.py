@@ -102,22 +102,36 @@ def cmd_serve_ab(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     print(f"serve-ab: wrote {Path(out) / 'runs.csv'} and {Path(out) / 'metadata.json'}")
     lines = summarize(out)
-    if not lines:  # nothing to compare is a failure, with the first run's reason, not a quiet exit 0
-        print(f"omni-loader: error: no measured run of serve-ab succeeded; {first_failure(out)}; each run's log is "
-              f"in {Path(out) / 'logs'}", file=sys.stderr)
+    if lines:
+        print("measured runs, status ok:")
+        for line in lines:
+            print(line)
+    # an arm with no successful run leaves nothing to compare: a failure, with its first run's reason, never exit 0
+    for variant in [None] if not lines else arms_without_success(out):
+        what = "serve-ab" if variant is None else f"the {variant} arm"
+        print(f"omni-loader: error: no measured run of {what} succeeded; {first_failure(out, variant)}; each run's "
+              f"log is in {Path(out) / 'logs'}", file=sys.stderr)
         return 1
-    print("measured runs, status ok:")
-    for line in lines:
-        print(line)
     return 0
 
 
-def first_failure(out: str | Path) -> str:
-    """The first failed measured run of a serve-ab directory, in a few words."""
+def arms_without_success(out: str | Path) -> list[str]:
+    """The variants of a serve-ab directory none of whose measured startup runs ended ok."""
+    from ..results.rows import read_runs
+    from ..startup.one_run import PHASE
+
+    frame = read_runs(out)
+    measured = frame[(frame["phase"] == PHASE) & (~frame["warmup"].astype(bool))]
+    return [v for v in VARIANTS if not (measured[measured["variant"] == v]["status"] == "ok").any()]
+
+
+def first_failure(out: str | Path, variant: str | None = None) -> str:
+    """The first failed measured run of a serve-ab directory (of ``variant``, if given), in a few words."""
     from ..results.rows import read_runs
 
     frame = read_runs(out)
-    failed = frame[(frame["status"] != "ok") & (~frame["warmup"].astype(bool))]
+    failed = frame[(frame["status"] != "ok") & (~frame["warmup"].astype(bool))
+                   & ((frame["variant"] == variant) if variant else True)]
     if not len(failed):
         return "no measured run was recorded"
     row = failed.iloc[0]

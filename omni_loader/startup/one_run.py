@@ -131,10 +131,17 @@ def stage_server_commands(
 
 
 def split_command(cmd: Command, what: str = "command") -> list[str]:
-    argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    """``cmd`` as the words serve-ab starts (``shlex`` rules, no shell); one line naming ``what`` when it cannot be
+    split (an unbalanced quote), is empty, or its program is missing, not executable or a directory."""
+    try:
+        argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+        raise OmniLoaderError(f"{what}: {exc} in {str(cmd)[:200]!r}") from None
     if not argv:
         raise OmniLoaderError(f"{what} is empty")
     exe = argv[0]
+    if os.sep in exe and os.path.isdir(exe):
+        raise OmniLoaderError(f"{what}: {exe} is a directory, not a program")
     if (os.sep in exe and not os.access(exe, os.X_OK)) or (os.sep not in exe and shutil.which(exe) is None):
         raise OmniLoaderError(f"{what}: program not found or not executable: {exe}")
     return argv

@@ -1,0 +1,68 @@
+"""A notebook's parameters checked before its first cell runs anything: each named, with the type it needs.
+
+Why: papermill injects parameters as they were typed (``-p runs 3`` is an int, but ``-y 'runs: "3"'`` or a
+JupyterLab form gives the string ``"3"``), and Python takes most of them silently: ``in_process="False"`` is a
+non-empty string, so true, and ``runs="3"`` fails deep in the kit with a message that names no parameter.
+A notebook calls :func:`check_parameters` with its parameters cell's values and the types they need::
+
+    check_parameters(runs=(runs, int), warmup=(warmup, int), in_process=(in_process, bool),
+                     out_dir=(out_dir, (str, None)), seconds=(seconds, float))
+
+and a wrong one is one line: ``notebook parameter in_process='False' is a str; it needs True or False``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..errors import OmniLoaderError
+
+__all__ = ["ParameterError", "check_parameters"]
+
+
+class ParameterError(OmniLoaderError, TypeError):
+    """A notebook parameter whose value is not of the type the notebook needs."""
+
+
+_WORDS = {bool: "True or False", int: "a whole number", float: "a number", str: "a string", list: "a list",
+          tuple: "a tuple", dict: "a mapping"}
+
+
+def _fits(value: Any, kind: Any) -> bool:
+    if kind is None:
+        return value is None
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:  # an int is a number too; nan and inf are not numbers of anything a notebook counts
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, kind)
+
+
+def _wanted(kinds: tuple[Any, ...]) -> str:
+    words = [("None" if k is None else _WORDS.get(k, getattr(k, "__name__", str(k)))) for k in kinds]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def check_parameters(**parameters: tuple[Any, Any]) -> dict[str, Any]:
+    """Check each ``name=(value, type)`` (a type, ``None``, or a tuple of them: ``(str, None)``); return the values.
+
+    ``bool`` takes only ``True``/``False`` (not ``"False"``, not ``0``), ``int`` no ``bool``, ``float`` any finite
+    int or float. The first parameter that does not fit raises :class:`ParameterError`, one line naming it,
+    its value and the type it needs (``notebook parameter runs='3' is a str; it needs a whole number``).
+    """
+    values = {}
+    for name, spec in parameters.items():
+        if not (isinstance(spec, tuple) and len(spec) == 2):
+            raise TypeError(f"check_parameters({name}=...) takes (value, type), not {spec!r}")
+        value, kind = spec
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not any(_fits(value, k) for k in kinds):
+            shown = repr(value)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise ParameterError(f"notebook parameter {name}={shown} is a {type(value).__name__}; it needs "
+                                 f"{_wanted(kinds)}")
+        values[name] = value
+    return values
