@@ -51,6 +51,8 @@ def small_overrides(out_dir: Path) -> dict[str, object]:
         # 02's unprofiled runs per variant in fresh processes: the profile's own default, because 02's run is the
         # one profile of the suite, which test_profiling reads (the median of three is one of its promises)
         "reference_runs": 3,
+        # 02's differential profile: the suite's one --diff run, which test_profile_diff reads
+        "diff_runs": 7,
         "token2wav": "tiny",  # 03's real model placed on the curves
         "archs": ["resnet", "bert"],  # 05's audit: two architectures, one with persistent buffers
         "simulate_seconds": "0.2,0.3",  # 06's simulated stages
@@ -213,7 +215,9 @@ def _promises_02(nb: nbformat.NotebookNode, results: Path) -> None:
     html = _text(nb, "text/html")
     assert "<table" in html, "02: no tables"
     if (results / "baseline" / "speedscope.json").is_file():  # py-spy could record here
-        assert html.count('class="omni-flame"') == 2, "02: not one inline flamegraph per variant"
+        assert html.count('class="omni-flame"') == 3, "02: not one inline flamegraph per variant and the diff's"
+        claimed = re.findall(r"- `([^`]+)` \([^)]*\): .*? faster by", _text(nb, "text/markdown"))
+        assert "Module.state_dict" in claimed, f"02: the differential profile does not claim state_dict: {claimed}"
         assert "stacks under load_token2wav() only" in html, "02: the flamegraph does not say which samples it shows"
         assert "speedscope.json</a>" in html, "02: no link to the speedscope file"
     markdown = _text(nb, "text/markdown")

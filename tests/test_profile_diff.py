@@ -1,8 +1,8 @@
 """``omni-loader profile --diff``: per-function times folded from py-spy's samples, rank tests with
 Benjamini-Hochberg, functions.csv, diff.md and the differential flamegraph.
 
-One real end-to-end run (a module fixture: ``--diff`` on the tiny snapshot, 7 sampled loads per
-variant, each in a fresh process) serves every test that needs the real loader; its speedscope files
+One real end-to-end run (notebook 02's differential profile on the tiny snapshot, 7 sampled loads per
+variant, each in a fresh process, made once per suite run) serves every test that needs the real loader; its speedscope files
 are the recorded profiles the fold is checked on. The statistics are checked in-process on synthetic
 folds and p-values; the refusals in-process through ``cli.main``.
 """
@@ -25,17 +25,21 @@ REAL_RUNS = 7  # sampled loads per variant: 2/C(14,7) = 0.00058, the smallest p 
 
 
 @pytest.fixture(scope="module")
-def real_diff(tiny_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> pdiff.ProfileDiff:
-    """``profile --diff`` once, baseline against optimized on the tiny snapshot, read back from its files."""
+def real_diff(executed_notebook) -> pdiff.ProfileDiff:
+    """The suite's one differential profile, baseline against optimized on the tiny snapshot with
+    ``REAL_RUNS`` sampled loads a variant: notebook 02's last section (``profile_diff``, the function behind
+    ``omni-loader profile --diff``), made once per suite run, read back from its files."""
+    from test_notebooks import NOTEBOOK_DIR
+
     if find_py_spy()[0] is None:
         pytest.skip("py-spy is not installed")
-    out = tmp_path_factory.mktemp("profile-diff")
-    rc = cli.main(["profile", "--diff", "--checkpoint", str(tiny_snapshot), "--runs", str(REAL_RUNS),
-                   "--warmup", "0", "--out", str(out)])
-    if rc != 0 and "may not trace" in (out / "diff" / "py-spy.log").read_text():
-        pytest.skip("py-spy may not trace processes here (ptrace)")
-    assert rc == 0
-    return pdiff.read_profile_diff(out)
+    run = executed_notebook(NOTEBOOK_DIR / "02_profiles.ipynb")
+    assert (run.parameters["size"], run.parameters["diff_runs"]) == ("tiny", REAL_RUNS)
+    if not (run.results / "diff" / "functions.csv").is_file():
+        log = run.results / "diff" / "py-spy.log"
+        if log.is_file() and "may not trace" in log.read_text():
+            pytest.skip("py-spy may not trace processes here (ptrace)")
+    return pdiff.read_profile_diff(run.results)
 
 
 # --------------------------------------------------------------------------- the fold, on the real loader

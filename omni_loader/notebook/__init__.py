@@ -68,6 +68,8 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "top_functions": "profiles",
     "torch_operators": "profiles",
     "flamegraphs": "profiles",
+    "profile_diff": ".profiling.diff",
+    "read_profile_diff": ".profiling.diff",
     # 03: the two rules and what module traversal costs
     "VARIANTS": ".names",
     "build_tree": ".sweep.trees",
