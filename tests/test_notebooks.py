@@ -284,3 +284,19 @@ PROMISES = {
     "03_module_traversal_costs.ipynb": _promises_03,
     "04_explore_token2wav.ipynb": _promises_04,
 }
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_a_parameter_of_the_wrong_type_is_named_before_anything_runs(tmp_path: Path) -> None:
+    """``quick="False"`` is a non-empty string, so true to Python: the notebook's first cell names the
+    parameter and the type it needs, and nothing is written to its results directory."""
+    import papermill as pm
+
+    out = tmp_path / "results"
+    with pytest.raises(pm.PapermillExecutionError) as raised:
+        notebooks.execute(NOTEBOOK_DIR / "03_module_traversal_costs.ipynb", tmp_path / "03.ipynb",
+                          {"quick": "False", "out_dir": str(out)}, cwd=NOTEBOOK_DIR, timeout=CELL_TIMEOUT_S)
+    assert raised.value.ename == "ParameterError"
+    assert raised.value.evalue == "notebook parameter quick='False' is a str; it needs True or False"
+    assert not out.exists()

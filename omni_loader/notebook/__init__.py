@@ -9,7 +9,7 @@ level does.
 
 What it offers, by the notebook that shows it:
 
-- everywhere: where results go (:func:`results_dir`), the device, the snapshot, the load options,
+- everywhere: the parameters checked (:func:`check_parameters`), where results go (:func:`results_dir`), the device, the snapshot, the load options,
   tables and numbers for people, :func:`show` (text as Markdown, a saved plot as an image);
 - 01: the benchmark (:func:`benchmark_spec`, :func:`plan_runs`, :func:`reproduce`) and the saved
   results section by section (:mod:`~.sections`), earlier reproductions side by side;
@@ -35,6 +35,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "pre_save_hook": "files",
     "strip_outputs": "files",
     "show": "showing",
+    "check_parameters": "parameters",
     "readable": "showing",
     "device_banner": ".host.devices",
     "resolve_device": ".host.devices",
