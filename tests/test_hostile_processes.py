@@ -336,6 +336,9 @@ def test_timeline_refuses_or_flags_what_no_clock_gives(tmp_path, capsys):
     assert [w.split(":")[0] for w in document["warnings"]] == ["before-start", "before-start", "clock-back"]
     assert f"clock-back: {back} line 3: stage-2 is stamped 3600 s before its line 2" in document["warnings"]
     assert captured.err.count("omni-loader: warning: ") == 3, captured.err
+    for gap in ("nan", "-1", "inf"):  # a gap bound no clock gives: one line, as every seconds option
+        assert main(["timeline", word, "--min-gap", gap]) == 2
+        assert _error_line(capsys) == f"omni-loader: error: --min-gap {gap}: must be a finite number of seconds, 0 or more"
 
 
 # --------------------------------------------------------------------------- tracebacks where one line is promised

@@ -20,7 +20,7 @@ from ..results.integrity import check_results
 def cmd_report(args: argparse.Namespace) -> int:
     path = write_report(args.directory)
     if not args.quiet:
-        print(path.read_text())
+        print(path.read_text(encoding="utf-8"))
     print(f"report: {path}")
     check = check_results(args.directory)
     problems = check.problems

@@ -17,11 +17,13 @@ from typing import Any
 
 from ..startup.timeline import ROW_FIELDS, Timeline, read_timelines
 from ..startup.logfigures import parse_marker_args
+from .options import seconds_at_least_zero
 
 
 def render(timeline: Timeline, min_gap: float) -> list[str]:
     """The text output of one log: its records, the critical path, the gaps."""
-    lanes = [n for n in timeline.lane_names() if any(r.lane == n for r in timeline.records)]
+    with_records = timeline.by_lane()  # one pass over the records, not one per lane
+    lanes = [n for n in timeline.lane_names() if n in with_records]
     t2w = timeline.token2wav_lanes()
     out = [f"{timeline.log}: {timeline.lines} lines, {len(timeline.records)} records; lanes {', '.join(lanes)}"
            + (f"; Token2Wav stage {', '.join(t2w)}" if t2w else "")]
@@ -59,7 +61,7 @@ def write_outputs(timelines: list[Timeline], out: str | Path, min_gap: float) ->
         for timeline in timelines:
             writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in timeline.rows())
     document = out / "timeline.json"
-    write_text(document, json.dumps({"timelines": [t.to_dict(min_gap) for t in timelines]}, indent=1) + "\n")
+    write_text(document, json.dumps({"timelines": [t.to_dict(min_gap) for t in timelines]}, indent=1, allow_nan=False) + "\n")
     written = [table, document]
     for stem, timeline in zip(stems, timelines):
         written += write_gantt(timeline, out, stem, min_gap=min_gap)
@@ -70,7 +72,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     markers = parse_marker_args(args.pattern)
     timelines = read_timelines(args.logs, markers)
     if args.json:
-        print(json.dumps({"timelines": [t.to_dict(args.min_gap) for t in timelines]}, indent=1))
+        print(json.dumps({"timelines": [t.to_dict(args.min_gap) for t in timelines]}, indent=1, allow_nan=False))
     else:
         for timeline in timelines:
             print("\n".join(render(timeline, args.min_gap)))
@@ -94,6 +96,6 @@ def add_command(subparsers: Any) -> None:
     p.add_argument("--pattern", action="append", default=[], metavar="NAME=REGEX",
                    help="another marker (repeatable): with a group, a phase that took that many seconds (unit after "
                         "it); without, an event; a default's name replaces it")
-    p.add_argument("--min-gap", type=float, default=1.0, metavar="S",
+    p.add_argument("--min-gap", type=seconds_at_least_zero("--min-gap"), default=1.0, metavar="S",
                    help="report unexplained gaps longer than S seconds (default 1: the timestamps' resolution)")
     p.set_defaults(func=cmd_timeline)
