@@ -42,6 +42,7 @@ from typing import Any
 
 from ..errors import OmniLoaderError
 from ..token2wav.options import LoadOptions
+from .checkpoint_cache import prepare_checkpoint
 from ..host.placement import cpu_affinity, intra_op_threads
 from ..host.procs import remove_dead_owners_dirs, stop_children, stop_group
 
@@ -75,7 +76,9 @@ class LoadRequest:
 
 def run_load(request: str | LoadRequest, variant: str = "optimized", options: LoadOptions | None = None) -> dict[str, Any]:
     """Open the snapshot and load it once (``run_load(request)``, or ``run_load(checkpoint, variant,
-    options)``); the dict is what runs.csv rows are made from."""
+    options)``); the dict is what runs.csv rows are made from. Before the load, outside its phases, the
+    checkpoint's page-cache residency is measured (after evicting it, with ``--cache cold``):
+    ``checkpoint_residency`` (:mod:`omni_loader.bench.checkpoint_cache`)."""
     from ..token2wav.checkpoint import open_snapshot
     from ..token2wav.loader import load_token2wav
     from ..token2wav.variants import variant_from
@@ -84,10 +87,11 @@ def run_load(request: str | LoadRequest, variant: str = "optimized", options: Lo
         str(request), variant, options or LoadOptions(device="cpu"))
     with cpu_affinity(req.cpus), intra_op_threads(req.threads):
         snapshot = open_snapshot(req.checkpoint)
+        residency = prepare_checkpoint(snapshot, req.options.cache)  # --cache cold evicts; outside the phases
         model, result = load_token2wav(snapshot, variant_from(req.variant), req.options, digest=req.digest,
                                        reference_copy=req.reference_copy)
     del model
-    return result.to_dict()
+    return {**result.to_dict(), "checkpoint_residency": residency}
 
 
 def worker_command(call: WorkerCall, request_file: str | os.PathLike[str]) -> list[str]:

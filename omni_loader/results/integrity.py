@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ResultsError
 from .lock import describe_holder, lock_holder
-from .rows import REJECTED_FILE, RUNS_FILE
+from .rows import REJECTED_FILE, RESIDENCY_COLUMN, RUNS_FILE
 from .row_checks import (Finding, check_rows, csv_records, rows_frame, run_ids_text, plan_entries, read_lines,
                          planned_runs)
 from .safe_files import open_file, refuse_link
@@ -84,9 +84,12 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     frame["_line"] = lines.numbers
     seconds_at = lines.records[0].index("seconds")
     frame["_seconds"] = [r[seconds_at] for r in lines.records[1:]]  # as written: "nan", "abc" and "" all read as NaN
+    header = lines.records[0]
+    resident_at = header.index(RESIDENCY_COLUMN) if RESIDENCY_COLUMN in header else None
+    frame["_resident"] = [r[resident_at] if resident_at is not None else "" for r in lines.records[1:]]
     frame, row_findings = check_rows(frame, metadata, lines.cut)
     rejected = tuple(sorted(set(range(2, lines.total + 2)) - set(frame["_line"])))
-    frame = frame.drop(columns=["_seconds", "_line"])
+    frame = frame.drop(columns=["_seconds", "_resident", "_line"])
     found = [*_metadata_findings(metadata), *lines.findings, *row_findings]
     because = tuple(f.short for f in found)  # what left the rejected lines out
     found += [*_missing_findings(directory, metadata, frame), *_failure_findings(frame, metadata),

@@ -79,7 +79,7 @@ def csv_records(text: str) -> list[list[str]]:
 
 
 # The columns a load writes alike on every row of its run (omni_loader.results.rows.rows_for_run).
-RUN_LEVEL = ("digest", "state_dict_calls", "weights_loaded", "persistent_buffers")
+RUN_LEVEL = ("digest", "state_dict_calls", "weights_loaded", "persistent_buffers", "checkpoint_resident")
 
 
 def run_ids_text(ids: Iterable[int], most: int = 12) -> str:
@@ -154,6 +154,17 @@ def possible_seconds(text: str) -> bool:
     except ValueError:
         return False
     return math.isfinite(value) and value >= 0
+
+
+def possible_fraction(text: str) -> bool:
+    """``checkpoint_resident`` as written in runs.csv: empty (not measured), or a number from 0 to 1."""
+    if not str(text).strip():
+        return True
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return 0.0 <= value <= 1.0
 
 
 # No load and no server start takes a day: a phase said to have is a number no clock of the kit gave.
@@ -277,6 +288,18 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
                       f"not a finite number >= 0; run ids {run_ids_text(runs)}): those runs are ignored; --resume repeats "
                       "them"))
         frame = frame[~frame["run_id"].isin(runs)]
+
+    # A page-cache residency is a share of the checkpoint's bytes: anything but 0 to 1 no measurement gives.
+    if "_resident" in frame:
+        unmeasurable = ~frame["_resident"].map(possible_fraction)
+        if unmeasurable.any():
+            runs = sorted(set(frame.loc[unmeasurable, "run_id"]))
+            values = ", ".join(dict.fromkeys(repr(str(v)[:20]) for v in frame.loc[unmeasurable, "_resident"]))
+            found.append(Finding(f"{len(runs)} run(s) with an impossible checkpoint residency ignored",
+                                 f"{len(runs)} run(s) of {RUNS_FILE} have a checkpoint_resident that no measurement "
+                                 f"gives ({values}: not a share from 0 to 1; run ids {run_ids_text(runs)}): those runs "
+                                 "are ignored; --resume repeats them"))
+            frame = frame[~frame["run_id"].isin(runs)]
 
     dup_keys = frame.duplicated(["run_id", "phase"], keep=False)
     dup_runs = sorted(set(frame.loc[dup_keys, "run_id"]))

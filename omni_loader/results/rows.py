@@ -29,6 +29,9 @@ REJECTED_FILE = "runs.rejected.csv"
 SOURCES = ("load", "aa", "server")
 # Per-phase getrusage deltas (see timing.PhaseClock), in RUN_COLUMNS and in the loader's phase records.
 PHASE_COUNTERS = ("minor_faults", "major_faults", "voluntary_switches", "involuntary_switches")
+# Per-phase bytes read from storage (timing.IoCounter), and the run's checkpoint residency (bench.checkpoint_cache).
+IO_COUNTERS = ("read_bytes",)
+RESIDENCY_COLUMN = "checkpoint_resident"
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,9 @@ class RunRow:
     involuntary_switches: int | None = None  # forced by the scheduler: another process took the CPU
     run_started: str = ""  # wall-clock start of the run (UTC, ISO 8601), to see drift across a benchmark
     run_ended: str = ""  # wall-clock end of the run
+    # appended by issue 35 (a file without them reads them empty; a resume appends rows of its shape)
+    read_bytes: int | None = None  # bytes the phase had the kernel fetch from storage (/proc/self/io)
+    checkpoint_resident: float | None = None  # share of the checkpoint's bytes in the page cache before the load
 
     @classmethod
     def of(cls, run: PlannedRun, phase: str, **values: Any) -> RunRow:
@@ -79,9 +85,10 @@ def rows_for_run(run: PlannedRun, result: dict[str, Any], source: str | None = N
     common = dict(state_dict_calls=result["state_dict_calls"], weights_loaded=result["weights_loaded"],
                   persistent_buffers=len(result["persistent_buffers"]), digest=result["digest"] or "",
                   rss_peak_bytes=result["rss_peak_bytes"], device_peak_bytes=result["device_peak_bytes"],
-                  source=source or run.source, run_started=started, run_ended=ended)
+                  source=source or run.source, run_started=started, run_ended=ended,
+                  checkpoint_resident=(result.get("checkpoint_residency") or {}).get("resident"))
     return [RunRow.of(run, p["name"], parent=p["parent"] or "", seconds=p["seconds"], **common,
-                      **{k: p.get(k) for k in PHASE_COUNTERS})
+                      **{k: p.get(k) for k in (*PHASE_COUNTERS, *IO_COUNTERS)})
             for p in result["phase_records"]]
 
 
@@ -128,16 +135,25 @@ def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[
         size = info.st_size
         new = size == 0
         torn = not new and os.pread(fd, 1, size - 1) != b"\n"
-        writer = csv.DictWriter(fh, fieldnames=RUN_COLUMNS, extrasaction="raise")
+        columns = RUN_COLUMNS if new else _older_header(fd) or RUN_COLUMNS
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore" if columns != RUN_COLUMNS else "raise")
         if new:
             writer.writeheader()
         if torn:  # a crash cut the last line short: end it, so that it stays one (rejected) line of its own
             fh.write("\r\n")
         for row in rows:
             values = row.to_dict() if isinstance(row, RunRow) else row
-            writer.writerow({col: _cell(values.get(col)) for col in RUN_COLUMNS})
+            writer.writerow({col: _cell(values.get(col)) for col in columns})
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _older_header(fd: int) -> tuple[str, ...] | None:
+    """The header of the runs.csv open at ``fd`` when an older omni-loader wrote it (a strict prefix of
+    :data:`RUN_COLUMNS`): a resumed benchmark appends rows of that shape, so that the file stays one table."""
+    first = os.pread(fd, 4096, 0).split(b"\n", 1)[0].decode("utf-8", errors="replace").strip()
+    header = tuple(next(csv.reader([first]), []))
+    return header if len(header) < len(RUN_COLUMNS) and header == RUN_COLUMNS[:len(header)] else None
 
 
 def _cell(value: Any) -> Any:
@@ -165,14 +181,15 @@ def typed_runs(source: Any, path: Any):  # -> pandas.DataFrame
     """
     import pandas as pd
 
-    numeric = ("seconds", "device_peak_bytes", *PHASE_COUNTERS)
+    numeric = ("seconds", "device_peak_bytes", *PHASE_COUNTERS, *IO_COUNTERS, RESIDENCY_COLUMN)
     frame = pd.read_csv(source, keep_default_na=False, na_values={c: [""] for c in numeric})
     for column in RUN_COLUMNS[RUN_COLUMNS.index("minor_faults"):]:
         if column not in frame.columns:  # a schema-1 file
-            frame[column] = float("nan") if column in PHASE_COUNTERS else ""
+            frame[column] = float("nan") if column in numeric else ""
     missing = [c for c in RUN_COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsError(f"{path} lacks columns {missing}")
     frame["warmup"] = frame["warmup"].astype(str).str.lower().eq("true")
-    frame["seconds"] = pd.to_numeric(frame["seconds"], errors="coerce")
+    for column in ("seconds", *IO_COUNTERS, RESIDENCY_COLUMN):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame

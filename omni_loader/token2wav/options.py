@@ -166,6 +166,11 @@ class LoadOptions:
                        help="how the shards are read, as vLLM's --safetensors-load-strategy: lazy (default: "
                             "memory-mapped, each tensor read on first use) or eager (each shard read whole into "
                             "memory first)")
+    cache: str = option("warm", choices=("warm", "cold"),
+                        help="the checkpoint's page-cache condition before each load: warm (default, the PR's: "
+                             "left as it is, its residency measured and a run that finds it not resident named) "
+                             "or cold (its pages evicted before each run of a benchmark, so each load reads from "
+                             "storage)")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "construct", LEGACY_CONSTRUCT_MODES.get(self.construct, self.construct))
