@@ -100,7 +100,7 @@ def detectable_sentences(out: str | os.PathLike[str] | None, pr_spread: float = 
             lines.append(f"{min(len(x) for x in samples)} measured start(s) a side: the spread needs two or more.")
     design = detectability(spread=pr_spread, n=pr_runs, saving=PR_SAVING_S)
     lines.append(f"For the PR's design ({pr_runs} runs a side), at a spread of {pr_spread:g} s per start: "
-                 f"{design.sentence()}")
+                 + design.sentence().split(" runs, ", 1)[1])
     return "\n\n".join(lines)
 
 

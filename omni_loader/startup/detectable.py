@@ -194,16 +194,22 @@ class Detectability:
     best: tuple[int, float]
     floor: float | None = None
     power: float = POWER
+    alpha: float = ALPHA
 
     def sentence(self) -> str:
+        """What this design can call, then what the saving needs: two sentences, every figure computed."""
         floor = f" (A/A floor {self.floor:.3f} s)" if self.floor else ""
-        called = ("no difference at all (too few runs for the test)" if math.isinf(self.detectable) else
-                  f"a difference of medians of {self.detectable:.2f} s or more{floor}")
-        need = (f"{self.runs} runs a side" if self.runs is not None else
-                f"more than the separate-ranges rule allows at any n (best: {self.best[1]:.0%} at "
-                f"{self.best[0]} runs a side; a Mann-Whitney test alone would need {self.runs_by_test})")
-        return (f"At this spread (SD {self.spread:.2f} s of one run) and {self.n_a}+{self.n_b} runs, the PR's separate-ranges "
-                f"rule calls {called} {self.power:.0%} of the time; a {self.saving:.2f} s saving would need {need}.")
+        called = ("no difference at all: with so few runs, separate ranges happen by chance more often than "
+                  f"{self.alpha:.0%} of the time" if math.isinf(self.detectable) else
+                  f"a difference of medians of {self.detectable:.2f} s or more{floor}, {self.power:.0%} of the time")
+        if self.runs is not None:
+            need = f"A {self.saving:.2f} s saving would need {self.runs} runs a side under that rule."
+        else:
+            need = (f"A {self.saving:.2f} s saving is never called {self.power:.0%} of the time under that rule, at any "
+                    f"number of runs (its best chance is {self.best[1]:.0%}, at {self.best[0]} runs a side: more runs "
+                    f"widen the ranges); a Mann-Whitney test alone would need {self.runs_by_test} runs a side.")
+        return (f"At this spread (SD {self.spread:.2f} s of one run) and {self.n_a}+{self.n_b} runs, the PR's "
+                f"separate-ranges rule calls {called}. {need}")
 
 
 def detectability(baseline: Sequence[float] | None = None, optimized: Sequence[float] | None = None, *,
@@ -220,4 +226,4 @@ def detectability(baseline: Sequence[float] | None = None, optimized: Sequence[f
                                                                  floor=floor), saving,
                          runs_needed(saving, spread, power=power, alpha=alpha),
                          runs_needed_by_test(saving, spread, power=power, alpha=alpha),
-                         best_chance(saving, spread, alpha=alpha), floor, power)
+                         best_chance(saving, spread, alpha=alpha), floor, power, alpha)
