@@ -53,6 +53,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "report_opening": "sections",
     "environment": "sections",
     "result_tables": "sections",
+    "phase_table": "sections",
     "controls": "sections",
     "pr_reference": "sections",
     "saved_plots": "sections",

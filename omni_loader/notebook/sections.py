@@ -45,16 +45,44 @@ def environment(out: str | os.PathLike[str]) -> str:
 
 
 def result_tables(out: str | os.PathLike[str]) -> list[Any]:
-    """The PR's rows, every phase with its spread, test and interval (Markdown), and the per-phase
-    summary (a styled table): the report's measurement section."""
+    """The PR's rows (Markdown, as the PR wrote them), then every phase as one table a reader can scan
+    (:func:`phase_table`) and the per-phase summary: the report's measurement section. ``report.md``
+    keeps the same figures in Markdown, verdict sentences and all."""
     from ..reporting.measurements import comparisons
-    from ..reporting.report_tables import measurement_table, pr_rows_table, styled_summary_table
+    from ..reporting.report_tables import pr_rows_table, styled_summary_table
 
     frame, _ = _frame_and_metadata(out)
     comps = comparisons(frame)
-    return ["**The PR's rows**\n\n" + pr_rows_table(comps),
-            "**Every phase**, with its spread, test and interval\n\n" + measurement_table(comps),
-            styled_summary_table(frame)]
+    return ["**The PR's rows**\n\n" + pr_rows_table(comps), "**Every phase**, with its spread, test and interval",
+            phase_table(comps), styled_summary_table(frame)]
+
+
+def phase_table(comps: list[Any]):  # -> Styler
+    """Every timed phase on one line each, in ms (the unit in the header, not the cells): medians,
+    ratio, min–max of each variant, the 95% interval of Δ median, Mann-Whitney p and the verdict in a
+    word. The counts, which have no spread, are in the PR's rows; the verdict sentences in report.md."""
+    import pandas as pd
+
+    from ..formatting import table
+    from ..reporting.measurements import label
+
+    def ms(*values: float | None) -> str:
+        return " … ".join("" if v is None else f"{v * 1e3:,.3f}" for v in values)
+
+    rows = []
+    for c in comps:
+        if c.unit != "s":
+            continue
+        verdict = c.verdict()
+        word = next((w for w in ("faster", "slower", "too few runs") if verdict.startswith(w.split()[0])),
+                    "no difference claimed")
+        rows.append({"phase": label(c.phase), "baseline": c.baseline.median, "optimized": c.optimized.median,
+                     "ratio": c.ratio, "baseline min–max (ms)": ms(c.baseline.min, c.baseline.max),
+                     "optimized min–max (ms)": ms(c.optimized.min, c.optimized.max),
+                     "95% CI of Δ median (ms)": ms(c.ci_low, c.ci_high), "Mann-Whitney p": c.p_value,
+                     "verdict": word})
+    return table(pd.DataFrame(rows), seconds=["baseline", "optimized"], unit="ms",
+                 decimals={"ratio": 2, "Mann-Whitney p": 4})
 
 
 def controls(out: str | os.PathLike[str]) -> str:
