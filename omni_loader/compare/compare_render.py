@@ -98,21 +98,22 @@ def _reference_env(result: SideBySide) -> dict[str, str]:
             "torch": env.get("PyTorch", "?"), "transformers": "not published",
             "kit_commit": f"vLLM-Omni {env.get('vLLM-Omni', '?')} (no omni-loader)",
             "layout": "vllm-omni (inside vLLM-Omni)", "construct": "resident (upstream on a GPU, inside vLLM-Omni)",
-            "runs": env.get("Repeats", "?"), "model": env.get("Model", "?")}
+            "runs": env.get("Repeats", "?"), "model": env.get("Model", "?"),
+            "cache": "warm (the PR: model files already cached)"}
 
 
 def table_rows(result: SideBySide) -> tuple[list[str], list[list[str]]]:
     """The main table: the PR's figures first, then one row per results directory."""
     header = ["Results", "Machine", "torch", "transformers", "Kit commit", "Layout", "Construction", "Runs",
-              *[LABELS[p] for p in result.pr_rows], "Checks"]
+              "Page cache", *[LABELS[p] for p in result.pr_rows], "Checks"]
     ref = _reference_env(result)
     rows = [[REFERENCE_LABEL, ref["machine"], ref["torch"], ref["transformers"], ref["kit_commit"], ref["layout"],
-             ref["construct"], ref["runs"], *[reference_cell(result, p) for p in result.pr_rows], "—"]]
+             ref["construct"], ref["runs"], ref["cache"], *[reference_cell(result, p) for p in result.pr_rows], "—"]]
     for e in result.entries:
         name = e.label + (" (archive)" if e.archive else "") + (" ✗" if result.mismatched(e.label) else "")
         rows.append([name, e.machine, str(e.environment.get("torch") or NOT_RECORDED),
                      str(e.environment.get("transformers") or NOT_RECORDED), _short_commit(e.kit_commit), e.layout,
-                     e.construct, _runs_cell(e), *[measurement_cell(result, e, p) for p in result.pr_rows],
+                     e.construct, _runs_cell(e), e.cache, *[measurement_cell(result, e, p) for p in result.pr_rows],
                      checks_cell(result, e)])
     return header, rows
 
@@ -192,7 +193,7 @@ def render_markdown(result: SideBySide, plot: str | None = None) -> str:
 
 CSV_FIXED = ("results", "kind", "source", "schema_version", "model", "device", "device_name", "gpu_backend",
              "gpu_version", "cpu", "torch", "transformers", "kit_commit", "layout", "dtype", "construct", "workers",
-             "runs_baseline", "runs_optimized", "digest")
+             "cache", "runs_baseline", "runs_optimized", "digest")
 CSV_PER_ROW = ("baseline_median", "baseline_min", "baseline_max", "optimized_median", "optimized_min",
                "optimized_max", "ratio", "ratio_low", "ratio_high", "p_value", "verdict")
 
@@ -206,7 +207,7 @@ def table_records(result: SideBySide) -> list[dict[str, Any]]:
                 "model": ref_env["model"], "device": "cuda", "device_name": env.get("GPU", ""),
                 "gpu_backend": "rocm" if env.get("ROCm") else "", "gpu_version": env.get("ROCm", ""),
                 "torch": ref_env["torch"], "kit_commit": ref_env["kit_commit"], "layout": "vllm-omni",
-                "construct": "resident", "runs_baseline": runs, "runs_optimized": runs,
+                "construct": "resident", "cache": "warm", "runs_baseline": runs, "runs_optimized": runs,
                 "checks": ""}]
     for phase in result.pr_rows:
         ref = result.reference_row(phase)
@@ -223,7 +224,7 @@ def table_records(result: SideBySide) -> list[dict[str, Any]]:
             "device_name": env.get("device_name", ""), "gpu_backend": env.get("gpu_backend") or "",
             "gpu_version": e.gpu_version, "cpu": env.get("cpu", ""), "torch": env.get("torch", ""),
             "transformers": env.get("transformers", ""), "kit_commit": e.kit_commit, "layout": e.layout,
-            "dtype": e.dtype, "construct": e.construct, "workers": e.workers,
+            "dtype": e.dtype, "construct": e.construct, "workers": e.workers, "cache": e.cache,
             "runs_baseline": e.runs.get("baseline", 0), "runs_optimized": e.runs.get("optimized", 0),
             "digest": " ".join(e.digests), "variants": variants_text(e.metadata),
             "checks": "; ".join(f"{c.kind} ({c.what}): {c.message}" for c in result.checks_for(e.label)),

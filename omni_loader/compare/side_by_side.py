@@ -93,6 +93,12 @@ class Entry:
         return self._setting("construct")  # absent in schema-1 directories
 
     @property
+    def cache(self) -> str:
+        """The page-cache condition (``--cache``): warm or cold; not recorded before issue 35 (those ran warm,
+        unmeasured)."""
+        return self._setting("cache")
+
+    @property
     def workers(self) -> str:
         if "workers" in self.spec:
             return str(self.spec["workers"])
@@ -309,6 +315,11 @@ def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
                 checks.append(Check(e.label, "mismatch", "model",
                                     f"model {e.model!r} is not {anchor.label}'s {anchor.model!r}: another model's "
                                     "times are not comparable"))
+        if NOT_RECORDED not in (e.cache, anchor.cache) and e.cache != anchor.cache:
+            checks.append(Check(e.label, "note", "cache",
+                                f"page cache {e.cache} against {anchor.label}'s {anchor.cache}: a cold load reads the "
+                                "checkpoint from storage in the phases that read it, a warm one copies it from the page "
+                                "cache; the fix's saving is the same work, a different share of each whole load"))
         if not same_tree:
             checks.append(Check(e.label, "note", "layout",
                                 f"layout {e.layout} / {e.dtype} against {anchor.label}'s {anchor.layout} / "

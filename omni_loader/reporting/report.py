@@ -23,6 +23,7 @@ from .report_tables import (attribution_table, beyond_pr_section, controls_secti
                             headline, measurement_table, memory_table, noise_floor_table, reference_table,
                             yardstick_lines)
 from .controls import pair_reports
+from .cache_report import cache_check, cache_headline, cache_marks, cache_section
 from ..host.machine import machine_warnings
 from ..results.integrity import ResultsCheck, check_results
 from .stats import Comparison, equivalence, run_summary
@@ -74,10 +75,12 @@ def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], 
     mem_table, mem_verdict = memory_table(frame)
     pairs = pair_reports(frame, meta, floors)
     controls = next((r for r in pairs if (r.first, r.second) == PR_PAIR), None)
+    cache = cache_check(frame, meta)
     parts = [
         *_intro(check, meta),
         *_machine_lines(described_record(meta)),
-        *headline(comps, equiv, mem_verdict, floors, controls),
+        *headline(comps, equiv, mem_verdict, floors, controls, cache_marks(cache)),
+        *cache_headline(cache),
         "",
         "## Environment",
         "",
@@ -93,6 +96,7 @@ def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], 
         "",
         *_against_pr_section(comps),
         *_where_time_goes_section(frame),
+        *cache_section(frame, meta),
         *yardstick_lines(frame),
         *_plots_section(plots),
         *_profiles_section(directory),

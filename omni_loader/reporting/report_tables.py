@@ -208,9 +208,11 @@ def memory_table(frame) -> tuple[str, str]:
 
 
 def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
-             floors: dict[str, NoiseFloor] | None = None, controls: ControlReport | None = None) -> list[str]:
+             floors: dict[str, NoiseFloor] | None = None, controls: ControlReport | None = None,
+             marks: dict[str, str] | None = None) -> list[str]:
     """The report's first bullets: each PR row in one sentence (marked where a control confounds
-    it), then equivalence, memory and the controls."""
+    it, and with ``marks[phase]``: a run not under the page-cache condition), then equivalence, memory and the
+    controls."""
     lines = []
     floors = floors or {}
     for c in comps:
@@ -223,7 +225,8 @@ def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
             lines.append(f"- **{LABELS[c.phase]}**: {_fmt(c.baseline.median, c.unit, u)} → "
                          f"{_fmt(c.optimized.median, c.unit, u)} ({c.change(u)}); {c.verdict(floors.get(c.phase))}"
                          + (f"; A/A noise floor {floor}" if floor != "—" else "")
-                         + (f"; PR's rule: {c.pr_rule()}" if c.unit == "s" else "") + mark + ".")
+                         + (f"; PR's rule: {c.pr_rule()}" if c.unit == "s" else "") + mark
+                         + (marks or {}).get(c.phase, "") + ".")
     lines.append(f"- **Equivalence**: {equiv['statement']}.")
     lines.append(f"- **Memory**: {memory}.")
     if controls:
