@@ -114,11 +114,11 @@ NOT_OPTIONS = frozenset({"func", "command", "debug", "explicit"})  # what a Name
 def take_defaults(args: argparse.Namespace) -> argparse.Namespace:
     """Unwrap every :class:`Default` in ``args`` and record the typed options' dests in ``args.explicit``."""
     typed = set()
-    for dest, value in vars(args).items():
+    for name, value in vars(args).items():
         if isinstance(value, Default):
-            setattr(args, dest, value.value)
-        elif value is not None and value is not False and dest not in NOT_OPTIONS:
-            typed.add(dest)
+            setattr(args, name, value.value)
+        elif value is not None and value is not False and name not in NOT_OPTIONS:
+            typed.add(name)
     args.explicit = typed
     return args
 

@@ -12,9 +12,6 @@ from ..errors import OmniLoaderError
 from ..formatting import percent
 from ..profiling.settings import (DEFAULT_RATE, DEFAULT_TOP, MAX_AUTO_REPEAT, PY_SPY_ENV, SAMPLES_WANTED, TOOLS,
                                   VARIANT_CHOICES, ProfileSettings, resolve_tools)
-from ..profiling.outputs import PROFILE_MD
-from ..profiling.result import VariantProfile, largest_cost
-from ..profiling.run import profile_variants
 from .options import (MAX_RUNS, Default, add_checkpoint_options, add_load_options, bounded_int, comma_list,
                       given_options, load_options, positive_seconds, snapshot_from_args)
 
@@ -42,6 +39,9 @@ def _flag(dest: str) -> str:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    from ..profiling.outputs import PROFILE_MD  # imported when the command runs: the parser stays free of pandas
+    from ..profiling.run import profile_variants
+
     given = given_options(args)
     chosen = args.variant or []
     names = [v for v in chosen if isinstance(v, str)]
@@ -96,8 +96,10 @@ def cmd_profile_diff(args: argparse.Namespace, given: set[str], names: list[str]
     return 0
 
 
-def print_variant(variant: str, vp: VariantProfile) -> None:
-    """The variant's largest cost in one line, then every file it wrote."""
+def print_variant(variant: str, vp: Any) -> None:
+    """The variant's largest cost in one line, then every file it wrote (``vp``: a VariantProfile)."""
+    from ..profiling.result import largest_cost
+
     c = largest_cost(vp)
     calls = vp.state_dict_calls
     print(f"{variant}: largest phase {c['phase']} {percent(c['phase_share'])}"

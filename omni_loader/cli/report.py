@@ -10,14 +10,16 @@ import argparse
 import sys
 from typing import Any
 
-from ..results.archive import pack
-from ..compare.reproductions import compare_results
-from ..compare.compare_render import render, write_compare
-from ..reporting.report import write_report
-from ..results.integrity import check_results
+
+
+# Each command imports what it runs when it runs: building the parser (``omni-loader --help``) stays free of
+# numpy and pandas.
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from ..reporting.report import write_report
+    from ..results.integrity import check_results
+
     path = write_report(args.directory)
     if not args.quiet:
         print(path.read_text(encoding="utf-8"))
@@ -40,6 +42,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from ..compare.compare_render import render, write_compare
+    from ..compare.reproductions import compare_results
+
     result = compare_results(args.directories, against=args.against)
     if args.out:
         written = write_compare(result, args.out)
@@ -52,6 +57,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
+    from ..results.archive import pack
+
     print(pack(args.directory, out=args.out, fmt=args.format, overwrite=args.force))
     return 0
 

@@ -10,7 +10,6 @@ from typing import Any
 from ..errors import OmniLoaderError, ResultsError
 from ..results.metadata import stamped
 from ..host.placement import resolve_cpus
-from ..results.planner import DEFAULT_ORDER, ORDERS
 from ..results.suite import METADATA_FILE, benchmark, read_metadata
 from ..results.integrity import ResultsCheck, check_results, resume_command
 from ..bench.spec import IN_PROCESS_TIMEOUT, LOAD_FIELDS, BenchmarkSpec, same_path, spec_conflicts
