@@ -450,3 +450,121 @@ def test_the_kits_verdict_at_the_prs_design() -> None:
     per_sd = kit_detectable_difference(1.0, 5, sims=200)
     assert 2.0 < per_sd < 2.7  # 2.35 SD with 1000 simulations: more lenient than separate ranges (3.11 SD)
     assert kit_call_probability(1.4, 1.4 / per_sd, 5, sims=200) >= 0.8
+
+
+# --------------------------------------------------------------------------- issue 36, item 3: what a stage was doing
+
+
+def stage_server_start(stage: int = 2, pid: int = 40) -> str:
+    """One Token2Wav stage server's lines as server.py writes them: bound at 0 s, then 12.463 s of imports and
+    the snapshot before its first load line (stage 2 of notebook 06's start)."""
+    return "".join([
+        line("00:00", "stage-server: listening on http://127.0.0.1:38051 (variant baseline, stage 2); /health answers "
+                      "503 until the model is loaded", stage=stage, pid=pid),
+        line("00:12", "Initializing Token2Wav (model_stage=code2wav), variant baseline, layout vllm-omni, from /tmp/s "
+                      "(torch and the model code imported, snapshot found: 12.463 s)", stage=stage, pid=pid),
+        line("00:12", "Using model weights format ['*.safetensors']", stage=stage, pid=pid),
+        line("00:13", "Token2Wav load_weights took 29.072 ms", stage=stage, pid=pid),
+        line("00:13", "Loading weights took 0.037577 seconds", stage=stage, pid=pid),
+        line("00:13", "Model loading took 0.0011 GiB memory and 0.765102 seconds", stage=stage, pid=pid),
+        line("00:13", "init engine (stats) took 0.001548 seconds", stage=stage, pid=pid),
+    ])
+
+
+def test_the_stage_servers_start_up_is_a_reported_phase_not_a_gap() -> None:
+    # the line the timeline reads is the one server.py writes
+    assert "torch and the model code imported, snapshot found: " in Path("omni_loader/startup/server.py").read_text()
+    t = parse_text(stage_server_start())
+    start = only(t, "imports_and_snapshot", "stage-2")
+    assert (start.source, start.seconds, start.end) == ("reported", 12.463, 12.0)
+    assert not [g for g in t.gaps() if g.lane == "stage-2"]  # 0-12 s was imports and the snapshot, not a gap
+    assert [s.phase for s in t.critical_path().segments][:2] == ["imports_and_snapshot", "model_loading"]
+    # a caller's own markers still get the stage server's line (the command passes parse_marker_args' markers)
+    assert only(parse_text(stage_server_start(), parse_marker_args([])), "imports_and_snapshot", "stage-2")
+
+
+def test_a_stage_lane_starts_at_its_first_tagged_line_even_without_a_pid() -> None:
+    text = "".join([
+        line("00:00", "vLLM-Omni API server version 9.9", process="APIServer", pid=10),
+        "[Stage-0] INFO 03-14 10:00:02 [omni_stage.py:1] Starting stage worker\n",  # no process tag
+        line("00:09", "Model loading took 9.94 GiB memory and 3.00 seconds", stage=0, pid=20),
+    ])
+    t = parse_text(text)
+    assert t.lane("stage-0").first == 2.0
+    assert [(g.lane, g.start, g.end) for g in t.gaps()] == [("stage-0", 2.0, 6.0)]
+
+
+def own_log() -> str:
+    """A vLLM-Omni start of one's own: the API server's lines from 0 s, the stages' from 10 s; stages 0 and 1
+    start on a line without a process tag and wait 5 s before their first phase; stage 2 (Token2Wav) is done early."""
+    api = {"process": "APIServer", "pid": 10}
+    return "".join([
+        line("00:00", "vLLM-Omni API server version 9.9", **api),
+        "[Stage-0] INFO 03-14 10:00:10 [omni_stage.py:1] Starting stage worker (thinker)\n",  # no process tag
+        "[Stage-1] INFO 03-14 10:00:10 [omni_stage.py:1] Starting stage worker (talker)\n",
+        line("00:11", "engine starting, model_stage=code2wav", stage=2, pid=40),
+        line("00:12", "Using model weights format ['*.pt']", stage=2, pid=40),
+        line("00:14", "Loading weights took 1.51 seconds", stage=2, pid=40),
+        line("00:14", "Model loading took 1.39 GiB memory and 1.80 seconds", stage=2, pid=40),
+        line("00:20", "Loading weights took 4.0 seconds", stage=0, pid=20),
+        line("00:20", "Model loading took 9.94 GiB memory and 5.00 seconds", stage=0, pid=20),
+        line("00:19", "Loading weights took 3.10 seconds", stage=1, pid=30),
+        line("00:19", "Model loading took 1.95 GiB and 4.00 seconds", stage=1, pid=30),
+        line("00:30", "init engine (profile, create kv cache, warmup model) took 10.0 seconds", stage=0, pid=20),
+        line("00:28", "init engine (profile, create kv cache, warmup model) took 9.0 seconds", stage=1, pid=30),
+        line("00:16", "[Orchestrator] Stage-2 reported ready", **api),
+        line("00:29", "[Orchestrator] Stage-1 reported ready", **api),
+        line("00:31", "[Orchestrator] Stage-0 reported ready", **api),
+        line("00:31", "[AsyncOrchestrator] All stages initialized successfully", **api),
+        line("00:33", "Starting vLLM API server 0 on http://0.0.0.0:8091", **api),
+        "(APIServer pid=10) INFO:     Application startup complete.\n",
+    ])
+
+
+def bar_boxes(fig):
+    """The display-space boxes of every bar drawn (filled or outlined), after a draw."""
+    return [patch.get_window_extent() for ax in fig.axes for c in ax.containers for patch in c.patches]
+
+
+def test_gantt_starts_at_the_logs_first_line() -> None:
+    from omni_loader.startup.timeline_plot import gantt
+
+    t = parse_text(own_log())
+    assert min(r.start for r in t.records) > 8  # nothing drawn before 8 s: matplotlib alone would start there
+    assert gantt(t).axes[0].get_xlim()[0] == 0
+
+
+def test_gantt_token2wav_annotation_overlaps_no_bar() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Annotation
+
+    from omni_loader.startup.timeline_plot import gantt
+
+    stages_only = "".join(ln for ln in own_log().splitlines(True) if "APIServer" not in ln)  # three lanes
+    for text in (own_log(), stages_only, three_stage_log(), stage_server_start()):
+        fig = gantt(parse_text(text))
+        FigureCanvasAgg(fig).draw()
+        notes = [a for a in fig.axes[0].texts if isinstance(a, Annotation)]
+        assert len(notes) == 1 and notes[0].get_text().startswith("Token2Wav ")
+        box = notes[0].get_bbox_patch().get_window_extent().padded(3)  # not even touching
+        assert not [b for b in bar_boxes(fig) if box.overlaps(b)]
+
+
+def test_gantt_draws_every_lanes_gap_alike() -> None:
+    from omni_loader.startup.timeline_plot import gantt
+
+    t = parse_text(own_log())
+    gapped = {g.lane for g in t.gaps()} - {AFTER_STAGES}
+    assert gapped == {"stage-0", "stage-1", "stage-2"}
+    ax = gantt(t).axes[0]
+    names = [tick.get_text().split(" ")[0] for tick in ax.get_yticklabels()]
+    drawn = {}
+    for ln in ax.get_lines():
+        if ln.get_label() in ("unexplained gap", "_gap"):
+            (x0, x1), (y0, _) = ln.get_xdata(), ln.get_ydata()
+            drawn.setdefault(names[round(y0)], []).append((x0, x1))
+    assert set(drawn) == gapped
+    assert {lane: sorted(spans) for lane, spans in drawn.items()} == {
+        lane: sorted((g.start, g.end) for g in t.gaps() if g.lane == lane) for lane in gapped}
+    styles = {(ln.get_color(), ln.get_linewidth()) for ln in ax.get_lines() if ln.get_label() in ("unexplained gap", "_gap")}
+    assert len(styles) == 1

@@ -15,6 +15,10 @@ never by its order in the file. What is read is data: :data:`~omni_loader.startu
   lane's latest marker named in ``after``, else its previous marker, else its first line; ``inferred``.
 - ``event``: a point in time; groups ``value`` (GiB, MB), ``detail`` and ``stage`` (whose lane) are kept.
 
+The kit's stage server's start-up line (:data:`STAGE_SERVER_MARKERS`: imports and the snapshot, a
+``took`` phase) is read with whatever markers are passed. A stage's lane starts at its first line: the
+first of its process, or the first with its stage tag (``[Stage-0] ...`` with no process tag counts).
+
 Timestamps have one-second resolution: a reported start can be a second off, and gaps up to
 ``min_gap`` (1 s) are not reported. A file is read in blocks of lines in which C-level searches find
 the few lines that matter, so 200 MB take seconds in constant memory (:mod:`omni_loader.startup.timeline_scan`,
@@ -37,6 +41,14 @@ from .timeline_cover import CriticalPath, Segment, cover
 from .timeline_scan import RESOLUTION, WARNINGS_SHOWN, Lane, Record, Scanner
 
 UNEXPLAINED, AFTER_STAGES = "(unexplained)", "after stages"
+
+# The kit's stage server's own lines (omni_loader.startup.server), read whatever markers a caller passes unless
+# one of theirs has the name: its first load line says how long the imports of torch and the model code and
+# finding the snapshot took, the stage's start-up before its model loading (a phase, not a gap).
+STAGE_SERVER_MARKERS: tuple[Marker, ...] = (
+    Marker("imports_and_snapshot", r"torch and the model code imported, snapshot found: "
+                                   r"(?P<seconds>[0-9]+(?:\.[0-9]+)?) ?(?P<unit>ms|s)\b"),
+)
 
 
 class NoStartupMarkers(OmniLoaderError):
@@ -150,8 +162,10 @@ class Timeline:
 
 
 def parse_text(text: str | Iterable[str], markers: Sequence[Marker] = DEFAULT_MARKERS, log: str = "") -> Timeline:
-    """The timeline of ``text``: one string, or an iterable of blocks that each end at a line's end."""
-    scanner = Scanner(markers, log)
+    """The timeline of ``text``: one string, or an iterable of blocks that each end at a line's end
+    (``markers`` and :data:`STAGE_SERVER_MARKERS` not named in them)."""
+    names = {m.name for m in markers}
+    scanner = Scanner((*markers, *(m for m in STAGE_SERVER_MARKERS if m.name not in names)), log)
     for block in ([text] if isinstance(text, str) else text):
         scanner.feed(block if block.endswith("\n") else block + "\n")
     return Timeline(log, scanner.records, scanner.lanes, scanner.lines, scanner.started, scanner.meta,

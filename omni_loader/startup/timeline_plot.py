@@ -5,7 +5,8 @@ hatched. Nested phases are drawn thinner inside the phase that holds them (weigh
 model loading, torch.compile inside init engine); a span over the whole startup (``OmniServer
 startup took``) is a pale band; events are ticks. A dashed line marks readiness, the lane that gated
 it is named, and the Token2Wav (code2wav) stage's weight loading is outlined and annotated, so the
-phase the PR changed is found at a glance. Built on a :class:`~matplotlib.figure.Figure` (no pyplot),
+phase the PR changed is found at a glance (its note above the lanes, over no bar). The x-axis starts
+at the log's first line (0 s), and every lane's unexplained gaps over ``min_gap`` are a red line under it. Built on a :class:`~matplotlib.figure.Figure` (no pyplot),
 written with :func:`omni_loader.reporting.figures.write_figure` (PNG, SVG, and the values drawn as CSV).
 """
 
@@ -17,14 +18,14 @@ from typing import Any
 
 from ..reporting.figures import ShownFigure, write_figure
 from .timeline import Timeline
-from .timeline_scan import Record
+from .timeline_scan import RESOLUTION, Record
 
 # The default markers' phases, coloured alike in every lane and every chart; other names get a stable colour.
 PHASE_COLOURS = {
     "model_loading": "#4c72b0", "weight_loading": "#dd8452", "model_loaded": "#dd8452", "init_engine": "#55a868",
     "token2wav_weight_loading": "#c44e52",
     "torch_compile": "#8172b3", "dynamo_transform": "#937860", "graph_capture": "#da8bc3",
-    "chat_template_warmup": "#8c8c8c", "omni_server_startup": "#ccb974",
+    "chat_template_warmup": "#8c8c8c", "omni_server_startup": "#ccb974", "imports_and_snapshot": "#64b5cd",
 }
 HEIGHTS = {-1: 0.9, 0: 0.62, 1: 0.4, 2: 0.22}
 # What the annotation points at, in order: the PR's row where the log has it (the stage server's own line),
@@ -59,7 +60,7 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
     lanes = [n for n in timeline.lane_names() if any(r.lane == n for r in timeline.records)]
     y = {name: i for i, name in enumerate(lanes)}
     path = timeline.critical_path(min_gap)
-    fig = ShownFigure(figsize=(11, 1.2 + 0.75 * max(len(lanes), 1)))
+    fig = ShownFigure(figsize=(11, 1.6 + 0.75 * max(len(lanes), 1)))  # 0.4 in of it the Token2Wav note's
     ax = fig.add_subplot()
     labelled: set[str] = set()
     phases = sorted(timeline.phases(), key=lambda r: (r.level, r.start))  # outer ones first, nested on top
@@ -75,12 +76,15 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
         if r.kind == "event" and r.lane in y:
             ax.plot([r.end], [y[r.lane]], marker="v" if r.ready else "|", markersize=9, color="black",
                     linestyle="none", label="_" + r.phase, zorder=5)
-    for i, gap in enumerate(g for g in timeline.gaps(min_gap) if g.lane in y):
+    for i, gap in enumerate(g for g in timeline.gaps(min_gap) if g.lane in y):  # every lane's, drawn alike
         ax.plot([gap.start, gap.end], [y[gap.lane] + 0.38] * 2, color="#c44e52", linewidth=2,
                 label="unexplained gap" if i == 0 else "_gap", zorder=4)
     if path is not None:
         ax.axvline(path.ready_at, color="black", linestyle="--", linewidth=1, label="_ready", zorder=6)
         ax.text(path.ready_at, -0.75, f" ready {path.ready_at:.1f} s", va="bottom", ha="left", fontsize=8)
+    # from the log's first line (0 s), whenever the first bar is: the seconds before it are the start's too; a
+    # phase reported to begin under a second before it is the clock's resolution (cut there), one further is drawn
+    ax.set_xlim(left=min([0.0] + [r.start for r in timeline.records if r.start < -RESOLUTION]))
     _annotate_token2wav(ax, timeline, y, token2wav_lane)
     ax.set_yticks(range(len(lanes)))
     gating = path.gating if path is not None else None
@@ -91,9 +95,10 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
         tick.set_fontweight("bold" if tick.get_text().endswith("(gated ready)") else "normal")
     ax.set_ylim(len(lanes) - 0.4, -0.9)
     ax.set_xlabel("seconds from the log's first timestamp")
-    ax.set_title(title or _title(timeline, path))
+    ax.set_title(title or _title(timeline, path), pad=24)  # room for the Token2Wav note above the lanes
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=5, fontsize=8, frameon=False)
+    # under the x-axis label by a distance in font sizes, not in axes fractions: one lane's axes are short
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), borderaxespad=3.6, ncol=5, fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -105,9 +110,12 @@ def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int], lane: st
     what = "weight loading" if record.phase != "model_loading" else "model loading"
     ax.barh(y[record.lane], max(record.seconds, 0.05), left=record.start, height=HEIGHTS.get(record.level, 0.2) + 0.1,
             fill=False, edgecolor="#c44e52", linewidth=2.2, label="_token2wav", zorder=7)
+    # The note sits above the lanes (outside the axes, under the title), so it covers no lane's bars whatever
+    # their heights; it starts at the phase and runs right, or ends there where the phase is in the right half.
+    x, (left, right) = record.start + record.seconds / 2, ax.get_xlim()
     ax.annotate(f"Token2Wav {what} {record.seconds:.2f} s ({record.source})",
-                xy=(record.start + record.seconds / 2, y[record.lane]), xytext=(record.end + 2, y[record.lane] - 0.45),
-                fontsize=9, fontweight="bold", color="#c44e52", zorder=8,
+                xy=(x, y[record.lane]), xytext=(x, 1.02), textcoords=("data", "axes fraction"),
+                ha="left" if x < (left + right) / 2 else "right", va="bottom", annotation_clip=False, fontsize=9, fontweight="bold", color="#c44e52", zorder=8,
                 arrowprops={"arrowstyle": "->", "color": "#c44e52"},
                 bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#c44e52"})
 

@@ -105,6 +105,7 @@ class Scanner:
         self.latest: dict[tuple[str, int], dict[str, float]] = {}  # lane -> marker name ("" any) -> its latest time
         self.lane_clock: dict[tuple[str, int], tuple[float, int]] = {}  # lane -> its latest time and that line
         self.pids: set[str] = set()
+        self.stage_tags: set[str] = set()  # the N of each [Stage-N] tag seen: a stage's first tagged line starts it
         self.lines, self.now, self.started = 0, None, ""
         self.floor, self.floor_time = 0, None
         self.warned: dict[str, list[str]] = {}
@@ -148,6 +149,7 @@ class Scanner:
             if m.group(1) not in self.pids:
                 self.pids.add(m.group(1))
                 hits.append((m.start(), 0, None))
+        hits += [(at, 0, None) for at in self._first_stage_tags(block)]
         for marker in self.markers:
             hits += [(at, 1, marker) for at in (lines_with(marker.keyword) if marker.keyword else
                                                 (m.start() for m in marker.regex.finditer(block)))]
@@ -163,6 +165,16 @@ class Scanner:
             self._line(block, start, number + 1, what, marker)
         self.now = self._stamp_before(block, len(block))
         self.lines += block.count("\n")
+
+    def _first_stage_tags(self, block: str) -> Iterator[int]:
+        """Where each stage tag not seen before first is (``[Stage-0]``, with or without a process tag: vLLM-Omni
+        writes a stage's first lines without one): one C-level search per new stage, not one per line."""
+        at = 0
+        while m := re.compile(r"\[Stage-(?!(?:%s)\])(\d+)\]" % "|".join(sorted(self.stage_tags) or ["x"])).search(
+                block, at):
+            self.stage_tags.add(m.group(1))
+            at = m.end()
+            yield m.start()
 
     def _stamp_before(self, block: str, end: int) -> float | None:
         """The timestamp of the last line before ``end`` that has one (else the previous block's), walking back
