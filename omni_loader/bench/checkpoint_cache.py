@@ -36,7 +36,8 @@ def safetensors_ranges(path: str | os.PathLike[str], prefix: str = TOKEN2WAV_PRE
     header, and each such tensor's data. The whole file when the header cannot be read."""
     size = os.path.getsize(path)
     try:
-        with open(path, "rb") as fh:
+        with open(path, "rb", buffering=0) as fh:
+            os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_RANDOM)  # no readahead: read the header's pages only
             (length,) = struct.unpack("<Q", fh.read(8))
             header = json.loads(fh.read(length)) if 0 < length <= size - 8 else None
     except (OSError, ValueError, struct.error):
@@ -61,13 +62,14 @@ def checkpoint_files(snapshot: Any) -> dict[str, list[tuple[int, int]] | None]:
     return files
 
 
-def checkpoint_residency(snapshot: Any) -> dict[str, Any]:
+def checkpoint_residency(snapshot: Any, files: dict[str, list[tuple[int, int]] | None] | None = None) -> dict[str, Any]:
     """What share of the bytes a load of ``snapshot`` reads is in the page cache now: ``resident`` (byte-weighted
-    over the files; None when it cannot be told), per file ``files`` (fraction) and ``bytes`` (bytes read)."""
+    over the files; None when it cannot be told), per file ``files`` (fraction) and ``bytes`` (bytes read).
+    ``files``: :func:`checkpoint_files`, read before an eviction (reading a header reads its pages back)."""
     fractions: dict[str, float | None] = {}
     sizes: dict[str, int] = {}
     resident = total = 0
-    for name, ranges in checkpoint_files(snapshot).items():
+    for name, ranges in (files or checkpoint_files(snapshot)).items():
         try:
             have, need = resident_bytes(Path(snapshot.root) / name, ranges)
         except OSError:
@@ -82,14 +84,14 @@ def checkpoint_residency(snapshot: Any) -> dict[str, Any]:
 def prepare_checkpoint(snapshot: Any, condition: str) -> dict[str, Any]:
     """Before a load: with ``cold``, evict the files a load of ``snapshot`` reads; then measure their residency
     (:func:`checkpoint_residency`), with ``condition`` and whether each eviction was asked for."""
-    errors = []
+    errors, files = [], checkpoint_files(snapshot)  # the shards' headers read first: an eviction comes after
     if condition == "cold":
-        for name in checkpoint_files(snapshot):
+        for name in files:
             try:
                 evict(Path(snapshot.root) / name)
             except OSError as exc:
                 errors.append(f"{name}: {exc.strerror or exc}")
-    return {**checkpoint_residency(snapshot), "condition": condition,
+    return {**checkpoint_residency(snapshot, files), "condition": condition,
             **({"evict_errors": errors} if errors else {})}
 
 

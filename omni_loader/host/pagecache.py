@@ -16,7 +16,6 @@ measures residency after evicting instead of trusting it. :func:`read_seconds` r
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 import os
 import time
@@ -30,7 +29,7 @@ _LOW_BIT = bytes(i & 1 for i in range(256))  # mincore's vector: bit 0 of each b
 
 @lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, libc's among them (find_library runs ldconfig)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
     libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
