@@ -17,6 +17,7 @@ the other runs is kept beside it (``reference`` in ``load.json``).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,23 @@ COUNT_FIELDS = ("state_dict_calls", "weights_loaded", "persistent_buffers")
 RECORD_FIELDS = ("minor_faults", "major_faults", "voluntary_switches", "involuntary_switches", "rss_peak_bytes")
 
 
+def reference_spec(snapshot: Any, variants: tuple[str, ...], options: LoadOptions, *, runs: int, warmup: int) -> Any:
+    """The reference benchmark's spec (its ``plan()`` is the runs it makes, warm-ups included). A benchmark
+    compares two arms, so one variant alone is run beside the PR's other one."""
+    from ..bench.runner import benchmark_spec
+
+    arms = variants if len(set(variants)) > 1 else (*variants, *(v for v in VARIANTS if v not in variants))[:2]
+    return benchmark_spec(snapshot, options, variants=arms, warmup=warmup, runs=runs, order="blocks",
+                          workers="forkserver")
+
+
 def reference_loads(snapshot: Any, variants: tuple[str, ...], options: LoadOptions, out: Path, *, runs: int,
-                    warmup: int) -> dict[str, dict[str, Any]]:
+                    warmup: int, on_run: Callable[[int, int, str], None] | None = None) -> dict[str, dict[str, Any]]:
     """Benchmark ``variants`` unprofiled into ``out/reference/`` and return each one's median run
     (:func:`median_run`). A previous run's ``reference/`` is replaced: the profile describes this run.
-    A benchmark compares two arms, so one variant alone is run beside the PR's other one."""
-    from ..bench.runner import benchmark_spec, run_benchmark
+    ``on_run(k, total, what)`` is called as the k-th of the ``total`` runs starts (``what``: its variant,
+    `` (warm-up)`` after a warm-up's), so that a progress bar says which one runs now."""
+    from ..bench.runner import run_benchmark
     from ..results.integrity import check_results
 
     directory = out / REFERENCE_DIR
@@ -42,10 +54,15 @@ def reference_loads(snapshot: Any, variants: tuple[str, ...], options: LoadOptio
         raise OmniLoaderError(f"{directory} is a link or a file; the reference loads need a directory of their own")
     if directory.exists():
         shutil.rmtree(directory)
-    arms = variants if len(set(variants)) > 1 else (*variants, *(v for v in VARIANTS if v not in variants))[:2]
-    spec = benchmark_spec(snapshot, options, variants=arms, warmup=warmup, runs=runs, order="blocks",
-                          workers="forkserver")
-    run_benchmark(spec, directory, snapshot=snapshot, progress=False)
+    spec = reference_spec(snapshot, variants, options, runs=runs, warmup=warmup)
+    plan, started = spec.plan(), {}
+
+    def on_start(run: Any, _pid: int) -> None:
+        started.setdefault(run.run_id, len(started) + 1)
+        if on_run is not None:
+            on_run(started[run.run_id], len(plan), run.variant + (" (warm-up)" if run.warmup else ""))
+
+    run_benchmark(spec, directory, snapshot=snapshot, progress=False, on_start=on_start)
     checked = check_results(directory)
     return {v: median_run(checked.frame, v, options, directory) for v in variants}
 

@@ -25,7 +25,7 @@ from ..progress import progress_bar
 from .cprofile import profile_cprofile
 from .outputs import LOAD_JSON, remove_files, variant_files
 from .pyspy import PySpyJob, PySpyUnavailable, find_py_spy, record_py_spy
-from .reference import reference_loads
+from .reference import reference_loads, reference_spec
 from .result import VariantProfile
 from .settings import SETTING_NAMES, TOOLS, ProfileSettings, resolve_tools, resolve_variants
 from .summary import write_summary_report, write_variant_report
@@ -33,6 +33,10 @@ from .torch_trace import profile_torch, torch_note
 
 LOAD_OPTION_NAMES = tuple(f.name for f in fields(LoadOptions))
 SpyLookup = tuple[str | None, str]  # find_py_spy's answer: (executable, "") or (None, why not)
+# No whole-profile "time left": its steps take from under a second (a reference load) to half a minute (the
+# torch.profiler load), so a rate per step promised 69 s where 98 s were left. The postfix says what runs now,
+# and the reference loads, steps of one kind, their own time left (:class:`ReferenceProgress`).
+BAR_FORMAT = "{desc}: {n}/{total} |{bar}| {elapsed} elapsed{postfix}"
 
 
 def with_overrides(options: LoadOptions | None, settings: ProfileSettings | None,
@@ -71,12 +75,17 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
         if spy[0] is None:
             skip(f"{spy[1]}; skipping the flamegraph and speedscope profiles")
     profiles: dict[str, VariantProfile] = {}
-    steps = 1 + settings.warmup + len(variants) * len(tools)
-    with progress_bar(total=steps, desc="profile", unit="step", enabled=progress) as bar:
-        bar.set_postfix_str(f"reference loads: {settings.reference_runs} a variant in fresh processes", refresh=True)
+    runs = len(reference_spec(snapshot, variants, options, runs=settings.reference_runs,
+                              warmup=settings.warmup).plan())
+    steps = runs + settings.warmup + len(variants) * len(tools)  # a step per reference run, load and tool
+    with progress_bar(total=steps, desc="profile", unit="step", enabled=progress, bar_format=BAR_FORMAT) as bar:
+        bar.set_postfix_str(f"reference loads: starting the worker server (imports torch and the model code once), "
+                            f"then {runs} runs in fresh processes", refresh=True)
+        reference = ReferenceProgress(bar)
         references = reference_loads(snapshot, variants, options, out, runs=settings.reference_runs,
-                                     warmup=settings.warmup)
-        _step(bar, "reference loads: " + ", ".join(f"{v} {r['phases']['total']:.3f} s" for v, r in references.items()))
+                                     warmup=settings.warmup, on_run=reference)
+        reference.finish(runs, "reference loads: " + ", ".join(f"{v} {r['phases']['total']:.3f} s"
+                                                                for v, r in references.items()))
         warm_up(snapshot, variants[0], options, settings.warmup, bar)
         for variant in variants:
             vp = profile_variant(snapshot, variant, out, tools, options, settings, spy=spy, bar=bar,
@@ -105,7 +114,39 @@ def _output_directory(out_dir: str | os.PathLike[str]) -> Path:
     return out
 
 
+class ReferenceProgress:
+    """The bar during the reference loads, called as each run starts (``on_run`` of
+    :func:`~omni_loader.profiling.reference.reference_loads`): it names the run that runs now
+    (``reference loads: run 3/8 baseline``), advances a step per run that ended, and gives the time left of
+    them from the runs so far (their mean, once one has ended); ``clock`` is a seconds counter."""
+
+    def __init__(self, bar: Any, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.bar, self.clock, self.began, self.ended = bar, clock, None, 0
+
+    def __call__(self, k: int, total: int, what: str) -> None:
+        now = self.clock()
+        self.began = now if self.began is None else self.began
+        if k - 1 > self.ended:  # the runs before this one have ended
+            self.bar.update(k - 1 - self.ended)
+            self.ended = k - 1
+        left = (f", about {(now - self.began) / self.ended * (total - self.ended):.0f} s left of them"
+                if self.ended else "")
+        self.bar.set_postfix_str(f"reference loads: run {k}/{total} {what}{left}", refresh=True)
+
+    def finish(self, total: int, text: str) -> None:
+        """The last run ended (and any that never started count as done): ``text`` says what they found."""
+        self.bar.set_postfix_str(text, refresh=False)
+        self.bar.update(max(total - self.ended, 0))
+        self.ended = total
+
+
+def _begin(bar: Any, text: str) -> None:
+    """Say what runs now, before it starts (a step can take half a minute)."""
+    bar.set_postfix_str(text, refresh=True)
+
+
 def _step(bar: Any, text: str) -> None:
+    """A step ended: ``text`` says what it found, on the line a bar in line mode writes now."""
     bar.set_postfix_str(text, refresh=False)
     bar.update(1)
 
@@ -115,6 +156,7 @@ def warm_up(snapshot: Any, variant: str, options: LoadOptions, loads: int, bar: 
     from ..token2wav.loader import load_token2wav
 
     for i in range(loads):
+        _begin(bar, f"warm-up load {i + 1}/{loads} ({variant})")
         t = time.perf_counter()
         model, _ = load_token2wav(snapshot, variant, options, digest=False)
         del model
@@ -144,10 +186,13 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
     remove_files(directory / name for name in variant_files(variant))
     keep_reference(vp, reference)
     if "cprofile" in tools:
+        _begin(bar, f"{variant}: cProfile load")
         _step(bar, _run_cprofile(vp, snapshot, options, settings))
     if "torch" in tools:
+        _begin(bar, f"{variant}: torch.profiler load (every op traced)")
         _step(bar, _run_torch(vp, snapshot, options, settings, reference))
     if "py-spy" in tools:
+        _begin(bar, f"{variant}: py-spy sampling")
         _step(bar, _run_py_spy(vp, snapshot, options, settings, spy or find_py_spy(settings.py_spy), reference))
     vp.files["profile_md"] = write_variant_report(vp, snapshot=snapshot, tools=tools, options=options)
     return vp

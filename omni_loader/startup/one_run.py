@@ -29,7 +29,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,11 +160,18 @@ def launch(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = 
                                 start_new_session=True, env=child_env, close_fds=True)
 
 
+Waiting = Callable[[float, str], None]  # (seconds waited so far, the last answer): what a progress bar says
+WAIT_SAID_EVERY = 1.0  # seconds between two calls of a wait's ``on_wait``
+
+
 def wait_healthy(proc: subprocess.Popen, url: str, started: float, timeout: float,
-                 poll_interval: float = 0.05, request_timeout: float = 1.0) -> tuple[float | None, str | None]:
-    """Seconds from ``started`` (a perf_counter reading) to the first HTTP 200, or (None, one-line error)."""
+                 poll_interval: float = 0.05, request_timeout: float = 1.0,
+                 on_wait: Waiting | None = None) -> tuple[float | None, str | None]:
+    """Seconds from ``started`` (a perf_counter reading) to the first HTTP 200, or (None, one-line error).
+    ``on_wait(seconds, last)`` is called from this loop after the first answer that is not 200 and then at most
+    every :data:`WAIT_SAID_EVERY` seconds (no thread of its own), so that a bar says how long it has waited."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    last = "no answer yet"
+    last, said = "no answer yet", None
     while True:
         rc = proc.poll()
         if rc is not None:
@@ -185,6 +192,10 @@ def wait_healthy(proc: subprocess.Popen, url: str, started: float, timeout: floa
             last = _reason(exc.reason)
         except (OSError, http.client.HTTPException) as exc:
             last = _reason(exc)
+        now = time.perf_counter()
+        if on_wait is not None and (said is None or now - said >= WAIT_SAID_EVERY):
+            said = now
+            on_wait(now - started, last)
         time.sleep(max(0.0, min(poll_interval, timeout - (time.perf_counter() - started))))
 
 
@@ -229,10 +240,10 @@ class RunOutcome:
 
 def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeout: float, grace: float,
             poll_interval: float, port_wait: float, patterns: Mapping[str, re.Pattern[str]],
-            guard: ChildGuard | None = None) -> RunOutcome:
+            guard: ChildGuard | None = None, on_wait: Waiting | None = None) -> RunOutcome:
     """One launch: port check, spawn, poll /health, stop the group, read the log. Never leaves the group, even
     killed: ``guard`` (:class:`~omni_loader.host.procs.ChildGuard`) stops it, and what left it, if this process
-    ends while the server runs."""
+    ends while the server runs. ``on_wait``: see :func:`wait_healthy`."""
     host, port = health_address(url)
     log = logs / f"{run.run_id}-{run.variant}.log"
     with open(log, "wb") as fh:  # no command here: its text could match a log pattern (it is in metadata.json)
@@ -249,7 +260,7 @@ def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeo
         try:
             if guard:
                 guard.watch(proc.pid)  # start_new_session: the leader's pid is the group id
-            seconds, error = wait_healthy(proc, url, started, timeout, poll_interval)
+            seconds, error = wait_healthy(proc, url, started, timeout, poll_interval, on_wait=on_wait)
         finally:
             left = stop_group(proc.pid, grace, leader=proc)
             stopped = escaped()

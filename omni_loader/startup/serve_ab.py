@@ -183,9 +183,11 @@ def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progr
             try:
                 compiled = compile_patterns(spec.patterns)
                 for run in (r for r in plan if r.run_id not in done):
+                    report.start(run)
                     outcome = run_one(run, spec.command(run.variant), spec.health_url, logs, timeout=spec.timeout_s,
                                       grace=spec.grace_s, poll_interval=spec.poll_interval_s,
-                                      port_wait=spec.port_wait_s, patterns=compiled, guard=guard)
+                                      port_wait=spec.port_wait_s, patterns=compiled, guard=guard,
+                                      on_wait=report.waiting)
                     counts[outcome.status] += 1
                     rec.ran(outcome.rows(), runs_ok=counts["ok"], runs_failed=counts["failed"])
                     report.run(outcome)
@@ -230,7 +232,10 @@ def _resumed(spec: StartupSpec, out: Path) -> tuple[dict[str, Any], list[Planned
 
 class _Reporter:
     """Where serve-ab says how its runs go: a callable gets one line per event (the plan, then each
-    run); ``True`` draws a progress bar, with a failed run's line written beside it; ``False`` is silent."""
+    run); ``True`` draws a progress bar, with a failed run's line written beside it; ``False`` is silent.
+    While a start runs, the bar's postfix says which (``run 3/10 baseline #2``) and how long it has waited for
+    /health so far, refreshed by the wait loop about every second (a bar in line mode still writes only its
+    few lines: :mod:`omni_loader.progress`)."""
 
     def __init__(self, progress: Progress, total: int, done: int) -> None:
         from ..progress import progress_bar
@@ -238,6 +243,17 @@ class _Reporter:
         self.say = progress if callable(progress) else None
         self.bar = None if self.say or not progress else progress_bar(total=total, initial=done, desc="startup runs",
                                                                       unit="run")
+        self.total, self.index, self.what = total, done, ""
+
+    def start(self, run: PlannedRun) -> None:
+        self.index += 1
+        self.what = f"run {self.index}/{self.total} {run.variant}" + (" (warm-up)" if run.warmup else f" #{run.order}")
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.what}: starting", refresh=True)
+
+    def waiting(self, seconds: float, last: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.what}: {seconds:.0f} s waiting for /health ({last})", refresh=True)
 
     def line(self, text: str) -> None:
         if self.say:
@@ -246,9 +262,10 @@ class _Reporter:
     def run(self, outcome: RunOutcome) -> None:
         if self.say:
             self.say(outcome.describe())
-        elif self.bar is not None:
+        elif self.bar is not None:  # what ended, on the line a bar in line mode writes at this update
+            ended = f"healthy after {outcome.seconds:.1f} s" if outcome.status == "ok" else outcome.status
+            self.bar.set_postfix_str(f"{self.what}: {ended}", refresh=False)
             self.bar.update(1)
-            self.bar.set_postfix_str(f"{outcome.run.variant} {outcome.status}")
             if outcome.status != "ok":
                 type(self.bar).write(outcome.describe(), file=self.bar.fp)
 
