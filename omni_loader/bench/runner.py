@@ -112,8 +112,8 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
             try:
                 result = run_isolated(spec.request(run), spec.workers, watch.seconds,
                                       on_start=(lambda pid, run=run: on_start(run, pid)) if on_start else None)
-                rec.ran(rows_for_run(run, result, started=began, ended=now_iso(precise=True)),
-                        **{CACHE_KEY: recorded_run(_cache_record(rec), run.run_id, run.warmup, result)})
+                rec.ran(rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
+                rec.update(**{CACHE_KEY: recorded_run(_cache_record(rec), run.run_id, run.warmup, result)})
                 if run.warmup:
                     watch.saw_warmup(time.perf_counter() - started)
                 shared.ok()

@@ -60,11 +60,11 @@ class RunRow:
     major_faults: int | None = None  # page faults that needed I/O (e.g. reading a checkpoint page from disk)
     voluntary_switches: int | None = None  # context switches the process asked for (waiting on I/O, a lock)
     involuntary_switches: int | None = None  # forced by the scheduler: another process took the CPU
-    run_started: str = ""  # wall-clock start of the run (UTC, ISO 8601), to see drift across a benchmark
-    run_ended: str = ""  # wall-clock end of the run
-    # appended by issue 35 (a file without them reads them empty; a resume appends rows of its shape)
+    # issue 35 (a file without them reads them empty; a resume appends rows of its own columns)
     read_bytes: int | None = None  # bytes the phase had the kernel fetch from storage (/proc/self/io)
     checkpoint_resident: float | None = None  # share of the checkpoint's bytes in the page cache before the load
+    run_started: str = ""  # wall-clock start of the run (UTC, ISO 8601), to see drift across a benchmark
+    run_ended: str = ""  # wall-clock end of the run
 
     @classmethod
     def of(cls, run: PlannedRun, phase: str, **values: Any) -> RunRow:
@@ -149,11 +149,12 @@ def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[
 
 
 def _older_header(fd: int) -> tuple[str, ...] | None:
-    """The header of the runs.csv open at ``fd`` when an older omni-loader wrote it (a strict prefix of
-    :data:`RUN_COLUMNS`): a resumed benchmark appends rows of that shape, so that the file stays one table."""
+    """The header of the runs.csv open at ``fd`` when an older omni-loader wrote it (fewer of :data:`RUN_COLUMNS`,
+    in their order): a resumed benchmark appends rows of that shape, so that the file stays one table."""
     first = os.pread(fd, 4096, 0).split(b"\n", 1)[0].decode("utf-8", errors="replace").strip()
     header = tuple(next(csv.reader([first]), []))
-    return header if len(header) < len(RUN_COLUMNS) and header == RUN_COLUMNS[:len(header)] else None
+    older = len(header) < len(RUN_COLUMNS) and header == tuple(c for c in RUN_COLUMNS if c in header)
+    return header if older and header[:5] == RUN_COLUMNS[:5] else None
 
 
 def _cell(value: Any) -> Any:
