@@ -43,7 +43,8 @@ def test_the_columns_are_pinned():
     assert RUN_COLUMNS == (
         "run_id", "variant", "warmup", "order", "phase", "parent", "seconds", "status", "error", "state_dict_calls",
         "weights_loaded", "persistent_buffers", "digest", "rss_peak_bytes", "device_peak_bytes", "source",
-        "minor_faults", "major_faults", "voluntary_switches", "involuntary_switches", "run_started", "run_ended")
+        "minor_faults", "major_faults", "voluntary_switches", "involuntary_switches", "read_bytes",
+        "checkpoint_resident", "run_started", "run_ended")
     assert tuple(f.name for f in fields(RunRow)) == RUN_COLUMNS
 
 
@@ -358,7 +359,8 @@ def test_the_load_options_of_either_spec_shape():
     from omni_loader.token2wav.options import LoadOptions
 
     # every field LoadOptions has, each away from its default, as a benchmark of today records them
-    options = asdict(LoadOptions(layout="transformers", device="cpu", dtype="bfloat16", construct="empty", read="eager"))
+    options = asdict(LoadOptions(layout="transformers", device="cpu", dtype="bfloat16", construct="empty", read="eager",
+                                 cache="cold"))
     assert options != asdict(LoadOptions()) and all(v != getattr(LoadOptions(), k) for k, v in options.items())
     nested = {"spec": {"checkpoint": "/c", "runs": 3, "load": options}}
     flat = {"spec": {"checkpoint": "/c", "layout": "transformers", "device": "cpu", "dtype": "float32", "runs": 3}}

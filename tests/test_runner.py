@@ -69,7 +69,7 @@ def test_in_process_benchmark_rows(tiny_snapshot, tmp_path):
         assert key in meta, key
     assert meta["kind"] == "reproduce" and (meta["construct"], meta["workers"]) == ("resident", "in-process")
     assert meta["spec"]["load"] == {"layout": "vllm-omni", "device": "cpu", "dtype": "float32", "construct": "resident",
-                                    "read": "lazy"}
+                                    "read": "lazy", "cache": "warm"}
     assert BenchmarkSpec.from_metadata(suite) == spec
     for key in ("torch", "transformers", "kit_version", "kit_commit", "cpu", "device_name"):
         assert key in meta["environment"]
@@ -329,7 +329,7 @@ def test_a_spec_embeds_its_load_options_and_reads_back_the_old_flat_one():
     assert BenchmarkSpec.from_flat({"checkpoint": "/snap", "layout": "transformers", "runs": 3}) == spec  # flat names
     assert (spec.layout, spec.device, spec.dtype, spec.construct) == ("transformers", "cpu", "float32", "resident")
     assert spec.to_dict()["load"] == {"layout": "transformers", "device": "cpu", "dtype": "float32",
-                                      "construct": "resident", "read": "lazy"}
+                                      "construct": "resident", "read": "lazy", "cache": "warm"}
     assert BenchmarkSpec.from_metadata({"schema_version": 3, "benchmarks": {"load": {"spec": spec.to_dict()}}}) == spec
     flat = {k: v for k, v in spec.to_dict().items() if k != "load"} | spec.to_dict()["load"]
     assert BenchmarkSpec.from_metadata({"schema_version": 2, "kind": "reproduce", "spec": flat}) == spec
