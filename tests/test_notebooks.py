@@ -53,6 +53,7 @@ def small_overrides(out_dir: Path) -> dict[str, object]:
         "reference_runs": 3,
         # 02's differential profile: the suite's one --diff run, which test_profile_diff reads
         "diff_runs": 7,
+        "cold_runs": 2,  # 01's cold benchmark (two runs: the sentence needs medians, not a verdict)
         "token2wav": "tiny",  # 03's real model placed on the curves
         "archs": ["resnet", "bert"],  # 05's audit: two architectures, one with persistent buffers
         "simulate_seconds": "0.2,0.3",  # 06's simulated stages
@@ -257,6 +258,8 @@ def _promises_01(nb: nbformat.NotebookNode, results: Path) -> None:
     parts = re.findall(r"(This run|The PR \(MI300X\)): weight loading .*?, of which buffer discovery .*? and the rest",
                        _text(nb, "text/markdown"))
     assert parts == ["This run", "The PR (MI300X)"], f"01: the weight-loading ratio is not taken apart: {parts}"
+    warm_cold = re.findall(r"\*\*(Warm|Cold)\*\* \([^)]*\): the fix saves", _text(nb, "text/markdown"))
+    assert warm_cold == ["Warm", "Cold"], f"01: what the fix is worth warm and cold is not said: {warm_cold}"
 
 
 def _promises_05(nb: nbformat.NotebookNode, results: Path) -> None:

@@ -62,6 +62,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "side_by_side": "sections",
     "weight_loading_parts": "sections",
     "largest_phases": "sections",
+    "cold_and_warm": ".reporting.cache_report",
     # 02: profiles
     "profile_variants": ".profiling.run",
     "phase_share_table": ".profiling.tables",
