@@ -92,8 +92,11 @@ def test_sigkill_of_serve_ab_or_stage_group_leaves_no_process(tmp_path, tiny_sna
     marker, port = _marker(), free_port()
     server = shlex.join([sys.executable, "-c", FAMILY_SERVER, str(port), marker])
     url = f"http://127.0.0.1:{port}/health"
+    # serve-ab waits on a port nothing answers, so it is still waiting when it is killed: polling the server's
+    # own port, it could see the server healthy, stop it and finish both starts before this test looked.
+    never = f"http://127.0.0.1:{free_port()}/health"
     kit = subprocess.Popen([sys.executable, "-m", "omni_loader", "serve-ab", "--baseline-cmd", server,
-                            "--optimized-cmd", server, "--health-url", url, "--warmup", "0", "--runs", "1",
+                            "--optimized-cmd", server, "--health-url", never, "--warmup", "0", "--runs", "1",
                             "--timeout", "120", "--out", str(tmp_path / "ab")],
                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:

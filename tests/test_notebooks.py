@@ -267,10 +267,10 @@ def _promises_05(nb: nbformat.NotebookNode, results: Path) -> None:
     source = (results / "my_loader.py").read_text().splitlines()
     walk = 1 + next(i for i, ln in enumerate(source) if "return name in model.state_dict()" in ln)
     loop = 1 + next(i for i, ln in enumerate(source) if "if is_persistent(model, name)" in ln)
-    found = [ln for ln in markdown.splitlines() if "my_loader.py:" in ln]
+    found = [ln for ln in markdown.splitlines() if "| my_loader.py:" in ln]  # shown relative to the results
     # The example's one walk per buffer, through its helper, priced; the hoisted walk is not a finding.
     assert len(found) == 1, f"05: the source audit should find the example's one walk per buffer: {found}"
-    assert f"my_loader.py:{walk} | `model.state_dict()` | my_loader.is_persistent |" in found[0], found[0]
+    assert f"| my_loader.py:{walk} | `model.state_dict()` | my_loader.is_persistent |" in found[0], found[0]
     assert f"my_loader.py:{loop} (comprehension)" in found[0], found[0]
     assert "| Module visits |" in markdown, "05: the source audit's findings are unpriced"
     assert "1 finding(s)" in _text(nb), "05: the source audit found something other than its example's one walk"

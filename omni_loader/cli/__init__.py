@@ -85,6 +85,11 @@ def _innermost_package(exc: BaseException) -> str:
     return last.split(".")[0]
 
 
+# Written with no allocation left to make: the last resort of main's out-of-memory handler.
+OUT_OF_MEMORY_LINE = (b"omni-loader: error: out of memory: the machine, or this process's memory limit, ran out; "
+                      b"free memory (or lift the limit) and run again\n")
+
+
 def _where(exc: BaseException) -> str:
     """`` in matplotlib``: where an out-of-memory error struck, for its one line."""
     package = _innermost_package(exc)
@@ -125,8 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (a shared library that cannot be mapped for want of memory is an ImportError: "failed to map segment")
         if debug or (isinstance(exc, ImportError) and "failed to map segment" not in str(exc)):
             raise
-        print(f"omni-loader: error: out of memory{_where(exc)} ({str(exc) or type(exc).__name__}): the machine, or "
-              "this process's memory limit, ran out; free memory (or lift the limit) and run again", file=sys.stderr)
+        try:
+            print(f"omni-loader: error: out of memory{_where(exc)} ({str(exc) or type(exc).__name__}): the machine, "
+                  "or this process's memory limit, ran out; free memory (or lift the limit) and run again",
+                  file=sys.stderr)
+        except MemoryError:  # so little left that even naming where it struck failed: the line made in advance
+            os.write(2, OUT_OF_MEMORY_LINE)
         return 2
     except Exception as exc:  # a file torch, safetensors, json... could not read (or an OS error): one line
         if debug or not (isinstance(exc, OSError) or _from_library(exc)):

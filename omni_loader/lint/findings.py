@@ -134,10 +134,19 @@ def to_sarif(findings: Sequence[Finding]) -> dict[str, Any]:
                       "results": results}]}
 
 
-def findings_markdown(findings: Sequence[Finding]) -> str:
-    """One row per finding, for a notebook or a report: where, what, which loop, how, what it costs."""
-    rows = [[f"{f.path}:{f.line}", f"`{f.walk}`", f.function, f"{f.loop_path}:{f.loop_line} ({f.loop_kind})",
-             " → ".join(f.chain) or "direct",
+def findings_markdown(findings: Sequence[Finding], relative_to: str | Path | None = None) -> str:
+    """One row per finding, for a notebook or a report: where, what, which loop, how, what it costs.
+    ``relative_to``: paths under that directory are shown relative to it (a notebook's table stays narrow)."""
+    def shown(path: str) -> str:
+        if relative_to is not None:
+            try:
+                return str(Path(path).resolve().relative_to(Path(relative_to).resolve()))
+            except ValueError:  # not under it: as given
+                pass
+        return path
+
+    rows = [[f"{shown(f.path)}:{f.line}", f"`{f.walk}`", f.function,
+             f"{shown(f.loop_path)}:{f.loop_line} ({f.loop_kind})", " → ".join(f.chain) or "direct",
              count(f.price.visits) if f.price else "", short_duration(f.price.seconds_total) if f.price else ""]
             for f in findings]
     return markdown_table(rows, ["Walk at", "Walk", "In", "Loop", "Through", "Module visits", "≈ time"],
