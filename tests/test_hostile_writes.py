@@ -158,6 +158,13 @@ def _notebook(tmp_path, capsys):
     execute("01", tmp_path / "nb" / "out.ipynb", {})  # refused before papermill runs
 
 
+def _profile(tmp_path, capsys):
+    from omni_loader.profiling.result import VariantProfile
+    from omni_loader.profiling.run import keep_reference
+
+    keep_reference(VariantProfile("baseline", tmp_path / "prof" / "baseline"), {"phases": {"total": 1.0}})
+
+
 # (name, the file planted as a hard link of the secret, the writer)
 WRITERS = [
     ("report", "res/report.md", _report),
@@ -172,6 +179,7 @@ WRITERS = [
     ("audit", "audit/audit.md", _audit),
     ("traversal", "sweep/fits.json", _traversal),
     ("notebook", "nb/out.ipynb", _notebook),
+    ("profile", "prof/baseline/load.json", _profile),
 ]
 
 

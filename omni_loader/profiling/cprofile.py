@@ -22,6 +22,7 @@ from ..token2wav.options import LoadOptions
 from .outputs import PHASE_FUNCTIONS_CSV, TOP_FUNCTIONS_CSV, TOP_FUNCTIONS_MD, frame_markdown
 from .settings import DEFAULT_TOP
 from .sources import function_label, is_profiler_frame
+from ..results.safe_files import write_text
 
 TOP_COLUMNS = ["function", "ncalls", "primitive_calls", "tottime", "cumtime"]
 STATE_DICT_FILE = "torch/nn/modules/module.py"
@@ -48,7 +49,7 @@ def profile_cprofile(snapshot: Any, variant: str, directory: Path, options: Load
                                             f"cProfile: top {top} functions of one {variant} load")
     phases = phase_function_rows(clock.marks)
     phase_path = directory / PHASE_FUNCTIONS_CSV
-    phases.to_csv(phase_path, index=False)
+    write_text(phase_path, phases.to_csv(index=False))
     counts = state_dict_call_counts(stats)
     counts["counter"] = result.state_dict_calls
     return {
@@ -135,7 +136,7 @@ def state_dict_primitive_calls(stats: str | os.PathLike[str] | pstats.Stats) -> 
 def write_top_functions(df: pd.DataFrame, directory: Path, title: str) -> tuple[Path, Path]:
     """``top_functions.csv`` (seconds) and ``top_functions.md`` (milliseconds) from :func:`top_functions`."""
     csv_path, md_path = directory / TOP_FUNCTIONS_CSV, directory / TOP_FUNCTIONS_MD
-    df.to_csv(csv_path, index=False)
+    write_text(csv_path, df.to_csv(index=False))
     shown = df.assign(tottime=df["tottime"] * 1e3, cumtime=df["cumtime"] * 1e3).rename(
         columns={"primitive_calls": "primitive calls", "tottime": "tottime (ms)", "cumtime": "cumtime (ms)"})
     md_path.write_text(f"# {title}\n\nSorted by cumulative time; the CSV holds seconds.\n\n"

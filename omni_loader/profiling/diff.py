@@ -41,6 +41,7 @@ from .pyspy import PySpyUnavailable, find_py_spy
 from .sampled import sampled_load
 from .settings import DEFAULT_RATE
 from .sources import short_path
+from ..results.safe_files import write_text
 
 DIFF_DIR = "diff"
 FUNCTIONS_CSV = "functions.csv"
@@ -275,9 +276,9 @@ class ProfileDiff:
         from .diff_flame import write_svg
 
         d = self.directory
-        (d / DIFF_JSON).write_text(json.dumps({"a": self.a, "b": self.b, **self.settings}, indent=2) + "\n")
-        self.functions.to_csv(d / FUNCTIONS_CSV, index=False)
-        (d / DIFF_MD).write_text(self.markdown())
+        write_text(d / DIFF_JSON, json.dumps({"a": self.a, "b": self.b, **self.settings}, indent=2) + "\n")
+        write_text(d / FUNCTIONS_CSV, self.functions.to_csv(index=False))
+        write_text(d / DIFF_MD, self.markdown())
         return {"functions": d / FUNCTIONS_CSV, "diff": d / DIFF_MD, "flamegraph": write_svg(self, d / FLAME_DIFF_SVG),
                 "runs": d / RUNS_CSV, "run_functions": d / RUN_FUNCTIONS_CSV}
 
@@ -368,13 +369,13 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
     finally:
         bar.close()
     runs_frame = pd.DataFrame(rows)
-    runs_frame.to_csv(directory / RUNS_CSV, index=False)
+    write_text(directory / RUNS_CSV, runs_frame.to_csv(index=False))
     if not folds:
         errors = runs_frame.loc[runs_frame["status"] != "ok", "error"]
         raise OmniLoaderError("no sampled load succeeded" + (f": {errors.iloc[0]}" if len(errors) else ""))
     fold_frame = pd.concat(folds, ignore_index=True)[["run_id", "variant", "function", "file", "inclusive_s",
                                                       "self_s", "samples"]]
-    fold_frame.to_csv(directory / RUN_FUNCTIONS_CSV, index=False)
+    write_text(directory / RUN_FUNCTIONS_CSV, fold_frame.to_csv(index=False))
     sampled = runs_frame[runs_frame["sampled"] & (runs_frame["status"] == "ok")]["speedscope"]
     functions = assign_roles(compare_functions(fold_frame, a, b, fdr), [directory / f for f in sampled])
     diff = ProfileDiff(a, b, functions, runs_frame, fold_frame, directory,

@@ -35,6 +35,7 @@ from zlib import crc32
 
 from ..errors import OmniLoaderError
 from .sources import short_path
+from ..results.safe_files import write_text
 
 ENTRY = "load_token2wav"
 SKIP_UNDER_ENTRY = ("import_model_code", "_modeling")
@@ -272,7 +273,7 @@ def svg(flame: Flame, path: str | os.PathLike[str], **drawing: Any) -> Path:
     code = script(element_id).replace("]]>", "]]]]><![CDATA[>")
     text = body[: -len("</svg>")] + f'<script type="text/javascript"><![CDATA[{code}]]></script></svg>\n'
     out = Path(path)
-    out.write_text('<?xml version="1.0" encoding="UTF-8"?>\n' + text)
+    write_text(out, '<?xml version="1.0" encoding="UTF-8"?>\n' + text)
     return out
 
 

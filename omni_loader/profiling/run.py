@@ -30,6 +30,7 @@ from .result import VariantProfile
 from .settings import SETTING_NAMES, TOOLS, ProfileSettings, resolve_tools, resolve_variants
 from .summary import write_summary_report, write_variant_report
 from .torch_trace import profile_torch, torch_note
+from ..results.safe_files import write_text
 
 LOAD_OPTION_NAMES = tuple(f.name for f in fields(LoadOptions))
 SpyLookup = tuple[str | None, str]  # find_py_spy's answer: (executable, "") or (None, why not)
@@ -201,7 +202,7 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
 def keep_reference(vp: VariantProfile, reference: dict[str, Any]) -> None:
     """Keep the variant's reference run as ``vp.reference`` and ``load.json``: every share comes from it."""
     vp.reference = reference
-    (vp.directory / LOAD_JSON).write_text(json.dumps(reference, indent=2, default=str))
+    write_text(vp.directory / LOAD_JSON, json.dumps(reference, indent=2, default=str))
     vp.files["load"] = vp.directory / LOAD_JSON
 
 

@@ -24,6 +24,7 @@ from .outputs import (FLAME_SVG, LOAD_JSON, PHASE_FUNCTIONS_CSV, PROFILE_MD, SPE
                       TOP_FUNCTIONS_MD, frame_markdown)
 from .result import OTHER_PHASE, VariantProfile, largest_cost
 from .settings import TOOLS, resolve_tools
+from ..results.safe_files import write_text
 
 
 def bottleneck_sentence(vp: VariantProfile) -> str:
@@ -159,7 +160,7 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
     if vp.phase_functions is not None:
         md += _functions_in_phases(vp, shares)
     path = vp.directory / PROFILE_MD
-    path.write_text("\n".join(md + _tool_lines(vp)) + "\n")
+    write_text(path, "\n".join(md + _tool_lines(vp)) + "\n")
     return path
 
 
@@ -211,7 +212,7 @@ def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.
     if skipped:
         md += ["## Skipped", ""] + [f"- py-spy: {s}" for s in sorted(skipped)] + [""]
     path = Path(out_dir) / PROFILE_MD
-    path.write_text("\n".join(md))
+    write_text(path, "\n".join(md))
     return path
 
 

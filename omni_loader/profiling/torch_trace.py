@@ -22,6 +22,7 @@ from ..errors import OmniLoaderError
 from ..token2wav.options import LoadOptions
 from .outputs import TORCH_LOG, TORCH_OPS_CSV, TORCH_OPS_MD, TRACE_JSON, frame_markdown
 from .settings import DEFAULT_TOP
+from ..results.safe_files import write_text
 
 
 def profile_torch(snapshot: Any, variant: str, directory: Path, options: LoadOptions,
@@ -41,7 +42,7 @@ def profile_torch(snapshot: Any, variant: str, directory: Path, options: LoadOpt
     prof.export_chrome_trace(str(trace_path))
     ops = operator_table(prof.key_averages(), on_gpu)
     csv_path, md_path = directory / TORCH_OPS_CSV, directory / TORCH_OPS_MD
-    ops.to_csv(csv_path, index=False)
+    write_text(csv_path, ops.to_csv(index=False))
     sort = "self_gpu_ms" if on_gpu else "self_cpu_ms"
     fmt = {c: "{:.3f}" for c in ops.columns if c.endswith("_ms")}
     md_path.write_text(f"# torch.profiler: operators of one {variant} load, by {sort.replace('_ms', '')} time\n\n"
