@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_server import marker_processes as processes_of
 
 REPO = Path(__file__).resolve().parent.parent
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -41,26 +42,19 @@ def _marker() -> str:
     return f"omni-loader-hostile-{uuid.uuid4().hex[:12]}"
 
 
-def processes_of(marker: str) -> list[int]:
-    """Live, non-zombie processes whose command line holds ``marker``."""
-    import psutil
-
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline", "status"]):
-        try:
-            if p.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(p.info["cmdline"] or []):
-                found.append(p.info["pid"])
-        except (psutil.Error, TypeError):
-            continue
-    return found
-
-
 def _wait_for(what, bound: float = 60.0, step: float = 0.05):
     """Poll ``what()`` until it is truthy or ``bound`` seconds pass (a bound far from the work); its last value."""
     deadline = time.monotonic() + bound
     while not (value := what()) and time.monotonic() < deadline:
         time.sleep(step)
     return value
+
+
+def _killed_leaves(proc: subprocess.Popen, marker: str):
+    """SIGKILL ``proc``, then True once no process of ``marker`` is left (within a bound), else what is left."""
+    proc.kill()
+    proc.wait(timeout=30)
+    return _wait_for(lambda: not processes_of(marker), bound=30) or processes_of(marker)
 
 
 def _healthy(url: str) -> bool:
@@ -101,9 +95,7 @@ def test_sigkill_of_serve_ab_or_stage_group_leaves_no_process(tmp_path, tiny_sna
                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         assert _wait_for(lambda: len(processes_of(marker)) >= 4 and _healthy(url)), "the server never came up"
-        kit.kill()
-        kit.wait(timeout=30)
-        left = _wait_for(lambda: not processes_of(marker), bound=30) or processes_of(marker)
+        left = _killed_leaves(kit, marker)
         assert left is True, f"processes of the killed serve-ab still run: {left}"
     finally:
         kit.kill()
@@ -118,9 +110,7 @@ def test_sigkill_of_serve_ab_or_stage_group_leaves_no_process(tmp_path, tiny_sna
     try:  # the stages past their first lines (a stage still starting would die of the closed pipe on its own)
         assert _wait_for(lambda: log.read_text().count("simulates its load") == 2 and "Model Loaded" in log.read_text()
                          and len(processes_of(marker)) == 4), f"the stages never started: {log.read_text()[-2000:]}"
-        group.kill()
-        group.wait(timeout=30)
-        left = _wait_for(lambda: not processes_of(marker), bound=30) or processes_of(marker)
+        left = _killed_leaves(group, marker)
         assert left is True, f"stages of the killed stage-group still run: {left}"
     finally:
         group.kill()

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 
 import pytest
+from test_hostile import _cli, _one_line
 
-from omni_loader.cli import main
 from omni_loader.errors import ResultsError
 from omni_loader.results.integrity import check_results
 from omni_loader.results.lock import LOCK_FILE, writer_lock
@@ -60,19 +60,6 @@ def _results(out: Path, n: int = 4, **fields) -> Path:
     write_metadata(out, {"benchmarks": {"load": _record(n, **fields)}})
     append_rows(out, [row for i in range(n) for row in _rows(i)])
     return out
-
-
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def _one_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("omni-loader: error: "), err
-    return lines[0]
 
 
 @pytest.fixture

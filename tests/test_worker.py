@@ -189,13 +189,13 @@ def test_a_forked_worker_whose_result_folder_is_gone_exits_without_a_traceback(t
 
     probe = (
         "import sys\n"
-        "from omni_loader.bench.worker import LoadRequest, _start_without_main, ensure_forkserver, "
+        "from omni_loader.bench.worker import LoadRequest, start_without_main, ensure_forkserver, "
         "forkserver_context, _forked_main, stop_forkserver\n"
         "if __name__ == '__main__':\n"
         "    ensure_forkserver()\n"
         "    request = LoadRequest(sys.argv[1], 'optimized')\n"
         "    p = forkserver_context().Process(target=_forked_main, args=(request, sys.argv[2]), daemon=True)\n"
-        "    _start_without_main(p); p.join(120); print(p.exitcode); stop_forkserver()\n")
+        "    start_without_main(p); p.join(120); print(p.exitcode); stop_forkserver()\n")
     script = tmp_path / "probe.py"
     script.write_text(probe)
     gone = tmp_path / "removed-by-the-parent" / "result.json"

@@ -190,7 +190,7 @@ def start_forkserver() -> None:
     """
     ensure_forkserver()
     proc = forkserver_context().Process(target=_nothing, daemon=True)
-    _start_without_main(proc)
+    start_without_main(proc)
     proc.join()
     if proc.exitcode != 0:
         raise WorkerFailed(f"the fork server could not start a worker ({_how(proc.exitcode)})")
@@ -217,7 +217,7 @@ def _nothing() -> None:  # the fork server's first child: proof that its imports
     pass
 
 
-def _start_without_main(proc: Any) -> None:
+def start_without_main(proc: Any) -> None:
     """Start a forkserver child without making it import the caller's ``__main__``.
 
     multiprocessing re-imports the parent's main script in every child so that functions defined
@@ -237,16 +237,16 @@ def _run_forked(request: LoadRequest, out: Path, timeout: float | None,
                 on_start: Callable[[int], None] | None = None) -> None:
     ensure_forkserver()
     proc = forkserver_context().Process(target=_forked_main, args=(request, str(out)), daemon=True)
-    _start_without_main(proc)
+    start_without_main(proc)
     try:
         if on_start:
             on_start(proc.pid)
         proc.join(timeout)
     except BaseException:
-        _stop_forked(proc)
+        stop_forked(proc)
         raise
     if proc.is_alive():
-        _stop_forked(proc)
+        stop_forked(proc)
         raise WorkerFailed(f"worker killed after --worker-timeout {timeout:g} s")
     if proc.exitcode != 0:
         try:
@@ -256,7 +256,7 @@ def _run_forked(request: LoadRequest, out: Path, timeout: float | None,
         raise WorkerFailed(_how(proc.exitcode) + (f": {reason}" if reason else ""))
 
 
-def _stop_forked(proc: Any) -> None:
+def stop_forked(proc: Any) -> None:
     stop_group(proc.pid, grace=0)  # the child leads its own group (see _forked_main)
     proc.join()  # the fork server reaps it and tells us its exit status
 
@@ -269,6 +269,12 @@ def _forked_main(request: LoadRequest, out: str) -> None:
     """A forked child: load once, write the result (or one line of error) to ``out``, exit."""
     os.setsid()  # its own group and session, as a spawned worker: the terminal's Ctrl-C is the parent's
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent decides about interrupts
+    load_then_exit(request, out)
+
+
+def load_then_exit(request: LoadRequest, out: str) -> None:
+    """The rest of a forked child's life: load once, write the result (or one line of error) to ``out``,
+    and exit without interpreter teardown (``profile --diff``'s sampled children end the same way)."""
     code = 0
     try:
         data = run_load(request)

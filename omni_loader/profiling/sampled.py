@@ -29,45 +29,13 @@ def _wait_then_load(request: Any, out: str, go: Any) -> None:
     (its own session, the default SIGINT, the result or one line of error to ``out``, ``os._exit``)."""
     import signal
 
-    from ..bench.worker import run_load
-    from ..errors import OmniLoaderError
+    from ..bench.worker import load_then_exit
 
     os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     go.recv()
     go.close()
-    code = 0
-    try:
-        data = run_load(request)
-    except OmniLoaderError as exc:
-        data, code = {"error": str(exc)}, exc.exit_code
-    except BaseException as exc:
-        data, code = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}, 1
-    try:
-        Path(out).write_text(json.dumps(data, default=str))
-    except OSError:
-        code = code or 1
-    os._exit(code)
-
-
-def _start(proc: Any) -> None:
-    """Start a forkserver child without re-importing the caller's ``__main__`` in it (as the kit's worker does)."""
-    import sys
-    import types
-
-    saved = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        proc.start()
-    finally:
-        sys.modules["__main__"] = saved
-
-
-def _stop(proc: Any) -> None:
-    from ..host.procs import stop_group
-
-    stop_group(proc.pid, grace=0)  # the child leads its own group
-    proc.join()
+    load_then_exit(request, out)
 
 
 def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_RATE, timeout: float | None = None,
@@ -80,7 +48,8 @@ def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_R
     import tempfile
 
     from .pyspy import PTRACE_HINTS, PySpyUnavailable
-    from ..bench.worker import RUN_DIR_PREFIX, WorkerFailed, ensure_forkserver, forkserver_context
+    from ..bench.worker import (RUN_DIR_PREFIX, WorkerFailed, ensure_forkserver, forkserver_context,
+                                 start_without_main, stop_forked)
 
     ctx = forkserver_context()
     ensure_forkserver()
@@ -88,7 +57,7 @@ def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_R
     with tempfile.TemporaryDirectory(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-") as tmp:
         out = Path(tmp) / "result.json"
         proc = ctx.Process(target=_wait_then_load, args=(request, str(out), reader), daemon=True)
-        _start(proc)
+        start_without_main(proc)
         reader.close()
         cmd = [exe, "record", "--pid", str(proc.pid), "--format", "speedscope", "--output", str(speedscope),
                "--rate", str(rate), "--idle"]
@@ -106,13 +75,13 @@ def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_R
             writer.send(True)
             proc.join(timeout)
             if proc.is_alive():
-                _stop(proc)
+                stop_forked(proc)
                 raise WorkerFailed(f"worker killed after --worker-timeout {timeout:g} s")
             rest, _ = spy.communicate(timeout=ATTACH_LIMIT)
             lines += rest.splitlines()
         except BaseException:
             if proc.is_alive():
-                _stop(proc)
+                stop_forked(proc)
             if spy.poll() is None:
                 spy.kill()
                 spy.communicate()
