@@ -52,6 +52,7 @@ def test_fold_of_a_recorded_load(real_diff: pdiff.ProfileDiff) -> None:
     is every kept sample, self times add up to it, no function exceeds it, the model-code import is out."""
     runs = real_diff.runs[real_diff.runs["sampled"] & (real_diff.runs["status"] == "ok")]
     assert len(runs) == 2 * REAL_RUNS
+    with_state_dict = {"baseline": 0, "optimized": 0}
     for _, run in runs.iterrows():
         path = real_diff.directory / run["speedscope"]
         fold = pdiff.fold_samples(path)
@@ -65,10 +66,12 @@ def test_fold_of_a_recorded_load(real_diff: pdiff.ProfileDiff) -> None:
         assert (fold["inclusive_s"] <= kept + 1e-12).all()
         assert not fold["function"].isin(["import_model_code", "_modeling"]).any()
         assert entry["samples"].iloc[0] == len(stacks)
-        names = set(fold["function"])
-        assert ("Module.state_dict" in names) == (run["variant"] == "baseline")  # only the baseline calls it
+        with_state_dict[run["variant"]] += "Module.state_dict" in set(fold["function"])
         saved = real_diff.folds[real_diff.folds["run_id"] == run["run_id"]]
         assert len(saved) == len(fold)  # run_functions.csv holds each run's fold
+    # Only the baseline calls state_dict. On the tiny model its discovery lasts tens of ms, a few samples at 250 Hz,
+    # which a busy machine can delay past (CI once saw a baseline run without one): most runs, not every run.
+    assert with_state_dict["optimized"] == 0 and with_state_dict["baseline"] > REAL_RUNS // 2, with_state_dict
 
 
 # --------------------------------------------------------------------------- the real run's files

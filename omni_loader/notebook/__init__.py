@@ -73,6 +73,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "flamegraphs": "profiles",
     "profile_diff": ".profiling.diff",
     "read_profile_diff": ".profiling.diff",
+    "diff_table": "profiles",
     # 03: the two rules and what module traversal costs
     "VARIANTS": ".names",
     "build_tree": ".sweep.trees",

@@ -40,3 +40,25 @@ def flamegraphs(profiles: dict[str, Any]) -> list[Any]:
         shown += [f"### {variant}", flame if flame is not None else
                   f"no flamegraph: {p.py_spy.get('skipped', 'py-spy was not run')}"]
     return shown
+
+
+def diff_table(diff: Any):  # -> Styler
+    """A differential profile's table (``diff.md``'s rows) as a notebook table: a function's name and file in one
+    cell that wraps at their parts, the medians in one unit, the interval of B − A as one cell."""
+    import pandas as pd
+
+    from ..formatting import duration, table, time_unit
+
+    shown = diff.shown()
+    unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
+
+    def bare(seconds: float) -> str:
+        return duration(seconds, unit, 1).rsplit(" ", 1)[0]
+
+    frame = pd.DataFrame({
+        "function (file)": [f"{r['function']} ({r['file']})" for _, r in shown.iterrows()],
+        "A median": shown["a_median_s"], "B median": shown["b_median_s"], "B − A": shown["delta_s"],
+        f"95% interval of B − A ({unit})": [f"{bare(r['ci_low'])} … {bare(r['ci_high'])}" for _, r in shown.iterrows()],
+        "q": shown["q"], "verdict": shown["verdict"], "role": shown["role"]})
+    return table(frame.reset_index(drop=True), seconds=["A median", "B median", "B − A"], unit=unit,
+                 decimals={"q": 4})

@@ -228,8 +228,9 @@ class ProfileDiff:
         gone = n[self.a] - n[self.b]
         return f", {abs(gone):,.0f} calls per load {'removed' if gone > 0 else 'added'}"
 
-    def markdown(self) -> str:
-        """``diff.md``: the claims, one sentence each, then how many were tested and moved, and py-spy's cost."""
+    def markdown(self, with_table: bool = True) -> str:
+        """``diff.md``: the claims, one sentence each, then how many were tested and moved, and py-spy's cost,
+        and (``with_table``) the table of the claimed functions (a notebook shows ``kit.diff_table``)."""
         f = self.functions
         tested, claimed = int(f["tested"].sum()), self.claimed
         n = {v: int(((self.runs["variant"] == v) & self.runs["sampled"] & ~self.runs["warmup"]
@@ -254,7 +255,9 @@ class ProfileDiff:
             lines.append(f"- py-spy's cost on {v}: median load {duration(o['unsampled_s'])} unsampled, "
                          f"{duration(o['sampled_s'])} sampled at {self.settings.get('rate', DEFAULT_RATE)} Hz "
                          f"({o['ratio']:.2f}×).")
-        shown = claimed if len(claimed) else f[f["tested"]].head(10)
+        if not with_table:
+            return "\n".join(lines)
+        shown = self.shown()
         unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
         table = markdown_table([[f"`{r['function']}`", r["file"], *(duration(r[c], unit, 1) for c in
                                  ("a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high")), number(r["q"], 2),
@@ -264,6 +267,10 @@ class ProfileDiff:
         lines += ["", "Claimed functions:" if len(claimed) else "The largest tested differences (none claimed):", "",
                   table, ""]
         return "\n".join(lines)
+
+    def shown(self):  # -> DataFrame
+        """The rows of ``diff.md``'s table: the claimed functions, or the largest tested differences if none is."""
+        return self.claimed if len(self.claimed) else self.functions[self.functions["tested"]].head(10)
 
     def flamegraph(self, link_from: str | os.PathLike[str] | None = None) -> Any:
         """The differential flamegraph, for inline display (:class:`~omni_loader.profiling.diff_flame.DiffFlameView`)."""
