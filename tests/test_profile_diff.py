@@ -18,6 +18,7 @@ import pytest
 
 from omni_loader import cli
 from omni_loader.profiling import diff as pdiff
+from omni_loader.profiling import diff_stats as stats
 from omni_loader.profiling import flamegraph
 from omni_loader.profiling.pyspy import find_py_spy
 
@@ -55,7 +56,7 @@ def test_fold_of_a_recorded_load(real_diff: pdiff.ProfileDiff) -> None:
     with_state_dict = {"baseline": 0, "optimized": 0}
     for _, run in runs.iterrows():
         path = real_diff.directory / run["speedscope"]
-        fold = pdiff.fold_samples(path)
+        fold = stats.fold_samples(path)
         stacks, _ = flamegraph.load_stacks(path)
         kept = sum(w for _, w in stacks)
         entry = fold[fold["function"] == flamegraph.ENTRY]
@@ -84,12 +85,12 @@ def test_functions_csv_and_diff_md(real_diff: pdiff.ProfileDiff) -> None:
     table = pd.read_csv(d / pdiff.FUNCTIONS_CSV, keep_default_na=False, na_values=[""])
     for column in ("function", "file", "a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high", "q", "verdict"):
         assert column in table.columns
-    assert set(table["verdict"]) <= {pdiff.FASTER, pdiff.SLOWER, pdiff.NO_CLAIM}
+    assert set(table["verdict"]) <= {stats.FASTER, stats.SLOWER, stats.NO_CLAIM}
     assert np.allclose(table["delta_s"], table["b_median_s"] - table["a_median_s"])
     assert table.loc[table["tested"], "q"].notna().all() and table.loc[~table["tested"], "q"].isna().all()
-    claimed = table[table["verdict"] != pdiff.NO_CLAIM]
+    claimed = table[table["verdict"] != stats.NO_CLAIM]
     state_dict = table[table["function"] == "Module.state_dict"].iloc[0]
-    assert state_dict["verdict"] == pdiff.FASTER and state_dict["b_median_s"] == 0  # the PR's change, found
+    assert state_dict["verdict"] == stats.FASTER and state_dict["b_median_s"] == 0  # the PR's change, found
 
     text = (d / pdiff.DIFF_MD).read_text()
     bullets = [line[2:] for line in text.split("\n\n")[1].splitlines()]
@@ -103,7 +104,7 @@ def test_functions_csv_and_diff_md(real_diff: pdiff.ProfileDiff) -> None:
     assert "py-spy's cost on baseline" in text
 
     svg = (d / pdiff.FLAME_DIFF_SVG).read_text()
-    assert pdiff.FASTER in svg and "Module.state_dict" in svg and pdiff.NO_CLAIM in svg
+    assert stats.FASTER in svg and "Module.state_dict" in svg and stats.NO_CLAIM in svg
     html = real_diff.flamegraph()._repr_html_()
     assert "<svg" in html and "<script>" in html and "functions.csv" in html
 
@@ -113,7 +114,7 @@ def test_functions_csv_and_diff_md(real_diff: pdiff.ProfileDiff) -> None:
 
 def test_benjamini_hochberg_matches_the_step_up_rule() -> None:
     p = np.array([0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216, np.nan])
-    q = pdiff.benjamini_hochberg(p)
+    q = stats.benjamini_hochberg(p)
     finite = p[:-1]
     order = np.argsort(finite)
     ranked = finite[order] * len(finite) / np.arange(1, len(finite) + 1)
@@ -142,24 +143,24 @@ def test_fdr_control_claims_the_shift_and_no_null_function() -> None:
     """400 functions alike in both arms (800 tests with self time) and one 150 ms slower: the one is
     claimed slower; uncorrected, a few of the 800 null p-values fall under 5% by chance and would be."""
     folds = _synthetic_folds(400, 0.15)
-    table = pdiff.compare_functions(folds, "A", "B")
-    claimed = table[table["verdict"] != pdiff.NO_CLAIM]
-    assert list(claimed["function"]) == ["moved"] and claimed["verdict"].iloc[0] == pdiff.SLOWER
+    table = stats.compare_functions(folds, "A", "B")
+    claimed = table[table["verdict"] != stats.NO_CLAIM]
+    assert list(claimed["function"]) == ["moved"] and claimed["verdict"].iloc[0] == stats.SLOWER
     assert claimed["ci_low"].iloc[0] > 0.1
-    assert (table.loc[table["function"] != "moved", "self_verdict"] == pdiff.NO_CLAIM).all()
+    assert (table.loc[table["function"] != "moved", "self_verdict"] == stats.NO_CLAIM).all()
     nulls = table[table["function"] != "moved"]
     assert (nulls["p"] < 0.05).sum() > 0  # the chance p-values that BH is there to discount
 
 
 def test_aa_synthetic_claims_nothing() -> None:
-    table = pdiff.compare_functions(_synthetic_folds(200, 0.0, seed=7), "A", "B")
-    assert (table["verdict"] == pdiff.NO_CLAIM).all()
+    table = stats.compare_functions(_synthetic_folds(200, 0.0, seed=7), "A", "B")
+    assert (table["verdict"] == stats.NO_CLAIM).all()
 
 
 def test_a_function_absent_from_some_runs_counts_zero_there() -> None:
     folds = _synthetic_folds(3, 0.0)
     folds = folds[~((folds["function"] == "f0") & (folds["variant"] == "B"))]  # never sampled in B
-    row = pdiff.compare_functions(folds, "A", "B").set_index("function").loc["f0"]
+    row = stats.compare_functions(folds, "A", "B").set_index("function").loc["f0"]
     assert row["b_median_s"] == 0 and row["a_present"] == 1 and row["b_present"] == 0 and row["tested"]
 
 

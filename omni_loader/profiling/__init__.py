@@ -42,7 +42,8 @@ A, over randomized blocks of fresh-process loads each sampled by py-spy: ``DIR/d
 #   tables       the notebook's Styler tables
 #   run          profile_variants: reference loads, warm-up, every tool, the reports
 #   sampled      one load forked from the fork server, sampled by py-spy from its first line (stdlib only)
-#   diff         profile --diff: per-function times over runs, rank tests, BH, functions.csv, diff.md
+#   diff_stats   profile --diff's statistics: samples folded per function, rank tests, intervals, BH, roles
+#   diff         profile --diff: the sampled runs, the result (ProfileDiff), functions.csv, diff.md
 #   diff_flame   the differential flamegraph (flame-diff.svg, DiffFlameView)
 
 from ..lazy import exports
@@ -64,11 +65,12 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "FLAME_DIFF_SVG": "diff",
     "FUNCTIONS_CSV": "diff",
     "ProfileDiff": "diff",
-    "benjamini_hochberg": "diff",
-    "compare_functions": "diff",
-    "fold_samples": "diff",
     "profile_diff": "diff",
     "read_profile_diff": "diff",
+    # diff_stats
+    "benjamini_hochberg": "diff_stats",
+    "compare_functions": "diff_stats",
+    "fold_samples": "diff_stats",
     # diff_flame
     "DiffFlameView": "diff_flame",
     # outputs

@@ -110,7 +110,7 @@ def load_stacks(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tu
                 fold_recursion: bool = True) -> tuple[list[tuple[list[tuple[str, str]], float]], int]:
     """The samples under ``entry`` as ``([(name, file), ...] from the entry down, weight)``, less those under
     ``skip``, recursion and imports folded (see the module doc); and how many samples the file holds.
-    :func:`build` draws them; :mod:`~omni_loader.profiling.diff` folds them into per-function times."""
+    :func:`build` draws them; :mod:`~omni_loader.profiling.diff_stats` folds them into per-function times."""
     frames, samples = _frames(speedscope)
     names = [str(f.get("name", "?")) for f in frames]
     files = [str(f.get("file") or "") for f in frames]
