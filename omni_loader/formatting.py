@@ -212,6 +212,27 @@ def wrap_text(value: Any) -> str:
     return _BREAK_AFTER.sub(r"\1<wbr>", escape(text, quote=False))
 
 
+# in a function's name or file: after a dot or a slash only, so an identifier (qwen2_5_omni, __init__) stays whole
+_BREAK_IN_NAME = re.compile(r"([./])")
+NAME_WIDTH = "40em"  # widest a name-and-file cell grows before it breaks at a dot or slash
+
+
+def name_and_file(value: Any) -> str:
+    """HTML for a ``"name\\nfile"`` cell: the function's name on the first line, its file (and line) under it
+    in a smaller grey, each breakable after a ``.`` or ``/`` only, never inside an identifier. A value without a
+    line break is shown as one name."""
+    from html import escape
+
+    name, _, where = _plain_value(value).partition("\n")
+
+    def breakable(text: str) -> str:
+        return _BREAK_IN_NAME.sub(r"\1<wbr>", escape(text, quote=False))
+
+    below = (f'<br><span style="font-size: 0.85em; color: var(--jp-ui-font-color2, #616161)">{breakable(where)}</span>'
+             if where else "")
+    return breakable(name) + below
+
+
 def _header_text(value: Any) -> str:
     """A column or index label: escaped, breakable after ``_`` only (``persistent_<wbr>by_<wbr>set``)."""
     from html import escape
@@ -229,6 +250,7 @@ def table(
     unit: str | None = None,
     index: bool = False,
     caption: str | None = None,
+    names: Iterable[str] = (),
 ):  # -> pandas.io.formats.style.Styler
     """``df`` as a table for people (a pandas Styler; the DataFrame itself is not changed).
 
@@ -238,7 +260,8 @@ def table(
     of other numeric columns. Every other number gets thousands separators and no scientific
     notation; text wraps at :data:`WRAP_WIDTH` instead of being cut. ``index=False`` hides an unnamed
     integer index (row positions, also after ``.tail()`` or a filter); a meaningful index, such as a
-    phase name, is kept, and ``index=True`` keeps any.
+    phase name, is kept, and ``index=True`` keeps any. ``names`` columns hold ``"name\\nfile"`` text (a
+    function and where it is) and are shown on two lines that break at dots and slashes only (:func:`name_and_file`).
     """
     import pandas as pd
 
@@ -246,8 +269,8 @@ def table(
     if isinstance(frame.columns, pd.MultiIndex):
         raise ValueError("table() takes flat column names; join the levels first")
     frame.columns = [str(c) for c in frame.columns]
-    seconds, percent, mib = [list(map(str, c)) for c in (seconds, percent, mib)]
-    missing = [c for c in (*seconds, *percent, *mib, *(decimals or {})) if c not in frame.columns]
+    seconds, percent, mib, names = [list(map(str, c)) for c in (seconds, percent, mib, names)]
+    missing = [c for c in (*seconds, *percent, *mib, *(decimals or {}), *names) if c not in frame.columns]
     if missing:
         raise KeyError(f"no column {missing[0]!r} in the table (has {', '.join(frame.columns)})")
     formats: dict[str, Any] = {}
@@ -266,8 +289,10 @@ def table(
         formats[name] = lambda v: "" if not _finite(v) else f"{float(v) / 2**20:,.1f}"
     for c, d in (decimals or {}).items():
         formats[c] = lambda v, d=d: "" if not _finite(v) else f"{float(v):,.{d}f}"
+    for c in names:
+        formats[c] = name_and_file
     numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool]
-    text = [c for c in frame.columns if c not in numeric]
+    text = [c for c in frame.columns if c not in numeric and c not in names]
     for c in frame.columns:
         formats.setdefault(c, _general if c in numeric else wrap_text)
     styler = frame.style.format(formats).format_index(_header_text, axis="columns")
@@ -281,6 +306,8 @@ def table(
                                                       "font-variant-numeric": "tabular-nums"})
     styler = styler.set_properties(subset=text, **{"text-align": "left", "white-space": "normal",
                                                    "overflow-wrap": "break-word", "max-width": WRAP_WIDTH})
+    styler = styler.set_properties(subset=names, **{"text-align": "left", "white-space": "normal",
+                                                    "overflow-wrap": "normal", "max-width": NAME_WIDTH})
     styler = styler.set_table_styles([
         {"selector": "th", "props": [("text-align", "left"), ("white-space", "normal"), ("max-width", WRAP_WIDTH),
                                      ("overflow-wrap", "break-word")]},

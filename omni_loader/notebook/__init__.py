@@ -21,8 +21,8 @@ What it offers, by the notebook that shows it:
 - 06: stage groups started, their timeline and the startup A/B (:mod:`~.stages`).
 
 Its own modules: :mod:`~.files` (executing notebooks, trust, the pre-save hook that keeps outputs
-out of stored notebooks), :mod:`~.showing`, :mod:`~.sections`, :mod:`~.profiles`, :mod:`~.stages`,
-:mod:`~.explore` and :mod:`~.waveform`.
+out of stored notebooks), :mod:`~.showing`, :mod:`~.sections` (with the A/B tables of :mod:`~.ab_tables`),
+:mod:`~.profiles`, :mod:`~.stages`, :mod:`~.explore` and :mod:`~.waveform`.
 """
 
 from ..lazy import exports

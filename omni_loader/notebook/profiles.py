@@ -43,8 +43,8 @@ def flamegraphs(profiles: dict[str, Any]) -> list[Any]:
 
 
 def diff_table(diff: Any):  # -> Styler
-    """A differential profile's table (``diff.md``'s rows) as a notebook table: a function's name and file in one
-    cell that wraps at their parts, the medians in one unit, the interval of B − A as one cell."""
+    """A differential profile's table (``diff.md``'s rows) as a notebook table: a function's name over its file in
+    one cell, broken only at dots and slashes, the medians in one unit, the interval of B − A as one cell."""
     import pandas as pd
 
     from ..formatting import duration, table, time_unit
@@ -56,9 +56,9 @@ def diff_table(diff: Any):  # -> Styler
         return duration(seconds, unit, 1).rsplit(" ", 1)[0]
 
     frame = pd.DataFrame({
-        "function (file)": [f"{r['function']} ({r['file']})" for _, r in shown.iterrows()],
+        "function (file)": [f"{r['function']}\n{r['file']}" for _, r in shown.iterrows()],
         "A median": shown["a_median_s"], "B median": shown["b_median_s"], "B − A": shown["delta_s"],
         f"95% interval of B − A ({unit})": [f"{bare(r['ci_low'])} … {bare(r['ci_high'])}" for _, r in shown.iterrows()],
         "q": shown["q"], "verdict": shown["verdict"], "role": shown["role"]})
     return table(frame.reset_index(drop=True), seconds=["A median", "B median", "B − A"], unit=unit,
-                 decimals={"q": 4})
+                 decimals={"q": 4}, names=["function (file)"])

@@ -45,16 +45,16 @@ def environment(out: str | os.PathLike[str]) -> str:
 
 
 def result_tables(out: str | os.PathLike[str]) -> list[Any]:
-    """The PR's rows (Markdown, as the PR wrote them), then every phase as one table a reader can scan
-    (:func:`phase_table`) and the per-phase summary: the report's measurement section. ``report.md``
-    keeps the same figures in Markdown, verdict sentences and all."""
+    """The PR's rows (:func:`~.ab_tables.pr_rows`: counts, then times with both verdicts), then every phase as one
+    table a reader can scan (:func:`phase_table`) and the per-phase summary: the report's measurement section.
+    ``report.md`` keeps the same figures in Markdown, verdict sentences and all."""
     from ..reporting.measurements import comparisons
-    from ..reporting.report_tables import pr_rows_table, styled_summary_table
+    from ..reporting.report_tables import styled_summary_table
+    from .ab_tables import pr_rows
 
     frame, _ = _frame_and_metadata(out)
-    comps = comparisons(frame)
-    return ["**The PR's rows**\n\n" + pr_rows_table(comps), "**Every phase**, with its spread, test and interval",
-            phase_table(comps), styled_summary_table(frame)]
+    return ["**The PR's rows**", *pr_rows(frame), "**Every phase**, with its spread, test and interval",
+            phase_table(comparisons(frame)), styled_summary_table(frame)]
 
 
 def phase_table(comps: list[Any]):  # -> Styler
@@ -65,6 +65,7 @@ def phase_table(comps: list[Any]):  # -> Styler
 
     from ..formatting import table
     from ..reporting.measurements import label
+    from .ab_tables import verdict_word
 
     def ms(*values: float | None) -> str:
         return " … ".join("" if v is None else f"{v * 1e3:,.3f}" for v in values)
@@ -73,27 +74,23 @@ def phase_table(comps: list[Any]):  # -> Styler
     for c in comps:
         if c.unit != "s":
             continue
-        verdict = c.verdict()
-        word = next((w for w in ("faster", "slower", "too few runs") if verdict.startswith(w.split()[0])),
-                    "no difference claimed")
         rows.append({"phase": label(c.phase), "baseline": c.baseline.median, "optimized": c.optimized.median,
                      "ratio": c.ratio, "baseline min–max (ms)": ms(c.baseline.min, c.baseline.max),
                      "optimized min–max (ms)": ms(c.optimized.min, c.optimized.max),
                      "95% CI of Δ median (ms)": ms(c.ci_low, c.ci_high), "Mann-Whitney p": c.p_value,
-                     "verdict": word})
+                     "verdict": verdict_word(c)})
     return table(pd.DataFrame(rows), seconds=["baseline", "optimized"], unit="ms",
                  decimals={"ratio": 2, "Mann-Whitney p": 4})
 
 
-def controls(out: str | os.PathLike[str]) -> str:
-    """The controls section: each phase both arms run unchanged, tested like a headline row, and each
-    enclosing row's saving taken apart."""
-    from ..reporting.controls import pair_reports
-    from ..reporting.measurements import noise_floors
-    from ..reporting.report_tables import controls_section
+def controls(out: str | os.PathLike[str]) -> list[Any]:
+    """The controls section as tables, for each A/B pair: each enclosing row's saving taken apart into the changed
+    step, the controls and what is left between phases, then each phase both arms run unchanged, tested like a
+    headline row (:func:`~.ab_tables.control_tables`; ``report.md`` writes the same in sentences)."""
+    from .ab_tables import control_tables
 
     frame, meta = _frame_and_metadata(out)
-    return "\n".join(controls_section(pair_reports(frame, meta, noise_floors(frame))))
+    return control_tables(frame, meta)
 
 
 def pr_reference(out: str | os.PathLike[str]) -> str:
@@ -120,23 +117,32 @@ def equivalence_and_memory(out: str | os.PathLike[str]) -> str:
     return f"{equivalence(frame)['statement']}\n\n{table}\n\nMemory: {verdict}"
 
 
-def beyond_the_pr(out: str | os.PathLike[str], first: str, second: str) -> str:
-    """A benchmark of more than two variants: what the integrity checks found, the PR's rows (baseline
-    against optimized), each variant against the first, ``second`` against ``first`` phase by phase,
-    and the equivalence of every arm."""
-    from ..reporting.measurements import comparisons, planned_arms
-    from ..reporting.report_tables import beyond_pr_section, pair_table, pr_rows_table
+def beyond_the_pr(out: str | os.PathLike[str], first: str, second: str) -> list[Any]:
+    """A benchmark of more than two variants, as tables: what the integrity checks found, the PR's rows
+    (baseline against optimized), each other variant against the benchmark's first (with its steps), ``second``
+    against ``first`` over the same rows, and the equivalence of every arm."""
+    from ..reporting.measurements import PR_PAIR, planned_arms, spec_of
     from ..reporting.stats import equivalence
     from ..results.integrity import check_results
+    from ..token2wav.variants import variant_from
+    from .ab_tables import pair_tables, pr_rows, verdict_legend
 
     checked = check_results(out)
-    pair = checked.frame[checked.frame["variant"].isin(["baseline", "optimized"])]
-    return "\n".join([
-        f"Integrity: {checked.summary or 'the checks found nothing wrong'}", "",
-        "**The PR's rows** (`baseline` against `optimized`)", "", pr_rows_table(comparisons(pair)), "",
-        *beyond_pr_section(checked.frame, checked.metadata), "",
-        f"### `{second}` against `{first}`", "", pair_table(checked.frame, first, second), "",
-        equivalence(checked.frame, planned_arms(checked.metadata))["statement"]])
+    frame, meta = checked.frame, checked.metadata
+    spec = spec_of(meta)
+    arms = list(spec.get("variants") or PR_PAIR)
+    custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
+    shown: list[Any] = [f"Integrity: {checked.summary or 'the checks found nothing wrong'}",
+                        "**The PR's rows** (`baseline` against `optimized`)",
+                        *pr_rows(frame[frame["variant"].isin(PR_PAIR)])]
+    for other in [v for v in arms[1:] if {arms[0], v} != set(PR_PAIR)]:
+        variant = variant_from(custom.get(other, other))
+        shown += [f"### `{other}` against `{arms[0]}`, the benchmark's first variant\n\n`{other}`: discovery "
+                  f"`{variant.discovery}`, parameters `{variant.parameters}`; memory: "
+                  f"{variant.memory or 'no change to where parameters live'}.", *pair_tables(frame, meta, arms[0], other)]
+    shown += [f"### `{second}` against `{first}`", *pair_tables(frame, meta, first, second), verdict_legend(first, second),
+              equivalence(frame, planned_arms(meta))["statement"]]
+    return shown
 
 
 def earlier_results(out: str | os.PathLike[str] | None = None) -> list[Path]:

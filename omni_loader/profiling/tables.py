@@ -7,6 +7,7 @@ every table here reads what the run wrote, so the notebook shows exactly what th
 from __future__ import annotations
 
 import os
+import re
 
 import pandas as pd
 
@@ -43,11 +44,28 @@ def state_dict_call_table(profiles: dict[str, VariantProfile]):  # -> Styler
     return table(frame, index=True)
 
 
+# cProfile's name of a Python function: file:line(function)
+_CPROFILE_NAME = re.compile(r"^(?P<file>.+):(?P<line>\d+)\((?P<name>.+)\)$")
+
+
+def name_over_file(cprofile_name: str) -> str:
+    """cProfile's ``file:line(function)`` as ``"function\\nfile:line"``: the name a reader looks for first, its
+    place under it (:func:`~omni_loader.formatting.name_and_file` shows the two lines). A built-in
+    (``{built-in method builtins.next}``, ``~:0(<method 'copy_' ...>)``) has no file: its name alone."""
+    m = _CPROFILE_NAME.match(str(cprofile_name))
+    if not m:
+        return str(cprofile_name)
+    return m["name"] if m["file"] == "~" else f"{m['name']}\n{m['file']}:{m['line']}"
+
+
 def top_function_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFAULT_TOP):  # -> Styler
-    """cProfile's top functions by cumulative time: own and cumulative time in ms, full names."""
+    """cProfile's top functions by cumulative time: own and cumulative time in ms, each function's name over its
+    file and line, broken only at dots and slashes."""
     df = read_top_functions(out_dir, variant).head(n)
-    return table(df.rename(columns={"primitive_calls": "primitive calls", "tottime": "own", "cumtime": "cumulative"}),
-                 seconds=["own", "cumulative"], unit="ms")
+    df = df.assign(function=df["function"].map(name_over_file))
+    return table(df.rename(columns={"function": "function (file:line)", "primitive_calls": "primitive calls",
+                                    "tottime": "own", "cumtime": "cumulative"}),
+                 seconds=["own", "cumulative"], unit="ms", names=["function (file:line)"])
 
 
 def torch_ops_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFAULT_TOP):  # -> Styler

@@ -1,0 +1,200 @@
+"""An A/B's tables as a notebook reader scans them: the PR's rows, the controls with each enclosing row's
+saving taken apart, and the variants beyond the PR, each a styled table computed from the saved rows.
+
+Why not ``report.md``'s tables: those are Markdown for a file, every cell a phrase ("24.473 ms faster,
+98.10%", a verdict's whole sentence, a list of the rows a phase is inside), so in a notebook's output area
+each row runs to several lines. Here a cell holds one number in the unit its header names (thousands
+separated, never in scientific notation), a verdict is one word whose rule is said once under the table
+(:func:`verdict_legend`), and a table of times holds rows of one unit. ``report.md`` keeps the sentences.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any
+
+from ..formatting import TIME_SCALE, table, time_unit
+from ..reporting.controls import MATERIAL, ControlReport, control_report, pair_reports
+from ..reporting.measurements import PR_ROWS, comparisons, label, noise_floors, row_unit, spec_of
+from ..reporting.report_tables import BEYOND_ROWS
+from ..reporting.stats import (ALPHA, Comparison, NoiseFloor, bootstrap_median_difference, compare, memory_verdict,
+                               phase_summary, run_summary)
+from ..names import OUTER_LOAD_WEIGHTS
+
+# The rows that enclose other phases, named short where a cell lists them.
+SHORT_ROWS = {"weight_loading": "weight loading", OUTER_LOAD_WEIGHTS: "vLLM's load_weights", "total": "whole load"}
+RSS_COLUMN = "rss_peak_bytes"
+
+
+def verdict_word(c: Comparison, floor: NoiseFloor | None = None) -> str:
+    """The kit's verdict (:meth:`Comparison.verdict`) in a word: ``faster``, ``slower``, ``no difference
+    claimed``, ``too few runs``; a count is ``deterministic`` or ``varies``."""
+    if c.unit != "s":
+        return "deterministic" if c.baseline.min == c.baseline.max else "varies"
+    if c.baseline.n < 2 or c.optimized.n < 2:
+        return "too few runs"
+    if c.differs(floor):
+        return "faster" if c.difference < 0 else "slower"
+    return "no difference claimed"
+
+
+def verdict_legend(first: str = "baseline", second: str = "optimized") -> str:
+    """The rule behind the verdict words and what a saving is, said once under the tables."""
+    level = inspect.signature(bootstrap_median_difference).parameters["confidence"].default
+    return (f"*saving*: the median of `{first}` less that of `{second}` (negative: `{second}` is slower); "
+            f"*verdict*: **faster** or **slower** where the {100 * level:.0f}% bootstrap interval of the difference "
+            f"of medians excludes 0 and the Mann-Whitney test agrees (p < {ALPHA:g}), beyond the A/A noise floor "
+            "where one was measured; **no difference claimed** where either fails; **too few runs** where a side has "
+            "too few runs for a test. `report.md` writes each verdict out as a sentence.")
+
+
+def _timed(frame, columns: list[str], unit: str, **more: Any):  # -> Styler
+    """``frame`` as a table whose ``columns`` (seconds) are shown in ``unit``, named in their headers, three
+    decimals (done here rather than by ``table(seconds=...)``, which reads a trailing "s" as seconds: "controls")."""
+    scaled = frame.assign(**{c: frame[c] * TIME_SCALE[unit] for c in columns})
+    renamed = {c: f"{c} ({unit})" for c in columns}
+    decimals = {**{renamed[c]: 3 for c in columns}, **more.pop("decimals", {})}
+    return table(scaled.rename(columns=renamed), decimals=decimals, **more)
+
+
+def _interval(low: float | None, high: float | None, unit: str) -> str:
+    """A saving's interval from one of Δ median (second − first): its ends negated and swapped, in ``unit``."""
+    if low is None or high is None:
+        return "—"
+    return f"{-high * TIME_SCALE[unit]:,.3f} … {-low * TIME_SCALE[unit]:,.3f}"
+
+
+def _spread(c: Comparison, unit: str) -> str:
+    return f"{c.optimized.min * TIME_SCALE[unit]:,.3f} … {c.optimized.max * TIME_SCALE[unit]:,.3f}"
+
+
+def time_tables(comps: list[Comparison], first: str = "baseline", second: str = "optimized",
+                floors: dict[str, NoiseFloor] | None = None, pr_rule: bool = False) -> list[Any]:
+    """The timed rows of ``comps`` (``first`` against ``second``) as tables, one per time unit (a row of
+    seconds beside one of a few ms would lose the small one's digits): medians, saving in time and share, the
+    ratio, ``second``'s min … max, the verdict in a word, and with ``pr_rule`` the PR's own rule."""
+    import pandas as pd
+
+    floors = floors or {}
+    by_unit: dict[str, list[Comparison]] = {}
+    for c in comps:
+        if c.unit == "s" and c.baseline.n and c.optimized.n:
+            by_unit.setdefault(row_unit(c), []).append(c)
+    shown = []
+    for unit, rows in by_unit.items():
+        frame = pd.DataFrame([{
+            "measurement": label(c.phase), f"{first} median": c.baseline.median, f"{second} median": c.optimized.median,
+            "saving": -c.difference, "saving (%)": -100 * c.difference / c.baseline.median if c.baseline.median else math.nan,
+            f"{first} ÷ {second}": c.ratio if math.isfinite(c.ratio) else math.nan,
+            f"{second} min … max ({unit})": _spread(c, unit), "verdict": verdict_word(c, floors.get(c.phase)),
+            **({"PR's rule (min–max)": c.pr_rule()} if pr_rule else {})} for c in rows])
+        shown.append(_timed(frame, [f"{first} median", f"{second} median", "saving"], unit,
+                            decimals={"saving (%)": 1, f"{first} ÷ {second}": 2}))
+    return shown
+
+
+def count_table(comps: list[Comparison], first: str = "baseline", second: str = "optimized"):  # -> Styler | None
+    """The counts (``state_dict()`` calls) and memory (peak RSS, in MiB) of ``comps``: one whole number a cell,
+    the unit in the row's name; None when there are none."""
+    import pandas as pd
+
+    rows = []
+    for c in comps:
+        if c.unit == "s" or not c.baseline.n or not c.optimized.n:
+            continue
+        scale, name = (2**20, "Peak process RSS (MiB)") if c.unit == "bytes" else (1, label(c.phase))
+        verdict = verdict_word(c) if c.unit == "calls" else memory_verdict(c.baseline, c.optimized).split(" ")[0]
+        rows.append({"measurement": name, f"{first} median": round(c.baseline.median / scale),
+                     f"{second} median": round(c.optimized.median / scale),
+                     f"change ({second} − {first})": round(c.difference / scale), "verdict": verdict})
+    return table(pd.DataFrame(rows)) if rows else None
+
+
+def pr_rows(frame) -> list[Any]:
+    """The PR's rows (``baseline`` against ``optimized``) as tables: the counts, then the times with the kit's
+    verdict beside the PR's rule, then the legend."""
+    comps = [c for c in comparisons(frame) if c.phase in PR_ROWS]
+    counts = count_table(comps)
+    return [*([counts] if counts is not None else []), *time_tables(comps, floors=noise_floors(frame), pr_rule=True),
+            verdict_legend()]
+
+
+def _pair_comparisons(frame, first: str, second: str) -> list[Comparison]:
+    """``second`` against ``first`` over the rows "beyond the PR" compares, and peak RSS."""
+    comps = []
+    for phase in BEYOND_ROWS:
+        if phase == "state_dict_calls":
+            comps.append(compare(run_summary(frame, first, phase), run_summary(frame, second, phase), unit="calls"))
+        else:
+            comps.append(compare(phase_summary(frame, first, phase), phase_summary(frame, second, phase)))
+    if RSS_COLUMN in frame:
+        rss = [run_summary(frame, v, RSS_COLUMN) for v in (first, second)]
+        comps.append(compare(*rss, unit="bytes"))
+    return comps
+
+
+def pair_tables(frame, metadata: dict[str, Any], first: str, second: str) -> list[Any]:
+    """``second`` against ``first`` from the same runs, as tables (counts and memory, then times) and, where a
+    control both run unchanged moved one of the rows, which."""
+    spec = spec_of(metadata)
+    custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
+    comps = _pair_comparisons(frame, first, second)
+    counts = count_table(comps, first, second)
+    shown = [*([counts] if counts is not None else []), *time_tables(comps, first, second)]
+    report = control_report(frame, custom.get(first, first), custom.get(second, second), noise_floors(frame))
+    confounded = [r for r in (report.rows if report else []) if r.confounded and r.phase in BEYOND_ROWS]
+    if confounded:
+        shown.append("Confounded (see Controls): " + "; ".join(
+            f"{label(r.phase)} by {', '.join(label(p) for p in r.confounders)}" for r in confounded) + ".")
+    return shown
+
+
+def _ms(values: list[float]) -> str:
+    return time_unit([abs(v) for v in values if math.isfinite(v)] or [0.0])
+
+
+def saving_table(report: ControlReport):  # -> Styler
+    """Each enclosing row's saving taken apart: the changed steps' saving, the controls' and what is left between
+    phases (and what medians do not add up to), which add up to the row's saving; the controls that confound it."""
+    import pandas as pd
+
+    changed = ", ".join(label(p) for p in report.changed) or "none"
+    frame = pd.DataFrame([{
+        "row": label(r.phase), "saving": r.saving, f"changed: {changed}": r.changed_saving,
+        "controls": r.controls_saving, "between phases": r.remainder, "controls inside": len(r.controls),
+        "confounded by": ", ".join(label(p) for p in r.confounders) or "—"} for r in report.rows])
+    seconds = ["saving", f"changed: {changed}", "controls", "between phases"]
+    return _timed(frame, seconds, _ms(frame[seconds].to_numpy().ravel().tolist()))
+
+
+def control_table(report: ControlReport):  # -> Styler
+    """Each control of a pair: both medians, the saving and its interval, the verdict in a word, the rows it is
+    inside (``confounds`` where it differs by enough to matter to them)."""
+    import pandas as pd
+
+    first, second = report.first, report.second
+    unit = _ms([v for c in report.controls for v in (c.comparison.baseline.median, c.comparison.optimized.median)])
+    rows = []
+    for control in report.controls:
+        c = control.comparison
+        inside = ", ".join(SHORT_ROWS.get(r.phase, label(r.phase)) for r in report.rows if control.phase in r.controls)
+        rows.append({"control": label(c.phase), f"{first} median": c.baseline.median,
+                     f"{second} median": c.optimized.median, "saving": -c.difference,
+                     f"95% CI of the saving ({unit})": _interval(c.ci_low, c.ci_high, unit),
+                     "verdict": verdict_word(c, control.floor),
+                     "inside": (f"confounds {inside}" if report.material(control) else inside) or "—"})
+    return _timed(pd.DataFrame(rows), [f"{first} median", f"{second} median", "saving"], unit)
+
+
+def control_tables(frame, metadata: dict[str, Any]) -> list[Any]:
+    """Every A/B pair's controls, as tables: each enclosing row's saving taken apart, then each control."""
+    shown: list[Any] = []
+    for report in pair_reports(frame, metadata, noise_floors(frame)):
+        changed = ", ".join(label(p) for p in report.changed) or "no step"
+        shown += [f"### `{report.first}` against `{report.second}`\n\nThey differ only in {changed}. A control that "
+                  f"differs by at least {100 * MATERIAL:.0f}% of an enclosing row's `{report.first}` median marks that "
+                  "row confounded.", "**What each enclosing row saved**, taken apart (the parts add up to the "
+                  "saving)", saving_table(report), "**Each control** (a phase both variants run unchanged)",
+                  control_table(report), verdict_legend(report.first, report.second)]
+    return shown

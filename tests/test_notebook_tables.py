@@ -1,0 +1,157 @@
+"""The notebooks' A/B tables and cProfile's names as a reader sees them: one number a cell in the unit its header
+names, the accounting of a row's saving adding up, the verdict in a word, names broken only at dots and slashes.
+
+Each table is read back from its HTML (what Lab shows), cell by cell, and held against numbers computed here from
+the same rows, never typed: ``report.md``'s figures are tested in test_report and test_controls.
+"""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from omni_loader.notebook import ab_tables, sections
+from omni_loader.reporting.controls import control_report
+from omni_loader.reporting.measurements import label
+from omni_loader.reporting.stats import compare, phase_summary
+from test_controls import _frame
+from test_report import _arms_results
+
+ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
+CELL = re.compile(r"<t[hd][^>]*>(.*?)</t[hd]>", re.S)
+
+
+def cells(styler) -> list[list[str]]:
+    """The table's rows (header first) as the text of each cell, tags dropped, a line break kept as a newline."""
+    rows = []
+    for row in ROW.findall(styler.to_html()):
+        rows.append([unescape(re.sub(r"<[^>]+>", "", c.replace("<br>", "\n"))).strip() for c in CELL.findall(row)])
+    return rows
+
+
+def by_first_cell(styler) -> dict[str, dict[str, str]]:
+    header, *rows = cells(styler)
+    return {r[0]: dict(zip(header, r)) for r in rows}
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.3f}"
+
+
+@pytest.fixture(scope="module")
+def arms_dir(tmp_path_factory) -> Path:
+    return _arms_results(tmp_path_factory.mktemp("arms") / "res")
+
+
+def test_a_rows_saving_is_taken_apart_in_a_table_whose_parts_add_up():
+    """The optimized arm's load_parameters 0.2 s slower (a control): the saving table gives each enclosing row's
+    saving, the changed step's, the controls' and the rest, in ms, each as computed; the rows that contain the
+    control are confounded by it, and the control's own row says so."""
+    frame = _frame(slower={"load_parameters": 0.2})
+    report = control_report(frame)
+    shown = by_first_cell(ab_tables.saving_table(report))
+    header = cells(ab_tables.saving_table(report))[0]
+    assert header == ["row", "saving (ms)", "changed: Buffer discovery (ms)", "controls (ms)", "between phases (ms)",
+                      "controls inside", "confounded by"]
+    assert list(shown) == [label(r.phase) for r in report.rows]
+    assert [r.phase for r in report.rows] == ["weight_loading", "total"]  # the rows time no outer load_weights
+    for account in report.rows:
+        row = shown[label(account.phase)]
+        assert row["saving (ms)"] == ms(account.saving)
+        assert row["changed: Buffer discovery (ms)"] == ms(account.changed_saving)
+        assert row["controls (ms)"] == ms(account.controls_saving)
+        assert row["between phases (ms)"] == ms(account.remainder)
+        parts = [float(row[c].replace(",", "")) for c in header[2:5]]
+        assert sum(parts) == pytest.approx(float(row["saving (ms)"].replace(",", "")), abs=0.002)  # rounding only
+        assert row["controls inside"] == str(len(account.controls))
+        assert row["confounded by"] == "Load parameters"
+    assert float(shown["Whole Token2Wav load"]["controls (ms)"].replace(",", "")) < 0  # a loss keeps its sign
+
+    controls = by_first_cell(ab_tables.control_table(report))
+    slowed = controls["Load parameters"]
+    c = compare(phase_summary(frame, "baseline", "load_parameters"), phase_summary(frame, "optimized", "load_parameters"))
+    assert slowed["verdict"] == "slower" and slowed["saving (ms)"] == ms(-c.difference)
+    assert slowed["baseline median (ms)"] == ms(c.baseline.median)
+    assert slowed["95% CI of the saving (ms)"] == f"{-c.ci_high * 1e3:,.3f} … {-c.ci_low * 1e3:,.3f}"
+    assert slowed["inside"] == "confounds weight loading, whole load"
+    assert controls["Construction"]["baseline median (ms)"].startswith("1,00")  # thousands separated, 1 s in ms
+    assert controls["Construction"]["inside"] == "whole load"  # not a confounder: it did not move
+
+
+def test_an_ab_table_holds_one_number_a_cell_and_the_verdict_in_a_word(arms_dir):
+    """``mine`` against ``baseline`` (3 + 3 runs, every range apart): the counts in their own table, the times in
+    ms with the unit in the header, the saving and its share, the ratio, and "no difference claimed" (3 + 3 runs
+    cannot reach p < 0.05), where report.md writes the sentence."""
+    from omni_loader.results.integrity import check_results
+
+    checked = check_results(arms_dir)
+    counts, times = ab_tables.pair_tables(checked.frame, checked.metadata, "baseline", "mine")
+    assert cells(counts) == [["measurement", "baseline median", "mine median", "change (mine − baseline)", "verdict"],
+                             ["Calls to state_dict()", "51", "0", "-51", "deterministic"]]
+    rows = by_first_cell(times)
+    assert list(rows) == ["Buffer discovery", "Token2Wav weight loading", "Whole Token2Wav load"]  # mine: no load_parameters
+    for phase, name in (("buffer_discovery", "Buffer discovery"), ("total", "Whole Token2Wav load")):
+        c = compare(phase_summary(checked.frame, "baseline", phase), phase_summary(checked.frame, "mine", phase))
+        row = rows[name]
+        assert row["baseline median (ms)"] == ms(c.baseline.median) and row["mine median (ms)"] == ms(c.optimized.median)
+        assert row["saving (ms)"] == ms(-c.difference)
+        assert row["saving (%)"] == f"{-100 * c.difference / c.baseline.median:,.1f}"
+        assert row["baseline ÷ mine"] == f"{c.ratio:,.2f}"
+        assert row["mine min … max (ms)"] == f"{ms(c.optimized.min)} … {ms(c.optimized.max)}"
+        assert row["verdict"] == "no difference claimed"
+    assert rows["Whole Token2Wav load"]["baseline median (ms)"] == "9,100.000"
+    assert rows["Whole Token2Wav load"]["saving (ms)"].startswith("-")  # mine is slower there
+
+
+def test_the_notebook_sections_show_tables_not_markdown_walls(arms_dir):
+    """01's controls and results and 05's beyond-the-PR section: tables (Stylers) and short Markdown, no pipe
+    table; the PR's rows promised by 05's heading are there, each pair under its heading, the verdict rule once a pair."""
+    from omni_loader.reporting.controls import pair_reports
+    from omni_loader.results.integrity import check_results
+
+    beyond = sections.beyond_the_pr(arms_dir, "assign", "mine")
+    controls = sections.controls(arms_dir)
+    for shown in (beyond, controls, sections.result_tables(arms_dir)):
+        text = [x for x in shown if isinstance(x, str)]
+        assert not any("\n|" in x or x.startswith("|") for x in text), [x[:80] for x in text if "|" in x]
+        assert sum(1 for x in shown if not isinstance(x, str)) >= 2
+    headings = [x.split("\n")[0] for x in beyond if isinstance(x, str) and x.startswith("#")]
+    assert headings == ["### `assign` against `baseline`, the benchmark's first variant",
+                        "### `mine` against `baseline`, the benchmark's first variant", "### `mine` against `assign`"]
+    assert "**The PR's rows** (`baseline` against `optimized`)" in beyond
+    assert sum(1 for x in beyond if isinstance(x, str) and x.startswith("*saving*")) == 2  # the PR's rows, the pair
+    pairs = [x.split("\n")[0] for x in controls if isinstance(x, str) and x.startswith("###")]
+    checked = check_results(arms_dir)
+    # assign changes both timed leaves, so it has no control in these rows, and no table
+    assert pairs == [f"### `{r.first}` against `{r.second}`" for r in pair_reports(checked.frame, checked.metadata)] \
+        == ["### `baseline` against `optimized`", "### `baseline` against `mine`"]
+
+
+def test_a_functions_name_sits_over_its_file_and_breaks_only_at_dots_and_slashes(tmp_path):
+    """cProfile's ``file:line(function)``: the function first, its file and line under it; an identifier with
+    underscores (qwen2_5_omni, __init__) is never given a break opportunity; a built-in keeps its one name."""
+    from omni_loader.formatting import name_and_file
+    from omni_loader.profiling.tables import name_over_file, top_function_table
+
+    path = "transformers/models/qwen2_5_omni/modeling_qwen2_5_omni.py"
+    assert name_over_file(f"{path}:3653(__init__)") == f"__init__\n{path}:3653"
+    assert name_over_file("{built-in method builtins.next}") == "{built-in method builtins.next}"
+    assert name_over_file("~:0(<method 'copy_' of 'torch._C.TensorBase' objects>)") == \
+        "<method 'copy_' of 'torch._C.TensorBase' objects>"
+    html = name_and_file(f"__init__\n{path}:3653")
+    assert html.startswith("__init__<br>")
+    pieces = html.split("<br>", 1)[1]
+    assert re.sub(r"<[^>]+>", "", pieces.replace("<wbr>", "")) == f"{path}:3653"
+    broken_after = [p[-1] for p in re.sub(r"</?span[^>]*>", "", pieces).split("<wbr>")[:-1]]
+    assert broken_after and set(broken_after) <= {".", "/"}
+    (tmp_path / "baseline").mkdir()
+    (tmp_path / "baseline" / "top_functions.csv").write_text(
+        "function,ncalls,primitive_calls,tottime,cumtime\n"
+        f"{path}:3653(__init__),2174,2174,0.0029228,1.2345678\n{{built-in method builtins.next}},79,51,4.5e-05,0.019\n")
+    header, first, second = cells(top_function_table(tmp_path, "baseline"))
+    assert header == ["function (file:line)", "ncalls", "primitive calls", "own (ms)", "cumulative (ms)"]
+    assert first == [f"__init__\n{path}:3653", "2,174", "2,174", "2.923", "1,234.568"]
+    assert second[0] == "{built-in method builtins.next}" and second[3] == "0.045"
