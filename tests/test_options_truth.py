@@ -174,3 +174,17 @@ def test_a_new_load_option_appears_everywhere_with_no_other_edit(tmp_path: Path,
     table = report_environment.environment_table(meta)
     assert "--prefetch on" in table.split("| Other settings |")[1].splitlines()[0]  # the environment table
     assert "--prefetch on" in " ".join(shell_command(meta))
+
+
+def test_profile_diff_aa_is_reproduce_aa(capsys: pytest.CaptureFixture[str]) -> None:
+    """``profile --diff --aa`` is declared from BenchmarkSpec's ``aa`` field, as reproduce's: its flag, and its help
+    words, which the profile's help then says of functions."""
+    from omni_loader.cli import parse_args
+
+    f = option_fields(BenchmarkSpec)["aa"]
+    assert parse_args(["profile", "--diff", flag(f), "--out", "x"]).aa is True
+    assert parse_args(["profile", "--diff", "--out", "x"]).aa is False
+    assert parse_args(["reproduce", flag(f)]).aa is True
+    with pytest.raises(SystemExit):
+        parse_args(["profile", "--help"])
+    assert f"{flag(f)} {f.metadata['help']}, per function" in " ".join(capsys.readouterr().out.split())

@@ -164,6 +164,112 @@ def test_a_function_absent_from_some_runs_counts_zero_there() -> None:
     assert row["b_median_s"] == 0 and row["a_present"] == 1 and row["b_present"] == 0 and row["tested"]
 
 
+# --------------------------------------------------------------------------- the A/A floor, in-process
+
+AA = ("aa-1", "aa-2")  # the A/A arms' names (bench.spec.AA_ARMS)
+
+
+def _arms(functions: dict[str, tuple[float, float]], arms: tuple[str, str], runs: int = 12, seed: int = 5,
+          first_id: int = 0) -> pd.DataFrame:
+    """Folds of ``runs`` runs per arm, alternating: each function 50 ms plus normal noise (``functions[name]``:
+    (B's shift, the noise's sd)), its own time all of it."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(2 * runs):
+        for name, (shift, sd) in functions.items():
+            t = 0.05 + rng.normal(0, sd) + (shift if i % 2 else 0.0)
+            rows.append((first_id + i, arms[i % 2], name, "m.py", t, t, 1))
+    return pd.DataFrame(rows, columns=["run_id", "variant", "function", "file", "inclusive_s", "self_s", "samples"])
+
+
+def _with_floor() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A/B folds and A/A folds: ``within`` moves 10 ms but its A/A noise is wide, ``beyond`` moves 150 ms over a
+    narrow A/A noise, ``no_floor`` moves 150 ms and is never sampled in the A/A, ``null`` does not move."""
+    ab = _arms({"within": (0.01, 0.002), "beyond": (0.15, 0.002), "no_floor": (0.15, 0.002), "null": (0.0, 0.002)},
+               ("A", "B"))
+    aa = _arms({"within": (0.0, 0.03), "beyond": (0.0, 0.002), "null": (0.0, 0.002)}, AA, seed=6, first_id=1000)
+    return ab, aa
+
+
+def test_a_difference_within_its_aa_floor_is_not_claimed() -> None:
+    ab, aa = _with_floor()
+    floors = stats.function_floors(aa, AA)
+    plain = stats.compare_functions(ab, "A", "B").set_index("function")
+    held = stats.compare_functions(pd.concat([ab, aa]), "A", "B", floors=floors).set_index("function")
+    within = held.loc["within"]
+    assert plain.loc["within", "verdict"] == stats.SLOWER  # the test and the interval alone claim it
+    assert abs(within["delta_s"]) <= within["aa_floor_s"]  # ... and it is within its floor
+    assert within["verdict"] == stats.NO_CLAIM and within["within_aa_floor"]
+    assert within["self_verdict"] == stats.NO_CLAIM and within["self_within_aa_floor"]
+    assert within["a_median_s"] == plain.loc["within", "a_median_s"]  # the A/A runs are neither A nor B
+    beyond = held.loc["beyond"]
+    assert beyond["verdict"] == stats.SLOWER and beyond["delta_s"] > beyond["aa_floor_s"] > 0
+    assert not beyond["within_aa_floor"]
+    assert np.isnan(held.loc["no_floor", "aa_floor_s"]) and held.loc["no_floor", "verdict"] == stats.SLOWER
+    assert held.loc["null", "verdict"] == stats.NO_CLAIM and not held.loc["null", "within_aa_floor"]
+    assert list(held.columns) == list(stats.FUNCTION_COLUMNS[1:])
+
+
+def test_a_functions_floor_is_reproduce_aa_noise_floor_per_function() -> None:
+    """The larger of the A/A difference of medians and the half-width of its 95% interval (NoiseFloor's rule);
+    none for a function sampled in under half of both A/A arms' runs."""
+    from omni_loader.reporting.stats import bootstrap_median_difference
+
+    aa = _arms({"f": (0.0, 0.01)}, AA)
+    rare = aa[aa["run_id"] < 4].assign(function="rare")  # 2 of 12 runs of each arm
+    floors = stats.function_floors(pd.concat([aa, rare]), AA).set_index("function")
+    one, two = (tuple(aa[aa["variant"] == arm].sort_values("run_id")["inclusive_s"]) for arm in AA)
+    low, high = bootstrap_median_difference(one, two)
+    expected = max(abs(np.median(two) - np.median(one)), (high - low) / 2)
+    assert floors.loc["f", "aa_floor_s"] == pytest.approx(expected) and expected > 0
+    assert floors.loc["f", "self_aa_floor_s"] == pytest.approx(expected)
+    assert np.isnan(floors.loc["rare", "aa_floor_s"]) and np.isnan(floors.loc["rare", "self_aa_floor_s"])
+
+
+def _in_process_diff(folds: pd.DataFrame, functions: pd.DataFrame, settings: dict, tmp_path: Path) -> pdiff.ProfileDiff:
+    runs = folds.drop_duplicates("run_id")[["run_id", "variant"]].assign(
+        sampled=True, warmup=False, status="ok", error="", load_s=1.0, state_dict_calls=np.nan, speedscope="")
+    return pdiff.ProfileDiff("A", "B", stats.assign_roles(functions, []), runs.reset_index(drop=True), folds, tmp_path,
+                             {"fdr": stats.FDR, **settings})
+
+
+def test_diff_md_says_which_floor_was_used_or_that_there_was_none(tmp_path: Path) -> None:
+    ab, aa = _with_floor()
+    folds = pd.concat([ab, aa], ignore_index=True)
+    held = stats.compare_functions(folds, "A", "B", floors=stats.function_floors(aa, AA))
+    text = _in_process_diff(folds, held, {"aa": True, "aa_variant": "optimized"}, tmp_path).markdown()
+    assert "A/A floor: optimized in two more arms of the same blocks (12 and 12 sampled loads)" in text
+    assert "3 of the 4 tested functions have one" in text
+    assert "1 difference(s) that the test and the interval would claim were within it (`within`)" in text
+    sentences = [line for line in text.split("\n\n")[1].splitlines()]
+    assert [s.split("`")[1] for s in sentences] == ["beyond", "no_floor"]
+    assert "beyond its A/A floor of" in sentences[0] and "A/A floor" not in sentences[1]
+    assert "| A/A floor |" in text
+
+    plain = stats.compare_functions(ab, "A", "B")
+    text = _in_process_diff(ab, plain, {"aa": False}, tmp_path).markdown()
+    assert "No A/A floor: no A/A arms ran beside this diff (`--aa` adds them)" in text
+    assert "| A/A floor |" not in text and "`within`" in text.split("\n\n")[1]
+
+
+def test_profile_diff_aa_reaches_profile_diff(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``profile --diff --aa`` asks profile_diff for the A/A arms; without --aa it does not."""
+    import omni_loader.cli.profile as cli_profile
+    from types import SimpleNamespace
+
+    asked = []
+
+    def fake(snapshot, variants, runs, out, **kw):
+        asked.append(kw["aa"])
+        raise pdiff.OmniLoaderError("stopped here")
+
+    monkeypatch.setattr(pdiff, "profile_diff", fake)
+    monkeypatch.setattr(cli_profile, "snapshot_from_args", lambda args: SimpleNamespace(root=tmp_path, source="test"))
+    for extra in (["--aa"], []):
+        assert cli.main(["profile", "--diff", *extra, "--out", str(tmp_path)]) == 2
+    assert asked == [True, False]
+
+
 # --------------------------------------------------------------------------- refusals, in-process
 
 
@@ -175,6 +281,7 @@ def test_a_function_absent_from_some_runs_counts_zero_there() -> None:
     (["--diff", "--variants", "baseline,optimized,assign"], "compares two variants"),
     (["--diff", "--variants", "baseline,optimized", "--variant", "optimized"], "--diff --variant optimized: name the two variants with --variants A,B"),
     (["--runs", "5"], "--runs: only with --diff"),
+    (["--aa"], "--aa: only with --diff"),
     (["--variant", "mine=discovery:builtin:optimized"], "--variant NAME=STEP:REF: only with --diff"),
     (["--variant", "sometimes"], "--variant sometimes: choose one of"),
     (["--diff", "--variant", "bad"], "--variants A,B"),

@@ -8,16 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from .. import profiling
+from ..bench.spec import BenchmarkSpec
 from ..errors import OmniLoaderError
 from ..formatting import percent
 from ..profiling.settings import (DEFAULT_RATE, DEFAULT_TOP, MAX_AUTO_REPEAT, PY_SPY_ENV, SAMPLES_WANTED, TOOLS,
                                   VARIANT_CHOICES, ProfileSettings, resolve_tools)
-from .options import (MAX_RUNS, Default, add_checkpoint_options, add_load_options, bounded_int, comma_list,
-                      given_options, load_options, positive_seconds, snapshot_from_args)
+from ..token2wav.options import option_fields
+from .options import (MAX_RUNS, Default, add_checkpoint_options, add_field_options, add_load_options, bounded_int,
+                      comma_list, given_options, load_options, positive_seconds, snapshot_from_args)
 
 # profile's options that only the one-load-per-tool profile takes, and those only --diff takes
 PROFILE_ONLY = ("tool", "top", "native", "repeat", "py_spy_svg", "reference_runs")
-DIFF_ONLY = ("runs", "variants", "order_seed", "worker_timeout")
+DIFF_ONLY = ("runs", "variants", "order_seed", "worker_timeout", "aa")
 
 
 def profile_settings(args: argparse.Namespace) -> ProfileSettings:
@@ -82,11 +84,12 @@ def cmd_profile_diff(args: argparse.Namespace, given: set[str], names: list[str]
     options = load_options(args)
     snapshot = snapshot_from_args(args)
     print(f"differential profile of {' against '.join(variants)} on {snapshot.root} ({snapshot.source}): "
-          f"{args.runs or DEFAULT_RUNS} py-spy-sampled loads per variant, each in a fresh process", flush=True)
+          f"{args.runs or DEFAULT_RUNS} py-spy-sampled loads per variant, each in a fresh process"
+          + (", and as many of an A/A for each function's noise floor" if args.aa else ""), flush=True)
     try:
         diff = profile_diff(snapshot, variants, args.runs or DEFAULT_RUNS, args.out, options=options,
                             custom_variants=custom, warmup=args.warmup, rate=args.rate, seed=args.order_seed or 0,
-                            py_spy=args.py_spy, worker_timeout=args.worker_timeout, progress=True)
+                            py_spy=args.py_spy, worker_timeout=args.worker_timeout, aa=args.aa, progress=True)
     except PySpyUnavailable as exc:  # --diff is nothing but py-spy's samples: without them there is no diff
         raise OmniLoaderError(f"--diff: {exc}") from None
     print()
@@ -149,4 +152,9 @@ def add_command(subparsers: Any) -> None:
     d.add_argument("--order-seed", type=int, metavar="SEED", help="seed of the randomized blocks (default 0)")
     d.add_argument("--worker-timeout", type=positive_seconds("--worker-timeout"), metavar="S",
                    help="kill a load after S seconds")
+    # --aa as reproduce declares it (BenchmarkSpec's field): its flag and its words, said of functions here
+    spec_fields = option_fields(BenchmarkSpec)
+    add_field_options(d, BenchmarkSpec, skip=tuple(n for n in spec_fields if n != "aa"), extras={"aa": {
+        "help": spec_fields["aa"].metadata["help"] + ", per function: two more arms in each block, sampled alike; "
+                "a function's difference within its A/A floor is not claimed (functions.csv aa_floor_s)"}})
     p.set_defaults(func=cmd_profile)

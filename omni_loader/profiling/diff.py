@@ -8,7 +8,9 @@ and samples every measured load with py-spy, attached to the forked process befo
 server and are not sampled). Each run's samples are folded into per-function times and compared,
 function by function, with a rank test, a bootstrap interval and Benjamini-Hochberg
 (:mod:`~omni_loader.profiling.diff_stats` holds the statistics and says how a claim is made);
-:class:`ProfileDiff` holds the result and says it (``diff.md``).
+:class:`ProfileDiff` holds the result and says it (``diff.md``). With ``aa`` (``--aa``), as ``reproduce --aa``,
+two more arms of each block load :data:`~omni_loader.bench.spec.AA_VARIANT`, sampled alike: their
+difference is each function's A/A floor, and a difference within it is not claimed.
 
 Each block also holds one unsampled load per variant (the kit's ordinary forked run), so the
 report states what py-spy's sampling costs a load, from the same runs. Written under ``DIR/diff/``:
@@ -36,7 +38,9 @@ from ..token2wav.options import LoadOptions
 from .pyspy import PySpyUnavailable, find_py_spy
 from .sampled import sampled_load
 from .settings import DEFAULT_RATE
-from .diff_stats import FASTER, FDR, NO_CLAIM, PRESENCE, SLOWER, assign_roles, compare_functions, fold_samples
+from ..bench.spec import AA_ARMS, AA_VARIANT
+from .diff_stats import (FASTER, FDR, FUNCTION_COLUMNS, NO_CLAIM, PRESENCE, SLOWER, assign_roles, compare_functions,
+                         fold_samples, function_floors)
 from ..results.safe_files import write_text
 
 DIFF_DIR = "diff"
@@ -96,8 +100,30 @@ class ProfileDiff:
             out.append(f"`{r['function']}` ({r['file']}): {duration(r['a_median_s'], unit, 0)} → "
                        f"{duration(r['b_median_s'], unit, 0)}, {r['verdict']} by {duration(abs(r['delta_s']), unit, 0)} "
                        f"(95% interval of B − A {duration(r['ci_low'], unit, 0)} to {duration(r['ci_high'], unit, 0)}, "
-                       f"q = {number(r['q'], 2)}){self._calls(r['function'])}{own}.")
+                       f"q = {number(r['q'], 2)}{self._beyond(r, unit)}){self._calls(r['function'])}{own}.")
         return out
+
+    @staticmethod
+    def _beyond(r: pd.Series, unit: str) -> str:
+        return "" if pd.isna(r.get("aa_floor_s")) else f", beyond its A/A floor of {duration(r['aa_floor_s'], unit, 0)}"
+
+    def floor_sentence(self) -> str:
+        """Which A/A floor the claims were held to, or that there was none."""
+        f = self.functions
+        if not self.settings.get("aa"):
+            return ("No A/A floor: no A/A arms ran beside this diff (`--aa` adds them), so a claim rests on its "
+                    "q-value and interval alone.")
+        r = self.runs
+        n = [int(((r["variant"] == arm) & r["sampled"] & ~r["warmup"] & (r["status"] == "ok")).sum()) for arm in AA_ARMS]
+        has = int((f["tested"] & f["aa_floor_s"].notna()).sum())
+        held = f[f["within_aa_floor"] | f["self_within_aa_floor"]]
+        return (f"A/A floor: {self.settings.get('aa_variant', AA_VARIANT)} in two more arms of the same blocks "
+                f"({n[0]} and {n[1]} sampled loads); a function's floor is the larger of its A/A difference of medians "
+                f"and the half-width of that difference's 95% interval (`reproduce --aa`'s noise floor, per "
+                f"function), and a difference within it is not claimed. {has} of the {int(f['tested'].sum())} tested "
+                f"functions have one (the others were sampled in under {PRESENCE:.0%} of both A/A arms' runs: no "
+                f"floor); {len(held)} difference(s) that the test and the interval would claim were within it"
+                + (f" ({', '.join(f'`{x}`' for x in held['function'].head(5))})" if len(held) else "") + ".")
 
     def _calls(self, function: str) -> str:
         if function.split(".")[-1] != "state_dict" or "state_dict_calls" not in self.runs:
@@ -136,15 +162,18 @@ class ProfileDiff:
             lines.append(f"- py-spy's cost on {v}: median load {duration(o['unsampled_s'])} unsampled, "
                          f"{duration(o['sampled_s'])} sampled at {self.settings.get('rate', DEFAULT_RATE)} Hz "
                          f"({o['ratio']:.2f}×).")
+        lines += ["", self.floor_sentence()]
         if not with_table:
             return "\n".join(lines)
         shown = self.shown()
         unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
+        floor = bool(self.settings.get("aa"))
         table = markdown_table([[f"`{r['function']}`", r["file"], *(duration(r[c], unit, 1) for c in
                                  ("a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high")), number(r["q"], 2),
-                                 r["verdict"], r["role"]] for _, r in shown.iterrows()],
+                                 *(["—" if pd.isna(r["aa_floor_s"]) else duration(r["aa_floor_s"], unit, 1)] if floor
+                                   else []), r["verdict"], r["role"]] for _, r in shown.iterrows()],
                                ["function", "file", "A median", "B median", "B − A", "95% low", "95% high", "q",
-                                "verdict", "role"], right=range(2, 8))
+                                *(["A/A floor"] if floor else []), "verdict", "role"], right=range(2, 8 + floor))
         lines += ["", "Claimed functions:" if len(claimed) else "The largest tested differences (none claimed):", "",
                   table, ""]
         return "\n".join(lines)
@@ -184,6 +213,9 @@ def read_profile_diff(out_dir: str | os.PathLike[str]) -> ProfileDiff:
         raise OmniLoaderError(f"{d}: not a differential profile ({exc})") from None
     for frame in (folds, functions):
         frame["file"] = frame["file"].fillna("").astype(str)
+    for column in FUNCTION_COLUMNS:  # a diff written before the A/A floor: none
+        if column not in functions:
+            functions[column] = False if column.endswith("within_aa_floor") else np.nan
     a, b = meta.pop("a"), meta.pop("b")
     return ProfileDiff(a, b, functions, runs, folds, d, meta)
 
@@ -195,11 +227,12 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
                  out_dir: str | os.PathLike[str] = "results/profile-diff", *, options: LoadOptions | None = None,
                  custom_variants: tuple[Any, ...] | list[Any] = (), warmup: int = 1, rate: int = DEFAULT_RATE,
                  seed: int = 0, py_spy: str | None = None, worker_timeout: float | None = None, fdr: float = FDR,
-                 progress: bool = True) -> ProfileDiff:
+                 aa: bool = False, progress: bool = True) -> ProfileDiff:
     """Run the differential profile of ``variants`` (A, B; the same name twice is an A/A diff) on
     ``snapshot`` into ``out_dir/diff/`` and return it (see the module doc). ``runs``: sampled loads per
     variant (and as many unsampled ones, for py-spy's cost); ``custom_variants``: ``--variant`` values
-    (:func:`~omni_loader.token2wav.variants.parse_variant`) the names may refer to."""
+    (:func:`~omni_loader.token2wav.variants.parse_variant`) the names may refer to; ``aa``: also sample an A/A
+    of :data:`~omni_loader.bench.spec.AA_VARIANT` in each block, each function's floor."""
     from ..bench.runner import benchmark_spec, check_variants
     from ..bench.worker import WorkerFailed, run_isolated, start_forkserver
     from ..progress import progress_bar
@@ -214,6 +247,8 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
             raise OmniLoaderError(f"--variants: unknown variant {a!r}")
         b = f"{a}-again"
         custom.append(Variant(b, discovery=base.discovery, parameters=base.parameters, needs_gpu=base.needs_gpu))
+    if aa and {a, b} & set(AA_ARMS):
+        raise OmniLoaderError(f"--aa: {', '.join(AA_ARMS)} name the A/A arms; name your variants otherwise")
     if runs < 2:
         raise OmniLoaderError(f"--runs must be at least 2 for a differential profile (a rank test needs two runs "
                               f"per variant), not {runs}")
@@ -227,7 +262,7 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
     (directory / SPEEDSCOPE_DIR).mkdir(parents=True, exist_ok=True)
     log = directory / "py-spy.log"
     log.write_text("")
-    labels = (a, b, a + UNSAMPLED, b + UNSAMPLED)
+    labels = (a, b, a + UNSAMPLED, b + UNSAMPLED, *(AA_ARMS if aa else ()))
     plan = plan_runs(warmup, runs, "blocks", seed, variants=labels)
     bar = progress_bar(total=len(plan), desc="profile --diff", unit="run", enabled=progress)
     rows, folds = [], []
@@ -236,7 +271,7 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
         for run in plan:
             variant, sampled = run.variant.removesuffix(UNSAMPLED), not run.variant.endswith(UNSAMPLED)
             sampled = sampled and not run.warmup
-            request = spec.request(dataclasses.replace(run, variant=variant))
+            request = spec.request(dataclasses.replace(run, variant=AA_VARIANT if variant in AA_ARMS else variant))
             bar.set_postfix_str(f"{variant}{' (py-spy)' if sampled else ''}{' warm-up' if run.warmup else ''}")
             row = {"run_id": run.run_id, "variant": variant, "sampled": sampled, "warmup": run.warmup,
                    "status": "ok", "error": "", "load_s": np.nan, "state_dict_calls": np.nan}
@@ -264,10 +299,13 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
     fold_frame = pd.concat(folds, ignore_index=True)[["run_id", "variant", "function", "file", "inclusive_s",
                                                       "self_s", "samples"]]
     write_text(directory / RUN_FUNCTIONS_CSV, fold_frame.to_csv(index=False))
-    sampled = runs_frame[runs_frame["sampled"] & (runs_frame["status"] == "ok")]["speedscope"]
-    functions = assign_roles(compare_functions(fold_frame, a, b, fdr), [directory / f for f in sampled])
+    sampled = runs_frame[runs_frame["sampled"] & (runs_frame["status"] == "ok") & runs_frame["variant"].isin([a, b])]
+    floors = function_floors(fold_frame, AA_ARMS) if aa else None
+    functions = assign_roles(compare_functions(fold_frame, a, b, fdr, floors=floors),
+                             [directory / f for f in sampled["speedscope"]])
     diff = ProfileDiff(a, b, functions, runs_frame, fold_frame, directory,
-                       {"rate": rate, "fdr": fdr, "runs": runs, "warmup": warmup, "seed": seed})
+                       {"rate": rate, "fdr": fdr, "runs": runs, "warmup": warmup, "seed": seed, "aa": aa,
+                        **({"aa_variant": AA_VARIANT} if aa else {})})
     diff.write()
     return diff
 

@@ -43,7 +43,8 @@ class DiffFlame(Flame):
 
 def path_medians(diff: ProfileDiff) -> dict[tuple[tuple[str, str], ...], dict[str, float]]:
     """Per call path (``(name, file)`` from the entry down): the median seconds of each variant over its runs."""
-    runs = diff.runs[diff.runs["sampled"] & (diff.runs["status"] == "ok") & ~diff.runs["warmup"]]
+    runs = diff.runs[diff.runs["sampled"] & (diff.runs["status"] == "ok") & ~diff.runs["warmup"]
+                     & diff.runs["variant"].isin([diff.a, diff.b])]  # not the A/A arms of --aa
     per_run: dict[str, list[dict[tuple[tuple[str, str], ...], float]]] = {diff.a: [], diff.b: []}
     for _, r in runs.iterrows():
         times: dict[tuple[tuple[str, str], ...], float] = {}
@@ -125,8 +126,9 @@ def drawing(diff: ProfileDiff, info: dict[int, dict[str, Any]]) -> dict[str, Any
         if row is None or not row["tested"]:
             return text + "; function too rarely sampled to test"
         return (text + f"; the function, all paths: B − A {short_duration(row['delta_s'])}, 95% interval "
-                f"{short_duration(row['ci_low'])} to {short_duration(row['ci_high'])}, q = {row['q']:.2g}: "
-                f"{row['verdict']}")
+                f"{short_duration(row['ci_low'])} to {short_duration(row['ci_high'])}, q = {row['q']:.2g}"
+                + ("" if np.isnan(row.get("aa_floor_s", np.nan)) else f", A/A floor {short_duration(row['aa_floor_s'])}")
+                + f": {row['verdict']}")
 
     return {"colour": colour, "tip": tip,
             "hint": "Hover a frame for both medians, the interval and the verdict; click to zoom, the top frame to zoom out."}

@@ -8,7 +8,15 @@ medians, the difference of medians (B - A) with a 95% bootstrap interval, a two-
 and Benjamini-Hochberg across the functions tested (:data:`FDR`). A function is claimed *faster* or
 *slower* when its q-value is at most :data:`FDR` and its interval excludes zero; otherwise *no
 difference claimed*. A function is tested when it was sampled in at least half the runs of either arm
-(:data:`PRESENCE`). :func:`assign_roles` says of each claim whether it moved in its own code or is a caller
+(:data:`PRESENCE`).
+
+The A/A floor, where there is one: ``reproduce --aa`` gives each phase a noise floor from two arms that
+load the same variant (:class:`~omni_loader.reporting.stats.NoiseFloor`: the larger of the A/A difference
+of medians and the half-width of its bootstrap interval); :func:`function_floors` gives each function the
+same, from A/A arms sampled beside the A/B (``profile --diff --aa``). A function tested in the A/A has a
+floor (``aa_floor_s``, and ``self_aa_floor_s`` for its own time) and is claimed only when its difference of
+medians is beyond it; one too rarely sampled in the A/A to test has none, and its claim rests on the test
+and the interval alone. :func:`assign_roles` says of each claim whether it moved in its own code or is a caller
 of such a change. Nothing here runs a load or writes a file (:mod:`~omni_loader.profiling.diff` does).
 """
 
@@ -28,9 +36,12 @@ from .sources import short_path
 FDR = 0.05
 PRESENCE = 0.5  # a function is tested when sampled in at least this share of one arm's runs
 FASTER, SLOWER, NO_CLAIM = "faster", "slower", "no difference claimed"
-FUNCTION_COLUMNS = ("function", "file", "a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high", "p", "q", "verdict",
-                    "role", "a_self_median_s", "b_self_median_s", "self_delta_s", "self_ci_low", "self_ci_high",
-                    "self_p", "self_q", "self_verdict", "a_present", "b_present", "tested", "self_tested")
+FUNCTION_COLUMNS = ("function", "file", "a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high", "p", "q", "aa_floor_s",
+                    "verdict", "role", "a_self_median_s", "b_self_median_s", "self_delta_s", "self_ci_low",
+                    "self_ci_high", "self_p", "self_q", "self_aa_floor_s", "self_verdict", "a_present", "b_present",
+                    "tested", "self_tested", "within_aa_floor", "self_within_aa_floor")
+FLOOR_COLUMNS = ("function", "file", "aa_floor_s", "self_aa_floor_s")
+MEASURES = (("inclusive_s", ""), ("self_s", "self_"))  # each fold column and the prefix of its columns here
 
 
 # --------------------------------------------------------------------------- folding samples
@@ -71,29 +82,66 @@ def benjamini_hochberg(p_values: Iterable[float]) -> np.ndarray:
     return q
 
 
-def compare_functions(folds: pd.DataFrame, a: str, b: str, fdr: float = FDR, presence: float = PRESENCE) -> pd.DataFrame:
+def per_run(folds: pd.DataFrame, arms: tuple[str, ...]) -> tuple[dict[str, list[Any]], dict[str, pd.DataFrame]]:
+    """The run ids of each arm, and per measure (:data:`MEASURES`) a table of seconds: one row per function,
+    one column per run of those arms (0 where a run never sampled the function)."""
+    folds = folds[folds["variant"].isin(arms)]
+    runs = {v: sorted(folds.loc[folds["variant"] == v, "run_id"].unique()) for v in arms}
+    wide = {col: folds.pivot_table(index=["function", "file"], columns="run_id", values=col, aggfunc="sum",
+                                   fill_value=0.0) for col, _ in MEASURES}
+    return runs, wide
+
+
+def function_floors(folds: pd.DataFrame, arms: tuple[str, str], presence: float = PRESENCE) -> pd.DataFrame:
+    """Each function's A/A floor from the runs of ``arms`` (two arms that load the same variant):
+    :data:`FLOOR_COLUMNS`, in seconds, by the rule of ``reproduce --aa``'s phase floors
+    (:attr:`~omni_loader.reporting.stats.NoiseFloor.resolvable_seconds`), NaN for a measure sampled in under
+    ``presence`` of both arms' runs (no floor)."""
+    from ..reporting.stats import NoiseFloor, Summary, bootstrap_median_difference
+
+    runs, wide = per_run(folds, arms)
+    rows = []
+    for key in wide["inclusive_s"].index if all(len(r) >= 2 for r in runs.values()) else ():
+        row: dict[str, Any] = {"function": key[0], "file": key[1]}
+        for col, prefix in MEASURES:
+            one, two = (tuple(wide[col].loc[key].reindex(runs[v], fill_value=0.0)) for v in arms)
+            ci = bootstrap_median_difference(one, two) if max(np.mean(np.array(x) > 0) for x in (one, two)) >= presence \
+                else None
+            row[prefix + "aa_floor_s"] = NoiseFloor(key[0], Summary(arms[0], key[0], one), Summary(arms[1], key[0], two),
+                                                    *ci).resolvable_seconds if ci else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(FLOOR_COLUMNS)).astype({"aa_floor_s": float, "self_aa_floor_s": float})
+
+
+def compare_functions(folds: pd.DataFrame, a: str, b: str, fdr: float = FDR, presence: float = PRESENCE,
+                      floors: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per function, ``a`` against ``b`` from the runs' folds (``run_id``, ``variant`` and
     :func:`fold_samples`' columns; a run without a function counts 0 s of it): :data:`FUNCTION_COLUMNS`,
     the claims first, by the size of their difference. Inclusive and self time are tested alike (each
     when the function was in at least ``presence`` of one arm's runs, at the top of the stack for self
-    time), and Benjamini-Hochberg runs over both families of p-values together."""
-    runs = {v: sorted(folds.loc[folds["variant"] == v, "run_id"].unique()) for v in (a, b)}
+    time), and Benjamini-Hochberg runs over both families of p-values together. ``floors``
+    (:func:`function_floors`): a function's difference within its A/A floor is not claimed
+    (``within_aa_floor`` says which ones the floor held back)."""
+    runs, wide = per_run(folds, (a, b))
     if not runs[a] or not runs[b]:
         raise OmniLoaderError(f"no sampled run of {a if not runs[a] else b}: nothing to compare")
-    wide = {col: folds.pivot_table(index=["function", "file"], columns="run_id", values=col, aggfunc="sum",
-                                   fill_value=0.0) for col in ("inclusive_s", "self_s")}
     rows = []
     for key in wide["inclusive_s"].index:
         row: dict[str, Any] = {"function": key[0], "file": key[1]}
-        for col, prefix in (("inclusive_s", ""), ("self_s", "self_")):
+        for col, prefix in MEASURES:
             x = {v: wide[col].loc[key].reindex(runs[v], fill_value=0.0).to_numpy() for v in (a, b)}
             row.update(_tested(x[a], x[b], presence, prefix))
         rows.append(row)
     df = pd.DataFrame(rows)
     q = benjamini_hochberg(np.concatenate([df["p"].to_numpy(), df["self_p"].to_numpy()]))
     df["q"], df["self_q"] = q[: len(df)], q[len(df):]
-    for prefix in ("", "self_"):
-        claimed = (df[prefix + "q"] <= fdr) & ((df[prefix + "ci_low"] > 0) | (df[prefix + "ci_high"] < 0))
+    none = pd.DataFrame(columns=list(FLOOR_COLUMNS)).astype({"aa_floor_s": float, "self_aa_floor_s": float})
+    df = df.merge(none if floors is None else floors[list(FLOOR_COLUMNS)], on=["function", "file"], how="left")
+    for _, prefix in MEASURES:
+        significant = (df[prefix + "q"] <= fdr) & ((df[prefix + "ci_low"] > 0) | (df[prefix + "ci_high"] < 0))
+        floor = df[prefix + "aa_floor_s"]
+        df[prefix + "within_aa_floor"] = significant & floor.notna() & (df[prefix + "delta_s"].abs() <= floor)
+        claimed = significant & ~df[prefix + "within_aa_floor"]
         df[prefix + "verdict"] = np.where(claimed, np.where(df[prefix + "delta_s"] < 0, FASTER, SLOWER), NO_CLAIM)
     df["role"] = ""
     df["_order"] = np.where(df["verdict"] != NO_CLAIM, 0, np.where(df["self_verdict"] != NO_CLAIM, 1, 2))
