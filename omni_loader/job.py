@@ -61,7 +61,9 @@ def reproduce_job(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot:
     check_variants(spec.variants, [variant_from(v) for v in spec.custom_variants], spec.load.device,
                    timeout=spec.worker_timeout)
     with writer_lock(out):  # one writer for the whole job: benchmark, profiles, startup runs, report
-        out = run_benchmark(spec, out, snapshot=snapshot, resume=resume, progress=progress)
+        from .reporting.sequential import look_at  # a sequential design's early look reads the verdicts as the report does
+
+        out = run_benchmark(spec, out, snapshot=snapshot, resume=resume, progress=progress, look=look_at)
         if profile:
             from .profiling.run import profile_variants
 

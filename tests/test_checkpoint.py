@@ -20,7 +20,7 @@ from omni_loader.token2wav.checkpoint import (CONFIG_FILE, INDEX_FILE, SINGLE_FI
                                               iter_token2wav_weights, open_snapshot, place_in_hub_cache,
                                               resolve_snapshot, synthesize)
 from omni_loader.errors import CheckpointError
-from omni_loader.token2wav.model import build_model, config_dict
+from omni_loader.token2wav.model import build_model, config_dict, shipped_tensor_specs
 
 SHARD_RE = re.compile(r"model-(\d{5})-of-(\d{5})\.safetensors")
 INV_FREQ_KEY = "token2wav.code2wav_dit_model.rotary_embed.inv_freq"
@@ -61,6 +61,16 @@ def test_full_checkpoint_specs_match_the_released_checkpoint() -> None:
     assert specs[INV_FREQ_KEY][0] == (32,)  # head_dim 64 / 2
     assert specs["token2wav.code2wav_dit_model.transformer_blocks.0.attn.to_q.weight"][0] == (1024, 1024)
     assert not any("qkv_proj" in k for k in specs)
+
+
+@pytest.mark.parametrize("size", ["tiny", "full"])
+def test_shipped_tensor_list_is_transformers_model(size: str) -> None:
+    """The synthetic snapshot writes its tensors from data/token2wav-SIZE-tensors.json, not from the model
+    (whose import costs seconds): the file must be the model's list, in its order (the order fixes the
+    random stream, so the snapshot's bytes). After a transformers upgrade that changes it, rewrite the file
+    from checkpoint_tensor_specs(config_dict(size))."""
+    derived = checkpoint_tensor_specs(config_dict(size))
+    assert list(shipped_tensor_specs(size).items()) == list(derived.items())
 
 
 # --------------------------------------------------------------------------- the snapshot on disk
@@ -530,8 +540,8 @@ def test_synthesize_defaults() -> None:
     import inspect
 
     defaults = {k: p.default for k, p in inspect.signature(synthesize).parameters.items() if k != "out"}
-    assert {k: defaults[k] for k in ("size", "seed", "progress", "overwrite", "token2wav_config")} == {
-        "size": "full", "seed": 0, "progress": False, "overwrite": False, "token2wav_config": None}
+    assert {k: defaults[k] for k in ("size", "seed", "progress", "overwrite")} == {
+        "size": "full", "seed": 0, "progress": False, "overwrite": False}
 
 
 def test_resolve_snapshot_uses_seed_0_and_no_download_unless_asked(tiny_snapshot: Path, tmp_path: Path,

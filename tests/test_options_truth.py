@@ -30,7 +30,7 @@ BASE = BenchmarkSpec(checkpoint="/snap")
 # One value away from its default for every option of BenchmarkSpec (its LoadOptions' among them).
 CHANGED: dict[str, Any] = {
     "checkpoint": "/snap/other", "layout": "transformers", "device": "meta", "dtype": "bfloat16",
-    "construct": "empty", "read": "eager", "cache": "cold", "warmup": 0, "runs": 3, "order": "abba", "seed": 7, "workers": "spawn",
+    "construct": "empty", "read": "eager", "cache": "cold", "warmup": 0, "runs": 3, "design": "fixed", "order": "abba", "seed": 7, "workers": "spawn",
     "worker_timeout": 30.0, "aa": True, "reference_copy": True, "threads": 2, "cpus": (FIRST_CPU,),
     "variants": ("optimized", "mine"), "custom_variants": (MINE,),
 }

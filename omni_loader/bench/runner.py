@@ -54,10 +54,14 @@ def run_benchmark(
     resume: bool = False,
     progress: bool = True,
     on_start: Callable[[PlannedRun, int], None] | None = None,
+    look: Callable[[Path, int, float], tuple[bool, str]] | None = None,
 ) -> Path:
     """Run (or continue) the benchmark into ``out``; returns the results directory.
 
-    ``on_start(run, pid)`` is called as each run's worker process starts.
+    ``on_start(run, pid)`` is called as each run's worker process starts. ``look(out, n, alpha)`` reads the
+    verdicts after ``n`` runs a side at a sequential design's early look (``spec.looks``) and says whether
+    they are settled and why; the benchmark then stops there, its plan cut to the runs made (the report
+    module's :func:`~omni_loader.reporting.sequential.look_at`: the runner cannot import the report).
 
     A run that fails is recorded with status ``failed`` and the benchmark goes on. An interrupt
     (Ctrl-C) stops the current worker (and the fork server, so that nothing is left behind); every
@@ -72,11 +76,13 @@ def run_benchmark(
     with writer_lock(out):
         plan = spec.plan()
         record, done = _resumed(spec, out) if resume else (started_record(spec, out, plan, snapshot), frozenset())
+        if (record.get("sequential") or {}).get("stopped_at"):  # it stopped at a look: its plan is the runs made
+            plan = [r for r in plan if r.run_id in {e.get("run_id") for e in record.get("plan") or []}]
         todo = [r for r in plan if r.run_id not in done]
         activity = Activity.start()  # what else the machine did meanwhile: the report warns when it was busy
         with recording(out, MEMBER, record) as rec:
             try:
-                _run_all(spec, rec, plan, todo, progress, on_start)
+                _run_all(spec, rec, plan, todo, progress, on_start, look)
             except KeyboardInterrupt:
                 if spec.workers == "forkserver":
                     from .worker import stop_forkserver
@@ -89,22 +95,24 @@ def run_benchmark(
 
 
 def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: list[PlannedRun], progress: bool,
-             on_start: Callable[[PlannedRun, int], None] | None) -> None:
-    """Run ``todo``, appending each run's rows (or its failure) the moment it ends."""
+             on_start: Callable[[PlannedRun, int], None] | None,
+             look: Callable[[Path, int, float], tuple[bool, str]] | None = None) -> None:
+    """Run ``todo``, appending each run's rows (or its failure) the moment it ends; stop at a look that settles."""
     from ..progress import progress_bar  # a widget in JupyterLab, a few whole lines in logs and saved notebooks
     from .worker import WorkerFailed, run_isolated, start_forkserver
 
     bar = progress_bar(total=len(plan), initial=len(plan) - len(todo), desc="A/B runs", unit="run", enabled=progress,
                        bar_format="{desc}: {n}/{total} |{bar}| {elapsed} elapsed, {remaining} left{postfix}")
     try:
+        if todo and "storage" not in _cache_record(rec):  # first: the fork server may still be importing
+            bar.set_postfix_str("reading one checkpoint file once: the storage's read throughput")
+            rec.update(**{CACHE_KEY: {**_cache_record(rec), "storage": _storage_throughput(spec)}})
         if spec.workers == "forkserver" and todo:
             bar.set_postfix_str("starting the worker server (imports torch and the model code once)")
             start_forkserver()
-        if todo and "storage" not in _cache_record(rec):
-            bar.set_postfix_str("reading one checkpoint file once: the storage's read throughput")
-            rec.update(**{CACHE_KEY: {**_cache_record(rec), "storage": _storage_throughput(spec)}})
         watch = Timeout(spec.worker_timeout)
         shared = SharedFailure(set(spec.variants))
+        looks = Looks(spec, plan, {r.run_id for r in plan} - {r.run_id for r in todo}, look)
         for run in todo:
             bar.set_postfix_str(f"run {run.run_id + 1}/{len(plan)} {run.variant}{' (warm-up)' if run.warmup else ''}"
                                 f"{watch.shown}")
@@ -122,8 +130,53 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
                 rec.ran([failed_row(run, error, time.perf_counter() - started, began, now_iso(precise=True))])
                 shared.failed(run.variant, error)
             bar.update(1)
+            if looks.after(run, rec, bar):
+                break
     finally:
         bar.close()
+
+
+class Looks:
+    """A sequential design's early looks (``spec.looks``; :func:`~omni_loader.results.planner.looks`), read
+    once each, as soon as every run they need has ended (in any order: a resumed benchmark reaches them too).
+
+    A look that settles stops the benchmark: the record's plan becomes the runs made and ``sequential`` says
+    where and why; a design that ran to its end records why no early look stopped it.
+    """
+
+    def __init__(self, spec: BenchmarkSpec, plan: list[PlannedRun], done: set[int],
+                 look: Callable[[Path, int, float], tuple[bool, str]] | None) -> None:
+        from ..results.planner import LOOK_ALPHAS
+
+        self.spec, self.plan, self.done, self.look = spec, plan, set(done), look
+        self.pending = list(spec.looks[:-1]) if look is not None else []
+        self.record: dict[str, Any] = {"looks": list(spec.looks), "alphas": list(LOOK_ALPHAS), "stopped_at": None,
+                                       "seen": []} if len(spec.looks) > 1 and look is not None else {}
+
+    def needed(self, n: int) -> list[PlannedRun]:
+        """The runs a look after ``n`` runs a side reads: the warm-ups and each arm's first ``n``."""
+        return [r for r in self.plan if r.source == "load" and (r.warmup or (r.order or 0) <= n)]
+
+    def after(self, run: PlannedRun, rec: Recording, bar: Any) -> bool:
+        """Note ``run`` ended; read every look it completes; True when one settled (stop)."""
+        from ..results.planner import look_alpha
+
+        self.done.add(run.run_id)
+        while self.pending and {r.run_id for r in self.needed(self.pending[0])} <= self.done:
+            n = self.pending.pop(0)
+            bar.set_postfix_str(f"reading the verdicts after {n} runs a side (sequential design)")
+            settled, why = self.look(rec.out, n, look_alpha(self.spec.looks, n))
+            self.record["seen"].append({"n": n, "settled": settled, "why": why})
+            if settled:
+                kept = self.needed(n)
+                self.record["stopped_at"] = n
+                rec.update(plan=[r.to_dict() for r in kept], sequential=self.record)
+                bar.total = len(kept)
+                bar.set_postfix_str(f"settled after {n} runs a side: stopping ({len(self.plan) - len(kept)} runs not needed)")
+                return True
+        if self.record:
+            rec.update(sequential=self.record)
+        return False
 
 
 def _cache_record(rec: Recording) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from ..errors import OmniLoaderError, ResultsError
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions, option, option_conflicts, option_fields
 from ..token2wav.variants import BUILTIN_VARIANTS, variant_text
-from ..results.planner import DEFAULT_ORDER, ORDERS, PlannedRun, plan_runs
+from ..results.planner import DEFAULT_ORDER, DESIGNS, FIRST_LOOK, ORDERS, PlannedRun, looks, plan_runs
 from ..results.suite import METADATA_FILE, benchmark, flat_spec
 
 # The A/A benchmark's two arms (rows with source "aa"); both load AA_VARIANT.
@@ -52,7 +52,12 @@ class BenchmarkSpec:
     checkpoint: str = option(same=same_path, help="the snapshot directory")
     load: LoadOptions = option(default_factory=lambda: LoadOptions(device="cpu"), nested=LoadOptions)
     warmup: int = option(DEFAULT_WARMUP, help=f"warm-up runs per variant (default {DEFAULT_WARMUP})")
-    runs: int = option(DEFAULT_RUNS, help=f"measured runs per variant (default {DEFAULT_RUNS}; the PR used 5)")
+    runs: int = option(DEFAULT_RUNS, help=f"measured runs per variant (default {DEFAULT_RUNS}; the PR used 5); typed, it "
+                                          "asks for the fixed design")
+    design: str = option(DESIGNS[0], choices=DESIGNS,
+                         help=f"sequential (default): stop after {FIRST_LOOK} runs a side when every headline verdict "
+                              "is claimed and no control differs, else run all --runs, each look at its share of the "
+                              "error rate; fixed: always --runs (the PR's design, and what typing --runs asks for)")
     order: str = option(DEFAULT_ORDER, choices=ORDERS,
                         help="run order (default blocks: each round a seeded random permutation of the variants, so "
                              "carry-over from the run before is not tied to one variant; alternate: ABAB..., the PR's)")
@@ -101,6 +106,11 @@ class BenchmarkSpec:
         base = LoadOptions.from_dict(base) if isinstance(base, Mapping) else base
         return cls(**rest, load=base.replace(**{k: values[k] for k in LOAD_FIELDS if k in values}))
 
+    @property
+    def looks(self) -> tuple[int, ...]:
+        """Runs a side after which the verdicts are read (:func:`~omni_loader.results.planner.looks`)."""
+        return looks(self.design, self.runs, self.order, self.aa)
+
     def plan(self) -> list[PlannedRun]:
         """The A/B runs, then (with ``aa``) the A/A runs, numbered in one sequence."""
         plan = plan_runs(self.warmup, self.runs, self.order, self.seed, variants=self.variants)
@@ -148,6 +158,7 @@ class BenchmarkSpec:
         if unknown:
             raise ResultsError(f"{METADATA_FILE} has spec fields this omni-loader does not know ({', '.join(unknown)}):"
                                " it was made by a newer version; upgrade omni-loader to continue it")
+        saved = {"design": "fixed", **saved}  # a benchmark recorded before the sequential design ran all its runs
         return cls.from_flat({k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
 
 

@@ -86,6 +86,8 @@ def new_spec(args: argparse.Namespace, snapshot: Any) -> BenchmarkSpec:
     from ..bench.runner import benchmark_spec
 
     settings = {name: getattr(args, d) for d, name in SPEC_DESTS.items() if name not in LOAD_FIELDS}
+    if {"runs"} & given_options(args) and "design" not in given_options(args):
+        settings["design"] = "fixed"  # --runs N asks for N runs a side, as the PR ran them
     return benchmark_spec(snapshot, load_options(args), **{**settings, "threads": settings["threads"] or None,
                                                            "custom_variants": settings["custom_variants"] or ()})
 
@@ -105,6 +107,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     else:
         print(device_banner(args.device))  # resolves --device (auto: the GPU torch sees): fails fast, before a
         # multi-GB snapshot is made, and says which device the run will use
+        if args.workers == "forkserver" and not (args.checkpoint or args.model):
+            from ..bench.worker import ensure_forkserver
+
+            ensure_forkserver()  # its imports (seconds) run on another core while the synthetic snapshot is made
         snapshot = snapshot_from_args(args)
         spec = new_spec(args, snapshot)
     print(f"results: {out}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..names import LEAF_PHASES, OUTER_LOAD_WEIGHTS, OUTER_LOAD_WEIGHTS_CHILDREN, WEIGHT_LOADING_CHILDREN
-from .stats import Comparison, NoiseFloor, compare, phase_summary
+from .stats import ALPHA, Comparison, NoiseFloor, compare, phase_summary
 
 # The phase each step of a variant is timed as.
 STEP_PHASES = {"discovery": "buffer_discovery", "parameters": "load_parameters"}
@@ -114,9 +114,10 @@ class ControlReport:
         return next((r for r in self.rows if r.phase == phase), None)
 
 
-def pair_reports(frame, metadata: dict[str, Any], floors: dict[str, NoiseFloor] | None = None) -> list[ControlReport]:
+def pair_reports(frame, metadata: dict[str, Any], floors: dict[str, NoiseFloor] | None = None,
+                 alpha: float = ALPHA) -> list[ControlReport]:
     """One :class:`ControlReport` per A/B pair of a results directory: its first variant against each
-    other one (the PR's pair first where the benchmark ran it), as the report compares them."""
+    other one (the PR's pair first where the benchmark ran it), as the report compares them, at ``alpha``."""
     from .measurements import spec_of
 
     spec = spec_of(metadata)
@@ -124,7 +125,7 @@ def pair_reports(frame, metadata: dict[str, Any], floors: dict[str, NoiseFloor] 
     custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
     reports = []
     for other in arms[1:]:
-        report = control_report(frame, custom.get(arms[0], arms[0]), custom.get(other, other), floors)
+        report = control_report(frame, custom.get(arms[0], arms[0]), custom.get(other, other), floors, alpha)
         if report is not None:
             reports.append(report)
     pr = [r for r in reports if (r.first, r.second) == ("baseline", "optimized")]
@@ -132,7 +133,7 @@ def pair_reports(frame, metadata: dict[str, Any], floors: dict[str, NoiseFloor] 
 
 
 def control_report(frame, first: Any = "baseline", second: Any = "optimized",
-                   floors: dict[str, NoiseFloor] | None = None) -> ControlReport | None:
+                   floors: dict[str, NoiseFloor] | None = None, alpha: float = ALPHA) -> ControlReport | None:
     """The controls of ``first`` against ``second`` in ``frame`` (runs.csv rows), or None when the rows
     hold no timed leaf phase of both."""
     floors = floors or {}
@@ -142,7 +143,7 @@ def control_report(frame, first: Any = "baseline", second: Any = "optimized",
     for phase in LEAF_PHASES:
         if phase in changed:
             continue
-        c = compare(phase_summary(frame, names[0], phase), phase_summary(frame, names[1], phase))
+        c = compare(phase_summary(frame, names[0], phase), phase_summary(frame, names[1], phase), alpha=alpha)
         if c.baseline.n and c.optimized.n:
             controls.append(Control(c, floors.get(phase)))
     if not controls:

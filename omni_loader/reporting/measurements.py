@@ -18,7 +18,7 @@ from typing import Any
 from ..formatting import time_unit
 from ..names import DATA_DIR
 from ..results.suite import benchmark, flat_spec
-from .stats import Comparison, NoiseFloor, compare, measured, noise_floor, phase_summary, run_summary
+from .stats import ALPHA, Comparison, NoiseFloor, compare, measured, noise_floor, phase_summary, run_summary
 
 REFERENCE_FILE = DATA_DIR / "reference" / "pr7061.json"
 
@@ -78,19 +78,22 @@ def planned_arms(metadata: dict[str, Any]) -> list[str]:
     return arms + (["aa-1", "aa-2"] if spec.get("aa") else [])
 
 
-def comparisons(frame) -> list[Comparison]:
+def comparisons(frame, alpha: float = ALPHA) -> list[Comparison]:
     """One comparison per measurement present in the rows: the PR's rows first, then every other
-    loader phase, then the figures read from server logs (``server:NAME``)."""
+    loader phase, then the figures read from server logs (``server:NAME``); each tested at ``alpha``
+    (a sequential design's: :func:`~omni_loader.reporting.sequential.design_alpha`)."""
     calls = compare(run_summary(frame, "baseline", "state_dict_calls"),
-                    run_summary(frame, "optimized", "state_dict_calls"), unit="calls")
+                    run_summary(frame, "optimized", "state_dict_calls"), unit="calls", alpha=alpha)
     ok = measured(frame)
     load = list(dict.fromkeys(ok[ok["source"] == "load"]["phase"]))
     server = list(dict.fromkeys(ok[ok["source"] == "server"]["phase"]))
     timed = []
     for phase in [p for p in LABELS if p in load and p not in YARDSTICKS] + [p for p in load if p not in LABELS]:
-        timed.append(compare(phase_summary(frame, "baseline", phase), phase_summary(frame, "optimized", phase)))
+        timed.append(compare(phase_summary(frame, "baseline", phase), phase_summary(frame, "optimized", phase),
+                             alpha=alpha))
     for phase in server:
-        c = compare(phase_summary(frame, "baseline", phase, "server"), phase_summary(frame, "optimized", phase, "server"))
+        c = compare(phase_summary(frame, "baseline", phase, "server"), phase_summary(frame, "optimized", phase, "server"),
+                    alpha=alpha)
         timed.append(replace(c, phase=phase if phase == "startup_to_health" else f"server:{phase}"))
     rank = {p: i for i, p in enumerate(PR_ROWS)}
     timed.sort(key=lambda c: (rank.get(c.phase, len(rank)), c.phase.startswith("server:")))

@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..formatting import duration
+
 from .measurements import PR_PAIR, comparisons, described_record, label, load_reference, noise_floors, planned_arms
 from ..results.suite import flat_spec
 from .report_environment import environment_table
@@ -23,6 +25,7 @@ from .report_tables import (attribution_table, beyond_pr_section, controls_secti
                             headline, measurement_table, memory_table, noise_floor_table, reference_table,
                             yardstick_lines)
 from .controls import pair_reports
+from .sequential import design_alpha, design_sentence
 from .cache_report import cache_check, cache_headline, cache_marks, cache_section
 from ..host.machine import machine_warnings
 from ..results.integrity import ResultsCheck, check_results
@@ -38,7 +41,7 @@ def render_report(directory: str | Path) -> str:
     """report.md's text for ``directory``; writes nothing (its plot links name what :func:`write_report` writes)."""
     directory = Path(directory)
     check = check_results(directory)  # rows that cannot be trusted are left out, and said so in the report
-    comps = comparisons(check.frame)
+    comps = comparisons(check.frame, design_alpha(check.metadata))
     return _report_text(directory, check, comps, list(_figures(check, comps)))
 
 
@@ -52,7 +55,7 @@ def write_report(directory: str | Path, check: ResultsCheck | None = None) -> Pa
     directory = Path(directory)
     check = check if check is not None else check_results(directory)
     refuse_links(directory, (REPORT_FILE, PLOTS_DIR))  # before anything is written: links are never followed
-    comps = comparisons(check.frame)
+    comps = comparisons(check.frame, design_alpha(check.metadata))
     figures = _figures(check, comps)
     if (directory / PLOTS_DIR).is_dir():  # every plot checked before the first byte of any is written
         refuse_links(directory / PLOTS_DIR, [name for stem in figures for name in figure_files(stem)])
@@ -73,7 +76,7 @@ def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], 
     floors = noise_floors(frame)
     equiv = equivalence(frame, planned_arms(meta))
     mem_table, mem_verdict = memory_table(frame)
-    pairs = pair_reports(frame, meta, floors)
+    pairs = pair_reports(frame, meta, floors, design_alpha(meta))
     controls = next((r for r in pairs if (r.first, r.second) == PR_PAIR), None)
     cache = cache_check(frame, meta)
     parts = [
@@ -119,10 +122,24 @@ def _intro(check: ResultsCheck, meta: dict[str, Any]) -> list[str]:
         f"This report measures {which} ({', '.join(variants)}): {' + '.join(str(k) for k in n)} measured runs "
         f"after {record.get('warmup')} warm-up(s) per variant, order {record.get('order')}; "
         + (f"{len(failed)} run(s) failed (see Verdicts); " if len(failed) else "")
-        + f"status {record.get('status')}; {check.summary or 'integrity checks found nothing wrong'}.",
+        + f"status {record.get('status')}; {check.summary or 'integrity checks found nothing wrong'}."
+        + took(record),
         "",
+        *([f"Design: {design}.", ""] if (design := design_sentence(meta)) else []),
         *([*(f"- Integrity: {p}" for p in check.problems), ""] if check.problems else []),
     ]
+
+
+def took(record: dict[str, Any]) -> str:
+    """' The benchmark took 48 s.' from its record's start and finish stamps ('' while it has no finish)."""
+    from datetime import datetime
+
+    try:
+        seconds = (datetime.fromisoformat(record["finished_at"]) - datetime.fromisoformat(record["started_at"]))
+    except (KeyError, TypeError, ValueError):
+        return ""
+    gaps = " from start to finish, its interruptions included" if record.get("resumed_at") else ""
+    return f" The benchmark took {duration(seconds.total_seconds(), 's', 0)}{gaps}."
 
 
 def _machine_lines(record: dict[str, Any]) -> list[str]:

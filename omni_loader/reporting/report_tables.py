@@ -18,7 +18,9 @@ from .measurements import LABELS, PR_PAIR, PR_ROWS, YARDSTICKS, label, row_unit,
 from ..names import LEAF_PHASES
 from ..results.rows import PHASE_COUNTERS
 from .controls import MATERIAL, ControlReport
-from .stats import Comparison, NoiseFloor, compare, measured, memory_verdict, phase_summary, phrase_change, run_summary
+from .stats import (ALPHA, Comparison, NoiseFloor, compare, confidence_words, measured, memory_verdict, phase_summary,
+                    phrase_change, run_summary)
+from .sequential import design_alpha
 from .stats import summary_table  # a DataFrame; styled_summary_table below shows it
 
 # The rows compared for each variant beyond the PR's pair.
@@ -57,7 +59,7 @@ def _floor_cell(c: Comparison, floor: NoiseFloor | None) -> str:
 def measurement_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | None = None) -> str:
     """Every comparison: medians, change, ratio, spread, test, interval, verdict (and the A/A floor)."""
     header = ["Measurement", "Baseline median", "Optimized median", "Change", "Ratio",
-              "Baseline min–max", "Optimized min–max", "Mann-Whitney p", "95% CI of Δ median", "Verdict",
+              "Baseline min–max", "Optimized min–max", "Mann-Whitney p", f"{_level(comps)} CI of Δ median", "Verdict",
               "PR's rule (min–max)"]
     header += ["A/A noise floor"] if floors else []
     floors = floors or {}
@@ -264,6 +266,11 @@ def _changed_names(report: ControlReport, row) -> str:
     return ", ".join(label(p) + ("" if p in row.changed else " (not timed)") for p in report.changed) or "none"
 
 
+def _level(comps: list[Comparison]) -> str:
+    """The confidence of the intervals in a column ('95%'; a sequential design's look: its own)."""
+    return confidence_words(comps[0].alpha if comps else ALPHA)
+
+
 def controls_section(reports: list[ControlReport]) -> list[str]:
     """Every control of every A/B pair compared, and each enclosing row's saving taken apart."""
     if not reports:
@@ -303,7 +310,8 @@ def _pair_controls(report: ControlReport) -> list[str]:
     return [f"### `{report.first}` against `{report.second}`", "",
             f"They differ only in {', '.join(label(p) for p in report.changed) or 'no step'}.", "",
             markdown_table(rows, ["Control", f"{report.first} median", f"{report.second} median", "Change",
-                                  "95% CI of Δ median", "Verdict", "Inside"]), "", *accounts, ""]
+                                  f"{_level([c.comparison for c in report.controls])} CI of Δ median", "Verdict",
+                                  "Inside"]), "", *accounts, ""]
 
 
 def beyond_pr_section(frame, meta: dict[str, Any], controls: list[ControlReport] | None = None) -> list[str]:
@@ -320,7 +328,7 @@ def beyond_pr_section(frame, meta: dict[str, Any], controls: list[ControlReport]
     rows, notes = [], []
     for v in others:
         pair = next((r for r in controls or [] if (r.first, r.second) == (first, v)), None)
-        rows += _beyond_rows(frame, first, v, pair)
+        rows += _beyond_rows(frame, first, v, pair, design_alpha(meta))
         variant = variant_from(custom[v]) if v in custom else variant_from(v)
         steps = f"discovery `{variant.discovery}`, parameters `{variant.parameters}`"
         notes.append(f"- **{v}**: {steps}. Memory: {variant.memory or 'no change to where parameters live'}.")
@@ -340,13 +348,14 @@ def pair_table(frame, first: str, second: str) -> str:
                                                                f"{second} min–max", "Verdict"])
 
 
-def _beyond_rows(frame, first: str, v: str, controls: ControlReport | None = None) -> list[list[str]]:
+def _beyond_rows(frame, first: str, v: str, controls: ControlReport | None = None,
+                 alpha: float = ALPHA) -> list[list[str]]:
     rows = []
     for phase in BEYOND_ROWS:
         if phase == "state_dict_calls":
             c = compare(run_summary(frame, first, phase), run_summary(frame, v, phase), unit="calls")
         else:
-            c = compare(phase_summary(frame, first, phase), phase_summary(frame, v, phase))
+            c = compare(phase_summary(frame, first, phase), phase_summary(frame, v, phase), alpha=alpha)
         if not c.baseline.n or not c.optimized.n:
             continue
         u = row_unit(c)

@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..names import short_digest
+from ..results.planner import FIXED_ALPHA
 from ..formatting import duration, time_unit  # the one unit rule
 
 HIGH_SPREAD = 0.10  # IQR / median above which a summary carries a warning
-ALPHA = 0.05
+ALPHA = FIXED_ALPHA  # one claim's error rate; a sequential design's looks test at shares of it
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class Comparison:
     ci_low: float | None = None  # bootstrap interval of median(optimized) - median(baseline)
     ci_high: float | None = None
     notes: list[str] = field(default_factory=list)
+    alpha: float = ALPHA  # the error rate this comparison tests at (a sequential design's look: its share)
 
     @property
     def difference(self) -> float:
@@ -106,7 +108,7 @@ class Comparison:
 
     @property
     def significant(self) -> bool:
-        return self.p_value is not None and self.p_value < ALPHA
+        return self.p_value is not None and self.p_value < self.alpha
 
     def change(self, row_unit: str | None = None) -> str:
         return phrase_change(self.baseline.median, self.optimized.median, self.unit, row_unit)
@@ -117,9 +119,9 @@ class Comparison:
         return self.ci_low is not None and self.ci_high is not None and (self.ci_low > 0 or self.ci_high < 0)
 
     def differs(self, floor: NoiseFloor | None = None) -> bool:
-        """The kit's verdict on a time: a difference is claimed when the 95% bootstrap interval of
-        median(optimized) − median(baseline) excludes zero, the rank test agrees (Mann-Whitney
-        p < ``ALPHA``) and, where an A/A benchmark measured this phase, the difference is larger than
+        """The kit's verdict on a time: a difference is claimed when the (1 − ``alpha``) bootstrap interval
+        of median(optimized) − median(baseline) excludes zero (95% at the kit's 0.05), the rank test agrees
+        (Mann-Whitney p < ``alpha``) and, where an A/A benchmark measured this phase, the difference is larger than
         its noise floor. Medians and ranks: one slow run moves neither much, where it decides the
         PR's min–max rule."""
         if self.unit != "s" or not self.interval_excludes_zero or not self.significant:
@@ -136,13 +138,18 @@ class Comparison:
             direction = "faster" if self.difference < 0 else "slower"
             beyond = "; beyond the A/A noise floor" if floor is not None and not math.isnan(
                 floor.resolvable_fraction) else ""
-            return f"{direction} (95% CI of Δ median excludes 0, Mann-Whitney p={self.p_value:.3g}{beyond})"
+            return f"{direction} ({self.level} CI of Δ median excludes 0, Mann-Whitney p={self.p_value:.3g}{beyond})"
         if self.interval_excludes_zero and self.significant:
             return "within the A/A noise floor: no difference claimed"
-        if smallest_p(self.baseline.n, self.optimized.n) >= ALPHA:
+        if smallest_p(self.baseline.n, self.optimized.n) >= self.alpha:
             return (f"no difference claimed: {self.baseline.n}+{self.optimized.n} runs cannot reach "
-                    f"p < {ALPHA:g} (use more runs)")
-        return f"no difference claimed (95% CI of Δ median includes 0 or Mann-Whitney p={self.p_value:.3g})"
+                    f"p < {self.alpha:g} (use more runs)")
+        return f"no difference claimed ({self.level} CI of Δ median includes 0 or Mann-Whitney p={self.p_value:.3g})"
+
+    @property
+    def level(self) -> str:
+        """The interval's confidence in words: '95%' at the kit's 0.05, '99%' at a first look's 0.01."""
+        return confidence_words(self.alpha)
 
     def pr_rule(self) -> str:
         """The PR's own rule, for the PR-format rows: separate min–max ranges, or no claim."""
@@ -225,12 +232,17 @@ def ratio_interval(c: Comparison) -> tuple[float, float] | None:
     return (math.exp(ci[0]), math.exp(ci[1])) if ci else None
 
 
-def compare(baseline: Summary, optimized: Summary, unit: str = "s") -> Comparison:
-    """Build a :class:`Comparison` with its test, interval and spread warnings."""
+def confidence_words(alpha: float) -> str:
+    """``1 - alpha`` as a reader writes it: 0.05 -> '95%', 0.04 -> '96%'."""
+    return f"{100 * (1 - alpha):.3g}%"
+
+
+def compare(baseline: Summary, optimized: Summary, unit: str = "s", alpha: float = ALPHA) -> Comparison:
+    """Build a :class:`Comparison` with its test, its (1 − ``alpha``) interval and spread warnings."""
     p = ci = None
     if unit == "s":
         p = mann_whitney(baseline.samples, optimized.samples)
-        ci = bootstrap_median_difference(baseline.samples, optimized.samples)
+        ci = bootstrap_median_difference(baseline.samples, optimized.samples, confidence=1 - alpha)
     notes = [
         f"{s.variant} spread is high: IQR is {100 * s.relative_iqr:.0f}% of the median"
         for s in (baseline, optimized)
@@ -238,7 +250,7 @@ def compare(baseline: Summary, optimized: Summary, unit: str = "s") -> Compariso
     ]
     return Comparison(
         phase=baseline.phase, baseline=baseline, optimized=optimized, unit=unit, p_value=p,
-        ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None, notes=notes,
+        ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None, notes=notes, alpha=alpha,
     )
 
 

@@ -17,6 +17,37 @@ from ..names import VARIANTS
 
 ORDERS = ("blocks", "alternate", "abba", "shuffle", "blocked")
 DEFAULT_ORDER = "blocks"
+# The design: how many measured runs a side, and when the benchmark may stop.
+DESIGNS = ("sequential", "fixed")
+FIRST_LOOK = 5  # runs a side at the sequential design's first look: the fewest whose rank test can reach 0.01
+LOOK_ALPHAS = (0.01, 0.04)  # the error rate each look may spend: first look, last look; together the kit's 0.05
+ROUND_ORDERS = ("blocks", "alternate", "abba")  # the orders whose plan of n runs is the plan of more runs cut short
+
+
+def looks(design: str, runs: int, order: str, aa: bool = False) -> tuple[int, ...]:
+    """The numbers of measured runs a side after which the benchmark's verdicts are read.
+
+    ``fixed`` (and whatever cannot stop early) has one look, after all ``runs``, at the kit's 0.05.
+    ``sequential`` has two, after :data:`FIRST_LOOK` runs a side and after ``runs``, and stops at the
+    first when the verdicts are settled there. Why it keeps its error rate: each look tests at its own
+    share of 0.05 (:data:`LOOK_ALPHAS`, Bonferroni alpha spending), so a false claim at either look, the
+    only way the design can err, has probability at most their sum, whatever rule decides to stop.
+    It needs an order made of rounds (stopping after a round leaves both arms balanced) and no A/A
+    benchmark (whose floor is measured at the A/B's full size).
+    """
+    if design == "sequential" and runs > FIRST_LOOK and order in ROUND_ORDERS and not aa:
+        return (FIRST_LOOK, runs)
+    return (runs,)
+
+
+def look_alpha(design_looks: tuple[int, ...] | list[int], n: int) -> float:
+    """The error rate the look after ``n`` runs a side tests at (0.05 when there is one look)."""
+    if len(design_looks) == 1:
+        return FIXED_ALPHA
+    return LOOK_ALPHAS[0] if n < design_looks[-1] else LOOK_ALPHAS[-1]
+
+
+FIXED_ALPHA = 0.05  # the kit's error rate for one claim (reporting.stats.ALPHA)
 
 
 @dataclass(frozen=True)

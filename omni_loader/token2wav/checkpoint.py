@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from ..errors import CheckpointError, OmniLoaderError
-from .model import CHECKPOINT_PREFIX, build_model, config_dict
+from .model import CHECKPOINT_PREFIX, build_model, config_dict, shipped_tensor_specs
 from ..names import SYNTHETIC_KEY
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -283,9 +283,9 @@ def _plan_shards(specs: dict[str, tuple[tuple[int, ...], torch.dtype]], shard_by
         used += size
     return shards
 
-def _make_tensor(key: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator, config: Any) -> torch.Tensor:
+def _make_tensor(key: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator, dit: dict) -> torch.Tensor:
     if key.endswith("rotary_embed.inv_freq"):
-        dim, base = config.dit_config.head_dim, config.dit_config.rope_parameters["rope_theta"]
+        dim, base = dit["head_dim"], dit["rope_theta"]
         return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
     return (torch.randn(shape, generator=gen, dtype=torch.float32) * 0.02).to(dtype)
 
@@ -293,7 +293,6 @@ def synthesize(
     out: str | os.PathLike[str],
     size: str = "full",
     seed: int = 0,
-    token2wav_config: dict[str, Any] | None = None,
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     progress: bool = False,
     overwrite: bool = False,
@@ -305,15 +304,12 @@ def synthesize(
     """
     from safetensors.torch import save_file
 
-    from .model import make_config
-
     out = Path(out)
     occupied = out.is_file() or (out.is_dir() and any(out.iterdir()))
     if occupied and not overwrite:
         raise CheckpointError(f"output exists and is not empty: {out} (use --force to replace it)")
-    t2w_config = token2wav_config or config_dict(size)
-    config = make_config(t2w_config)
-    specs = checkpoint_tensor_specs(t2w_config)
+    t2w_config = config_dict(size)
+    specs = shipped_tensor_specs(size)  # the list, without importing transformers' model code (see there)
     plan = _plan_shards(specs, shard_bytes)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
@@ -325,7 +321,7 @@ def synthesize(
             name = f"model-{i:05d}-of-{len(plan):05d}.safetensors"
             tensors = {}
             for key in keys:
-                tensors[key] = _make_tensor(key, *specs[key], gen, config)
+                tensors[key] = _make_tensor(key, *specs[key], gen, t2w_config["dit_config"])
                 bar.update(1)
             save_file(tensors, str(tmp / name), metadata={"format": "pt"})
             (tmp / name).chmod(0o644)  # safetensors writes its files 0600; a snapshot is meant to be shared
@@ -334,7 +330,7 @@ def synthesize(
         bar.close()
         total = sum(torch.Size(s).numel() * d.itemsize for s, d in specs.values())
         (tmp / INDEX_FILE).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1))
-        torch.save(_speaker_dict(config, gen), tmp / SPK_DICT_FILE)
+        torch.save(_speaker_dict(t2w_config["dit_config"], gen), tmp / SPK_DICT_FILE)
         (tmp / CONFIG_FILE).write_text(json.dumps(_hub_config(t2w_config, size, seed), indent=2))
         tmp.chmod(0o755)  # mkdtemp made it private; a snapshot is meant to be shared
         if not overwrite and (out / INDEX_FILE).is_file():
@@ -359,15 +355,14 @@ def _hub_config(t2w_config: dict[str, Any], size: str, seed: int) -> dict[str, A
         SYNTHETIC_KEY: {"size": size, "seed": seed, "note": "random weights; names, shapes, dtypes as released"},
     }
 
-def _speaker_dict(config: Any, gen: torch.Generator) -> dict[str, dict[str, Any]]:
+def _speaker_dict(dit: dict[str, Any], gen: torch.Generator) -> dict[str, dict[str, Any]]:
     """Speaker conditioning as the released ``spk_dict.pt`` holds it: per speaker a ``cond`` vector,
-    a reference mel spectrogram and the codec's BOS token."""
-    dit = config.dit_config
+    a reference mel spectrogram and the codec's BOS token (``dit``: the config's ``dit_config``)."""
     return {
         name: {
-            "cond": torch.randn(1, dit.enc_emb_dim, generator=gen),
-            "ref_mel": torch.randn(1, 300, dit.mel_dim, generator=gen) * 0.5,
-            "bos_token": dit.num_embeds - 1,
+            "cond": torch.randn(1, dit["enc_emb_dim"], generator=gen),
+            "ref_mel": torch.randn(1, 300, dit["mel_dim"], generator=gen) * 0.5,
+            "bos_token": dit["num_embeds"] - 1,
         }
         for name in ("Chelsie", "Ethan")
     }

@@ -72,6 +72,21 @@ def config_dict(size: str) -> dict[str, Any]:
     return json.loads((DATA_DIR / f"token2wav-{size}.json").read_text())
 
 
+def shipped_tensor_specs(size: str) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Names, shapes and dtypes of the checkpoint's tensors for the shipped ``size``, as
+    :func:`~omni_loader.token2wav.checkpoint.checkpoint_tensor_specs` derives them from transformers' model.
+
+    Why a file: deriving them builds the model on the meta device, which first imports transformers'
+    Qwen2.5-Omni code (seconds, and on a fresh install its bytecode compile too); the synthetic snapshot
+    needs only the list, and the benchmark's fork server imports that code at the same time on the other
+    core. A test holds the file to the derivation.
+    """
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {SIZES}, not {size!r}")
+    listed = json.loads((DATA_DIR / f"token2wav-{size}-tensors.json").read_text())["tensors"]
+    return {name: (tuple(shape), getattr(torch, dtype)) for name, shape, dtype in listed}
+
+
 def make_config(token2wav_config: dict[str, Any]) -> Any:
     cfg, _ = _modeling()
     return cfg.Qwen2_5OmniToken2WavConfig(**token2wav_config)

@@ -1,0 +1,85 @@
+"""A sequential design's looks: are the verdicts after ``n`` runs a side settled, and at which error rate
+does a saved benchmark's report read its verdicts.
+
+Why: a default benchmark spent most of its minute on runs whose verdict was already plain after five a
+side (buffer discovery hundreds of times faster, every run of one arm beyond every run of the other).
+The sequential design (:func:`~omni_loader.results.planner.looks`) reads the verdicts after
+:data:`~omni_loader.results.planner.FIRST_LOOK` runs a side at a share of the error rate and stops there
+when they are settled; else it runs all ``--runs`` and reads them at the rest. Settled means: every
+headline row of every pair (the phases its variants differ in, and the PR's rows that enclose them) is
+claimed, and no control (a phase both variants run unchanged) differs. Stopping cannot add false claims:
+each look tests at its own share (alpha spending), whatever decides to stop. What an early stop gives up
+is power: a control's difference too small for five runs a side to show stays unseen, as it would with a
+fixed design of five runs; the report says where the benchmark stopped and why.
+
+Nothing here imports torch: it reads saved rows only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..results.planner import FIXED_ALPHA, look_alpha
+from .controls import ENCLOSING, pair_reports
+from .measurements import PR_ROWS, described_record, label
+from .stats import compare, confidence_words, phase_summary
+
+__all__ = ["design_alpha", "design_sentence", "look_at", "settled"]
+
+
+def design_alpha(metadata: dict[str, Any]) -> float:
+    """The error rate a benchmark's verdicts are read at: the kit's 0.05 for a fixed design; for a sequential
+    one, the share of the look it stopped at, or of its last look when none stopped it."""
+    seq = described_record(metadata).get("sequential") or {}
+    if not isinstance(seq, dict) or not seq.get("looks"):
+        return FIXED_ALPHA
+    return look_alpha(seq["looks"], seq.get("stopped_at") or seq["looks"][-1])
+
+
+def settled(frame, metadata: dict[str, Any], alpha: float) -> tuple[bool, str]:
+    """Whether the verdicts in ``frame`` (measured rows) are settled at ``alpha``, and why (see the module)."""
+    open_ = []
+    for pair in pair_reports(frame, metadata, alpha=alpha):
+        headline = list(pair.changed) + [row for row, leaves in ENCLOSING.items()
+                                         if row in PR_ROWS and set(leaves) & set(pair.changed)]
+        if not headline:
+            open_.append(f"{pair.first} and {pair.second} run the same steps: nothing to claim")
+        for phase in headline:
+            c = compare(phase_summary(frame, pair.first, phase), phase_summary(frame, pair.second, phase), alpha=alpha)
+            if not c.differs():
+                open_.append(f"{label(phase)} ({pair.second}) not claimed")
+        open_ += [f"control {label(c.phase)} ({pair.second}) differs" for c in pair.controls if c.differs]
+    if open_:
+        return False, "; ".join(open_)
+    return True, f"every headline row claimed and no control differs at α={alpha:g}"
+
+
+def look_at(out: str | Path, n: int, alpha: float) -> tuple[bool, str]:
+    """A look of a running benchmark: its saved rows of the warm-ups and each arm's first ``n`` measured runs,
+    read as the report reads them (:func:`settled`)."""
+    from ..results.integrity import check_results
+
+    check = check_results(out)
+    frame = check.frame
+    import pandas as pd
+
+    order = pd.to_numeric(frame["order"], errors="coerce")  # empty for warm-ups
+    frame = frame[(frame["source"] == "load") & (frame["warmup"].astype(bool) | (order <= n))]
+    return settled(frame, check.metadata, alpha)
+
+
+def design_sentence(metadata: dict[str, Any]) -> str:
+    """The design in one sentence for the report's opening, computed from the record; '' for a fixed design."""
+    seq = described_record(metadata).get("sequential") or {}
+    if not isinstance(seq, dict) or not seq.get("looks"):
+        return ""
+    looks, alphas = seq["looks"], seq.get("alphas") or []
+    plan = (f"sequential: verdicts read after {looks[0]} runs a side at α={alphas[0]:g}, else after "
+            f"{looks[-1]} at α={alphas[-1]:g} (together at most {sum(alphas):g}: alpha spending)")
+    seen = [s for s in seq.get("seen") or [] if isinstance(s, dict)]
+    if seq.get("stopped_at"):
+        return f"{plan}; it stopped after {seq['stopped_at']} a side: {seen[-1]['why'] if seen else 'settled'}"
+    why = f" ({seen[0]['why']})" if seen else ""
+    return (f"{plan}; not settled after {looks[0]}{why}, so all {looks[-1]} ran, and every verdict here is read at "
+            f"α={design_alpha(metadata):g} ({confidence_words(design_alpha(metadata))} intervals)")

@@ -1,0 +1,139 @@
+"""The sequential design: looks, the stop rule, the error rate each look spends, and a benchmark that stops."""
+
+from __future__ import annotations
+
+import pytest
+
+from omni_loader.bench.runner import run_benchmark
+from omni_loader.bench.spec import BenchmarkSpec
+from omni_loader.results.integrity import check_results
+from omni_loader.results.planner import FIRST_LOOK, LOOK_ALPHAS, look_alpha, looks
+from omni_loader.results.suite import benchmark, read_metadata
+from omni_loader.reporting.report import render_report
+from omni_loader.reporting.sequential import design_alpha, look_at, settled
+from test_controls import _frame
+
+
+def test_looks_are_sequential_only_where_a_stop_leaves_the_arms_balanced():
+    assert looks("sequential", 10, "blocks") == (FIRST_LOOK, 10)
+    assert looks("sequential", 20, "alternate") == (FIRST_LOOK, 20)
+    assert looks("fixed", 10, "blocks") == (10,)
+    assert looks("sequential", 10, "shuffle") == (10,)  # not made of rounds: a cut would unbalance the arms
+    assert looks("sequential", 10, "blocks", aa=True) == (10,)  # the A/A floor is measured at the full size
+    assert looks("sequential", FIRST_LOOK, "blocks") == (FIRST_LOOK,)
+    assert looks("sequential", 3, "blocks") == (3,)
+
+
+def test_the_looks_spend_at_most_the_kits_error_rate():
+    assert sum(LOOK_ALPHAS) == pytest.approx(0.05)
+    assert look_alpha((10,), 10) == 0.05
+    assert (look_alpha((5, 10), 5), look_alpha((5, 10), 10)) == LOOK_ALPHAS
+    # five runs a side can reach the first look's error rate (complete separation: p = 2 / C(10, 5))
+    assert 2 / 252 < LOOK_ALPHAS[0]
+
+
+def test_a_clear_pair_with_quiet_controls_is_settled_at_the_first_look():
+    ok, why = settled(_frame(runs=FIRST_LOOK), {}, LOOK_ALPHAS[0])
+    assert ok, why
+    assert why == f"every headline row claimed and no control differs at α={LOOK_ALPHAS[0]:g}"
+
+
+def test_a_control_that_differs_keeps_the_benchmark_going():
+    ok, why = settled(_frame(slower={"load_parameters": 0.2}, runs=FIRST_LOOK), {}, LOOK_ALPHAS[0])
+    assert not ok and why == "control Load parameters (optimized) differs"
+
+
+def test_a_headline_row_not_yet_claimed_keeps_the_benchmark_going():
+    ok, why = settled(_frame(runs=4), {}, LOOK_ALPHAS[0])  # 4 + 4 runs cannot reach p < 0.01
+    assert not ok
+    assert why.startswith("Buffer discovery (optimized) not claimed; Token2Wav weight loading (optimized) not claimed")
+
+
+SETTLED = "settled, as this test says"
+
+
+def settles(out, n, alpha):
+    """A look that settles: what the runner does then is tested here, the stop rule above (in-process loads are
+    not independent runs, so a real look's verdict on them is the machine's, not the test's)."""
+    return True, SETTLED
+
+
+@pytest.fixture(scope="module")
+def stopped(tiny_snapshot, tmp_path_factory):
+    """A sequential benchmark of the PR's pair, in this process, whose first look settles."""
+    out = tmp_path_factory.mktemp("seq") / "res"
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=1, runs=FIRST_LOOK + 2, workers="in-process")
+    run_benchmark(spec, out, progress=False, look=settles)
+    return spec, out
+
+
+def test_a_sequential_benchmark_stops_at_the_look_that_settles(stopped):
+    spec, out = stopped
+    record = benchmark(read_metadata(out), "load")
+    assert record["status"] == "complete"
+    assert record["sequential"]["stopped_at"] == FIRST_LOOK and record["sequential"]["looks"] == [FIRST_LOOK, 7]
+    assert len(record["plan"]) == 2 * (FIRST_LOOK + 1) < len(spec.plan())  # a warm-up and five runs a side
+    check = check_results(out)
+    assert not check.problems and not check.missing_runs  # the plan is the runs made: nothing is missing
+    assert check.frame["run_id"].nunique() == 2 * (FIRST_LOOK + 1)
+    assert design_alpha(read_metadata(out)) == LOOK_ALPHAS[0]
+
+
+def test_its_report_reads_the_verdicts_at_the_looks_share(stopped):
+    text = render_report(stopped[1])
+    assert f"it stopped after {FIRST_LOOK} a side: {SETTLED}" in text
+    assert "99% CI of Δ median" in text and "95% CI" not in text
+    assert "The benchmark took " in text
+
+
+def test_resuming_a_stopped_benchmark_runs_nothing(stopped):
+    spec, out = stopped
+    before = (out / "runs.csv").read_bytes()
+    run_benchmark(spec, out, resume=True, progress=False, look=settles)
+    assert (out / "runs.csv").read_bytes() == before
+
+
+def test_a_look_that_does_not_settle_runs_the_whole_plan(tiny_snapshot, tmp_path):
+    seen = []
+
+    def never(out, n, alpha):
+        seen.append((n, alpha))
+        return False, "not yet"
+
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=FIRST_LOOK + 1, workers="in-process")
+    run_benchmark(spec, tmp_path / "r", progress=False, look=never)
+    record = benchmark(read_metadata(tmp_path / "r"), "load")
+    assert seen == [(FIRST_LOOK, LOOK_ALPHAS[0])]
+    assert len(record["plan"]) == len(spec.plan()) and record["sequential"]["stopped_at"] is None
+    assert record["sequential"]["seen"] == [{"n": FIRST_LOOK, "settled": False, "why": "not yet"}]
+    assert design_alpha(read_metadata(tmp_path / "r")) == LOOK_ALPHAS[1]
+
+
+def test_a_look_reads_the_warmups_and_each_arms_first_runs(stopped, monkeypatch):
+    import omni_loader.reporting.sequential as sequential
+
+    read = []
+    monkeypatch.setattr(sequential, "settled", lambda frame, meta, alpha: read.append(frame) or (True, ""))
+    look_at(stopped[1], 3, 0.01)
+    runs = read[0].drop_duplicates("run_id")
+    assert sorted(runs[~runs["warmup"]].groupby("variant").size().tolist()) == [3, 3]
+    assert runs["warmup"].sum() == 2
+
+
+def test_typing_runs_asks_for_the_fixed_design(tiny_snapshot):
+    from omni_loader.cli import parse_args
+    from omni_loader.cli.reproduce import new_spec
+    from omni_loader.token2wav.checkpoint import open_snapshot
+
+    snapshot = open_snapshot(tiny_snapshot)
+    base = ["reproduce", "--checkpoint", str(tiny_snapshot)]
+    assert new_spec(parse_args(base), snapshot).looks == (FIRST_LOOK, 10)
+    assert new_spec(parse_args([*base, "--runs", "10"]), snapshot).design == "fixed"
+    assert new_spec(parse_args([*base, "--runs", "10", "--design", "sequential"]), snapshot).looks == (FIRST_LOOK, 10)
+
+
+def test_a_benchmark_recorded_before_the_design_reads_back_fixed(stopped):
+    meta = read_metadata(stopped[1])
+    record = benchmark(meta, "load")
+    del record["spec"]["design"]
+    assert BenchmarkSpec.from_metadata(meta).design == "fixed"
