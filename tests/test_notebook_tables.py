@@ -75,7 +75,7 @@ def test_a_rows_saving_is_taken_apart_in_a_table_whose_parts_add_up():
     c = compare(phase_summary(frame, "baseline", "load_parameters"), phase_summary(frame, "optimized", "load_parameters"))
     assert slowed["verdict"] == "slower" and slowed["saving (ms)"] == ms(-c.difference)
     assert slowed["baseline median (ms)"] == ms(c.baseline.median)
-    assert slowed["95% CI of the saving (ms)"] == f"{-c.ci_high * 1e3:,.3f} … {-c.ci_low * 1e3:,.3f}"
+    assert slowed["95% CI of the saving (ms)"] == f"{-c.ci_high * 1e3:,.3f}\u00a0…\u00a0{-c.ci_low * 1e3:,.3f}"  # unbroken
     assert slowed["inside"] == "confounds weight loading, whole load"
     assert controls["Construction"]["baseline median (ms)"].startswith("1,00")  # thousands separated, 1 s in ms
     assert controls["Construction"]["inside"] == "whole load"  # not a confounder: it did not move
@@ -100,7 +100,7 @@ def test_an_ab_table_holds_one_number_a_cell_and_the_verdict_in_a_word(arms_dir)
         assert row["saving (ms)"] == ms(-c.difference)
         assert row["saving (%)"] == f"{-100 * c.difference / c.baseline.median:,.1f}"
         assert row["baseline ÷ mine"] == f"{c.ratio:,.2f}"
-        assert row["mine min … max (ms)"] == f"{ms(c.optimized.min)} … {ms(c.optimized.max)}"
+        assert row["mine min … max (ms)"] == f"{ms(c.optimized.min)}\u00a0…\u00a0{ms(c.optimized.max)}"
         assert row["verdict"] == "no difference claimed"
     assert rows["Whole Token2Wav load"]["baseline median (ms)"] == "9,100.000"
     assert rows["Whole Token2Wav load"]["saving (ms)"].startswith("-")  # mine is slower there

@@ -25,6 +25,7 @@ from ..names import OUTER_LOAD_WEIGHTS
 # The rows that enclose other phases, named short where a cell lists them.
 SHORT_ROWS = {"weight_loading": "weight loading", OUTER_LOAD_WEIGHTS: "vLLM's load_weights", "total": "whole load"}
 RSS_COLUMN = "rss_peak_bytes"
+TO = "\u00a0…\u00a0"  # between the two ends of a range: non-breaking, so a range never breaks across lines
 
 
 def verdict_word(c: Comparison, floor: NoiseFloor | None = None) -> str:
@@ -62,11 +63,11 @@ def _interval(low: float | None, high: float | None, unit: str) -> str:
     """A saving's interval from one of Δ median (second − first): its ends negated and swapped, in ``unit``."""
     if low is None or high is None:
         return "—"
-    return f"{-high * TIME_SCALE[unit]:,.3f} … {-low * TIME_SCALE[unit]:,.3f}"
+    return f"{-high * TIME_SCALE[unit]:,.3f}{TO}{-low * TIME_SCALE[unit]:,.3f}"
 
 
 def _spread(c: Comparison, unit: str) -> str:
-    return f"{c.optimized.min * TIME_SCALE[unit]:,.3f} … {c.optimized.max * TIME_SCALE[unit]:,.3f}"
+    return f"{c.optimized.min * TIME_SCALE[unit]:,.3f}{TO}{c.optimized.max * TIME_SCALE[unit]:,.3f}"
 
 
 def time_tables(comps: list[Comparison], first: str = "baseline", second: str = "optimized",
