@@ -35,6 +35,7 @@ from ..token2wav.options import LoadOptions
 from ..results.planner import PlannedRun
 from ..results.lifecycle import Recording, recording
 from ..results.rows import failed_row, rows_for_run
+from .phase_watch import PhaseWatch
 from .spec import BenchmarkSpec, spec_conflicts
 from .checkpoint_cache import CACHE_KEY, recorded_run, storage_throughput
 from ..results.suite import METADATA_FILE, benchmark_record, read_metadata
@@ -113,13 +114,15 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
         watch = Timeout(spec.worker_timeout)
         shared = SharedFailure(set(spec.variants))
         looks = Looks(spec, plan, {r.run_id for r in plan} - {r.run_id for r in todo}, look)
+        if looks.pending:  # the bar counts to the first look (its time left too); more if that look does not settle
+            bar.total = len(looks.needed(looks.pending[0]))
         for run in todo:
-            bar.set_postfix_str(f"run {run.run_id + 1}/{len(plan)} {run.variant}{' (warm-up)' if run.warmup else ''}"
-                                f"{watch.shown}")
+            label = f"run {run.run_id + 1}/{bar.total} {run.variant}{' (warm-up)' if run.warmup else ''}"
             started, began = time.perf_counter(), now_iso(precise=True)
             try:
-                result = run_isolated(spec.request(run), spec.workers, watch.seconds,
-                                      on_start=(lambda pid, run=run: on_start(run, pid)) if on_start else None)
+                with PhaseWatch(bar, label, watch.shown,
+                                (lambda pid, run=run: on_start(run, pid)) if on_start else None) as phases:
+                    result = run_isolated(spec.request(run), spec.workers, watch.seconds, on_start=phases.started)
                 rec.ran(rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
                 rec.update(**{CACHE_KEY: recorded_run(_cache_record(rec), run.run_id, run.warmup, result)})
                 if run.warmup:
@@ -167,6 +170,7 @@ class Looks:
             bar.set_postfix_str(f"reading the verdicts after {n} runs a side (sequential design)")
             settled, why = self.look(rec.out, n, look_alpha(self.spec.looks, n))
             self.record["seen"].append({"n": n, "settled": settled, "why": why})
+            bar.total = len(self.plan) if not settled else bar.total
             if settled:
                 kept = self.needed(n)
                 self.record["stopped_at"] = n

@@ -45,6 +45,7 @@ from ..token2wav.options import LoadOptions
 from .checkpoint_cache import prepare_checkpoint
 from ..host.placement import cpu_affinity, intra_op_threads
 from ..host.procs import remove_dead_owners_dirs, stop_children, stop_group
+from ..host.timing import announce_phases
 
 WORKER_MODES = ("forkserver", "spawn", "in-process")
 # Imported once by the fork server, before any child is forked (none of them touches a device).
@@ -269,6 +270,7 @@ def _forked_main(request: LoadRequest, out: str) -> None:
     """A forked child: load once, write the result (or one line of error) to ``out``, exit."""
     os.setsid()  # its own group and session, as a spawned worker: the terminal's Ctrl-C is the parent's
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent decides about interrupts
+    announce_phases()  # its name says which step it is in: the progress bar reads it (host.timing)
     load_then_exit(request, out)
 
 
@@ -373,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         call = read_call(args)
+        announce_phases()
         data = run_load(call.request)
         if call.repeat > 1:
             totals = [data["phases"]["total"]]

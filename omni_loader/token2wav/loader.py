@@ -106,7 +106,7 @@ from ..names import DIGEST_ALGORITHM, DTYPE_NAMES, OUTER_LOAD_WEIGHTS
 from .options import LoadOptions, option_fields
 from .steps import (check_all_loaded, check_dtypes, hub_check, load_buffers, load_speaker_dict, model_loaded_line,
                     reference_state_dict, split_buffer_entries)
-from ..host.timing import PhaseClock, PhaseRecord
+from ..host.timing import PhaseClock, PhaseRecord, announce
 from .variants import Variant, refuse_off_gpu, variant_from
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
@@ -246,6 +246,8 @@ def load_token2wav(
         del state
     del weights, param_entries, buffer_entries
     # A meta-device model holds no bytes to digest.
+    if digest and dev.type != "meta":
+        announce("digest")
     hexdigest, count = tensor_digest(model) if digest and dev.type != "meta" else ("", 0)
     result = LoadResult(
         variant=spec.name,
