@@ -137,3 +137,14 @@ def test_a_benchmark_recorded_before_the_design_reads_back_fixed(stopped):
     record = benchmark(meta, "load")
     del record["spec"]["design"]
     assert BenchmarkSpec.from_metadata(meta).design == "fixed"
+
+
+def test_the_notebook_face_reads_the_verdicts_at_the_reports_share(stopped):
+    """01's tables and legend say what report.md says: a benchmark that stopped at the first look is read at 0.01."""
+    from omni_loader.notebook.sections import result_tables
+
+    shown = result_tables(stopped[1])
+    columns = [c for item in shown if hasattr(item, "data") for c in item.data.columns]
+    legends = [item for item in shown if isinstance(item, str) and "*verdict*" in item]
+    assert "99% CI of Δ median (ms)" in columns and not any("95%" in str(c) for c in columns)
+    assert legends and all("99% bootstrap interval" in t and "p < 0.01" in t for t in legends)

@@ -10,7 +10,6 @@ separated, never in scientific notation), a verdict is one word whose rule is sa
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any
 
@@ -18,7 +17,8 @@ from ..formatting import TIME_SCALE, table, time_unit
 from ..reporting.controls import MATERIAL, ControlReport, control_report, pair_reports
 from ..reporting.measurements import PR_ROWS, comparisons, label, noise_floors, row_unit, spec_of
 from ..reporting.report_tables import BEYOND_ROWS
-from ..reporting.stats import (ALPHA, Comparison, NoiseFloor, bootstrap_median_difference, compare, memory_verdict,
+from ..reporting.sequential import design_alpha
+from ..reporting.stats import (ALPHA, Comparison, NoiseFloor, compare, confidence_words, memory_verdict,
                                phase_summary, run_summary)
 from ..names import OUTER_LOAD_WEIGHTS
 
@@ -40,12 +40,12 @@ def verdict_word(c: Comparison, floor: NoiseFloor | None = None) -> str:
     return "no difference claimed"
 
 
-def verdict_legend(first: str = "baseline", second: str = "optimized") -> str:
-    """The rule behind the verdict words and what a saving is, said once under the tables."""
-    level = inspect.signature(bootstrap_median_difference).parameters["confidence"].default
+def verdict_legend(first: str = "baseline", second: str = "optimized", alpha: float = ALPHA) -> str:
+    """The rule behind the verdict words and what a saving is, said once under the tables (``alpha``: the error
+    rate the verdicts were read at, a sequential design's look's where it stopped)."""
     return (f"*saving*: the median of `{first}` less that of `{second}` (negative: `{second}` is slower); "
-            f"*verdict*: **faster** or **slower** where the {100 * level:.0f}% bootstrap interval of the difference "
-            f"of medians excludes 0 and the Mann-Whitney test agrees (p < {ALPHA:g}), beyond the A/A noise floor "
+            f"*verdict*: **faster** or **slower** where the {confidence_words(alpha)} bootstrap interval of the "
+            f"difference of medians excludes 0 and the Mann-Whitney test agrees (p < {alpha:g}), beyond the A/A noise floor "
             "where one was measured; **no difference claimed** where either fails; **too few runs** where a side has "
             "too few runs for a test. `report.md` writes each verdict out as a sentence.")
 
@@ -112,23 +112,24 @@ def count_table(comps: list[Comparison], first: str = "baseline", second: str = 
     return table(pd.DataFrame(rows)) if rows else None
 
 
-def pr_rows(frame) -> list[Any]:
+def pr_rows(frame, alpha: float = ALPHA) -> list[Any]:
     """The PR's rows (``baseline`` against ``optimized``) as tables: the counts, then the times with the kit's
-    verdict beside the PR's rule, then the legend."""
-    comps = [c for c in comparisons(frame) if c.phase in PR_ROWS]
+    verdict (at ``alpha``: :func:`~omni_loader.reporting.sequential.design_alpha`) beside the PR's rule, then the
+    legend."""
+    comps = [c for c in comparisons(frame, alpha) if c.phase in PR_ROWS]
     counts = count_table(comps)
     return [*([counts] if counts is not None else []), *time_tables(comps, floors=noise_floors(frame), pr_rule=True),
-            verdict_legend()]
+            verdict_legend(alpha=alpha)]
 
 
-def _pair_comparisons(frame, first: str, second: str) -> list[Comparison]:
+def _pair_comparisons(frame, first: str, second: str, alpha: float = ALPHA) -> list[Comparison]:
     """``second`` against ``first`` over the rows "beyond the PR" compares, and peak RSS."""
     comps = []
     for phase in BEYOND_ROWS:
         if phase == "state_dict_calls":
             comps.append(compare(run_summary(frame, first, phase), run_summary(frame, second, phase), unit="calls"))
         else:
-            comps.append(compare(phase_summary(frame, first, phase), phase_summary(frame, second, phase)))
+            comps.append(compare(phase_summary(frame, first, phase), phase_summary(frame, second, phase), alpha=alpha))
     if RSS_COLUMN in frame:
         rss = [run_summary(frame, v, RSS_COLUMN) for v in (first, second)]
         comps.append(compare(*rss, unit="bytes"))
@@ -140,7 +141,7 @@ def pair_tables(frame, metadata: dict[str, Any], first: str, second: str) -> lis
     control both run unchanged moved one of the rows, which."""
     spec = spec_of(metadata)
     custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
-    comps = _pair_comparisons(frame, first, second)
+    comps = _pair_comparisons(frame, first, second, design_alpha(metadata))
     counts = count_table(comps, first, second)
     shown = [*([counts] if counts is not None else []), *time_tables(comps, first, second)]
     report = control_report(frame, custom.get(first, first), custom.get(second, second), noise_floors(frame))
@@ -182,7 +183,7 @@ def control_table(report: ControlReport):  # -> Styler
         inside = ", ".join(SHORT_ROWS.get(r.phase, label(r.phase)) for r in report.rows if control.phase in r.controls)
         rows.append({"control": label(c.phase), f"{first} median": c.baseline.median,
                      f"{second} median": c.optimized.median, "saving": -c.difference,
-                     f"95% CI of the saving ({unit})": _interval(c.ci_low, c.ci_high, unit),
+                     f"{c.level} CI of the saving ({unit})": _interval(c.ci_low, c.ci_high, unit),
                      "verdict": verdict_word(c, control.floor),
                      "inside": (f"confounds {inside}" if report.material(control) else inside) or "—"})
     return _timed(pd.DataFrame(rows), [f"{first} median", f"{second} median", "saving"], unit)
@@ -191,11 +192,12 @@ def control_table(report: ControlReport):  # -> Styler
 def control_tables(frame, metadata: dict[str, Any]) -> list[Any]:
     """Every A/B pair's controls, as tables: each enclosing row's saving taken apart, then each control."""
     shown: list[Any] = []
-    for report in pair_reports(frame, metadata, noise_floors(frame)):
+    alpha = design_alpha(metadata)
+    for report in pair_reports(frame, metadata, noise_floors(frame), alpha):
         changed = ", ".join(label(p) for p in report.changed) or "no step"
         shown += [f"### `{report.first}` against `{report.second}`\n\nThey differ only in {changed}. A control that "
                   f"differs by at least {100 * MATERIAL:.0f}% of an enclosing row's `{report.first}` median marks that "
                   "row confounded.", "**What each enclosing row saved**, taken apart (the parts add up to the "
                   "saving)", saving_table(report), "**Each control** (a phase both variants run unchanged)",
-                  control_table(report), verdict_legend(report.first, report.second)]
+                  control_table(report), verdict_legend(report.first, report.second, alpha)]
     return shown

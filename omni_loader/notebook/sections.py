@@ -52,9 +52,12 @@ def result_tables(out: str | os.PathLike[str]) -> list[Any]:
     from ..reporting.report_tables import styled_summary_table
     from .ab_tables import pr_rows
 
-    frame, _ = _frame_and_metadata(out)
-    return ["**The PR's rows**", *pr_rows(frame), "**Every phase**, with its spread, test and interval",
-            phase_table(comparisons(frame)), styled_summary_table(frame)]
+    from ..reporting.sequential import design_alpha
+
+    frame, meta = _frame_and_metadata(out)
+    alpha = design_alpha(meta)  # the error rate report.md reads the verdicts at (a sequential design's look)
+    return ["**The PR's rows**", *pr_rows(frame, alpha), "**Every phase**, with its spread, test and interval",
+            phase_table(comparisons(frame, alpha)), styled_summary_table(frame)]
 
 
 def phase_table(comps: list[Any]):  # -> Styler
@@ -77,7 +80,7 @@ def phase_table(comps: list[Any]):  # -> Styler
         rows.append({"phase": label(c.phase), "baseline": c.baseline.median, "optimized": c.optimized.median,
                      "ratio": c.ratio, "baseline min–max (ms)": ms(c.baseline.min, c.baseline.max),
                      "optimized min–max (ms)": ms(c.optimized.min, c.optimized.max),
-                     "95% CI of Δ median (ms)": ms(c.ci_low, c.ci_high), "Mann-Whitney p": c.p_value,
+                     f"{c.level} CI of Δ median (ms)": ms(c.ci_low, c.ci_high), "Mann-Whitney p": c.p_value,
                      "verdict": verdict_word(c)})
     return table(pd.DataFrame(rows), seconds=["baseline", "optimized"], unit="ms",
                  decimals={"ratio": 2, "Mann-Whitney p": 4})
@@ -125,6 +128,7 @@ def beyond_the_pr(out: str | os.PathLike[str], first: str, second: str) -> list[
     from ..reporting.stats import equivalence
     from ..results.integrity import check_results
     from ..token2wav.variants import variant_from
+    from ..reporting.sequential import design_alpha
     from .ab_tables import pair_tables, pr_rows, verdict_legend
 
     checked = check_results(out)
@@ -134,13 +138,14 @@ def beyond_the_pr(out: str | os.PathLike[str], first: str, second: str) -> list[
     custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
     shown: list[Any] = [f"Integrity: {checked.summary or 'the checks found nothing wrong'}",
                         "**The PR's rows** (`baseline` against `optimized`)",
-                        *pr_rows(frame[frame["variant"].isin(PR_PAIR)])]
+                        *pr_rows(frame[frame["variant"].isin(PR_PAIR)], design_alpha(meta))]
     for other in [v for v in arms[1:] if {arms[0], v} != set(PR_PAIR)]:
         variant = variant_from(custom.get(other, other))
         shown += [f"### `{other}` against `{arms[0]}`, the benchmark's first variant\n\n`{other}`: discovery "
                   f"`{variant.discovery}`, parameters `{variant.parameters}`; memory: "
                   f"{variant.memory or 'no change to where parameters live'}.", *pair_tables(frame, meta, arms[0], other)]
-    shown += [f"### `{second}` against `{first}`", *pair_tables(frame, meta, first, second), verdict_legend(first, second),
+    shown += [f"### `{second}` against `{first}`", *pair_tables(frame, meta, first, second),
+              verdict_legend(first, second, design_alpha(meta)),
               equivalence(frame, planned_arms(meta))["statement"]]
     return shown
 
