@@ -148,3 +148,10 @@ def test_the_notebook_face_reads_the_verdicts_at_the_reports_share(stopped):
     legends = [item for item in shown if isinstance(item, str) and "*verdict*" in item]
     assert "99% CI of Δ median (ms)" in columns and not any("95%" in str(c) for c in columns)
     assert legends and all("99% bootstrap interval" in t and "p < 0.01" in t for t in legends)
+
+
+def test_compare_reads_a_stopped_benchmark_as_its_report_does(stopped):
+    from omni_loader.compare.side_by_side import read_entry
+
+    entry = read_entry(stopped[1])
+    assert {c.alpha for c in entry.comparisons} == {LOOK_ALPHAS[0]}

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import ResultsError
 from ..results.archive import archive_format, opened
 from ..reporting.measurements import PR_ROWS, comparisons, described_record, planned_arms
+from ..reporting.sequential import design_alpha
 from ..results.suite import benchmark, flat_spec
 from ..names import VARIANTS, digest_algorithm, short_digest
 from ..results.integrity import check_results
@@ -254,7 +255,7 @@ def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
     counts = {column: {v: tuple(sorted({float(x) for x in per_run[per_run["variant"] == v][column]
                                         if str(x) not in ("", "nan")})) for v in VARIANTS}
               for column in COUNT_COLUMNS}
-    comps = tuple(comparisons(frame))
+    comps = tuple(comparisons(frame, design_alpha(checked.metadata)))  # as its report.md reads them
     intervals = {c.phase: iv for c in comps if c.phase in PR_ROWS and (iv := ratio_interval(c)) is not None}
     return Entry(label=label or default_label(path), source=path, archive=path.is_file(),
                  metadata=checked.metadata, comparisons=comps, intervals=intervals, runs=runs, digests=digests,
@@ -267,7 +268,7 @@ def _confounded(frame, metadata: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     from ..reporting.controls import control_report
     from ..reporting.measurements import noise_floors
 
-    report = control_report(frame, *VARIANTS, floors=noise_floors(frame))
+    report = control_report(frame, *VARIANTS, floors=noise_floors(frame), alpha=design_alpha(metadata))
     return {r.phase: r.confounders for r in report.rows if r.confounded} if report else {}
 
 
