@@ -953,7 +953,7 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir, no_fi
     assert all(x.startswith("| ") for x in environment[2:-1])
     assert _section(text, "## Measurements")[:3] == [
         "Medians of the measured runs; spread as min–max and interquartile range; Mann-Whitney U (two-sided) and a "
-        "percentile bootstrap interval for median(optimized) − median(baseline). The kit's verdict claims a difference "
+        "95% percentile bootstrap interval for median(optimized) − median(baseline). The kit's verdict claims a difference "
         "when that interval excludes 0 and the rank test agrees (p < 0.05), and, with an A/A benchmark, when it is "
         "beyond the noise floor: medians and ranks, which one slow run cannot flip. The PR's own rule (no claim where "
         "the min–max ranges overlap, as it did for startup) is shown beside it, labelled.", "",

@@ -82,7 +82,8 @@ def test_a_sequential_benchmark_stops_at_the_look_that_settles(stopped):
 def test_its_report_reads_the_verdicts_at_the_looks_share(stopped):
     text = render_report(stopped[1])
     assert f"it stopped after {FIRST_LOOK} a side: {SETTLED}" in text
-    assert "99% CI of Δ median" in text and "95% CI" not in text
+    assert "99% CI of Δ median" in text and "95%" not in text and "p < 0.05" not in text
+    assert "a 99% percentile bootstrap interval" in text and "the rank test agrees (p < 0.01)" in text
     assert "The benchmark took " in text
 
 

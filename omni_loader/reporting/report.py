@@ -29,7 +29,7 @@ from .sequential import design_alpha, design_sentence
 from .cache_report import cache_check, cache_headline, cache_marks, cache_section
 from ..host.machine import machine_warnings
 from ..results.integrity import ResultsCheck, check_results
-from .stats import Comparison, equivalence, run_summary
+from .stats import ALPHA, Comparison, confidence_words, equivalence, run_summary
 
 __all__ = ["PLOTS_DIR", "REPORT_FILE", "render_report", "write_report"]
 
@@ -150,12 +150,14 @@ def _machine_lines(record: dict[str, Any]) -> list[str]:
 
 
 def _measurements_section(comps: list[Comparison], floors: dict[str, Any]) -> list[str]:
+    alpha = comps[0].alpha if comps else ALPHA  # one error rate for the whole benchmark (a sequential design's look)
     lines = [
         "## Measurements",
         "",
         "Medians of the measured runs; spread as min–max and interquartile range; Mann-Whitney U (two-sided) "
-        "and a percentile bootstrap interval for median(optimized) − median(baseline). The kit's verdict claims a "
-        "difference when that interval excludes 0 and the rank test agrees (p < 0.05), and, with an A/A benchmark, "
+        f"and a {confidence_words(alpha)} percentile bootstrap interval for median(optimized) − median(baseline). "
+        "The kit's verdict claims a "
+        f"difference when that interval excludes 0 and the rank test agrees (p < {alpha:g}), and, with an A/A benchmark, "
         "when it is beyond the noise floor: medians and ranks, which one slow run cannot flip. The PR's own rule "
         "(no claim where the min–max ranges overlap, as it did for startup) is shown beside it, labelled.",
         "",
