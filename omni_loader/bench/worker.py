@@ -375,7 +375,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         call = read_call(args)
-        announce_phases()
         data = run_load(call.request)
         if call.repeat > 1:
             totals = [data["phases"]["total"]]
@@ -394,4 +393,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    announce_phases()  # a worker process of its own (main() called in-process leaves its caller's name alone)
     sys.exit(main())
