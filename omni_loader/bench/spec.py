@@ -56,7 +56,7 @@ class BenchmarkSpec:
                                           "asks for the fixed design")
     design: str = option(DESIGNS[0], choices=DESIGNS,
                          help=f"sequential (default): stop after {FIRST_LOOK} runs a side when every headline verdict "
-                              "is claimed and no control differs, else run all --runs, each look at its share of the "
+                              "is claimed and no control confounds one, else run all --runs, each look at its share of the "
                               "error rate; fixed: always --runs (the PR's design, and what typing --runs asks for)")
     order: str = option(DEFAULT_ORDER, choices=ORDERS,
                         help="run order (default blocks: each round a seeded random permutation of the variants, so "

@@ -7,7 +7,10 @@ The sequential design (:func:`~omni_loader.results.planner.looks`) reads the ver
 :data:`~omni_loader.results.planner.FIRST_LOOK` runs a side at a share of the error rate and stops there
 when they are settled; else it runs all ``--runs`` and reads them at the rest. Settled means: every
 headline row of every pair (the phases its variants differ in, and the PR's rows that enclose them) is
-claimed, and no control (a phase both variants run unchanged) differs. Stopping cannot add false claims:
+claimed, and no control (a phase both variants run unchanged) confounds one: none differs by at least
+:data:`~omni_loader.reporting.controls.MATERIAL` of an enclosing row's median, the report's own rule for a
+confounded row. A control that differs by less (a split of buffers 0.1 ms slower after the baseline's
+discovery, beside a weight loading of 600 ms) cannot change what a row says, and more runs would not either. Stopping cannot add false claims:
 each look tests at its own share (alpha spending), whatever decides to stop. What an early stop gives up
 is power: a control's difference too small for five runs a side to show stays unseen, as it would with a
 fixed design of five runs; the report says where the benchmark stopped and why.
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results.planner import FIXED_ALPHA, look_alpha
-from .controls import ENCLOSING, pair_reports
+from .controls import ENCLOSING, MATERIAL, pair_reports
 from .measurements import PR_ROWS, described_record, label
 from .stats import compare, confidence_words, phase_summary
 
@@ -49,10 +52,11 @@ def settled(frame, metadata: dict[str, Any], alpha: float) -> tuple[bool, str]:
             c = compare(phase_summary(frame, pair.first, phase), phase_summary(frame, pair.second, phase), alpha=alpha)
             if not c.differs():
                 open_.append(f"{label(phase)} ({pair.second}) not claimed")
-        open_ += [f"control {label(c.phase)} ({pair.second}) differs" for c in pair.controls if c.differs]
+        open_ += [f"control {label(c.phase)} ({pair.second}) confounds: it differs by at least {100 * MATERIAL:g}% of "
+                  "an enclosing row" for c in pair.confounders]
     if open_:
         return False, "; ".join(open_)
-    return True, f"every headline row claimed and no control differs at α={alpha:g}"
+    return True, f"every headline row claimed and no control confounds at α={alpha:g}"
 
 
 def look_at(out: str | Path, n: int, alpha: float) -> tuple[bool, str]:
