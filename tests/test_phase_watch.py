@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+import omni_loader.host.procs as procs
 import omni_loader.host.timing as timing
 from omni_loader.bench.phase_watch import STEP_WORDS, PhaseWatch
-from omni_loader.host.timing import PHASE_NAMES, PhaseClock, announce, process_phase
+from omni_loader.host.procs import PHASE_NAMES, announce, process_phase
+from omni_loader.host.timing import PhaseClock
 
 COMM = Path("/proc/self/comm")
 pytestmark = pytest.mark.skipif(not COMM.exists(), reason="needs /proc")
@@ -30,13 +32,13 @@ class Bar:
 def announcing(monkeypatch):
     """This process announces its phases (as a worker does), and gets its own name back afterwards."""
     name = COMM.read_text().strip()
-    monkeypatch.setattr(timing, "_ANNOUNCING", [True])
+    monkeypatch.setattr(procs, "_ANNOUNCING", [True])
     yield
     COMM.write_text(name)
 
 
 def test_a_process_that_does_not_announce_keeps_its_name(monkeypatch):
-    monkeypatch.setattr(timing, "_ANNOUNCING", [False])  # as any process starts (a test before may have switched it)
+    monkeypatch.setattr(procs, "_ANNOUNCING", [False])  # as any process starts (a test before may have switched it)
     name = COMM.read_text()
     with PhaseClock(timing.torch.device("cpu")).phase("construct"):
         pass

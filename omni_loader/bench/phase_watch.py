@@ -2,7 +2,7 @@
 
 Why: a default run spends a second or more in one process the parent only waits for, and a bar that says
 "run 6/12 optimized" for all of it hides whether it is building the model or hashing 1.7 GB. A worker names
-itself after each top-level step it enters (:func:`omni_loader.host.timing.announce`, before that step's clock
+itself after each top-level step it enters (:func:`omni_loader.host.procs.announce`, before that step's clock
 starts); while the parent waits, a thread here reads the name a few times a second and puts the step in words
 on the bar. Nothing crosses into the worker, and nothing is added inside a timed phase.
 """
@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..host.timing import process_phase
+from ..host.procs import process_phase
 
 # The steps a worker announces, as the bar says them.
 STEP_WORDS = {"construct": "constructing", "outer_load_weights": "loading weights", "post_load": "post-load check",

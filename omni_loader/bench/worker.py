@@ -45,7 +45,7 @@ from ..token2wav.options import LoadOptions
 from .checkpoint_cache import prepare_checkpoint
 from ..host.placement import cpu_affinity, intra_op_threads
 from ..host.procs import remove_dead_owners_dirs, stop_children, stop_group
-from ..host.timing import announce_phases
+from ..host.procs import announce_phases
 
 WORKER_MODES = ("forkserver", "spawn", "in-process")
 # Imported once by the fork server, before any child is forked (none of them touches a device).

@@ -345,3 +345,36 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     if made and os.getppid() != int(expected):  # the parent ended before the request: it will not be sent
         os.kill(os.getpid(), sig)
     return made
+
+
+# What a worker process is doing, told by its name as the kernel keeps it (/proc/PID/comm: 15 bytes, what
+# ``ps`` and ``top`` show): the benchmark's progress bar reads it while it waits, with no channel to the worker
+# and nothing inside a timed phase (the name is set before a phase's clock starts). Only the top-level steps.
+PHASE_NAMES = {"construct": "ol:construct", "outer_load_weights": "ol:load-weights", "post_load": "ol:post-load",
+               "digest": "ol:digest", "reference_copy": "ol:ref-copy"}
+_ANNOUNCING = [False]  # on in a worker process only: a notebook's kernel keeps its own name
+
+
+def announce_phases() -> None:
+    """From now on this process names itself after each top-level phase it enters (a worker calls it)."""
+    _ANNOUNCING[0] = True
+
+
+def announce(phase: str) -> None:
+    """Name this process after ``phase`` (a key of :data:`PHASE_NAMES`) when it announces its phases."""
+    if _ANNOUNCING[0] and phase in PHASE_NAMES:
+        try:
+            with open("/proc/self/comm", "w") as fh:  # prctl(PR_SET_NAME) as a file: one short write
+                fh.write(PHASE_NAMES[phase])
+        except OSError:
+            pass  # not Linux, or /proc is not mounted: the bar says less, the load is the same
+
+
+def process_phase(pid: int) -> str | None:
+    """The phase a worker announced (a key of :data:`PHASE_NAMES`), or None (not yet, not a worker, gone)."""
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            name = fh.read().strip()
+    except OSError:
+        return None
+    return next((phase for phase, named in PHASE_NAMES.items() if named == name), None)

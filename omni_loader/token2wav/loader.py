@@ -106,7 +106,8 @@ from ..names import DIGEST_ALGORITHM, DTYPE_NAMES, OUTER_LOAD_WEIGHTS
 from .options import LoadOptions, option_fields
 from .steps import (check_all_loaded, check_dtypes, hub_check, load_buffers, load_speaker_dict, model_loaded_line,
                     reference_state_dict, split_buffer_entries)
-from ..host.timing import PhaseClock, PhaseRecord, announce
+from ..host.procs import announce
+from ..host.timing import PhaseClock, PhaseRecord
 from .variants import Variant, refuse_off_gpu, variant_from
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
