@@ -54,9 +54,11 @@ def reproduce_job(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot:
     writer lock is held for the whole job. The directory is read back once after the benchmarks (once
     more when a startup benchmark ran after that read), and the report and the returned check share it.
     """
+    from .results.lifecycle import reserve_blas
     from .token2wav.checkpoint import open_snapshot
     from .token2wav.variants import variant_from
 
+    reserve_blas()  # while memory is free: out of memory in OpenBLAS later is then one line, not its exit(1)
     snapshot = snapshot or open_snapshot(spec.checkpoint)
     check_variants(spec.variants, [variant_from(v) for v in spec.custom_variants], spec.load.device,
                    timeout=spec.worker_timeout)
@@ -73,8 +75,10 @@ def reproduce_job(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot:
         if _startup(spec, snapshot, out, with_startup, progress, check.benchmark("startup")):
             check = check_results(out)  # the startup benchmark wrote rows and its record: read them
         from .reporting.report import write_report
+        from .results.lifecycle import drawing_report
 
-        write_report(out, check)
+        with drawing_report(out, check) as check:  # metadata.json says "not drawn" until report.md is written
+            write_report(out, check)
     return JobResult(out, check)
 
 

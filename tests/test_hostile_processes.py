@@ -183,6 +183,88 @@ def test_download_from_a_hub_that_never_answers_is_bounded(tmp_path):
         "did not answer within 2 s (OMNI_LOADER_HUB_TIMEOUT sets the bound)" in last, last
 
 
+# A Hub that answers every file of a token2wav snapshot but the shard (and the listing of them, as the Hub's API
+# does): the shard's headers, a KiB, then a byte a second (no per-read timeout of huggingface_hub ends it) for as
+# long as the client listens.
+STALLS_MID_FILE = r"""
+import hashlib, http.server, json, sys, time
+shard = "model-00001-of-00001.safetensors"
+index = {"metadata": {}, "weight_map": {"token2wav.code2wav_dit_model.w": shard}}
+files = {"config.json": b"{}", "spk_dict.pt": b"x", "model.safetensors.index.json": json.dumps(index).encode()}
+sizes = {**{name: len(body) for name, body in files.items()}, shard: 1 << 30}
+def etag(name):
+    return hashlib.sha1(name.encode()).hexdigest()
+class Hub(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def api(self):  # the repository's revision and its files
+        if "/tree/" in self.path:
+            body = [{"type": "file", "path": n, "size": s, "oid": etag(n)} for n, s in sizes.items()]
+        else:
+            body = {"id": "Nobody/Model", "sha": "c" * 40, "siblings": [{"rfilename": n} for n in sizes]}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def headers_of(self):
+        name = self.path.split("?")[0].rsplit("/", 1)[-1]
+        self.send_response(200 if name in sizes else 404)
+        self.send_header("X-Repo-Commit", "c" * 40)
+        self.send_header("ETag", '"%s"' % etag(name))
+        self.send_header("Content-Length", str(sizes.get(name, 0)))
+        self.end_headers()
+        return name
+    def do_HEAD(self):
+        self.headers_of()
+    def do_GET(self):
+        if self.path.startswith("/api/"):
+            return self.api()
+        name = self.headers_of()
+        if name != shard:
+            self.wfile.write(files.get(name, b""))
+            return
+        self.wfile.write(bytes(1024))
+        while True:
+            self.wfile.flush()
+            time.sleep(1)
+            self.wfile.write(b"\0")
+    def log_message(self, *args):
+        pass
+hub = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+hub.daemon_threads = True
+print(hub.server_address[1], flush=True)
+hub.serve_forever()
+"""
+
+
+@pytest.mark.subprocess
+def test_a_download_that_stalls_mid_file_ends_at_the_kits_deadline(tmp_path):
+    """--download from a Hub that answers and then stalls mid-file (a byte a second) had no bound after the first
+    answer; now the whole download has one deadline (here OMNI_LOADER_DOWNLOAD_TIMEOUT=3), and the line names the
+    file and the limit."""
+    hub = subprocess.Popen([sys.executable, "-c", STALLS_MID_FILE], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(hub.stdout.readline())
+        env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "OMNI_LOADER_DOWNLOAD_TIMEOUT": "3",
+               "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+        env.pop("HF_HUB_OFFLINE", None)
+        done = subprocess.run([sys.executable, "-m", "omni_loader", "reproduce", "--model", "Nobody/Model", "--hf-cache",
+                               str(tmp_path / "hf"), "--download", "--device", "cpu"], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=240)  # a bound far from the 3 s
+    finally:
+        hub.kill()
+        hub.wait()
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith("omni-loader: error: --download of Nobody/Model: model-00001-of-00001.safetensors was "
+                               "not downloaded within the download's limit of 3 s (OMNI_LOADER_DOWNLOAD_TIMEOUT sets "
+                               "it)"), lines[0]
+    assert sorted(p.name for p in (tmp_path / "hf").glob("*/snapshots/*/*")) == ["config.json",
+                                                                                "model.safetensors.index.json",
+                                                                                "spk_dict.pt"]
+
+
 # --------------------------------------------------------------------------- timeline: linear work, bounded lines
 
 STAGE2 = "(EngineCore_DP0 pid={pid}) [Stage-2] INFO 03-14 {h:02d}:{m:02d}:{s:02d} [x.py:1] {message}\n"

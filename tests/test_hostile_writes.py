@@ -152,6 +152,16 @@ def _profile(tmp_path, capsys):
     keep_reference(VariantProfile("baseline", tmp_path / "prof" / "baseline"), {"phases": {"total": 1.0}})
 
 
+def _py_spy(tmp_path, capsys):
+    from omni_loader.profiling.pyspy import PySpyJob, record_py_spy
+    from omni_loader.profiling.settings import ProfileSettings
+    from omni_loader.token2wav.options import LoadOptions
+
+    job = PySpyJob("py-spy", str(tmp_path / "snap"), "baseline", tmp_path / "prof" / "baseline", LoadOptions(),
+                   ProfileSettings(repeat=1))
+    record_py_spy(job)  # refused before py-spy starts (a process started here fails the test: see conftest)
+
+
 # (name, the file planted as a hard link of the secret, the writer)
 WRITERS = [
     ("report", "res/report.md", _report),
@@ -167,6 +177,7 @@ WRITERS = [
     ("traversal", "sweep/fits.json", _traversal),
     ("notebook", "nb/out.ipynb", _notebook),
     ("profile", "prof/baseline/load.json", _profile),
+    ("profile-py-spy", "prof/baseline/speedscope.json", _py_spy),
 ]
 
 
@@ -186,6 +197,26 @@ def test_no_writer_writes_through_a_hard_link(tmp_path, secret, capsys, one_figu
     after = {p: p.stat().st_mtime_ns for p in (tmp_path / planted).parent.iterdir()}
     assert {p: t for p, t in after.items() if p in before} == before  # refused before the first byte of any file
     assert all(p.stat().st_size == 0 for p in set(after) - set(before))  # at most an empty lock file was made
+
+
+def test_a_file_a_tool_writes_by_name_is_moved_into_place_never_through_a_link(tmp_path, secret):
+    """py-spy, torch.profiler and pstats write by name: into a private folder, moved into place; a link planted at
+    the name while the tool writes is refused at the move, and the file it names is untouched."""
+    from omni_loader.results.safe_files import replaced
+
+    target = tmp_path / "prof" / "baseline" / "speedscope.json"
+    target.parent.mkdir(parents=True)
+    with pytest.raises(ResultsError, match=f"^{target} is a hard link"):
+        with replaced(target) as written:
+            assert written.name == target.name and oct(written.parent.stat().st_mode & 0o777) == "0o700"
+            written.write_text("{}")  # the tool writes
+            _hard_link(target, secret)  # planted meanwhile
+    assert secret.read_text() == SECRET and os.listdir(target.parent) == [target.name]  # no private folder left
+    target.unlink()
+    with replaced(target) as written:
+        written.write_text("{}")
+    assert target.read_text() == "{}" and os.listdir(target.parent) == [target.name]
+    assert oct(target.stat().st_mode & 0o777) == "0o644"
 
 
 def test_timeline_refuses_a_linked_out_folder_before_writing(tmp_path, capsys):
@@ -235,6 +266,46 @@ def test_a_runs_csv_replaced_while_a_benchmark_runs_is_noticed_and_its_rows_refu
     assert len(check.frame) == 0 and check.missing_runs == (0, 1, 2, 3)
     code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
     assert code == 1 and "integrity problem" in _one_line(err)
+
+
+@pytest.mark.slow
+def test_out_of_memory_while_drawing_the_report_leaves_it_not_drawn_until_report_draws_it(tiny_snapshot, tmp_path,
+                                                                                          capsys, one_figure):
+    """The report's drawing is recorded: out of memory in it (matplotlib, OpenBLAS) left metadata.json "complete"
+    without report.md and nothing said so; now metadata.json says the report was not drawn, the integrity check
+    names it, and ``omni-loader report DIR`` draws it and records it drawn."""
+    import omni_loader.reporting.report as report
+    from omni_loader.results.suite import benchmark, read_metadata
+
+    drawn = report._figures
+
+    def out_of_memory(check, comps):
+        raise MemoryError
+
+    report._figures = out_of_memory  # restored by one_figure's monkeypatch when the test ends
+    out = tmp_path / "res"
+    code, _, err = _cli(capsys, "reproduce", "--checkpoint", tiny_snapshot, "--warmup", "0", "--runs", "2",
+                        "--in-process", "--out", out)
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and line.startswith("omni-loader: error: out of memory in test_hostile_writes (MemoryError; "
+                                         f"report.md was not drawn: draw it with omni-loader report {out}): "), err
+    metadata = read_metadata(out)
+    assert benchmark(metadata, "load")["status"] == "complete" and not (out / "report.md").exists()
+    assert metadata["report"]["status"] == "not drawn"
+    check = check_results(out)
+    assert check.findings == ["report not drawn"]
+    assert check.problems[0].startswith(f"every benchmark of {out} is complete, but its report was not drawn from "
+                                        "their runs: drawing it began at ")
+    assert check.problems[0].endswith(f"never ended (out of memory, or the process was killed); draw it with: "
+                                      f"omni-loader report {out}")
+    report._figures = drawn
+    code, stdout, err = _cli(capsys, "report", out, "--quiet", "--strict")
+    assert code == 0 and stdout == f"report: {out / 'report.md'}\n", err
+    assert "report not drawn" not in (out / "report.md").read_text()  # the report does not say it is missing
+    assert read_metadata(out)["report"]["status"] == "drawn" and check_results(out).ok
+    (out / "report.md").unlink()  # removed by hand: named too
+    assert check_results(out).problems[0].endswith(f"report.md was removed after it was drawn; draw it with: "
+                                                   f"omni-loader report {out}")
 
 
 @pytest.mark.parametrize(("started", "ended", "why"), [

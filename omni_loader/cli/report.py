@@ -19,8 +19,13 @@ from typing import Any
 def cmd_report(args: argparse.Namespace) -> int:
     from ..reporting.report import write_report
     from ..results.integrity import check_results
+    from ..results.lifecycle import report_check, report_drawn, reserve_blas
 
-    path = write_report(args.directory)
+    reserve_blas()  # before the report's memory is taken: out of memory in OpenBLAS would be its exit, not one line
+    # drawn from the runs as checked, less the finding that it was not drawn (a drawing that was stopped: out of
+    # memory, a kill); once written, metadata.json says it was drawn
+    path = write_report(args.directory, report_check(args.directory))
+    report_drawn(args.directory)
     if not args.quiet:
         print(path.read_text(encoding="utf-8"))
     print(f"report: {path}")

@@ -22,7 +22,7 @@ from ..token2wav.options import LoadOptions
 from .outputs import PHASE_FUNCTIONS_CSV, TOP_FUNCTIONS_CSV, TOP_FUNCTIONS_MD, frame_markdown
 from .settings import DEFAULT_TOP
 from .sources import function_label, is_profiler_frame
-from ..results.safe_files import write_text
+from ..results.safe_files import refuse_links, replaced, write_text
 
 TOP_COLUMNS = ["function", "ncalls", "primitive_calls", "tottime", "cumtime"]
 STATE_DICT_FILE = "torch/nn/modules/module.py"
@@ -34,6 +34,8 @@ def profile_cprofile(snapshot: Any, variant: str, directory: Path, options: Load
     from ..token2wav.loader import load_token2wav
     from .clock import SnapshotClock  # imports torch: only when a load is profiled
 
+    # a link where a file goes is refused before the load, not after it
+    refuse_links(directory, (f"{variant}.pstats", TOP_FUNCTIONS_CSV, TOP_FUNCTIONS_MD, PHASE_FUNCTIONS_CSV))
     prof = cProfile.Profile()
     clock = SnapshotClock(options.device, prof)
     prof.enable()
@@ -44,7 +46,8 @@ def profile_cprofile(snapshot: Any, variant: str, directory: Path, options: Load
     del model
     stats = pstats.Stats(prof)
     pstats_path = directory / f"{variant}.pstats"
-    stats.dump_stats(str(pstats_path))
+    with replaced(pstats_path) as written:  # pstats writes by name: in a private folder, moved into place
+        stats.dump_stats(str(written))
     csv_path, md_path = write_top_functions(top_functions(stats, top), directory,
                                             f"cProfile: top {top} functions of one {variant} load")
     phases = phase_function_rows(clock.marks)
@@ -139,6 +142,6 @@ def write_top_functions(df: pd.DataFrame, directory: Path, title: str) -> tuple[
     write_text(csv_path, df.to_csv(index=False))
     shown = df.assign(tottime=df["tottime"] * 1e3, cumtime=df["cumtime"] * 1e3).rename(
         columns={"primitive_calls": "primitive calls", "tottime": "tottime (ms)", "cumtime": "cumtime (ms)"})
-    md_path.write_text(f"# {title}\n\nSorted by cumulative time; the CSV holds seconds.\n\n"
-                       + frame_markdown(shown, {"tottime (ms)": "{:.3f}", "cumtime (ms)": "{:.3f}"}))
+    write_text(md_path, f"# {title}\n\nSorted by cumulative time; the CSV holds seconds.\n\n"
+                        + frame_markdown(shown, {"tottime (ms)": "{:.3f}", "cumtime (ms)": "{:.3f}"}))
     return csv_path, md_path

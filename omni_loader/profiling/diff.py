@@ -41,7 +41,7 @@ from .settings import DEFAULT_RATE
 from ..bench.spec import AA_ARMS, AA_VARIANT
 from .diff_stats import (FASTER, FDR, FUNCTION_COLUMNS, NO_CLAIM, PRESENCE, SLOWER, assign_roles, compare_functions,
                          fold_samples, function_floors)
-from ..results.safe_files import write_text
+from ..results.safe_files import ensure_dir, write_text
 
 DIFF_DIR = "diff"
 FUNCTIONS_CSV = "functions.csv"
@@ -259,9 +259,9 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
                           order="blocks", seed=seed, workers="forkserver", worker_timeout=worker_timeout)
     check_variants(spec.variants, custom, spec.load.device, worker_timeout)
     directory = Path(out_dir) / DIFF_DIR
-    (directory / SPEEDSCOPE_DIR).mkdir(parents=True, exist_ok=True)
+    ensure_dir(directory / SPEEDSCOPE_DIR)
     log = directory / "py-spy.log"
-    log.write_text("")
+    write_text(log, "")
     labels = (a, b, a + UNSAMPLED, b + UNSAMPLED, *(AA_ARMS if aa else ()))
     plan = plan_runs(warmup, runs, "blocks", seed, variants=labels)
     bar = progress_bar(total=len(plan), desc="profile --diff", unit="run", enabled=progress)

@@ -73,8 +73,9 @@ class PySpyJob:
     def log(self) -> Path:
         return self.directory / PY_SPY_LOG
 
-    def command(self, fmt: str, out: Path, worker_json: Path) -> list[str]:
-        """``py-spy record --format fmt`` around one worker that writes its result to ``worker_json``."""
+    def command(self, fmt: str, out: Path, worker_json: Path, request: Path) -> list[str]:
+        """``py-spy record --format fmt`` around one worker that reads its request from ``request`` (written here)
+        and writes its result to ``worker_json``."""
         from ..bench.worker import LoadRequest, WorkerCall, worker_command
 
         s = self.settings
@@ -82,41 +83,40 @@ class PySpyJob:
         cmd += ["--native"] if s.native else []
         call = WorkerCall(LoadRequest(self.snapshot_root, self.variant, self.options, digest=False), str(worker_json),
                           s.repeat or 1)
-        return cmd + ["--", *worker_command(call, self.request_file(fmt))]
-
-    def request_file(self, fmt: str) -> Path:
-        """Where the worker's JSON request is written for the recording in format ``fmt`` (removed after it)."""
-        return self.directory / f"py-spy-request-{fmt}.json"
+        return cmd + ["--", *worker_command(call, request)]
 
     def run(self, fmt: str, out: Path) -> dict[str, Any]:
-        """Record one worker in format ``fmt`` into ``out``; returns the worker's JSON result."""
-        worker_json = self.directory / f"py-spy-worker-{fmt}.json"
-        remove_files([worker_json])
-        cmd = self.command(fmt, out, worker_json)
-        try:
-            proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
-        except OSError as exc:
-            raise PySpyUnavailable(f"cannot run py-spy at {self.exe}: {exc.strerror or exc}") from None
-        finally:
-            remove_files([self.request_file(fmt)])
-        with self.log.open("a") as fh:
-            fh.write(f"$ {' '.join(cmd)}\n[exit {proc.returncode}]\n{proc.stdout}{proc.stderr}\n")
-        text = f"{proc.stdout}\n{proc.stderr}"
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        last = lines[-1] if lines else "no output"
-        if proc.returncode != 0:
-            first = next((ln for ln in lines if "error" in ln.lower()), last)
-            if any(h in text.lower() for h in PTRACE_HINTS):
-                raise PySpyUnavailable(f"py-spy may not trace processes here (ptrace not permitted: {first}); "
-                                       "run as root, or set kernel.yama.ptrace_scope=0 / grant CAP_SYS_PTRACE")
-            raise PySpyUnavailable(f"py-spy failed (exit {proc.returncode}): {first}")
-        if not worker_json.is_file():
-            reason = next((ln for ln in reversed(lines) if "omni-loader worker: error" in ln or "Error" in ln), last)
-            raise OmniLoaderError(f"the {self.variant} load under py-spy failed: {reason}")
-        result = json.loads(worker_json.read_text())
-        worker_json.unlink()
-        if not out.is_file():
-            raise PySpyUnavailable(f"py-spy wrote no {fmt} output ({last})")
+        """Record one worker in format ``fmt`` into ``out``; returns the worker's JSON result.
+
+        py-spy writes by name: into a private folder (with the worker's request and result), and what it wrote
+        is moved onto ``out`` once the recording succeeded (:func:`~omni_loader.results.safe_files.replaced`);
+        a link at ``out`` is refused before py-spy starts."""
+        from ..results.safe_files import open_file, replaced
+
+        with replaced(out) as written:
+            worker_json, request = written.parent / f"py-spy-worker-{fmt}.json", written.parent / f"py-spy-request-{fmt}.json"
+            cmd = self.command(fmt, written, worker_json, request)
+            try:
+                proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+            except OSError as exc:
+                raise PySpyUnavailable(f"cannot run py-spy at {self.exe}: {exc.strerror or exc}") from None
+            with open_file(self.log, "a") as fh:
+                fh.write(f"$ {' '.join(cmd)}\n[exit {proc.returncode}]\n{proc.stdout}{proc.stderr}\n")
+            text = f"{proc.stdout}\n{proc.stderr}"
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            last = lines[-1] if lines else "no output"
+            if proc.returncode != 0:
+                first = next((ln for ln in lines if "error" in ln.lower()), last)
+                if any(h in text.lower() for h in PTRACE_HINTS):
+                    raise PySpyUnavailable(f"py-spy may not trace processes here (ptrace not permitted: {first}); "
+                                           "run as root, or set kernel.yama.ptrace_scope=0 / grant CAP_SYS_PTRACE")
+                raise PySpyUnavailable(f"py-spy failed (exit {proc.returncode}): {first}")
+            if not worker_json.is_file():
+                reason = next((ln for ln in reversed(lines) if "omni-loader worker: error" in ln or "Error" in ln), last)
+                raise OmniLoaderError(f"the {self.variant} load under py-spy failed: {reason}")
+            result = json.loads(worker_json.read_text())
+            if not written.is_file() or written.stat().st_size == 0:
+                raise PySpyUnavailable(f"py-spy wrote no {fmt} output ({last})")
         return result
 
 
@@ -128,9 +128,12 @@ def record_py_spy(job: PySpyJob) -> dict[str, Any]:
     format. Raises :class:`PySpyUnavailable` when py-spy cannot run or may not trace (ptrace), and
     :class:`OmniLoaderError` when the load itself failed in the worker.
     """
-    d, s = job.directory, job.settings
-    job.log.write_text("")
+    from ..results.safe_files import ensure_dir, refuse_links, write_text
+
+    d, s = ensure_dir(job.directory), job.settings
+    refuse_links(d, (SPEEDSCOPE_JSON, FLAME_SVG, PY_SPY_LOG))  # a planted link: refused before any is written
     remove_files([d / FLAME_SVG, d / SPEEDSCOPE_JSON])
+    write_text(job.log, "")
     worker = job.run("speedscope", d / SPEEDSCOPE_JSON)
     if s.py_spy_svg:
         job.run("flamegraph", d / FLAME_SVG)

@@ -30,7 +30,7 @@ from .result import VariantProfile
 from .settings import SETTING_NAMES, TOOLS, ProfileSettings, resolve_tools, resolve_variants
 from .summary import write_summary_report, write_variant_report
 from .torch_trace import profile_torch, torch_note
-from ..results.safe_files import write_text
+from ..results.safe_files import ensure_dir, write_text
 
 LOAD_OPTION_NAMES = tuple(f.name for f in fields(LoadOptions))
 SpyLookup = tuple[str | None, str]  # find_py_spy's answer: (executable, "") or (None, why not)
@@ -111,8 +111,7 @@ def _output_directory(out_dir: str | os.PathLike[str]) -> Path:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise OmniLoaderError(f"--out {out} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    return ensure_dir(out)
 
 
 class ReferenceProgress:
@@ -177,8 +176,7 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
     """
     tools, options, settings = resolve_tools(tools), (options or LoadOptions()).resolved(), settings or ProfileSettings()
     bar = bar if bar is not None else progress_bar(enabled=False)
-    directory = Path(out_dir) / variant
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = ensure_dir(Path(out_dir) / variant)
     vp = VariantProfile(variant=variant, directory=directory)
     if reference is None:
         reference = reference_loads(snapshot, (variant,), options, directory, runs=settings.reference_runs,

@@ -50,16 +50,19 @@ def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_R
     from .pyspy import PTRACE_HINTS, PySpyUnavailable
     from ..bench.worker import (RUN_DIR_PREFIX, WorkerFailed, ensure_forkserver, forkserver_context,
                                  start_without_main, stop_forked)
+    from ..results.safe_files import open_file, replaced
 
     ctx = forkserver_context()
     ensure_forkserver()
-    reader, writer = ctx.Pipe(duplex=False)
-    with tempfile.TemporaryDirectory(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-") as tmp:
+    # py-spy writes by name: into a private folder, moved onto ``speedscope`` once the load succeeded (a link
+    # there is refused before py-spy starts, and never written through)
+    with replaced(speedscope) as written, tempfile.TemporaryDirectory(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-") as tmp:
+        reader, writer = ctx.Pipe(duplex=False)
         out = Path(tmp) / "result.json"
         proc = ctx.Process(target=_wait_then_load, args=(request, str(out), reader), daemon=True)
         start_without_main(proc)
         reader.close()
-        cmd = [exe, "record", "--pid", str(proc.pid), "--format", "speedscope", "--output", str(speedscope),
+        cmd = [exe, "record", "--pid", str(proc.pid), "--format", "speedscope", "--output", str(written),
                "--rate", str(rate), "--idle"]
         spy = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines: list[str] = []
@@ -89,13 +92,13 @@ def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_R
         finally:
             writer.close()
             if log is not None:
-                with log.open("a") as fh:
+                with open_file(log, "a") as fh:
                     fh.write(f"$ {' '.join(cmd)}\n" + "\n".join(ln for ln in lines if ln.strip()) + "\n")
         data = json.loads(out.read_text()) if out.is_file() else {}
         if proc.exitcode != 0:
             how = f"worker killed by signal {-proc.exitcode}" if proc.exitcode < 0 else f"worker exit {proc.exitcode}"
             raise WorkerFailed(how + (f": {data['error']}" if data.get("error") else ""))
-        if not speedscope.is_file():
+        if written.stat().st_size == 0:
             raise PySpyUnavailable(f"py-spy wrote no speedscope file ({lines[-1] if lines else 'no output'})")
         return data
 

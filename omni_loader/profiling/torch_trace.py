@@ -22,7 +22,7 @@ from ..errors import OmniLoaderError
 from ..token2wav.options import LoadOptions
 from .outputs import TORCH_LOG, TORCH_OPS_CSV, TORCH_OPS_MD, TRACE_JSON, frame_markdown
 from .settings import DEFAULT_TOP
-from ..results.safe_files import write_text
+from ..results.safe_files import open_file, refuse_links, replaced, write_text
 
 
 def profile_torch(snapshot: Any, variant: str, directory: Path, options: LoadOptions,
@@ -35,19 +35,21 @@ def profile_torch(snapshot: Any, variant: str, directory: Path, options: LoadOpt
 
     on_gpu = resolve_device(options.device).type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    refuse_links(directory, (TRACE_JSON, TORCH_OPS_CSV, TORCH_OPS_MD, TORCH_LOG))  # before the load, not after it
     with stderr_to(directory / TORCH_LOG), profile(activities=activities) as prof:
         model, result = load_token2wav(snapshot, variant, options, digest=False)
     del model
     trace_path = directory / TRACE_JSON
-    prof.export_chrome_trace(str(trace_path))
+    with replaced(trace_path) as written:  # torch.profiler writes by name: in a private folder, moved into place
+        prof.export_chrome_trace(str(written))
     ops = operator_table(prof.key_averages(), on_gpu)
     csv_path, md_path = directory / TORCH_OPS_CSV, directory / TORCH_OPS_MD
     write_text(csv_path, ops.to_csv(index=False))
     sort = "self_gpu_ms" if on_gpu else "self_cpu_ms"
     fmt = {c: "{:.3f}" for c in ops.columns if c.endswith("_ms")}
-    md_path.write_text(f"# torch.profiler: operators of one {variant} load, by {sort.replace('_ms', '')} time\n\n"
-                       f"Top {top} of {len(ops)}; the CSV holds all. `phase::` rows are the load's phase ranges.\n\n"
-                       + frame_markdown(ops.head(top), fmt))
+    write_text(md_path, f"# torch.profiler: operators of one {variant} load, by {sort.replace('_ms', '')} time\n\n"
+                        f"Top {top} of {len(ops)}; the CSV holds all. `phase::` rows are the load's phase ranges.\n\n"
+                        + frame_markdown(ops.head(top), fmt))
     ranges = trace_phase_ranges(trace_path)
     return {"files": {"trace": trace_path, "torch_ops_csv": csv_path, "torch_ops_md": md_path,
                       "torch_log": directory / TORCH_LOG},
@@ -78,7 +80,7 @@ def stderr_to(path: Path) -> Iterator[None]:
     sys.stderr.flush()
     saved = os.dup(2)
     try:
-        with open(path, "ab") as log:
+        with open_file(path, "a", binary=True) as log:
             os.dup2(log.fileno(), 2)
             try:
                 yield

@@ -23,7 +23,8 @@ from .rows import REJECTED_FILE, RESIDENCY_COLUMN, RUNS_FILE
 from .row_checks import (Finding, check_rows, csv_records, rows_frame, run_ids_text, plan_entries, read_lines,
                          planned_runs)
 from .safe_files import open_file, refuse_link
-from .suite import DEFAULT_SOURCES, METADATA_FILE, benchmark, benchmarks, read_metadata, resumed
+from .suite import (DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, REPORT_KEY, benchmark, benchmarks, read_metadata,
+                    resumed)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     found = [*_metadata_findings(metadata), *lines.findings, *row_findings]
     because = tuple(f.short for f in found)  # what left the rejected lines out
     found += [*_missing_findings(directory, metadata, frame), *_failure_findings(frame, metadata),
-              *_writer_findings(directory, metadata)]
+              *_writer_findings(directory, metadata), *_report_findings(directory, metadata)]
     repairs = [r for record in benchmarks(metadata).values() for r in record.get("repairs", [])]
     notes = tuple(f"{r.get('rows')} row(s) set aside by --resume ({REJECTED_FILE})" for r in repairs)
     missing = tuple(sorted(set(planned_runs(metadata)) - _run_ids(frame)))
@@ -202,6 +203,26 @@ def _writer_findings(directory: Path, metadata: dict[str, Any]) -> list[Finding]
     return [Finding("its writer died",
              f"metadata.json says running, but no process is writing {directory}: its writer was killed or crashed; "
              f"continue with {resume_command(directory, metadata)}")]
+
+
+REPORT_NOT_DRAWN = "report not drawn"  # the finding's few words (drawing the report cures it: see lifecycle)
+
+
+def _report_findings(directory: Path, metadata: dict[str, Any]) -> list[Finding]:
+    """A suite whose every benchmark is complete, but whose report.md was not drawn from its runs: drawing
+    began and never ended (out of memory, killed), or the report was removed since. A directory whose
+    metadata.json records no drawing (an older kit's, or one made by hand) is not judged."""
+    report = metadata.get(REPORT_KEY)
+    if not isinstance(report, dict) or suite_status(metadata) != "complete":
+        return []
+    if report.get("status") == "drawn" and (directory / REPORT_FILE).is_file():
+        return []
+    older = f"; the {REPORT_FILE} there is an older one" if (directory / REPORT_FILE).is_file() else ""
+    why = (f"{REPORT_FILE} was removed after it was drawn" if report.get("status") == "drawn" else
+           f"drawing it began at {report.get('started_at') or '?'} and never ended (out of memory, or the process "
+           f"was killed){older}")
+    return [Finding(REPORT_NOT_DRAWN, f"every benchmark of {directory} is complete, but its report was not drawn "
+                                      f"from their runs: {why}; draw it with: omni-loader report {directory}")]
 
 
 def resume_command(directory: str | os.PathLike[str], metadata: dict[str, Any]) -> str:

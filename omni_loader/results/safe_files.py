@@ -8,14 +8,18 @@ metadata.json, writer.lock, report.md, plots/, compare's, timeline's, pack's, th
 notebooks' outputs) opens its files here: ``O_NOFOLLOW`` (no symbolic link), a regular file only (a
 FIFO would hang an open), a file with one name only (``st_nlink`` 1: no hard link), all checked on the
 open descriptor before it is truncated or written; folders are made by :func:`ensure_dir` (never a
-link). A refusal is one line naming the file. A whole file written by a library that wants a path
-(papermill, an archive) is written to a new file beside it and renamed into place (:func:`replaced`).
+link). A refusal is one line naming the file. A whole file written by a library or a tool that wants a
+path (papermill, an archive, py-spy's ``--output``, torch.profiler's Chrome trace, cProfile's pstats) is
+written in a private folder made beside it (mode 0700: nobody else can plant a link there while the tool
+writes) and renamed into place (:func:`replaced`): a link at the file's name is refused before the tool
+starts and again before the rename, which replaces a name and never writes through one.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -133,29 +137,54 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 
 @contextmanager
 def replaced(path: str | os.PathLike[str], keep_failed: bool = False) -> Iterator[Path]:
-    """A new, empty file beside ``path`` for a library that writes by name; renamed onto ``path`` when the block
-    ends without an error (removed otherwise; with ``keep_failed``, what was written is renamed into place even
-    then: an executed notebook that failed shows where). ``path`` itself is checked first: a link there is
-    refused, and the rename replaces the name, never writes through it."""
+    """A new, empty file of ``path``'s name for a library or a tool that writes by name (papermill, an archive,
+    py-spy, torch.profiler), in a private folder made beside ``path``; moved onto ``path`` when the block ends
+    without an error (removed otherwise; with ``keep_failed``, what was written is moved into place even then:
+    an executed notebook that failed shows where). The folder is the block's to use for other scratch files too
+    (``tmp.parent``); it is removed when the block ends.
+
+    ``path`` itself is checked first: a link there (symbolic or hard) is refused in one line before the block
+    runs, and again before the move, which replaces the name (:func:`place`), never writes through it. The
+    private folder (mode 0700) leaves nobody else a moment to plant a link where the tool writes."""
     path = Path(path)
+    _refuse_target(path)
+    # a folder of its own, named after the file (papermill warns of a notebook not named .ipynb: the file keeps
+    # its name inside)
+    private = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = private / path.name
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+        os.chmod(tmp, 0o644)  # as open_fd makes a file, whatever the umask
+        yield tmp
+        place(tmp, path)
+    except BaseException:
+        if keep_failed and tmp.is_file() and tmp.stat().st_size:
+            try:
+                place(tmp, path)
+            except (ResultsError, OSError):  # a link planted meanwhile: the error that ended the block is told
+                pass
+        raise
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def place(written: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
+    """Move the file ``written`` (a regular file of one name, in a folder of the caller's own) onto ``path`` by a
+    rename: a link at ``path`` is refused in one line (and the file it names untouched); ``path``'s folder is
+    the same file system as ``written``'s."""
+    written, path = Path(written), Path(path)
+    info = os.lstat(written)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        raise ResultsError(f"{written} is not a regular file of one name: it is not moved to {path}")
+    _refuse_target(path)  # planted meanwhile: still never replaced by a rename that would hide it
+    os.replace(written, path)
+    return path
+
+
+def _refuse_target(path: Path) -> None:
     refuse_link(path)
     if path.is_dir():
         raise ResultsError(f"{path} is a folder: remove it or name a file, and run again")
-    # O_EXCL: a new file; its name ends like the file's (papermill warns of a notebook not named .ipynb)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    os.chmod(tmp, 0o644)  # as open_fd makes a file (mkstemp's is 0600)
-    try:
-        yield tmp
-        refuse_link(path)  # planted meanwhile: still never replaced by a rename that would hide it
-        os.replace(tmp, path)
-    except BaseException:
-        if keep_failed and tmp.is_file() and tmp.stat().st_size and not os.path.islink(path):
-            os.replace(tmp, path)
-        raise
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def ensure_dir(path: str | os.PathLike[str]) -> Path:

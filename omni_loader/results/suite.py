@@ -41,6 +41,11 @@ MEMBERS = {"load": "reproduce", "startup": "serve-ab"}
 DEFAULT_SOURCES = {"load": "load", "startup": "server"}
 # When a status was reached, recorded under this key.
 STATUS_STAMPS = {"complete": "finished_at", "interrupted": "interrupted_at"}
+# Whether report.md was drawn from the suite's runs (:mod:`omni_loader.results.lifecycle`): metadata.json's
+# ``"report": {"status": "not drawn" | "drawn", "started_at": ..., "drawn_at": ...}``, beside the benchmarks.
+REPORT_KEY = "report"
+REPORT_STATUSES = ("not drawn", "drawn")
+REPORT_FILE = "report.md"  # the report omni_loader.reporting.report draws (its REPORT_FILE)
 
 
 def write_metadata(directory: str | os.PathLike[str], metadata: dict[str, Any]) -> Path:
@@ -98,9 +103,13 @@ _NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or 
 
 def _check_types(path: Path, metadata: dict[str, Any]) -> None:
     """Refuse, in one line naming the file and the key, a field of metadata.json whose type no writer gives."""
-    for key in ("benchmarks", "serve_ab"):
+    for key in ("benchmarks", "serve_ab", REPORT_KEY):
         if key in metadata and not isinstance(metadata[key], dict):
             raise _wrong_type(path, key, metadata[key], _RECORD)
+    report = metadata.get(REPORT_KEY) or {}
+    for key in ("status", "started_at", "drawn_at"):
+        if report.get(key) is not None and not isinstance(report[key], str):
+            raise _wrong_type(path, f"{REPORT_KEY}.{key}", report[key], _TEXT)
     for name, record in benchmarks(metadata).items():
         where = f"benchmarks.{name}" if isinstance(metadata.get("benchmarks"), dict) else name
         fields = [(f"{where}.{k}", record[k], RECORD_FIELDS[k]) for k in RECORD_FIELDS if k in record]
@@ -235,6 +244,30 @@ def store_benchmark(directory: str | os.PathLike[str], name: str, record: dict[s
     rewritten as schema 3). Writers call it under the directory's writer lock."""
     if name not in MEMBERS:
         raise ValueError(f"a results directory's benchmarks are {', '.join(MEMBERS)}, not {name!r}")
-    members = benchmarks(read_metadata(directory)) if (Path(directory) / METADATA_FILE).is_file() else {}
+    metadata = read_metadata(directory) if (Path(directory) / METADATA_FILE).is_file() else {}
+    members = benchmarks(metadata)
     members[name] = record
-    return write_metadata(directory, {"benchmarks": members})
+    return write_metadata(directory, {"benchmarks": members, **_report_of(metadata)})
+
+
+def store_report(directory: str | os.PathLike[str], status: str,
+                 metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Record whether report.md is drawn from the suite's runs (``not drawn``: drawing begins, and says so if
+    it never ends; ``drawn``: it ended), keeping the benchmarks; returns the record written. ``metadata`` is the
+    directory's metadata.json as last read or written (else it is read here). Writers call it under the writer
+    lock."""
+    from .metadata import now_iso
+
+    if status not in REPORT_STATUSES:
+        raise ValueError(f"a report is {' or '.join(REPORT_STATUSES)}, not {status!r}")
+    metadata = read_metadata(directory) if metadata is None else metadata
+    report = {**_report_of(metadata).get(REPORT_KEY, {}), "status": status}
+    report.update({"started_at": now_iso()} if status == "not drawn" else {"drawn_at": now_iso()})
+    record = {"benchmarks": benchmarks(metadata), REPORT_KEY: report}
+    write_metadata(directory, record)
+    return record
+
+
+def _report_of(metadata: dict[str, Any]) -> dict[str, Any]:
+    """``{"report": ...}`` of a metadata record that has one, else ``{}`` (kept when a benchmark is stored)."""
+    return {REPORT_KEY: dict(metadata[REPORT_KEY])} if isinstance(metadata.get(REPORT_KEY), dict) else {}

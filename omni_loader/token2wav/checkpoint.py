@@ -137,25 +137,21 @@ def find_in_hub_cache(
     """Resolve ``model_id`` to a local snapshot through huggingface_hub, offline unless ``download``.
 
     With ``download``, only the config, the index, the speaker dictionary and the shards that hold
-    ``token2wav.`` tensors are fetched, not the whole multi-GB model; a Hub that does not answer the
-    first request within :func:`hub_timeout` seconds is one line. A ``refs/main`` that is not a commit
-    hash is refused before it is followed.
+    ``token2wav.`` tensors are fetched, not the whole multi-GB model, within one deadline of the kit's and one
+    line when a Hub does not answer or stalls (:func:`~omni_loader.token2wav.hub.download_snapshot`). A
+    ``refs/main`` that is not a commit hash is refused before it is followed.
     """
-    from huggingface_hub import constants, hf_hub_download, snapshot_download
+    from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
-    from .hub import answered_within, hub_timeout, refuse_escaping_ref
+    from .hub import download_snapshot, refuse_escaping_ref
 
     kwargs = dict(repo_id=model_id, cache_dir=cache_dir, revision=revision)
     try:
         refuse_escaping_ref(model_id, cache_dir, revision)
         if download:
-            index_file = answered_within(hub_timeout(), f"the Hugging Face Hub ({constants.ENDPOINT}), asked for "
-                                         f"{model_id}/{INDEX_FILE},", lambda: hf_hub_download(filename=INDEX_FILE, **kwargs))
-            index = json.loads(Path(index_file).read_text())
-            shards = {v for k, v in index["weight_map"].items() if k.startswith(CHECKPOINT_PREFIX)}
-            patterns = [CONFIG_FILE, INDEX_FILE, SPK_DICT_FILE, *sorted(shards)]
-            path = snapshot_download(allow_patterns=patterns, **kwargs)
+            path = download_snapshot(model_id, kwargs, INDEX_FILE, lambda index: [CONFIG_FILE, SPK_DICT_FILE, *sorted(
+                {v for k, v in index["weight_map"].items() if k.startswith(CHECKPOINT_PREFIX)})])
         else:
             path = snapshot_download(local_files_only=True, **kwargs)
     except HFValidationError as exc:
