@@ -74,8 +74,11 @@ def test_serve_ab_of_two_three_stage_groups_finds_the_token2wav_stages_weight_lo
 
     assert saving("stage-2") > 0.02 and saving("stage-2") > 5 * max(abs(saving("stage-0")), abs(saving("stage-1")))
     by = {tuple(ln.split()[:2]): ln for ln in lines if ln.strip().startswith("stage-")}
-    assert "faster" in by[("stage-2", "weight_loading")] and \
-        "; faster (95% CI of Δ median excludes 0" in by[("stage-2", "weight_loading")]
+    # The claim is made on the Token2Wav row inside stage 2's weight loading (the PR's row): the stage's whole
+    # weight loading also holds its checkpoint reads, which a busy machine spread over 34-204 ms in one run (4 + 4
+    # starts then overlap and no claim is possible), while the median saving above holds either way.
+    assert "faster" in by[("stage-2", "weight_loading")]
+    assert "; faster (95% CI of Δ median excludes 0" in by[("stage-2", "token2wav_weight_loading")]
     assert any(ln.strip().startswith("startup_to_health: At this spread") for ln in lines)  # the detectable change
 
     log = sorted((out / "logs").glob("*-baseline.log"))[0]
