@@ -10,7 +10,7 @@ from omni_loader.results.integrity import check_results
 from omni_loader.results.planner import FIRST_LOOK, LOOK_ALPHAS, look_alpha, looks
 from omni_loader.results.suite import benchmark, read_metadata
 from omni_loader.reporting.report import render_report
-from omni_loader.reporting.sequential import design_alpha, look_at, settled
+from omni_loader.reporting.sequential import design_alpha, design_sentence, look_at, settled
 from test_controls import _frame
 
 
@@ -113,6 +113,10 @@ def test_a_look_that_does_not_settle_runs_the_whole_plan(tiny_snapshot, tmp_path
     assert len(record["plan"]) == len(spec.plan()) and record["sequential"]["stopped_at"] is None
     assert record["sequential"]["seen"] == [{"n": FIRST_LOOK, "settled": False, "why": "not yet"}]
     assert design_alpha(read_metadata(tmp_path / "r")) == LOOK_ALPHAS[1]
+    assert design_sentence(read_metadata(tmp_path / "r")) == (
+        f"sequential: verdicts read after {FIRST_LOOK} runs a side at α=0.01, else after {FIRST_LOOK + 1} at α=0.04 "
+        f"(together at most 0.05: alpha spending); not settled after {FIRST_LOOK} (not yet), so all {FIRST_LOOK + 1} ran, "
+        "and every verdict here is read at α=0.04 (96% intervals)")
 
 
 def test_a_look_reads_the_warmups_and_each_arms_first_runs(stopped, monkeypatch):
