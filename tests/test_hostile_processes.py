@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_progress_waits import SLOW_TO_BIND
 from test_server import marker_processes as processes_of
 
 REPO = Path(__file__).resolve().parent.parent
@@ -161,22 +162,27 @@ while True:
 """
 
 
+def _download_from(hub_script: str, tmp_path: Path, **limits: str) -> subprocess.CompletedProcess:
+    """``reproduce --model Nobody/Model --download`` against a loopback Hub (``hub_script`` prints its port), with
+    the kit's bounds in ``limits`` (environment variables); the command's own timeout is far beyond them."""
+    hub = subprocess.Popen([sys.executable, "-c", hub_script], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(hub.stdout.readline())
+        env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_DISABLE_PROGRESS_BARS": "1", **limits}
+        env.pop("HF_HUB_OFFLINE", None)
+        return subprocess.run([sys.executable, "-m", "omni_loader", "reproduce", "--model", "Nobody/Model", "--hf-cache",
+                               str(tmp_path / "hf"), "--download", "--device", "cpu"], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=240)
+    finally:
+        hub.kill()
+        hub.wait()
+
+
 @pytest.mark.subprocess
 def test_download_from_a_hub_that_never_answers_is_bounded(tmp_path):
     """--download against a Hub that accepts and never answers retried for minutes; now the kit's bound (here
     OMNI_LOADER_HUB_TIMEOUT=2) ends it in one line that names the bound."""
-    hub = subprocess.Popen([sys.executable, "-c", NEVER_ANSWERS], stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(hub.stdout.readline())
-        env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "OMNI_LOADER_HUB_TIMEOUT": "2",
-               "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-        env.pop("HF_HUB_OFFLINE", None)
-        done = subprocess.run([sys.executable, "-m", "omni_loader", "reproduce", "--model", "Nobody/Model", "--hf-cache",
-                               str(tmp_path / "hf"), "--download", "--device", "cpu"], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=240)  # a bound far from the 2 s
-    finally:
-        hub.kill()
-        hub.wait()
+    done = _download_from(NEVER_ANSWERS, tmp_path, OMNI_LOADER_HUB_TIMEOUT="2")
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2, done.stderr[-2000:]
     assert last.startswith("omni-loader: error: the Hugging Face Hub (http://127.0.0.1:") and \
@@ -243,18 +249,7 @@ def test_a_download_that_stalls_mid_file_ends_at_the_kits_deadline(tmp_path):
     """--download from a Hub that answers and then stalls mid-file (a byte a second) had no bound after the first
     answer; now the whole download has one deadline (here OMNI_LOADER_DOWNLOAD_TIMEOUT=3), and the line names the
     file and the limit."""
-    hub = subprocess.Popen([sys.executable, "-c", STALLS_MID_FILE], stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(hub.stdout.readline())
-        env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "OMNI_LOADER_DOWNLOAD_TIMEOUT": "3",
-               "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-        env.pop("HF_HUB_OFFLINE", None)
-        done = subprocess.run([sys.executable, "-m", "omni_loader", "reproduce", "--model", "Nobody/Model", "--hf-cache",
-                               str(tmp_path / "hf"), "--download", "--device", "cpu"], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=240)  # a bound far from the 3 s
-    finally:
-        hub.kill()
-        hub.wait()
+    done = _download_from(STALLS_MID_FILE, tmp_path, OMNI_LOADER_DOWNLOAD_TIMEOUT="3")
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
     assert lines[0].startswith("omni-loader: error: --download of Nobody/Model: model-00001-of-00001.safetensors was "
@@ -449,16 +444,6 @@ def test_one_line_where_a_traceback_was(tmp_path, capsys, monkeypatch):
     assert "['*.pt'] \\u0394 \\u2192 \\u2248 \\xb7" in ascii_out.buffer.getvalue().decode("ascii")
 
 
-HEALTHY = r"""
-import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
-    def log_message(self, *a): pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-"""
-
-
 @pytest.mark.subprocess
 def test_serve_ab_fails_when_an_arm_never_started(tmp_path, capsys):
     """Every baseline run failed and serve-ab exited 0 with the optimized arm's summary alone: an arm without a
@@ -468,7 +453,7 @@ def test_serve_ab_fails_when_an_arm_never_started(tmp_path, capsys):
 
     port = free_port()
     fails = shlex.join([sys.executable, "-c", "import sys; sys.exit(3)"])
-    healthy = shlex.join([sys.executable, "-c", HEALTHY, str(port)])
+    healthy = shlex.join([sys.executable, "-c", SLOW_TO_BIND, str(port), "0"])  # answers 200 at once
     assert main(["serve-ab", "--baseline-cmd", fails, "--optimized-cmd", healthy, "--health-url",
                  f"http://127.0.0.1:{port}/health", "--warmup", "0", "--runs", "1", "--timeout", "60", "--grace", "1",
                  "--out", str(tmp_path / "ab")]) == 1

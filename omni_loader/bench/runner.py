@@ -170,14 +170,15 @@ class Looks:
             bar.set_postfix_str(f"reading the verdicts after {n} runs a side (sequential design)")
             settled, why = self.look(rec.out, n, look_alpha(self.spec.looks, n))
             self.record["seen"].append({"n": n, "settled": settled, "why": why})
-            bar.total = len(self.plan) if not settled else bar.total
-            if settled:
-                kept = self.needed(n)
-                self.record["stopped_at"] = n
-                rec.update(plan=[r.to_dict() for r in kept], sequential=self.record)
-                bar.total = len(kept)
-                bar.set_postfix_str(f"settled after {n} runs a side: stopping ({len(self.plan) - len(kept)} runs not needed)")
-                return True
+            if not settled:
+                bar.total = len(self.plan)
+                continue
+            kept = self.needed(n)
+            self.record["stopped_at"] = n
+            rec.update(plan=[r.to_dict() for r in kept], sequential=self.record)
+            bar.total = len(kept)
+            bar.set_postfix_str(f"settled after {n} runs a side: stopping ({len(self.plan) - len(kept)} runs not needed)")
+            return True
         if self.record:
             rec.update(sequential=self.record)
         return False

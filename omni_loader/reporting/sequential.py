@@ -31,11 +31,17 @@ from .stats import compare, confidence_words, phase_summary
 __all__ = ["design_alpha", "design_sentence", "look_at", "settled"]
 
 
+def _sequential(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The load benchmark's ``sequential`` record (looks, alphas, where it stopped); {} for a fixed design."""
+    seq = described_record(metadata).get("sequential") or {}
+    return seq if isinstance(seq, dict) and seq.get("looks") else {}
+
+
 def design_alpha(metadata: dict[str, Any]) -> float:
     """The error rate a benchmark's verdicts are read at: the kit's 0.05 for a fixed design; for a sequential
     one, the share of the look it stopped at, or of its last look when none stopped it."""
-    seq = described_record(metadata).get("sequential") or {}
-    if not isinstance(seq, dict) or not seq.get("looks"):
+    seq = _sequential(metadata)
+    if not seq:
         return FIXED_ALPHA
     return look_alpha(seq["looks"], seq.get("stopped_at") or seq["looks"][-1])
 
@@ -75,8 +81,8 @@ def look_at(out: str | Path, n: int, alpha: float) -> tuple[bool, str]:
 
 def design_sentence(metadata: dict[str, Any]) -> str:
     """The design in one sentence for the report's opening, computed from the record; '' for a fixed design."""
-    seq = described_record(metadata).get("sequential") or {}
-    if not isinstance(seq, dict) or not seq.get("looks"):
+    seq = _sequential(metadata)
+    if not seq:
         return ""
     looks, alphas = seq["looks"], seq.get("alphas") or []
     plan = (f"sequential: verdicts read after {looks[0]} runs a side at α={alphas[0]:g}, else after "
