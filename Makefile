@@ -10,8 +10,9 @@ FULL := $(VENV)/.installed-full
 
 .PHONY: reproduce test test-fast lab mutation clean
 
+# With bytecode writing on (see compile_imports): the first run's fork server writes what set-up left out.
 reproduce: $(CORE)  ## reproduce the PR's tables on the embedded default (synthetic full-size checkpoint, CPU)
-	$(BIN)/omni-loader reproduce $(ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/omni-loader reproduce $(ARGS)
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist). Much of its time is spent waiting on workers,
 # servers, kernels and a browser, so on two cores a third process fills those waits (from a fresh clone
@@ -55,8 +56,11 @@ lab: $(FULL)  ## open the notebooks in JupyterLab
 	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter-config $(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) \
 		--LabApp.default_url=/lab/tree/notebooks
 
+# The venv is made without pip where $(PYTHON) has one (ensurepip alone takes 4 s here): that pip puts uv into the
+# venv (`pip --python`), and uv installs pip into it beside the kit, for whoever uses the venv's pip later.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	if $(PYTHON) -m pip --version >/dev/null 2>&1; then $(PYTHON) -m venv --without-pip $(VENV); \
+	else $(PYTHON) -m venv $(VENV); fi
 
 # Installs with uv (from PyPI into the venv when absent: seconds instead of a minute), pip as the fallback.
 # uv does not read pip's configuration, and pip's configuration is where this machine's pinned CPU torch
@@ -64,45 +68,51 @@ $(BIN)/python:
 # the best version across the indexes as pip does.
 define install
 	@set -e; start=$$(date +%s); \
-	[ -x $(BIN)/uv ] || $(BIN)/python -m pip install --quiet uv >/dev/null 2>&1 || true; \
-	cfg() { $(BIN)/python -m pip config list 2>/dev/null | sed -n "s/^[^.]*\.$$1='\(.*\)'$$/\1/p" | head -n 1; }; \
+	pip() { if [ -x $(BIN)/pip ]; then $(BIN)/python -m pip "$$@"; else $(PYTHON) -m pip --python $(BIN)/python "$$@"; fi; }; \
+	[ -x $(BIN)/uv ] || pip install --quiet uv >/dev/null 2>&1 || true; \
+	cfg() { pip config list 2>/dev/null | sed -n "s/^[^.]*\.$$1='\(.*\)'$$/\1/p" | head -n 1; }; \
 	fl=$$(cfg find-links); ei=$$(cfg extra-index-url); ix=$$(cfg index-url); cn=$$(cfg constraint); \
 	[ -z "$$fl" ] || export UV_FIND_LINKS="$$(echo $$fl | tr ' ' ',')"; \
 	[ -z "$$ei" ] || export UV_EXTRA_INDEX_URL="$$ei"; \
 	[ -z "$$ix" ] || export UV_DEFAULT_INDEX="$$ix"; \
 	[ -z "$$cn" ] || export UV_CONSTRAINT="$$cn"; \
 	export UV_INDEX_STRATEGY=unsafe-best-match; \
-	if [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '$(1)'; then tool=uv; \
-	else $(BIN)/python -m pip install --quiet -e '$(1)'; tool=pip; fi; \
+	if [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '$(1)' pip; then tool=uv; \
+	else pip install --quiet -e '$(1)' pip; tool=pip; fi; \
 	echo "set-up: installed $(1) with $$tool in $$(( $$(date +%s) - start )) s"
 endef
 
-# Bytecode for what a run imports, written once at set-up. uv installs without it (pip compiles every file, for a
-# minute more), and a shell with PYTHONDONTWRITEBYTECODE set (this machine's) never writes any, so every process
-# compiled torch and transformers from source again: seconds in each CLI, fork server, worker and kernel. Importing
-# them once with writing on compiles exactly the modules the kit's processes use, into the venv and the clone's
-# __pycache__: the fork server's PRELOAD (torch, transformers' Qwen2.5-Omni code) in one process and what the CLI,
-# the report and the tests import (no torch) in another, at the same time on two cores.
+# Bytecode for what a run imports, written at set-up. uv installs without it (pip compiles every file, for a minute
+# more), and a shell with PYTHONDONTWRITEBYTECODE set (this machine's) never writes any, so every process compiled
+# torch and transformers from source again: seconds in each CLI, fork server, worker and kernel. Importing modules
+# once with writing on compiles exactly the ones the kit's processes use, into the venv and the clone's __pycache__,
+# in two processes at once on two cores. The core set-up (`make reproduce`) compiles what the CLI imports before its
+# fork server starts (torch) and what it imports after the runs (the report's pandas, scipy and matplotlib); the
+# fork server's own imports (transformers' Qwen2.5-Omni code, 5 s more) are compiled by the first run's fork server
+# itself, on the other core while the synthetic snapshot is written, because `reproduce` runs with writing on. The
+# full set-up (`make test`) compiles the fork server's PRELOAD and the tests' imports too: tests start many at once.
+FIRST_IMPORTS := 'torch', 'safetensors.torch'
+PRELOAD := __import__('omni_loader.bench.worker', fromlist=['PRELOAD']).PRELOAD
 RUN_IMPORTS := 'pandas', 'scipy.stats', 'matplotlib.pyplot', 'omni_loader.cli', 'omni_loader.reporting.report'
 TEST_IMPORTS := 'pytest', 'xdist', 'papermill', 'nbclient', 'ipykernel.kernelapp', 'playwright.sync_api', 'psutil'
-importing = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -c "import importlib, importlib.util; $(1); \
-	[importlib.import_module(m) for m in $(2) if importlib.util.find_spec(m.split('.')[0])]"
+importing = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -c "import importlib, importlib.util; \
+	[importlib.import_module(m) for m in ($(1)) if importlib.util.find_spec(m.split('.')[0])]"
 define compile_imports
 	@start=$$(date +%s); \
-	$(call importing,from omni_loader.bench.worker import PRELOAD,PRELOAD) & preload=$$!; \
-	$(call importing,pass,($(1))) || exit $$?; wait $$preload || exit $$?; \
+	$(call importing,$(1)) & first=$$!; \
+	$(call importing,$(2)) || exit $$?; wait $$first || exit $$?; \
 	echo "set-up: bytecode of what a run imports written in $$(( $$(date +%s) - start )) s"
 endef
 
 $(CORE): pyproject.toml | $(BIN)/python
 	$(call install,.)
-	$(call compile_imports,$(RUN_IMPORTS))
+	$(call compile_imports,$(FIRST_IMPORTS),$(RUN_IMPORTS))
 	touch $(CORE)
 
 $(FULL): pyproject.toml | $(BIN)/python
 	$(call install,.[lab$(comma)dev])
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
-	$(call compile_imports,$(RUN_IMPORTS)$(comma) $(TEST_IMPORTS))
+	$(call compile_imports,$(PRELOAD),$(RUN_IMPORTS)$(comma) $(TEST_IMPORTS))
 	touch $(FULL) $(CORE)
 
 clean:
