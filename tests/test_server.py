@@ -190,9 +190,10 @@ def test_plan_alternates_after_warmups():
 def test_stage_server_commands(tiny_snapshot):
     port = free_port()
     assert port_is_free("127.0.0.1", port)
+    # any LoadOptions field overrides one of options by name (a hand list of three once left --read out)
     a, b, url = stage_server_commands(tiny_snapshot, port, options=LoadOptions(layout="transformers", dtype="bfloat16",
-                                                                              construct="empty", read="eager"),
-                                      device="cpu")
+                                                                              construct="empty"),
+                                      device="cpu", read="eager")
     assert url == f"http://127.0.0.1:{port}/health"
     for cmd, variant in ((a, "baseline"), (b, "optimized")):
         argv = shlex.split(cmd)

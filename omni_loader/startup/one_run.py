@@ -108,18 +108,16 @@ def stage_server_commands(
     host: str = "127.0.0.1",
     python: str | None = None,
     extra: Sequence[str] = (),
-    layout: str | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
+    **overrides: str | None,
 ) -> tuple[str, str, str]:
     """``(baseline_cmd, optimized_cmd, health_url)``: two ``python -m omni_loader stage-server`` commands.
 
     Both listen on the same port (``port``, a free one when None), one after the other, so one
-    health URL serves both. Each loads with ``options`` (``layout``, ``device``, ``dtype`` override
-    single fields of it), as the load benchmark beside it did.
+    health URL serves both. Each loads with ``options`` as the load benchmark beside it did; ``overrides``
+    (any :class:`LoadOptions` field by name, ``device="cpu"``; ``None`` is "not given") change single fields of it.
     """
     port = free_port(host) if port is None else int(port)
-    opts = (options or LoadOptions()).replace(layout=layout, device=device, dtype=dtype)
+    opts = (options or LoadOptions()).replace(**overrides)
     python = python or sys.executable
     cmds = []
     for variant in VARIANTS:
