@@ -23,6 +23,7 @@ from omni_loader.reporting.measurements import comparisons, load_reference
 from omni_loader.reporting.report import write_report
 from omni_loader.results.rows import RUN_COLUMNS, read_runs
 from omni_loader.bench.spec import BenchmarkSpec
+from omni_loader.token2wav.options import option_fields
 from omni_loader.bench.runner import run_benchmark
 from omni_loader.reporting.stats import mann_whitney
 
@@ -133,6 +134,21 @@ def test_two_reproductions_side_by_side(runs):
     assert records[2]["layout"] == "vllm-omni" and records[2]["runs_baseline"] == "3"
     assert json.loads(render(result, "json"))["results"][1]["results"] == "alt"
     assert json.loads(render(result, "json"))["results"][1]["variants"].startswith("baseline = vLLM-Omni 0.28.0")
+
+
+def test_every_benchmark_setting_is_a_csv_column(runs):
+    """compare's CSV has a column for every BenchmarkSpec field (the load options flat) holding the record's value: a
+    hand-written list once left out --read, --threads, --cpus and the design."""
+    result = compare_results([runs["alt"]])
+    row = list(csv.DictReader(io.StringIO(render(result, "csv"))))[1]
+    spec = result.entry("alt").spec
+    for name in option_fields(BenchmarkSpec):
+        if name in ("checkpoint", "variants"):  # the snapshot is `source`; `variants` says which releases the arms are
+            continue
+        value = spec[name]
+        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else "" if value is None else str(value)
+        assert row[name] == shown, name
+    assert row["variants"].startswith("baseline = vLLM-Omni 0.28.0")
 
 
 def test_other_layout_is_explained_never_mixed(runs):

@@ -14,14 +14,17 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ..bench.spec import BenchmarkSpec
 from ..errors import ResultsError
 from ..formatting import TIME_SCALE, duration, format_seconds, markdown_table, time_unit
 from ..reporting.measurements import LABELS, PR_ROWS, label, phase_unit
 from ..reporting.report_environment import variants_text
 from ..names import VARIANTS
+from ..token2wav.options import option_fields
 from .side_by_side import NOT_RECORDED, Entry, SideBySide
 
 REFERENCE_LABEL = "PR 7061 (as published)"
@@ -191,9 +194,13 @@ def render_markdown(result: SideBySide, plot: str | None = None) -> str:
     return "\n".join(part.rstrip("\n") for part in parts)  # blocks one line apart, tables included
 
 
-CSV_FIXED = ("results", "kind", "source", "schema_version", "model", "device", "device_name", "gpu_backend",
-             "gpu_version", "cpu", "torch", "transformers", "kit_commit", "layout", "dtype", "construct", "workers",
-             "cache", "runs_baseline", "runs_optimized", "digest")
+# The columns that say what each row is and ran on; then every benchmark setting (SETTING_COLUMNS), then its runs.
+CSV_FIXED = ("results", "kind", "source", "schema_version", "model", "device_name", "gpu_backend", "gpu_version", "cpu",
+             "torch", "transformers", "kit_commit")
+# BenchmarkSpec's fields with the load options flat (one per option: a new field is a column with no further edit);
+# ``variants`` holds the arms' description (which releases they are), ``checkpoint`` is ``source``.
+SETTING_COLUMNS = tuple(name for name in option_fields(BenchmarkSpec) if name != "checkpoint")
+CSV_RUNS = ("runs_baseline", "runs_optimized", "digest")
 CSV_PER_ROW = ("baseline_median", "baseline_min", "baseline_max", "optimized_median", "optimized_min",
                "optimized_max", "ratio", "ratio_low", "ratio_high", "p_value", "verdict")
 
@@ -220,11 +227,11 @@ def table_records(result: SideBySide) -> list[dict[str, Any]]:
         env = e.environment
         rec: dict[str, Any] = {
             "results": e.label, "kind": "archive" if e.archive else "directory", "source": str(e.source),
-            "schema_version": e.schema_version, "model": e.model, "device": env.get("device", ""),
+            "schema_version": e.schema_version, "model": e.model,
             "device_name": env.get("device_name", ""), "gpu_backend": env.get("gpu_backend") or "",
             "gpu_version": e.gpu_version, "cpu": env.get("cpu", ""), "torch": env.get("torch", ""),
-            "transformers": env.get("transformers", ""), "kit_commit": e.kit_commit, "layout": e.layout,
-            "dtype": e.dtype, "construct": e.construct, "workers": e.workers, "cache": e.cache,
+            "transformers": env.get("transformers", ""), "kit_commit": e.kit_commit,
+            **{name: setting_cell(e, name) for name in SETTING_COLUMNS},
             "runs_baseline": e.runs.get("baseline", 0), "runs_optimized": e.runs.get("optimized", 0),
             "digest": " ".join(e.digests), "variants": variants_text(e.metadata),
             "checks": "; ".join(f"{c.kind} ({c.what}): {c.message}" for c in result.checks_for(e.label)),
@@ -246,24 +253,51 @@ def table_records(result: SideBySide) -> list[dict[str, Any]]:
 
 
 def csv_columns(result: SideBySide) -> list[str]:
-    return [*CSV_FIXED, *[f"{p}_{k}" for p in result.pr_rows for k in CSV_PER_ROW], "checks"]
+    return [*CSV_FIXED, *SETTING_COLUMNS, *CSV_RUNS, *[f"{p}_{k}" for p in result.pr_rows for k in CSV_PER_ROW], "checks"]
 
 
-AGAINST_COLUMNS = ("results", "against", "phase", "variant", "against_n", "n", "against_median", "median", "ratio",
-                   "p_value", "ci_low", "ci_high", "significant", "verdict")
+def setting_cell(entry: Entry, name: str) -> Any:
+    """One benchmark setting of ``entry`` for a table: a list joined by commas, absent from its record (an older
+    kit's) :data:`NOT_RECORDED`, ``None`` (e.g. no --worker-timeout) empty."""
+    if name == "workers":
+        return entry.workers  # schema-1 records said in_process
+    value = entry.spec.get(name, entry.record.get(name, NOT_RECORDED))
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+
+
+@dataclass(frozen=True)
+class AgainstRecord:
+    """One row of the against table with raw values: ``results``' ``phase`` of ``variant`` beside ``against``'s (seconds;
+    the interval is of median(results) − median(against)). Empty but for the names where a side lacks the phase."""
+
+    results: str
+    against: str
+    phase: str
+    variant: str
+    against_n: int | None = None
+    n: int | None = None
+    against_median: float | None = None
+    median: float | None = None
+    ratio: float | None = None
+    p_value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    significant: bool | None = None
+    verdict: str = ""
+
+
+AGAINST_COLUMNS = tuple(f.name for f in fields(AgainstRecord))
 
 
 def against_records(result: SideBySide) -> list[dict[str, Any]]:
     out = []
     for r in result.against_rows:
         c = r.comparison
-        out.append({"results": r.entry, "against": r.against, "phase": r.phase, "variant": r.variant,
-                    "against_n": c.baseline.n if c else None, "n": c.optimized.n if c else None,
-                    "against_median": c.baseline.median if c else None, "median": c.optimized.median if c else None,
-                    "ratio": r.ratio if c else None, "p_value": c.p_value if c else None,
-                    # interval of median(entry) - median(against), seconds
-                    "ci_low": c.ci_low if c else None, "ci_high": c.ci_high if c else None,
-                    "significant": c.significant if c else None, "verdict": r.verdict()})
+        measured = {} if c is None else {
+            "against_n": c.baseline.n, "n": c.optimized.n, "against_median": c.baseline.median,
+            "median": c.optimized.median, "ratio": r.ratio, "p_value": c.p_value, "ci_low": c.ci_low,
+            "ci_high": c.ci_high, "significant": c.significant}
+        out.append(asdict(AgainstRecord(r.entry, r.against, r.phase, r.variant, **measured, verdict=r.verdict())))
     return out
 
 
