@@ -52,9 +52,10 @@ mutation: $(FULL)  ## mutation testing of the core modules (long; not in CI): ma
 
 # JupyterLab with the project's Jupyter configuration (jupyter-config/: no news pop-up), serving the
 # repository root so that the notebooks' links into results/ resolve; it opens on notebooks/.
+# As root (containers, CI machines) Jupyter refuses to start without --allow-root, so it is given there.
 lab: $(FULL)  ## open the notebooks in JupyterLab
 	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter-config $(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) \
-		--LabApp.default_url=/lab/tree/notebooks
+		--LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The venv is made without pip where $(PYTHON) has one (ensurepip alone takes 4 s here): that pip puts uv into the
 # venv (`pip --python`), and uv installs pip into it beside the kit, for whoever uses the venv's pip later.

@@ -127,3 +127,15 @@ def test_readme_documents_make_test() -> None:
     if not readme.is_file():
         pytest.skip("README.md not written yet")
     assert "make test" in readme.read_text()
+
+
+@pytest.mark.subprocess
+def test_make_lab_starts_as_root_too() -> None:
+    """Jupyter refuses root without --allow-root (containers, CI machines): `make lab` gives it as root, only there."""
+    import os
+    import subprocess
+
+    dry = subprocess.run(["make", "-n", "-W", ".venv/.installed-full", "lab"], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    lab = [line for line in dry.splitlines() if "jupyter-config" in line or "default_url" in line]
+    assert lab and ("--allow-root" in " ".join(lab)) == (os.geteuid() == 0)
