@@ -97,6 +97,17 @@ def test_a_sequential_benchmark_stops_at_the_look_that_settles(stopped):
     assert design_alpha(read_metadata(out)) == LOOK_ALPHAS[0]
 
 
+def test_the_bar_counts_to_the_first_look_from_its_first_line(tiny_snapshot, tmp_path, monkeypatch):
+    """The bar's total is the runs the first look needs from the start (it once said 0/22, then 3/12)."""
+    import omni_loader.progress as progress
+
+    made, real = [], progress.progress_bar
+    monkeypatch.setattr(progress, "progress_bar", lambda **kw: made.append(kw["total"]) or real(**kw))
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=1, runs=FIRST_LOOK + 2, workers="in-process")
+    run_benchmark(spec, tmp_path / "r", progress=False, look=settles)
+    assert made == [2 * (FIRST_LOOK + 1)] and made[0] < len(spec.plan())
+
+
 def test_its_report_reads_the_verdicts_at_the_looks_share(stopped):
     text = render_report(stopped[1])
     assert f"it stopped after {FIRST_LOOK} a side: {SETTLED}" in text

@@ -102,7 +102,10 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
     from ..progress import progress_bar  # a widget in JupyterLab, a few whole lines in logs and saved notebooks
     from .worker import WorkerFailed, run_isolated, start_forkserver
 
-    bar = progress_bar(total=len(plan), initial=len(plan) - len(todo), desc="A/B runs", unit="run", enabled=progress,
+    looks = Looks(spec, plan, {r.run_id for r in plan} - {r.run_id for r in todo}, look)
+    # the bar counts to the first look (its time left too), from its first line; more if that look does not settle
+    bar = progress_bar(total=len(looks.needed(looks.pending[0])) if looks.pending else len(plan),
+                       initial=len(plan) - len(todo), desc="A/B runs", unit="run", enabled=progress,
                        bar_format="{desc}: {n}/{total} |{bar}| {elapsed} elapsed, {remaining} left{postfix}")
     try:
         if todo and "storage" not in _cache_record(rec):  # first: the fork server may still be importing
@@ -113,9 +116,6 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
             start_forkserver()
         watch = Timeout(spec.worker_timeout)
         shared = SharedFailure(set(spec.variants))
-        looks = Looks(spec, plan, {r.run_id for r in plan} - {r.run_id for r in todo}, look)
-        if looks.pending:  # the bar counts to the first look (its time left too); more if that look does not settle
-            bar.total = len(looks.needed(looks.pending[0]))
         for run in todo:
             label = f"run {run.run_id + 1}/{bar.total} {run.variant}{' (warm-up)' if run.warmup else ''}"
             started, began = time.perf_counter(), now_iso(precise=True)
