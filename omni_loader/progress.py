@@ -64,8 +64,14 @@ class LineProgress(_std_tqdm):
     """tqdm that writes whole lines at a few milestones instead of redrawing one line.
 
     At most ``LINE_STEPS + 1`` lines: the start, each crossed quarter, and the end; the last line
-    is written on ``close()`` and always shows the final count, whatever ``leave`` says.
+    is written on ``close()`` and always shows the final count, whatever ``leave`` says. A line is
+    written whole, its bar 10 characters wide: a log or a saved notebook has no width to fit, and a
+    line cut at 100 characters lost what a long bar said last (the profile's time left and step).
     """
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        return {**super().format_dict, "ncols": None}  # no width: tqdm neither cuts the line nor widens the bar
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._printed: int | None = None
@@ -118,4 +124,4 @@ def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", ini
     if mode == "terminal":
         return _std_tqdm(leave=leave, file=sys.stderr, **common)
     stream = sys.stdout if _in_kernel() else sys.stderr
-    return LineProgress(file=stream, mininterval=0, dynamic_ncols=False, ncols=100, ascii=True, **common)
+    return LineProgress(file=stream, mininterval=0, dynamic_ncols=False, ascii=True, **common)

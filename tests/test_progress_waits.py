@@ -1,6 +1,8 @@
 """Waits that say what is happening (issue 36, item 4): notebook 02's profile bar names the step running now
-(each reference run, the torch.profiler load before it starts) and notebook 06's serve-ab bar how long a start
-has waited for /health. The texts a bar is given are captured (a bar stand-in); no duration is asserted.
+(each reference run, the torch.profiler load before it starts) beside the whole run's time left, estimated from
+each kind of step's durations so far (fake ones here, on a fake clock), and notebook 06's serve-ab bar how long a
+start has waited for /health. The texts a bar is given are captured (a bar stand-in); no measured duration is
+asserted.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import pytest
 
 from omni_loader import progress
 from omni_loader.profiling import run as profile_run
+from omni_loader.profiling.time_left import BAR_FORMAT, TIMED, Countdown, Step, estimate_left, seconds_words, step_seconds
 
 
 class Bar:
     """A progress bar stand-in: every postfix it is given and every update, in order."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.kwargs, self.events, self.n, self.postfix = kwargs, [], 0, ""
+        self.kwargs, self.events, self.n, self.postfix = kwargs, [], 0, kwargs.get("postfix") or ""
 
     def set_postfix_str(self, text: str, refresh: bool = True) -> None:
         self.postfix = text
@@ -45,27 +48,70 @@ class Bar:
         return [text for kind, text in self.events if kind == "postfix"]
 
 
-def test_reference_progress_names_the_run_running_now_and_advances_per_run() -> None:
-    bar, now = Bar(), [100.0]
-    refs = profile_run.ReferenceProgress(bar, clock=lambda: now[0])
-    for k, what in enumerate(["baseline (warm-up)", "baseline", "optimized (warm-up)", "optimized"], 1):
-        refs(k, 4, what)
-        now[0] += 2.0  # a fake clock: each run takes 2 s
-    refs.finish(4, "reference loads: baseline 0.100 s, optimized 0.050 s")
-    assert bar.postfixes() == [
-        "reference loads: run 1/4 baseline (warm-up)",
-        "reference loads: run 2/4 baseline, about 6 s left of them",  # 3 runs left at 2 s each
-        "reference loads: run 3/4 optimized (warm-up), about 4 s left of them",
-        "reference loads: run 4/4 optimized, about 2 s left of them",
-        "reference loads: baseline 0.100 s, optimized 0.050 s",
-    ]
-    assert [n for kind, n in bar.events if kind == "update"] == [1, 1, 1, 1] and bar.n == 4
+# --------------------------------------------------------------------------- the whole run's time left
 
 
-def test_profile_bar_says_what_runs_before_it_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """profile_variants with its workers and tools stood in for: what the bar says while each one runs."""
-    bar, seen = Bar(), {}
+def test_each_step_is_estimated_from_the_durations_of_its_kind_and_an_unknown_kind_is_said() -> None:
+    """After 2 unprofiled loads of 1 s and a py-spy step of 3 s: 1 + 3 + a torch.profiler load not yet known."""
+    done = [(Step(TIMED, "baseline"), 1.0), (Step(TIMED, "baseline"), 1.0), (Step("py-spy", "baseline"), 3.0)]
+    left = estimate_left(done, [Step(TIMED, "baseline"), Step("py-spy", "baseline"), Step("torch.profiler", "baseline")])
+    assert (left.seconds, left.steps, left.untimed, left.unknown) == (pytest.approx(4.0), 3, 1, ("torch.profiler",))
+    assert left.words(elapsed=5.0) == "at least 4.0 s left + 1 step not estimated (no torch.profiler load has run yet)"
+    assert estimate_left(done, [Step(TIMED, "baseline"), Step("py-spy", "baseline")]).words(elapsed=5.0) == (
+        "about 4.0 s left of about 9.0 s")  # every step estimated: the whole run too
+
+
+def test_a_kind_run_on_one_variant_is_scaled_to_another_by_their_unprofiled_loads() -> None:
+    """The optimized variant loads 4 times faster unprofiled: its torch.profiler load is estimated at a quarter of
+    the baseline's; py-spy's worker, 4 loads of it against 1 of the baseline, at the baseline's per load, scaled."""
+    done = [*((Step(TIMED, "baseline"), 2.0),) * 3, *((Step(TIMED, "optimized"), 0.5),) * 3,
+            (Step("torch.profiler", "baseline"), 20.0), (Step("py-spy", "baseline", loads=1), 6.0)]
+    assert step_seconds(Step("torch.profiler", "optimized"), done) == pytest.approx(5.0)  # 20 / 2 * 0.5
+    assert step_seconds(Step("py-spy", "optimized", loads=4), done) == pytest.approx(6.0)  # 6 / 2 * 0.5 * 4
+    assert step_seconds(Step("torch.profiler", "baseline"), done) == pytest.approx(20.0)  # its own kind and variant
+    # No unprofiled load of the variant to scale by: the kind's median per load.
+    assert step_seconds(Step("torch.profiler", "other"), done) == pytest.approx(20.0)
+    assert step_seconds(Step("cProfile", "optimized"), done) is None
+    # Each variant's reference load given: the scale, in place of the unprofiled steps' durations.
+    assert step_seconds(Step("torch.profiler", "optimized"), done, {"baseline": 1.0, "optimized": 0.1}) == (
+        pytest.approx(2.0))
+    assert step_seconds(Step("torch.profiler", "optimized"), done, {"baseline": 1.0}) == pytest.approx(20.0)
+    nothing = estimate_left([], [Step(TIMED, "baseline"), Step("cProfile", "baseline"), Step("cProfile", "optimized")])
+    assert nothing.words(elapsed=1.0) == ("time left not known yet (no unprofiled or cProfile load has run yet)")
+    assert estimate_left(done, []).words() == "nothing left"
+
+
+def test_seconds_are_said_in_the_precision_a_person_reads_them() -> None:
+    assert [seconds_words(s) for s in (0.42, 9.94, 25.4, 98.0, 600.0)] == [
+        "0.4 s", "9.9 s", "25 s", "1 min 38 s", "10 min 00 s"]
+
+
+def test_countdown_measures_each_step_with_its_clock_and_keeps_the_plan() -> None:
+    now = [0.0]
+    countdown = Countdown([Step(TIMED, "baseline"), Step(TIMED, "optimized"), Step("py-spy", "baseline"),
+                           Step("py-spy", "optimized")], clock=lambda: now[0])
+    countdown.revise(Step("py-spy", "optimized", loads=3))  # known once the reference loads said how long one is
+    for step, seconds in [(Step(TIMED, "baseline"), 2.0), (Step(TIMED, "optimized"), 1.0),
+                          (Step("py-spy", "baseline"), 8.0)]:
+        countdown.begin(step)
+        now[0] += seconds
+    countdown.end()
+    assert [(s.kind, s.variant, round(t, 9)) for s, t in countdown.done] == [
+        (TIMED, "baseline", 2.0), (TIMED, "optimized", 1.0), ("py-spy", "baseline", 8.0)]
+    assert countdown.remaining == [Step("py-spy", "optimized", loads=3)]
+    assert countdown.left().seconds == pytest.approx(8.0 / 2.0 * 1.0 * 3)
+    assert countdown.words() == "about 12 s left of about 23 s"
+    assert countdown.drop("py-spy") == 1 and countdown.words() == "nothing left"
+
+
+def test_profile_bar_says_what_runs_before_it_runs_beside_the_whole_runs_time_left(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """profile_variants with its workers and tools stood in for, on a fake clock: what the bar says while each one
+    runs. Unprofiled runs take 2 s (baseline) and 1 s (optimized), their median loads 0.2 s and 0.1 s; the
+    baseline's cProfile load 6 s, its torch.profiler load 20 s: the optimized variant's are estimated at half."""
+    bar, seen, now = Bar(), {}, [0.0]
     plan = ["baseline", "baseline", "optimized", "optimized"]
+    took = {"baseline": 2.0, "optimized": 1.0}
 
     def reference_loads(snapshot, variants, options, out, *, runs, warmup, on_run=None):
         seen["before references"] = bar.postfix
@@ -73,21 +119,24 @@ def test_profile_bar_says_what_runs_before_it_runs(monkeypatch: pytest.MonkeyPat
             if on_run is not None:
                 on_run(k, len(plan), variant)
             seen[f"run {k}"] = (bar.postfix, bar.n)
-        phases = {"total": 0.1, "weight_loading": 0.05}
-        return {v: {"phases": phases, "variant": v} for v in variants}
+            now[0] += took[variant]
+        return {v: {"phases": {"total": took[v] / 10, "weight_loading": 0.05}, "variant": v} for v in variants}
 
-    def tool(name):
+    def tool(name, seconds):
         def run(*args, **kwargs):
             seen[f"{name} {args[1]}"] = bar.postfix  # what the bar said while this tool ran
+            now[0] += seconds * took[args[1]] / took["baseline"]
             return {"files": {}, "state_dict_calls": 0, "phase_functions": {}, "ops": None,
                     "phase_ranges": {"phase": []}}
         return run
 
     monkeypatch.setattr(profile_run, "progress_bar", lambda **kw: bar.__init__(**kw) or bar)
-    monkeypatch.setattr(profile_run, "reference_spec", lambda *a, **k: SimpleNamespace(plan=lambda: plan), raising=False)
+    monkeypatch.setattr(profile_run, "Countdown", lambda steps: Countdown(steps, clock=lambda: now[0]))
+    monkeypatch.setattr(profile_run, "reference_spec", lambda *a, **k: SimpleNamespace(
+        plan=lambda: [SimpleNamespace(variant=v) for v in plan]), raising=False)
     monkeypatch.setattr(profile_run, "reference_loads", reference_loads)
-    monkeypatch.setattr(profile_run, "profile_cprofile", tool("cprofile"))
-    monkeypatch.setattr(profile_run, "profile_torch", tool("torch"))
+    monkeypatch.setattr(profile_run, "profile_cprofile", tool("cprofile", 6.0))
+    monkeypatch.setattr(profile_run, "profile_torch", tool("torch", 20.0))
     monkeypatch.setattr(profile_run, "torch_note", lambda *a: "")
     monkeypatch.setattr(profile_run, "write_variant_report", lambda *a, **k: tmp_path / "profile.md")
     monkeypatch.setattr(profile_run, "write_summary_report", lambda *a, **k: None)
@@ -96,12 +145,19 @@ def test_profile_bar_says_what_runs_before_it_runs(monkeypatch: pytest.MonkeyPat
 
     assert bar.kwargs["total"] == 4 + 2 * 2  # a step per reference run and per tool
     assert "{remaining}" not in bar.kwargs["bar_format"]  # no rate per step of steps that differ 100-fold
-    assert seen["before references"].startswith("reference loads: starting the worker server")
-    assert seen["run 1"] == ("reference loads: run 1/4 baseline", 0)
-    assert seen["run 3"][0].startswith("reference loads: run 3/4 optimized, about ") and seen["run 3"][1] == 2
-    assert seen["cprofile baseline"] == "baseline: cProfile load"
-    assert seen["torch baseline"].startswith("baseline: torch.profiler load")
-    assert seen["torch optimized"].startswith("optimized: torch.profiler load")
+    unknown = "time left not known yet (no unprofiled, cProfile or torch.profiler load has run yet)"
+    assert seen["before references"].startswith(f"{unknown}; reference loads: starting the worker server")
+    assert seen["run 1"] == (f"{unknown}; reference loads: run 1/4 baseline", 0)
+    assert seen["run 3"] == ("at least 4.0 s left + 4 steps not estimated (no cProfile or torch.profiler load has "
+                             "run yet); reference loads: run 3/4 optimized", 2)  # 2 runs of 2 s: 1 of them left
+    assert seen["cprofile baseline"] == ("time left not known yet (no cProfile or torch.profiler load has run yet); "
+                                         "baseline: cProfile load")
+    assert seen["torch baseline"] == ("at least 3.0 s left + 2 steps not estimated (no torch.profiler load has run "
+                                      "yet); baseline: torch.profiler load (every op traced)")  # cProfile: 6 / 2 * 1
+    # Every kind has run: the optimized variant's steps at half the baseline's (it loads twice as fast unprofiled),
+    # and the whole run: 6 s of reference loads + 26 s of the baseline's tools + 13 s left.
+    assert seen["cprofile optimized"] == "about 13 s left of about 45 s; optimized: cProfile load"
+    assert seen["torch optimized"] == "about 10 s left of about 45 s; optimized: torch.profiler load (every op traced)"
     assert bar.n == 8 and bar.events[-1] == ("close", None)
 
 
@@ -117,6 +173,19 @@ def test_a_refreshed_postfix_in_line_mode_writes_a_bounded_number_of_lines(monke
     bar.close()
     lines = stream.getvalue().splitlines()
     assert len(lines) <= progress.LINE_STEPS + 1 and "10/10" in lines[-1]
+
+
+def test_a_line_mode_bar_writes_its_lines_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log or a saved notebook has no width: the time left and the step, at the end of a long line, are kept."""
+    monkeypatch.setenv(progress.ENV, "lines")
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    text = "at least 4.0 s left + 7 steps not estimated (no warm-up or cProfile load has run yet); baseline: cProfile load"
+    bar = progress.progress_bar(total=4, desc="profile", unit="step", bar_format=BAR_FORMAT, postfix=text)
+    bar.update(4)
+    bar.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and all(line.endswith(text) for line in lines), lines
 
 
 # A stand-in server that takes a few seconds to bind (imports, a load), then answers 200: /health is refused

@@ -40,6 +40,7 @@ A, over randomized blocks of fresh-process loads each sampled by py-spy: ``DIR/d
 #   reference    the unprofiled reference loads: a small benchmark in fresh processes, its median runs
 #   summary      profile.md, per variant and side by side
 #   tables       the notebook's Styler tables
+#   time_left    the whole run's time left on its bar, each kind of step from the measured ones of its kind
 #   run          profile_variants: reference loads, warm-up, every tool, the reports
 #   sampled      one load forked from the fork server, sampled by py-spy from its first line (stdlib only)
 #   diff_stats   profile --diff's statistics: samples folded per function, rank tests, intervals, BH, roles

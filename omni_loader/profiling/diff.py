@@ -38,6 +38,7 @@ from ..token2wav.options import LoadOptions
 from .pyspy import PySpyUnavailable, find_py_spy
 from .sampled import sampled_load
 from .settings import DEFAULT_RATE
+from .time_left import BAR_FORMAT, TIMED, Countdown, Step, StepBar
 from ..bench.spec import AA_ARMS, AA_VARIANT
 from .diff_stats import (FASTER, FDR, FUNCTION_COLUMNS, NO_CLAIM, PRESENCE, SLOWER, assign_roles, compare_functions,
                          fold_samples, function_floors)
@@ -55,6 +56,7 @@ DEFAULT_RUNS = 15  # sampled loads per variant: enough for a rank test to surviv
 ROLE_WORDS = {"caller": "a caller: its time moved in the functions it calls",
               "unexplained": "no callee's own time is claimed to move with it"}
 UNSAMPLED = ":unsampled"  # the plan's label of a variant's unsampled load (the overhead's yardstick)
+SAMPLED = "sampled"  # the kind of step of a load sampled by py-spy, on the bar's time left
 
 
 # --------------------------------------------------------------------------- the result
@@ -264,15 +266,20 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
     write_text(log, "")
     labels = (a, b, a + UNSAMPLED, b + UNSAMPLED, *(AA_ARMS if aa else ()))
     plan = plan_runs(warmup, runs, "blocks", seed, variants=labels)
-    bar = progress_bar(total=len(plan), desc="profile --diff", unit="run", enabled=progress)
+    steps = [Step(TIMED if run.variant.endswith(UNSAMPLED) or run.warmup else SAMPLED,
+                  run.variant.removesuffix(UNSAMPLED)) for run in plan]  # each run's kind, which the time left reads
+    countdown = Countdown(steps)
+    bar = StepBar(progress_bar(total=len(plan), desc="profile --diff", unit="run", enabled=progress,
+                               bar_format=BAR_FORMAT, postfix=f"{countdown.words()}; starting the worker server "
+                               "(imports torch and the model code once)"), countdown)
     rows, folds = [], []
     try:
         start_forkserver()
-        for run in plan:
-            variant, sampled = run.variant.removesuffix(UNSAMPLED), not run.variant.endswith(UNSAMPLED)
-            sampled = sampled and not run.warmup
+        for run, step in zip(plan, steps):
+            variant, sampled = step.variant, step.kind == SAMPLED
             request = spec.request(dataclasses.replace(run, variant=AA_VARIANT if variant in AA_ARMS else variant))
-            bar.set_postfix_str(f"{variant}{' (py-spy)' if sampled else ''}{' warm-up' if run.warmup else ''}")
+            bar.begin(step, f"run {run.run_id + 1}/{len(plan)} {variant}{' sampled by py-spy' if sampled else ''}"
+                      f"{' (warm-up)' if run.warmup else ''}")
             row = {"run_id": run.run_id, "variant": variant, "sampled": sampled, "warmup": run.warmup,
                    "status": "ok", "error": "", "load_s": np.nan, "state_dict_calls": np.nan}
             try:
@@ -288,9 +295,9 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
             except (WorkerFailed, OmniLoaderError) as exc:
                 row.update(status="failed", error=str(exc).splitlines()[0])
             rows.append(row)
-            bar.update(1)
+            bar.end()
     finally:
-        bar.close()
+        bar.bar.close()
     runs_frame = pd.DataFrame(rows)
     write_text(directory / RUNS_CSV, runs_frame.to_csv(index=False))
     if not folds:

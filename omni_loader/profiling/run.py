@@ -29,15 +29,14 @@ from .reference import reference_loads, reference_spec
 from .result import VariantProfile
 from .settings import SETTING_NAMES, TOOLS, ProfileSettings, resolve_tools, resolve_variants
 from .summary import write_summary_report, write_variant_report
+from .time_left import BAR_FORMAT, TIMED, Countdown, Step, StepBar
 from .torch_trace import profile_torch, torch_note
 from ..results.safe_files import ensure_dir, write_text
 
 LOAD_OPTION_NAMES = tuple(f.name for f in fields(LoadOptions))
 SpyLookup = tuple[str | None, str]  # find_py_spy's answer: (executable, "") or (None, why not)
-# No whole-profile "time left": its steps take from under a second (a reference load) to half a minute (the
-# torch.profiler load), so a rate per step promised 69 s where 98 s were left. The postfix says what runs now,
-# and the reference loads, steps of one kind, their own time left (:class:`ReferenceProgress`).
-BAR_FORMAT = "{desc}: {n}/{total} |{bar}| {elapsed} elapsed{postfix}"
+TOOL_KINDS = {"cprofile": "cProfile", "torch": "torch.profiler", "py-spy": "py-spy"}  # as profile_variant runs them
+WARM_UP = "warm-up"
 
 
 def with_overrides(options: LoadOptions | None, settings: ProfileSettings | None,
@@ -76,17 +75,24 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
         if spy[0] is None:
             skip(f"{spy[1]}; skipping the flamegraph and speedscope profiles")
     profiles: dict[str, VariantProfile] = {}
-    runs = len(reference_spec(snapshot, variants, options, runs=settings.reference_runs,
-                              warmup=settings.warmup).plan())
-    steps = runs + settings.warmup + len(variants) * len(tools)  # a step per reference run, load and tool
-    with progress_bar(total=steps, desc="profile", unit="step", enabled=progress, bar_format=BAR_FORMAT) as bar:
-        bar.set_postfix_str(f"reference loads: starting the worker server (imports torch and the model code once), "
-                            f"then {runs} runs in fresh processes", refresh=True)
+    plan = reference_spec(snapshot, variants, options, runs=settings.reference_runs, warmup=settings.warmup).plan()
+    countdown = Countdown([*(Step(TIMED, r.variant) for r in plan), *(Step(WARM_UP, variants[0]),) * settings.warmup,
+                           *(Step(kind, v) for v in variants for t, kind in TOOL_KINDS.items() if t in tools)])
+    first = (f"{countdown.words()}; reference loads: starting the worker server (imports torch and the model code "
+             f"once), then {len(plan)} runs in fresh processes")
+    with progress_bar(total=countdown.left().steps, desc="profile", unit="step", enabled=progress,
+                      bar_format=BAR_FORMAT, postfix=first) as plain:  # the bar's first line says it too
+        bar = StepBar(plain, countdown)  # a step per reference run, warm-up load and tool
         reference = ReferenceProgress(bar)
         references = reference_loads(snapshot, variants, options, out, runs=settings.reference_runs,
                                      warmup=settings.warmup, on_run=reference)
-        reference.finish(runs, "reference loads: " + ", ".join(f"{v} {r['phases']['total']:.3f} s"
-                                                                for v, r in references.items()))
+        reference.finish(len(plan), "reference loads: " + ", ".join(f"{v} {r['phases']['total']:.3f} s"
+                                                                     for v, r in references.items()))
+        # The tools' steps scale by each variant's reference load, and py-spy's worker makes as many as it asks for.
+        countdown.scale = {v: r["phases"]["total"] for v, r in references.items()}
+        if "py-spy" in tools:
+            for v in variants:
+                countdown.revise(Step(TOOL_KINDS["py-spy"], v, settings.repeat_for(countdown.scale[v])))
         warm_up(snapshot, variants[0], options, settings.warmup, bar)
         for variant in variants:
             vp = profile_variant(snapshot, variant, out, tools, options, settings, spy=spy, bar=bar,
@@ -117,65 +123,50 @@ def _output_directory(out_dir: str | os.PathLike[str]) -> Path:
 class ReferenceProgress:
     """The bar during the reference loads, called as each run starts (``on_run`` of
     :func:`~omni_loader.profiling.reference.reference_loads`): it names the run that runs now
-    (``reference loads: run 3/8 baseline``), advances a step per run that ended, and gives the time left of
-    them from the runs so far (their mean, once one has ended); ``clock`` is a seconds counter."""
+    (``reference loads: run 3/8 baseline``) beside the whole run's time left, and advances a step per run that
+    ended."""
 
-    def __init__(self, bar: Any, clock: Callable[[], float] = time.perf_counter) -> None:
-        self.bar, self.clock, self.began, self.ended = bar, clock, None, 0
+    def __init__(self, bar: StepBar) -> None:
+        self.bar, self.started = bar, 0
 
     def __call__(self, k: int, total: int, what: str) -> None:
-        now = self.clock()
-        self.began = now if self.began is None else self.began
-        if k - 1 > self.ended:  # the runs before this one have ended
-            self.bar.update(k - 1 - self.ended)
-            self.ended = k - 1
-        left = (f", about {(now - self.began) / self.ended * (total - self.ended):.0f} s left of them"
-                if self.ended else "")
-        self.bar.set_postfix_str(f"reference loads: run {k}/{total} {what}{left}", refresh=True)
+        self.bar.begin(Step(TIMED, what.split(" ")[0]), f"reference loads: run {k}/{total} {what}")
+        self.started += 1
 
     def finish(self, total: int, text: str) -> None:
         """The last run ended (and any that never started count as done): ``text`` says what they found."""
-        self.bar.set_postfix_str(text, refresh=False)
-        self.bar.update(max(total - self.ended, 0))
-        self.ended = total
+        self.bar.end(text)
+        self.bar.countdown.drop(TIMED)
+        self.bar.bar.update(max(total - self.started, 0))
+        self.started = total
 
 
-def _begin(bar: Any, text: str) -> None:
-    """Say what runs now, before it starts (a step can take half a minute)."""
-    bar.set_postfix_str(text, refresh=True)
-
-
-def _step(bar: Any, text: str) -> None:
-    """A step ended: ``text`` says what it found, on the line a bar in line mode writes now."""
-    bar.set_postfix_str(text, refresh=False)
-    bar.update(1)
-
-
-def warm_up(snapshot: Any, variant: str, options: LoadOptions, loads: int, bar: Any) -> None:
+def warm_up(snapshot: Any, variant: str, options: LoadOptions, loads: int, bar: StepBar) -> None:
     """``loads`` unprofiled loads, so that no profiled variant pays for the first load in this process."""
     from ..token2wav.loader import load_token2wav
 
     for i in range(loads):
-        _begin(bar, f"warm-up load {i + 1}/{loads} ({variant})")
+        bar.begin(Step(WARM_UP, variant), f"warm-up load {i + 1}/{loads} ({variant})")
         t = time.perf_counter()
         model, _ = load_token2wav(snapshot, variant, options, digest=False)
         del model
-        _step(bar, f"warm-up load {i + 1}/{loads} ({variant}): {time.perf_counter() - t:.3f} s")
+        bar.end(f"warm-up load {i + 1}/{loads} ({variant}): {time.perf_counter() - t:.3f} s")
 
 
 def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str], tools: Iterable[str] = TOOLS,
                     options: LoadOptions | None = None, settings: ProfileSettings | None = None, *,
-                    spy: SpyLookup | None = None, bar: Any = None,
+                    spy: SpyLookup | None = None, bar: StepBar | Any = None,
                     reference: dict[str, Any] | None = None) -> VariantProfile:
     """Profile one variant with the chosen tools into ``out_dir/<variant>/`` and write its profile.md.
 
     ``spy`` is a py-spy lookup already made (:func:`~omni_loader.profiling.pyspy.find_py_spy`);
-    ``bar`` a progress bar that advances one step per load (none: silent); ``reference`` the
+    ``bar`` a progress bar that advances one step per load (a :class:`~omni_loader.profiling.time_left.StepBar`
+    or a plain one; none: silent); ``reference`` the
     variant's median unprofiled run (:func:`~omni_loader.profiling.reference.reference_loads`;
     none: its reference loads are run here).
     """
     tools, options, settings = resolve_tools(tools), (options or LoadOptions()).resolved(), settings or ProfileSettings()
-    bar = bar if bar is not None else progress_bar(enabled=False)
+    bar = bar if isinstance(bar, StepBar) else StepBar(bar if bar is not None else progress_bar(enabled=False))
     directory = ensure_dir(Path(out_dir) / variant)
     vp = VariantProfile(variant=variant, directory=directory)
     if reference is None:
@@ -185,14 +176,15 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
     remove_files(directory / name for name in variant_files(variant))
     keep_reference(vp, reference)
     if "cprofile" in tools:
-        _begin(bar, f"{variant}: cProfile load")
-        _step(bar, _run_cprofile(vp, snapshot, options, settings))
+        bar.begin(Step(TOOL_KINDS["cprofile"], variant), f"{variant}: cProfile load")
+        bar.end(_run_cprofile(vp, snapshot, options, settings))
     if "torch" in tools:
-        _begin(bar, f"{variant}: torch.profiler load (every op traced)")
-        _step(bar, _run_torch(vp, snapshot, options, settings, reference))
+        bar.begin(Step(TOOL_KINDS["torch"], variant), f"{variant}: torch.profiler load (every op traced)")
+        bar.end(_run_torch(vp, snapshot, options, settings, reference))
     if "py-spy" in tools:
-        _begin(bar, f"{variant}: py-spy sampling")
-        _step(bar, _run_py_spy(vp, snapshot, options, settings, spy or find_py_spy(settings.py_spy), reference))
+        loads = settings.repeat_for(reference["phases"]["total"])
+        bar.begin(Step(TOOL_KINDS["py-spy"], variant, loads), f"{variant}: py-spy sampling ({loads} load(s))")
+        bar.end(_run_py_spy(vp, snapshot, options, settings, spy or find_py_spy(settings.py_spy), reference))
     vp.files["profile_md"] = write_variant_report(vp, snapshot=snapshot, tools=tools, options=options)
     return vp
 
