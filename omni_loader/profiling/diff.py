@@ -278,8 +278,9 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
         for run, step in zip(plan, steps):
             variant, sampled = step.variant, step.kind == SAMPLED
             request = spec.request(dataclasses.replace(run, variant=AA_VARIANT if variant in AA_ARMS else variant))
-            bar.begin(step, f"run {run.run_id + 1}/{len(plan)} {variant}{' sampled by py-spy' if sampled else ''}"
-                      f"{' (warm-up)' if run.warmup else ''}")
+            label = (f"run {run.run_id + 1}/{len(plan)} {variant}{' sampled by py-spy' if sampled else ''}"
+                     f"{' (warm-up)' if run.warmup else ''}")
+            bar.begin(step, label)
             row = {"run_id": run.run_id, "variant": variant, "sampled": sampled, "warmup": run.warmup,
                    "status": "ok", "error": "", "load_s": np.nan, "state_dict_calls": np.nan}
             try:
@@ -295,7 +296,7 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
             except (WorkerFailed, OmniLoaderError) as exc:
                 row.update(status="failed", error=str(exc).splitlines()[0])
             rows.append(row)
-            bar.end()
+            bar.end(f"{label}: load {row['load_s']:.3f} s" if row["status"] == "ok" else f"{label}: failed")
     finally:
         bar.bar.close()
     runs_frame = pd.DataFrame(rows)
