@@ -14,19 +14,22 @@ from collections.abc import Callable
 from typing import Any
 
 
-def exports(package: str, api: dict[str, str], modules: dict[str, str] | None = None
-            ) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
+def exports(package: str, api: dict[str, str], modules: dict[str, str] | None = None, *,
+            relative_to: str | None = None) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` for ``package``, whose names ``api`` maps to the module
     that defines each, relative to the package (``"files"``; ``".token2wav.options"`` from a folder: a
     leading dot climbs one level, as in a relative import). ``modules`` maps names to whole modules,
-    for a face that offers a module of tools as one name (``kit.explore.buffer_table``)."""
+    for a face that offers a module of tools as one name (``kit.explore.buffer_table``). A face that is
+    a module, not a folder's ``__init__`` (``kit.rules``), passes its folder as ``relative_to``
+    (``exports(__name__, {...}, relative_to=__package__)``), so that its paths read as its folder's do."""
     modules = modules or {}
+    anchor = relative_to or package
 
     def __getattr__(name: str) -> Any:
         if name in api:
-            return getattr(importlib.import_module("." + api[name], package), name)
+            return getattr(importlib.import_module("." + api[name], anchor), name)
         if name in modules:
-            return importlib.import_module("." + modules[name], package)
+            return importlib.import_module("." + modules[name], anchor)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:

@@ -190,12 +190,38 @@ def _notebook_code(notebook: Path) -> ast.Module:
     return ast.parse("\n".join("#" + ln if ln.lstrip().startswith(("%", "!")) else ln for ln in code.split("\n")))
 
 
+FACE_MAX_NAMES = 40  # issue 31: a few dozen names at the top; the rest in sub-faces, one per subject
+
+
+def _sub_faces(face) -> dict[str, object]:
+    """The face's names that are modules offered whole (``kit.rules``, ``kit.explore``), by name."""
+    return {n: getattr(face, n) for n in face.__all__ if isinstance(getattr(face, n), type(ast))}
+
+
+def _face_names(module) -> list[str]:
+    """What a sub-face offers: the names a face module lists, or a whole module's public definitions."""
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    return sorted(n for n in _defined(Path(module.__file__)) if not n.startswith("_"))
+
+
+def _undocumented(value: object) -> bool:
+    """A function, class or module without a docstring of its own (a dataclass's made-up ``Name(field, ...)``
+    signature is not one); constants cannot carry one and are left out."""
+    if not (callable(value) or isinstance(value, type(ast))):
+        return False
+    doc = (value.__doc__ or "").strip()
+    return not doc or (isinstance(value, type) and doc.startswith(f"{value.__name__}("))
+
+
 def test_notebooks_call_the_kit_through_its_notebook_face_alone() -> None:
     """The notebooks import one thing from the kit, its face for notebooks (``from omni_loader import notebook
-    as kit``), and use only the names it lists, each documented: an internal move cannot break a notebook."""
+    as kit``), and use only the names it lists, at its top level or in a sub-face (``kit.rules.build_tree``):
+    an internal move cannot break a notebook."""
     import importlib
 
     face = importlib.import_module(FACE)
+    subs = {name: set(_face_names(module)) for name, module in _sub_faces(face).items()}
     offenders = []
     for notebook in sorted((PACKAGE.parent / "notebooks").glob("*.ipynb")):
         tree = _notebook_code(notebook)
@@ -208,10 +234,36 @@ def test_notebooks_call_the_kit_through_its_notebook_face_alone() -> None:
             elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "kit"
                   and node.attr not in face.__all__):
                 offenders.append(f"{notebook.name}: kit.{node.attr} is not in the face")
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                  and isinstance(node.value.value, ast.Name) and node.value.value.id == "kit"
+                  and node.value.attr in subs and node.attr not in subs[node.value.attr]):
+                offenders.append(f"{notebook.name}: kit.{node.value.attr}.{node.attr} is not in kit.{node.value.attr}")
         assert FACE_IMPORT in ast.unparse(tree) or "kit" not in ast.unparse(tree), notebook.name
     assert not offenders, f"notebooks reaching past {FACE}: {offenders}"
-    undocumented = [n for n in face.__all__ if callable(getattr(face, n)) or isinstance(getattr(face, n), type(ast))
-                    if not (getattr(face, n).__doc__ or "").strip()]
+
+
+def test_the_notebook_face_is_a_few_dozen_names_each_documented() -> None:
+    """The face's top level stays small (issue 31: a few dozen names at most); every name in it and in each
+    sub-face resolves and is documented, and a sub-face says what its notebook shows with it."""
+    import importlib
+
+    face = importlib.import_module(FACE)
+    assert len(face.__all__) <= FACE_MAX_NAMES, \
+        f"{FACE} offers {len(face.__all__)} names at its top level (at most {FACE_MAX_NAMES}): group them in a sub-face"
+    assert len(set(face.__all__)) == len(face.__all__), "a face name listed twice"
+    assert sorted(dir(face)) == sorted(face.__all__)
+    undocumented = [n for n in face.__all__ if _undocumented(getattr(face, n))]
+    subs = _sub_faces(face)
+    assert set(subs) >= {"explore", "waveform"} and len(subs) <= 10, sorted(subs)
+    for sub, module in subs.items():
+        names = _face_names(module)
+        assert names, f"kit.{sub} offers nothing"
+        assert hasattr(module, "__all__") or sub in ("explore", "waveform"), \
+            f"kit.{sub}: a sub-face is a face module that lists its names (lazy.exports), or explore/waveform"
+        if hasattr(module, "__all__"):
+            assert sorted(dir(module)) == sorted(names), f"kit.{sub}: dir() is not its names"
+            assert f"``kit.{sub}``" in module.__doc__, f"kit.{sub}'s docstring does not name it as a notebook calls it"
+        undocumented += [f"{sub}.{n}" for n in names if _undocumented(getattr(module, n))]
     assert not undocumented, f"face names without a docstring: {undocumented}"
     # A name that is also a module of the folder is replaced by that module once the module is imported
     # (Python sets the attribute on the package), so kit.show would stop being the function after first use.

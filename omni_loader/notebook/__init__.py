@@ -1,118 +1,83 @@
 """The kit's face for notebooks: ``from omni_loader import notebook as kit``.
 
 A notebook is read by people who want the story, so its cells call one module whose names say what
-they show, and the kit's folders can change underneath without breaking a notebook. Every name here
-is a documented function, class or constant; the kit's own notebooks import nothing else from
-``omni_loader`` (``tests/test_layout.py`` checks), and a notebook of your own can start from the same
-names. Unlike another folder's API, this face may name any folder's functions, as the package's top
-level does.
+they show, and the kit's folders can change underneath without breaking a notebook. The face is small:
+at its top level the names every notebook uses, each a documented function, class or constant, and one
+sub-face per subject, offered whole (``kit.rules.find_persistent_buffers(tree)``,
+``kit.report.controls(out)``), each module saying in its docstring what its notebook shows with it. The
+kit's own notebooks import nothing else from ``omni_loader`` (``tests/test_layout.py`` checks, and that
+the top level stays at 40 names or fewer), and a notebook of your own can start from the same names.
+Unlike another folder's API, this face may name any folder's functions, as the package's top level does.
 
-What it offers, by the notebook that shows it:
+At the top level:
 
-- everywhere: the parameters checked (:func:`check_parameters`), where results go (:func:`results_dir`), the device, the snapshot, the load options,
-  tables and numbers for people, :func:`show` (text as Markdown, a saved plot as an image);
-- 01: the benchmark (:func:`benchmark_spec`, :func:`plan_runs`, :func:`reproduce`) and the saved
-  results section by section (:mod:`~.sections`), earlier reproductions side by side;
-- 02: both variants profiled (:func:`profile_variants`) and their tables (:mod:`~.profiles`);
-- 03 and 05: the discovery rules on small trees, the traversal sweep and its fits, the audit of
-  transformers architectures and the source audit (rule OL001);
-- 04: the module tree (:mod:`~.explore`, offered whole as ``kit.explore``) and a forward pass
-  (``kit.waveform``);
-- 06: stage groups started, their timeline and the startup A/B (:mod:`~.stages`).
+- the notebook itself: the parameters checked (:func:`check_parameters`), where results go
+  (:func:`results_dir` under :func:`results_root`), a notebook executed headless into a trusted copy
+  (:func:`execute`);
+- showing: :func:`show` (text as Markdown, a saved plot as an image, anything else displayed), tables and
+  numbers for people (:func:`table`, :func:`readable`, :func:`key_values`, :func:`short_duration`,
+  :func:`count`, :func:`mib`);
+- the machine and the model: :func:`device_banner`, :func:`resolve_device`, :func:`resolve_snapshot`,
+  :class:`LoadOptions`, the model built or counted (:func:`build_model`, :func:`config_dict`,
+  :func:`inventory`);
+- the benchmark (01, 05): :func:`benchmark_spec`, :func:`plan_runs`, :func:`reproduce`, the built-in
+  variants (:data:`BUILTIN_VARIANTS`) and one of your own (:func:`parse_variant`).
 
-Its own modules: :mod:`~.files` (executing notebooks, trust, the pre-save hook that keeps outputs
-out of stored notebooks), :mod:`~.showing`, :mod:`~.sections` (with the A/B tables of :mod:`~.ab_tables`),
-:mod:`~.profiles`, :mod:`~.stages`, :mod:`~.explore` and :mod:`~.waveform`.
+The sub-faces, by the notebook that shows them:
+
+- ``kit.report`` (:mod:`~.report`, 01 and 05): a saved benchmark section by section;
+- ``kit.profiling`` (:mod:`~.profiling`, 02): both variants profiled, their tables, flamegraphs and the
+  differential profile;
+- ``kit.rules`` (:mod:`~.rules`, 03): the two discovery rules on small trees and on Token2Wav;
+- ``kit.traversal`` (:mod:`~.traversal`, 03 and 05): the traversal sweep and its fits;
+- ``kit.explore`` (:mod:`~.explore`, 03 and 04): the module tree's tables and the rules' hazards;
+- ``kit.waveform`` (:mod:`~.waveform`, 04): a real load and a forward pass to audio;
+- ``kit.audits`` (:mod:`~.audits`, 05): transformers architectures and source code audited;
+- ``kit.startup`` (:mod:`~.startup`, 06): stage groups started, their timeline and the startup A/B.
+
+Its own modules besides: :mod:`~.files` (executing notebooks, trust, the pre-save hook that keeps outputs
+out of stored notebooks, which Jupyter's configuration names by its path), :mod:`~.showing`,
+:mod:`~.parameters`, :mod:`~.sections` (with the A/B tables of :mod:`~.ab_tables`), :mod:`~.profiles` and
+:mod:`~.stages`, which the sub-faces name.
 """
 
 from ..lazy import exports
 
 __all__, __getattr__, __dir__ = exports(__name__, {
-    # everywhere
+    # the notebook itself
+    "check_parameters": "parameters",
     "results_dir": "files",
     "results_root": "files",
     "execute": "files",
-    "pre_save_hook": "files",
-    "strip_outputs": "files",
+    # showing
     "show": "showing",
-    "check_parameters": "parameters",
-    "readable": "showing",
-    "device_banner": ".host.devices",
-    "resolve_device": ".host.devices",
-    "resolve_snapshot": ".token2wav.checkpoint",
-    "LoadOptions": ".token2wav.options",
     "table": ".formatting",
+    "readable": "showing",
     "key_values": ".formatting",
     "short_duration": ".formatting",
     "count": ".formatting",
     "mib": ".formatting",
-    # 01: the benchmark, and its saved results section by section
-    "plan_runs": ".results.planner",
-    "benchmark_spec": ".bench.runner",
-    "reproduce": ".job",
-    "report_opening": "sections",
-    "environment": "sections",
-    "result_tables": "sections",
-    "phase_table": "sections",
-    "controls": "sections",
-    "pr_reference": "sections",
-    "saved_plots": "sections",
-    "equivalence_and_memory": "sections",
-    "earlier_results": "sections",
-    "side_by_side": "sections",
-    "weight_loading_parts": "sections",
-    "largest_phases": "sections",
-    "cold_and_warm": ".reporting.cache_report",
-    # 02: profiles
-    "profile_variants": ".profiling.run",
-    "phase_share_table": ".profiling.tables",
-    "state_dict_call_table": ".profiling.tables",
-    "read_summary": ".profiling.summary",
-    "top_functions": "profiles",
-    "torch_operators": "profiles",
-    "flamegraphs": "profiles",
-    "profile_diff": ".profiling.diff",
-    "read_profile_diff": ".profiling.diff",
-    "diff_table": "profiles",
-    # 03: the two rules and what module traversal costs
-    "VARIANTS": ".names",
-    "build_tree": ".sweep.trees",
-    "token2wav_model": ".sweep.trees",
-    "non_persistent_buffer_names": ".token2wav.discovery",
-    "find_persistent_buffers": ".token2wav.discovery",
-    "count_state_dict_calls": ".token2wav.discovery",
-    "compare_variants": ".token2wav.discovery",
-    "rule_hazards": ".token2wav.discovery",
-    "SweepConfig": ".sweep.traversal",
-    "traversal_sweep": ".sweep.traversal",
-    "plot_sweep": ".sweep.traversal_plots",
-    "cost_summary": ".sweep.fits",
-    "baseline_over_state_dicts": ".sweep.fits",
-    # 04: the module tree
+    # the machine and the model
+    "device_banner": ".host.devices",
+    "resolve_device": ".host.devices",
+    "resolve_snapshot": ".token2wav.checkpoint",
+    "LoadOptions": ".token2wav.options",
     "build_model": ".token2wav.model",
     "config_dict": ".token2wav.model",
     "inventory": ".token2wav.model",
-    # 05: beyond the PR
-    "architectures": ".sweep.audit",
-    "audit": ".sweep.audit",
-    "audit_frame": ".sweep.audit",
-    "place_on_curve": ".sweep.audit",
-    "with_placed_models": ".sweep.audit",
-    "range_sentence": ".sweep.audit",
-    "plot_on_curve": ".sweep.audit",
-    "audit_sources": ".lint.source_audit",
-    "findings_markdown": ".lint.findings",
-    "parse_variant": ".token2wav.variants",
+    # the benchmark
+    "benchmark_spec": ".bench.runner",
+    "plan_runs": ".results.planner",
+    "reproduce": ".job",
     "BUILTIN_VARIANTS": ".token2wav.variants",
-    "beyond_the_pr": "sections",
-    # 06: where startup goes
-    "start_stage_groups": "stages",
-    "first_start_log": "stages",
-    "read_timeline": ".startup.timeline",
-    "timeline_sentence": "stages",
-    "timeline_table": "stages",
-    "gantt": ".startup.timeline_plot",
-    "stage_comparison_table": "stages",
-    "startup_row": "stages",
-    "detectable_sentences": "stages",
-}, modules={"explore": "explore", "waveform": "waveform"})
+    "parse_variant": ".token2wav.variants",
+}, modules={
+    "report": "report",
+    "profiling": "profiling",
+    "rules": "rules",
+    "traversal": "traversal",
+    "explore": "explore",
+    "waveform": "waveform",
+    "audits": "audits",
+    "startup": "startup",
+})

@@ -1,0 +1,25 @@
+"""Both variants profiled, and what the profiles say: notebook 02 (``kit.profiling``).
+
+Notebook 02 profiles one load of each variant with cProfile, py-spy and torch.profiler beside a few
+unprofiled loads (:func:`profile_variants`), then shows the phase shares of the unprofiled loads
+(:func:`phase_share_table`), ``Module.state_dict``'s call counts in cProfile (:func:`state_dict_call_table`),
+the top functions (:func:`top_functions`), the flamegraphs (:func:`flamegraphs`), torch's operators and
+phase ranges (:func:`torch_operators`), the bottleneck summary (:func:`read_summary`), and last the
+differential profile: which functions the change moved, with intervals (:func:`profile_diff`, read back
+by :func:`read_profile_diff`, its table :func:`diff_table`).
+"""
+
+from ..lazy import exports
+
+__all__, __getattr__, __dir__ = exports(__name__, {
+    "profile_variants": ".profiling.run",
+    "phase_share_table": ".profiling.tables",
+    "state_dict_call_table": ".profiling.tables",
+    "top_functions": "profiles",
+    "flamegraphs": "profiles",
+    "torch_operators": "profiles",
+    "read_summary": ".profiling.summary",
+    "profile_diff": ".profiling.diff",
+    "read_profile_diff": ".profiling.diff",
+    "diff_table": "profiles",
+}, relative_to=__package__)
