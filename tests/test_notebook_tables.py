@@ -155,3 +155,23 @@ def test_a_functions_name_sits_over_its_file_and_breaks_only_at_dots_and_slashes
     assert header == ["function (file:line)", "ncalls", "primitive calls", "own (ms)", "cumulative (ms)"]
     assert first == [f"__init__\n{path}:3653", "2,174", "2,174", "2.923", "1,234.568"]
     assert second[0] == "{built-in method builtins.next}" and second[3] == "0.045"
+
+
+def test_every_phase_table_keeps_each_range_on_one_line(arms_dir):
+    """01's "Every phase" table: each phase's min … max of both variants and the interval of Δ median in ms, the
+    ends joined by non-breaking spaces (as the A/B tables' ranges), so a range never breaks across lines."""
+    from omni_loader.reporting.measurements import comparisons
+    from omni_loader.results.integrity import check_results
+
+    comps = [c for c in comparisons(check_results(arms_dir).frame) if c.unit == "s"]
+    header, *rows = cells(sections.phase_table(comps))
+    assert len(rows) == len(comps) >= 3
+    ranges = [h for h in header if "min–max" in h or "CI of Δ median" in h]
+    assert len(ranges) == 3
+    for c, row in zip(comps, rows):
+        shown = dict(zip(header, row))
+        assert shown["phase"] == label(c.phase)
+        assert shown["baseline min–max (ms)"] == f"{ms(c.baseline.min)}\u00a0…\u00a0{ms(c.baseline.max)}"
+        assert shown["optimized min–max (ms)"] == f"{ms(c.optimized.min)}\u00a0…\u00a0{ms(c.optimized.max)}"
+        for h in ranges:
+            assert " " not in shown[h] and "\n" not in shown[h], (h, shown[h])  # no breakable space in any range

@@ -290,3 +290,20 @@ def test_refusals(argv: list[str], words: str, capsys: pytest.CaptureFixture[str
     assert cli.main(["profile", *argv, "--checkpoint", str(tmp_path / "none"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1, err
+
+
+def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path) -> None:
+    """02's differential table: the 95% interval of B − A is one cell whose ends are joined by non-breaking spaces
+    (as 01's ranges), so it never breaks across lines."""
+    import re
+    from html import unescape
+
+    from omni_loader.notebook.profiles import diff_table
+
+    ab, _ = _with_floor()
+    diff = _in_process_diff(ab, stats.compare_functions(ab, "A", "B"), {"aa": False}, tmp_path)
+    html = diff_table(diff).to_html()
+    header = [unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", html)]
+    column = next(i for i, h in enumerate(header) if h.startswith("95% interval of B − A"))
+    cells = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{column}"[^>]*>(.*?)</td>', html)]
+    assert cells and all(re.fullmatch(r"-?[\d,.]+\u00a0…\u00a0-?[\d,.]+", c) for c in cells), cells

@@ -359,6 +359,28 @@ def test_ratio_plot_draws_each_interval_and_marks_a_row_without_a_claim():
     assert not [t for t in tick_labels(fig) if re.search(r"×10|\$|e[+-]\d", t)], tick_labels(fig)
 
 
+def test_where_time_goes_draws_each_phase_in_its_own_colour_and_its_note_under_the_legend(plotted):
+    """More phases than tab10 has colours: no two phases share one; the note under the legend (three rows of it)
+    starts below the legend's box, not across it."""
+    import matplotlib
+
+    from omni_loader.names import LEAF_PHASES
+    from omni_loader.reporting.plots import where_time_goes_figure
+
+    fig = where_time_goes_figure(read_runs(plotted))
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    colours = [matplotlib.colors.to_hex(h.get_facecolor()) for h in legend.legend_handles[:len(LEAF_PHASES)]]
+    assert len(LEAF_PHASES) > 10 and len(set(colours)) == len(LEAF_PHASES), colours
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)  # a figure without pyplot: drawn with Agg to measure it
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    note = next(t for t in ax.texts if t.get_text().startswith("The bar adds"))
+    assert note.get_window_extent(renderer).y1 <= legend.get_window_extent(renderer).y0
+
+
 def test_where_time_goes_stacks_each_variants_phase_medians(plotted):
     from omni_loader.names import LEAF_PHASES
 

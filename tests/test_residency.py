@@ -76,3 +76,16 @@ def test_profile_names_page_faults_when_they_dominate_a_phase() -> None:
     light = bottleneck_sentence(_profile(minor_faults=int(0.01 / per_fault), seconds=1.0))
     assert "dominated" not in light and "minor page faults" in light
     assert "page faults" not in bottleneck_sentence(_profile(minor_faults=0, seconds=1.0))
+
+
+def test_faults_priced_above_the_phase_say_so_rather_than_a_share_the_product_contradicts() -> None:
+    """More faults than the phase's time can hold at this machine's price: the sentence gives the product and says
+    it is more than the phase, not "about 100% of the phase" beside a count that multiplies out to more."""
+    from omni_loader.formatting import short_duration
+
+    per_fault = first_touch_seconds()
+    minor = int(3 / per_fault)
+    text = bottleneck_sentence(_profile(minor_faults=minor, seconds=1.0))
+    assert f"at {per_fault * 1e6:.2f} µs each as measured on this machine come to {short_duration(minor * per_fault)}" in text
+    assert f"more than the phase's {short_duration(1.0)}" in text and "100.0%" not in text
+    assert "dominated by page faults" in text

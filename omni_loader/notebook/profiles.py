@@ -48,6 +48,7 @@ def diff_table(diff: Any):  # -> Styler
     import pandas as pd
 
     from ..formatting import duration, table, time_unit
+    from .ab_tables import TO
 
     shown = diff.shown()
     unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
@@ -58,7 +59,7 @@ def diff_table(diff: Any):  # -> Styler
     frame = pd.DataFrame({
         "function (file)": [f"{r['function']}\n{r['file']}" for _, r in shown.iterrows()],
         "A median": shown["a_median_s"], "B median": shown["b_median_s"], "B − A": shown["delta_s"],
-        f"95% interval of B − A ({unit})": [f"{bare(r['ci_low'])} … {bare(r['ci_high'])}" for _, r in shown.iterrows()],
+        f"95% interval of B − A ({unit})": [bare(r["ci_low"]) + TO + bare(r["ci_high"]) for _, r in shown.iterrows()],
         "q": shown["q"], "verdict": shown["verdict"], "role": shown["role"]})
     return table(frame.reset_index(drop=True), seconds=["A median", "B median", "B − A"], unit=unit,
                  decimals={"q": 4}, names=["function (file)"])

@@ -68,10 +68,10 @@ def phase_table(comps: list[Any]):  # -> Styler
 
     from ..formatting import table
     from ..reporting.measurements import label
-    from .ab_tables import verdict_word
+    from .ab_tables import TO, verdict_word
 
-    def ms(*values: float | None) -> str:
-        return " … ".join("" if v is None else f"{v * 1e3:,.3f}" for v in values)
+    def ms(*values: float | None) -> str:  # a range's ends joined by non-breaking spaces: it never wraps
+        return TO.join("" if v is None else f"{v * 1e3:,.3f}" for v in values)
 
     rows = []
     for c in comps:
@@ -82,8 +82,10 @@ def phase_table(comps: list[Any]):  # -> Styler
                      "optimized min–max (ms)": ms(c.optimized.min, c.optimized.max),
                      f"{c.level} CI of Δ median (ms)": ms(c.ci_low, c.ci_high), "Mann-Whitney p": c.p_value,
                      "verdict": verdict_word(c)})
-    return table(pd.DataFrame(rows), seconds=["baseline", "optimized"], unit="ms",
-                 decimals={"ratio": 2, "Mann-Whitney p": 4})
+    styler = table(pd.DataFrame(rows), seconds=["baseline", "optimized"], unit="ms",
+                   decimals={"ratio": 2, "Mann-Whitney p": 4})
+    # a phase's name breaks between words only (never "huggingface_" over "hub)" where the ranges leave it narrow)
+    return styler.set_properties(subset=["phase"], **{"overflow-wrap": "normal", "min-width": "8em"}) if rows else styler
 
 
 def controls(out: str | os.PathLike[str]) -> list[Any]:

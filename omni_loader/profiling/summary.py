@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import OmniLoaderError
-from ..formatting import code, percent
+from ..formatting import code, percent, short_duration
 from ..names import LEAF_PHASES
 from ..token2wav.options import LoadOptions
 from .outputs import (FLAME_SVG, LOAD_JSON, PHASE_FUNCTIONS_CSV, PROFILE_MD, SPEEDSCOPE_JSON, TOP_FUNCTIONS_CSV,
@@ -54,6 +54,10 @@ def fault_clause(vp: VariantProfile, phase: str, seconds: float) -> dict[str, An
     share = fault_share(minor, seconds, per_fault)
     text = (f"it took {minor:,} minor page faults (first touches of fresh memory), about {percent(share)} of the phase "
             f"at {per_fault * 1e6:.2f} µs each as measured on this machine")
+    if minor * per_fault > seconds:  # the share stops at all of it; say so, or the product reads as a contradiction
+        text = (f"it took {minor:,} minor page faults (first touches of fresh memory), which at {per_fault * 1e6:.2f} µs "
+                f"each as measured on this machine come to {short_duration(minor * per_fault)}, more than the phase's "
+                f"{short_duration(seconds)} (all of it)")
     if share >= 0.5:
         text = f"the phase is dominated by page faults: {text}, so its own work (the copies, the writes) is not what costs"
     return {"dominant": share >= 0.5, "text": text}

@@ -90,14 +90,17 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     scale, unit = _scale([sum(values), *totals.values()])
     fig = ShownFigure(figsize=(9, 3.8))
     ax = fig.subplots()
-    cmap = matplotlib.colormaps["tab10"]
+    # tab10 has ten colours and there are more phases: the eleventh on gets tab20's light shades (tab10's own
+    # colormap would give every phase past the tenth its last colour, two phases drawn alike)
+    tab10, tab20 = matplotlib.colormaps["tab10"], matplotlib.colormaps["tab20"]
+    colors = [tab10(k) if k < 10 else tab20(2 * (k - 10) + 1) for k in range(len(LEAF_PHASES))]
     widest = 0.0
     for j, variant in enumerate(VARIANTS):
         left = 0.0
         for k, (phase, med) in enumerate(zip(LEAF_PHASES, medians[variant])):
             if math.isnan(med):
                 continue
-            ax.barh(j, med * scale, left=left, color=cmap(k), edgecolor="white",
+            ax.barh(j, med * scale, left=left, color=colors[k], edgecolor="white",
                     label=phase if j == 0 else None)
             left += med * scale
         total = totals[variant]
@@ -116,10 +119,12 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     handles, names = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="black", lw=1.6))
     names.append("median whole load")
-    ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5, fontsize=8)
-    ax.text(0.0, -0.4, "The bar adds the median of each phase; the tick is the median of the whole load. They differ "
-            "because medians\ndo not add up (the run with the median total need not have the median of every phase) and "
-            "the clock also runs between phases.", fontsize=7.5, color="#444", va="top", transform=ax.transAxes)
+    legend = ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5, fontsize=8)
+    # under the legend, however many rows it takes (anchored to it, so the two never overlap)
+    ax.annotate("The bar adds the median of each phase; the tick is the median of the whole load. They differ "
+                "because medians\ndo not add up (the run with the median total need not have the median of every phase) "
+                "and the clock also runs between phases.", xy=(0.0, 0.0), xycoords=legend, xytext=(0, -4),
+                textcoords="offset points", fontsize=7.5, color="#444", va="top", ha="left")
     ax.invert_yaxis()
     return fig
 
