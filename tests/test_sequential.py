@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from omni_loader.bench.runner import run_benchmark
@@ -59,6 +60,17 @@ def test_a_control_is_read_at_the_looks_share_too():
     assert settled(frame, {}, LOOK_ALPHAS[0])[0]
     ok, why = settled(frame, {}, 0.05)
     assert not ok and why.startswith("control Load parameters (optimized) confounds")
+
+
+def test_a_pair_that_runs_the_same_steps_is_never_settled():
+    """An A/A pair (both arms the optimized rule) has no headline row: nothing to claim, and no enclosing row is
+    asked for either (its leaves meet no changed phase)."""
+    frame = _frame(runs=FIRST_LOOK)
+    frame = frame[frame["variant"] == "optimized"].copy()
+    again = frame.assign(variant="again", run_id=frame["run_id"] + 1000)
+    meta = {"spec": {"variants": ["optimized", "again"], "custom_variants": [{"name": "again"}]}}
+    ok, why = settled(pd.concat([frame, again]), meta, LOOK_ALPHAS[0])
+    assert not ok and why == "optimized and again run the same steps: nothing to claim"
 
 
 def test_a_headline_row_not_yet_claimed_keeps_the_benchmark_going():
@@ -147,9 +159,10 @@ def test_a_look_reads_the_warmups_and_each_arms_first_runs(stopped, monkeypatch)
     import omni_loader.reporting.sequential as sequential
 
     read = []
-    monkeypatch.setattr(sequential, "settled", lambda frame, meta, alpha: read.append(frame) or (True, ""))
+    monkeypatch.setattr(sequential, "settled", lambda frame, meta, alpha: read.append((frame, meta, alpha)) or (True, ""))
     look_at(stopped[1], 3, 0.01)
-    runs = read[0].drop_duplicates("run_id")
+    assert read[0][1] == read_metadata(stopped[1]) and read[0][2] == 0.01  # the record and the look's share
+    runs = read[0][0].drop_duplicates("run_id")
     assert sorted(runs[~runs["warmup"]].groupby("variant").size().tolist()) == [3, 3]
     assert runs["warmup"].sum() == 2
 
