@@ -112,7 +112,7 @@ def _forward_progress(model: nn.Module, enabled: bool, total: int | None = None)
     """A bar that counts the DiT's evaluations (forward hooks) and names the vocoder when it starts."""
     from ..progress import progress_bar
 
-    bar = progress_bar(total=total, desc="forward pass", unit=" DiT evaluations", enabled=enabled)
+    bar = progress_bar(total=total, desc="forward pass", unit=" DiT evaluation", enabled=enabled)  # "6.70s/ DiT evaluation"
 
     def counted(*_: Any) -> None:  # a hook that returned a value would replace the module's output
         bar.update(1)
@@ -188,8 +188,8 @@ def plot_waveform(wave: Waveform):  # -> Figure
     ax.set_xlabel("time (s)")
     ax.set_ylabel("amplitude")
     ax.set_xlim(0, max(wave.duration, 1 / wave.sample_rate))
-    ax.set_title(f"Token2Wav output: {clip_length(wave.duration)} at {wave.sample_rate:,} Hz"
+    # the speaker in the title, not a legend: a clip fills its axes, and a legend box would sit on the trace
+    ax.set_title(f"Token2Wav output, speaker {wave.speaker}: {clip_length(wave.duration)} at {wave.sample_rate:,} Hz"
                  + (" (random weights: noise)" if wave.random_weights else ""))
-    ax.legend(loc="upper right")
     ax.grid(True, alpha=0.3)
     return fig
