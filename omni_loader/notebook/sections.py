@@ -64,6 +64,8 @@ def phase_table(comps: list[Any]):  # -> Styler
     """Every timed phase on one line each, in ms (the unit in the header, not the cells): medians,
     ratio, min–max of each variant, the 95% interval of Δ median, Mann-Whitney p and the verdict in a
     word. The counts, which have no spread, are in the PR's rows; the verdict sentences in report.md."""
+    from html import escape
+
     import pandas as pd
 
     from ..formatting import table
@@ -84,8 +86,12 @@ def phase_table(comps: list[Any]):  # -> Styler
                      "verdict": verdict_word(c)})
     styler = table(pd.DataFrame(rows), seconds=["baseline", "optimized"], unit="ms",
                    decimals={"ratio": 2, "Mann-Whitney p": 4})
-    # a phase's name breaks between words only (never "huggingface_" over "hub)" where the ranges leave it narrow)
-    return styler.set_properties(subset=["phase"], **{"overflow-wrap": "normal", "min-width": "8em"}) if rows else styler
+    if not rows:
+        return styler
+    # a phase's name breaks between words only, not at the "_" and "(" a text cell offers (never "huggingface_" over
+    # "hub)", "(" over "spk_dict.pt"): the unbreakable ranges beside it leave it narrow
+    return styler.format(lambda v: escape(str(v), quote=False), subset=["phase"]).set_properties(
+        subset=["phase"], **{"overflow-wrap": "normal"})
 
 
 def controls(out: str | os.PathLike[str]) -> list[Any]:
