@@ -417,6 +417,7 @@ def test_pricing_with_a_given_per_visit_cost(tmp_path: Path, capsys: pytest.Capt
     [g] = audit_sources(tmp_path, modules=1092, items=219, seconds_per_visit=2e-6)
     assert g.price is not None and g.price.visits == 239_148 and "B·N = 239,148" in g.message()
     assert "239,148" in findings_markdown([g])
+    assert "| 478\u00a0ms |" in findings_markdown([g])  # the time never breaks between number and unit
 
 
 def test_a_path_walk_is_priced_as_an_upper_bound(tmp_path: Path) -> None:
