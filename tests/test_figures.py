@@ -94,3 +94,30 @@ def test_log_axes_read_as_plain_numbers_and_times() -> None:
         assert not [t for t in labels if re.search(r"×10|\$|e[+-]?\d|10\^|\u2212\d", t)], labels
     assert {"4", "6"} <= set(tick_labels(narrow))  # minor ticks over less than a decade are labelled, plainly
     assert "1 ms" in tick_labels(plot_sweep(rows))  # a time axis reads as times
+
+
+def test_on_curve_labels_do_not_collide_or_leave_the_frame() -> None:
+    """05's plot: two models close on the B·N line (seamless_m4t and Token2Wav, as a default run places them) take
+    their labels on either side of each other, and the rightmost model's label stays inside the frame."""
+    import itertools
+
+    import pandas as pd
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from omni_loader.sweep import fits
+    from omni_loader.sweep.audit import plot_on_curve
+
+    placed = pd.DataFrame({"arch": ["bert", "resnet", "encodec", "seamless_m4t", "token2wav-full"],
+                           "x": [456.0, 44_838.0, 66_528.0, 163_096.0, 239_148.0],
+                           "baseline_seconds": [0.0011, 0.159, 0.242, 1.335, 1.402]})
+    fig = plot_on_curve(placed, fits.fit_loglog([64, 65_536], [2e-4, 0.27]))
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    ax = fig.axes[0]
+    labels = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts}
+    assert set(labels) == set(placed["arch"])
+    for (a, box_a), (b, box_b) in itertools.combinations(labels.items(), 2):
+        assert not box_a.overlaps(box_b), (a, b)
+    frame = ax.get_window_extent(renderer)
+    assert all(frame.x0 <= box.x0 and box.x1 <= frame.x1 for box in labels.values()), labels

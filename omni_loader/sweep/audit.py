@@ -236,9 +236,16 @@ def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
     if real.any():
         ax.scatter(placed.loc[real, "x"], placed.loc[real, "baseline_seconds"] * scale, marker="*", s=220,
                    color="crimson", edgecolor="black", zorder=4, label="Token2Wav (the sweep's real model)")
-    for rec in placed.itertuples(index=False):
-        ax.annotate(rec.arch, (rec.x, rec.baseline_seconds * scale), xytext=(5, 3), textcoords="offset points",
-                    fontsize=8)
+    # labels that do not collide: each to the right of its point, and a point with a higher one close beside it takes
+    # its label below, so two neighbours' labels sit on either side of them (room for the last label on the right)
+    left, right = np.log10(lo), np.log10(hi)
+    near_x = 0.08 * max(right - left, 1e-9)
+    logs = [(np.log10(x), np.log10(max(y, 1e-12))) for x, y in zip(placed["x"], placed["baseline_seconds"])]
+    for rec, (lx, ly) in zip(placed.itertuples(index=False), logs):
+        below = any(abs(ox - lx) < near_x and 0 < oy - ly < 0.5 for ox, oy in logs)
+        ax.annotate(rec.arch, (rec.x, rec.baseline_seconds * scale), xytext=(5, -6 if below else 4),
+                    textcoords="offset points", fontsize=8, va="top" if below else "bottom")
+    ax.set_xlim(10 ** (left - 0.05 * (right - left)), 10 ** (right + 0.2 * (right - left) + 0.1))
     log_axis(ax, "x")
     log_axis(ax, "y")
     ax.set_xlabel("B·N (named buffers × modules)")
