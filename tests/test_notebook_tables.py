@@ -183,3 +183,29 @@ def test_every_phase_table_keeps_each_range_on_one_line(arms_dir):
     names = re.findall(r'<td[^>]*class="data row\d+ col0"[^>]*>(.*?)</td>', sections.phase_table(named).to_html())
     assert [unescape(n) for n in names] == [label(c.phase) for c in named]
     assert "_" in names[0] and "(" in names[0]
+
+
+def test_06s_stage_table_holds_one_number_a_cell_and_says_the_shared_reason_once(monkeypatch):
+    """06's A/B by stage and phase: medians and saving in ms with the unit in the header (a cell held "2,000.406 ms"
+    and broke between number and unit), the verdict in a word, and the reason no row of 3 + 3 runs can be a claim in
+    the caption, once; a saving that rounds to zero shows as 0.000, never -0.000."""
+    import omni_loader.startup.serve_ab as serve_ab
+    from omni_loader.notebook.stages import stage_comparison_table
+    from omni_loader.reporting.stats import Summary
+
+    def c(phase, a, b):
+        return compare(Summary("baseline", phase, a), Summary("optimized", phase, b))
+
+    comps = [("stage-0", "model_loading", c("model_loading", (2.0004, 2.0001, 2.0009), (2.0037, 2.0030, 2.0040))),
+             ("stage-0", "init_engine", c("init_engine", (1e-6, 1.2e-6, 0.9e-6), (1.1e-6, 1e-6, 1.3e-6))),
+             ("stage-2", "token2wav_weight_loading", c("t", (0.0361, 0.0350, 0.0370), (0.0059, 0.0055, 0.0060)))]
+    monkeypatch.setattr(serve_ab, "stage_phase_comparisons", lambda out, frame=None: comps)
+    styler = stage_comparison_table("unused")
+    header, *rows = cells(styler)
+    assert header == ["stage", "phase", "baseline median (ms)", "optimized median (ms)", "saving (ms)", "saving (%)",
+                      "verdict"]
+    for (lane, phase, comp), row in zip(comps, rows):
+        assert row[:4] == [lane, phase, ms(comp.baseline.median), ms(comp.optimized.median)]
+        assert row[6] == "no difference claimed"
+    assert rows[0][4] == ms(-comps[0][2].difference) and rows[1][4] == "0.000"  # -0.0001 ms: not "-0.000"
+    assert "(3+3 runs cannot reach p < 0.05: no row can be a claim)" in styler.to_html()

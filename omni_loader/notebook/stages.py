@@ -70,19 +70,34 @@ def timeline_table(timeline: Any):  # -> Styler
 
 
 def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
-    """Every (stage, phase) both variants have: medians, the change and the kit's verdict."""
+    """Every (stage, phase) both variants have: the medians and the saving in ms (the unit in the header, one number
+    a cell, as 01's tables), the saving's share and the kit's verdict in a word; when no row can be a claim for the
+    same reason (3 + 3 runs cannot reach p < 0.05), the caption says it once instead of every row."""
+    import math
+
     import pandas as pd
 
-    from ..formatting import duration, table, time_unit
     from ..startup.serve_ab import stage_phase_comparisons
+    from .ab_tables import _timed, verdict_word
 
-    rows = []
-    for lane, phase, c in stage_phase_comparisons(out):
-        unit = time_unit([*c.baseline.samples, *c.optimized.samples])
-        rows.append({"stage": lane, "phase": phase, "baseline": duration(c.baseline.median, unit),
-                     "optimized": duration(c.optimized.median, unit), "change": c.change(unit),
-                     "verdict": c.verdict()})
-    return table(pd.DataFrame(rows), caption="Medians per stage and phase, and the kit's verdict")
+    def shown(value: float, last: float) -> float:  # what rounds to zero at the decimals shown is 0, never "-0.000"
+        return 0.0 if abs(value) < last / 2 else value
+
+    comps = stage_phase_comparisons(out)
+    frame = pd.DataFrame([{
+        "stage": lane, "phase": phase, "baseline median": c.baseline.median, "optimized median": c.optimized.median,
+        "saving": shown(-c.difference, 1e-6),
+        "saving (%)": shown(-100 * c.difference / c.baseline.median, 0.1) if c.baseline.median else math.nan,
+        "verdict": verdict_word(c)} for lane, phase, c in comps])
+    reasons = {c.verdict().split(": ", 1)[-1] for _, _, c in comps}
+    caption = "Medians per stage and phase, and the kit's verdict"
+    if len(reasons) == 1 and "cannot reach" in next(iter(reasons)):
+        caption += f" ({next(iter(reasons)).removesuffix(' (use more runs)')}: no row can be a claim)"
+    if frame.empty:
+        return _timed(frame, [], "ms", caption=caption)
+    shown = _timed(frame, ["baseline median", "optimized median", "saving"], "ms", decimals={"saving (%)": 1},
+                   caption=caption)
+    return shown.set_properties(subset=["stage"], **{"white-space": "nowrap"})  # "stage-0", never "stage-" over "0"
 
 
 def detectable_sentences(out: str | os.PathLike[str] | None, pr_spread: float = 1.0, pr_runs: int = 5) -> str:
