@@ -78,7 +78,8 @@ def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
     import pandas as pd
 
     from ..startup.serve_ab import stage_phase_comparisons
-    from .ab_tables import _timed, verdict_word
+    from ..formatting import table
+    from .ab_tables import verdict_word
 
     def shown(value: float, last: float) -> float:  # what rounds to zero at the decimals shown is 0, never "-0.000"
         return 0.0 if abs(value) < last / 2 else value
@@ -94,9 +95,9 @@ def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
     if len(reasons) == 1 and "cannot reach" in next(iter(reasons)):
         caption += f" ({next(iter(reasons)).removesuffix(' (use more runs)')}: no row can be a claim)"
     if frame.empty:
-        return _timed(frame, [], "ms", caption=caption)
-    shown = _timed(frame, ["baseline median", "optimized median", "saving"], "ms", decimals={"saving (%)": 1},
-                   caption=caption)
+        return table(frame, caption=caption)
+    shown = table(frame, seconds=["baseline median", "optimized median", "saving"], unit="ms",
+                  decimals={"saving (%)": 1}, caption=caption)
     return shown.set_properties(subset=["stage"], **{"white-space": "nowrap"})  # "stage-0", never "stage-" over "0"
 
 
