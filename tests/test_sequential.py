@@ -128,6 +128,16 @@ def test_its_report_reads_the_verdicts_at_the_looks_share(stopped):
     assert "The benchmark took " in text
 
 
+def test_a_design_sentence_without_the_looks_seen_still_reads(stopped):
+    """A record that kept no look's reason (hand-edited, or cut) says 'settled' or gives no reason: no KeyError."""
+    meta = read_metadata(stopped[1])
+    seq = benchmark(meta, "load")["sequential"]
+    seq["seen"] = []
+    assert design_sentence(meta).endswith(f"; it stopped after {FIRST_LOOK} a side: settled")
+    seq["stopped_at"] = None
+    assert f"; not settled after {FIRST_LOOK}, so all {FIRST_LOOK + 2} ran, and every verdict" in design_sentence(meta)
+
+
 def test_resuming_a_stopped_benchmark_runs_nothing(stopped):
     spec, out = stopped
     before = (out / "runs.csv").read_bytes()
