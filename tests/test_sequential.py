@@ -138,6 +138,14 @@ def test_a_design_sentence_without_the_looks_seen_still_reads(stopped):
     assert f"; not settled after {FIRST_LOOK}, so all {FIRST_LOOK + 2} ran, and every verdict" in design_sentence(meta)
 
 
+def test_a_sequential_record_without_looks_reads_as_fixed(stopped):
+    """A record whose ``sequential`` is not a design (damaged, or of a fixed design) is read at the kit's 0.05."""
+    for damaged in ("sequential", {"looks": []}, {}):
+        meta = read_metadata(stopped[1])
+        benchmark(meta, "load")["sequential"] = damaged
+        assert (design_alpha(meta), design_sentence(meta)) == (0.05, "")
+
+
 def test_resuming_a_stopped_benchmark_runs_nothing(stopped):
     spec, out = stopped
     before = (out / "runs.csv").read_bytes()
