@@ -263,7 +263,9 @@ def test_stage_server_health_then_stats_then_sigterm(tiny_snapshot, python, tmp_
         assert loading_stats["ready"] is False and loading_stats["state"] == "loading"
         assert loading_stats["tag"] == marker and loading_stats["variant"] == "baseline"
         reader = _drain(r, out)  # let the server log, and so load
-        while (code := _get(url + "/health")[0]) != 200 and time.monotonic() < deadline:
+        # a limit far from an answer's time: on a CI run with three workers busy, a 1 s GET during the load once
+        # timed out (None), while the server answered 503 throughout
+        while (code := _get(url + "/health", timeout=15)[0]) != 200 and time.monotonic() < deadline:
             assert code == 503 and proc.poll() is None, (tmp_path / "stage.err").read_text()
             time.sleep(0.02)
         assert code == 200, f"no 200 within 90 s: {(tmp_path / 'stage.err').read_text()}"
