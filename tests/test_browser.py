@@ -218,7 +218,9 @@ def _settles_unmodified(page, within_ms: int = 20_000) -> bool:
 
 
 def _outputs(page) -> dict:
-    """What the visible notebook shows: stderr/error outputs, audio players, images, over-wide tables."""
+    """What the visible notebook shows: stderr/error outputs, audio players, images, over-wide tables, and
+    table cells whose number breaks across lines (``broken``): each quantity in a cell (a number, a range
+    "a … b", with its unit) measured as rendered, its text's line boxes on more than one line."""
     return page.evaluate("""() => {
         const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
         const outs = Array.from(panel.querySelectorAll('.jp-OutputArea-output'));
@@ -226,6 +228,25 @@ def _outputs(page) -> dict:
         outs.forEach(o => o.querySelectorAll('table').forEach(t => {
             const w = t.getBoundingClientRect().width;
             if (w > o.clientWidth + 1) wide.push(`${Math.round(w)} px in ${o.clientWidth} px: ${t.innerText.slice(0, 60)}`);
+        }));
+        const n = /[−-]?\\d[\\d,]*(?:\\.\\d+)?/.source, to = /[\\s\\u00a0]*[…–][\\s\\u00a0]*/.source;
+        const unit = /(?:[\\s\\u00a0]+(?:ns|µs|ms|s|%|x|×|KiB|MiB|GiB|kB|MB|GB|bytes|Hz)(?!\\w))?/.source;
+        const quantity = new RegExp(n + '(?:' + to + n + ')?' + unit, 'g');
+        const broken = [];
+        outs.forEach(o => o.querySelectorAll('td, th').forEach(cell => {
+            const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                for (const m of node.data.matchAll(quantity)) {
+                    const range = document.createRange();
+                    range.setStart(node, m.index);
+                    range.setEnd(node, m.index + m[0].length);
+                    const lines = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0)
+                                          .map(r => Math.round(r.top)));
+                    if (lines.size > 1) broken.push(`"${m[0]}" on ${lines.size} lines in a cell ` +
+                                                    `${Math.round(cell.getBoundingClientRect().height)} px tall: ` +
+                                                    cell.innerText.slice(0, 60));
+                }
+            }
         }));
         return {
             stderr: outs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr')
@@ -236,6 +257,7 @@ def _outputs(page) -> dict:
             trusted: panel.querySelectorAll('.jp-mod-trusted').length,
             images: panel.querySelectorAll('.jp-OutputArea-output img').length,
             wide: wide,
+            broken: broken,
             prompts: Array.from(panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt')).map(p => p.textContent.trim()),
         };
     }""")
@@ -578,6 +600,8 @@ def test_an_executed_notebook_reads_well_in_lab(page, lab, executed_notebook, pa
         problems.append(f"not every cell ran: {shown['prompts']}")
     if shown["wide"]:
         problems.append(f"tables wider than their output area: {shown['wide']}")
+    if shown["broken"]:
+        problems.append(f"numbers broken across lines in table cells: {shown['broken'][:5]}")
     if path.name.startswith("02_") and (run.results / "baseline" / "speedscope.json").is_file():  # py-spy recorded
         if not flames:
             problems.append("no inline flamegraph, though py-spy recorded the load")
@@ -640,6 +664,8 @@ def test_a_notebook_runs_in_lab_and_autosave_keeps_the_stored_file(page, lab, au
         problems.append(f"not every cell ran: {shown['prompts']}")
     if shown["wide"]:
         problems.append(f"tables wider than their output area: {shown['wide']}")
+    if shown["broken"]:
+        problems.append(f"numbers broken across lines in table cells: {shown['broken'][:5]}")
     if shown["playable"] < 1 or shown["images"] < 1:
         problems.append(f"no audio player with its sound ({shown['playable']}) or no plot image ({shown['images']})")
     if not untouched:

@@ -308,3 +308,24 @@ def test_disagreement_summary_in_full() -> None:
         "unsafe for the optimized rule: child (Leaf): has state_dict post-hooks; "
         "stack.0 (Leaf): has state_dict post-hooks"
     )
+
+
+def test_the_rules_shown_as_code_are_the_rules_that_run() -> None:
+    """Notebooks 01 and 03 show the two rules as code (``kit.rules.rules_as_code``): each block, executed on its
+    own, finds what the kit's rule finds on a tree with root and nested buffers of both kinds, and the baseline's
+    block asks ``state_dict()`` once per named buffer while the optimized one never does; no docstring is shown."""
+    import re
+
+    from omni_loader.notebook.story import rules_as_code
+
+    blocks = re.findall(r"```python\n(.*?)\n```", rules_as_code(), re.S)
+    assert len(blocks) == 2
+    tree = Tree()
+    for block, variant, name in zip(blocks, VARIANTS, ("_baseline", "_optimized")):
+        assert '"""' not in block, f"the {variant} rule is shown with its docstring"
+        namespace = {"nn": nn, "torch": torch}
+        exec(compile("from __future__ import annotations\n" + block, f"<{variant}>", "exec"), namespace)
+        with count_state_dict_calls(tree) as calls:
+            found = namespace[name](tree)
+        assert found == find_persistent_buffers(tree, variant)
+        assert calls.calls == (len(list(tree.named_buffers())) if variant == "baseline" else 0)

@@ -157,6 +157,29 @@ def test_notebook_executes(path: Path, executed_notebook) -> None:
         check(executed, run.results)
 
 
+
+@pytest.mark.slow
+@pytest.mark.subprocess  # the same execution as test_notebook_executes (shared, once per suite run)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_sentences_agree_with_its_saved_results(path: Path, executed_notebook) -> None:
+    """Every number of the sentences the notebook printed (medians, savings, shares, the largest phases, slopes,
+    the clip's length) recomputed from the files its run saved (``tests/sentences.py``): a sentence typed into a
+    notebook, or computed from the wrong column, disagrees with the run beside it."""
+    from sentences import CHECKS, check
+
+    if path.stem not in CHECKS:
+        pytest.fail(f"{path.name}: no sentence check in tests/sentences.py (add one for a new notebook)")
+    run = executed_notebook(path)
+    findings = check(path.stem, run.copy, run.results)
+    assert findings.checked >= SENTENCES_AT_LEAST.get(path.stem, 1), \
+        f"{path.name}: {findings.checked} sentence number(s) checked; a sentence tests/sentences.py knows was renamed?"
+    assert not findings.problems, "sentences that disagree with the saved results:\n  " + "\n  ".join(findings.problems)
+
+
+# How many numbers' checks each notebook's sentences give at least (on the suite's small settings).
+SENTENCES_AT_LEAST = {"01_reproduce_pr_tables": 10, "02_profiles": 5, "03_module_traversal_costs": 8,
+                      "04_explore_token2wav": 3, "05_beyond_the_pr": 3, "06_where_startup_goes": 5}
+
 def figure_tables(out_dir: Path) -> list[Path]:
     """The CSV files the kit writes beside its saved figures (write_figure: PNG, SVG and this CSV)."""
     from omni_loader.reporting.figures import FIGURE_DATA_COLUMNS

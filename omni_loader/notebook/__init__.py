@@ -37,8 +37,8 @@ The sub-faces, by the notebook that shows them:
 
 Its own modules besides: :mod:`~.files` (executing notebooks, trust, the pre-save hook that keeps outputs
 out of stored notebooks, which Jupyter's configuration names by its path), :mod:`~.showing`,
-:mod:`~.parameters`, :mod:`~.sections` (with the A/B tables of :mod:`~.ab_tables`), :mod:`~.profiles` and
-:mod:`~.stages`, which the sub-faces name.
+:mod:`~.parameters`, :mod:`~.story` (the two rules as code), :mod:`~.sections` (with the A/B tables of
+:mod:`~.ab_tables`), :mod:`~.profiles` and :mod:`~.stages`, which the sub-faces name.
 """
 
 from ..lazy import exports

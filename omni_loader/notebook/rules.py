@@ -1,4 +1,6 @@
-"""The two buffer-discovery rules, on small trees and on Token2Wav: notebook 03 (``kit.rules``).
+"""The two buffer-discovery rules, on small trees and on Token2Wav: notebooks 01 and 03 (``kit.rules``).
+
+Both open with the rules as the code that runs (:func:`rules_as_code`).
 
 Notebook 03 builds a small module tree (:func:`build_tree`) and shows what each rule returns on it: the
 non-persistent names the optimized rule qualifies (:func:`non_persistent_buffer_names`), the persistent
@@ -19,4 +21,5 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "count_state_dict_calls": ".token2wav.discovery",
     "compare_variants": ".token2wav.discovery",
     "rule_hazards": ".token2wav.discovery",
+    "rules_as_code": "story",
 }, relative_to=__package__)

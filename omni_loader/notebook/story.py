@@ -1,0 +1,45 @@
+"""What the PR changed, shown as the code that runs: the two buffer-discovery rules (notebooks 01 and 03).
+
+Why from the source: a student should read the loop that asks ``name in model.state_dict()`` per buffer and
+the one walk that replaces it, not a call that hides them (``find_persistent_buffers(tree, variant)``). The
+text is :mod:`~omni_loader.token2wav.discovery`'s own functions, read with :mod:`inspect` and stripped of
+their docstrings, so what a notebook shows is what every benchmark runs, and cannot drift from it.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Callable
+
+
+def without_docstring(function: Callable) -> str:
+    """``function``'s source as written, its docstring left out (the lines of the first statement when it is
+    a string)."""
+    source = textwrap.dedent(inspect.getsource(function))
+    node = ast.parse(source).body[0]
+    first = node.body[0] if node.body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)):
+        return source.rstrip()
+    lines = source.splitlines()
+    return "\n".join(lines[:first.lineno - 1] + lines[first.end_lineno:]).rstrip()
+
+
+def rules_as_code() -> str:
+    """Markdown: the baseline rule and the optimized rule as the kit runs them, each under one sentence
+    saying what it walks."""
+    from ..token2wav import discovery
+
+    before = without_docstring(discovery.RULES["baseline"])
+    after = "\n\n\n".join(without_docstring(f) for f in (discovery.non_persistent_buffer_names,
+                                                          discovery.RULES["optimized"]))
+    return (
+        "**Before** (`baseline`, the rule of vLLM-Omni's loader before the PR): for each named buffer, build the whole state dict "
+        "(a walk of every module) and ask whether the name is in it. B buffers cost B walks of N modules.\n\n"
+        f"```python\n{before}\n```\n\n"
+        "**After** (`optimized`, the PR's rule): one walk of the module tree collects the names that "
+        "`register_buffer(..., persistent=False)` recorded; every other named buffer is persistent. "
+        "N modules and B buffers are each visited once.\n\n"
+        f"```python\n{after}\n```"
+    )

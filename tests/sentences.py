@@ -1,0 +1,238 @@
+"""Every number a notebook's sentences carry, checked against the files its run saved.
+
+Why: a notebook's prose is the part a reader believes, and a sentence typed once (or computed from the
+wrong column) stays in place while the numbers beside it change. ``test_notebooks`` executes each notebook
+once; :func:`check` then finds each number-carrying sentence the notebook printed and recomputes its numbers
+here, from the saved ``runs.csv``, ``fits.csv`` and ``.wav`` with pandas and the standard library, not
+through the kit's own summaries. A shown number agrees when it is the true value rounded to the digits
+shown (half a unit of its last digit).
+
+A check that finds none of the sentences it knows fails too: a renamed sentence must be re-checked here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import wave
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+
+NUM = r"[−-]?\d[\d,]*(?:\.\d+)?"
+DURATION = rf"({NUM}) (ns|µs|ms|s)\b"
+SCALE = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def shown_value(text: str) -> tuple[float, float]:
+    """A number as printed ("1,234.5", "−4.813") and half a unit of its last digit."""
+    plain = text.replace(",", "").replace("−", "-")
+    decimals = len(plain.split(".")[1]) if "." in plain else 0
+    return float(plain), 0.5 * 10.0 ** -decimals
+
+
+def agrees(text: str, true: float, scale: float = 1.0) -> bool:
+    """``text`` (a number shown in units of ``scale``) is ``true`` rounded to the digits shown."""
+    value, half = shown_value(text)
+    return math.isfinite(true) and abs(value - true / scale) <= half * (1 + 1e-9) + 1e-12
+
+
+def agrees_duration(number: str, unit: str, seconds: float) -> bool:
+    return agrees(number, seconds, SCALE[unit])
+
+
+def shown_text(nb: nbformat.NotebookNode) -> str:
+    """What the executed notebook printed and displayed as text: streams, Markdown and plain text."""
+    parts = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            parts.append(o.get("text", ""))
+            data = o.get("data", {})
+            parts.append(str(data.get("text/markdown", "")))
+    return "\n".join(parts)
+
+
+def measured(runs_csv: Path) -> pd.DataFrame:
+    """The measured runs of a ``runs.csv``: warm-ups and failed runs left out."""
+    frame = pd.read_csv(runs_csv)
+    warm = frame["warmup"].astype(str).str.lower() == "true"
+    return frame[~warm & (frame["status"] == "ok")]
+
+
+def medians(frame: pd.DataFrame, phase: str) -> dict[str, float]:
+    return frame[frame["phase"] == phase].groupby("variant")["seconds"].median().to_dict()
+
+
+class Findings:
+    """Problems found, and how many sentences were checked."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.problems, self.checked = name, [], 0
+
+    def expect(self, ok: bool, sentence: str, what: str) -> None:
+        self.checked += 1
+        if not ok:
+            self.problems.append(f"{self.name}: {what}: {sentence.strip()[:300]!r}")
+
+
+def _saving_sentences(f: Findings, text: str, frame: pd.DataFrame) -> None:
+    """report.md's opening rows: ``**Buffer discovery**: 28.561 ms → 4.930 ms (23.630 ms faster, 82.74%)``."""
+    for label, phase in (("Buffer discovery", "buffer_discovery"), ("Token2Wav weight loading", "weight_loading")):
+        m = medians(frame, phase)
+        for s in re.finditer(rf"\*\*{label}\*\*: {DURATION} → {DURATION} \({DURATION} (faster|slower), ({NUM})%\)",
+                             text):
+            b, o = m["baseline"], m["optimized"]
+            f.expect(agrees_duration(s[1], s[2], b) and agrees_duration(s[3], s[4], o), s[0], f"{phase} medians")
+            f.expect(agrees_duration(s[5], s[6], abs(b - o)) and s[7] == ("faster" if o < b else "slower"), s[0],
+                     f"{phase} saving")
+            f.expect(agrees(s[8], 100 * abs(b - o) / b), s[0], f"{phase} saving's share")
+    calls = frame.groupby("variant")["state_dict_calls"].max().to_dict()
+    for s in re.finditer(r"\*\*Calls to state_dict\(\)\*\*: (\d+) → (\d+)", text):
+        f.expect((int(s[1]), int(s[2])) == (calls["baseline"], calls["optimized"]), s[0], "state_dict() calls")
+
+
+def _parts_sentences(f: Findings, text: str, frame: pd.DataFrame) -> None:
+    """``This run: weight loading A → B (Rx), of which buffer discovery C → D and the rest E → F.``"""
+    w, d = medians(frame, "weight_loading"), medians(frame, "buffer_discovery")
+    for s in re.finditer(rf"This run: weight loading {DURATION} → {DURATION} \(({NUM})x\), of which buffer discovery "
+                         rf"{DURATION} → {DURATION} and the rest {DURATION} → {DURATION}\.", text):
+        wb, wo, db, do = w["baseline"], w["optimized"], d["baseline"], d["optimized"]
+        ok = all(agrees_duration(n, u, v) for n, u, v in ((s[1], s[2], wb), (s[3], s[4], wo), (s[6], s[7], db),
+                                                          (s[8], s[9], do), (s[10], s[11], wb - db),
+                                                          (s[12], s[13], wo - do)))
+        f.expect(ok and agrees(s[5], wb / wo), s[0], "weight loading taken apart")
+
+
+def _warm_cold(f: Findings, text: str, results: Path) -> None:
+    """``**Warm** (results): the fix saves X of a Y whole baseline load, P%``, and the same for cold."""
+    for s in re.finditer(rf"\*\*(Warm|Cold)\*\* \([^)]*\): the fix saves {DURATION} of a {DURATION} whole baseline "
+                         rf"load, ({NUM})%", text):
+        frame = measured(results / ("runs.csv" if s[1] == "Warm" else "cold/runs.csv"))
+        w, t = medians(frame, "weight_loading"), medians(frame, "total")
+        saving = w["baseline"] - w["optimized"]
+        f.expect(agrees_duration(s[2], s[3], saving) and agrees_duration(s[4], s[5], t["baseline"])
+                 and agrees(s[6], 100 * saving / t["baseline"]), s[0], f"{s[1].lower()} saving")
+
+
+def _notebook_01(f: Findings, text: str, results: Path) -> None:
+    frame = measured(results / "runs.csv")
+    _saving_sentences(f, text, frame)
+    _parts_sentences(f, text, frame)
+    _warm_cold(f, text, results)
+
+
+def median_run(frame: pd.DataFrame, variant: str) -> pd.Series:
+    """Each phase's seconds in ``variant``'s median run: the run whose whole load is the median (the lower of
+    the two middle ones for an even count), as a profile's phase shares are read (one real run, whose
+    phases add up)."""
+    totals = frame[(frame["variant"] == variant) & (frame["phase"] == "total")].sort_values("seconds")
+    run = totals["run_id"].iloc[(len(totals) - 1) // 2]
+    return frame[(frame["variant"] == variant) & (frame["run_id"] == run)].set_index("phase")["seconds"]
+
+
+def _notebook_02(f: Findings, text: str, results: Path) -> None:
+    """The profile's phase shares: each variant's median unprofiled run (``reference/runs.csv``)."""
+    from omni_loader.names import LEAF_PHASES
+
+    frame = measured(results / "reference" / "runs.csv")
+    run = {v: median_run(frame, v) for v in ("baseline", "optimized")}
+    for s in re.finditer(rf"Buffer discovery: {DURATION} → {DURATION}, .*?; whole load: {DURATION} → {DURATION}", text):
+        b, o = run["baseline"], run["optimized"]
+        f.expect(all(agrees_duration(n, u, v) for n, u, v in (
+            (s[1], s[2], b["buffer_discovery"]), (s[3], s[4], o["buffer_discovery"]),
+            (s[5], s[6], b["total"]), (s[7], s[8], o["total"]))), s[0], "discovery and whole load of the median runs")
+    for s in re.finditer(rf"\*\*(?:Largest cost of the (\w+) load|Next bottleneck of the (optimized) load):\*\* "
+                         rf"phase `(\w+)`, ({NUM})% of the load \(({NUM}) ms\)", text):
+        variant, phase = s[1] or s[2], s[3]
+        leaves = run[variant][[p for p in run[variant].index if p in LEAF_PHASES]]
+        f.expect(leaves.idxmax() == phase, s[0], f"the largest phase is {leaves.idxmax()}")
+        f.expect(agrees(s[5], leaves[phase], 1e-3) and agrees(s[4], 100 * leaves[phase] / run[variant]["total"]), s[0],
+                 "the phase's seconds and share")
+
+
+def _fit_sentences(f: Findings, text: str, fits: list[pd.DataFrame]) -> None:
+    """``slope S ± E`` (and ``R² R``) as a fitted line of one of ``fits`` holds it."""
+    rows = pd.concat(fits, ignore_index=True) if fits else pd.DataFrame(columns=["slope", "stderr", "r2"])
+    for s in re.finditer(rf"slope +({NUM}) ± ({NUM})(?:,? +R² ({NUM}))?", text):
+        match = [r for r in rows.itertuples() if agrees(s[1], r.slope) and agrees(s[2], r.stderr)
+                 and (s[3] is None or agrees(s[3], r.r2))]
+        f.expect(bool(match), s[0], "no fitted line has this slope, standard error and R²")
+
+
+def _notebook_03(f: Findings, text: str, results: Path) -> None:
+    _fit_sentences(f, text, [pd.read_csv(results / "fits.csv")])
+    for s in re.finditer(rf"B = ({NUM}) named buffers, N = ({NUM}) modules: the baseline builds ({NUM}) state dicts, "
+                         rf"({NUM}) module visits \(B·N\); the optimized rule makes ({NUM}) \(N \+ B\)", text):
+        b, n = shown_value(s[1])[0], shown_value(s[2])[0]
+        f.expect(shown_value(s[3])[0] == b and shown_value(s[4])[0] == b * n and shown_value(s[5])[0] == n + b,
+                 s[0], "B·N and N + B")
+    rows = pd.read_csv(results / "traversal.csv")
+    real = rows[rows["source"].str.startswith("token2wav")].groupby("experiment")["seconds"].median()
+    for s in re.finditer(rf"the rules alone on the real model: {DURATION} / {DURATION} = ({NUM})x", text):
+        f.expect(agrees_duration(s[1], s[2], real["baseline"]) and agrees_duration(s[3], s[4], real["optimized"])
+                 and agrees(s[5], real["baseline"] / real["optimized"]), s[0], "the real model's medians")
+
+
+def _notebook_04(f: Findings, text: str, results: Path) -> None:
+    for s in re.finditer(rf"total: ({NUM}) MiB \(({NUM}) bytes\) in ({NUM}) tensors", text):
+        f.expect(agrees(s[1], shown_value(s[2])[0], 2**20), s[0], "MiB against bytes")
+        f.expect(f"{s[1]} MiB of parameters" in text and f"{s[3]} parameter tensors" in text, s[0],
+                 "the summary line's size and count")
+    with wave.open(str(results / "token2wav.wav")) as clip:
+        frames, rate = clip.getnframes(), clip.getframerate()
+    for s in re.finditer(rf"({NUM}) samples = {DURATION} at ({NUM}) Hz", text):
+        f.expect(shown_value(s[1])[0] == frames and shown_value(s[4])[0] == rate
+                 and agrees_duration(s[2], s[3], frames / rate), s[0], f"the saved clip ({frames} at {rate} Hz)")
+
+
+def _notebook_05(f: Findings, text: str, results: Path) -> None:
+    from omni_loader.names import LEAF_PHASES
+
+    fits = [pd.read_csv(p) for p in sorted(results.parent.parent.glob("*/results/**/fits.csv"))]
+    _fit_sentences(f, text, fits)
+    frame = measured(results / "variants" / "runs.csv")
+    for s in re.finditer(r"In this run the `(\w+)` load's largest phases are (.*?), of a median whole load of "
+                         rf"{DURATION}\.", text):
+        runs = frame[frame["variant"] == s[1]]
+        by_phase = runs.groupby("phase")["seconds"].median()
+        total = by_phase["total"]
+        leaves = by_phase[[p for p in by_phase.index if p in LEAF_PHASES]].sort_values(ascending=False)
+        named = re.findall(rf"`(\w+)` {DURATION} \(({NUM})%\)", s[2])
+        f.expect([p for p, *_ in named] == list(leaves.index[:len(named)]), s[0], f"largest phases {list(leaves.index)}")
+        f.expect(all(agrees_duration(n, u, by_phase[p]) and agrees(pc, 100 * by_phase[p] / total)
+                     for p, n, u, pc in named) and agrees_duration(s[3], s[4], total), s[0], "phase medians and shares")
+
+
+def _notebook_06(f: Findings, text: str, results: Path) -> None:
+    frame = measured(results / "runs.csv")
+    m = medians(frame, "startup_to_health")
+    for variant in ("baseline", "optimized"):
+        for s in re.finditer(rf"\| {variant} \| ([^|]+) \| {DURATION} \|", text):
+            runs = frame[(frame["variant"] == variant) & (frame["phase"] == "startup_to_health")]["seconds"]
+            shown = re.findall(DURATION, s[1])
+            f.expect(len(shown) == len(runs) and all(agrees_duration(n, u, v) for (n, u), v in zip(shown, runs)),
+                     s[0], f"{variant}'s starts")
+            f.expect(agrees_duration(s[2], s[3], m[variant]), s[0], f"{variant}'s median start")
+    for s in re.finditer(rf"Here the optimized starts' median is {DURATION} (faster|slower)", text):
+        diff = m["baseline"] - m["optimized"]
+        f.expect(agrees_duration(s[1], s[2], abs(diff)) and s[3] == ("faster" if diff > 0 else "slower"), s[0],
+                 "the difference of the median starts")
+
+
+CHECKS: dict[str, Callable[[Findings, str, Path], None]] = {
+    "01_reproduce_pr_tables": _notebook_01,
+    "02_profiles": _notebook_02,
+    "03_module_traversal_costs": _notebook_03,
+    "04_explore_token2wav": _notebook_04,
+    "05_beyond_the_pr": _notebook_05,
+    "06_where_startup_goes": _notebook_06,
+}
+
+
+def check(stem: str, executed: Path, results: Path) -> Findings:
+    """The number-carrying sentences of notebook ``stem``'s executed copy, against its saved ``results``."""
+    findings = Findings(stem)
+    CHECKS[stem](findings, shown_text(nbformat.read(executed, as_version=4)), results)
+    return findings
