@@ -442,6 +442,7 @@ def test_rows_for_run_writes_one_row_per_phase_with_the_runs_counts():
 
     result = {"state_dict_calls": 219, "weights_loaded": 960, "persistent_buffers": ["a", "b", "c"],
               "digest": "xxh3-128:ab", "rss_peak_bytes": 2**31, "device_peak_bytes": 3 * 2**30,
+              "checkpoint_residency": {"resident": 0.75, "bytes": 3 * 2**20},
               "phase_records": [
                   {"name": "total", "parent": None, "seconds": 1.5, "minor_faults": 10, "major_faults": 0,
                    "voluntary_switches": 2, "involuntary_switches": 3},
@@ -456,12 +457,13 @@ def test_rows_for_run_writes_one_row_per_phase_with_the_runs_counts():
         assert (row.state_dict_calls, row.weights_loaded, row.persistent_buffers, row.digest) == (
             219, 960, 3, "xxh3-128:ab")
         assert (row.rss_peak_bytes, row.device_peak_bytes, row.source, row.status) == (2**31, 3 * 2**30, "load", "ok")
-        assert (row.run_started, row.run_ended) == ("s0", "e0")
+        assert (row.run_started, row.run_ended, row.checkpoint_resident) == ("s0", "e0", 0.75)
     assert (total.minor_faults, total.major_faults, total.voluntary_switches, total.involuntary_switches) == (
         10, 0, 2, 3)
     assert (construct.minor_faults, construct.major_faults, construct.involuntary_switches) == (7, None, None)
-    unstamped = rows_for_run(run, {**result, "digest": None}, source="aa")
-    assert {(r.source, r.digest, r.run_started, r.run_ended) for r in unstamped} == {("aa", "", "", "")}
+    unstamped = rows_for_run(run, {**result, "digest": None, "checkpoint_residency": None}, source="aa")
+    assert {(r.source, r.digest, r.run_started, r.run_ended, r.checkpoint_resident) for r in unstamped} == {
+        ("aa", "", "", "", None)}
 
 
 
