@@ -19,6 +19,7 @@ import pytest
 from omni_loader import progress
 from omni_loader.profiling import run as profile_run
 from omni_loader.profiling.time_left import BAR_FORMAT, TIMED, Countdown, Step, estimate_left, seconds_words, step_seconds
+from omni_loader.results.planner import PlannedRun
 
 
 class Bar:
@@ -117,7 +118,7 @@ def test_profile_bar_says_what_runs_before_it_runs_beside_the_whole_runs_time_le
         seen["before references"] = bar.postfix
         for k, variant in enumerate(plan, 1):
             if on_run is not None:
-                on_run(k, len(plan), variant)
+                on_run(k, len(plan), PlannedRun(k, variant, k == 1, k, "load"))
             seen[f"run {k}"] = (bar.postfix, bar.n)
             now[0] += took[variant]
         return {v: {"phases": {"total": took[v] / 10, "weight_loading": 0.05}, "variant": v} for v in variants}
@@ -147,7 +148,7 @@ def test_profile_bar_says_what_runs_before_it_runs_beside_the_whole_runs_time_le
     assert "{remaining}" not in bar.kwargs["bar_format"]  # no rate per step of steps that differ 100-fold
     unknown = "time left not known yet (no unprofiled, cProfile or torch.profiler load has run yet)"
     assert seen["before references"].startswith(f"{unknown}; reference loads: starting the worker server")
-    assert seen["run 1"] == (f"{unknown}; reference loads: run 1/4 baseline", 0)
+    assert seen["run 1"] == (f"{unknown}; reference loads: run 1/4 baseline (warm-up)", 0)
     assert seen["run 3"] == ("at least 4.0 s left + 4 steps not estimated (no cProfile or torch.profiler load has "
                              "run yet); reference loads: run 3/4 optimized", 2)  # 2 runs of 2 s: 1 of them left
     assert seen["cprofile baseline"] == ("time left not known yet (no cProfile or torch.profiler load has run yet); "

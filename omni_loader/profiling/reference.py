@@ -41,11 +41,11 @@ def reference_spec(snapshot: Any, variants: tuple[str, ...], options: LoadOption
 
 
 def reference_loads(snapshot: Any, variants: tuple[str, ...], options: LoadOptions, out: Path, *, runs: int,
-                    warmup: int, on_run: Callable[[int, int, str], None] | None = None) -> dict[str, dict[str, Any]]:
+                    warmup: int, on_run: Callable[[int, int, Any], None] | None = None) -> dict[str, dict[str, Any]]:
     """Benchmark ``variants`` unprofiled into ``out/reference/`` and return each one's median run
     (:func:`median_run`). A previous run's ``reference/`` is replaced: the profile describes this run.
-    ``on_run(k, total, what)`` is called as the k-th of the ``total`` runs starts (``what``: its variant,
-    `` (warm-up)`` after a warm-up's), so that a progress bar says which one runs now."""
+    ``on_run(k, total, run)`` is called as the k-th of the ``total`` runs starts (``run``: its
+    :class:`~omni_loader.results.planner.PlannedRun`), so that a progress bar says which one runs now."""
     from ..bench.runner import run_benchmark
     from ..results.integrity import check_results
 
@@ -60,7 +60,7 @@ def reference_loads(snapshot: Any, variants: tuple[str, ...], options: LoadOptio
     def on_start(run: Any, _pid: int) -> None:
         started.setdefault(run.run_id, len(started) + 1)
         if on_run is not None:
-            on_run(started[run.run_id], len(plan), run.variant + (" (warm-up)" if run.warmup else ""))
+            on_run(started[run.run_id], len(plan), run)
 
     run_benchmark(spec, directory, snapshot=snapshot, progress=False, on_start=on_start)
     checked = check_results(directory)

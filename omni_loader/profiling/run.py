@@ -129,8 +129,10 @@ class ReferenceProgress:
     def __init__(self, bar: StepBar) -> None:
         self.bar, self.started = bar, 0
 
-    def __call__(self, k: int, total: int, what: str) -> None:
-        self.bar.begin(Step(TIMED, what.split(" ")[0]), f"reference loads: run {k}/{total} {what}")
+    def __call__(self, k: int, total: int, run: Any) -> None:
+        """``run`` (a :class:`~omni_loader.results.planner.PlannedRun`) is the k-th of ``total`` to start."""
+        what = run.variant + (" (warm-up)" if run.warmup else "")
+        self.bar.begin(Step(TIMED, run.variant), f"reference loads: run {k}/{total} {what}")
         self.started += 1
 
     def finish(self, total: int, text: str) -> None:
