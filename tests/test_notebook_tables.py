@@ -83,7 +83,7 @@ def test_a_rows_saving_is_taken_apart_in_a_table_whose_parts_add_up():
 
 def test_an_ab_table_holds_one_number_a_cell_and_the_verdict_in_a_word(arms_dir):
     """``mine`` against ``baseline`` (3 + 3 runs, every range apart): the counts in their own table, the times in
-    ms with the unit in the header, the saving and its share, the ratio, and "no difference claimed" (3 + 3 runs
+    ms with the unit in the header, the saving and its share, the ratio, and "no claim" on one line (3 + 3 runs
     cannot reach p < 0.05), where report.md writes the sentence."""
     from omni_loader.results.integrity import check_results
 
@@ -101,7 +101,7 @@ def test_an_ab_table_holds_one_number_a_cell_and_the_verdict_in_a_word(arms_dir)
         assert row["saving (%)"] == f"{-100 * c.difference / c.baseline.median:,.1f}"
         assert row["baseline ÷ mine"] == f"{c.ratio:,.2f}"
         assert row["mine min … max (ms)"] == f"{ms(c.optimized.min)}\u00a0…\u00a0{ms(c.optimized.max)}"
-        assert row["verdict"] == "no difference claimed"
+        assert row["verdict"] == "no\u00a0claim"  # non-breaking: a verdict never wraps
     assert rows["Whole Token2Wav load"]["baseline median (ms)"] == "9,100.000"
     assert rows["Whole Token2Wav load"]["saving (ms)"].startswith("-")  # mine is slower there
 
@@ -206,6 +206,69 @@ def test_06s_stage_table_holds_one_number_a_cell_and_says_the_shared_reason_once
                       "verdict"]
     for (lane, phase, comp), row in zip(comps, rows):
         assert row[:4] == [lane, phase, ms(comp.baseline.median), ms(comp.optimized.median)]
-        assert row[6] == "no difference claimed"
+        assert row[6] == "no\u00a0claim"
     assert rows[0][4] == ms(-comps[0][2].difference) and rows[1][4] == "0.000"  # -0.0001 ms: not "-0.000"
     assert "(3+3 runs cannot reach p < 0.05: no row can be a claim)" in styler.to_html()
+
+
+def test_a_verdict_is_one_phrase_that_never_wraps_and_the_legend_says_its_rule_once(arms_dir):
+    """01's verdict cell once read "no difference claimed" over three lines: each verdict is a word or a short phrase
+    whose spaces do not break, and the legend under the tables names exactly the words the tables use, in bold."""
+    from omni_loader.reporting.measurements import comparisons
+    from omni_loader.reporting.stats import NoiseFloor, Summary
+    from omni_loader.results.integrity import check_results
+
+    def c(a, b):
+        return compare(Summary("baseline", "buffer_discovery", a), Summary("optimized", "buffer_discovery", b))
+
+    apart = c(tuple(1.0 + i / 100 for i in range(6)), tuple(0.5 + i / 100 for i in range(6)))
+    cases = {"faster": apart, "no claim": c((1.0, 1.1, 0.9), (0.5, 0.6, 0.4)), "too few runs": c((1.0,), (0.5,))}
+    words = {name: ab_tables.verdict_word(comp) for name, comp in cases.items()}
+    assert {name: w.replace("\u00a0", " ") for name, w in words.items()} == {name: name for name in cases}
+    assert not any(" " in w for w in words.values()), words  # every space non-breaking
+    legend = ab_tables.verdict_legend()
+    assert re.findall(r"\*\*(.+?)\*\*", legend) == list(ab_tables.VERDICT_WORDS)
+    assert "no difference claimed" not in legend and legend.count("**no claim**") == 1
+    # the Every-phase table holds a verdict to the phase's A/A floor, as the PR's rows and report.md do
+    wide = NoiseFloor("buffer_discovery", Summary("aa-1", "buffer_discovery", (0.5, 0.5, 0.5)),
+                      Summary("aa-2", "buffer_discovery", (1.5, 1.5, 1.5)), -1.0, 1.0)
+    floored = by_first_cell(sections.phase_table([apart], {"buffer_discovery": wide}))
+    assert floored["Buffer discovery"]["verdict"] == "no\u00a0claim" == ab_tables.verdict_word(apart, wide)
+    shown = sections.result_tables(arms_dir)
+    checked = check_results(arms_dir)
+    verdicts = [row["verdict"] for table in shown if not isinstance(table, str)
+                for row in by_first_cell(table).values() if "verdict" in row]
+    assert verdicts and all(" " not in v for v in verdicts), verdicts
+    assert {v.replace("\u00a0", " ") for v in verdicts} <= {*ab_tables.VERDICT_WORDS, "deterministic", "varies"}
+    assert len(comparisons(checked.frame)) >= 3
+
+
+def test_the_spread_warnings_are_one_paragraph_computed_from_the_runs(arms_dir):
+    """01's spread warnings were one line per phase and variant (about 25 lines) copied out of report.md: here one
+    paragraph says how many of the timed phases are above the threshold and each one's IQR ÷ median in both variants,
+    the figures report.md lists, and where the lines are."""
+    from omni_loader.reporting.measurements import comparisons
+    from omni_loader.reporting.stats import HIGH_SPREAD, Summary
+    from omni_loader.results.integrity import check_results
+
+    def c(phase, a, b):
+        return compare(Summary("baseline", phase, a), Summary("optimized", phase, b))
+
+    comps = [c("buffer_discovery", (1.0, 1.5, 2.0, 2.5), (1.0, 1.01, 1.02, 1.03)),
+             c("construct", (1.0, 1.01, 1.02, 1.03), (1.0, 1.01, 1.02, 1.03)),
+             c("load_parameters", (1.0, 1.01, 1.02, 1.03), (1.0, 2.0, 3.0, 4.0)),
+             compare(Summary("baseline", "state_dict_calls", (51,)), Summary("optimized", "state_dict_calls", (0,)),
+                     unit="calls")]
+    line = ab_tables.spread_line(comps)
+    assert "\n" not in line and line.startswith("**Spread warnings**: in 2 of 3 timed phases")
+    assert f"above {100 * HIGH_SPREAD:.0f}% of its median" in line
+    for comp in (comps[0], comps[2]):
+        shares = [f"{100 * s.relative_iqr:.0f}%" for s in (comp.baseline, comp.optimized)]
+        assert f"{label(comp.phase)} {shares[0]}\u00a0/\u00a0{shares[1]}" in line, (comp.phase, shares)
+    assert "Construction" not in line and ab_tables.spread_line(comps[1:2]) == ""
+    opening = sections.report_opening(arms_dir)
+    flagged = [comp for comp in comparisons(check_results(arms_dir).frame) if comp.notes]
+    assert flagged, "the fixture has no high spread to show"
+    assert "spread is high" not in opening and opening.count("**Spread warnings**") == 1
+    assert ab_tables.spread_line(comparisons(check_results(arms_dir).frame)) in opening
+    assert len(opening.split("**Spread warnings**")[1].strip().splitlines()) == 1

@@ -18,8 +18,8 @@ from ..reporting.controls import MATERIAL, ControlReport, control_report, pair_r
 from ..reporting.measurements import PR_ROWS, comparisons, label, noise_floors, row_unit, spec_of
 from ..reporting.report_tables import BEYOND_ROWS
 from ..reporting.sequential import design_alpha
-from ..reporting.stats import (ALPHA, Comparison, NoiseFloor, compare, confidence_words, memory_verdict,
-                               phase_summary, run_summary)
+from ..reporting.stats import (ALPHA, HIGH_SPREAD, Comparison, NoiseFloor, compare, confidence_words,
+                               memory_verdict, phase_summary, run_summary)
 from ..names import OUTER_LOAD_WEIGHTS
 
 # The rows that enclose other phases, named short where a cell lists them.
@@ -28,35 +28,78 @@ RSS_COLUMN = "rss_peak_bytes"
 TO = "\u00a0…\u00a0"  # between the two ends of a range: non-breaking, so a range never breaks across lines
 
 
+# The verdict words of a table, each one phrase that never wraps (its spaces non-breaking): the rule behind them is
+# said once, under the tables (verdict_legend), and report.md writes each verdict out as a sentence.
+FASTER, SLOWER, NO_CLAIM, TOO_FEW = "faster", "slower", "no claim", "too few runs"
+VERDICT_WORDS = (FASTER, SLOWER, NO_CLAIM, TOO_FEW)
+
+
+def unbroken(words: str) -> str:
+    """``words`` with non-breaking spaces: a table's cell shows them on one line."""
+    return words.replace(" ", "\u00a0")
+
+
 def verdict_word(c: Comparison, floor: NoiseFloor | None = None) -> str:
-    """The kit's verdict (:meth:`Comparison.verdict`) in a word: ``faster``, ``slower``, ``no difference
-    claimed``, ``too few runs``; a count is ``deterministic`` or ``varies``."""
+    """The kit's verdict (:meth:`Comparison.verdict`) in a word or two that never wrap (:data:`VERDICT_WORDS`):
+    ``faster``, ``slower``, ``no claim``, ``too few runs``; a count is ``deterministic`` or ``varies``."""
     if c.unit != "s":
         return "deterministic" if c.baseline.min == c.baseline.max else "varies"
     if c.baseline.n < 2 or c.optimized.n < 2:
-        return "too few runs"
+        return unbroken(TOO_FEW)
     if c.differs(floor):
-        return "faster" if c.difference < 0 else "slower"
-    return "no difference claimed"
+        return FASTER if c.difference < 0 else SLOWER
+    return unbroken(NO_CLAIM)
 
 
 def verdict_legend(first: str = "baseline", second: str = "optimized", alpha: float = ALPHA) -> str:
-    """The rule behind the verdict words and what a saving is, said once under the tables (``alpha``: the error
-    rate the verdicts were read at, a sequential design's look's where it stopped)."""
+    """The rule behind the verdict words (:data:`VERDICT_WORDS`) and what a saving is, said once under the tables
+    (``alpha``: the error rate the verdicts were read at, a sequential design's look's where it stopped)."""
     return (f"*saving*: the median of `{first}` less that of `{second}` (negative: `{second}` is slower); "
-            f"*verdict*: **faster** or **slower** where the {confidence_words(alpha)} bootstrap interval of the "
-            f"difference of medians excludes 0 and the Mann-Whitney test agrees (p < {alpha:g}), beyond the A/A noise floor "
-            "where one was measured; **no difference claimed** where either fails; **too few runs** where a side has "
-            "too few runs for a test. `report.md` writes each verdict out as a sentence.")
+            f"*verdict*: **{FASTER}** or **{SLOWER}** where the {confidence_words(alpha)} bootstrap interval of the "
+            f"difference of medians excludes 0 and the Mann-Whitney test agrees (p < {alpha:g}), beyond the A/A noise "
+            f"floor where one was measured; **{NO_CLAIM}** where either fails (no difference is claimed); "
+            f"**{TOO_FEW}** where a side has too few runs for a test. `report.md` writes each verdict out as a "
+            "sentence.")
+
+
+def spread_line(comps: list[Comparison]) -> str:
+    """The phases whose spread is high (:attr:`~omni_loader.reporting.stats.Summary.high_spread`, the report's
+    *Spread warnings*, one line each there) in one paragraph: how many of the timed phases, and each one's IQR as a
+    share of its median in both variants. Empty when no phase's spread is high."""
+    timed = [c for c in comps if c.unit == "s"]
+    high = [c for c in timed if c.notes]
+    if not high:
+        return ""
+    first, second = high[0].baseline.variant, high[0].optimized.variant
+
+    def share(s) -> str:
+        return f"{100 * s.relative_iqr:.0f}%" if math.isfinite(s.relative_iqr) else "n/a"
+
+    phases = ", ".join(f"{label(c.phase)} {share(c.baseline)}\u00a0/\u00a0{share(c.optimized)}" for c in high)
+    return (f"**Spread warnings**: in {len(high)} of {len(timed)} timed phases a variant's interquartile range is "
+            f"above {100 * HIGH_SPREAD:.0f}% of its median (IQR ÷ median, `{first}` / `{second}`): {phases}. "
+            "`report.md` lists them one a line under *Spread warnings*; each phase's min–max is in the *Every phase* "
+            "table.")
+
+
+def words_only(styler, columns: list[str]):  # -> Styler
+    """``columns`` of ``styler`` as plain text that breaks between its words only, never after the ``_`` or ``(``
+    that a text cell offers: a row's name ("Calls to state_dict()", "Hub check (spk_dict.pt through huggingface_hub)")
+    never splits an identifier, while the numbers beside it leave its column narrow."""
+    from html import escape
+
+    return styler.format(lambda v: escape(str(v), quote=False), subset=columns).set_properties(
+        subset=columns, **{"overflow-wrap": "normal"})
 
 
 def _timed(frame, columns: list[str], unit: str, **more: Any):  # -> Styler
     """``frame`` as a table whose ``columns`` (seconds) are shown in ``unit``, named in their headers, three
-    decimals (done here rather than by ``table(seconds=...)``, which reads a trailing "s" as seconds: "controls")."""
+    decimals (done here rather than by ``table(seconds=...)``, which reads a trailing "s" as seconds: "controls");
+    the row's name (the first column) broken between words only."""
     scaled = frame.assign(**{c: frame[c] * TIME_SCALE[unit] for c in columns})
     renamed = {c: f"{c} ({unit})" for c in columns}
     decimals = {**{renamed[c]: 3 for c in columns}, **more.pop("decimals", {})}
-    return table(scaled.rename(columns=renamed), decimals=decimals, **more)
+    return words_only(table(scaled.rename(columns=renamed), decimals=decimals, **more), [frame.columns[0]])
 
 
 def _interval(low: float | None, high: float | None, unit: str) -> str:
@@ -109,7 +152,7 @@ def count_table(comps: list[Comparison], first: str = "baseline", second: str = 
         rows.append({"measurement": name, f"{first} median": round(c.baseline.median / scale),
                      f"{second} median": round(c.optimized.median / scale),
                      f"change ({second} − {first})": round(c.difference / scale), "verdict": verdict})
-    return table(pd.DataFrame(rows)) if rows else None
+    return words_only(table(pd.DataFrame(rows)), ["measurement"]) if rows else None
 
 
 def pr_rows(frame, alpha: float = ALPHA) -> list[Any]:

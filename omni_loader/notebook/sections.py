@@ -26,14 +26,19 @@ def _frame_and_metadata(out: str | os.PathLike[str]) -> tuple[Any, dict[str, Any
 
 
 def report_opening(out: str | os.PathLike[str]) -> str:
-    """``report.md``'s opening (what was measured, the headline bullets) and its spread warnings,
-    rendered afresh from the saved rows."""
+    """``report.md``'s opening (what was measured, the headline bullets), rendered afresh from the saved rows, and
+    its spread warnings in one paragraph (:func:`~.ab_tables.spread_line`: how many phases, each one's IQR as a share
+    of its median in both variants), where ``report.md`` gives each its own line."""
+    from ..reporting.measurements import comparisons
     from ..reporting.report import render_report
+    from ..reporting.sequential import design_alpha
+    from .ab_tables import spread_line
 
     text = render_report(out)
     opening = text.split("\n## Environment", 1)[0].split("\n", 2)[2]
-    warnings = text.split("### Spread warnings\n", 1)[1].split("\n## ", 1)[0] if "### Spread warnings" in text else ""
-    return opening + ("\n\n**Spread warnings**\n" + warnings if warnings else "")
+    frame, meta = _frame_and_metadata(out)
+    spread = spread_line(comparisons(frame, design_alpha(meta)))  # the comparisons report.md's warnings come from
+    return opening.rstrip("\n") + ("\n\n" + spread if spread else "") + "\n"
 
 
 def environment(out: str | os.PathLike[str]) -> str:
@@ -48,7 +53,7 @@ def result_tables(out: str | os.PathLike[str]) -> list[Any]:
     """The PR's rows (:func:`~.ab_tables.pr_rows`: counts, then times with both verdicts), then every phase as one
     table a reader can scan (:func:`phase_table`) and the per-phase summary: the report's measurement section.
     ``report.md`` keeps the same figures in Markdown, verdict sentences and all."""
-    from ..reporting.measurements import comparisons
+    from ..reporting.measurements import comparisons, noise_floors
     from ..reporting.report_tables import styled_summary_table
     from .ab_tables import pr_rows
 
@@ -57,20 +62,19 @@ def result_tables(out: str | os.PathLike[str]) -> list[Any]:
     frame, meta = _frame_and_metadata(out)
     alpha = design_alpha(meta)  # the error rate report.md reads the verdicts at (a sequential design's look)
     return ["**The PR's rows**", *pr_rows(frame, alpha), "**Every phase**, with its spread, test and interval",
-            phase_table(comparisons(frame, alpha)), styled_summary_table(frame)]
+            phase_table(comparisons(frame, alpha), noise_floors(frame)), styled_summary_table(frame)]
 
 
-def phase_table(comps: list[Any]):  # -> Styler
+def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> Styler
     """Every timed phase on one line each, in ms (the unit in the header, not the cells): medians,
     ratio, min–max of each variant, the 95% interval of Δ median, Mann-Whitney p and the verdict in a
-    word. The counts, which have no spread, are in the PR's rows; the verdict sentences in report.md."""
-    from html import escape
-
+    word, held to the phase's A/A noise floor where ``floors`` has one (as the PR's rows and report.md are).
+    The counts, which have no spread, are in the PR's rows; the verdict sentences in report.md."""
     import pandas as pd
 
     from ..formatting import table
     from ..reporting.measurements import label
-    from .ab_tables import TO, verdict_word
+    from .ab_tables import TO, verdict_word, words_only
 
     def ms(*values: float | None) -> str:  # a range's ends joined by non-breaking spaces: it never wraps
         return TO.join("" if v is None else f"{v * 1e3:,.3f}" for v in values)
@@ -83,15 +87,12 @@ def phase_table(comps: list[Any]):  # -> Styler
                      "ratio": c.ratio, "baseline min–max (ms)": ms(c.baseline.min, c.baseline.max),
                      "optimized min–max (ms)": ms(c.optimized.min, c.optimized.max),
                      f"{c.level} CI of Δ median (ms)": ms(c.ci_low, c.ci_high), "Mann-Whitney p": c.p_value,
-                     "verdict": verdict_word(c)})
+                     "verdict": verdict_word(c, (floors or {}).get(c.phase))})
     styler = table(pd.DataFrame(rows), seconds=["baseline", "optimized"], unit="ms",
                    decimals={"ratio": 2, "Mann-Whitney p": 4})
-    if not rows:
-        return styler
     # a phase's name breaks between words only, not at the "_" and "(" a text cell offers (never "huggingface_" over
     # "hub)", "(" over "spk_dict.pt"): the unbreakable ranges beside it leave it narrow
-    return styler.format(lambda v: escape(str(v), quote=False), subset=["phase"]).set_properties(
-        subset=["phase"], **{"overflow-wrap": "normal"})
+    return words_only(styler, ["phase"]) if rows else styler
 
 
 def controls(out: str | os.PathLike[str]) -> list[Any]:
