@@ -272,3 +272,32 @@ def test_the_spread_warnings_are_one_paragraph_computed_from_the_runs(arms_dir):
     assert "spread is high" not in opening and opening.count("**Spread warnings**") == 1
     assert ab_tables.spread_line(comparisons(check_results(arms_dir).frame)) in opening
     assert len(opening.split("**Spread warnings**")[1].strip().splitlines()) == 1
+
+
+def test_02s_summary_sits_under_the_notebooks_heading_without_the_tables_it_shows_above(tmp_path):
+    """profile.md opens with its own H1 and repeats the phase-share table and the state_dict() counts that notebook 02
+    shows as tables above it: in the notebook its title is gone (the notebook's "## Where the time goes" says it), the
+    two repeats are gone, the sentence setting discovery beside the whole load stays, and its sections are ###; the
+    file keeps everything."""
+    from omni_loader.notebook.profiles import where_time_goes
+    from omni_loader.profiling.result import VariantProfile
+    from omni_loader.profiling.summary import PHASE_SHARES, STATE_DICT_CALLS, read_summary, write_summary_report
+
+    def profile(variant: str, discovery: float) -> VariantProfile:
+        (tmp_path / variant).mkdir()
+        phases = {"construct": 0.04, "buffer_discovery": discovery, "load_parameters": 0.002, "total": 0.05 + discovery}
+        return VariantProfile(variant, tmp_path / variant, reference={"phases": phases},
+                              state_dict_calls={"primitive": 51 if variant == "baseline" else 0, "ncalls": 99,
+                                                "counter": 51 if variant == "baseline" else 0})
+
+    write_summary_report({"baseline": profile("baseline", 0.04), "optimized": profile("optimized", 0.001)}, tmp_path)
+    whole, shown = read_summary(tmp_path, tmp_path), where_time_goes(tmp_path, tmp_path)
+    assert whole.startswith("# Where the time goes") and PHASE_SHARES in whole and STATE_DICT_CALLS in whole
+    headings = re.findall(r"^(#+) (.*)$", shown, re.M)
+    assert headings and all(level == "###" for level, _ in headings), headings
+    assert [h for _, h in headings] == [h for level, h in re.findall(r"^(#+) (.*)$", whole, re.M)
+                                        if level == "##" and not ("## " + h).startswith((PHASE_SHARES, STATE_DICT_CALLS))]
+    assert "| buffer_discovery |" in whole and "|" not in shown  # the phase-share table once, in the notebook's cell
+    assert "primitive calls" in whole and "primitive calls" not in shown
+    discovery = next(line for line in whole.splitlines() if line.startswith("Buffer discovery: "))
+    assert discovery in shown and "per-variant details in [`baseline/profile.md`](baseline/profile.md)" in shown

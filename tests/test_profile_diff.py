@@ -307,3 +307,45 @@ def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path)
     column = next(i for i, h in enumerate(header) if h.startswith("95% interval of B − A"))
     cells = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{column}"[^>]*>(.*?)</td>', html)]
     assert cells and all(re.fullmatch(r"-?[\d,.]+\u00a0…\u00a0-?[\d,.]+", c) for c in cells), cells
+
+
+@pytest.mark.parametrize("rate, digits", [(250, 0), (20_000, 1)])
+def test_the_notebook_diff_table_shows_times_to_the_sampling_resolution(tmp_path: Path, rate: int,
+                                                                        digits: int) -> None:
+    """02's differential table once showed three decimals of a ms beside py-spy's 4 ms between samples: every time is
+    shown to the decimals one sample resolves at the rate the diff recorded (whole ms at 250 Hz, a tenth at 20 kHz),
+    and the caption says that resolution once; the sentences' heading sits under the notebook's (``###``)."""
+    from html import unescape
+
+    from omni_loader.formatting import short_duration
+    from omni_loader.notebook.profiles import diff_section, diff_table
+
+    def cells_of(styler) -> list[str]:
+        return re.findall(r"<td[^>]*>(.*?)</td>", styler.to_html())
+
+    ab, _ = _with_floor()
+    diff = _in_process_diff(ab, stats.compare_functions(ab, "A", "B"), {"aa": False, "rate": rate}, tmp_path)
+    styler = diff_table(diff)
+    html = styler.to_html()
+    header = [unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", html)]
+    rows = [[unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)[1:]]
+    shown = diff.shown().reset_index(drop=True)
+    assert len(rows) == len(shown) >= 2
+    for (_, r), row in zip(shown.iterrows(), rows):
+        cells = dict(zip(header, row))
+        for name, column in (("A median (ms)", "a_median_s"), ("B median (ms)", "b_median_s"),
+                             ("B − A (ms)", "delta_s")):
+            assert cells[name] == f"{round(r[column] * 1e3, digits) + 0.0:,.{digits}f}", (name, cells[name])
+        low, high = cells["95% interval of B − A (ms)"].split("\u00a0…\u00a0")
+        assert low == f"{round(r['ci_low'] * 1e3, digits) + 0.0:,.{digits}f}"
+        assert high == f"{round(r['ci_high'] * 1e3, digits) + 0.0:,.{digits}f}"
+    caption = re.search(r"<caption>(.*?)</caption>", html).group(1)
+    assert caption == (f"Times to the nearest {10.0 ** -digits:g} ms: py-spy sampled at {rate:,} Hz, one sample every "
+                       f"{short_duration(1 / rate)}")
+    assert html.count("sampled at") == 1
+    diff.flamegraph = lambda: "the flamegraph"  # drawn from speedscope files, which these folds have none of
+    sentences, table, flame = diff_section(diff)
+    assert sentences.startswith("### Differential profile: A (A) against B (B)\n")
+    assert not re.search(r"^#{1,2} ", sentences, re.M) and flame == "the flamegraph"
+    assert cells_of(table) == cells_of(styler)

@@ -42,24 +42,78 @@ def flamegraphs(profiles: dict[str, Any]) -> list[Any]:
     return shown
 
 
+def where_time_goes(out: str | os.PathLike[str], link_from: str | os.PathLike[str] | None = None) -> str:
+    """``profile.md``'s attribution (:func:`~omni_loader.profiling.summary.read_summary`, links relative to the
+    notebook) as a section of notebook 02: without its title, which the notebook's own heading says, and without the
+    phase-share table and the ``state_dict()`` counts, which the notebook's cells above show as tables (the sentence
+    setting discovery beside the whole load stays); its sections one level under the notebook's (``###`` under
+    ``##``). The file keeps all of it."""
+    import re
+
+    from ..profiling.summary import PHASE_SHARES, STATE_DICT_CALLS, read_summary
+    from .showing import nested
+
+    kept, section = [], ""
+    for line in read_summary(out, link_from).splitlines():
+        if line.startswith("# "):  # the title
+            continue
+        if line.startswith("## "):
+            section = line
+            if line.startswith((PHASE_SHARES, STATE_DICT_CALLS)):
+                continue
+        if section.startswith(STATE_DICT_CALLS) or (section.startswith(PHASE_SHARES) and line.startswith("|")):
+            continue
+        kept.append(line)
+    return nested(re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip() + "\n", under=2)
+
+
+def diff_section(diff: Any) -> list[Any]:
+    """The differential profile as notebook 02's last section shows it: its sentences (``diff.md`` without the
+    table, its heading one level under the notebook's), its table (:func:`diff_table`) and its flamegraph."""
+    from .showing import nested
+
+    return [nested(diff.markdown(with_table=False), under=2), diff_table(diff), diff.flamegraph()]
+
+
+def sampling_digits(step_seconds: float, unit: str) -> int:
+    """Decimals of a time in ``unit`` that are no finer than one sample of ``step_seconds``: 0 for py-spy's
+    4 ms in ms (250 Hz), 1 for 0.5 ms, 2 for 4 ms written in seconds."""
+    import math
+
+    from ..formatting import TIME_SCALE
+
+    return max(0, math.floor(-math.log10(step_seconds * TIME_SCALE[unit])))
+
+
 def diff_table(diff: Any):  # -> Styler
     """A differential profile's table (``diff.md``'s rows) as a notebook table: a function's name over its file in
-    one cell, broken only at dots and slashes, the medians in one unit, the interval of B − A as one cell."""
+    one cell, broken only at dots and slashes, the medians in one unit, the interval of B − A as one cell; every time
+    to the precision py-spy's sampling resolves (one sample every 1/rate s, the rate the diff recorded: whole ms at
+    250 Hz), which the caption says once."""
     import pandas as pd
 
-    from ..formatting import duration, table, time_unit
+    from ..formatting import TIME_SCALE, number, short_duration, table, time_unit
+    from ..profiling.settings import DEFAULT_RATE
     from .ab_tables import TO
 
     shown = diff.shown()
     unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
+    rate = float(diff.settings.get("rate") or DEFAULT_RATE)
+    digits = sampling_digits(1 / rate, unit)
+
+    def shown_in_unit(seconds: Any) -> Any:  # rounded to what is shown, a -0 made 0
+        return (seconds * TIME_SCALE[unit]).round(digits) + 0.0
 
     def bare(seconds: float) -> str:
-        return duration(seconds, unit, 1).rsplit(" ", 1)[0]
+        return f"{round(seconds * TIME_SCALE[unit], digits) + 0.0:,.{digits}f}"
 
+    times = {f"A median ({unit})": "a_median_s", f"B median ({unit})": "b_median_s", f"B − A ({unit})": "delta_s"}
     frame = pd.DataFrame({
         "function (file)": [f"{r['function']}\n{r['file']}" for _, r in shown.iterrows()],
-        "A median": shown["a_median_s"], "B median": shown["b_median_s"], "B − A": shown["delta_s"],
+        **{name: shown_in_unit(shown[column]) for name, column in times.items()},
         f"95% interval of B − A ({unit})": [bare(r["ci_low"]) + TO + bare(r["ci_high"]) for _, r in shown.iterrows()],
         "q": shown["q"], "verdict": shown["verdict"], "role": shown["role"]})
-    return table(frame.reset_index(drop=True), seconds=["A median", "B median", "B − A"], unit=unit,
-                 decimals={"q": 4}, names=["function (file)"])
+    caption = (f"Times to the nearest {10.0 ** -digits:g} {unit}: py-spy sampled at {number(rate)} Hz, "
+               f"one sample every {short_duration(1 / rate)}")
+    return table(frame.reset_index(drop=True), decimals={**{name: digits for name in times}, "q": 4},
+                 names=["function (file)"], caption=caption)

@@ -8,6 +8,7 @@ each (``Markdown(...)``, ``Image(filename=...)``, ``display``). :func:`show` pic
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,35 @@ READABLE = {
     "r2": "R²", "stderr": "slope's standard error", "n_points": "points", "x_min": "smallest x", "x_max": "largest x",
     "named_buffers": "named buffers", "persistent_buffers": "persistent buffers",
     "baseline_calls": "state_dict() calls (baseline)", "model_class": "class", "arch": "architecture",
+    "most_common": "most common classes", "min_depth": "shallowest depth", "max_depth": "deepest depth",
+    "owner_class": "owner class", "local_name": "local name", "persistent_by_set": "persistent by the set",
+    "in_state_dict": "in state_dict()", "rule_hazards": "flagged by rule_hazards()",
 }
 
 
 def readable(frame: Any, **more: str):  # -> DataFrame
     """``frame`` with the kit's column identifiers renamed to words (:data:`READABLE`, and ``more``):
-    ``measured_over_fit`` becomes "measured ÷ fit". Pass the new names to ``kit.table``'s ``seconds``
-    and ``decimals``."""
+    ``measured_over_fit`` becomes "measured ÷ fit". Pass the new names to ``kit.table``'s ``seconds``,
+    ``decimals`` and ``code``."""
     return frame.rename(columns={**READABLE, **more})
+
+
+_HEADING = re.compile(r"^(#{1,6})(?= )")
+
+
+def nested(markdown: str, under: int = 2) -> str:
+    """``markdown`` with its headings moved down so that its top one sits under a notebook heading of level
+    ``under`` (``# Title`` and ``## Part`` under a notebook's ``##`` become ``###`` and ``####``): a file's own
+    headings (``profile.md``, ``diff.md``) shown in a notebook keep its outline right. Fenced code is left alone."""
+    lines, fenced = markdown.splitlines(), False
+    levels = []
+    for line in lines:
+        fenced ^= line.startswith("```")
+        if not fenced and (m := _HEADING.match(line)):
+            levels.append(len(m[1]))
+    shift = max(0, under + 1 - min(levels)) if levels else 0
+    out, fenced = [], False
+    for line in lines:
+        fenced ^= line.startswith("```")
+        out.append(line if fenced else _HEADING.sub(lambda m: "#" * min(6, len(m[1]) + shift), line))
+    return "\n".join(out) + ("\n" if markdown.endswith("\n") else "")

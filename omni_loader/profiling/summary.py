@@ -27,6 +27,12 @@ from .settings import TOOLS, resolve_tools
 from ..results.safe_files import write_text
 
 
+# profile.md's sections that a notebook also shows as tables of its own (notebook 02's phase shares and
+# state_dict() calls): kit.profiling.where_time_goes leaves them out there
+PHASE_SHARES = "## Phase shares"
+STATE_DICT_CALLS = "## Module.state_dict() calls"
+
+
 def bottleneck_sentence(vp: VariantProfile) -> str:
     """The load's largest cost in one sentence: its largest phase and what fills it (functions or page faults)."""
     c = largest_cost(vp)
@@ -200,14 +206,14 @@ def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.
     md = _header("# Where the time goes: " + " vs ".join(profiles), snapshot, options)
     md += [f"- tools: {', '.join(resolve_tools(tools))}; per-variant details in " +
            ", ".join(f"[`{v}/{PROFILE_MD}`]({v}/{PROFILE_MD})" for v in profiles), "",
-           f"## Phase shares (each variant's {_reference_words(next(iter(profiles.values())))})", "",
+           f"{PHASE_SHARES} (each variant's {_reference_words(next(iter(profiles.values())))})", "",
            _side_by_side(profiles), ""]
     md += _discovery_change(profiles)
     lines = [f"- {variant}: {c['primitive']} (cProfile primitive calls; {c['ncalls']} with recursion; "
              f"loader counter {c['counter']})" for variant, vp in profiles.items()
              if (c := vp.state_dict_calls) is not None]
     if lines:
-        md += ["## Module.state_dict() calls", "", *lines, ""]
+        md += [STATE_DICT_CALLS, "", *lines, ""]
     md += ["## Largest costs", ""] + [f"- {bottleneck_sentence(vp)}" for vp in profiles.values()] + [""]
     if "optimized" in profiles and profiles["optimized"].phase_functions is not None:
         md += ["Costliest functions of the optimized load (cProfile own time, scaled to the unprofiled phase shares):",
