@@ -11,7 +11,8 @@ rules here are few and the same everywhere:
 * **shares** are percentages (``71.9%``), never fractions;
 * **counts and bytes** have thousands separators (``1,092``; ``1,834.6 MiB``);
 * **numbers never switch to scientific notation** (no ``e+03``): a reader compares digits;
-* **names are never cut**: long ones (qualified module paths, ``file:line(function)``) wrap.
+* **names are never cut**: long ones (qualified module paths, ``file:line(function)``) wrap; in a
+  table's ``code`` columns (a class, a rule, a buffer's path) a name never breaks inside (:func:`code_text`).
 
 Tables are pandas Stylers (:func:`table`), which keep the DataFrame's values and only change how
 they are shown; text is plain functions (:func:`duration`, :func:`percent`, :func:`count`, ...);
@@ -234,10 +235,53 @@ def name_and_file(value: Any) -> str:
 
 
 def _header_text(value: Any) -> str:
-    """A column or index label: escaped, breakable after ``_`` only (``persistent_<wbr>by_<wbr>set``)."""
+    """A column or index label: escaped; a bare identifier (``persistent_by_set``) breakable after its ``_``, a label in
+    words (``one state_dict (ms)``) at its spaces only, never inside a name it quotes."""
     from html import escape
 
-    return _BREAK_AFTER_UNDERSCORE.sub(r"\1<wbr>", escape(str(value), quote=False))
+    text = escape(str(value), quote=False)
+    return text if " " in text else _BREAK_AFTER_UNDERSCORE.sub(r"\1<wbr>", text)
+
+
+# in a cell of names: a break between items (", ", "; ") and after a dot before a letter (a qualified name's parts),
+# never inside a name; in an item of words, the words that hold a "_" are the names
+_ITEM_BREAKS = re.compile(r"(, |; )")
+_DOT_BREAKS = re.compile(r"(\.(?=[A-Za-z_<]))")
+_NAME_IN_WORDS = re.compile(r"[\w.]*_[\w.]*")
+_NOT_A_NAME = re.compile(r"\(.*\)|\W*")  # "(none)", "—"
+NOWRAP = "white-space: nowrap"
+
+
+def _name_html(name: str) -> str:
+    from html import escape
+
+    parts = _DOT_BREAKS.split(name)
+    return "<code>" + "".join(escape(p, quote=False) + "<wbr>" if i % 2 else
+                              f'<span style="{NOWRAP}">{escape(p, quote=False)}</span>'
+                              for i, p in enumerate(parts) if p) + "</code>"
+
+
+def code_text(value: Any) -> str:
+    """HTML for a cell of names (a class, a rule, a module path, a list ``Conv1d\u00a0×2, Linear\u00a0×1``): each
+    name in ``<code>``, unbreakable (``white-space: nowrap``: never ``Qwen2_`` over ``5OmniSnakeBeta``), the cell
+    breakable only between items and after a dot of a qualified name (``code2wav_dit_model.<wbr>rotary_embed``).
+    An item in words (``_save_to_state_dict override``) keeps its words as text and its names (words with a ``_``)
+    whole."""
+    from html import escape
+
+    html = []
+    for i, item in enumerate(_ITEM_BREAKS.split(_plain_value(value))):
+        if i % 2 or _NOT_A_NAME.fullmatch(item):
+            html.append(escape(item, quote=False))
+        elif " " not in item:
+            html.append(_name_html(item))
+        else:
+            end = 0
+            for m in _NAME_IN_WORDS.finditer(item):
+                html += [escape(item[end:m.start()], quote=False), _name_html(m.group())]
+                end = m.end()
+            html.append(escape(item[end:], quote=False))
+    return "".join(html)
 
 
 def table(
@@ -251,6 +295,7 @@ def table(
     index: bool = False,
     caption: str | None = None,
     names: Iterable[str] = (),
+    code: Iterable[str] = (),
 ):  # -> pandas.io.formats.style.Styler
     """``df`` as a table for people (a pandas Styler; the DataFrame itself is not changed).
 
@@ -262,6 +307,8 @@ def table(
     integer index (row positions, also after ``.tail()`` or a filter); a meaningful index, such as a
     phase name, is kept, and ``index=True`` keeps any. ``names`` columns hold ``"name\\nfile"`` text (a
     function and where it is) and are shown on two lines that break at dots and slashes only (:func:`name_and_file`).
+    ``code`` columns (or the index, by its name) hold names (a class, a rule, a module path, lists of them), each shown
+    whole in ``<code>`` (:func:`code_text`): an identifier never breaks at its ``_``.
     """
     import pandas as pd
 
@@ -269,8 +316,10 @@ def table(
     if isinstance(frame.columns, pd.MultiIndex):
         raise ValueError("table() takes flat column names; join the levels first")
     frame.columns = [str(c) for c in frame.columns]
-    seconds, percent, mib, names = [list(map(str, c)) for c in (seconds, percent, mib, names)]
-    missing = [c for c in (*seconds, *percent, *mib, *(decimals or {}), *names) if c not in frame.columns]
+    seconds, percent, mib, names, code = [list(map(str, c)) for c in (seconds, percent, mib, names, code)]
+    code_index = frame.index.name is not None and str(frame.index.name) in code
+    code = [c for c in code if not (code_index and c == str(frame.index.name))]
+    missing = [c for c in (*seconds, *percent, *mib, *(decimals or {}), *names, *code) if c not in frame.columns]
     if missing:
         raise KeyError(f"no column {missing[0]!r} in the table (has {', '.join(frame.columns)})")
     formats: dict[str, Any] = {}
@@ -291,7 +340,10 @@ def table(
         formats[c] = lambda v, d=d: "" if not _finite(v) else f"{float(v):,.{d}f}"
     for c in names:
         formats[c] = name_and_file
-    numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool]
+    for c in code:
+        formats[c] = code_text
+    numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool
+               and c not in code]
     text = [c for c in frame.columns if c not in numeric and c not in names]
     for c in frame.columns:
         formats.setdefault(c, _general if c in numeric else wrap_text)
@@ -301,13 +353,14 @@ def table(
     if not index and positional:
         styler = styler.hide(axis="index")
     else:
-        styler = styler.format_index(wrap_text, axis="index")
+        styler = styler.format_index(code_text if code_index else wrap_text, axis="index")
     styler = styler.set_properties(subset=numeric, **{"text-align": "right", "white-space": "nowrap",
                                                       "font-variant-numeric": "tabular-nums"})
     styler = styler.set_properties(subset=text, **{"text-align": "left", "white-space": "normal",
                                                    "overflow-wrap": "break-word", "max-width": WRAP_WIDTH})
     styler = styler.set_properties(subset=names, **{"text-align": "left", "white-space": "normal",
                                                     "overflow-wrap": "normal", "max-width": NAME_WIDTH})
+    styler = styler.set_properties(subset=code, **{"overflow-wrap": "normal"})  # breaks only where code_text offers
     styler = styler.set_table_styles([
         {"selector": "th", "props": [("text-align", "left"), ("white-space", "normal"), ("max-width", WRAP_WIDTH),
                                      ("overflow-wrap", "break-word")]},

@@ -39,3 +39,44 @@ def test_hazard_examples_disagree_where_a_module_rewrites_its_state_dict() -> No
     assert table.loc["plain", "rule_hazards"] == "(none)"
     assert "block.running" in table.loc["post-hook drops a buffer", "optimized (not in the set)"]
     assert "block.window" in table.loc["_save_to_state_dict override", "baseline (in state_dict)"]
+
+
+def _last_value(source: str, namespace: dict):
+    """Run a notebook cell's ``source`` in ``namespace`` and return its last expression's value, as Jupyter shows it."""
+    import ast
+
+    tree = ast.parse(source)
+    *body, last = tree.body
+    exec(compile(ast.Module(body=body, type_ignores=[]), "<cell>", "exec"), namespace)
+    return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
+
+
+def test_04s_and_03s_tables_read_in_words_and_never_break_a_name(capsys) -> None:
+    """The tables notebook 04 shows (and 03's hazard table), each cell run here as the notebook runs it on the tiny
+    tree: no header is a bare snake_case identifier (``persistent_by_set``), no name breaks after its "_" (a class
+    ``Qwen2_5OmniSnakeBeta``, a rule ``_save_to_state_dict``, a buffer ``inv_freq``), and the cross table's columns
+    say they are depths."""
+    import re
+
+    import nbformat
+
+    from omni_loader import notebook as kit
+    from test_notebooks import NOTEBOOK_DIR
+
+    namespace = {"kit": kit, "tree_size": "tiny", "layout": "vllm-omni", "bytes_depth": 2,
+                 "tree": kit.build_model(kit.config_dict("tiny"), layout="vllm-omni", device="meta")}
+    cells = [c.source for c in nbformat.read(NOTEBOOK_DIR / "04_explore_token2wav.ipynb", as_version=4).cells
+             if c.cell_type == "code" and c.source.splitlines()[-1].startswith("kit.table(")]
+    cells += [c.source for c in nbformat.read(NOTEBOOK_DIR / "03_module_traversal_costs.ipynb", as_version=4).cells
+              if c.cell_type == "code" and "kit.explore.hazard_table()" in c.source]
+    assert len(cells) >= 8
+    shown = [_last_value(source, namespace).to_html() for source in cells]
+    capsys.readouterr()
+    for source, html in zip(cells, shown):
+        headers = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", html)]
+        assert not [h for h in headers if re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", h)], (source, headers)
+        assert not re.search(r"[A-Za-z0-9]_<wbr>", html), (source, re.findall(r".{30}_<wbr>.{10}", html)[:3])
+    depths = next(html for source, html in zip(cells, shown) if "class_by_depth" in source)
+    columns = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*col_heading level0[^>]*>(.*?)</th>", depths)]
+    assert [c for c in columns if c != "total"] == [f"depth {d}" for d in range(len(columns) - 1)]
+    assert "Qwen2_5OmniSnakeBeta</span></code>" in "".join(shown)

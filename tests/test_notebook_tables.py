@@ -301,3 +301,19 @@ def test_02s_summary_sits_under_the_notebooks_heading_without_the_tables_it_show
     assert "primitive calls" in whole and "primitive calls" not in shown
     discovery = next(line for line in whole.splitlines() if line.startswith("Buffer discovery: "))
     assert discovery in shown and "per-variant details in [`baseline/profile.md`](baseline/profile.md)" in shown
+
+
+def test_a_rows_name_in_the_ab_tables_breaks_between_its_words_only(arms_dir):
+    """05's counts table broke "Calls to state_dict()" after "state_" and before ")": the A/B tables' row names (the
+    counts, the times, the controls, the saving taken apart) are plain text breaking at their spaces only, as 01's
+    Every-phase table's phase names."""
+    from omni_loader.results.integrity import check_results
+
+    checked = check_results(arms_dir)
+    report = control_report(_frame(slower={"load_parameters": 0.2}))
+    tables = [*ab_tables.pair_tables(checked.frame, checked.metadata, "baseline", "mine"),
+              ab_tables.saving_table(report), ab_tables.control_table(report)]
+    names = [name for t in tables if not isinstance(t, str)
+             for name in re.findall(r'<td[^>]*class="data row\d+ col0"[^>]*>(.*?)</td>', t.to_html())]
+    assert "Calls to state_dict()" in names and len(names) >= 8
+    assert not [n for n in names if "<wbr>" in n], names

@@ -324,3 +324,41 @@ def test_table_hides_row_positions_but_keeps_a_meaningful_index() -> None:
     named = formatting.table(frame.set_index("source")).to_html()
     assert "row_heading" in named and ">a<" in named
     assert "row_heading" in formatting.table(frame.tail(2), index=True).to_html()
+
+
+def _text_of(html: str) -> str:
+    return re.sub(r"<[^>]+>", "", html).replace("&lt;", "<").replace("&gt;", ">")
+
+
+def test_a_name_in_a_code_column_never_breaks_inside() -> None:
+    """03's and 04's class and rule names broke after their "_" (``Qwen2_`` over ``5OmniSnakeBeta``): a ``code`` column
+    shows each name whole in ``<code>`` (no break opportunity, and ``white-space: nowrap``), breakable only between
+    items and after a dot of a qualified name; in an item of words only the names (words with a "_") are code; an
+    index named in ``code`` likewise; a header in words keeps its names whole, a bare identifier header still breaks."""
+    frame = pd.DataFrame({
+        "class": ["Qwen2_5OmniSnakeBeta", "ModuleList"],
+        "most common classes": ["Qwen2_5OmniAMPBlock\u00a0×18, ModuleList\u00a0×7", "Conv1d\u00a0×2"],
+        "buffer": ["code2wav_dit_model.rotary_embed.inv_freq", "<root>"],
+        "flagged by rule_hazards()": ["block (DropsBufferOnSave): overrides _save_to_state_dict", "(none)"],
+        "local_name": ["inv_freq", "filter"], "n": [1, 2]})
+    styler = formatting.table(frame, code=["class", "most common classes", "buffer", "flagged by rule_hazards()"])
+    html = re.sub(r"<style.*?</style>", "", styler.to_html(), flags=re.S)
+    cells = re.findall(r'<td[^>]*class="data row(\d) col(\d)"[^>]*>(.*?)</td>', html)
+    shown = {(int(r), int(c)): cell for r, c, cell in cells}
+    names = re.findall(r"<code>(.*?)</code>", html)
+    for name in names:  # no break opportunity inside a name but after a dot before a letter, every part unbreakable
+        parts = name.split(".<wbr>")
+        assert all(re.fullmatch(r'<span style="white-space: nowrap">[^<]*</span>', p) for p in parts), name
+    assert shown[0, 0] == '<code><span style="white-space: nowrap">Qwen2_5OmniSnakeBeta</span></code>'
+    assert _text_of(shown[0, 1]) == frame.iloc[0, 1] and shown[0, 1].count("<code>") == 2
+    assert _text_of(shown[0, 2]) == "code2wav_dit_model.rotary_embed.inv_freq" and shown[0, 2].count("<wbr>") == 2
+    assert _text_of(shown[1, 2]) == "<root>"
+    prose = shown[0, 3]
+    assert prose.startswith("block (DropsBufferOnSave): overrides <code>") and _text_of(prose) == frame.iloc[0, 3]
+    assert shown[1, 3] == "(none)"  # not a name
+    assert "inv_<wbr>freq" in shown[0, 4]  # a text column not named in code is as before
+    headers = re.findall(r'<th[^>]*col_heading[^>]*>(.*?)</th>', html)
+    assert "flagged by rule_hazards()" in headers and "local_<wbr>name" in headers
+    indexed = formatting.table(frame[["class", "n"]].set_index("class"), code=["class"]).to_html()
+    assert '<code><span style="white-space: nowrap">Qwen2_5OmniSnakeBeta</span></code></th>' in indexed
+    assert "Qwen2_<wbr>" not in html + indexed

@@ -74,7 +74,7 @@ def modules_by_depth(model: nn.Module):  # -> DataFrame
             "depth": depth,
             "modules": len(sub),
             "classes": sub["class"].nunique(),
-            "most_common": ", ".join(f"{c} ×{n}" for c, n in common),
+            "most_common": ", ".join(f"{c}\u00a0×{n}" for c, n in common),  # a class and its count on one line
             "buffers": int(sub["buffers"].sum()),
         })
     return pd.DataFrame(rows)
