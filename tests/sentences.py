@@ -12,6 +12,7 @@ A check that finds none of the sentences it knows fails too: a renamed sentence 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import wave
@@ -192,6 +193,16 @@ def _notebook_05(f: Findings, text: str, results: Path) -> None:
 
     fits = [pd.read_csv(p) for p in sorted(results.parent.parent.glob("*/results/**/fits.csv"))]
     _fit_sentences(f, text, fits)
+    own = pd.read_csv(results / "traversal" / "fits.csv").query("clock == 'wall' and experiment == 'baseline'").iloc[0]
+    for s in re.finditer(rf"The sweep saved in (\S+) \([^)]*\) fits ({NUM}) ± ({NUM}) \(({NUM}) points, \S+ from "
+                         rf"({NUM}) to ({NUM}), ({NUM}) repeats?\): the slopes differ by ({NUM})", text):
+        record = json.loads((Path(s[1]) / "fits.json").read_text())
+        saved = record["fits"]["baseline"]
+        f.expect(agrees(s[2], saved["slope"]) and agrees(s[3], saved["stderr"])
+                 and [shown_value(s[i])[0] for i in (4, 5, 6, 7)]
+                 == [saved["n_points"], saved["x_min"], saved["x_max"], record["config"]["repeats"]],
+                 s[0], f"the fit saved in {s[1]}")
+        f.expect(agrees(s[8], abs(own.slope - saved["slope"])), s[0], "this sweep's slope less the saved one")
     frame = measured(results / "variants" / "runs.csv")
     for s in re.finditer(r"In this run the `(\w+)` load's largest phases are (.*?), of a median whole load of "
                          rf"{DURATION}\.", text):

@@ -261,3 +261,40 @@ def test_cli_quick_writes_the_files(tmp_path, capsys) -> None:
     _check_outputs(out, traversal.SweepConfig.quick())
     printed = capsys.readouterr().out
     assert "slope" in printed and "token2wav-full" in printed
+
+
+def test_05s_slope_is_set_beside_03s_saved_sweep_from_both_fits(tmp_path) -> None:
+    """05 once said in prose that its quick sweep's slope "differs from 03's full sweep by a few hundredths" (a run
+    had 1.000 against 1.084): the sentence is computed from both fits, the saved one read from 03's fits.json, and
+    says so when none is saved; 05's prose carries no such claim, its cell calls the kit for it."""
+    import nbformat
+
+    from test_notebooks import NOTEBOOK_DIR
+
+    def fit(slope, stderr, n, x_min, x_max):
+        return fits.LogLogFit(slope=slope, intercept=-5.0, r2=0.99, stderr=stderr, n_points=n, x_min=x_min, x_max=x_max)
+
+    here = traversal.SweepResult(rows=None, fits={"baseline": fit(1.0, 0.03, 12, 64, 65_536)}, placement=None,
+                                 config=traversal.SweepConfig.quick())
+    saved = tmp_path / "traversal"
+    saved.mkdir()
+    (saved / "fits.json").write_text(json.dumps({"created": "2026-12-03T13:10:26+00:00", "config": {"repeats": 7},
+                                                 "fits": {"baseline": fit(1.084, 0.04, 31, 128, 524_288).to_dict()}}))
+    sentence = fits.slope_beside_saved(here, saved)
+    assert sentence.startswith("The B·N line of this sweep: slope 1.000 ± 0.030, R² 0.9900 (12 points, B·N from 64 "
+                               "to 65,536, 3 repeats). ")
+    assert (f"The sweep saved in {saved} (2026-12-03T13:10:26+00:00) fits 1.084 ± 0.040 (31 points, B·N from 128 to "
+            "524,288, 7 repeats): the slopes differ by 0.084, 1.7 standard errors of their difference, and this sweep's "
+            "fitted range ends 8.0× lower.") in sentence
+    assert f"{0.084 / math.hypot(0.03, 0.04):.1f}" == "1.7"
+    none = fits.slope_beside_saved(here, tmp_path / "nothing")
+    assert none.endswith(f"No sweep is saved in {tmp_path / 'nothing'} to set it beside (notebook 03 writes its full "
+                         "sweep there), so it is compared with none.")
+    itself = traversal.SweepResult(rows=None, fits=here.fits, placement=None, config=here.config,
+                                   files={"fits_json": saved / "fits.json"})
+    assert fits.slope_beside_saved(itself, saved).endswith(f"It is the sweep saved in {saved}.")
+
+    notebook = nbformat.read(NOTEBOOK_DIR / "05_beyond_the_pr.ipynb", as_version=4)
+    prose = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+    assert not re.search(r"slope[^.]*(differs|hundredths)", prose), "05's prose claims how far the slopes are apart"
+    assert any("kit.traversal.slope_beside_saved(sweep" in c.source for c in notebook.cells if c.cell_type == "code")

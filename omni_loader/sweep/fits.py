@@ -172,3 +172,43 @@ def cost_summary(rows, clock: str = "cpu") -> str:
     return (f"{head}; optimized ≈ {short_duration(costs['per_module_seconds'])} per module + "
             f"{short_duration(costs['per_buffer_seconds'])} per buffer"
             + (f" + {short_duration(fixed)} fixed" if fixed > 0 else ", no measurable fixed cost"))
+
+
+def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", clock: str = "wall") -> str:
+    """This sweep's fitted slope of ``experiment`` (``result``: a :class:`~omni_loader.sweep.traversal.SweepResult`)
+    beside the one the sweep saved in the directory ``saved`` fitted (its ``fits.json``; notebook 03 writes its full
+    sweep to ``results/traversal``): both slopes with their standard errors, the points and range each was fitted on,
+    their difference in standard errors of the difference, and how far apart their ranges end. All of it from the two
+    fits; where nothing is saved there, this slope alone and what it could not be compared with."""
+    import json
+    import math
+    from pathlib import Path
+
+    fit, x = result.fits_for(clock)[experiment], EXPERIMENTS[experiment][1].split(" (")[0]
+
+    def fitted(f: dict[str, Any], repeats: Any) -> str:
+        return (f"{f['n_points']} points, {x} from {f['x_min']:,.0f} to {f['x_max']:,.0f}, "
+                f"{repeats} repeat{'' if repeats == 1 else 's'}")
+
+    here = (f"The {x} line of this sweep: slope {fit.slope:.3f} ± {fit.stderr:.3f}, R² {fit.r2:.4f} "
+            f"({fitted(asdict(fit), result.config.repeats)}).")
+    path = Path(saved) / "fits.json"
+    own = result.files.get("fits_json")
+    if own is not None and Path(own).resolve() == path.resolve():
+        return f"{here} It is the sweep saved in {path.parent}."
+    try:
+        record = json.loads(path.read_text())
+        other = record["fits" if clock == "wall" else "fits_cpu"][experiment]
+    except (OSError, ValueError, KeyError):
+        return (f"{here} No sweep is saved in {path.parent} to set it beside (notebook 03 writes its full sweep "
+                "there), so it is compared with none.")
+    difference = fit.slope - other["slope"]
+    spread = math.hypot(fit.stderr, other["stderr"])
+    ends = fit.x_max / other["x_max"]
+    reach = ("ends where that one ends" if math.isclose(ends, 1) else
+             f"ends {1 / ends:,.1f}× lower" if ends < 1 else f"ends {ends:,.1f}× higher")
+    errors = f", {abs(difference) / spread:.1f} standard errors of their difference," if spread > 0 else ""
+    repeats = record.get("config", {}).get("repeats")
+    return (f"{here} The sweep saved in {path.parent} ({record.get('created', 'undated')}) fits "
+            f"{other['slope']:.3f} ± {other['stderr']:.3f} ({fitted(other, repeats)}): the slopes differ by "
+            f"{abs(difference):.3f}{errors} and this sweep's fitted range {reach}.")
