@@ -796,3 +796,63 @@ def test_a_recording_ends_complete_or_interrupted_however_its_block_ends(tmp_pat
         raise KeyboardInterrupt
     stopped = benchmark(read_metadata(tmp_path / "b"), "load")
     assert stopped["status"] == "interrupted" and stopped["interrupted_at"] and stopped["runs_ok"] == 3
+
+
+def test_append_rows_refuses_a_runs_csv_that_is_not_the_one_the_writer_started_with(tmp_path):
+    """``expect`` (from runs_file) names the file a benchmark appends to: a runs.csv replaced meanwhile is refused in
+    one line that names it, nothing appended to it, and its descriptor closed (no ResourceWarning left behind)."""
+    import gc
+    import os
+    import warnings
+
+    from omni_loader.results.rows import runs_file
+
+    started = runs_file(tmp_path)
+    append_rows(tmp_path, [_row(0)], expect=started)  # the same file: appended
+    os.replace(tmp_path / RUNS_FILE, tmp_path / "moved.csv")
+    (tmp_path / RUNS_FILE).write_text(",".join(RUN_COLUMNS) + "\r\n")
+    before = (tmp_path / RUNS_FILE).read_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        with pytest.raises(ResultsError) as exc:
+            append_rows(tmp_path, [_row(1)], expect=started)
+        gc.collect()
+    assert str(exc.value) == (f"{tmp_path / RUNS_FILE} is no longer the file this benchmark appends to: it was "
+                              "replaced while the benchmark ran (by another writer, or by hand), so its rows so far are "
+                              "gone from it; nothing more is appended. Start the benchmark again with a new --out")
+    assert (tmp_path / RUNS_FILE).read_bytes() == before
+    assert len(read_runs(tmp_path)) == 0 and len((tmp_path / "moved.csv").read_text().splitlines()) == 2
+
+
+def test_append_rows_keeps_an_older_writers_header(tmp_path):
+    """A runs.csv an older omni-loader began (fewer columns, in RUN_COLUMNS' order, the first five the same) is
+    appended to in its own shape when resumed: one table, the newer columns left out."""
+    import csv
+
+    older = [c for c in RUN_COLUMNS if c not in ("checkpoint_resident", "read_bytes")]
+    (tmp_path / RUNS_FILE).write_text(",".join(older) + "\r\n")
+    append_rows(tmp_path, [_row(0, checkpoint_resident=0.5, read_bytes=7, digest="xxh3-128:ab")])
+    with open(tmp_path / RUNS_FILE, newline="", encoding="utf-8") as fh:
+        header, *rows = list(csv.reader(fh))
+    assert header == older and len(rows) == 1 and len(rows[0]) == len(older)
+    row = dict(zip(header, rows[0]))
+    assert (row["run_id"], row["variant"], row["digest"], row["seconds"]) == ("0", "baseline", "xxh3-128:ab", "0.5")
+
+
+@pytest.mark.parametrize("first_line", [
+    ",".join(RUN_COLUMNS).encode(),  # this version's own
+    ",".join(("variant", "run_id", *RUN_COLUMNS[2:-3])).encode(),  # the first five in another order
+    ",".join((*RUN_COLUMNS[:5], "seconds", "parent", *RUN_COLUMNS[7:-3])).encode(),  # fewer, out of order after them
+    ",".join(RUN_COLUMNS[:5]).encode() + b",\xff",  # not UTF-8
+], ids=["current", "first-five-reordered", "out-of-order", "not-utf8"])
+def test_append_rows_writes_this_versions_columns_under_any_other_header(tmp_path, first_line):
+    """Only an older writer's header (see above) is followed; under any other first line the rows are written with
+    RUN_COLUMNS (check_results then says what is wrong with the file), and bytes that are not UTF-8 are read as
+    such, not raised on."""
+    import csv
+
+    (tmp_path / RUNS_FILE).write_bytes(first_line + b"\r\n")
+    append_rows(tmp_path, [_row(0)])
+    with open(tmp_path / RUNS_FILE, newline="", encoding="utf-8", errors="replace") as fh:
+        rows = list(csv.reader(fh))
+    assert len(rows) == 2 and len(rows[1]) == len(RUN_COLUMNS) and rows[1][:2] == ["0", "baseline"]

@@ -136,7 +136,7 @@ def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[
         new = size == 0
         torn = not new and os.pread(fd, 1, size - 1) != b"\n"
         columns = RUN_COLUMNS if new else _older_header(fd) or RUN_COLUMNS
-        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore" if columns != RUN_COLUMNS else "raise")
+        writer = csv.DictWriter(fh, fieldnames=columns)  # each row is made of exactly these columns below
         if new:
             writer.writeheader()
         if torn:  # a crash cut the last line short: end it, so that it stays one (rejected) line of its own
