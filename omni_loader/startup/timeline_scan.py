@@ -170,7 +170,7 @@ class Scanner:
         """Where each stage tag not seen before first is (``[Stage-0]``, with or without a process tag: vLLM-Omni
         writes a stage's first lines without one): one C-level search per new stage, not one per line."""
         at = 0
-        while m := re.compile(r"\[Stage-(?!(?:%s)\])(\d+)\]" % "|".join(sorted(self.stage_tags) or ["x"])).search(
+        while m := re.compile(rf"\[Stage-(?!(?:{'|'.join(sorted(self.stage_tags) or ['x'])})\])(\d+)\]").search(
                 block, at):
             self.stage_tags.add(m.group(1))
             at = m.end()
