@@ -294,7 +294,7 @@ def test_refusals(argv: list[str], words: str, capsys: pytest.CaptureFixture[str
 
 def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path) -> None:
     """02's differential table: the 95% interval of B − A is one cell whose ends are joined by non-breaking spaces
-    (as 01's ranges), so it never breaks across lines."""
+    (as 01's ranges), so it never breaks across lines; the verdict is 01's short word ("no claim"), unbroken."""
     import re
     from html import unescape
 
@@ -307,6 +307,16 @@ def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path)
     column = next(i for i, h in enumerate(header) if h.startswith("95% interval of B − A"))
     cells = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{column}"[^>]*>(.*?)</td>', html)]
     assert cells and all(re.fullmatch(r"-?[\d,.]+\u00a0…\u00a0-?[\d,.]+", c) for c in cells), cells
+    verdicts = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{header.index("verdict")}"[^>]*>(.*?)</td>',
+                                                html)]
+    assert verdicts and set(verdicts) <= {"faster", "slower", "no\u00a0claim"}, verdicts  # 01's words, never wrapped
+    from dataclasses import replace
+
+    quiet = replace(diff, functions=diff.functions.assign(verdict=stats.NO_CLAIM))  # nothing claimed: the largest
+    html = diff_table(quiet).to_html()  # tested differences are shown, each "no difference claimed" in diff.md
+    verdicts = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{header.index("verdict")}"[^>]*>(.*?)</td>',
+                                                html)]
+    assert "no\u00a0claim" in verdicts and set(verdicts) <= {"faster", "slower", "no\u00a0claim"}, verdicts
 
 
 @pytest.mark.parametrize("rate, digits", [(250, 0), (20_000, 1)])

@@ -87,14 +87,16 @@ def sampling_digits(step_seconds: float, unit: str) -> int:
 
 def diff_table(diff: Any):  # -> Styler
     """A differential profile's table (``diff.md``'s rows) as a notebook table: a function's name over its file in
-    one cell, broken only at dots and slashes, the medians in one unit, the interval of B − A as one cell; every time
+    one cell, broken only at dots and slashes, the medians in one unit, the interval of B − A as one cell, the verdict
+    in 01's words (``no claim``, never wrapped); every time
     to the precision py-spy's sampling resolves (one sample every 1/rate s, the rate the diff recorded: whole ms at
     250 Hz), which the caption says once."""
     import pandas as pd
 
     from ..formatting import TIME_SCALE, number, short_duration, table, time_unit
+    from ..profiling.diff_stats import NO_CLAIM as NOT_CLAIMED
     from ..profiling.settings import DEFAULT_RATE
-    from .ab_tables import TO
+    from .ab_tables import NO_CLAIM, TO, unbroken
 
     shown = diff.shown()
     unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
@@ -112,7 +114,8 @@ def diff_table(diff: Any):  # -> Styler
         "function (file)": [f"{r['function']}\n{r['file']}" for _, r in shown.iterrows()],
         **{name: shown_in_unit(shown[column]) for name, column in times.items()},
         f"95% interval of B − A ({unit})": [bare(r["ci_low"]) + TO + bare(r["ci_high"]) for _, r in shown.iterrows()],
-        "q": shown["q"], "verdict": shown["verdict"], "role": shown["role"]})
+        "q": shown["q"], "verdict": [unbroken(NO_CLAIM if v == NOT_CLAIMED else v) for v in shown["verdict"]],
+        "role": shown["role"]})
     caption = (f"Times to the nearest {10.0 ** -digits:g} {unit}: py-spy sampled at {number(rate)} Hz, "
                f"one sample every {short_duration(1 / rate)}")
     return table(frame.reset_index(drop=True), decimals={**{name: digits for name in times}, "q": 4},
