@@ -317,3 +317,18 @@ def test_a_rows_name_in_the_ab_tables_breaks_between_its_words_only(arms_dir):
              for name in re.findall(r'<td[^>]*class="data row\d+ col0"[^>]*>(.*?)</td>', t.to_html())]
     assert "Calls to state_dict()" in names and len(names) >= 8
     assert not [n for n in names if "<wbr>" in n], names
+
+
+def test_a_sentence_cell_keeps_each_quantity_whole_and_its_words_free_to_wrap(arms_dir):
+    """01's "Beside earlier runs" cells are compare.md's sentences ("27.995 ms [27.995–27.995] → 0.961 ms [0.961–0.961];
+    29.13x; faster"): in Lab a range broke at its dash. Each quantity is kept whole (a non-breaking space before its
+    unit, word joiners around a range's dash) while the spaces between them still let the sentence wrap."""
+    cell = "27.995 ms [27.995–28.100] → 0.961 ms [−0.961–0.970]; 29.13x [28.50–30.01]; faster than 5 runs"
+    kept = ab_tables.whole_quantities(cell)
+    assert kept == ("27.995\u00a0ms [27.995\u2060–\u206028.100] → 0.961\u00a0ms [−0.961\u2060–\u20600.970]; 29.13x "
+                    "[28.50\u2060–\u206030.01]; faster than 5 runs")
+    assert ab_tables.whole_quantities(3.5) == 3.5
+    html = sections.side_by_side(arms_dir, [])[0].to_html()
+    ranges = re.findall(r"\[[^\]<]*\d[^\]<]*\]", unescape(html))
+    assert ranges and all("\u2060–\u2060" in r for r in ranges if "–" in r), ranges
+    assert not re.search(r"\d (ms|s|µs)\b", unescape(html)), "a number and its unit may break apart"

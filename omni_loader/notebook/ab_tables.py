@@ -11,6 +11,7 @@ separated, never in scientific notation), a verdict is one word whose rule is sa
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ..formatting import TIME_SCALE, table, time_unit
@@ -37,6 +38,19 @@ VERDICT_WORDS = (FASTER, SLOWER, NO_CLAIM, TOO_FEW)
 def unbroken(words: str) -> str:
     """``words`` with non-breaking spaces: a table's cell shows them on one line."""
     return words.replace(" ", "\u00a0")
+
+
+# Where a line may break inside a quantity: between a number and its unit, and at the dash of a range "0.961–0.970".
+QUANTITY_GAPS = re.compile(r"(?<=\d) (?=(?:ns|µs|ms|s|%|x|KiB|MiB|GiB|bytes)(?![\w]))|(?<=\d)–(?=[−-]?\d)")
+
+
+def whole_quantities(text: Any) -> Any:
+    """A cell of words with each quantity kept on one line (a non-breaking space before its unit, word joiners
+    around a range's dash), where the words between them may still wrap: a sentence in a cell (``report.md``'s
+    and ``compare.md``'s cells are) reads well at any width, a number broken across lines does not."""
+    if not isinstance(text, str):
+        return text
+    return QUANTITY_GAPS.sub(lambda m: "\u00a0" if m.group(0) == " " else "\u2060–\u2060", text)
 
 
 def verdict_word(c: Comparison, floor: NoiseFloor | None = None) -> str:

@@ -185,12 +185,14 @@ def side_by_side(out: str | os.PathLike[str], others: list[str | os.PathLike[str
     from ..compare.compare_render import check_lines, table_rows, write_compare
     from ..compare.reproductions import compare_results
     from ..formatting import table
+    from .ab_tables import whole_quantities
 
     side = compare_results([out, *[under_results(p) for p in others]])
     write_compare(side, Path(out) / "compare")
     header, rows = table_rows(side)
     # one column per results directory, one row per field: as wide as the page for a few directories
-    return [table(pd.DataFrame(rows, columns=header).set_index("Results").T, index=True), "\n".join(check_lines(side))]
+    frame = pd.DataFrame(rows, columns=header).set_index("Results").T.map(whole_quantities)
+    return [table(frame, index=True), "\n".join(check_lines(side))]
 
 
 def largest_phases(out: str | os.PathLike[str], variant: str = "optimized", n: int = 3) -> str:
