@@ -124,7 +124,7 @@ def buffer_table(model: nn.Module):  # -> DataFrame
             "local_name": local,
             "persistent_by_set": name not in non_persistent,
             "in_state_dict": name in state_keys,
-            "shape": tuple(buf.shape),
+            "shape": "×".join(map(str, buf.shape)) or "scalar",  # "1×1×12": one cell that never breaks
             "dtype": str(buf.dtype).removeprefix("torch."),
             "bytes": buf.numel() * buf.element_size(),
         })
