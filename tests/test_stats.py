@@ -541,4 +541,18 @@ def test_the_kits_verdict_needs_the_interval_and_the_rank_test_and_the_floor():
     assert not c.differs(wide) and c.verdict(wide) == "within the A/A noise floor: no difference claimed"
     assert c.differs(narrow) and c.verdict(narrow).endswith("; beyond the A/A noise floor)")
     assert smallest_p(3, 3) == pytest.approx(0.1) and smallest_p(5, 5) == pytest.approx(2 / 252)
-    assert smallest_p(0, 4) == 1.0
+    assert smallest_p(0, 4) == 1.0 and smallest_p(3, 0) == 1.0 and smallest_p(1, 1) == 1.0
+
+
+def test_ratio_interval_is_the_bootstrap_interval_of_the_ratio_where_logs_exist():
+    """baseline/optimized's interval comes from the difference of median log-times: it holds the ratio of the
+    medians; a sample of 0 s (no logarithm), a count, or a side of one run has none."""
+    from omni_loader.reporting.stats import ratio_interval
+
+    base = Summary("baseline", "t", (0.40, 0.42, 0.41, 0.45, 0.43))
+    opt = Summary("optimized", "t", (0.10, 0.11, 0.105, 0.12, 0.1))
+    low, high = ratio_interval(compare(base, opt))
+    assert low < base.median / opt.median < high and 3 < low < high < 5
+    assert ratio_interval(compare(base, replace(opt, samples=(0.1, 0.0, 0.11)))) is None  # a 0 s run
+    assert ratio_interval(compare(base, replace(opt, samples=(0.1,)))) is None  # one run: no bootstrap
+    assert ratio_interval(compare(base, opt, unit="calls")) is None
