@@ -844,7 +844,8 @@ def test_append_rows_keeps_an_older_writers_header(tmp_path):
     ",".join(("variant", "run_id", *RUN_COLUMNS[2:-3])).encode(),  # the first five in another order
     ",".join((*RUN_COLUMNS[:5], "seconds", "parent", *RUN_COLUMNS[7:-3])).encode(),  # fewer, out of order after them
     ",".join(RUN_COLUMNS[:5]).encode() + b",\xff",  # not UTF-8
-], ids=["current", "first-five-reordered", "out-of-order", "not-utf8"])
+    ",".join(RUN_COLUMNS[:7]).encode() + b" x",  # an older header up to its space: the whole line is not one
+], ids=["current", "first-five-reordered", "out-of-order", "not-utf8", "space"])
 def test_append_rows_writes_this_versions_columns_under_any_other_header(tmp_path, first_line):
     """Only an older writer's header (see above) is followed; under any other first line the rows are written with
     RUN_COLUMNS (check_results then says what is wrong with the file), and bytes that are not UTF-8 are read as
