@@ -556,3 +556,27 @@ def test_ratio_interval_is_the_bootstrap_interval_of_the_ratio_where_logs_exist(
     assert ratio_interval(compare(base, replace(opt, samples=(0.1, 0.0, 0.11)))) is None  # a 0 s run
     assert ratio_interval(compare(base, replace(opt, samples=(0.1,)))) is None  # one run: no bootstrap
     assert ratio_interval(compare(base, opt, unit="calls")) is None
+
+
+def test_the_prs_rule_needs_two_runs_a_side_and_no_more():
+    """pr_rule reads min–max ranges, which two runs a side already have; a side of one run is too few."""
+    two, far = Summary("baseline", "t", (1.0, 1.1)), Summary("optimized", "t", (0.1, 0.2))
+    assert compare(two, far).pr_rule() == "ranges separate"
+    assert compare(two, replace(far, samples=(0.1, 1.05))).pr_rule() == "ranges overlap: no claim"
+    one = Summary("baseline", "t", (1.0,))
+    assert compare(one, Summary("optimized", "t", (0.1, 0.2, 0.3))).pr_rule() == "too few runs"
+    assert compare(Summary("baseline", "t", (1.0, 1.1, 1.2)), replace(far, samples=(0.1,))).pr_rule() == "too few runs"
+
+
+def test_a_verdict_says_when_the_runs_cannot_reach_the_error_rate_even_at_the_boundary():
+    """3 + 3 runs completely apart give p = 0.1 exactly: at α = 0.1 that is not p < α, and the verdict says the
+    runs cannot reach it; the interval is the (1 − α) one."""
+    base = Summary("baseline", "t", (1.0, 1.1, 1.2))
+    opt = Summary("optimized", "t", (0.1, 0.2, 0.3))
+    c = compare(base, opt, alpha=0.1)
+    assert c.verdict() == "no difference claimed: 3+3 runs cannot reach p < 0.1 (use more runs)"
+    wide = compare(Summary("baseline", "t", (1.0, 1.4, 1.1, 1.9, 1.2)),
+                   Summary("optimized", "t", (0.1, 0.9, 0.2, 0.5, 0.3)), alpha=0.01)
+    assert (wide.ci_low, wide.ci_high) == bootstrap_median_difference(wide.baseline.samples, wide.optimized.samples,
+                                                                      confidence=0.99)
+    assert (wide.ci_low, wide.ci_high) != bootstrap_median_difference(wide.baseline.samples, wide.optimized.samples)
