@@ -91,6 +91,7 @@ def diff_table(diff: Any):  # -> Styler
     in 01's words (``no claim``, never wrapped); every time
     to the precision py-spy's sampling resolves (one sample every 1/rate s, the rate the diff recorded: whole ms at
     250 Hz), which the caption says once."""
+    import numpy as np
     import pandas as pd
 
     from ..formatting import TIME_SCALE, number, short_duration, table, time_unit
@@ -103,11 +104,11 @@ def diff_table(diff: Any):  # -> Styler
     rate = float(diff.settings.get("rate") or DEFAULT_RATE)
     digits = sampling_digits(1 / rate, unit)
 
-    def shown_in_unit(seconds: Any) -> Any:  # rounded to what is shown, a -0 made 0
-        return (seconds * TIME_SCALE[unit]).round(digits) + 0.0
+    def shown_in_unit(seconds: Any) -> Any:  # a time or a column of them, rounded to what is shown, a -0 made 0
+        return np.round(seconds * TIME_SCALE[unit], digits) + 0.0
 
     def bare(seconds: float) -> str:
-        return f"{round(seconds * TIME_SCALE[unit], digits) + 0.0:,.{digits}f}"
+        return f"{shown_in_unit(seconds):,.{digits}f}"
 
     times = {f"A median ({unit})": "a_median_s", f"B median ({unit})": "b_median_s", f"B − A ({unit})": "delta_s"}
     frame = pd.DataFrame({
