@@ -493,6 +493,75 @@ def test_running_out_of_memory_while_drawing_the_report_is_one_line(tiny_snapsho
     assert worded, "no cap made an allocation fail in Python"
 
 
+class _DiesOutOfMemory:
+    """An object whose finalizer runs out of memory: Python cannot raise that to anyone, so it is "unraisable",
+    as a MemoryError in matplotlib's font-reading callback is (FreeType calls it from C++)."""
+
+    def __init__(self, message: str, kind: type[BaseException] = MemoryError) -> None:
+        self.message, self.kind = message, kind
+
+    def __del__(self) -> None:
+        raise self.kind(self.message)
+
+
+def _command(monkeypatch, *, then):
+    """``main`` runs a command that first loses an unraisable error, then does ``then``."""
+    import argparse
+
+    import omni_loader.cli as cli
+
+    def func(args):
+        _DiesOutOfMemory("std::bad_alloc")  # dropped at once: its finalizer's error is unraisable
+        return then()
+
+    monkeypatch.setattr(cli, "parse_args", lambda argv: argparse.Namespace(func=func))
+
+
+def test_memory_lost_where_a_library_could_not_raise_it_is_not_a_traceback(monkeypatch, capsys):
+    """Seen in CI: `report` under a memory cap printed matplotlib's "Exception ignored in:
+    'read_from_file_callback'" and a MemoryError traceback three times before its one line. Now the command
+    that then fails says one line; the one that succeeds says, in one warning line, that its drawing may be
+    incomplete; and the hook that was there before is back afterwards."""
+    before = sys.unraisablehook
+
+    def fails():
+        raise MemoryError("std::bad_alloc")
+
+    _command(monkeypatch, then=fails)
+    assert main(["report"]) == 2
+    err = capsys.readouterr().err
+    assert _one_line(err).startswith("omni-loader: error: out of memory") and "Exception ignored" not in err
+    assert sys.unraisablehook is before
+
+    _command(monkeypatch, then=lambda: 0)
+    assert main(["report"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("omni-loader: warning: memory ran out"), lines
+    assert "may be incomplete" in lines[0]
+    assert sys.unraisablehook is before
+
+
+def test_other_unraisable_errors_and_debug_go_to_the_hook_that_was_there(monkeypatch, capsys):
+    """Only a MemoryError is held back, and not under --debug: anything else lost in a finalizer or a
+    callback is the earlier hook's to show (Python's prints "Exception ignored in:" and the traceback)."""
+    import argparse
+
+    import omni_loader.cli as cli
+
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: seen.append(unraisable.exc_type))
+
+    def func(args):
+        _DiesOutOfMemory("a finalizer's bug", ValueError)
+        return 0
+
+    monkeypatch.setattr(cli, "parse_args", lambda argv: argparse.Namespace(func=func))
+    assert main(["report"]) == 0 and seen == [ValueError]
+    _command(monkeypatch, then=lambda: 0)
+    assert main(["--debug", "report"]) == 0 and seen == [ValueError, MemoryError]
+    assert capsys.readouterr().err == ""
+
+
 # `report` whose memory runs out as the report begins: an address-space cap set when write_report is called, a few
 # MiB above what the process holds then (argv: the results directory, the cap in MiB).
 CAPPED_AT_THE_REPORT = """

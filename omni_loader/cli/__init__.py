@@ -113,9 +113,45 @@ def tolerate_narrow_terminals() -> None:
             pass
 
 
+class _UnraisableMemoryErrors:
+    """Hold back the ``MemoryError`` a native callback could not raise (``Exception ignored in:`` and a traceback).
+
+    Why: matplotlib's FreeType reads a font through a Python callback; when memory runs out there, Python prints
+    the error and its traceback on stderr and the C++ side goes on until it fails with ``std::bad_alloc``, which
+    the command words in one line. Those printed tracebacks came first, so a report drawn under a memory limit
+    ended in a screenful instead of one line. Other unraisable errors, and all of them under ``--debug``, go to
+    the hook that was there before.
+    """
+
+    def __init__(self, debug: bool) -> None:
+        self.debug, self.held, self.previous = debug, [], sys.unraisablehook
+
+    def __call__(self, unraisable) -> None:
+        if self.debug or not issubclass(unraisable.exc_type, MemoryError):
+            self.previous(unraisable)
+        else:
+            self.held.append(unraisable.exc_value)
+
+    def __enter__(self) -> _UnraisableMemoryErrors:
+        sys.unraisablehook = self
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        sys.unraisablehook = self.previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     tolerate_narrow_terminals()
     debug, argv = _debug(list(sys.argv[1:] if argv is None else argv))
+    with _UnraisableMemoryErrors(debug) as held:
+        code = _main(argv, debug)
+        if held.held and code == 0:  # the library went on without what it could not read: said, not hidden
+            print(f"omni-loader: warning: memory ran out{_where(held.held[0])} where the library could not raise "
+                  "it; what it drew may be incomplete: free memory and run again", file=sys.stderr)
+        return code
+
+
+def _main(argv: list[str], debug: bool) -> int:
     try:
         # An option's value that its type= refuses with an OmniLoaderError (a malformed --variant, --runs out of
         # range...) is not caught by argparse: it is said here in one line, before anything is made.
