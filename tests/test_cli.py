@@ -181,6 +181,28 @@ def test_synth(capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_snapshot
     assert list((tmp_path / "hub" / "models--Org--Tiny" / "snapshots").iterdir())
 
 
+def test_synth_without_out_writes_the_snapshot_reproduce_reads(capsys, tmp_path, monkeypatch) -> None:
+    """`synth` with no --out makes the cache's default snapshot (the first `make reproduce` writes it beside
+    the set-up's compiling): the very directory reproduce then finds, with the tensors `--out` gets; again,
+    it is found and left as it is; --force writes it anew."""
+    from omni_loader.token2wav.checkpoint import resolve_snapshot
+
+    monkeypatch.setenv("OMNI_LOADER_CACHE", str(tmp_path / "cache"))
+    code, out, _ = run_cli(capsys, "synth", "--size", "tiny", "--seed", "7")
+    made = resolve_snapshot(size="tiny", seed=7).root
+    assert code == 0 and out.startswith("wrote the default synthetic tiny snapshot (seed 7)") and str(made) in out
+    assert made.parent.parent == tmp_path / "cache"
+    assert run_cli(capsys, "synth", "--size", "tiny", "--seed", "7", "--out", str(tmp_path / "elsewhere"))[0] == 0
+    assert (made / INDEX_FILE).read_text() == (tmp_path / "elsewhere" / INDEX_FILE).read_text()
+    shard = next(made.glob("*.safetensors"))
+    assert shard.read_bytes() == (tmp_path / "elsewhere" / shard.name).read_bytes()
+    written = shard.stat().st_mtime_ns
+    code, out, _ = run_cli(capsys, "synth", "--size", "tiny", "--seed", "7")
+    assert code == 0 and out.startswith("found the default") and shard.stat().st_mtime_ns == written
+    code, out, _ = run_cli(capsys, "synth", "--size", "tiny", "--seed", "7", "--force")
+    assert code == 0 and out.startswith("wrote the default") and next(made.glob("*.safetensors")).stat().st_mtime_ns != written
+
+
 # --------------------------------------------------------------------------- bad inputs
 
 

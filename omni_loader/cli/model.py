@@ -27,10 +27,20 @@ def cmd_inventory(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from ..token2wav.checkpoint import place_in_hub_cache, synthesize
+    from ..token2wav.checkpoint import (INDEX_FILE, default_snapshot_dir, ensure_synthetic, place_in_hub_cache,
+                                        synthesize)
 
-    out = synthesize(args.out, size=args.size, seed=args.seed, progress=True, overwrite=args.force)
-    print(f"wrote synthetic {args.size} snapshot (seed {args.seed}) to {out}")
+    if args.out:
+        out = synthesize(args.out, size=args.size, seed=args.seed, progress=True, overwrite=args.force)
+        print(f"wrote synthetic {args.size} snapshot (seed {args.seed}) to {out}")
+    else:  # the one `reproduce` reads when given no --checkpoint (a first `make reproduce` writes it at set-up)
+        out = default_snapshot_dir(args.size, args.seed)
+        found = (out / INDEX_FILE).is_file() and not args.force
+        if not found:
+            out = (synthesize(out, size=args.size, seed=args.seed, progress=True, overwrite=True) if args.force
+                   else ensure_synthetic(args.size, args.seed, progress=True))
+        print(f"{'found' if found else 'wrote'} the default synthetic {args.size} snapshot (seed {args.seed}), the "
+              f"one reproduce reads: {out}")
     if args.hub_cache:
         target = place_in_hub_cache(out, args.hub_cache, args.model_id)
         print(f"placed it in the Hugging Face cache as {args.model_id}: {target}")
@@ -165,7 +175,8 @@ def add_command(sub: Any) -> None:
 
     p = sub.add_parser("synth", help="write a synthetic snapshot in the Hub layout")
     p.add_argument("--size", choices=SIZES, default="full")
-    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--out", metavar="DIR", help="where to write it (default: the cache's snapshot that reproduce "
+                   "reads without --checkpoint; $OMNI_LOADER_CACHE, else ~/.cache/omni-loader; kept if already there)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--force", action="store_true", help="replace an existing non-empty --out")
     p.add_argument("--hub-cache", metavar="DIR", help="also place it in this Hugging Face cache directory")

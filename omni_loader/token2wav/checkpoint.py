@@ -248,9 +248,13 @@ def default_cache_dir() -> Path:
     env = os.environ.get("OMNI_LOADER_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "omni-loader"
 
+def default_snapshot_dir(size: str = "full", seed: int = 0) -> Path:
+    """Where :func:`ensure_synthetic` keeps the embedded default snapshot of this size and seed."""
+    return default_cache_dir() / "synthetic" / f"{size}-seed{seed}"
+
 def ensure_synthetic(size: str = "full", seed: int = 0, progress: bool = False) -> Path:
     """The embedded default snapshot, made once into the cache directory and reused after."""
-    path = default_cache_dir() / "synthetic" / f"{size}-seed{seed}"
+    path = default_snapshot_dir(size, seed)
     if not (path / INDEX_FILE).is_file():
         synthesize(path, size=size, seed=seed, progress=progress)
     return path
