@@ -105,19 +105,9 @@ define compile_imports
 	echo "set-up: bytecode of what a run imports written in $$(( $$(date +%s) - start )) s"
 endef
 
-# A first `make reproduce` on the embedded default writes its synthetic snapshot here, beside the compiling: the
-# snapshot's 1.6 GB are mostly first touches of page-cache memory, which the host prices (8-22 s seen), while the
-# report's imports compile on the other core (their 10 s, in sequence before, now overlap it). `omni-loader synth`
-# with no --out imports torch (compiling it, the core set-up's FIRST_IMPORTS) and writes the cache's default
-# snapshot, the one `reproduce` then finds. ARGS that choose another snapshot leave it to the command as before.
-OTHER_SNAPSHOT := $(filter --checkpoint% --model% --size% --seed% --resume%,$(ARGS))
-define compile_beside_the_snapshot
-	@start=$$(date +%s); 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/omni-loader synth & snap=$$!; 	$(call importing,$(RUN_IMPORTS)) || { kill $$snap; exit 1; }; wait $$snap || exit $$?; 	echo "set-up: the default snapshot written and the bytecode of what a run imports, beside it, in $$(( $$(date +%s) - start )) s"
-endef
-
 $(CORE): pyproject.toml | $(BIN)/python
 	$(call install,.)
-	$(if $(OTHER_SNAPSHOT),$(call compile_imports,$(FIRST_IMPORTS),$(RUN_IMPORTS)),$(call compile_beside_the_snapshot))
+	$(call compile_imports,$(FIRST_IMPORTS),$(RUN_IMPORTS))
 	touch $(CORE)
 
 $(FULL): pyproject.toml | $(BIN)/python
