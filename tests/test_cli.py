@@ -182,9 +182,9 @@ def test_synth(capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_snapshot
 
 
 def test_synth_without_out_writes_the_snapshot_reproduce_reads(capsys, tmp_path, monkeypatch) -> None:
-    """`synth` with no --out makes the cache's default snapshot (the first `make reproduce` writes it beside
-    the set-up's compiling): the very directory reproduce then finds, with the tensors `--out` gets; again,
-    it is found and left as it is; --force writes it anew."""
+    """`synth` with no --out makes the cache's default snapshot ahead of a first reproduce: the very directory
+    reproduce then finds, with the tensors `--out` gets; again, it is found and left as it is; --force writes
+    it anew."""
     from omni_loader.token2wav.checkpoint import resolve_snapshot
 
     monkeypatch.setenv("OMNI_LOADER_CACHE", str(tmp_path / "cache"))

@@ -33,7 +33,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if args.out:
         out = synthesize(args.out, size=args.size, seed=args.seed, progress=True, overwrite=args.force)
         print(f"wrote synthetic {args.size} snapshot (seed {args.seed}) to {out}")
-    else:  # the one `reproduce` reads when given no --checkpoint (a first `make reproduce` writes it at set-up)
+    else:  # the one `reproduce` reads when given no --checkpoint: made ahead, a first reproduce finds it
         out = default_snapshot_dir(args.size, args.seed)
         found = (out / INDEX_FILE).is_file() and not args.force
         if not found:
