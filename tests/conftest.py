@@ -98,7 +98,12 @@ def _expected_seconds(module: str, items: list[pytest.Item], stored: dict[str, f
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longest test files first (tests within a file in their own order), so that under pytest-xdist
     (``make test``: ``--dist loadscope``, one file to a worker at a time) the long files start at once and
-    the short ones fill in around them: the suite's tail is short. Only the order changes."""
+    the short ones fill in around them: the suite's tail is short. Only the order changes.
+
+    Under ``make mutation`` the shortest files first: mutmut runs a mutant's tests with ``-x`` and orders them
+    by the time of their calls alone, so it put a test whose module fixture runs a benchmark (test_sequential's,
+    10 s) before the unit tests that kill most mutants in a tenth of a second, and longest-first put the
+    longest files first whatever its order."""
     try:
         stored = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
     except ValueError:
@@ -106,7 +111,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    order = sorted(modules, key=lambda m: -_expected_seconds(m, modules[m], stored))
+    sign = 1 if os.environ.get("MUTANT_UNDER_TEST") else -1  # a mutant's tests (mutmut sets it in each worker)
+    order = sorted(modules, key=lambda m: sign * _expected_seconds(m, modules[m], stored))
     items[:] = [item for module in order for item in modules[module]]
 
 

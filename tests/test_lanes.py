@@ -100,3 +100,31 @@ def test_the_guard_fails_an_unmarked_test_that_starts_a_process(tmp_path: Path) 
     assert "test_planted.py::test_unmarked_subprocess started a process (subprocess.Popen) without " \
            "@pytest.mark.subprocess" in out, out
     assert "(multiprocessing Process.start)" in out and "(os.system)" in out, out
+
+
+def test_files_run_longest_first_and_under_mutmut_shortest_first(monkeypatch) -> None:
+    """The suite runs its longest files first (xdist's tail stays short); a mutant's tests run the shortest
+    files first, so that the unit tests that kill most mutants come before a file whose fixture runs a
+    benchmark (mutmut stops at the first failure). Within a file, the order given is kept."""
+    import json
+    from types import SimpleNamespace
+
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("conftest_copy", CONFTEST)
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    stored = json.loads(conftest.DURATIONS.read_text())
+    files = sorted(stored, key=stored.get)
+    short, long = files[0], files[-1]
+    given = [f"{short}::test_b", f"{long}::test_x", f"{short}::test_a", f"{long}::test_y"]
+
+    def ordered() -> list[str]:
+        items = [SimpleNamespace(nodeid=n, get_closest_marker=lambda name: None) for n in given]
+        conftest.pytest_collection_modifyitems(None, items)
+        return [item.nodeid for item in items]
+
+    monkeypatch.delenv("MUTANT_UNDER_TEST", raising=False)
+    assert ordered() == [given[1], given[3], given[0], given[2]]
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "omni_loader.reporting.stats.x_compare__mutmut_1")
+    assert ordered() == [given[0], given[2], given[1], given[3]]
