@@ -248,7 +248,7 @@ def default_cache_dir() -> Path:
     env = os.environ.get("OMNI_LOADER_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "omni-loader"
 
-def default_snapshot_dir(size: str = "full", seed: int = 0) -> Path:
+def default_snapshot_dir(size: str, seed: int) -> Path:
     """Where :func:`ensure_synthetic` keeps the embedded default snapshot of this size and seed."""
     return default_cache_dir() / "synthetic" / f"{size}-seed{seed}"
 
