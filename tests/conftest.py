@@ -73,6 +73,17 @@ _GUARD = _ProcessGuard()
 # asking here, before any test, the first in-process test to write a record would count as starting one.
 platform.uname().processor
 metadata.git_commit()
+# Under `make mutation`, mutmut forks each mutant's tests from a server that has collected them: what is imported
+# here is imported once, not once per mutant. The model code a load needs (the kit's fork server's PRELOAD:
+# transformers' Qwen2.5-Omni modules, seconds to import) is imported here for that reason; a plain run of the
+# suite imports it where a test first needs it.
+if "mutmut" in sys.modules:
+    import importlib
+
+    from omni_loader.bench.worker import PRELOAD
+
+    for _module in PRELOAD:
+        importlib.import_module(_module)
 sys.addaudithook(_GUARD.audit)
 _GUARD.wrap(multiprocessing.process.BaseProcess, "start", "multiprocessing Process.start")
 _GUARD.wrap(multiprocessing.util, "spawnv_passfds", "multiprocessing spawnv_passfds")
