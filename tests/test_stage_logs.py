@@ -76,11 +76,15 @@ def test_serve_ab_of_two_three_stage_groups_finds_the_token2wav_stages_weight_lo
     # stage 2's 32.5 ms, where a factor of 5 once failed); twice the larger of them keeps the attribution's sense
     assert saving("stage-2") > 0.02 and saving("stage-2") > 2 * max(abs(saving("stage-0")), abs(saving("stage-1")))
     by = {tuple(ln.split()[:2]): ln for ln in lines if ln.strip().startswith("stage-")}
-    # The claim is made on the Token2Wav row inside stage 2's weight loading (the PR's row): the stage's whole
-    # weight loading also holds its checkpoint reads, which a busy machine spread over 34-204 ms in one run (4 + 4
-    # starts then overlap and no claim is possible), while the median saving above holds either way.
+    # The claim is read on the Token2Wav row inside stage 2's weight loading (the PR's row). With 4 + 4 starts a
+    # claim needs the arms apart: Mann-Whitney's p is 2/70 then and 4/70 (over 0.05) with one pair crossed. A busy
+    # CI host once slowed one optimized start to 177 ms beside a baseline's 128 ms: the row rightly claimed nothing,
+    # so what is checked is that it claims exactly when the starts allow it, and the medians' sense either way.
     assert "faster" in by[("stage-2", "weight_loading")]
-    assert "; faster (95% CI of Δ median excludes 0" in by[("stage-2", "token2wav_weight_loading")]
+    t2w, row = samples[("stage-2", "token2wav_weight_loading")], by[("stage-2", "token2wav_weight_loading")]
+    apart = max(t2w["optimized"]) < min(t2w["baseline"])
+    assert ("; faster (95% CI of Δ median excludes 0" if apart else "; no difference claimed (95% CI") in row, t2w
+    assert " ms faster, " in row
     assert any(ln.strip().startswith("startup_to_health: At this spread") for ln in lines)  # the detectable change
 
     log = sorted((out / "logs").glob("*-baseline.log"))[0]
