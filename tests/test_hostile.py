@@ -504,14 +504,14 @@ class _DiesOutOfMemory:
         raise self.kind(self.message)
 
 
-def _command(monkeypatch, *, then):
-    """``main`` runs a command that first loses an unraisable error, then does ``then``."""
+def _command(monkeypatch, *, then, kind: type[BaseException] = MemoryError):
+    """``main`` runs a command that first loses an unraisable error of ``kind``, then does ``then``."""
     import argparse
 
     import omni_loader.cli as cli
 
     def func(args):
-        _DiesOutOfMemory("std::bad_alloc")  # dropped at once: its finalizer's error is unraisable
+        _DiesOutOfMemory("std::bad_alloc", kind)  # dropped at once: its finalizer's error is unraisable
         return then()
 
     monkeypatch.setattr(cli, "parse_args", lambda argv: argparse.Namespace(func=func))
@@ -544,18 +544,9 @@ def test_memory_lost_where_a_library_could_not_raise_it_is_not_a_traceback(monke
 def test_other_unraisable_errors_and_debug_go_to_the_hook_that_was_there(monkeypatch, capsys):
     """Only a MemoryError is held back, and not under --debug: anything else lost in a finalizer or a
     callback is the earlier hook's to show (Python's prints "Exception ignored in:" and the traceback)."""
-    import argparse
-
-    import omni_loader.cli as cli
-
     seen = []
     monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: seen.append(unraisable.exc_type))
-
-    def func(args):
-        _DiesOutOfMemory("a finalizer's bug", ValueError)
-        return 0
-
-    monkeypatch.setattr(cli, "parse_args", lambda argv: argparse.Namespace(func=func))
+    _command(monkeypatch, then=lambda: 0, kind=ValueError)
     assert main(["report"]) == 0 and seen == [ValueError]
     _command(monkeypatch, then=lambda: 0)
     assert main(["--debug", "report"]) == 0 and seen == [ValueError, MemoryError]

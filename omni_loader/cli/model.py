@@ -27,8 +27,7 @@ def cmd_inventory(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from ..token2wav.checkpoint import (INDEX_FILE, default_snapshot_dir, ensure_synthetic, place_in_hub_cache,
-                                        synthesize)
+    from ..token2wav.checkpoint import INDEX_FILE, default_snapshot_dir, place_in_hub_cache, synthesize
 
     if args.out:
         out = synthesize(args.out, size=args.size, seed=args.seed, progress=True, overwrite=args.force)
@@ -36,9 +35,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
     else:  # the one `reproduce` reads when given no --checkpoint: made ahead, a first reproduce finds it
         out = default_snapshot_dir(args.size, args.seed)
         found = (out / INDEX_FILE).is_file() and not args.force
-        if not found:
-            out = (synthesize(out, size=args.size, seed=args.seed, progress=True, overwrite=True) if args.force
-                   else ensure_synthetic(args.size, args.seed, progress=True))
+        if not found:  # as ensure_synthetic makes it (another process's finished copy is kept), or anew
+            synthesize(out, size=args.size, seed=args.seed, progress=True, overwrite=args.force)
         print(f"{'found' if found else 'wrote'} the default synthetic {args.size} snapshot (seed {args.seed}), the "
               f"one reproduce reads: {out}")
     if args.hub_cache:
