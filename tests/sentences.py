@@ -21,9 +21,11 @@ from pathlib import Path
 
 import nbformat
 import pandas as pd
+import scipy.stats
 
 NUM = r"[−-]?\d[\d,]*(?:\.\d+)?"
 DURATION = rf"({NUM}) (ns|µs|ms|s)\b"
+REFERENCE = Path(__file__).resolve().parent.parent / "data" / "reference" / "pr7061.json"
 SCALE = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
@@ -220,12 +222,25 @@ def _notebook_06(f: Findings, text: str, results: Path) -> None:
     frame = measured(results / "runs.csv")
     m = medians(frame, "startup_to_health")
     for variant in ("baseline", "optimized"):
-        for s in re.finditer(rf"\| {variant} \| ([^|]+) \| {DURATION} \|", text):
+        for s in re.finditer(rf"\| {variant} \| ([^|]+) \| ({NUM}) \|", text):  # seconds, said in the header
             runs = frame[(frame["variant"] == variant) & (frame["phase"] == "startup_to_health")]["seconds"]
-            shown = re.findall(DURATION, s[1])
-            f.expect(len(shown) == len(runs) and all(agrees_duration(n, u, v) for (n, u), v in zip(shown, runs)),
+            shown = re.findall(NUM, s[1])
+            f.expect(len(shown) == len(runs) and all(agrees(n, v) for n, v in zip(shown, runs)),
                      s[0], f"{variant}'s starts")
-            f.expect(agrees_duration(s[2], s[3], m[variant]), s[0], f"{variant}'s median start")
+            f.expect(agrees(s[2], m[variant]), s[0], f"{variant}'s median start")
+    starts = frame[frame["phase"] == "startup_to_health"]
+    arms = [starts[starts["variant"] == v]["seconds"] for v in ("baseline", "optimized")]
+    pooled = math.sqrt(sum(((a - a.mean()) ** 2).sum() for a in arms) / (sum(map(len, arms)) - 2))
+    pr = {m["measurement"]: m for m in json.loads(REFERENCE.read_text())["measurements"]}["weight_loading"]
+    saving = pr["baseline"] - pr["optimized"]
+    for s in re.finditer(rf"At this spread \(SD ({NUM}) s of one run\) and (\d+)\+(\d+) runs, .*", text):
+        f.expect(agrees(s[1], pooled) and (int(s[2]), int(s[3])) == tuple(map(len, arms)), s[0],
+                 "the starts' pooled spread and counts")
+        for t in re.finditer(rf"A ({NUM}) s saving .* a Mann-Whitney test alone would need (\d+) runs a side", s[0]):
+            # two-sided, 80% power, normal approximation times pi/3 (the test's efficiency under normal noise)
+            z = scipy.stats.norm.isf(0.025) + scipy.stats.norm.isf(0.2)
+            f.expect(agrees(t[1], saving) and int(t[2]) == max(2, math.ceil(2 * (z * pooled / saving) ** 2 * math.pi / 3)),
+                     s[0], "the PR's saving and the runs a Mann-Whitney test needs")
     for s in re.finditer(rf"Here the optimized starts' median is {DURATION} (faster|slower)", text):
         diff = m["baseline"] - m["optimized"]
         f.expect(agrees_duration(s[1], s[2], abs(diff)) and s[3] == ("faster" if diff > 0 else "slower"), s[0],

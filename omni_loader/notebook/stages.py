@@ -123,7 +123,7 @@ def detectable_sentences(out: str | os.PathLike[str] | None, pr_spread: float = 
 def startup_row(out: str | os.PathLike[str]) -> str:
     """The PR's fourth row, "startup to /health", for this A/B beside the PR's: each variant's measured
     starts in the order they ran, their median, and whether the optimized median is the faster one."""
-    from ..formatting import duration, markdown_table, short_duration
+    from ..formatting import markdown_table, short_duration
     from ..reporting.measurements import load_reference
 
     starts = measured_starts(out).sort_values("run_id")
@@ -131,12 +131,13 @@ def startup_row(out: str | os.PathLike[str]) -> str:
     for v in VARIANTS:
         seconds = starts[starts["variant"] == v]["seconds"]
         medians[v] = float(seconds.median()) if len(seconds) else None
-        rows.append([v, ", ".join(short_duration(s) for s in seconds) or "none",
-                     short_duration(medians[v]) if len(seconds) else ""])
+        rows.append([v, ", ".join(f"{s:,.2f}" for s in seconds) or "none",
+                     f"{medians[v]:,.2f}" if len(seconds) else ""])
     pr = next(m for m in load_reference()["measurements"] if m["measurement"] == "startup_to_health")
-    rows.append(["the PR (MI300X, 5 a side)", pr.get("note", ""),
-                 f"{duration(pr['baseline'], 's')} → {duration(pr['optimized'], 's')}"])
-    table = markdown_table(rows, ["", "starts to /health, in the order they ran", "median"], right=(2,))
+    rows.append(["the PR (MI300X, 5 a side)", pr.get("note", ""), f"{pr['baseline']:,.3f} → {pr['optimized']:,.3f}"])
+    # One unit for every cell, said in the header: a start is seconds whatever its size (a list reading
+    # "10.6 s, 7,397 ms" makes a person compare digits across units).
+    table = markdown_table(rows, ["", "starts to /health (s), in the order they ran", "median (s)"], right=(2,))
     b, o = medians["baseline"], medians["optimized"]
     if b is None or o is None:
         return table
