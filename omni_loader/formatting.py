@@ -387,8 +387,9 @@ def _plain_value(value: Any) -> str:
 
 
 def key_values(mapping: Mapping[str, Any], caption: str | None = None):  # -> Styler
-    """A dict as a two-column table (``item``, ``value``) instead of its repr."""
+    """A dict as a two-column table (``item``, ``value``) instead of its repr; a key is shown in words
+    (``checkpoint_dir`` as "checkpoint dir"): a reader reads the item, the metadata keeps the identifier."""
     import pandas as pd
 
-    rows = [{"item": str(k), "value": _plain_value(v)} for k, v in mapping.items()]
+    rows = [{"item": str(k).replace("_", " "), "value": _plain_value(v)} for k, v in mapping.items()]
     return table(pd.DataFrame(rows, columns=["item", "value"]), caption=caption)

@@ -117,6 +117,7 @@ def test_key_values_shows_a_dict_without_reprs() -> None:
                                   "shards": ["model-00001-of-00001.safetensors"]}).to_html()
     assert "{" not in re.sub(r"<style.*?</style>", "", html, flags=re.S) and "None" not in html and "[" not in html
     assert "size:" in html and "seed:" in html and "—" in html
+    assert ">model id<" in html and "model_id" not in html  # the key in words
 
 
 # --------------------------------------------------------------------------- progress
