@@ -95,6 +95,24 @@ def test_a_control_difference_below_the_materiality_share_marks_nothing():
     assert control_report(_frame(slower={"load_parameters": 2 * MATERIAL * 1.32})).row("weight_loading").confounded
 
 
+def test_the_controls_sentence_counts_every_control_that_differs_and_names_those_that_confound():
+    """The report's opening agrees with the Controls table: a control the statistics call different is counted
+    even where it is too small to confound a row (01's run said '1 of the 10 differs' beside four called faster)."""
+    report = control_report(_frame(slower={"load_parameters": 0.2, "load_buffers": 0.5 * MATERIAL * 1.32}))
+    assert sorted(c.phase for c in report.controls if c.differs) == ["load_buffers", "load_parameters"]
+    assert [c.phase for c in report.confounders] == ["load_parameters"]
+    sentence = headline([], {"statement": "equivalent"}, "unchanged", controls=report)[-1]
+    assert sentence.startswith("- **Controls**: 2 of the 10 phases both variants run unchanged differ: ")
+    assert "Load persistent buffers" in sentence and "Load parameters" in sentence
+    assert "; 1 of them (Load parameters) by at least 1% of a row it is in: the rows holding it are confounded." \
+        in sentence
+    small = control_report(_frame(slower={"load_buffers": 0.5 * MATERIAL * 1.32}))
+    assert "1 of the 10 phases both variants run unchanged differs: Load persistent buffers" in \
+        headline([], {"statement": "equivalent"}, "unchanged", controls=small)[-1]
+    assert "by less than 1% of a row it is in, so no row is confounded." in \
+        headline([], {"statement": "equivalent"}, "unchanged", controls=small)[-1]
+
+
 SLOW_STEP = '''
 import sys, time
 from omni_loader.token2wav.discovery import find_persistent_buffers

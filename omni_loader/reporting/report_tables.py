@@ -237,15 +237,26 @@ def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
 
 
 def controls_sentence(report: ControlReport) -> str:
-    """One sentence: which shared phases differ (with figures), or that none does, and what the change bought."""
+    """One sentence: how many shared phases differ (each with figures), how many of those by enough to confound
+    a row, or that none does; then what the change bought. The count is the Controls table's: every control
+    it calls faster or slower is counted, not only those that confound."""
     changed = ", ".join(label(p) for p in report.changed) or "no step"
-    differing = report.confounders
+    differing = [c for c in report.controls if c.differs]
     if differing:
         named = "; ".join(f"{label(c.phase)} {_fmt(c.comparison.baseline.median, 's')} → "
                           f"{_fmt(c.comparison.optimized.median, 's')} ({c.comparison.verdict(c.floor)})"
                           for c in differing)
+        material = [label(c.phase) for c in report.confounders]
+        share = f"{100 * MATERIAL:.0f}% of a row it is in"
+        if len(differing) == 1:
+            which = (f"by at least {share}: the rows holding it are confounded" if material else
+                     f"by less than {share}, so no row is confounded")
+        else:
+            which = (f"{len(material)} of them ({', '.join(material)}) by at least {share}: the rows holding "
+                     f"{'it' if len(material) == 1 else 'them'} are confounded" if material else
+                     f"none by {share}, so no row is confounded")
         head = (f"{len(differing)} of the {len(report.controls)} phases both variants run unchanged "
-                f"differ{'s' if len(differing) == 1 else ''}: {named}. That is the machine, not the change")
+                f"differ{'s' if len(differing) == 1 else ''}: {named}; {which}. That is the machine, not the change")
     else:
         head = (f"none of the {len(report.controls)} phases both variants run unchanged differs "
                 f"(same statistics{', beyond the A/A floor' if any(c.floor for c in report.controls) else ''})")
