@@ -346,6 +346,8 @@ def table(
                and c not in code]
     text = [c for c in frame.columns if c not in numeric and c not in names]
     for c in frame.columns:
+        if c not in formats and _booleans(frame[c]):
+            formats[c] = _yes_no
         formats.setdefault(c, _general if c in numeric else wrap_text)
     styler = frame.style.format(formats).format_index(_header_text, axis="columns")
     # positions, not labels: a RangeIndex, or the integer labels that .tail() or a filter leaves behind
@@ -384,6 +386,18 @@ def _plain_value(value: Any) -> str:
     if isinstance(value, (list, tuple, set)):
         return ", ".join(_plain_value(v) for v in value) or "—"
     return _general(value)
+
+
+def _booleans(column: Any) -> bool:
+    """A column of truth values (missing ones allowed): shown as words, not Python's ``True``/``False``."""
+    values = [v for v in column if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return bool(values) and all(type(v).__name__ in ("bool", "bool_") for v in values)
+
+
+def _yes_no(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return "yes" if value else "no"
 
 
 def key_values(mapping: Mapping[str, Any], caption: str | None = None):  # -> Styler

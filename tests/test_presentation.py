@@ -363,3 +363,12 @@ def test_a_name_in_a_code_column_never_breaks_inside() -> None:
     indexed = formatting.table(frame[["class", "n"]].set_index("class"), code=["class"]).to_html()
     assert '<code><span style="white-space: nowrap">Qwen2_5OmniSnakeBeta</span></code></th>' in indexed
     assert "Qwen2_<wbr>" not in html + indexed
+
+
+def test_a_column_of_truth_values_reads_yes_and_no() -> None:
+    """03's placement, 04's buffer and 05's audit tables showed Python's True/False in their cells."""
+    frame = pd.DataFrame({"agree": [True, False], "inside the fitted range": [True, None], "n": [1, 0]})
+    html = re.sub(r"<style.*?</style>", "", formatting.table(frame).to_html(), flags=re.S)
+    assert "True" not in html and "False" not in html and "None" not in html
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", html)
+    assert cells == ["yes", "yes", "1", "no", "", "0"]
