@@ -240,7 +240,7 @@ def test_diff_md_says_which_floor_was_used_or_that_there_was_none(tmp_path: Path
     text = _in_process_diff(folds, held, {"aa": True, "aa_variant": "optimized"}, tmp_path).markdown()
     assert "A/A floor: optimized in two more arms of the same blocks (12 and 12 sampled loads)" in text
     assert "3 of the 4 tested functions have one" in text
-    assert "1 difference(s) that the test and the interval would claim were within it (`within`)" in text
+    assert "1 difference that the test and the interval would claim was within it (`within`)" in text
     sentences = [line for line in text.split("\n\n")[1].splitlines()]
     assert [s.split("`")[1] for s in sentences] == ["beyond", "no_floor"]
     assert "beyond its A/A floor of" in sentences[0] and "A/A floor" not in sentences[1]
@@ -306,7 +306,8 @@ def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path)
     header = [unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", html)]
     column = next(i for i, h in enumerate(header) if h.startswith("95% interval of B − A"))
     cells = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{column}"[^>]*>(.*?)</td>', html)]
-    assert cells and all(re.fullmatch(r"-?[\d,.]+\u00a0…\u00a0-?[\d,.]+", c) for c in cells), cells
+    assert cells and all(re.fullmatch(r"−?[\d,.]+\u00a0…\u00a0−?[\d,.]+", c) for c in cells), cells
+    assert "q (BH-adjusted p)" in header and "q" not in header
     verdicts = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{header.index("verdict")}"[^>]*>(.*?)</td>',
                                                 html)]
     assert verdicts and set(verdicts) <= {"faster", "slower", "no\u00a0claim"}, verdicts  # 01's words, never wrapped
@@ -317,6 +318,15 @@ def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path)
     verdicts = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{header.index("verdict")}"[^>]*>(.*?)</td>',
                                                 html)]
     assert "no\u00a0claim" in verdicts and set(verdicts) <= {"faster", "slower", "no\u00a0claim"}, verdicts
+
+    faster = _arms({"faster": (-0.03, 0.002), "null": (0.0, 0.002)}, ("A", "B"))  # B 30 ms faster: negative ends
+    html = diff_table(_in_process_diff(faster, stats.compare_functions(faster, "A", "B"), {"aa": False},
+                                       tmp_path)).to_html()
+    cells = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{column}"[^>]*>(.*?)</td>', html)]
+    delta = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{header.index("B − A (ms)")}"[^>]*>(.*?)'
+                                             r'</td>', html)]
+    assert re.fullmatch(r"−\d+\u00a0…\u00a0−\d+", cells[0]) and delta[0].startswith("−"), (cells, delta)
+    assert "-" not in "".join(cells + delta)  # a minus sign, as the sentences write it, never a hyphen
 
 
 @pytest.mark.parametrize("rate, digits", [(250, 0), (20_000, 1)])
@@ -346,10 +356,11 @@ def test_the_notebook_diff_table_shows_times_to_the_sampling_resolution(tmp_path
         cells = dict(zip(header, row))
         for name, column in (("A median (ms)", "a_median_s"), ("B median (ms)", "b_median_s"),
                              ("B − A (ms)", "delta_s")):
-            assert cells[name] == f"{round(r[column] * 1e3, digits) + 0.0:,.{digits}f}", (name, cells[name])
+            shown_value = f"{round(r[column] * 1e3, digits) + 0.0:,.{digits}f}".replace("-", "−")
+            assert cells[name] == shown_value, (name, cells[name])
         low, high = cells["95% interval of B − A (ms)"].split("\u00a0…\u00a0")
-        assert low == f"{round(r['ci_low'] * 1e3, digits) + 0.0:,.{digits}f}"
-        assert high == f"{round(r['ci_high'] * 1e3, digits) + 0.0:,.{digits}f}"
+        assert low == f"{round(r['ci_low'] * 1e3, digits) + 0.0:,.{digits}f}".replace("-", "−")
+        assert high == f"{round(r['ci_high'] * 1e3, digits) + 0.0:,.{digits}f}".replace("-", "−")
     caption = re.search(r"<caption>(.*?)</caption>", html).group(1)
     assert caption == (f"Times to the nearest {10.0 ** -digits:g} ms: py-spy sampled at {rate:,} Hz, one sample every "
                        f"{short_duration(1 / rate)}")

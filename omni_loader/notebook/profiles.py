@@ -13,6 +13,8 @@ from typing import Any
 
 from ..profiling.settings import DEFAULT_TOP
 
+Q = "q (BH-adjusted p)"  # the differential table's q-value column: Benjamini-Hochberg's adjusted p-value
+
 
 def top_functions(out: str | os.PathLike[str], variants: list[str], top: int = DEFAULT_TOP) -> list[Any]:
     """cProfile's top functions by cumulative time, for each variant that cProfile profiled."""
@@ -107,17 +109,21 @@ def diff_table(diff: Any):  # -> Styler
     def shown_in_unit(seconds: Any) -> Any:  # a time or a column of them, rounded to what is shown, a -0 made 0
         return np.round(seconds * TIME_SCALE[unit], digits) + 0.0
 
+    def bare_shown(value: float) -> str:  # with a minus sign, as the sentences write one, not a hyphen
+        return f"{value:,.{digits}f}".replace("-", "\u2212")
+
     def bare(seconds: float) -> str:
-        return f"{shown_in_unit(seconds):,.{digits}f}"
+        return bare_shown(shown_in_unit(seconds))
 
     times = {f"A median ({unit})": "a_median_s", f"B median ({unit})": "b_median_s", f"B − A ({unit})": "delta_s"}
     frame = pd.DataFrame({
         "function (file)": [f"{r['function']}\n{r['file']}" for _, r in shown.iterrows()],
         **{name: shown_in_unit(shown[column]) for name, column in times.items()},
         f"95% interval of B − A ({unit})": [bare(r["ci_low"]) + TO + bare(r["ci_high"]) for _, r in shown.iterrows()],
-        "q": shown["q"], "verdict": [unbroken(NO_CLAIM if v == NOT_CLAIMED else v) for v in shown["verdict"]],
+        Q: shown["q"], "verdict": [unbroken(NO_CLAIM if v == NOT_CLAIMED else v) for v in shown["verdict"]],
         "role": shown["role"]})
     caption = (f"Times to the nearest {10.0 ** -digits:g} {unit}: py-spy sampled at {number(rate)} Hz, "
                f"one sample every {short_duration(1 / rate)}")
-    return table(frame.reset_index(drop=True), decimals={**{name: digits for name in times}, "q": 4},
-                 names=["function (file)"], caption=caption)
+    styler = table(frame.reset_index(drop=True), decimals={**{name: digits for name in times}, Q: 4},
+                   names=["function (file)"], caption=caption)
+    return styler.format(bare_shown, subset=[f"B − A ({unit})"])  # a minus sign, as in the interval beside it

@@ -124,7 +124,8 @@ class ProfileDiff:
                 f"and the half-width of that difference's 95% interval (`reproduce --aa`'s noise floor, per "
                 f"function), and a difference within it is not claimed. {has} of the {int(f['tested'].sum())} tested "
                 f"functions have one (the others were sampled in under {PRESENCE:.0%} of both A/A arms' runs: no "
-                f"floor); {len(held)} difference(s) that the test and the interval would claim were within it"
+                f"floor); {len(held)} difference{'' if len(held) == 1 else 's'} that the test and the interval would claim "
+                f"{'was' if len(held) == 1 else 'were'} within it"
                 + (f" ({', '.join(f'`{x}`' for x in held['function'].head(5))})" if len(held) else "") + ".")
 
     def _calls(self, function: str) -> str:

@@ -88,7 +88,8 @@ def build(diff: ProfileDiff) -> tuple[DiffFlame, dict[int, dict[str, Any]]]:
     flame = DiffFlame(root=root, samples_total=0, samples_kept=0, entry=flamegraph.ENTRY, skipped=(),
                       folded_recursion=True, title=f"{diff.a} (A) against {diff.b} (B): differential flamegraph")
     flame.title_note = (f"width: the larger median of the two; colour: blue B faster, orange B slower, grey no "
-                        f"difference claimed ({claimed} function(s) claimed at a {diff.settings.get('fdr', 0.05):.0%} FDR)")
+                        f"difference claimed ({claimed} function{'' if claimed == 1 else 's'} claimed at a "
+                        f"{diff.settings.get('fdr', 0.05):.0%} FDR)")
     return flame, info
 
 

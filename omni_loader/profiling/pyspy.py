@@ -139,7 +139,7 @@ def record_py_spy(job: PySpyJob) -> dict[str, Any]:
         job.run("flamegraph", d / FLAME_SVG)
     else:
         speedscope_to_svg(d / SPEEDSCOPE_JSON, d / FLAME_SVG, title=(f"{job.variant} load, fresh worker process "
-                                                                    f"({s.repeat} load(s)), py-spy {s.rate} Hz"))
+                                                                    f"({s.repeat} load{'' if s.repeat == 1 else 's'}), py-spy {s.rate} Hz"))
     files = {"speedscope": d / SPEEDSCOPE_JSON, "flamegraph": d / FLAME_SVG, "py_spy_log": job.log}
     summary = speedscope_summary(files["speedscope"])
     summary.update(rate=s.rate, native=s.native, repeat=s.repeat, py_spy_svg=s.py_spy_svg,

@@ -185,7 +185,7 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
         bar.end(_run_torch(vp, snapshot, options, settings, reference))
     if "py-spy" in tools:
         loads = settings.repeat_for(reference["phases"]["total"])
-        bar.begin(Step(TOOL_KINDS["py-spy"], variant, loads), f"{variant}: py-spy sampling ({loads} load(s))")
+        bar.begin(Step(TOOL_KINDS["py-spy"], variant, loads), f"{variant}: py-spy sampling ({loads} load{'' if loads == 1 else 's'})")
         bar.end(_run_py_spy(vp, snapshot, options, settings, spy or find_py_spy(settings.py_spy), reference))
     vp.files["profile_md"] = write_variant_report(vp, snapshot=snapshot, tools=tools, options=options)
     return vp
@@ -233,4 +233,4 @@ def _run_py_spy(vp: VariantProfile, snapshot: Any, options: LoadOptions, setting
         return f"{vp.variant}: sampling skipped"
     vp.files.update(out["files"])
     vp.py_spy = out["summary"]
-    return f"{vp.variant}: sampled {chosen.repeat} load(s), {vp.py_spy['samples']} samples, {time.perf_counter() - t:.1f} s"
+    return f"{vp.variant}: sampled {chosen.repeat} load{'' if chosen.repeat == 1 else 's'}, {vp.py_spy['samples']} samples, {time.perf_counter() - t:.1f} s"

@@ -91,7 +91,7 @@ def context_lines(snapshot: Any, options: LoadOptions) -> list[str]:
     source = getattr(snapshot, "source", "?")
     return [(f"- checkpoint: `{root}` ({source}); layout {options.layout}; device {options.device}; "
              f"dtype {options.dtype}; construct {options.construct}"),
-            (f"- torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPU(s), "
+            (f"- torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPU{'' if os.cpu_count() == 1 else 's'}, "
              f"{platform.machine()}")]
 
 
@@ -137,7 +137,7 @@ def _tool_lines(vp: VariantProfile) -> list[str]:
         frac = s["state_dict_samples"] / s["load_samples"] if s["load_samples"] else 0.0
         how = ("two fresh worker processes, one per file" if s["py_spy_svg"]
                else "one fresh worker process; the SVG is drawn from the speedscope samples")
-        md.append(f"- py-spy: `{FLAME_SVG}`, `{SPEEDSCOPE_JSON}` from {how} ({s['repeat']} load(s) per worker, "
+        md.append(f"- py-spy: `{FLAME_SVG}`, `{SPEEDSCOPE_JSON}` from {how} ({s['repeat']} load{'' if s['repeat'] == 1 else 's'} per worker, "
                   f"the first cold; {s['rate']} Hz{', native frames' if s['native'] else ''}); "
                   f"{s['samples']} samples, {s['load_samples']} inside `load_token2wav`, {s['state_dict_samples']} of "
                   f"them ({percent(frac)}) with `Module.state_dict` on the stack")
