@@ -229,6 +229,30 @@ def test_flamegraph_of_a_real_profile_leaves_out_the_model_code_import(profiled:
         assert 0 < flame.samples_kept < flame.samples_total
 
 
+def test_flamegraph_header_wraps_the_note_to_the_drawings_width() -> None:
+    """02's graphs cut their second header line at "...(import_model_code() / _modeling()); recursion a": the note
+    what the picture shows is wrapped to lines that fit the drawing (monospace, CHAR units a character), all of it
+    shown, and the frames start below the last line."""
+    from omni_loader.profiling import flamegraph
+
+    root = flamegraph.Node("load_token2wav", "/x/omni_loader/loader.py", samples=3, seconds=0.3)
+    root.child("load_parameters", "/x/omni_loader/loader.py").samples = 3
+    flame = flamegraph.Flame(root=root, samples_total=45_678, samples_kept=12_345, entry=flamegraph.ENTRY,
+                             skipped=flamegraph.SKIP_UNDER_ENTRY, folded_recursion=True, title="baseline load")
+    body, height = flamegraph.svg_body(flame, "f")
+    svg = ET.fromstring(body)
+    ns = "{http://www.w3.org/2000/svg}"
+    header = [t for t in svg.findall(f"{ns}text") if t.get("fill") == "#555"]
+    lines = [t.text or "" for t in header]
+    assert len(lines) == 2 and " ".join(lines) == flame.note(), lines
+    usable = flamegraph.WIDTH - 2 * flamegraph.PAD
+    assert all(flamegraph.PAD + len(line) * flamegraph.CHAR <= usable for line in lines)
+    status = svg.find(f"{ns}text[@class='status']")
+    frames = [float(r.get("y")) for r in svg.iter(f"{ns}rect") if r.get("y")]
+    assert max(float(t.get("y")) for t in header) < float(status.get("y")) < min(frames)
+    assert height == min(frames) + 2 * flamegraph.ROW + flamegraph.PAD  # two rows of frames below the header
+
+
 # --------------------------------------------------------------------------- torch.profiler
 
 

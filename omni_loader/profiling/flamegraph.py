@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,9 +44,12 @@ IMPORT = "(import)"  # one frame for Python's import machinery, wherever the loa
 _IMPORT_FRAMES = ("_find_and_load", "_handle_fromlist", "_gcd_import", "import_module")
 WIDTH = 1000  # viewBox units; the SVG scales to the width of its container
 ROW = 18
-HEADER = 58
+HEADER = 74  # the title, two lines of note (what the picture shows, wrapped to the width) and the status line
+LINE = 16  # a line of the header; a note longer than two lines adds one each
+NOTE_LINES = 2
 PAD = 4
 CHAR = 6.6  # width of one 11-unit monospace character
+NOTE_CHARS = int((WIDTH - 2 * PAD) // CHAR) - 2  # a line of the note that fits the drawing's width, with a margin
 # Frame colours by where the code lives: the kit, torch, transformers, safetensors, anything else.
 HINT = "Hover a frame for its share of the load; click a frame to zoom into it, the top frame to zoom out."
 PACKAGES = (("omni_loader", 205), ("torch", 28), ("transformers", 275), ("safetensors", 120), ("", 0))
@@ -183,6 +187,8 @@ def svg_body(flame: Flame, element_id: str, min_width: float = 0.4, *, colour: C
     differential flamegraph (:mod:`~omni_loader.profiling.diff_flame`) draws with them."""
     total = flame.root.samples or 1
     inner = WIDTH - 2 * PAD
+    note = textwrap.wrap(flame.note(), NOTE_CHARS, break_on_hyphens=False) or [""]
+    top = HEADER + LINE * max(0, len(note) - NOTE_LINES)
     out: list[str] = []
     rows = 0
 
@@ -192,7 +198,7 @@ def svg_body(flame: Flame, element_id: str, min_width: float = 0.4, *, colour: C
         if w * inner < min_width:
             return
         rows = max(rows, depth + 1)
-        y = HEADER + depth * ROW
+        y = top + depth * ROW
         where = "modules imported during the load" if node.name == IMPORT else _short(node.file)
         text = tip(node) if tip else (f"{node.name} ({where}): {node.samples / total:.1%} of the load's samples, "
                                       f"{node.seconds:,.2f} s")
@@ -207,7 +213,7 @@ def svg_body(flame: Flame, element_id: str, min_width: float = 0.4, *, colour: C
             x += child.samples / total
 
     draw(flame.root, 0.0, 0)
-    height = HEADER + rows * ROW + PAD
+    height = top + rows * ROW + PAD
     title = flame.title or f"{flame.entry}() flamegraph"
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" id="{element_id}" class="omni-flame" width="100%" '
             f'viewBox="0 0 {WIDTH} {height}" font-family="monospace" font-size="11" style="max-width:{WIDTH}px">'
@@ -215,8 +221,9 @@ def svg_body(flame: Flame, element_id: str, min_width: float = 0.4, *, colour: C
             '.omni-flame text{pointer-events:none;fill:#111}</style>'
             f'<rect width="100%" height="100%" fill="#fcfcf8"/>'
             f'<text x="{PAD}" y="16" font-size="14" font-weight="bold">{escape(title)}</text>'
-            f'<text x="{PAD}" y="32" fill="#555">{escape(flame.note())}</text>'
-            f'<text x="{PAD}" y="48" fill="#135" class="status">{escape(hint or HINT)}</text>')
+            + "".join(f'<text x="{PAD}" y="{32 + LINE * i}" fill="#555">{escape(line)}</text>'
+                      for i, line in enumerate(note))
+            + f'<text x="{PAD}" y="{top - 10}" fill="#135" class="status">{escape(hint or HINT)}</text>')
     return head + "".join(out) + "</svg>", height
 
 
