@@ -14,6 +14,7 @@ from omni_loader import cli, profiling
 from omni_loader.bench import worker
 from omni_loader.errors import OmniLoaderError
 from omni_loader.names import LEAF_PHASES
+from omni_loader.reporting.measurements import LABELS
 from omni_loader.token2wav.options import LoadOptions
 from omni_loader.profiling.settings import ProfileSettings
 from test_notebooks import NOTEBOOK_DIR
@@ -282,11 +283,50 @@ def test_reports_name_the_largest_phase_from_the_data(profiled: Path) -> None:
         largest = max(LEAF_PHASES, key=phases.get)
         share = phases[largest] / phases["total"]
         text = (profiled / variant / "profile.md").read_text()
-        assert f"phase `{largest}`, {100 * share:.1f}% of the load" in text
-        assert f"### `{largest}`: {100 * share:.1f}% of the load" in text
-        assert f"phase `{largest}`, {100 * share:.1f}% of the load" in summary
+        said = f"{LABELS[largest]}, {100 * share:.1f}% of the load"  # the phase in words, as 01's tables name it
+        assert f":** {said}" in text and f"### {LABELS[largest]}: {100 * share:.1f}% of the load" in text
+        assert f":** {said}" in summary and f"`{largest}`" not in summary.split("## Largest costs")[1]
     assert "**Next bottleneck of the optimized load:**" in summary
     assert "| buffer_discovery |" in summary
+
+
+def test_notebook_02_names_each_phase_in_words_and_each_share_in_percent(tmp_path: Path) -> None:
+    """02's phase-share table, torch's phase ranges and the where-time-goes prose read ``construct``,
+    ``read_checkpoint``, ``load_parameters``: each phase is said in 01's words (LABELS), the shares' headers
+    name their unit (``baseline share (%)``, one number a cell)."""
+    import re
+    from html import unescape
+
+    from omni_loader.notebook.profiles import where_time_goes
+    from omni_loader.profiling.result import VariantProfile
+    from omni_loader.profiling.summary import write_summary_report
+    from omni_loader.profiling.tables import phase_range_table, phase_share_table
+
+    def cells(styler) -> list[list[str]]:
+        return [[unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
+                for row in re.findall(r"<tr>(.*?)</tr>", styler.to_html(), re.S)]
+
+    def profile(variant: str, construct: float) -> VariantProfile:
+        (tmp_path / variant).mkdir()
+        phases = {"construct": construct, "read_checkpoint": 0.01, "buffer_discovery": 0.002,
+                  "load_parameters": 0.03, "total": construct + 0.045}
+        return VariantProfile(variant, tmp_path / variant, reference={"phases": phases})
+
+    profiles = {"baseline": profile("baseline", 0.06), "optimized": profile("optimized", 0.02)}
+    header, *rows = cells(phase_share_table(profiles))
+    assert header == ["phase", "baseline (ms)", "baseline share (%)", "optimized (ms)", "optimized share (%)"]
+    by_phase = {r[0]: r[1:] for r in rows}
+    assert list(by_phase)[:4] == [LABELS[p] for p in ("construct", "read_checkpoint", "buffer_discovery",
+                                                      "load_parameters")]
+    assert by_phase[LABELS["construct"]] == ["60.00", "57.1", "20.00", "30.8"]
+    trace = {"traceEvents": [{"name": f"phase::{p}", "ph": "X", "cat": "user_annotation", "ts": ts, "dur": 5}
+                             for ts, p in ((10, "construct"), (20, "load_parameters"))]}
+    assert [r[0] for r in cells(phase_range_table(trace))[1:]] == [LABELS["construct"], LABELS["load_parameters"]]
+    write_summary_report(profiles, tmp_path)
+    shown = where_time_goes(tmp_path, tmp_path)
+    assert f"**Largest cost of the baseline load:** {LABELS['construct']}, 57.1% of the load (60.0 ms)" in shown
+    assert f"**Next bottleneck of the optimized load:** {LABELS['load_parameters']}, 46.2% of the load" in shown
+    assert not re.search(r"`(construct|load_parameters|read_checkpoint)`", shown)
 
 
 # --------------------------------------------------------------------------- py-spy unavailable

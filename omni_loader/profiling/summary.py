@@ -19,6 +19,7 @@ import pandas as pd
 from ..errors import OmniLoaderError
 from ..formatting import code, percent, short_duration
 from ..names import LEAF_PHASES
+from ..reporting.measurements import label as words
 from ..token2wav.options import LoadOptions
 from .outputs import (FLAME_SVG, LOAD_JSON, PHASE_FUNCTIONS_CSV, PROFILE_MD, SPEEDSCOPE_JSON, TOP_FUNCTIONS_CSV,
                       TOP_FUNCTIONS_MD, frame_markdown)
@@ -37,7 +38,8 @@ def bottleneck_sentence(vp: VariantProfile) -> str:
     """The load's largest cost in one sentence: its largest phase and what fills it (functions or page faults)."""
     c = largest_cost(vp)
     label = "Next bottleneck of the optimized load" if vp.variant == "optimized" else f"Largest cost of the {vp.variant} load"
-    text = f"**{label}:** phase `{c['phase']}`, {percent(c['phase_share'])} of the load ({c['phase_seconds'] * 1e3:,.1f} ms)"
+    text = (f"**{label}:** {words(c['phase'])}, {percent(c['phase_share'])} of the load "
+            f"({c['phase_seconds'] * 1e3:,.1f} ms)")
     faults = fault_clause(vp, c["phase"], c["phase_seconds"])
     if faults["dominant"]:
         return text + "; " + faults["text"] + "."
@@ -100,7 +102,8 @@ def _header(title: str, snapshot: Any, options: LoadOptions | None) -> list[str]
 
 
 def _cost_table(costs: pd.DataFrame) -> str:
-    return frame_markdown(pd.DataFrame({"function": [code(f) for f in costs["function"]], "phase": costs["phase"],
+    return frame_markdown(pd.DataFrame({"function": [code(f) for f in costs["function"]],
+                                        "phase": costs["phase"].map(words),
                                         "≈ share of load": costs["share_of_load"].map(percent)}))
 
 
@@ -111,7 +114,7 @@ def _functions_in_phases(vp: VariantProfile, shares: pd.DataFrame) -> list[str]:
     share = dict(zip(shares["phase"], shares["share"]))
     for phase in largest_phases(shares):
         inside = vp.phase_functions[vp.phase_functions["phase"] == phase].head(8)
-        md += [f"### `{phase}`: {percent(share[phase])} of the load", ""]
+        md += [f"### {words(phase)}: {percent(share[phase])} of the load", ""]
         if inside.empty:
             md += ["(no function calls recorded inside this phase)", ""]
             continue

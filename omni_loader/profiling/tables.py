@@ -12,6 +12,7 @@ import re
 import pandas as pd
 
 from ..formatting import table
+from ..reporting.measurements import label
 from .outputs import read_top_functions, read_torch_ops
 from ..names import LEAF_PHASES
 from .result import OTHER_PHASE, VariantProfile
@@ -20,20 +21,21 @@ from .torch_trace import trace_phase_ranges
 
 
 def phase_share_table(profiles: dict[str, VariantProfile]):  # -> pandas Styler
-    """Phase times (ms) and shares of each variant's unprofiled reference load, side by side."""
+    """Phase times (ms) and shares (%) of each variant's unprofiled reference load, side by side; each phase in
+    words (:data:`~omni_loader.reporting.measurements.LABELS`), each cell one number in the unit its header names."""
     frame = None
     for variant, vp in profiles.items():
         s = vp.phase_shares().set_index("phase")
         total = pd.DataFrame({"seconds": [s["seconds"].sum()], "share": [s["share"].sum()]}, index=["total"])
         s = pd.concat([s, total])
-        part = pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share": s["share"]})
+        part = pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share (%)": s["share"] * 100})
         frame = part if frame is None else frame.join(part, how="outer")
     # in the load's order, time between phases after them and the whole load last (a join sorts by name)
     order = [*LEAF_PHASES, OTHER_PHASE, "total"]
     frame = frame.loc[sorted(frame.index, key=lambda p: order.index(p) if p in order else len(order))]
     frame = frame.rename_axis("phase").reset_index()
-    return table(frame, percent=[c for c in frame.columns if c.endswith(" share")],
-                 decimals={c: 2 for c in frame.columns if c.endswith("(ms)")})
+    frame["phase"] = frame["phase"].map(label)
+    return table(frame, decimals={c: 2 if c.endswith("(ms)") else 1 for c in frame.columns if c != "phase"})
 
 
 def state_dict_call_table(profiles: dict[str, VariantProfile]):  # -> Styler
@@ -77,9 +79,10 @@ def torch_ops_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFA
 
 
 def phase_range_table(trace: str | os.PathLike[str] | dict):  # -> Styler
-    """The ``phase::`` ranges of a Chrome trace: start relative to the load (ms) and duration (ms)."""
+    """The ``phase::`` ranges of a Chrome trace, each phase in words: start relative to the load (ms) and
+    duration (ms)."""
     ranges = trace_phase_ranges(trace)
     start = ranges["ts_us"].min() if len(ranges) else 0
-    shown = pd.DataFrame({"phase": ranges["phase"], "start (ms)": (ranges["ts_us"] - start) / 1e3,
+    shown = pd.DataFrame({"phase": ranges["phase"].map(label), "start (ms)": (ranges["ts_us"] - start) / 1e3,
                           "duration (ms)": ranges["dur_us"] / 1e3})
     return table(shown.sort_values("start (ms)", kind="stable"), decimals={"start (ms)": 3, "duration (ms)": 3})
