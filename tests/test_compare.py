@@ -339,7 +339,7 @@ def test_plot_shows_each_ratio_its_interval_and_the_prs(runs, tmp_path, capsys):
     shown = list(csv.DictReader((tmp_path / "cmp" / "plots" / "compare_ratios.csv").open()))
     pr = {m["label"]: m["baseline"] / m["optimized"] for m in load_reference()["measurements"] if m["optimized"]}
     for title, phase in (("Buffer discovery", "buffer_discovery"), ("Token2Wav weight loading", "weight_loading")):
-        panel = [r for r in shown if r["title"] == title]
+        panel = [r for r in shown if r["title"].split("\n")[0] == title]  # the PR's figure on its second line
         ticks = sorted((float(r["x"]), r["text"]) for r in panel if r["kind"] == "xtick")
         assert ticks == [(0.0, "alt"), (1.0, "abba")]
         points = {float(r["x"]): float(r["y"]) for r in panel if r["kind"] == "point"}
@@ -351,6 +351,27 @@ def test_plot_shows_each_ratio_its_interval_and_the_prs(runs, tmp_path, capsys):
         pr_line = [float(r["y"]) for r in panel if r["kind"] == "line" and r["label"].startswith("PR 7061")]
         assert pr_line == pytest.approx([pr[title]] * 2)  # a horizontal line: both ends at the PR's ratio
         assert {float(r["y"]) for r in panel if r["kind"] == "line" and r["label"] == "no change (1x)"} == {1.0}
+
+
+def test_the_plots_labels_stay_inside_each_panel(runs):
+    """01's Lab run: with this run's ratio below the PR's 292x, the PR's line was the top of the range and the
+    frame struck its label through. The PR's figure is in each panel's title; every label lies inside its panel."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from omni_loader.compare.ratio_plot import directories_ratio_figure
+
+    ratio = {m["label"]: m["baseline"] / m["optimized"] for m in load_reference()["measurements"] if m["optimized"]}
+    fig = directories_ratio_figure(compare_results([runs["alt"], runs["abba"]]))
+    fig.set_size_inches(fig.get_size_inches()[0], 2.4)  # a short panel: autoscaling's margin alone is a few pixels
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        frame = ax.get_window_extent(renderer)
+        assert ax.get_title().endswith(f"\nPR 7061: {ratio[ax.get_title().split(chr(10))[0]]:.3g}x")
+        for t in ax.texts:
+            box = t.get_window_extent(renderer)
+            assert frame.y0 <= box.y0 and box.y1 <= frame.y1 and box.x1 <= frame.x1, (ax.get_title(), t.get_text())
 
 
 def test_pack_names_and_refuses_to_overwrite(runs, tmp_path):
