@@ -136,6 +136,33 @@ def test_fitted_slopes_are_the_exponents_of_the_constructed_laws() -> None:
         assert all(f.r2 == pytest.approx(1.0) and f.n_points == 12 for f in found.values())
 
 
+def test_sweep_figure_text_is_readable_and_no_legend_covers_a_point() -> None:
+    """03's figures showed their legends ("fit: slope 1.027, R² 0.9984") and tick labels at about 8 px, and panel (a)'s
+    legend sat on its points: every text is at least 10 pt (about 14 px at the 100 dpi Lab draws it), and each panel's
+    y axis leaves the legend headroom above every point and min-max bar."""
+    import numpy as np
+    from matplotlib.text import Text
+
+    from omni_loader.sweep.traversal_plots import plot_sweep
+
+    rows = synthetic_rows(lambda exp, n, b: 1e-6 * fits.experiment_x(exp, n, b))
+    real = [{"experiment": exp, "source": "token2wav-x", "N": 1092, "B": 219, "x": fits.experiment_x(exp, 1092, 219),
+             "repeat": 0, "seconds": 2e-6 * fits.experiment_x(exp, 1092, 219), "cpu_seconds": 1e-3, "number": 1}
+            for exp in fits.EXPERIMENTS]
+    fig = plot_sweep(pd.concat([rows, pd.DataFrame(real)], ignore_index=True), clock="wall")
+    fig.canvas.draw()
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+    assert texts and min(t.get_fontsize() for t in texts) >= 10, sorted({t.get_fontsize() for t in texts})
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert len(panels) == 3
+    for ax in panels:
+        box = ax.get_legend().get_window_extent()
+        points = np.vstack([ax.transData.transform(np.column_stack(line.get_data()).astype(float)) for line in ax.get_lines()]
+                           + [ax.transData.transform(seg) for c in ax.collections for seg in c.get_segments()])
+        inside = (points[:, 0] >= box.x0) & (points[:, 0] <= box.x1) & (points[:, 1] >= box.y0) & (points[:, 1] <= box.y1)
+        assert not inside.any(), (ax.get_title(), points[inside])
+
+
 def test_linear_costs_recover_per_module_per_buffer_and_fixed_costs() -> None:
     rows = synthetic_rows(lambda exp, n, b: 3e-7 * n + 1e-7 * b + 2e-6)
     costs = fits.linear_costs(rows, "optimized", "cpu")

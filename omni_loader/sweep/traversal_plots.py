@@ -13,6 +13,8 @@ from ..formatting import short_duration
 
 CLOCK_LABELS = {"wall": ("wall time per call", "wall clock"),
                 "cpu": ("thread CPU time per call", "thread CPU time")}
+# Points: at the notebook's ~770 px of the figure's 130 dpi PNG a tick label reads about 10 px high, a legend 11
+TICK_PT, LEGEND_PT, LABEL_PT, TITLE_PT, SUPTITLE_PT = 10, 10, 11, 12, 13
 
 
 def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None, clock: str = "wall"):  # -> ShownFigure
@@ -20,9 +22,10 @@ def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None, clock: str = "wal
     fourth that holds the legend of the colours.
 
     Synthetic medians are coloured by B with min-max bars over the repeats, the fitted line is
-    dashed, and each real model (Token2Wav) is a star. Two by two and about 1,000 pixels wide, so a
-    notebook shows it at its own size (three panels in a row were shrunk to 62%, the legends to
-    about 5 px); times on the axes read as times (``10 µs``, ``1 ms``), never as ``10⁻⁵``.
+    dashed, and each real model (Token2Wav) is a star. Two by two and about 950 pixels wide as Lab draws it
+    (100 dpi), so a notebook shows it at its own size (three panels in a row were shrunk to 62%, the legends to
+    about 5 px), every text at least 10 pt; each panel's legend sits in headroom above its points
+    (:func:`clear_legend`); times on the axes read as times (``10 µs``, ``1 ms``), never as ``10⁻⁵``.
     """
     from matplotlib.lines import Line2D
 
@@ -32,22 +35,47 @@ def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None, clock: str = "wal
     med = medians(rows, clock)
     b_values = sorted(med[med.source == SYNTHETIC].B.unique())
     colours = {b: f"C{i % 10}" for i, b in enumerate(b_values)}  # one colour per B across the panels
-    fig = ShownFigure(figsize=(7.6, 6.6), layout="constrained")
+    fig = ShownFigure(figsize=(9.4, 7.8), layout="constrained")
     axes = fig.subplots(2, 2).flat
+    panels = []
     for ax, exp, letter in zip(axes, EXPERIMENTS, "abc"):
         draw_panel(ax, med[med.experiment == exp], fits.get(exp), colours)
         what, xlabel = EXPERIMENTS[exp]
-        ax.set_xlabel(xlabel, fontsize=8.5)
-        ax.set_ylabel(CLOCK_LABELS[clock][0], fontsize=8.5)
-        ax.set_title(f"({letter}) {what}", fontsize=9.5)
+        ax.set_xlabel(xlabel, fontsize=LABEL_PT)
+        ax.set_ylabel(CLOCK_LABELS[clock][0], fontsize=LABEL_PT)
+        ax.set_title(f"({letter}) {what}", fontsize=TITLE_PT)
+        panels.append(ax)
     key = list(fig.axes)[3]
     key.axis("off")
     key.legend(handles=[Line2D([], [], marker="o", ls="none", color=colours[b], label=f"synthetic tree, B = {b}")
-                        for b in b_values], loc="center", fontsize=8.5, title="medians of the repeats, min–max bars",
-               title_fontsize=8.5, frameon=False)
+                        for b in b_values], loc="center", fontsize=LEGEND_PT, title="medians of the repeats, min–max bars",
+               title_fontsize=LEGEND_PT, frameon=False)
     fig.suptitle(f"What module traversal costs ({CLOCK_LABELS[clock][1]}), log-log, with fitted power laws",
-                 fontsize=10.5)
+                 fontsize=SUPTITLE_PT)
+    for ax in panels:
+        clear_legend(ax)
     return fig
+
+
+def clear_legend(ax, margin: float = 0.04) -> None:
+    """Raise the top of ``ax``'s log y axis until every point and bar lies below its legend (upper left), so the
+    legend covers none of them: the data take the lower part of the panel, the legend the headroom above."""
+    import math
+
+    legend = ax.get_legend()
+    if legend is None or not ax.has_data():
+        return
+    for _ in range(3):  # the layout settles the legend's height in axes units; twice or three times suffices
+        ax.figure.canvas.draw()
+        bottom = legend.get_window_extent().transformed(ax.transAxes.inverted()).y0 - margin
+        lo, hi = (math.log10(v) for v in ax.get_ylim())
+        top = math.log10(max(v for line in ax.get_lines() for v in line.get_ydata() if v > 0))
+        for c in ax.collections:  # the min-max bars
+            for seg in getattr(c, "get_segments", lambda: [])():
+                top = max([top, *(math.log10(y) for _, y in seg if y > 0)])
+        if (top - lo) <= bottom * (hi - lo) or bottom <= 0.2:
+            return
+        ax.set_ylim(10 ** lo, 10 ** (lo + (top - lo) / bottom))
 
 
 def draw_panel(ax, med, fit: LogLogFit | None, colours: dict[int, str]) -> None:
@@ -72,6 +100,6 @@ def draw_panel(ax, med, fit: LogLogFit | None, colours: dict[int, str]) -> None:
                 label=f"{rec.source} (N={rec.N:,}, B={rec.B}): {short_duration(rec.median)}")
     log_axis(ax, "x")
     log_axis(ax, "y", short_duration)
-    ax.tick_params(labelsize=7.5)
+    ax.tick_params(labelsize=TICK_PT)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7.5, loc="upper left")
+    ax.legend(fontsize=LEGEND_PT, loc="upper left")
