@@ -196,6 +196,7 @@ def _notebook_04(f: Findings, text: str, results: Path) -> None:
 
 def _notebook_05(f: Findings, text: str, results: Path) -> None:
     from omni_loader.names import LEAF_PHASES
+    from omni_loader.reporting.measurements import LABELS
 
     fits = [pd.read_csv(p) for p in sorted(results.parent.parent.glob("*/results/**/fits.csv"))]
     _fit_sentences(f, text, fits)
@@ -216,8 +217,11 @@ def _notebook_05(f: Findings, text: str, results: Path) -> None:
         by_phase = runs.groupby("phase")["seconds"].median()
         total = by_phase["total"]
         leaves = by_phase[[p for p in by_phase.index if p in LEAF_PHASES]].sort_values(ascending=False)
-        named = re.findall(rf"`(\w+)` {DURATION} \(({NUM})%\)", s[2])
-        f.expect([p for p, *_ in named] == list(leaves.index[:len(named)]), s[0], f"largest phases {list(leaves.index)}")
+        words = {text: phase for phase, text in LABELS.items()}  # a phase is named in words, the parts split by "; "
+        named = [(words.get(m[1], m[1]), *m.groups()[1:]) for part in s[2].split("; ")
+                 if (m := re.fullmatch(rf"(.+) {DURATION} \(({NUM})%\)", part))]
+        f.expect(len(named) == len(s[2].split("; ")) and [p for p, *_ in named] == list(leaves.index[:len(named)]),
+                 s[0], f"largest phases {list(leaves.index)}")
         f.expect(all(agrees_duration(n, u, by_phase[p]) and agrees(pc, 100 * by_phase[p] / total)
                      for p, n, u, pc in named) and agrees_duration(s[3], s[4], total), s[0], "phase medians and shares")
 

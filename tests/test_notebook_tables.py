@@ -332,3 +332,29 @@ def test_a_sentence_cell_keeps_each_quantity_whole_and_its_words_free_to_wrap(ar
     ranges = re.findall(r"\[[^\]<]*\d[^\]<]*\]", unescape(html))
     assert ranges and all("\u2060–\u2060" in r for r in ranges if "–" in r), ranges
     assert not re.search(r"\d (ms|s|µs)\b", unescape(html)), "a number and its unit may break apart"
+
+
+def _frame_dir(frame, out: Path) -> Path:
+    from test_report import _write_results
+
+    runs = [(g["variant"].iloc[0], dict(zip(g["phase"], g["seconds"])), "d") for _, g in frame.groupby("run_id")]
+    return _write_results(out, runs)
+
+
+def test_the_picture_of_where_time_goes_says_whether_the_shared_phases_differ(tmp_path):
+    """01's Lab run drew construction 1,639 ms against 1,005 ms under prose saying the rest is what both variants
+    pay: the line under the picture says which shared phases differ here, with their medians, or that none does."""
+    slow = _frame_dir(_frame(slower={"load_parameters": 0.2}), tmp_path / "slow")
+    said = sections.shared_phases(slow)
+    b, o = (_frame(slower={"load_parameters": 0.2}).query("phase == 'load_parameters'")
+            .groupby("variant")["seconds"].median()[["baseline", "optimized"]])
+    from omni_loader.formatting import short_duration
+
+    assert said.startswith("Only Buffer discovery differs in code, yet here 1 of the 10 phases both variants run "
+                           "unchanged differs too: ")
+    assert f"Load parameters {short_duration(b)} → {short_duration(o)}." in said
+    clean = sections.shared_phases(_frame_dir(_frame(), tmp_path / "clean"))
+    assert clean.startswith("Here no phase but Buffer discovery differs") and "what both variants pay" in clean
+    few = _frame(slower={"load_parameters": 0.2})
+    few = few[few["run_id"].isin(sorted(few["run_id"].unique())[:6])]  # 3 + 3 runs: no test can claim
+    assert "cannot be told from 3 + 3 runs" in sections.shared_phases(_frame_dir(few, tmp_path / "few"))

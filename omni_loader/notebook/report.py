@@ -2,7 +2,8 @@
 
 Each function reads a results directory that ``kit.reproduce`` (or ``omni-loader reproduce``) wrote and
 returns one section of its ``report.md`` for ``kit.show``: Markdown, styled tables or saved plots. Notebook
-01 shows with it the verdicts that open the report (:func:`report_opening`), the environment, the PR's
+01 shows with it whether the phases both variants share differ beside its first picture (:func:`shared_phases`),
+the verdicts that open the report (:func:`report_opening`), the environment, the PR's
 rows and every phase (:func:`result_tables`), the controls, the PR's figures beside this run's, the plots,
 equivalence and memory, the weight-loading ratio taken apart, a cold benchmark beside the warm one
 (:func:`cold_and_warm`) and earlier results side by side (:func:`earlier_results`, :func:`side_by_side`);
@@ -27,4 +28,5 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "side_by_side": "sections",
     "beyond_the_pr": "sections",
     "largest_phases": "sections",
+    "shared_phases": "sections",
 }, relative_to=__package__)

@@ -200,14 +200,16 @@ def largest_phases(out: str | os.PathLike[str], variant: str = "optimized", n: i
     the median whole load: what is left to make faster."""
     from ..formatting import short_duration
     from ..names import LEAF_PHASES
+    from ..reporting.measurements import label
 
     frame, _ = _frame_and_metadata(out)
     runs = frame[(frame["variant"] == variant) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
     medians = runs.groupby("phase")["seconds"].median()
     total = medians.get("total")
     leaves = medians[[p for p in medians.index if p in LEAF_PHASES]].sort_values(ascending=False).head(n)
-    parts = [f"`{p}` {short_duration(s)}" + (f" ({100 * s / total:.1f}%)" if total else "") for p, s in leaves.items()]
-    return (f"In this run the `{variant}` load's largest phases are " + ", ".join(parts)
+    parts = [f"{label(p)} {short_duration(s)}" + (f" ({100 * s / total:.1f}%)" if total else "")
+             for p, s in leaves.items()]
+    return (f"In this run the `{variant}` load's largest phases are " + "; ".join(parts)
             + (f", of a median whole load of {short_duration(total)}." if total else "."))
 
 
@@ -230,3 +232,36 @@ def weight_loading_parts(out: str | os.PathLike[str]) -> str:
                      f"of which buffer discovery {short_duration(d_b)} → {short_duration(d_o)} and the rest "
                      f"{short_duration(w_b - d_b)} → {short_duration(w_o - d_o)}.")
     return "\n\n".join(lines)
+
+
+def shared_phases(out: str | os.PathLike[str]) -> str:
+    """Under the where-the-time-goes picture: whether the phases both variants run unchanged (the controls) differ
+    here. They run the same code, so a difference is the machine's; said beside the picture, where a reader sees
+    two bars differ by more than buffer discovery, not only in the Controls section further down."""
+    from ..formatting import short_duration
+    from ..reporting.controls import pair_reports
+    from ..reporting.measurements import PR_PAIR, label, noise_floors
+    from ..reporting.sequential import design_alpha
+    from ..reporting.stats import smallest_p
+
+    frame, meta = _frame_and_metadata(out)
+    report = next((r for r in pair_reports(frame, meta, noise_floors(frame), design_alpha(meta))
+                   if (r.first, r.second) == PR_PAIR), None)
+    if report is None:
+        return ""
+    changed = ", ".join(label(p) for p in report.changed) or "no step"
+    differing = [c for c in report.controls if c.differs]
+    runs = [(c.comparison.baseline.n, c.comparison.optimized.n) for c in report.controls]
+    if not differing and runs and all(smallest_p(a, b) >= report.controls[0].comparison.alpha for a, b in runs):
+        a, b = runs[0]
+        return (f"Only {changed} differs in code between the variants; whether the phases both run unchanged differ "
+                f"here cannot be told from {a} + {b} runs (no test can claim a difference), so read the bars' other "
+                "segments as unsettled.")
+    if not differing:
+        return (f"Here no phase but {changed} differs between the variants (each is tested like a headline row): "
+                "the rest of each bar is what both variants pay.")
+    named = "; ".join(f"{label(c.phase)} {short_duration(c.comparison.baseline.median)} → "
+                      f"{short_duration(c.comparison.optimized.median)}" for c in differing)
+    return (f"Only {changed} differs in code, yet here {len(differing)} of the {len(report.controls)} phases both "
+            f"variants run unchanged differ{'s' if len(differing) == 1 else ''} too: {named}. The same code cannot have changed speed, so the machine "
+            "did it (see the Controls below); the bars differ by more than the fix.")

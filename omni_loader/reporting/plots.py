@@ -13,6 +13,7 @@ a panel draws): milliseconds below 10 s, seconds from there on.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ import matplotlib
 from matplotlib.lines import Line2D
 
 from .figures import ShownFigure, log_axis, write_figure
-from ..formatting import TIME_SCALE, short_duration, time_unit, times
+from ..formatting import TIME_SCALE, number, short_duration, time_unit, times
+from .measurements import label
 from ..names import LEAF_PHASES, VARIANTS
 from .stats import Comparison, measured, phase_summary, ratio_interval
 
@@ -41,7 +43,8 @@ def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
         return None
     cols = 3
     rows = math.ceil(len(timed) / cols)
-    fig = ShownFigure(figsize=(4.2 * cols, 3.2 * rows))
+    # shown about as wide as it is drawn (Lab's output area is ~1,000 px): at 12.6 in its 8 pt labels were 7 px
+    fig = ShownFigure(figsize=(3.3 * cols, 2.9 * rows))
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax, c in zip(axes.flat, timed):
         scale, unit = _scale([*c.baseline.samples, *c.optimized.samples])
@@ -53,12 +56,14 @@ def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
             ax.errorbar([i + 0.3], [s.median * scale],
                         yerr=[[(s.median - s.min) * scale], [(s.max - s.median) * scale]],
                         fmt="D", color=color, capsize=4, markersize=6, zorder=4)
-            ax.annotate(short_duration(s.median), (i + 0.38, s.median * scale), fontsize=8, va="center")
+            # in the axis' unit: a label "140 µs" beside an axis in ms made a reader convert
+            ax.annotate(f"{number(s.median * scale)} {unit}", (i + 0.38, s.median * scale), fontsize=8, va="center")
+        name = textwrap.fill(label(c.phase), 34)
         if c.optimized.median > 0 and c.ratio > 10:
             log_axis(ax, "y")
-            ax.set_title(f"{c.phase}\n{times(c.ratio)} faster (log scale)", fontsize=10)
+            ax.set_title(f"{name}\n{times(c.ratio)} faster (log scale)", fontsize=9)
         else:
-            ax.set_title(f"{c.phase}\n{c.change()}", fontsize=10)
+            ax.set_title(f"{name}\n{c.change()}", fontsize=9)
         ax.set_xticks([0, 1], list(VARIANTS))
         ax.set_xlim(-0.5, 1.8)
         ax.set_ylabel(f"time ({unit})")
@@ -101,7 +106,7 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
             if math.isnan(med):
                 continue
             ax.barh(j, med * scale, left=left, color=colors[k], edgecolor="white",
-                    label=phase if j == 0 else None)
+                    label=label(phase) if j == 0 else None)
             left += med * scale
         total = totals[variant]
         text = f"Σ phases {short_duration(left / scale)}"
@@ -119,7 +124,7 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     handles, names = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="black", lw=1.6))
     names.append("median whole load")
-    legend = ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5, fontsize=8)
+    legend = ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=8)
     # under the legend, however many rows it takes (anchored to it, so the two never overlap)
     ax.annotate("The bar adds the median of each phase; the tick is the median of the whole load. They differ "
                 "because medians\ndo not add up (the run with the median total need not have the median of every phase) "
@@ -201,7 +206,7 @@ def drift_figure(frame) -> ShownFigure | None:
                 ax.scatter(part["run_id"], part["seconds"] * scale, s=24, zorder=3, color=color,
                            facecolors="none" if warm else color,
                            label=f"{variant} warm-up" if warm else f"{variant}")
-        ax.set_title(f"{phase}: seconds against run order", fontsize=10)
+        ax.set_title(f"{label(phase)}: each run in the order it ran", fontsize=10)
         ax.set_xlabel("run (plan order; warm-ups hollow)")
         ax.set_ylabel(f"time ({unit})")
         ax.grid(alpha=0.3)
