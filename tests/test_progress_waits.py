@@ -8,6 +8,7 @@ asserted.
 from __future__ import annotations
 
 import io
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -160,6 +161,31 @@ def test_profile_bar_says_what_runs_before_it_runs_beside_the_whole_runs_time_le
     assert seen["cprofile optimized"] == "about 13 s left of about 45 s; optimized: cProfile load"
     assert seen["torch optimized"] == "about 10 s left of about 45 s; optimized: torch.profiler load (every op traced)"
     assert bar.n == 8 and bar.events[-1] == ("close", None)
+
+
+def test_the_traversal_sweep_has_the_kits_bar_and_prices_what_is_left_from_the_timing_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """03's sweep bar was tqdm's own ("5.82tree/s, repeat 4/7") and its estimate, drawn from the first (smallest)
+    builds, climbed from 00:26 to 02:06 while it built: it is the kit's bar (01's and 02's format: "... elapsed,
+    00:55 left, repeat 3/7"), says no time left while it builds, and then prices each model left at the mean time
+    of the models timed so far (every round times each model once, in a random order)."""
+    from omni_loader.sweep import traversal
+
+    assert traversal.timing_words(2, 7, 10, 70, 20.0) == "02:00 left, repeat 2/7"  # 60 models left at 2 s each
+    assert traversal.timing_words(1, 7, 0, 70, 0.0) == "time left after the first model is timed, repeat 1/7"
+    made: list[Bar] = []
+    monkeypatch.setattr(progress, "progress_bar", lambda *a, **k: made.append(Bar(*a, **k)) or made[-1])
+    config = traversal.SweepConfig.quick(repeats=2, warmup=0, min_time=0.0, n_values=(8, 16), b_values=(2,),
+                                         token2wav=None)
+    traversal.run_sweep(config, progress=True)
+    bar, = made
+    assert bar.kwargs["bar_format"] == BAR_FORMAT and bar.kwargs["total"] == 2 * 3 and bar.n == 6
+    building = [bar.kwargs["postfix"], *bar.postfixes()[:2]]
+    assert building == [f"{k}/2 models built and warmed up; time left once the timing starts" for k in (0, 1, 2)]
+    timing = bar.postfixes()[2:]
+    assert timing[0] == "time left after the first model is timed, repeat 1/2"
+    assert [re.fullmatch(r"\d\d:\d\d left, repeat (\d)/2", t)[1] for t in timing[1:-1]] == ["1", "2", "2"]
+    assert timing[-1] == "done: 2 repeats of 2 models"
 
 
 def test_a_refreshed_postfix_in_line_mode_writes_a_bounded_number_of_lines(monkeypatch: pytest.MonkeyPatch) -> None:

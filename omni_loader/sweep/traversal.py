@@ -189,17 +189,37 @@ class Subject:
 def subjects(config: SweepConfig, bar: Any) -> list[Subject]:
     """Every tree of ``config`` (and the real Token2Wav), built and calibrated; ``bar`` ticks once per model."""
     out = []
+    models = len(config.trees()) + bool(config.token2wav)
     for n, b in config.trees():
         model = build_tree(n, b, fanout=config.fanout)
         experiments = [e for e in EXPERIMENTS if e != "baseline" or config.runs_baseline(n, b)]
         out.append(Subject(SYNTHETIC, model, (n, b), calibrate(model, experiments, config.warmup, config.min_time)))
+        bar.set_postfix_str(building_words(len(out), models), refresh=False)
         bar.update(1)
     if config.token2wav:
         model = token2wav_model(config.token2wav, config.token2wav_layout)
         number = calibrate(model, list(EXPERIMENTS), config.warmup, config.min_time)
         out.append(Subject(f"token2wav-{config.token2wav}", model, tree_counts(model), number))
+        bar.set_postfix_str(building_words(len(out), models), refresh=False)
         bar.update(1)
     return out
+
+
+def building_words(built: int, models: int) -> str:
+    """The sweep bar's text while it builds: no time left yet (the trees grow, so the first builds' pace says
+    nothing of the last ones', nor of the timing)."""
+    return f"{built}/{models} models built and warmed up; time left once the timing starts"
+
+
+def timing_words(repeat: int, repeats: int, timed: int, to_time: int, seconds: float) -> str:
+    """The sweep bar's text while it times: ``00:55 left, repeat 3/7``. Every round times every model once, in a fresh
+    random order, so the mean time of a model timed so far (``seconds`` over ``timed``) is a fair price of each of
+    the ``to_time - timed`` left."""
+    from tqdm import tqdm
+
+    if not timed:
+        return f"time left after the first model is timed, repeat {repeat}/{repeats}"
+    return f"{tqdm.format_interval(seconds / timed * (to_time - timed))} left, repeat {repeat}/{repeats}"
 
 
 def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> pandas.DataFrame
@@ -214,17 +234,27 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> p
 
     from ..progress import progress_bar
 
+    from ..profiling.time_left import BAR_FORMAT
+
     config = config or SweepConfig.full()
-    total = (len(config.trees()) + bool(config.token2wav)) * (config.repeats + 1)
+    models = len(config.trees()) + bool(config.token2wav)
     rows: list[dict[str, Any]] = []
-    with progress_bar(total=total, desc="traversal sweep", unit="tree", enabled=progress) as bar:
-        bar.set_postfix_str("build + warm up")
+    # the kit's bar (01's, 02's): "traversal sweep: 30/64 |...| 00:12 elapsed, 00:55 left, repeat 3/7"
+    with progress_bar(total=models * (config.repeats + 1), desc="traversal sweep", unit="model", enabled=progress,
+                      bar_format=BAR_FORMAT, postfix=building_words(0, models)) as bar:
         plan = subjects(config, bar)
         rng = random.Random(config.seed)
+        to_time, timed, started = models * config.repeats, 0, time.perf_counter()
+        bar.set_postfix_str(timing_words(1, config.repeats, 0, to_time, 0.0))
         for repeat in range(config.repeats):
-            bar.set_postfix_str(f"repeat {repeat + 1}/{config.repeats}")
             for s in rng.sample(plan, len(plan)):
                 rows += measure_round(s.model, s.number, repeat, s.source, s.counts, touch=config.touch)
+                timed += 1
+                # the text the bar shows with this tick: the repeat the next model is timed in, the time left now
+                words = timing_words(min(timed // models + 1, config.repeats), config.repeats, timed, to_time,
+                                     time.perf_counter() - started)
+                bar.set_postfix_str(words if timed < to_time else f"done: {config.repeats} repeat"
+                                    f"{'' if config.repeats == 1 else 's'} of {models} models", refresh=False)
                 bar.update(1)
     order = {e: i for i, e in enumerate(EXPERIMENTS)}
     frame = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
