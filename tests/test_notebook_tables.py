@@ -172,8 +172,10 @@ def test_every_phase_table_keeps_each_range_on_one_line(arms_dir):
     for c, row in zip(comps, rows):
         shown = dict(zip(header, row))
         assert shown["phase"] == label(c.phase)
-        assert shown["baseline min–max (ms)"] == f"{ms(c.baseline.min)}\u00a0…\u00a0{ms(c.baseline.max)}"
-        assert shown["optimized min–max (ms)"] == f"{ms(c.optimized.min)}\u00a0…\u00a0{ms(c.optimized.max)}"
+        two = lambda v: f"{v * 1e3:,.2f}".replace("-", "−")  # noqa: E731 - two decimals of a ms, a true minus
+        assert shown["baseline min–max (ms)"] == f"{two(c.baseline.min)}\u00a0…\u00a0{two(c.baseline.max)}"
+        assert shown["optimized min–max (ms)"] == f"{two(c.optimized.min)}\u00a0…\u00a0{two(c.optimized.max)}"
+        assert shown["baseline (ms)"] == two(c.baseline.median) and shown["baseline ÷ optimized"] == f"{c.ratio:,.2f}"
         for h in ranges:
             assert " " not in shown[h] and "\n" not in shown[h], (h, shown[h])  # no breakable space in any range
     # a phase's name breaks at its spaces only: no <wbr> after a "_" or "(" (the ranges leave that column narrow)

@@ -66,7 +66,7 @@ def result_tables(out: str | os.PathLike[str]) -> list[Any]:
 
 
 def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> Styler
-    """Every timed phase on one line each, in ms (the unit in the header, not the cells): medians,
+    """Every timed phase on one line each, in ms to two decimals (the unit in the header, not the cells): medians,
     ratio, min–max of each variant, the 95% interval of Δ median, Mann-Whitney p and the verdict in a
     word, held to the phase's A/A noise floor where ``floors`` has one (as the PR's rows and report.md are).
     The counts, which have no spread, are in the PR's rows; the verdict sentences in report.md."""
@@ -76,20 +76,23 @@ def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> S
     from ..reporting.measurements import label
     from .ab_tables import TO, verdict_word, words_only
 
-    def ms(*values: float | None) -> str:  # a range's ends joined by non-breaking spaces: it never wraps
-        return TO.join("" if v is None else f"{v * 1e3:,.3f}" for v in values)
+    # Two decimals of a ms (10 µs, finer than the spread of any phase here): with three, the 10 columns of a Lab
+    # run were 4 px wider than the output area. A range's ends are joined by non-breaking spaces: it never wraps.
+    def ms(*values: float | None) -> str:
+        return TO.join("" if v is None else f"{v * 1e3:,.2f}".replace("-", "−") for v in values)
 
     rows = []
     for c in comps:
         if c.unit != "s":
             continue
-        rows.append({"phase": label(c.phase), "baseline": c.baseline.median, "optimized": c.optimized.median,
-                     "ratio": c.ratio, "baseline min–max (ms)": ms(c.baseline.min, c.baseline.max),
+        rows.append({"phase": label(c.phase), "baseline (ms)": c.baseline.median * 1e3,
+                     "optimized (ms)": c.optimized.median * 1e3, "baseline ÷ optimized": c.ratio,
+                     "baseline min–max (ms)": ms(c.baseline.min, c.baseline.max),
                      "optimized min–max (ms)": ms(c.optimized.min, c.optimized.max),
                      f"{c.level} CI of Δ median (ms)": ms(c.ci_low, c.ci_high), "Mann-Whitney p": c.p_value,
                      "verdict": verdict_word(c, (floors or {}).get(c.phase))})
-    styler = table(pd.DataFrame(rows), seconds=["baseline", "optimized"], unit="ms",
-                   decimals={"ratio": 2, "Mann-Whitney p": 4})
+    styler = table(pd.DataFrame(rows), decimals={"baseline (ms)": 2, "optimized (ms)": 2, "baseline ÷ optimized": 2,
+                                                 "Mann-Whitney p": 4})
     # a phase's name breaks between words only, not at the "_" and "(" a text cell offers (never "huggingface_" over
     # "hub)", "(" over "spk_dict.pt"): the unbreakable ranges beside it leave it narrow
     return words_only(styler, ["phase"]) if rows else styler
