@@ -101,6 +101,7 @@ def test_an_ab_table_holds_one_number_a_cell_and_the_verdict_in_a_word(arms_dir)
         assert row["saving (%)"] == f"{-100 * c.difference / c.baseline.median:,.1f}"
         assert row["baseline ÷ mine"] == f"{c.ratio:,.2f}"
         assert row["mine min … max (ms)"] == f"{ms(c.optimized.min)}\u00a0…\u00a0{ms(c.optimized.max)}"
+        assert row["baseline min … max (ms)"] == f"{ms(c.baseline.min)}\u00a0…\u00a0{ms(c.baseline.max)}"  # both sides
         assert row["verdict"] == "no\u00a0claim"  # non-breaking: a verdict never wraps
     assert rows["Whole Token2Wav load"]["baseline median (ms)"] == "9,100.000"
     assert rows["Whole Token2Wav load"]["saving (ms)"].startswith("-")  # mine is slower there

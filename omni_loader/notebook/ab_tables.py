@@ -123,15 +123,16 @@ def _interval(low: float | None, high: float | None, unit: str) -> str:
     return f"{-high * TIME_SCALE[unit]:,.3f}{TO}{-low * TIME_SCALE[unit]:,.3f}"
 
 
-def _spread(c: Comparison, unit: str) -> str:
-    return f"{c.optimized.min * TIME_SCALE[unit]:,.3f}{TO}{c.optimized.max * TIME_SCALE[unit]:,.3f}"
+def _spread(c: Comparison, unit: str, first: bool = False) -> str:
+    s = c.baseline if first else c.optimized
+    return f"{s.min * TIME_SCALE[unit]:,.3f}{TO}{s.max * TIME_SCALE[unit]:,.3f}"
 
 
 def time_tables(comps: list[Comparison], first: str = "baseline", second: str = "optimized",
                 floors: dict[str, NoiseFloor] | None = None, pr_rule: bool = False) -> list[Any]:
     """The timed rows of ``comps`` (``first`` against ``second``) as tables, one per time unit (a row of
     seconds beside one of a few ms would lose the small one's digits): medians, saving in time and share, the
-    ratio, ``second``'s min … max, the verdict in a word, and with ``pr_rule`` the PR's own rule."""
+    ratio, each side's min … max, the verdict in a word, and with ``pr_rule`` the PR's own rule."""
     import pandas as pd
 
     floors = floors or {}
@@ -145,6 +146,7 @@ def time_tables(comps: list[Comparison], first: str = "baseline", second: str = 
             "measurement": label(c.phase), f"{first} median": c.baseline.median, f"{second} median": c.optimized.median,
             "saving": -c.difference, "saving (%)": -100 * c.difference / c.baseline.median if c.baseline.median else math.nan,
             f"{first} ÷ {second}": c.ratio if math.isfinite(c.ratio) else math.nan,
+            f"{first} min … max ({unit})": _spread(c, unit, first=True),
             f"{second} min … max ({unit})": _spread(c, unit), "verdict": verdict_word(c, floors.get(c.phase)),
             **({"PR's rule (min–max)": c.pr_rule()} if pr_rule else {})} for c in rows])
         shown.append(_timed(frame, [f"{first} median", f"{second} median", "saving"], unit,
