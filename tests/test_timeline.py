@@ -303,12 +303,12 @@ def test_gantt_lanes_colours_and_the_token2wav_annotation(three_log: Path) -> No
                 lane = round(patch.get_y() + patch.get_height() / 2)
                 colours.setdefault(container.get_label().lstrip("_"), set()).add(
                     (lane, tuple(round(c, 3) for c in patch.get_facecolor()[:3])))
-    weight = colours["weight_loading"]
+    weight = colours["weight loading"]  # the legend's words (phase_words), never the phase's snake_case name
     assert {lane for lane, _ in weight} == {0, 1, 2} and len({c for _, c in weight}) == 1  # one colour, 3 lanes
-    assert len({c for _, c in colours["init_engine"]}) == 1 and phase_colour("x") == phase_colour("x")
+    assert len({c for _, c in colours["init engine"]}) == 1 and phase_colour("x") == phase_colour("x")
     texts = [row["text"] for row in figure_data(fig) if row["kind"] == "text"]
     assert "Token2Wav weight loading 1.51 s (reported)" in texts
-    bars = [row for row in figure_data(fig) if row["kind"] == "bar" and row["label"] == "weight_loading"]
+    bars = [row for row in figure_data(fig) if row["kind"] == "bar" and row["label"] == "weight loading"]
     assert bars and math.isclose(bars[0]["width"], 8.72)
 
 
@@ -381,7 +381,9 @@ def test_detectability_from_samples() -> None:
     assert d.spread == pytest.approx(pooled_spread(base, opt)) and (d.n_a, d.n_b) == (5, 5)
     assert d.spread == pytest.approx(float(np.sqrt((np.var(base, ddof=1) + np.var(opt, ddof=1)) / 2)))
     assert d.detectable == pytest.approx(3.108 * d.spread, rel=1e-3)
-    assert "the PR's separate-ranges rule calls a difference of medians of" in d.sentence() and "0.48 s saving" in d.sentence()
+    assert d.sentence() == f"{d.calls()} {d.needs()}" and "5+5 runs call, under the PR's separate-ranges rule, a " \
+        f"difference of medians of {d.detectable:.2f} s or more 80% of the time ({d.detectable / PR_SAVING_S:.1f} " \
+        "times the 0.48 s saving)." in d.calls()
     assert detectability(spread=0.1, n=5).runs == 4
 
 
@@ -568,3 +570,130 @@ def test_gantt_draws_every_lanes_gap_alike() -> None:
         lane: sorted((g.start, g.end) for g in t.gaps() if g.lane == lane) for lane in gapped}
     styles = {(ln.get_color(), ln.get_linewidth()) for ln in ax.get_lines() if ln.get_label() in ("unexplained gap", "_gap")}
     assert len(styles) == 1
+
+
+# --------------------------------------------------------------------------- notebook 06's tables, chart and sentences
+
+
+def table_cells(styler) -> list[list[str]]:
+    """A Styler's rows (header first) as the text of each cell."""
+    import re
+    from html import unescape
+
+    return [[unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+            for row in re.findall(r"<tr>(.*?)</tr>", styler.to_html(), re.S)]
+
+
+def test_gantt_keeps_its_labels_inside_the_frame_and_names_phases_in_words() -> None:
+    """06's chart had "ready 5.0 s" struck through by the right frame, the Token2Wav note on the top frame line and
+    a legend of snake_case names: every text sits inside the axes, clear of the frame, and the legend is words."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from omni_loader.startup.timeline_plot import gantt
+
+    for text in (own_log(), three_stage_log(), stage_server_start()):
+        fig = gantt(parse_text(text))
+        FigureCanvasAgg(fig).draw()
+        ax = fig.axes[0]
+        frame = ax.get_window_extent()
+        texts = [t for t in ax.texts if t.get_text().strip()]
+        assert any(t.get_text().startswith("ready ") for t in texts) and len(texts) == 2
+        for t in texts:
+            box = (t.get_bbox_patch() or t).get_window_extent()
+            assert frame.x0 + 2 < box.x0 and box.x1 < frame.x1 - 2 and frame.y0 + 2 < box.y0 and box.y1 < frame.y1 - 2, \
+                (t.get_text(), box, frame)
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "weight loading" in labels and not [x for x in labels if "_" in x], labels
+
+
+def test_06s_timeline_table_starts_nothing_before_the_first_line_and_says_units() -> None:
+    """06's table printed "-0.0" for a phase starting on the first line and "-0.4" for imports whose reported 4.4 s
+    ends at 4 s on a clock of whole seconds; headers had no unit, phases were snake_case, rows in log order."""
+    from omni_loader.notebook.stages import timeline_table
+
+    text = "".join([
+        line("00:00", "stage-server: listening", stage=2, pid=40),
+        line("00:00", "stage-server: listening", stage=0, pid=20),
+        line("00:04", "Initializing Token2Wav (torch and the model code imported, snapshot found: 4.4 s)", stage=2, pid=40),
+        line("00:04", "Token2Wav load_weights took 58.3 ms", stage=2, pid=40),
+        line("00:04", "Loading weights took 0.069 seconds", stage=2, pid=40),
+        line("00:02", "Loading weights took 2.000089 seconds", stage=0, pid=20),
+    ])
+    styler = timeline_table(parse_text(text))
+    header, *rows = table_cells(styler)
+    assert header == ["lane", "phase", "start (s)", "end (s)", "time (ms)", "source", "log line"]
+    assert [r[:4] for r in rows] == [["stage-0", "weight loading", "0.0", "2.0"],
+                                     ["stage-2", "imports and snapshot", "0.0", "4.0"],
+                                     ["stage-2", "weight loading", "3.9", "4.0"],
+                                     ["stage-2", "Token2Wav weight loading", "3.9", "4.0"]]
+    assert "stage-2 imports and snapshot reported a length that puts its start up to a second before" in styler.to_html()
+    assert "stage-0 weight loading reported" not in styler.to_html()  # -0.0001 s is no clamp worth a word
+
+
+def test_06s_stage_table_orders_phases_as_they_started_and_gives_no_share_of_nothing(tmp_path: Path, monkeypatch) -> None:
+    """06's A/B table listed phases alphabetically and showed -100.0% for init engine going 0.001 → 0.002 ms (and
+    a blank for a 0 ms phase): stages in number order, each one's phases as they started in the first start, and
+    "—" for the share of a baseline under 5 ms, said in the caption."""
+    import omni_loader.notebook.stages as stages
+    import omni_loader.startup.serve_ab as serve_ab
+    from omni_loader.reporting.stats import Summary, compare
+
+    def c(phase, a, b):
+        return compare(Summary("baseline", phase, a), Summary("optimized", phase, b))
+
+    comps = [("stage-10", "weight_loading", c("w", (1.0, 1.1, 1.2), (1.0, 1.1, 1.2))),
+             ("stage-2", "init_engine", c("i", (1e-6, 1.2e-6, 0.9e-6), (2e-6, 2.1e-6, 1.9e-6))),
+             ("stage-2", "imports_and_snapshot", c("s", (4.6, 4.7, 4.8), (4.6, 4.7, 4.9))),
+             ("stage-2", "weight_loading", c("w", (0.069, 0.07, 0.071), (0.018, 0.019, 0.02)))]
+    monkeypatch.setattr(serve_ab, "stage_phase_comparisons", lambda out, frame=None: comps)
+    log = tmp_path / "1-baseline.log"
+    log.write_text(stage_server_start() + line("00:09", "Loading weights took 3.0 seconds", stage=10, pid=50))
+    monkeypatch.setattr(stages, "first_start_log", lambda out: log)
+    styler = stages.stage_comparison_table(tmp_path)
+    header, *rows = table_cells(styler)
+    assert [(r[0], r[1]) for r in rows] == [("stage-2", "imports and snapshot"), ("stage-2", "weight loading"),
+                                            ("stage-2", "init engine"), ("stage-10", "weight loading")]
+    share = {(r[0], r[1]): r[header.index("saving (%)")] for r in rows}
+    assert share[("stage-2", "init engine")] == "—" and share[("stage-2", "weight loading")] == "72.9"
+    assert share[("stage-10", "weight loading")] == "0.0"
+    assert "saving (%) is — where the baseline median is under 5 ms" in styler.to_html()
+
+
+def starts_frame(baseline, optimized):
+    import pandas as pd
+
+    return pd.DataFrame([{"variant": v, "seconds": s, "run_id": i}
+                         for i, (v, s) in enumerate([*(("baseline", x) for x in baseline),
+                                                     *(("optimized", x) for x in optimized)])])
+
+
+def test_06s_detectability_is_two_sentences_at_the_measured_spread(monkeypatch) -> None:
+    """06 printed a second paragraph at a hard-coded spread of 1 s: both sentences use the starts' own spread; where
+    3 + 3 runs can call nothing, the first gives the PR's 5 + 5 at that same spread."""
+    import omni_loader.notebook.stages as stages
+
+    base, opt = [5.45, 8.20, 5.53], [7.54, 7.01, 6.12]
+    monkeypatch.setattr(stages, "measured_starts", lambda out: starts_frame(base, opt))
+    text = stages.detectable_sentences("unused")
+    spread = pooled_spread(base, opt)
+    first, second = text.split("\n\n")
+    five = detectable_difference(spread, 5)
+    assert first.startswith(f"At this spread (SD {spread:.2f} s of one run), 3+3 runs call no difference")
+    assert first.endswith(f"the PR's 5+5 runs would call a difference of medians of {five:.2f} s or more 80% of the "
+                          f"time ({five / PR_SAVING_S:.1f} times the 0.48 s saving).")
+    assert second.endswith(f"a Mann-Whitney test alone would need {runs_needed_by_test(PR_SAVING_S, spread)} runs a side.")
+    assert "1 s" not in text and text.count(". ") <= 1  # no spread typed in; two sentences, one a paragraph
+    base, opt = [5.0, 5.1, 5.2, 5.3, 5.1], [4.0, 4.1, 4.2, 4.3, 4.1]  # five a side calls something: no fallback
+    monkeypatch.setattr(stages, "measured_starts", lambda out: starts_frame(base, opt))
+    assert "the PR's 5+5" not in stages.detectable_sentences("unused")
+
+
+def test_06s_startup_row_names_its_columns_and_keeps_the_prs_verdict_out_of_the_starts(monkeypatch) -> None:
+    import omni_loader.notebook.stages as stages
+
+    monkeypatch.setattr(stages, "measured_starts", lambda out: starts_frame([5.45, 8.2, 5.53], [7.54, 7.01, 6.12]))
+    text = stages.startup_row("unused")
+    rows = [ln for ln in text.splitlines() if ln.startswith("|")]
+    assert rows[0] == "| variant | starts to /health (s), in the order they ran | median (s) |"
+    assert rows[-1] == "| the PR (MI300X) | — (5 a side, not published) | 105.738 → 104.322 |"
+    assert "The PR's verdict on its 5 + 5 starts: ranges overlapped." in text and "ranges overlapped |" not in text

@@ -8,6 +8,7 @@ story and the startup folder can change underneath it.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,67 +58,116 @@ def timeline_sentence(log: str | os.PathLike[str], timeline: Any) -> str:
 
 
 def timeline_table(timeline: Any):  # -> Styler
-    """The phases of one start, a row each: lane, phase, start and end (seconds from the log's first
-    line), duration, whether its extent was reported or inferred, and its line."""
+    """The phases of one start, a row each, lane by lane and in the order they started: phase (in words), start
+    and end (seconds from the log's first line), duration, whether its extent was reported or inferred, and its
+    line. A phase whose reported length puts its start under a second before the log's first line (the log's
+    clock is to the second) is shown from 0, as the chart draws it, and the caption says so."""
     import pandas as pd
 
     from ..formatting import table
+    from ..startup.timeline_plot import phase_words
+    from ..startup.timeline_scan import RESOLUTION
 
-    rows = pd.DataFrame(timeline.rows())
-    rows = rows[rows["kind"] == "phase"][["lane", "phase", "start", "end", "seconds", "source", "line"]]
-    return table(rows.reset_index(drop=True), seconds=["seconds"], decimals={"start": 1, "end": 1},
-                 caption="Phases of this start (start and end: seconds from the log's first line)")
+    lanes = {name: i for i, name in enumerate(timeline.lane_names())}
+    phases = sorted(timeline.phases(), key=lambda r: (lanes.get(r.lane, len(lanes)), r.start, -r.end, r.line))
+    clamped = [r for r in phases if -RESOLUTION <= r.start < -0.05]  # what prints as 0.0 is no clamp to mention
+    rows = pd.DataFrame([{
+        "lane": r.lane, "phase": phase_words(r.phase),
+        "start (s)": max(r.start, 0.0) if r.start >= -RESOLUTION else r.start, "end (s)": r.end,
+        "seconds": r.seconds, "source": r.source, "log line": r.line} for r in phases],
+        columns=["lane", "phase", "start (s)", "end (s)", "seconds", "source", "log line"])
+    caption = "Phases of this start, in the order they started (start and end: seconds from the log's first line)"
+    if clamped:
+        caption += (f"; {_listed(f'{r.lane} {phase_words(r.phase)}' for r in clamped)} reported a length that puts "
+                    "its start up to a second before the log's first line, whose clock is to the second: shown from 0")
+    return table(rows, seconds=["seconds"], decimals={"start (s)": 1, "end (s)": 1}, caption=caption)
+
+
+def _listed(items: Any) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+SHARE_FLOOR_S = 0.005  # a baseline median under 5 ms gets no saving (%): a share of so little is timer and scheduler noise
+
+
+def _start_order(out: str | os.PathLike[str]) -> dict[tuple[str, str], tuple[float, float]]:
+    """``(lane, phase) -> (start, -end)`` in the first measured start's timeline (the one section 1 shows); empty
+    where there is none to read."""
+    from ..errors import OmniLoaderError
+    from ..startup.timeline import read_timeline
+
+    try:
+        timeline = read_timeline(first_start_log(out))
+    except (OSError, OmniLoaderError, IndexError, KeyError):
+        return {}
+    order: dict[tuple[str, str], tuple[float, float]] = {}
+    for r in timeline.phases():
+        order.setdefault((r.lane, r.phase), (r.start, -r.end))
+    return order
+
+
+def _lane_rank(lane: str) -> tuple[int, str]:
+    """stage-2 before stage-10, then other lanes by name."""
+    head, _, number = lane.partition("/")[0].rpartition("-")
+    return (int(number), lane) if head == "stage" and number.isdigit() else (1 << 30, lane)
 
 
 def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
-    """Every (stage, phase) both variants have: the medians and the saving in ms (the unit in the header, one number
-    a cell, as 01's tables), the saving's share and the kit's verdict in a word; when no row can be a claim for the
-    same reason (3 + 3 runs cannot reach p < 0.05), the caption says it once instead of every row."""
-    import math
-
+    """Every (stage, phase) both variants have, stage by stage and each stage's phases in the order they started:
+    the medians and the saving in ms (the unit in the header, one number a cell, as 01's tables), the saving's share
+    ("—" where the baseline median is under :data:`SHARE_FLOOR_S`) and the kit's verdict in a word; when no row can
+    be a claim for the same reason (3 + 3 runs cannot reach p < 0.05), the caption says it once instead of every row."""
     import pandas as pd
 
-    from ..startup.serve_ab import stage_phase_comparisons
     from ..formatting import table
+    from ..startup.serve_ab import stage_phase_comparisons
+    from ..startup.timeline_plot import phase_words
     from .ab_tables import verdict_word
 
     def shown(value: float, last: float) -> float:  # what rounds to zero at the decimals shown is 0, never "-0.000"
         return 0.0 if abs(value) < last / 2 else value
 
+    def share(c: Any) -> str:
+        if c.baseline.median < SHARE_FLOOR_S:
+            return "—"
+        return f"{shown(-100 * c.difference / c.baseline.median, 0.1):,.1f}"
+
     comps = stage_phase_comparisons(out)
+    order = _start_order(out)
+    comps = sorted(comps, key=lambda t: (_lane_rank(t[0]), order.get((t[0], t[1].partition("#")[0]), (math.inf, 0.0))))
     frame = pd.DataFrame([{
-        "stage": lane, "phase": phase, "baseline median": c.baseline.median, "optimized median": c.optimized.median,
-        "saving": shown(-c.difference, 1e-6),
-        "saving (%)": shown(-100 * c.difference / c.baseline.median, 0.1) if c.baseline.median else math.nan,
+        "stage": lane, "phase": phase_words(phase), "baseline median": c.baseline.median,
+        "optimized median": c.optimized.median, "saving": shown(-c.difference, 1e-6), "saving (%)": share(c),
         "verdict": verdict_word(c)} for lane, phase, c in comps])
     reasons = {c.verdict().split(": ", 1)[-1] for _, _, c in comps}
-    caption = "Medians per stage and phase, and the kit's verdict"
+    caption = "Medians per stage and phase (each stage's phases in the order they started), and the kit's verdict"
     if len(reasons) == 1 and "cannot reach" in next(iter(reasons)):
         caption += f" ({next(iter(reasons)).removesuffix(' (use more runs)')}: no row can be a claim)"
+    if any(c.baseline.median < SHARE_FLOOR_S for _, _, c in comps):
+        caption += (f"; saving (%) is — where the baseline median is under {SHARE_FLOOR_S * 1e3:g} ms: a share of so "
+                    "little time is the timer's and the scheduler's noise")
     if frame.empty:
         return table(frame, caption=caption)
-    shown = table(frame, seconds=["baseline median", "optimized median", "saving"], unit="ms",
-                  decimals={"saving (%)": 1}, caption=caption)
-    return shown.set_properties(subset=["stage"], **{"white-space": "nowrap"})  # "stage-0", never "stage-" over "0"
+    styled = table(frame, seconds=["baseline median", "optimized median", "saving"], unit="ms", caption=caption)
+    return styled.set_properties(subset=["stage"], **{"white-space": "nowrap"})  # "stage-0", never "stage-" over "0"
 
 
-def detectable_sentences(out: str | os.PathLike[str] | None, pr_spread: float = 1.0, pr_runs: int = 5) -> str:
-    """What this A/B's starts could detect (from their own spread), and what the PR's design could, at a
-    spread of ``pr_spread`` seconds per start with ``pr_runs`` runs a side."""
+def detectable_sentences(out: str | os.PathLike[str] | None, pr_runs: int = 5) -> str:
+    """What this A/B's starts could detect, at their own spread, in two sentences: the smallest difference this
+    design calls (where it can call none, the PR's ``pr_runs`` a side at the same spread), and the runs a side the
+    PR's saving would need."""
     from ..startup.detectable import PR_SAVING_S, detectability
 
-    lines = []
-    if out is not None:
-        starts = measured_starts(out)
-        samples = [list(starts[starts["variant"] == v]["seconds"]) for v in VARIANTS]
-        if min(len(x) for x in samples) >= 2:
-            lines.append(detectability(*samples, saving=PR_SAVING_S).sentence())
-        else:
-            lines.append(f"{min(len(x) for x in samples)} measured start(s) a side: the spread needs two or more.")
-    design = detectability(spread=pr_spread, n=pr_runs, saving=PR_SAVING_S)
-    lines.append(f"For the PR's design ({pr_runs} runs a side), at a spread of {pr_spread:g} s per start: "
-                 + design.sentence().split(" runs, ", 1)[1])
-    return "\n\n".join(lines)
+    if out is None:
+        return "A log of your own has no A/B: start the stage groups (leave `log` empty) for this part."
+    starts = measured_starts(out)
+    samples = [list(starts[starts["variant"] == v]["seconds"]) for v in VARIANTS]
+    if min(len(x) for x in samples) < 2:
+        return f"{min(len(x) for x in samples)} measured start(s) a side: the spread needs two or more."
+    here = detectability(*samples, saving=PR_SAVING_S)
+    design = detectability(spread=here.spread, n=pr_runs, saving=PR_SAVING_S) if math.isinf(here.detectable) else None
+    return f"{here.calls(design)}\n\n{here.needs()}"
 
 
 def startup_row(out: str | os.PathLike[str]) -> str:
@@ -134,13 +184,14 @@ def startup_row(out: str | os.PathLike[str]) -> str:
         rows.append([v, ", ".join(f"{s:,.2f}" for s in seconds) or "none",
                      f"{medians[v]:,.2f}" if len(seconds) else ""])
     pr = next(m for m in load_reference()["measurements"] if m["measurement"] == "startup_to_health")
-    rows.append(["the PR (MI300X, 5 a side)", pr.get("note", ""), f"{pr['baseline']:,.3f} → {pr['optimized']:,.3f}"])
+    rows.append(["the PR (MI300X)", "— (5 a side, not published)", f"{pr['baseline']:,.3f} → {pr['optimized']:,.3f}"])
     # One unit for every cell, said in the header: a start is seconds whatever its size (a list reading
-    # "10.6 s, 7,397 ms" makes a person compare digits across units).
-    table = markdown_table(rows, ["", "starts to /health (s), in the order they ran", "median (s)"], right=(2,))
+    # "10.6 s, 7,397 ms" makes a person compare digits across units). The PR's verdict is a sentence, not a start.
+    table = markdown_table(rows, ["variant", "starts to /health (s), in the order they ran", "median (s)"], right=(2,))
+    table += f"\n\nThe PR's verdict on its 5 + 5 starts: {pr.get('note', 'none published')}."
     b, o = medians["baseline"], medians["optimized"]
     if b is None or o is None:
         return table
     which = "faster" if o < b else "slower"
-    return (table + f"\n\nHere the optimized starts' median is {short_duration(abs(b - o))} {which} than the "
+    return (table + f" Here the optimized starts' median is {short_duration(abs(b - o))} {which} than the "
             f"baseline's: whether that is the change or the spread is the next section's question.")

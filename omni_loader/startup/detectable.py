@@ -196,20 +196,34 @@ class Detectability:
     power: float = POWER
     alpha: float = ALPHA
 
+    def calls(self, design: Detectability | None = None) -> str:
+        """The smallest difference this design calls, in one sentence (and in multiples of the saving); where it can
+        call none (3 runs a side), that ``design``'s (another n at the same spread, the PR's 5 + 5) instead."""
+        head = f"At this spread (SD {self.spread:.2f} s of one run), {self.n_a}+{self.n_b} runs"
+        if not math.isinf(self.detectable):
+            return head + f" call, under the PR's separate-ranges rule, {self._smallest()}."
+        text = (head + " call no difference under the PR's separate-ranges rule: so few runs have separate ranges "
+                f"by chance more than {self.alpha:.0%} of the time")
+        if design is None or math.isinf(design.detectable):
+            return text + "."
+        return text + f"; the PR's {design.n_a}+{design.n_b} runs would call {design._smallest()}."
+
+    def _smallest(self) -> str:
+        floor = f" (A/A floor {self.floor:.3f} s)" if self.floor else ""
+        return (f"a difference of medians of {self.detectable:.2f} s or more{floor} {self.power:.0%} of the time "
+                f"({self.detectable / self.saving:.1f} times the {self.saving:.2f} s saving)")
+
+    def needs(self) -> str:
+        """The runs a side ``saving`` needs at this spread, in one sentence (the same for any n: the spread decides)."""
+        test = f"a Mann-Whitney test alone would need {self.runs_by_test} runs a side"
+        if self.runs is not None:
+            return f"A {self.saving:.2f} s saving would need {self.runs} runs a side under that rule ({test})."
+        return (f"A {self.saving:.2f} s saving would never be called {self.power:.0%} of the time under that rule (at "
+                f"best {self.best[1]:.0%}, at {self.best[0]} runs a side: more runs widen the ranges); {test}.")
+
     def sentence(self) -> str:
         """What this design can call, then what the saving needs: two sentences, every figure computed."""
-        floor = f" (A/A floor {self.floor:.3f} s)" if self.floor else ""
-        called = ("no difference at all: with so few runs, separate ranges happen by chance more often than "
-                  f"{self.alpha:.0%} of the time" if math.isinf(self.detectable) else
-                  f"a difference of medians of {self.detectable:.2f} s or more{floor}, {self.power:.0%} of the time")
-        if self.runs is not None:
-            need = f"A {self.saving:.2f} s saving would need {self.runs} runs a side under that rule."
-        else:
-            need = (f"A {self.saving:.2f} s saving is never called {self.power:.0%} of the time under that rule, at any "
-                    f"number of runs (its best chance is {self.best[1]:.0%}, at {self.best[0]} runs a side: more runs "
-                    f"widen the ranges); a Mann-Whitney test alone would need {self.runs_by_test} runs a side.")
-        return (f"At this spread (SD {self.spread:.2f} s of one run) and {self.n_a}+{self.n_b} runs, the PR's "
-                f"separate-ranges rule calls {called}. {need}")
+        return f"{self.calls()} {self.needs()}"
 
 
 def detectability(baseline: Sequence[float] | None = None, optimized: Sequence[float] | None = None, *,

@@ -28,6 +28,28 @@ PHASE_COLOURS = {
     "chat_template_warmup": "#8c8c8c", "omni_server_startup": "#ccb974", "imports_and_snapshot": "#64b5cd",
 }
 HEIGHTS = {-1: 0.9, 0: 0.62, 1: 0.4, 2: 0.22}
+TOP = -1.5  # the y axis's top: the band above the first lane (-0.45) holds the ready label and the Token2Wav note
+# The startup phases in words, where a person reads them (the chart's legend, notebook 06's tables). Before the kit's
+# LABELS: a timeline's weight_loading is vLLM's "Loading weights took" of any stage, not the PR's Token2Wav row that
+# LABELS' weight_loading names. A phase neither has reads as its name with spaces for underscores.
+PHASE_WORDS = {
+    "weight_loading": "weight loading", "token2wav_weight_loading": "Token2Wav weight loading",
+    "model_loading": "model loading", "model_loaded": "up to [Model Loaded]", "init_engine": "init engine",
+    "imports_and_snapshot": "imports and snapshot", "torch_compile": "torch.compile",
+    "dynamo_transform": "Dynamo bytecode transform", "graph_capture": "graph capture",
+    "chat_template_warmup": "chat template warm-up", "omni_server_startup": "OmniServer startup",
+}
+
+
+def phase_words(phase: str) -> str:
+    """``phase`` as a person reads it: :data:`PHASE_WORDS`, else the kit's LABELS, else its name without underscores."""
+    from ..reporting.measurements import LABELS
+
+    name, sep, repeat = phase.partition("#")  # a phase seen twice on one lane is phase#2
+    words = PHASE_WORDS.get(name) or LABELS.get(name) or name.replace("_", " ")
+    return f"{words} ({repeat})" if sep else words
+
+
 # What the annotation points at, in order: the PR's row where the log has it (the stage server's own line),
 # else vLLM's "Loading weights took" region around it, else what encloses that.
 TOKEN2WAV_PHASES = ("token2wav_weight_loading", "weight_loading", "model_loaded", "model_loading")
@@ -66,7 +88,7 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
     phases = sorted(timeline.phases(), key=lambda r: (r.level, r.start))  # outer ones first, nested on top
     for r in phases:
         colour = phase_colour(r.phase)
-        label = r.phase if r.phase not in labelled else "_" + r.phase
+        label = phase_words(r.phase) if r.phase not in labelled else "_" + phase_words(r.phase)
         labelled.add(r.phase)
         pale = r.level < 0
         ax.barh(y[r.lane], max(r.seconds, 0.05), left=r.start, height=HEIGHTS.get(r.level, 0.2), color=colour,
@@ -79,12 +101,16 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
     for i, gap in enumerate(g for g in timeline.gaps(min_gap) if g.lane in y):  # every lane's, drawn alike
         ax.plot([gap.start, gap.end], [y[gap.lane] + 0.38] * 2, color="#c44e52", linewidth=2,
                 label="unexplained gap" if i == 0 else "_gap", zorder=4)
-    if path is not None:
-        ax.axvline(path.ready_at, color="black", linestyle="--", linewidth=1, label="_ready", zorder=6)
-        ax.text(path.ready_at, -0.75, f" ready {path.ready_at:.1f} s", va="bottom", ha="left", fontsize=8)
     # from the log's first line (0 s), whenever the first bar is: the seconds before it are the start's too; a
-    # phase reported to begin under a second before it is the clock's resolution (cut there), one further is drawn
-    ax.set_xlim(left=min([0.0] + [r.start for r in timeline.records if r.start < -RESOLUTION]))
+    # phase reported to begin under a second before it is the clock's resolution (cut there), one further is drawn.
+    # On the right a margin past the last bar and the ready line, so neither meets the frame.
+    left = min([0.0] + [r.start for r in timeline.records if r.start < -RESOLUTION])
+    right = max([r.end for r in timeline.records] + ([path.ready_at] if path is not None else []) + [left + 1.0])
+    ax.set_xlim(left, right + 0.04 * (right - left))
+    if path is not None:  # the label left of the line, in the band above the lanes, inside the frame
+        ax.axvline(path.ready_at, color="black", linestyle="--", linewidth=1, label="_ready", zorder=6)
+        ax.text(path.ready_at, -0.55, f"ready {path.ready_at:.1f} s ", va="bottom", ha="right", fontsize=8,
+                bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none"}, zorder=7)
     _annotate_token2wav(ax, timeline, y, token2wav_lane)
     ax.set_yticks(range(len(lanes)))
     gating = path.gating if path is not None else None
@@ -93,9 +119,9 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
                         for n in lanes])
     for tick in ax.get_yticklabels():
         tick.set_fontweight("bold" if tick.get_text().endswith("(gated ready)") else "normal")
-    ax.set_ylim(len(lanes) - 0.4, -0.9)
+    ax.set_ylim(len(lanes) - 0.4, TOP)
     ax.set_xlabel("seconds from the log's first timestamp")
-    ax.set_title(title or _title(timeline, path), pad=24)  # room for the Token2Wav note above the lanes
+    ax.set_title(title or _title(timeline, path))
     ax.grid(axis="x", alpha=0.3)
     # under the x-axis label by a distance in font sizes, not in axes fractions: one lane's axes are short
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), borderaxespad=3.6, ncol=5, fontsize=8, frameon=False)
@@ -110,12 +136,14 @@ def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int], lane: st
     what = "weight loading" if record.phase != "model_loading" else "model loading"
     ax.barh(y[record.lane], max(record.seconds, 0.05), left=record.start, height=HEIGHTS.get(record.level, 0.2) + 0.1,
             fill=False, edgecolor="#c44e52", linewidth=2.2, label="_token2wav", zorder=7)
-    # The note sits above the lanes (outside the axes, under the title), so it covers no lane's bars whatever
-    # their heights; it starts at the phase and runs right, or ends there where the phase is in the right half.
+    # The note sits in the band above the lanes (inside the frame, clear of its top line and of the ready label
+    # under it), so it covers no lane's bars whatever their heights; it starts at the phase and runs right, or ends
+    # there where the phase is in the right half (the frame's right margin is then beyond it).
     x, (left, right) = record.start + record.seconds / 2, ax.get_xlim()
     ax.annotate(f"Token2Wav {what} {record.seconds:.2f} s ({record.source})",
-                xy=(x, y[record.lane]), xytext=(x, 1.02), textcoords=("data", "axes fraction"),
-                ha="left" if x < (left + right) / 2 else "right", va="bottom", annotation_clip=False, fontsize=9, fontweight="bold", color="#c44e52", zorder=8,
+                xy=(x, y[record.lane]), xytext=(x, (TOP - 0.55) / 2 - 0.1), textcoords="data",
+                ha="left" if x < (left + right) / 2 else "right", va="center", fontsize=9, fontweight="bold",
+                color="#c44e52", zorder=8,
                 arrowprops={"arrowstyle": "->", "color": "#c44e52"},
                 bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#c44e52"})
 
