@@ -320,8 +320,10 @@ def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path)
     assert "no\u00a0claim" in verdicts and set(verdicts) <= {"faster", "slower", "no\u00a0claim"}, verdicts
 
     faster = _arms({"faster": (-0.03, 0.002), "null": (0.0, 0.002)}, ("A", "B"))  # B 30 ms faster: negative ends
-    html = diff_table(_in_process_diff(faster, stats.compare_functions(faster, "A", "B"), {"aa": False},
-                                       tmp_path)).to_html()
+    faster_diff = _in_process_diff(faster, stats.compare_functions(faster, "A", "B"), {"aa": False}, tmp_path)
+    sentence, = faster_diff.sentences()
+    assert re.search(r"95% interval of B − A −\d+ ms to −\d+ ms", sentence) and "-" not in sentence, sentence
+    html = diff_table(faster_diff).to_html()
     cells = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{column}"[^>]*>(.*?)</td>', html)]
     delta = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{header.index("B − A (ms)")}"[^>]*>(.*?)'
                                              r'</td>', html)]

@@ -277,6 +277,7 @@ def test_sweep_skips_baseline_above_the_cap(tmp_path) -> None:
     assert list(baseline.N) == [8]
     assert "baseline" not in result.fits  # one point only: no line
     assert result.placement.empty
+    assert "2 synthetic trees, 1 repeat, " in result.summary()  # not "1 repeats"
 
 
 @pytest.mark.slow

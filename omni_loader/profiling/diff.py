@@ -62,6 +62,11 @@ SAMPLED = "sampled"  # the kind of step of a load sampled by py-spy, on the bar'
 # --------------------------------------------------------------------------- the result
 
 
+def signed(seconds: float, unit: str) -> str:
+    """A time that may be negative, as the kit's sentences write one: ``−124 ms`` (a minus sign, not a hyphen)."""
+    return duration(seconds, unit, 0).replace("-", "\u2212")
+
+
 @dataclass
 class ProfileDiff:
     """A differential profile of ``a`` against ``b``: :attr:`functions` (one row per function, the
@@ -101,7 +106,7 @@ class ProfileDiff:
                    if r["role"] == "own time" else "; " + ROLE_WORDS.get(r["role"], r["role"]))
             out.append(f"`{r['function']}` ({r['file']}): {duration(r['a_median_s'], unit, 0)} → "
                        f"{duration(r['b_median_s'], unit, 0)}, {r['verdict']} by {duration(abs(r['delta_s']), unit, 0)} "
-                       f"(95% interval of B − A {duration(r['ci_low'], unit, 0)} to {duration(r['ci_high'], unit, 0)}, "
+                       f"(95% interval of B − A {signed(r['ci_low'], unit)} to {signed(r['ci_high'], unit)}, "
                        f"q = {number(r['q'], 2)}{self._beyond(r, unit)}){self._calls(r['function'])}{own}.")
         return out
 

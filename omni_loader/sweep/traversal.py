@@ -301,7 +301,7 @@ class SweepResult:
     def summary(self) -> str:
         from ..formatting import short_duration
 
-        lines = [(f"traversal sweep: {len(self.config.trees())} synthetic trees, {self.config.repeats} repeats, "
+        lines = [(f"traversal sweep: {len(self.config.trees())} synthetic trees, {self.config.repeats} repeat{'' if self.config.repeats == 1 else 's'}, "
                   f"{self.seconds:.1f} s")]
         for clock in CLOCKS:
             for exp, fit in self.fits_for(clock).items():
