@@ -10,7 +10,7 @@ from omni_loader.token2wav.model import inventory
 
 @pytest.fixture(scope="module")
 def layouts():
-    return explore.compare_layouts("tiny")
+    return explore.compare_layouts("tiny").set_index("count")
 
 
 def test_layout_table_is_the_two_inventories_side_by_side(layouts) -> None:
@@ -76,7 +76,25 @@ def test_04s_and_03s_tables_read_in_words_and_never_break_a_name(capsys) -> None
         headers = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", html)]
         assert not [h for h in headers if re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", h)], (source, headers)
         assert not re.search(r"[A-Za-z0-9]_<wbr>", html), (source, re.findall(r".{30}_<wbr>.{10}", html)[:3])
+        # an index's name is a second header row holding one word ("class", "count") above the table's first column
+        assert "index_name" not in html, source
     depths = next(html for source, html in zip(cells, shown) if "class_by_depth" in source)
     columns = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*col_heading level0[^>]*>(.*?)</th>", depths)]
-    assert [c for c in columns if c != "total"] == [f"depth {d}" for d in range(len(columns) - 1)]
+    assert [c for c in columns if c not in ("class", "total")] == [f"depth {d}" for d in range(len(columns) - 2)]
     assert "Qwen2_5OmniSnakeBeta</span></code>" in "".join(shown)
+
+
+def test_class_by_depth_lists_the_most_numerous_classes_and_ends_with_all_of_them() -> None:
+    """The cross table's last row sums every class, also those ``top`` leaves out; the rows before it are classes,
+    most numerous first (the sums row came first, and the class names were the index: a second header row)."""
+    from omni_loader.token2wav.model import build_model, config_dict
+
+    tree = build_model(config_dict("tiny"), layout="vllm-omni", device="meta")
+    whole, top = explore.class_by_depth(tree), explore.class_by_depth(tree, top=3)
+    classes = whole.iloc[:-1]
+    assert list(whole.columns[:2]) == ["class", "depth 0"] and whole.columns[-1] == "total"
+    assert whole.iloc[-1]["class"] == f"all {len(classes)} classes" == top.iloc[-1]["class"]
+    assert whole.iloc[-1]["total"] == classes["total"].sum() == len(list(tree.modules())) == top.iloc[-1]["total"]
+    assert list(classes["total"]) == sorted(classes["total"], reverse=True)
+    assert list(top["class"][:-1]) == list(classes["class"][:3]) and len(top) == 4
+

@@ -80,14 +80,21 @@ def modules_by_depth(model: nn.Module):  # -> DataFrame
     return pd.DataFrame(rows)
 
 
-def class_by_depth(model: nn.Module):  # -> DataFrame
-    """Cross table: classes (rows) x depth (columns), module counts."""
+def class_by_depth(model: nn.Module, top: int | None = None):  # -> DataFrame
+    """Cross table of module counts: a ``class`` column and one column per depth, a row per class (the ``top``
+    most numerous; all without ``top``), most numerous first, and a last row over all classes (``total`` is the
+    column of row sums). The classes are a column, not the index: a table shows an index's name as a second
+    header row."""
     import pandas as pd
 
     table = module_table(model)
     out = pd.crosstab(table["class"], table["depth"], margins=True, margins_name="total")
     out = out.rename(columns={d: f"depth {d}" for d in out.columns if d != "total"})
-    return out.sort_values("total", ascending=False)
+    classes = out.drop(index="total").sort_values("total", ascending=False, kind="stable")
+    every = out.loc[["total"]].rename(index={"total": f"all {len(classes)} classes"})
+    out = pd.concat([classes.head(top) if top is not None else classes, every])
+    out.columns.name = None
+    return out.rename_axis("class").reset_index()
 
 
 def describe_tree(inv: Inventory) -> str:
@@ -225,13 +232,13 @@ def labelled_counts(inv: Inventory) -> dict[str, int]:
 
 
 def compare_layouts(size: str = "full"):  # -> DataFrame
-    """The inventories of both layouts side by side, with the difference (vllm-omni minus transformers)."""
+    """The inventories of both layouts side by side, with the difference (vllm-omni minus transformers): a row
+    per count, named in the ``count`` column."""
     import pandas as pd
 
     table = pd.DataFrame({layout: labelled_counts(inventory(layout, size)) for layout in LAYOUTS})
     table["vllm-omni − transformers"] = table["vllm-omni"] - table["transformers"]
-    table.index.name = "count"
-    return table
+    return table.rename_axis("count").reset_index()  # a column: a table shows an index's name as a second header row
 
 
 def layout_differences(size: str = "full"):  # -> DataFrame
@@ -248,7 +255,7 @@ def layout_differences(size: str = "full"):  # -> DataFrame
     table = pd.DataFrame(counts).fillna(0).astype(int)
     differ = table.nunique(axis=1) > 1
     table.index.name = "module class / buffer"
-    return table[differ].sort_index()
+    return table[differ].sort_index().reset_index()  # the names a column, as compare_layouts' counts
 
 
 # =========================================================================== when the rules disagree
