@@ -98,3 +98,117 @@ def test_class_by_depth_lists_the_most_numerous_classes_and_ends_with_all_of_the
     assert list(classes["total"]) == sorted(classes["total"], reverse=True)
     assert list(top["class"][:-1]) == list(classes["class"][:3]) and len(top) == 4
 
+
+# --------------------------------------------------------------------------- the forward pass (kit.waveform)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_snapshot):
+    from omni_loader.token2wav.checkpoint import open_snapshot
+    from omni_loader.token2wav.loader import load_token2wav
+
+    snapshot = open_snapshot(tiny_snapshot)
+    model, result = load_token2wav(snapshot, "optimized")
+    return model, snapshot, result
+
+
+def test_describe_load_puts_each_path_and_buffer_name_on_a_line_of_its_own(tiny_model) -> None:
+    """A narrow output area (JupyterLab's) broke the one long line inside a name: 'code2wa' / 'v_dit_model...'."""
+    from omni_loader.notebook import waveform
+
+    model, snapshot, result = tiny_model
+    lines = waveform.describe_load(snapshot, result).splitlines()
+    assert f"    {snapshot.root}" in lines and "    code2wav_dit_model.rotary_embed.inv_freq" in lines
+    assert "persistent buffers (1):" in lines
+    assert all(len(line) <= 100 for line in lines if not line.startswith("    ")), lines
+
+
+def test_a_cpu_forward_pass_runs_a_float32_copy_of_the_vocoder_and_leaves_the_model_as_loaded(tiny_model) -> None:
+    """vLLM-Omni's BigVGAN is bfloat16; on a CPU, where a bfloat16 convolution took 60 times as long, 04 ran 9
+    minutes. The float32 copy computes with the same weights; the model keeps its tensors, hooks and vocoder."""
+    import numpy as np
+    import torch
+
+    from omni_loader.notebook import waveform
+
+    model, snapshot, _ = tiny_model
+    own = model.code2wav_bigvgan_model
+    loaded = {k: v.clone() for k, v in own.state_dict().items()}
+    hooks = [len(m._forward_pre_hooks) + len(m._forward_hooks) for m in own.modules()]
+    run = {dtype: waveform.synthesize_waveform(model, snapshot, n_codes=8, num_steps=2, progress=False,
+                                               vocoder_dtype=dtype) for dtype in ("float32", "loaded")}
+    assert model.code2wav_bigvgan_model is own
+    assert [len(m._forward_pre_hooks) + len(m._forward_hooks) for m in own.modules()] == hooks
+    now = own.state_dict()
+    assert all(now[k].dtype == v.dtype == torch.bfloat16 and torch.equal(now[k], v) for k, v in loaded.items()
+               if v.is_floating_point() and k.endswith("weight"))
+    single, half = run["float32"], run["loaded"]
+    assert (single.vocoder.loaded, single.vocoder.run, half.vocoder.run) == ("bfloat16", "float32", "bfloat16")
+    # the same weights at another precision: the clips agree to bfloat16's precision, and are not the same numbers
+    assert np.abs(single.audio - half.audio).max() <= 0.05 * np.abs(half.audio).max() + 1e-3
+    assert not np.array_equal(single.audio, half.audio)
+    assert "ran a float32 copy" in single.note() and "ran a float32 copy" not in half.note()
+    assert "forward pass" in single.describe().splitlines()[1] and "BigVGAN" in single.describe()
+
+
+def test_auto_runs_the_copy_only_where_the_probe_finds_bfloat16_slow(tiny_model, monkeypatch) -> None:
+    import torch
+
+    from omni_loader.notebook import waveform
+
+    model, _, _ = tiny_model
+    for half, single, expected in ((1.0, 0.1, "float32"), (0.12, 0.1, "bfloat16")):
+        monkeypatch.setattr(waveform, "conv_seconds", lambda dtype, h=half, s=single: h if dtype != torch.float32 else s)
+        vocoder, precision = waveform.vocoder_for_run(model, torch.device("cpu"))
+        assert precision.run == expected and (vocoder is model.code2wav_bigvgan_model) == (expected == "bfloat16")
+        assert precision.probe == (half, single)
+    forced = waveform.vocoder_for_run(model, torch.device("cpu"), "float32")[1]
+    assert forced.probe is None and 'as asked (`vocoder_dtype="float32"`)' in forced.sentence()
+    monkeypatch.setattr(waveform, "conv_seconds", lambda dtype: 1.0 if dtype != torch.float32 else 0.1)
+    slow = waveform.vocoder_for_run(model, torch.device("cpu"))[1].sentence()
+    assert ("on this CPU bfloat16 convolutions are slow (a `Conv1d(128, 128, 7)` over 1,200 samples took 1,000 ms in "
+            "bfloat16 against 100 ms in float32, 10× as long)") in slow
+    gpu_vocoder, gpu = waveform.vocoder_for_run(model, torch.device("cuda"))
+    assert gpu.probe is None and gpu.run == "bfloat16" and gpu_vocoder is model.code2wav_bigvgan_model
+
+
+def test_the_forward_bar_counts_the_dit_and_the_vocoder_and_names_the_step(tiny_model, monkeypatch, capsys) -> None:
+    """The bar stood at 12/12 for 9 minutes while BigVGAN ran, its unit read '1.26s/ DiT evaluation'."""
+    import re
+
+    from omni_loader.notebook import waveform
+
+    model, snapshot, _ = tiny_model
+    monkeypatch.setenv("OMNI_LOADER_PROGRESS", "lines")
+    waveform.synthesize_waveform(model, snapshot, n_codes=8, num_steps=2, vocoder_dtype="float32")
+    lines = capsys.readouterr().err.strip().splitlines()
+    steps = waveform.dit_evaluations(2) + len(model.code2wav_bigvgan_model.resblocks)
+    assert f"{steps}/{steps}" in lines[-1] and re.search(r"\d(s/step|step/s)\b", lines[-1]), lines
+    stages = len(model.config.bigvgan_config.upsample_rates)
+    assert lines[-1].endswith(f"BigVGAN upsample stage {stages}/{stages} (×{model.config.bigvgan_config.upsample_rates[-1]})]")
+
+
+def test_the_forward_bar_redraws_while_a_step_runs(monkeypatch) -> None:
+    """Its elapsed time keeps counting through a long step (it stood at 00:16 while BigVGAN ran for minutes)."""
+    import io
+    import threading
+
+    from torch import nn
+    from tqdm.std import tqdm
+
+    from omni_loader.notebook import waveform
+
+    redrawn = threading.Event()
+
+    class Bar(tqdm):
+        def refresh(self, *args, **kwargs):
+            redrawn.set()
+            return super().refresh(*args, **kwargs)
+
+    monkeypatch.setattr("omni_loader.progress.progress_bar",
+                        lambda enabled, **kwargs: Bar(file=io.StringIO(), **kwargs))
+    vocoder = nn.Module()
+    vocoder.resblocks = nn.ModuleList([nn.Identity(), nn.Identity()])
+    with waveform._forward_progress(nn.Identity(), vocoder, True, 4, tick=0.01):
+        redrawn.clear()  # tqdm draws once when it starts
+        assert redrawn.wait(timeout=20), "no redraw while a step ran"

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ..formatting import short_duration
-from ..token2wav.options import LoadOptions
+from ..token2wav.options import VLLM_OMNI_HALF_DTYPES, LoadOptions
 
 SAMPLE_RATE = 24_000  # Qwen2.5-Omni's Token2Wav writes 24 kHz audio
 
@@ -38,20 +38,107 @@ def load_model(size: str = "tiny", layout: str = "vllm-omni", checkpoint: str | 
 
 
 def describe_load(snapshot: Any, result: Any) -> str:
-    """Two lines: which snapshot was loaded, and what the load cost and found."""
+    """Which snapshot was loaded, what the load cost and which persistent buffers it found: each path and
+    buffer name on a line of its own, so that a narrow output area wraps between words, never inside a name."""
     from ..formatting import count
 
     seconds = result.phase_seconds()
-    return (f"snapshot: {snapshot.root} ({snapshot.source})\n"
-            f"load on {result.device}: {short_duration(seconds['total'])} in total, buffer discovery "
-            f"{short_duration(seconds['buffer_discovery'])}, {count(result.state_dict_calls)} state_dict() calls, "
-            f"{count(result.weights_loaded)} weights loaded, persistent buffers: "
-            f"{', '.join(result.persistent_buffers) or '(none)'}")
+    buffers = result.persistent_buffers
+    return "\n".join([
+        f"snapshot ({snapshot.source}):", f"    {snapshot.root}",
+        f"load on {result.device}: {short_duration(seconds['total'])} in total, buffer discovery "
+        f"{short_duration(seconds['buffer_discovery'])}, {count(result.state_dict_calls)} state_dict() calls, "
+        f"{count(result.weights_loaded)} weights loaded",
+        f"persistent buffers ({count(len(buffers))}):" + ("" if buffers else " (none)"),
+        *(f"    {name}" for name in buffers)])
 
 
 def clip_length(seconds: float) -> str:
     """How long a clip plays, as its player shows it: ``2.00 s``; a clip under a second in ms."""
     return f"{seconds:,.2f} s" if seconds >= 1 else short_duration(seconds)
+
+
+PROBE = (128, 7, 1_200)  # the probe convolution: Conv1d(128, 128, kernel 7) over 1,200 samples, BigVGAN-sized
+
+
+def conv_seconds(dtype: torch.dtype, repeats: int = 3) -> float:
+    """The best of ``repeats`` timings of the :data:`PROBE` convolution in ``dtype`` on the CPU (after a
+    warm-up), the global RNG untouched: what decides whether a CPU runs a half-precision vocoder as loaded."""
+    channels, kernel, samples = PROBE
+    with torch.random.fork_rng(devices=[]), torch.inference_mode():
+        torch.manual_seed(0)
+        conv = nn.Conv1d(channels, channels, kernel, padding=kernel // 2).to(dtype)
+        x = torch.randn(1, channels, samples).to(dtype)
+        conv(x[..., : 4 * kernel])
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            conv(x)
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+@dataclass(frozen=True)
+class VocoderPrecision:
+    """The dtype BigVGAN is loaded in, the one its forward pass computes in here, and why."""
+
+    loaded: str  # "bfloat16", as torch names it without "torch."
+    run: str
+    device: str  # "CPU", "GPU"
+    probe: tuple[float, float] | None = None  # seconds of the PROBE convolution: (loaded dtype, float32); CPU only
+    copy_seconds: float = 0.0  # making the float32 copy, outside the forward pass's time
+
+    def sentence(self) -> str:
+        """Markdown: which dtype BigVGAN computed in, and, where it is not the loaded one, why."""
+        built = " (as vLLM-Omni builds it)" if self.loaded == VLLM_OMNI_HALF_DTYPES["code2wav_bigvgan_model"] else ""
+        measured = ""
+        if self.probe is not None:
+            (half, single), (channels, kernel, samples) = self.probe, PROBE
+            measured = (f"a `Conv1d({channels}, {channels}, {kernel})` over {samples:,} samples took "
+                        f"{short_duration(half)} in {self.loaded} against {short_duration(single)} in float32")
+        if self.run == self.loaded:
+            why = f": on this {self.device}, {measured}" if measured else ""
+            return f"BigVGAN computed in {self.loaded}, the dtype it is loaded in{built}{why}."
+        why = (f"on this {self.device} {self.loaded} convolutions are slow ({measured}, {half / single:,.0f}× as "
+               "long), so" if measured else 'as asked (`vocoder_dtype="float32"`),')
+        return (f"BigVGAN is loaded in {self.loaded}{built}, but {why} this forward pass ran a float32 copy of it "
+                f"(made in {short_duration(self.copy_seconds)}): the same weights, computed in float32, not "
+                f"{self.loaded}. The loaded model keeps its {self.loaded} tensors.")
+
+
+def vocoder_for_run(model: nn.Module, device: torch.device, dtype: str = "auto") -> tuple[nn.Module, VocoderPrecision]:
+    """The BigVGAN a demo forward pass runs, and what it computes in.
+
+    ``dtype``: ``"loaded"`` runs the model's own vocoder; ``"float32"`` a float32 copy of it when it is
+    loaded in a half dtype; ``"auto"`` the copy on a CPU where the :data:`PROBE` convolution in the loaded
+    half dtype takes over 1.5 times as long as in float32 (vLLM-Omni's bfloat16 BigVGAN took 8 minutes of
+    a 9-minute forward pass on a 2-core CPU, 20 s in float32), the model's own everywhere else. The copy
+    has the same weights (a bfloat16 value is exact in float32) and none of the model's hooks: the casts
+    that make the loaded vocoder compute as vLLM-Omni's would cast its input back to bfloat16.
+    """
+    import copy
+
+    if dtype not in ("auto", "loaded", "float32"):
+        raise ValueError(f"vocoder dtype {dtype!r} is not one of 'auto', 'loaded', 'float32'")
+    vocoder = model.code2wav_bigvgan_model
+    loaded = next(vocoder.parameters()).dtype
+    name = str(loaded).removeprefix("torch.")
+    half = loaded in (torch.bfloat16, torch.float16)
+    where = {"cpu": "CPU", "cuda": "GPU"}.get(device.type, device.type)
+    probe = None
+    if half and device.type == "cpu" and dtype == "auto":
+        probe = (conv_seconds(loaded), conv_seconds(torch.float32))
+    if not half or dtype == "loaded" or (dtype == "auto" and (probe is None or probe[0] <= 1.5 * probe[1])):
+        return vocoder, VocoderPrecision(loaded=name, run=name, device=where, probe=probe)
+    start = time.perf_counter()
+    single = copy.deepcopy(vocoder)
+    for module in single.modules():
+        for hooks in (module._forward_pre_hooks, module._forward_hooks, module._forward_pre_hooks_with_kwargs,
+                      module._forward_hooks_with_kwargs, module._forward_hooks_always_called):
+            hooks.clear()
+    single = single.float()
+    return single, VocoderPrecision(loaded=name, run="float32", device=where, probe=probe,
+                                    copy_seconds=time.perf_counter() - start)
 
 
 @dataclass(frozen=True)
@@ -66,23 +153,31 @@ class Waveform:
     num_steps: int
     seconds: float  # wall time of the forward pass
     device: str = "cpu"
+    dit_seconds: float | None = None  # the part of ``seconds`` before the vocoder started
+    vocoder: VocoderPrecision | None = None
 
     @property
     def duration(self) -> float:
         return len(self.audio) / self.sample_rate
 
     def describe(self) -> str:
-        """Length, source and cost of the clip (whether the weights are random is :meth:`note`)."""
+        """Length, source and cost of the clip, on two lines (whether the weights are random is :meth:`note`)."""
+        split = "" if self.dit_seconds is None else (
+            f": DiT {short_duration(self.dit_seconds)}, BigVGAN {short_duration(self.seconds - self.dit_seconds)}"
+            + (f" ({self.vocoder.run})" if self.vocoder else ""))
         return (f"{len(self.audio):,} samples = {clip_length(self.duration)} at {self.sample_rate:,} Hz from "
-                f"{self.n_codes:,} codec tokens, speaker {self.speaker}, {self.num_steps} ODE steps, on "
-                f"{self.device}; forward pass {short_duration(self.seconds)}")
+                f"{self.n_codes:,} codec tokens, speaker {self.speaker}, {self.num_steps} ODE steps, on {self.device}\n"
+                f"forward pass {short_duration(self.seconds)}{split}")
 
     def note(self) -> str:
-        """Markdown: what the sound can mean. Said once, where it is seen (not also in describe())."""
+        """Markdown: what the sound can mean, and what BigVGAN computed it in. Said once, where it is seen (not
+        also in describe())."""
         if self.random_weights:
-            return ("**The weights are random** (a synthetic snapshot: `omni_loader_synthetic` in its config.json). "
+            text = ("**The weights are random** (a synthetic snapshot: `omni_loader_synthetic` in its config.json). "
                     "The pipeline runs end to end with the released shapes, but what you hear is noise, not speech.")
-        return "Weights from the checkpoint: with codec tokens from the talker, this is speech."
+        else:
+            text = "Weights from the checkpoint: with codec tokens from the talker, this is speech."
+        return text + (f"\n\n{self.vocoder.sentence()}" if self.vocoder else "")
 
     def save(self, path: str | Path) -> Path:
         """Write the clip as a 16-bit PCM WAV file (``path`` a file, or a directory for ``token2wav.wav``)."""
@@ -102,32 +197,88 @@ class Waveform:
 def dit_evaluations(num_steps: int) -> int:
     """How many times the DiT runs for ``num_steps`` ODE steps: transformers' sampler integrates over
     ``num_steps`` time points (``num_steps - 1`` intervals) with a Runge-Kutta 4 solver, four evaluations
-    an interval. The progress bar's total; the bar counts the real calls, so a sampler that changed
+    an interval. Part of the progress bar's total; the bar counts the real calls, so a sampler that changed
     would show in the bar's last line."""
     return 4 * max(num_steps - 1, 0)
 
 
+def vocoder_steps(vocoder: nn.Module) -> list[nn.Module]:
+    """The modules whose ends the progress bar counts in the vocoder: BigVGAN's residual blocks (3 an
+    upsample stage, 18 in the full model), the vocoder itself for one without them."""
+    return list(getattr(vocoder, "resblocks", [])) or [vocoder]
+
+
 @contextlib.contextmanager
-def _forward_progress(model: nn.Module, enabled: bool, total: int | None = None) -> Iterator[None]:
-    """A bar that counts the DiT's evaluations (forward hooks) and names the vocoder when it starts."""
+def _forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluations: int,
+                      tick: float = 1.0) -> Iterator[dict[str, float]]:
+    """A bar over the whole forward pass, in steps: the DiT's evaluations, then BigVGAN's residual blocks
+    (forward hooks count both), its postfix naming the one that runs now. A thread redraws it every
+    ``tick`` seconds, so its elapsed time keeps counting through a long step. Yields a dict that gets
+    ``"vocoder"``: the clock when the vocoder started."""
+    import threading
+
     from ..progress import progress_bar
 
-    bar = progress_bar(total=total, desc="forward pass", unit=" DiT evaluation", enabled=enabled)  # "6.70s/ DiT evaluation"
+    blocks = vocoder_steps(vocoder)
+    bar = progress_bar(total=evaluations + len(blocks), desc="forward pass", unit="step", enabled=enabled)
+    marks: dict[str, float] = {}
+    calls = [0]
 
-    def counted(*_: Any) -> None:  # a hook that returned a value would replace the module's output
-        bar.update(1)
+    def dit_starts(*_: Any) -> None:  # a hook that returned a value would replace the module's input or output
+        calls[0] += 1
+        bar.set_postfix_str(f"DiT evaluation {calls[0]}/{evaluations}")
 
-    def vocoder(*_: Any) -> None:
+    def vocoder_starts(_: nn.Module, args: tuple[Any, ...]) -> None:
+        if args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:
+            torch.cuda.synchronize(args[0].device)  # the DiT's queued work is its time, not the vocoder's
+        marks["vocoder"] = time.perf_counter()
         bar.set_postfix_str("BigVGAN: mel spectrogram to waveform")
 
-    hooks = [model.code2wav_dit_model.register_forward_hook(counted),
-             model.code2wav_bigvgan_model.register_forward_pre_hook(vocoder)]
+    def stage_starts(stage: int, stages: int, rate: Any, *_: Any) -> None:
+        bar.set_postfix_str(f"BigVGAN upsample stage {stage}/{stages} (×{rate})")
+
+    def counted(*_: Any) -> None:
+        bar.update(1)
+
+    ups = [up[0] if isinstance(up, nn.ModuleList) else up for up in getattr(vocoder, "ups", [])]  # [[ConvTranspose1d]]
+    rates = list(getattr(getattr(vocoder, "config", None), "upsample_rates", [])) or ["?"] * len(ups)
+    hooks = [dit.register_forward_pre_hook(dit_starts), dit.register_forward_hook(counted),
+             vocoder.register_forward_pre_hook(vocoder_starts),
+             *(block.register_forward_hook(counted) for block in blocks),
+             *(up.register_forward_pre_hook(lambda *a, i=i: stage_starts(i + 1, len(ups), rates[i], *a))
+               for i, up in enumerate(ups))]
+    stop = threading.Event()
+
+    def redraw() -> None:  # tqdm redraws on update() only: a step of minutes froze the elapsed time
+        while not stop.wait(tick):
+            bar.refresh()
+
+    ticker = threading.Thread(target=redraw, name="forward-pass bar", daemon=True)
+    if enabled and not bar.disable:
+        ticker.start()
     try:
-        yield
+        yield marks
     finally:
+        stop.set()
+        if ticker.is_alive():
+            ticker.join()
         for hook in hooks:
             hook.remove()
         bar.close()
+
+
+@contextlib.contextmanager
+def _vocoder_swapped(model: nn.Module, vocoder: nn.Module) -> Iterator[None]:
+    """``model`` runs ``vocoder`` as its BigVGAN inside the block; its own is back in place after, whatever happened."""
+    own = model.code2wav_bigvgan_model
+    if vocoder is own:
+        yield
+        return
+    model.code2wav_bigvgan_model = vocoder
+    try:
+        yield
+    finally:
+        model.code2wav_bigvgan_model = own
 
 
 def synthesize_waveform(
@@ -139,14 +290,17 @@ def synthesize_waveform(
     seed: int = 0,
     code: torch.Tensor | None = None,
     progress: bool = True,
+    vocoder_dtype: str = "auto",
 ) -> Waveform:
     """Codec tokens -> mel (DiT, ``num_steps`` ODE steps) -> waveform (BigVGAN), as the stage does.
 
     Conditioning vector and reference mel come from the snapshot's ``spk_dict.pt``. Without
     ``code``, ``n_codes`` tokens are drawn from ``seed``; the DiT's initial noise is drawn from
-    ``seed`` too, without disturbing the global RNG. ``progress`` counts the DiT's evaluations as
-    they happen and says when the vocoder runs: on a 2-core CPU the full model's forward pass takes
-    minutes, which a silent cell made look hung.
+    ``seed`` too, without disturbing the global RNG. ``progress`` shows a bar over the DiT's
+    evaluations and the vocoder's residual blocks, naming the step that runs: on a 2-core CPU the full
+    model's forward pass takes a minute or more, which a silent cell made look hung. ``vocoder_dtype``
+    is :func:`vocoder_for_run`'s: by default a CPU on which bfloat16 convolutions are slow runs a float32
+    copy of the vocoder, and the returned :attr:`Waveform.vocoder` says so; the model is left as loaded.
     """
     import numpy as np
 
@@ -163,7 +317,9 @@ def synthesize_waveform(
         code = torch.randint(0, vocab, (1, n_codes), generator=torch.Generator().manual_seed(seed))
     conditioning = entry["cond"].float().to(device)
     reference_mel = entry["ref_mel"].float().to(device)
-    with torch.random.fork_rng(devices=[]), torch.inference_mode(), _forward_progress(model, progress, dit_evaluations(num_steps)):
+    vocoder, precision = vocoder_for_run(model, device, vocoder_dtype)
+    with (torch.random.fork_rng(devices=[]), torch.inference_mode(), _vocoder_swapped(model, vocoder),
+          _forward_progress(model.code2wav_dit_model, vocoder, progress, dit_evaluations(num_steps)) as marks):
         torch.manual_seed(seed)
         start = time.perf_counter()
         wav = model(code.to(device), conditioning=conditioning, reference_mel=reference_mel, num_steps=num_steps)
@@ -173,7 +329,8 @@ def synthesize_waveform(
     audio = wav.reshape(-1).float().cpu().numpy().astype(np.float32)
     return Waveform(audio=audio, sample_rate=SAMPLE_RATE, random_weights=snapshot.synthetic is not None,
                     speaker=speaker, n_codes=int(code.shape[-1]), num_steps=num_steps, seconds=seconds,
-                    device=str(device))
+                    device=str(device), dit_seconds=marks["vocoder"] - start if "vocoder" in marks else None,
+                    vocoder=precision)
 
 
 def plot_waveform(wave: Waveform):  # -> Figure
