@@ -36,7 +36,7 @@ def test_reproduce_writes_the_results_layout(results):
     shown = _figure_rows(results / "plots" / "phases.csv")
     points = [r for r in shown if r["kind"] == "point"]
     assert len(points) == len(measured)
-    panel = {r["panel"] for r in shown if r["title"].startswith("total\n")}.pop()
+    panel = {r["panel"] for r in shown if r["title"].startswith("Whole Token2Wav load\n")}.pop()
     total = measured[measured["phase"] == "total"]
     scale = _scale(next(r["ylabel"] for r in shown if r["panel"] == panel))
     assert sorted(float(r["y"]) for r in points if r["panel"] == panel) == pytest.approx(sorted(total["seconds"] * scale))
@@ -284,11 +284,14 @@ def test_drift_plot_shows_each_runs_seconds_at_its_place_in_the_run_order(plotte
 def test_phase_plot_shows_every_run_and_the_medians(plotted):
     frame = read_runs(plotted)
     rows = _figure_rows(plotted / "plots" / "phases.csv")
-    panels = {r["title"].split("\n")[0]: r["panel"] for r in rows}
+    from omni_loader.reporting.measurements import label
+
+    # each panel is titled with its phase in words (wrapped onto lines), then the change
+    panels = {" ".join(r["title"].split("\n")[:-1]): r["panel"] for r in rows}
     measured = frame[~frame["warmup"]]
-    assert set(panels) == set(measured["phase"])
+    assert set(panels) == {label(p) for p in measured["phase"]}
     for phase, group in measured.groupby("phase"):
-        mine = [r for r in rows if r["panel"] == panels[phase]]
+        mine = [r for r in rows if r["panel"] == panels[label(phase)]]
         scale = _scale(mine[0]["ylabel"])
         medians = []
         for i, variant in enumerate(("baseline", "optimized")):
@@ -303,9 +306,9 @@ def test_phase_plot_shows_every_run_and_the_medians(plotted):
             assert whisker == pytest.approx([samples[0], samples[-1]]), (phase, variant)  # min-max caps
             medians.append(samples[1])
         if medians[0] / medians[1] > 10:  # a large ratio is named in the title, on a log scale
-            subtitle = mine[0]["title"].split("\n")[1]
+            subtitle = mine[0]["title"].split("\n")[-1]
             assert f"{medians[0] / medians[1]:.0f}" in subtitle and "log scale" in subtitle, subtitle
-    subtitle = next(r["title"] for r in rows if r["panel"] == panels["buffer_discovery"]).split("\n")[1]
+    subtitle = next(r["title"] for r in rows if r["panel"] == panels["Buffer discovery"]).split("\n")[-1]
     assert re.match(rf"{0.45 / 0.0022:.0f}\D", subtitle), subtitle  # 205 (times faster), not 1/205
 
 
@@ -397,8 +400,10 @@ def test_where_time_goes_stacks_each_variants_phase_medians(plotted):
         assert widths == pytest.approx([medians[(p, variant)] * scale for p in LEAF_PHASES]), variant
         lefts = [float(b["x"]) for b in bars]
         assert lefts == pytest.approx([sum(widths[:k]) for k in range(len(widths))]), variant  # stacked
+    from omni_loader.reporting.measurements import label
+
     legend = [r["label"] for r in rows if r["kind"] == "bar" and r["label"]]
-    assert legend == list(LEAF_PHASES)
+    assert legend == [label(p) for p in LEAF_PHASES]  # in words, in load order
 
 
 # --------------------------------------------------------------------------- the whole report, from known rows
@@ -489,8 +494,8 @@ def test_report_intro_headline_and_verdicts(rich):
     out, text = rich
     lines = text.splitlines()
     assert lines[0] == "# Token2Wav loading: baseline vs optimized buffer discovery"
-    assert ("This report measures both loader variants (baseline, optimized): 3 + 3 measured runs after 1 warm-up(s) "
-            "per variant, order alternate; 1 run(s) failed (see Verdicts); status complete; integrity checks found "
+    assert ("This report measures both loader variants (baseline, optimized): 3 + 3 measured runs after 1 warm-up "
+            "per variant, order alternate; 1 run failed (see Verdicts); status complete; integrity checks found "
             "nothing wrong.") in lines[2]
     head = lines[4:lines.index("## Environment")]
     assert head[0] == "- **Calls to state_dict()**: 51 → 0 (Removed 51 calls); deterministic count."
@@ -945,10 +950,10 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir, no_fi
         "### Page faults and context switches per phase", "## Plots"]
     assert lines[1] == lines[3] == ""
     assert lines[2].endswith("This report measures 4 loader variants (baseline, assign, optimized, mine): 3 + 3 + 3 + 3 "
-                             "measured runs after 1 warm-up(s) per variant, order alternate; status complete; "
+                             "measured runs after 1 warm-up per variant, order alternate; status complete; "
                              "integrity checks found nothing wrong.")  # A/A runs and other variants not counted
     equivalence = ("equivalent: all 18 runs of all 4 variants (baseline, assign, optimized, mine) and the A/A arms "
-                   "loaded identical tensors (sha256 eeeeeeeeeeeeeeee…; 187 weights loaded, 1 persistent buffers)")
+                   "loaded identical tensors (sha256 eeeeeeeeeeeeeeee…; 187 weights loaded, 1 persistent buffer)")
     assert lines[4:lines.index("## Environment")] == [
         "- **Calls to state_dict()**: 51 → 0 (Removed 51 calls); deterministic count.",
         f"- **Buffer discovery**: 450.000 ms → 2.200 ms (447.800 ms faster, 99.51%); {SEPARATE}; "
@@ -1172,7 +1177,7 @@ def test_report_states_integrity_problems_and_every_failed_run(tmp_path, no_figu
         {"run_id": 0, "variant": "baseline", "warmup": False, "status": "ok", "source": "load",
          "phase": "buffer_discovery", "parent": "total", "seconds": 0.4, "digest": "d" * 64}])
     lines = render_report(out).split("\n")
-    assert lines[2].endswith("2 + 3 measured runs after 0 warm-up(s) per variant, order alternate; 2 run(s) failed "
+    assert lines[2].endswith("2 + 3 measured runs after 0 warm-ups per variant, order alternate; 2 runs failed "
                              "(see Verdicts); status complete; "
                              "1 duplicated run(s) ignored.")
     assert lines[3:6] == ["", "- Integrity: 1 run(s) have more than one row for a phase (run ids 0): two writers, or "

@@ -110,7 +110,7 @@ def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path, capsy
     check = check_results(out)
     assert check.ok, check.problems
     assert BenchmarkSpec.from_metadata(check.metadata).runs == 2 and check.benchmark("load")["spec"]["aa"] is True
-    assert ("2 + 2 measured runs after 1 warm-up(s) per variant, order abba; status complete; integrity checks "
+    assert ("2 + 2 measured runs after 1 warm-up per variant, order abba; status complete; integrity checks "
             "found nothing wrong.") in opening(out)
     assert set(check.frame[check.frame["source"] == "aa"]["variant"]) == {"aa-1", "aa-2"}
     assert "reference_copy" in set(check.frame["phase"])
@@ -197,7 +197,7 @@ def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repair
     assert report.returncode == 1
     line = one_error_line(report.stderr)
     assert "is torn" in line and "run ids 1" in line
-    assert ("2 + 1 measured runs after 0 warm-up(s) per variant, order alternate; status complete; 1 torn row "
+    assert ("2 + 1 measured runs after 0 warm-ups per variant, order alternate; status complete; 1 torn row "
             "ignored; 1 duplicated run(s) ignored; 1 planned run(s) missing.") in opening(out)
     check = check_results(out)
     assert sorted(set(check.frame["run_id"])) == [0, 2, 3] and check.missing_runs == (1,)
@@ -208,7 +208,7 @@ def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repair
     assert totals_per_run(out) == {0: 1, 1: 1, 2: 1, 3: 1}
     assert len((out / REJECTED_FILE).read_text().splitlines()) == 1 + 2 * len(run_1) + 1
     assert cli(capsys, "report", out, "--quiet", "--strict").returncode == 0
-    assert f"2 + 2 measured runs after 0 warm-up(s) per variant, order alternate; status complete; " \
+    assert f"2 + 2 measured runs after 0 warm-ups per variant, order alternate; status complete; " \
            f"{2 * len(run_1) + 1} row(s) set aside by --resume (runs.rejected.csv)." in opening(out)
 
 

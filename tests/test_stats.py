@@ -452,7 +452,7 @@ def test_equivalence_statement_counts_the_aa_runs_and_names_the_fixed_counts():
     arms = ("baseline", "optimized", "aa-1", "aa-2")
     assert eq == {"equivalent": True, "runs": 4, "digests": {v: [XXH] for v in arms},
                   "statement": "equivalent: all 4 runs of both variants and the A/A arms loaded identical tensors "
-                               "(xxh3-128 0123456789abcdef…; 187 weights loaded, 1 persistent buffers)"}
+                               "(xxh3-128 0123456789abcdef…; 187 weights loaded, 1 persistent buffer)"}
 
 
 def test_equivalence_statement_names_every_variant_beyond_two():

@@ -120,8 +120,9 @@ def _intro(check: ResultsCheck, meta: dict[str, Any]) -> list[str]:
         "",
         f"vLLM-Omni PR 7061 replaced one `state_dict()` per named buffer with one walk of the module tree. "
         f"This report measures {which} ({', '.join(variants)}): {' + '.join(str(k) for k in n)} measured runs "
-        f"after {record.get('warmup')} warm-up(s) per variant, order {record.get('order')}; "
-        + (f"{len(failed)} run(s) failed (see Verdicts); " if len(failed) else "")
+        f"after {record.get('warmup')} warm-up{'' if record.get('warmup') == 1 else 's'} per variant, order "
+        f"{record.get('order')}; "
+        + (f"{len(failed)} run{'' if len(failed) == 1 else 's'} failed (see Verdicts); " if len(failed) else "")
         + f"status {record.get('status')}; {check.summary or 'integrity checks found nothing wrong'}."
         + took(record),
         "",

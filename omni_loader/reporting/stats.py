@@ -350,7 +350,7 @@ def equivalence(frame, variants: list[str] | tuple[str, ...] | None = None) -> d
     same_counts = {c: len(set().union(*per_arm.values())) == 1 for c, per_arm in counts.items()}
     ok = len(all_digests) == 1 and all(digests.values()) and "" not in all_digests and all(same_counts.values())
     if ok:
-        fixed = ", ".join(f"{next(iter(set().union(*counts[c].values())))} {c.replace('_', ' ')}" for c in counts)
+        fixed = ", ".join(_counted(next(iter(set().union(*counts[c].values()))), c) for c in counts)
         statement = (f"equivalent: all {len(runs)} runs of {_arms_phrase(arms)} loaded identical tensors "
                      f"({short_digest(next(iter(all_digests)))}; {fixed})")
     elif len(all_digests) != 1 or not all(digests.values()) or "" in all_digests:
@@ -364,6 +364,11 @@ def equivalence(frame, variants: list[str] | tuple[str, ...] | None = None) -> d
 
 # Per-run counts that must be equal for two loads to be the same load.
 EQUAL_COUNTS = ("weights_loaded", "persistent_buffers")
+_ONE = {"weights_loaded": "weight loaded", "persistent_buffers": "persistent buffer"}  # "1 persistent buffers" read wrong
+
+
+def _counted(value: str, column: str) -> str:
+    return f"{value} {_ONE[column] if value == '1' else column.replace('_', ' ')}"
 
 
 def _digest_phrase(digests: dict[str, list[str]]) -> str:
