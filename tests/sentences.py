@@ -119,8 +119,25 @@ def _warm_cold(f: Findings, text: str, results: Path) -> None:
                  and agrees(s[6], 100 * saving / t["baseline"]), s[0], f"{s[1].lower()} saving")
 
 
+def _shared_phases(f: Findings, text: str, frame: pd.DataFrame) -> None:
+    """The line under where-the-time-goes: the shared phases that differ (their medians), or the runs too few to tell."""
+    from omni_loader.reporting.measurements import LABELS
+
+    words = {text: phase for phase, text in LABELS.items()}
+    for s in re.finditer(r"cannot be told from (\d+) \+ (\d+) runs", text):
+        n = frame[frame["phase"] == "total"].groupby("variant")["run_id"].nunique()
+        f.expect((int(s[1]), int(s[2])) == (n["baseline"], n["optimized"]), s[0], "the runs of each variant")
+    for s in re.finditer(r"yet here (\d+) of the (\d+) phases both variants run unchanged differs? too: (.*?)\. ", text):
+        parts = [re.fullmatch(rf"(.+) {DURATION} → {DURATION}", part) for part in s[3].split("; ")]
+        f.expect(all(parts) and len(parts) == int(s[1]) and all(
+            agrees_duration(m[2], m[3], medians(frame, words[m[1]])["baseline"])
+            and agrees_duration(m[4], m[5], medians(frame, words[m[1]])["optimized"]) for m in parts), s[0],
+            "the shared phases' medians")
+
+
 def _notebook_01(f: Findings, text: str, results: Path) -> None:
     frame = measured(results / "runs.csv")
+    _shared_phases(f, text, frame)
     _saving_sentences(f, text, frame)
     _parts_sentences(f, text, frame)
     _warm_cold(f, text, results)
