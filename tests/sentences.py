@@ -210,6 +210,18 @@ def _notebook_04(f: Findings, text: str, results: Path) -> None:
         f.expect(shown_value(s[1])[0] == frames and shown_value(s[4])[0] == rate
                  and agrees_duration(s[2], s[3], frames / rate), s[0], f"the saved clip ({frames} at {rate} Hz)")
 
+    def seconds(s: re.Match, i: int) -> tuple[float, float]:  # group i's duration and half its last digit, in s
+        value, half = shown_value(s[i])
+        return value * SCALE[s[i + 1]], half * SCALE[s[i + 1]]
+
+    for s in re.finditer(rf"forward pass {DURATION}: DiT {DURATION}, BigVGAN {DURATION}", text):
+        (whole, dw), (dit, dd), (vocoder, dv) = seconds(s, 1), seconds(s, 3), seconds(s, 5)
+        f.expect(abs(dit + vocoder - whole) <= dw + dd + dv, s[0], "the DiT's and BigVGAN's parts add up to the whole")
+    for s in re.finditer(rf"took {DURATION} in bfloat16 against {DURATION} in float32, ({NUM})× as long", text):
+        (half, dh), (single, ds), (ratio, dr) = seconds(s, 1), seconds(s, 3), shown_value(s[5])
+        f.expect((half - dh) / (single + ds) <= ratio + dr and ratio - dr <= (half + dh) / (single - ds), s[0],
+                 "the probe's ratio against its two times")
+
 
 def _notebook_05(f: Findings, text: str, results: Path) -> None:
     from omni_loader.names import LEAF_PHASES
