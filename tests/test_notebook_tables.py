@@ -361,3 +361,14 @@ def test_the_picture_of_where_time_goes_says_whether_the_shared_phases_differ(tm
     few = _frame(slower={"load_parameters": 0.2})
     few = few[few["run_id"].isin(sorted(few["run_id"].unique())[:6])]  # 3 + 3 runs: no test can claim
     assert "cannot be told from 3 + 3 runs" in sections.shared_phases(_frame_dir(few, tmp_path / "few"))
+
+
+def test_a_confounded_row_is_said_whole_where_no_controls_section_follows(tmp_path):
+    """05 showed "Confounded (see Controls): ..." and has no Controls section: the line says what confounding means."""
+    from omni_loader.results.integrity import check_results
+
+    checked = check_results(_frame_dir(_frame(slower={"load_parameters": 0.2}), tmp_path / "slow"))
+    said = [t for t in ab_tables.pair_tables(checked.frame, checked.metadata, "baseline", "optimized")
+            if isinstance(t, str)]
+    assert len(said) == 1 and said[0].startswith("Confounded: Token2Wav weight loading by Load parameters")
+    assert "see Controls" not in said[0] and "differed by at least 1% of the row" in said[0]
