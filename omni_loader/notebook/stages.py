@@ -52,9 +52,11 @@ def first_start_log(out: str | os.PathLike[str]) -> Path:
 
 def timeline_sentence(log: str | os.PathLike[str], timeline: Any) -> str:
     """One sentence on a start's timeline: its lines, its lanes and which stage gated readiness."""
+    from ..startup.timeline_plot import path_words
+
     path = timeline.critical_path()
     return (f"**{log}**: {timeline.lines} lines, lanes {', '.join(timeline.lane_names())}. "
-            + (f"Critical path: {path.sentence()}" if path else "No stage reported ready."))
+            + (f"Critical path: {path_words(path)}" if path else "No stage reported ready."))
 
 
 def timeline_table(timeline: Any):  # -> Styler
@@ -173,7 +175,7 @@ def detectable_sentences(out: str | os.PathLike[str] | None, pr_runs: int = 5) -
 def startup_row(out: str | os.PathLike[str]) -> str:
     """The PR's fourth row, "startup to /health", for this A/B beside the PR's: each variant's measured
     starts in the order they ran, their median, and whether the optimized median is the faster one."""
-    from ..formatting import markdown_table, short_duration
+    from ..formatting import markdown_table
     from ..reporting.measurements import load_reference
 
     starts = measured_starts(out).sort_values("run_id")
@@ -193,5 +195,5 @@ def startup_row(out: str | os.PathLike[str]) -> str:
     if b is None or o is None:
         return table
     which = "faster" if o < b else "slower"
-    return (table + f" Here the optimized starts' median is {short_duration(abs(b - o))} {which} than the "
+    return (table + f" Here the optimized starts' median is {abs(b - o):,.2f} s {which} than the "
             f"baseline's: whether that is the change or the spread is the next section's question.")

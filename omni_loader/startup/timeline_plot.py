@@ -151,7 +151,12 @@ def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int], lane: st
 def _title(timeline: Timeline, path: Any) -> str:
     name = Path(timeline.log).name if timeline.log else "startup log"
     run = f" (run {timeline.meta['run']}, {timeline.meta['variant']})" if timeline.meta else ""
-    return f"Where startup goes: {name}{run}" + (f"\n{path.sentence()}" if path is not None else "")
+    return f"Where startup goes: {name}{run}" + (f"\n{path_words(path)}" if path is not None else "")
+
+
+def path_words(path: Any) -> str:
+    """The critical path's sentence with its ready marker in words: "(application ready)", not "(application_ready)"."""
+    return path.sentence().replace(f"({path.ready_marker})", f"({phase_words(path.ready_marker)})", 1)
 
 
 def write_gantt(timeline: Timeline, directory: str | Path, stem: str = "timeline", **options: Any) -> list[Path]:
