@@ -165,14 +165,14 @@ def _notebook_02(f: Findings, text: str, results: Path) -> None:
             (s[1], s[2], b["buffer_discovery"]), (s[3], s[4], o["buffer_discovery"]),
             (s[5], s[6], b["total"]), (s[7], s[8], o["total"]))), s[0], "discovery and whole load of the median runs")
     for s in re.finditer(rf"\*\*(?:Largest cost of the (\w+) load|Next bottleneck of the (optimized) load):\*\* "
-                         rf"(.+?), ({NUM})% of the load \(({NUM}) ms\)", text):
-        variant = s[1] or s[2]
-        phase = next((p for p, words in LABELS.items() if words == s[3]), s[3])  # said in words: its id
+                         rf"(.+?) \(phase `(\w+)`\), ({NUM})% of the load \(({NUM}) ms\)", text):
+        variant, phase = s[1] or s[2], s[4]
+        f.expect(s[3] == LABELS.get(phase, phase), s[0], f"{phase} in words is {LABELS.get(phase, phase)!r}")
         leaves = run[variant][[p for p in run[variant].index if p in LEAF_PHASES]]
         f.expect(leaves.idxmax() == phase, s[0], f"the largest phase is {leaves.idxmax()} ({LABELS[leaves.idxmax()]})")
         if phase not in leaves:
             continue
-        f.expect(agrees(s[5], leaves[phase], 1e-3) and agrees(s[4], 100 * leaves[phase] / run[variant]["total"]), s[0],
+        f.expect(agrees(s[6], leaves[phase], 1e-3) and agrees(s[5], 100 * leaves[phase] / run[variant]["total"]), s[0],
                  "the phase's seconds and share")
 
 
