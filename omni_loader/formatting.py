@@ -209,7 +209,7 @@ def wrap_text(value: Any) -> str:
     no invisible characters."""
     from html import escape
 
-    text = _plain_value(value) if not isinstance(value, (int, float)) or isinstance(value, bool) else _general(value)
+    text = plain_value(value) if not isinstance(value, (int, float)) or isinstance(value, bool) else _general(value)
     return _BREAK_AFTER.sub(r"\1<wbr>", escape(text, quote=False))
 
 
@@ -224,7 +224,7 @@ def name_and_file(value: Any) -> str:
     line break is shown as one name."""
     from html import escape
 
-    name, _, where = _plain_value(value).partition("\n")
+    name, _, where = plain_value(value).partition("\n")
 
     def breakable(text: str) -> str:
         return _BREAK_IN_NAME.sub(r"\1<wbr>", escape(text, quote=False))
@@ -270,7 +270,7 @@ def code_text(value: Any) -> str:
     from html import escape
 
     html = []
-    for i, item in enumerate(_ITEM_BREAKS.split(_plain_value(value))):
+    for i, item in enumerate(_ITEM_BREAKS.split(plain_value(value))):
         if i % 2 or _NOT_A_NAME.fullmatch(item):
             html.append(escape(item, quote=False))
         elif " " not in item:
@@ -373,37 +373,27 @@ def table(
     return styler
 
 
-def _plain_value(value: Any) -> str:
+def plain_value(value: Any) -> str:
     """A value as a reader wants it in a cell: no dict or list reprs, no 'None'."""
     if value is None or (isinstance(value, str) and not value):
         return "—"
     if isinstance(value, str):
         return value
     if isinstance(value, Mapping):
-        return "; ".join(f"{k}: {_plain_value(v)}" for k, v in value.items()) or "—"
+        return "; ".join(f"{k}: {plain_value(v)}" for k, v in value.items()) or "—"
     if isinstance(value, tuple) and all(isinstance(v, int) for v in value):
         return str(value)  # a shape: (1, 1, 12)
     if isinstance(value, (list, tuple, set)):
-        return ", ".join(_plain_value(v) for v in value) or "—"
+        return ", ".join(plain_value(v) for v in value) or "—"
     return _general(value)
 
 
 def _booleans(column: Any) -> bool:
-    """A column of truth values (missing ones allowed): shown as words, not Python's ``True``/``False``."""
-    values = [v for v in column if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    """A column of truth values (missing ones allowed): shown as yes/no (:func:`_yes_no`), not ``True``/``False``."""
+    values = [v for v in column if _yes_no(v)]
     return bool(values) and all(type(v).__name__ in ("bool", "bool_") for v in values)
 
 
 def _yes_no(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return "yes" if value else "no"
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else "yes" if value else "no"
 
-
-def key_values(mapping: Mapping[str, Any], caption: str | None = None):  # -> Styler
-    """A dict as a two-column table (``item``, ``value``) instead of its repr; a key is shown in words
-    (``checkpoint_dir`` as "checkpoint dir"): a reader reads the item, the metadata keeps the identifier."""
-    import pandas as pd
-
-    rows = [{"item": str(k).replace("_", " "), "value": _plain_value(v)} for k, v in mapping.items()]
-    return table(pd.DataFrame(rows, columns=["item", "value"]), caption=caption)

@@ -113,7 +113,9 @@ def test_table_unit_switches_to_seconds_for_slow_columns_and_rejects_unknown_col
 
 
 def test_key_values_shows_a_dict_without_reprs() -> None:
-    html = formatting.key_values({"synthetic": {"size": "tiny", "seed": 0}, "model_id": None,
+    from omni_loader.notebook.showing import key_values
+
+    html = key_values({"synthetic": {"size": "tiny", "seed": 0}, "model_id": None,
                                   "shards": ["model-00001-of-00001.safetensors"]}).to_html()
     assert "{" not in re.sub(r"<style.*?</style>", "", html, flags=re.S) and "None" not in html and "[" not in html
     assert "size:" in html and "seed:" in html and "—" in html

@@ -53,7 +53,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "show": "showing",
     "table": ".formatting",
     "readable": "showing",
-    "key_values": ".formatting",
+    "key_values": "showing",
     "short_duration": ".formatting",
     "count": ".formatting",
     "mib": ".formatting",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 IMAGES = (".png", ".jpg", ".jpeg", ".svg")
@@ -71,3 +72,14 @@ def nested(markdown: str, under: int = 2) -> str:
         fenced ^= line.startswith("```")
         out.append(line if fenced else _HEADING.sub(lambda m: "#" * min(6, len(m[1]) + shift), line))
     return "\n".join(out) + ("\n" if markdown.endswith("\n") else "")
+
+
+def key_values(mapping: Mapping[str, Any], caption: str | None = None):  # -> Styler
+    """A dict as a two-column table (``item``, ``value``) instead of its repr; a key is shown in words
+    (``checkpoint_dir`` as "checkpoint dir"): a reader reads the item, the metadata keeps the identifier."""
+    import pandas as pd
+
+    from ..formatting import plain_value, table
+
+    rows = [{"item": str(k).replace("_", " "), "value": plain_value(v)} for k, v in mapping.items()]
+    return table(pd.DataFrame(rows, columns=["item", "value"]), caption=caption)
