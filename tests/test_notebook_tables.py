@@ -207,8 +207,10 @@ def test_06s_stage_table_holds_one_number_a_cell_and_says_the_shared_reason_once
     header, *rows = cells(styler)
     assert header == ["stage", "phase", "baseline median (ms)", "optimized median (ms)", "saving (ms)", "saving (%)",
                       "verdict"]
+    from omni_loader.startup.timeline_plot import phase_words
+
     for (lane, phase, comp), row in zip(comps, rows):
-        assert row[:4] == [lane, phase, ms(comp.baseline.median), ms(comp.optimized.median)]
+        assert row[:4] == [lane, phase_words(phase), ms(comp.baseline.median), ms(comp.optimized.median)]
         assert row[6] == "no\u00a0claim"
     assert rows[0][4] == ms(-comps[0][2].difference) and rows[1][4] == "0.000"  # -0.0001 ms: not "-0.000"
     assert "(3+3 runs cannot reach p < 0.05: no row can be a claim)" in styler.to_html()
