@@ -234,9 +234,10 @@ def test_digest_or_counts_that_differ_are_flagged(runs, tmp_path):
 
     written = write_compare(result, tmp_path / "cmp")
     shown = list(csv.DictReader((tmp_path / "cmp" / "plots" / "compare_ratios.csv").open()))
-    flagged = {(r["title"], float(r["x"])) for r in shown if r["kind"] == "point" and "check failed" in r["label"]}
+    name = {r["title"]: r["title"].split("\n")[0] for r in shown}  # the panel's row; the PR's figure under it
+    flagged = {(name[r["title"]], float(r["x"])) for r in shown if r["kind"] == "point" and "check failed" in r["label"]}
     assert flagged == {(t, x) for t in ("Buffer discovery", "Token2Wav weight loading") for x in (1.0, 2.0)}
-    drawn = {(r["title"], float(r["x"])) for r in shown if r["kind"] == "point" and r["label"] == "ratio of medians"}
+    drawn = {(name[r["title"]], float(r["x"])) for r in shown if r["kind"] == "point" and r["label"] == "ratio of medians"}
     assert drawn == {(t, x) for t in ("Buffer discovery", "Token2Wav weight loading") for x in (0.0, 3.0)}
     assert tmp_path / "cmp" / "compare.md" in written
 
