@@ -245,7 +245,7 @@ def test_compare_variants_agree_on_a_clean_tree() -> None:
     assert agreement.agree is True
     assert agreement.baseline == agreement.optimized == sorted(PERSISTENT)
     assert agreement.only_baseline == agreement.only_optimized == agreement.hazards == []
-    assert agreement.summary() == f"variants agree on {len(PERSISTENT)} persistent buffer(s)"
+    assert agreement.summary() == f"variants agree on {len(PERSISTENT)} persistent buffer{'s' * (len(PERSISTENT) != 1)}"
 
 
 def test_hook_that_changes_nothing_is_still_flagged_but_agrees() -> None:
@@ -306,7 +306,7 @@ def test_disagreement_summary_in_full() -> None:
     _register_post_hook(model.stack[0], _drop_keep())
     _register_post_hook(model.child, lambda module, state_dict, prefix, local_metadata: None)
     assert compare_variants(model).summary() == (
-        "variants DISAGREE on 3 persistent buffer(s); only baseline: []; only optimized: ['stack.0.keep']; "
+        "variants DISAGREE on 3 persistent buffers; only baseline: []; only optimized: ['stack.0.keep']; "
         "unsafe for the optimized rule: child (Leaf): has state_dict post-hooks; "
         "stack.0 (Leaf): has state_dict post-hooks"
     )

@@ -188,7 +188,7 @@ def test_time_discovery_still_times_both_variants() -> None:
     timing = time_discovery(tree, repeats=3, warmup=0)
     assert timing.state_dict_calls == {"baseline": 6, "optimized": 0}
     assert all(len(v) == 3 for v in timing.samples.values())
-    assert timing.agree and "agree on 2 persistent buffer(s)" in timing.summary
+    assert timing.agree and "agree on 2 persistent buffers" in timing.summary
     for variant, samples in timing.samples.items():
         assert timing.median(variant) == sorted(samples)[1]
 

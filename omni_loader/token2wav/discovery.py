@@ -130,7 +130,8 @@ class Agreement:
 
     def summary(self) -> str:
         verdict = "agree" if self.agree else "DISAGREE"
-        text = f"variants {verdict} on {len(self.baseline)} persistent buffer(s)"
+        n = len(self.baseline)
+        text = f"variants {verdict} on {n} persistent buffer{'' if n == 1 else 's'}"
         if self.only_baseline or self.only_optimized:
             text += f"; only baseline: {self.only_baseline}; only optimized: {self.only_optimized}"
         if self.hazards:
