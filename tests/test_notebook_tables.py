@@ -153,7 +153,8 @@ def test_a_functions_name_sits_over_its_file_and_breaks_only_at_dots_and_slashes
         "function,ncalls,primitive_calls,tottime,cumtime\n"
         f"{path}:3653(__init__),2174,2174,0.0029228,1.2345678\n{{built-in method builtins.next}},79,51,4.5e-05,0.019\n")
     header, first, second = cells(top_function_table(tmp_path, "baseline"))
-    assert header == ["function (file:line)", "ncalls", "primitive calls", "own (ms)", "cumulative (ms)"]
+    assert header == ["function (file:line)", "all calls (with recursion)", "primitive calls", "own (ms)",
+                      "cumulative (ms)"]  # cProfile's "ncalls" in words
     assert first == [f"__init__\n{path}:3653", "2,174", "2,174", "2.923", "1,234.568"]
     assert second[0] == "{built-in method builtins.next}" and second[3] == "0.045"
 

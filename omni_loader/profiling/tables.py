@@ -65,8 +65,8 @@ def top_function_table(out_dir: str | os.PathLike[str], variant: str, n: int = D
     file and line, broken only at dots and slashes."""
     df = read_top_functions(out_dir, variant).head(n)
     df = df.assign(function=df["function"].map(name_over_file))
-    return table(df.rename(columns={"function": "function (file:line)", "primitive_calls": "primitive calls",
-                                    "tottime": "own", "cumtime": "cumulative"}),
+    return table(df.rename(columns={"function": "function (file:line)", "ncalls": "all calls (with recursion)",
+                                    "primitive_calls": "primitive calls", "tottime": "own", "cumtime": "cumulative"}),
                  seconds=["own", "cumulative"], unit="ms", names=["function (file:line)"])
 
 
