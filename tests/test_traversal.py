@@ -312,8 +312,12 @@ def test_05s_slope_is_set_beside_03s_saved_sweep_from_both_fits(tmp_path) -> Non
     assert sentence.startswith("The B·N line of this sweep: slope 1.000 ± 0.030, R² 0.9900 (12 points, B·N from 64 "
                                "to 65,536, 3 repeats). ")
     assert (f"The sweep saved in {saved} (2026-12-03T13:10:26+00:00) fits 1.084 ± 0.040 (31 points, B·N from 128 to "
-            "524,288, 7 repeats): the slopes differ by 0.084, 1.7 standard errors of their difference, and this sweep's "
-            "fitted range ends 8.0× lower.") in sentence
+            "524,288, 7 repeats): the slopes differ by 0.084, 1.7 standard errors of their difference (within what the "
+            "two fits' own uncertainty explains), and this sweep's fitted range ends 8.0× lower.") in sentence
+    wide = traversal.SweepResult(rows=None, fits={"baseline": fit(1.2, 0.03, 12, 64, 65_536)}, placement=None,
+                                 config=traversal.SweepConfig.quick())
+    assert "2.3 standard errors of their difference (more than what the two fits' own uncertainty explains)" in \
+        fits.slope_beside_saved(wide, saved)  # 0.116 / 0.05 = 2.32
     assert f"{0.084 / math.hypot(0.03, 0.04):.1f}" == "1.7"
     none = fits.slope_beside_saved(here, tmp_path / "nothing")
     assert none.endswith(f"No sweep is saved in {tmp_path / 'nothing'} to set it beside (notebook 03 writes its full "

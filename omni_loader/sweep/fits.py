@@ -207,7 +207,10 @@ def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", cl
     ends = fit.x_max / other["x_max"]
     reach = ("ends where that one ends" if math.isclose(ends, 1) else
              f"ends {1 / ends:,.1f}× lower" if ends < 1 else f"ends {ends:,.1f}× higher")
-    errors = f", {abs(difference) / spread:.1f} standard errors of their difference," if spread > 0 else ""
+    z = abs(difference) / spread if spread > 0 else math.nan
+    # what the figure means: under 2 the fits' own uncertainty covers the gap (about 95%), from 2 on it does not
+    errors = (f", {z:.1f} standard errors of their difference ({'within' if z < 2 else 'more than'} what the two "
+              "fits' own uncertainty explains)," if spread > 0 else "")
     repeats = record.get("config", {}).get("repeats")
     return (f"{here} The sweep saved in {path.parent} ({record.get('created', 'undated')}) fits "
             f"{other['slope']:.3f} ± {other['stderr']:.3f} ({fitted(other, repeats)}): the slopes differ by "
