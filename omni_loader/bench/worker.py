@@ -50,6 +50,7 @@ from ..host.procs import announce_phases
 WORKER_MODES = ("forkserver", "spawn", "in-process")
 # Imported once by the fork server, before any child is forked (none of them touches a device).
 PRELOAD = (
+    "omni_loader.bench.forkserver_guard",  # first: a client gone mid-request is skipped, not the server's traceback
     "omni_loader.token2wav.loader",
     "omni_loader.token2wav.checkpoint",
     "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni",
