@@ -594,3 +594,25 @@ def test_out_of_memory_inside_openblas_is_the_kits_one_line(tiny_snapshot, tmp_p
             assert _one_line(done.stderr).startswith("omni-loader: error: out of memory"), done.stderr[-3000:]
             worded += 1
     assert worded >= 3, "the caps no longer strike in the report: choose others"
+
+
+def test_memory_running_out_while_an_error_is_worded_is_the_line_made_in_advance(monkeypatch, capfd):
+    """CI: `report` under a memory cap ended in a chain of MemoryError tracebacks out of ``main``: the memory ran out
+    again while an error was being worded. The line made in advance is said then; --debug still raises."""
+    import omni_loader.cli as cli
+    from omni_loader.errors import OmniLoaderError
+
+    def fails():
+        raise OmniLoaderError("the results could not be read")
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    _command(monkeypatch, then=fails, kind=ValueError)
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: None)  # the helper's ValueError: not this test's
+    monkeypatch.setattr(cli, "one_line", no_memory)
+    assert main(["report"]) == 2
+    err = capfd.readouterr().err  # written to descriptor 2 itself: nothing left to build a Python string with
+    assert err == cli.OUT_OF_MEMORY_LINE.decode() and "Traceback" not in err
+    with pytest.raises(MemoryError):
+        main(["report", "--debug"])

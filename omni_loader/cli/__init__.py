@@ -144,7 +144,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     tolerate_narrow_terminals()
     debug, argv = _debug(list(sys.argv[1:] if argv is None else argv))
     with _UnraisableMemoryErrors(debug) as held:
-        code = _main(argv, debug)
+        try:
+            code = _main(argv, debug)
+        except MemoryError:
+            # out of memory again while an error was being worded (an OmniLoaderError's message, or the out-of-memory
+            # line itself): a CI run under a memory cap ended in a chain of MemoryError tracebacks. The line made in
+            # advance, as _main's last resort; --debug still shows the traceback.
+            if debug:
+                raise
+            os.write(2, OUT_OF_MEMORY_LINE)
+            return 2
         if held.held and code == 0:  # the library went on without what it could not read: said, not hidden
             print(f"omni-loader: warning: memory ran out{_where(held.held[0])} where the library could not raise "
                   "it; what it drew may be incomplete: free memory and run again", file=sys.stderr)
