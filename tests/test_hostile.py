@@ -483,14 +483,37 @@ def test_running_out_of_memory_while_drawing_the_report_is_one_line(tiny_snapsho
             "resource.setrlimit(resource.RLIMIT_AS, (vm + int(sys.argv[2]) * 2**20, resource.RLIM_INFINITY))\n"
             "sys.exit(main(['report', sys.argv[1], '--quiet']))\n")
     worded = 0
-    for cap_mib in (56, 64, 72, 80):  # not 48: see the closing note of 2026-12-03 (a MemoryError chain escaped main there)
+    for cap_mib in (48, 56, 64, 72, 80):
         proc = subprocess.run([sys.executable, "-c", code, str(out), str(cap_mib)], capture_output=True, text=True,
                               timeout=120, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
         assert "Traceback" not in proc.stderr, (cap_mib, proc.stderr[-3000:])
         if proc.returncode == 2:
-            assert _one_line(proc.stderr).startswith("omni-loader: error: out of memory"), proc.stderr
-            worded += 1
+            line = _one_line(proc.stderr)  # at 48 MiB, now and then, a C call returns NULL with no MemoryError set
+            assert line.startswith(("omni-loader: error: out of memory", NATIVE_FAILURE)), proc.stderr
+            worded += line.startswith("omni-loader: error: out of memory")
     assert worded, "no cap made an allocation fail in Python"
+
+
+NATIVE_FAILURE = "omni-loader: error: a native library failed without saying why (SystemError"
+
+
+def test_a_native_call_that_fails_without_an_exception_is_one_line(monkeypatch, capsys):
+    """Seen in CI at a 48 MiB cap: matplotlib's C code returned NULL with no exception set, and Python raised
+    ``SystemError: error return without exception set`` out of ``main`` as a traceback. Now one line that names
+    both causes and exit 2; under --debug the traceback."""
+    import argparse
+
+    import omni_loader.cli as cli
+
+    def func(args):
+        raise SystemError("error return without exception set")
+
+    monkeypatch.setattr(cli, "parse_args", lambda argv: argparse.Namespace(func=func))
+    assert main(["report"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(NATIVE_FAILURE) and "memory running out" in line and "--debug" in line
+    with pytest.raises(SystemError):
+        main(["report", "--debug"])
 
 
 class _DiesOutOfMemory:

@@ -182,6 +182,15 @@ def _main(argv: list[str], debug: bool) -> int:
         except MemoryError:  # so little left that even naming where it struck failed: the line made in advance
             os.write(2, OUT_OF_MEMORY_LINE)
         return 2
+    except SystemError as exc:  # native code returned failure without an exception: the interpreter's SystemError
+        # Seen in CI: `report` under a 48 MiB address-space cap, a C call in matplotlib's drawing returned NULL with
+        # no MemoryError set. The kit's Python never raises SystemError, so it is a native library's: one line.
+        if debug:
+            raise
+        print(f"omni-loader: error: a native library failed without saying why (SystemError: {one_line(str(exc))}); "
+              "memory running out inside it can do this, as can a bug in it: free memory and run again, or run "
+              "again with --debug (or OMNI_LOADER_DEBUG=1) for the traceback", file=sys.stderr)
+        return 2
     except Exception as exc:  # a file torch, safetensors, json... could not read (or an OS error): one line
         if debug or not (isinstance(exc, OSError) or _from_library(exc)):
             raise
