@@ -251,3 +251,39 @@ def test_serve_ab_bar_says_which_start_and_how_long_it_has_waited(monkeypatch: p
         assert len(set(waits)) == len(waits)  # the seconds move
         assert mine[-1].startswith(f"{start}: healthy after ")
     assert [n for kind, n in bar.events if kind == "update"] == [1, 1]
+
+
+@pytest.mark.slow  # two in-process loads of the tiny snapshot
+def test_the_ab_bars_time_left_is_priced_from_the_runs_not_the_set_up_before_them(
+        tiny_snapshot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """01's A/B bar said "00:55 left" at 3/12 of a 36 s benchmark: tqdm's rate counted the storage read and the
+    worker server's start as if they were the first run. On a fake clock (set-up 100 s, each run 2 s) the line
+    at 1/2 prices the run left at 2 s, and the elapsed time still holds the set-up."""
+    import tqdm.std
+
+    from omni_loader.bench import runner, worker
+    from omni_loader.bench.spec import BenchmarkSpec
+
+    clock = [1000.0]
+    monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])
+    monkeypatch.setenv(progress.ENV, "lines")
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+
+    def storage(spec):
+        clock[0] += 100.0
+        return {"seconds": 1.0}
+
+    real_run = worker.run_isolated
+
+    def run(*args, **kwargs):
+        result = real_run(*args, **kwargs)
+        clock[0] += 2.0
+        return result
+
+    monkeypatch.setattr(runner, "_storage_throughput", storage)
+    monkeypatch.setattr(worker, "run_isolated", run)
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, workers="in-process")
+    runner.run_benchmark(spec, tmp_path / "res", progress=True)
+    half = next(line for line in stream.getvalue().splitlines() if " 1/2 " in line)
+    assert "01:42 elapsed, 00:02 left" in half, stream.getvalue()

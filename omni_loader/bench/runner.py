@@ -99,7 +99,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
              on_start: Callable[[PlannedRun, int], None] | None,
              look: Callable[[Path, int, float], tuple[bool, str]] | None = None) -> None:
     """Run ``todo``, appending each run's rows (or its failure) the moment it ends; stop at a look that settles."""
-    from ..progress import progress_bar  # a widget in JupyterLab, a few whole lines in logs and saved notebooks
+    from ..progress import progress_bar, rate_from_now  # a widget in JupyterLab, a few whole lines in logs and saved notebooks
     from .worker import WorkerFailed, run_isolated, start_forkserver
 
     looks = Looks(spec, plan, {r.run_id for r in plan} - {r.run_id for r in todo}, look)
@@ -114,6 +114,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
         if spec.workers == "forkserver" and todo:
             bar.set_postfix_str("starting the worker server (imports torch and the model code once)")
             start_forkserver()
+        rate_from_now(bar)  # the time left is the runs' own, not the set-up's above
         watch = Timeout(spec.worker_timeout)
         shared = SharedFailure(set(spec.variants))
         for run in todo:
