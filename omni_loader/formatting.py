@@ -125,6 +125,12 @@ def count(n: float | None) -> str:
     return f"{round(float(n)):,}"
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and its noun, singular or plural: ``counted(1, "row")`` -> ``'1 row'``, ``counted(1092, "run")`` ->
+    ``'1,092 runs'``. Why: "1 row(s) of runs.csv have more fields" reads as a form to fill, not a sentence."""
+    return f"{count(n)} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def mib(nbytes: float | None, digits: int = 1) -> str:
     """Bytes as MiB (2**20), thousands separated: ``1923743744`` -> ``'1,834.6 MiB'``."""
     if not _finite(nbytes):

@@ -132,7 +132,7 @@ def test_cache_cold_round_trips_through_the_record_resume_report_and_compare(tin
         writer = csv.DictWriter(fh, list(edited[0]))
         writer.writeheader()
         writer.writerows(edited)
-    assert "1 run(s) with an impossible checkpoint residency ignored" in check_results(out).findings
+    assert "1 run with an impossible checkpoint residency ignored" in check_results(out).findings
 
     capsys.readouterr()
     main(["compare", str(out)])  # its exit code says what its checks found (a run ignored above): not tested here

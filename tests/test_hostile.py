@@ -211,8 +211,8 @@ def test_seconds_no_clock_gives_are_an_integrity_problem(tmp_path, seconds):
     (out / RUNS_FILE).write_text(text.replace("2,baseline,False,2,total,,0.52,", f"2,baseline,False,2,total,,{seconds},"))
     assert (out / RUNS_FILE).read_text() != text
     check = check_results(out)
-    assert check.findings == ["1 row(s) with impossible seconds ignored", "1 planned run(s) missing"]
-    assert check.problems[0] == (f"1 row(s) of runs.csv have seconds that no clock gives ({seconds!r}: not a finite "
+    assert check.findings == ["1 row with impossible seconds ignored", "1 planned run missing"]
+    assert check.problems[0] == (f"1 row of runs.csv has seconds that no clock gives ({seconds!r}: not a finite "
                                  "number >= 0; run ids 2): those runs are ignored; --resume repeats them")
     assert sorted(set(check.frame["run_id"])) == [0, 1, 3] and check.missing_runs == (2,)
     assert check.rejected_lines == (6, 7)  # both rows of run 2: the run cannot be trusted
@@ -223,9 +223,9 @@ def test_report_strict_exits_1_on_a_nan_duration(tmp_path, capsys, one_figure):
     (out / RUNS_FILE).write_text((out / RUNS_FILE).read_text().replace(",total,,0.5,", ",total,,nan,"))
     code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
     assert code == 1
-    assert _one_line(err).startswith(f"omni-loader: error: {out}: 2 integrity problem(s): 1 row(s) of runs.csv have "
+    assert _one_line(err).startswith(f"omni-loader: error: {out}: 2 integrity problems: 1 row of runs.csv has "
                                      "seconds that no clock gives ('nan'")
-    assert "1 row(s) with impossible seconds ignored" in (out / "report.md").read_text().splitlines()[2]
+    assert "1 row with impossible seconds ignored" in (out / "report.md").read_text().splitlines()[2]
 
 
 def test_a_failed_run_without_a_duration_is_not_impossible(tmp_path):
@@ -290,11 +290,11 @@ def test_a_run_whose_rows_disagree_on_its_digest_is_left_out_and_strict_fails(tm
     lines[-1] = lines[-1].replace(DIGEST, "e" * 64)
     (out / RUNS_FILE).write_text("".join(lines))
     check = check_results(out)
-    assert check.findings == ["1 inconsistent run(s) ignored", "1 planned run(s) missing"]
-    assert check.problems[0].startswith("1 run(s) have rows that disagree on digest (run ids 3)")
+    assert check.findings == ["1 inconsistent run ignored", "1 planned run missing"]
+    assert check.problems[0].startswith("1 run has rows that disagree on digest (run ids 3)")
     assert sorted(set(check.frame["run_id"])) == [0, 1, 2]
     code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
-    assert code == 1 and "inconsistent" not in err and "1 run(s) have rows that disagree on digest" in _one_line(err)
+    assert code == 1 and "inconsistent" not in err and "1 run has rows that disagree on digest" in _one_line(err)
     # every row of run 3 holds the other digest: a consistent run that loaded other tensors
     (out / RUNS_FILE).write_text(text.replace(DIGEST, "e" * 64).replace("e" * 64, DIGEST, 6))
     assert check_results(out).ok and not equivalence(check_results(out).frame)["equivalent"]
@@ -307,7 +307,7 @@ def test_a_benchmark_whose_every_run_failed_is_a_problem(tmp_path, capsys, one_f
     write_metadata(out, {"benchmarks": {"load": {"kind": "reproduce", "plan": _plan(4), "status": "complete"}}})
     append_rows(out, [row for i in range(4) for row in _rows(i, "failed", error="shape mismatch for token2wav.x")])
     check = check_results(out)
-    assert check.problems == ["every run of benchmark load failed (4 run(s); run 0 baseline: shape mismatch for "
+    assert check.problems == ["every run of benchmark load failed (4 runs; run 0 baseline: shape mismatch for "
                               "token2wav.x): it measured nothing"]
     code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
     assert code == 1 and "every run of benchmark load failed" in _one_line(err)
@@ -317,7 +317,7 @@ def test_a_variant_whose_every_run_failed_is_a_problem(tmp_path):
     out = tmp_path / "res"
     write_metadata(out, {"benchmarks": {"load": {"kind": "reproduce", "plan": _plan(4), "status": "complete"}}})
     append_rows(out, [*_rows(0), *_rows(1, "failed", error="boom"), *_rows(2), *_rows(3, "failed", error="boom")])
-    assert check_results(out).problems == ["every run of variant optimized in benchmark load failed (2 run(s); run 1: "
+    assert check_results(out).problems == ["every run of variant optimized in benchmark load failed (2 runs; run 1: "
                                            "boom): it has no number to compare"]
 
 
@@ -401,12 +401,12 @@ def test_a_50_mb_line_in_runs_csv_is_one_row_ignored(tmp_path, capsys, one_figur
         fh.write("3,optimized,False,2,total,," + "9" * 50_000_000 + "\r\n")
     check = check_results(out)
     # cut short of its fields too, like a torn row: run 3's rows are not trusted either
-    assert check.findings == ["1 oversized row(s) ignored", "1 incomplete run(s) ignored", "1 planned run(s) missing"]
-    assert check.problems[0] == ("1 row(s) of runs.csv have a field longer than 131072 characters (lines 10): not "
+    assert check.findings == ["1 oversized row ignored", "1 incomplete run ignored", "1 planned run missing"]
+    assert check.problems[0] == ("1 row of runs.csv has a field longer than 131072 characters (line 10): not "
                                  "written by omni-loader; ignored")
     assert check.rejected_lines == (8, 9, 10) and len(check.frame) == 6
     code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
-    assert code == 1 and "have a field longer than 131072 characters" in _one_line(err)
+    assert code == 1 and "has a field longer than 131072 characters" in _one_line(err)
     import csv
 
     assert csv.field_size_limit() == 131072  # lifted only while the kit reads runs.csv

@@ -357,7 +357,7 @@ def test_timeline_reads_a_line_to_a_bound(tmp_path):
     log.write_text(text)
     timeline = read_timeline(log, block_size=1000, max_line=5000)
     assert [r.phase for r in timeline.records] == ["weight_loading"]
-    assert timeline.warnings == [f"line-cut: {log} line(s) 2 longer than 5,000 characters: read to their first 5,000"]
+    assert timeline.warnings == [f"line-cut: {log} line 2 longer than 5,000 characters: read to their first 5,000"]
 
 
 def _strict_json(text: str):

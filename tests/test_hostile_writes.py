@@ -260,8 +260,8 @@ def test_a_runs_csv_replaced_while_a_benchmark_runs_is_noticed_and_its_rows_refu
     assert str(exc.value).startswith(f"{out / RUNS_FILE} is no longer the file this benchmark appends to: it was "
                                      "replaced while the benchmark ran")
     check = check_results(out)
-    assert check.findings[0] == "4 run(s) from outside the benchmark's time ignored"
-    assert check.problems[0].startswith("4 run(s) of runs.csv were not run by the benchmark that planned them (run 0 "
+    assert check.findings[0] == "4 runs from outside the benchmark's time ignored"
+    assert check.problems[0].startswith("4 runs of runs.csv were not run by the benchmark that planned them (run 0 "
                                         "started at 2025-03-14T10:01:00.000+00:00, before benchmark load did (")
     assert len(check.frame) == 0 and check.missing_runs == (0, 1, 2, 3)
     code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
@@ -324,7 +324,7 @@ def test_rows_stamped_outside_their_benchmark_are_refused(tmp_path, started, end
         rows = rows.replace(line, ",".join(fields))
     (out / RUNS_FILE).write_text(rows)
     check = check_results(out)
-    assert check.findings == ["1 run(s) from outside the benchmark's time ignored", "1 planned run(s) missing"]
+    assert check.findings == ["1 run from outside the benchmark's time ignored", "1 planned run missing"]
     assert why in check.problems[0] and check.missing_runs == (2,)
 
 
@@ -347,7 +347,7 @@ def test_finite_but_absurd_seconds_and_a_total_below_its_phases_are_refused(tmp_
         bad[0]["seconds"] = total
     append_rows(out, [*_rows(0), *_rows(1), *bad, *_rows(3)])
     check = check_results(out)
-    assert check.findings == ["1 run(s) with absurd seconds ignored", "1 planned run(s) missing"]
+    assert check.findings == ["1 run with absurd seconds ignored", "1 planned run missing"]
     assert why in check.problems[0] and "run ids 2)" in check.problems[0] and check.missing_runs == (2,)
     code, _, err = _cli(capsys, "report", out, "--quiet", "--strict")
     assert code == 1 and "absurd" in _one_line(err)

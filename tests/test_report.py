@@ -1179,8 +1179,8 @@ def test_report_states_integrity_problems_and_every_failed_run(tmp_path, no_figu
     lines = render_report(out).split("\n")
     assert lines[2].endswith("2 + 3 measured runs after 0 warm-ups per variant, order alternate; 2 runs failed "
                              "(see Verdicts); status complete; "
-                             "1 duplicated run(s) ignored.")
-    assert lines[3:6] == ["", "- Integrity: 1 run(s) have more than one row for a phase (run ids 0): two writers, or "
+                             "1 duplicated run ignored.")
+    assert lines[3:6] == ["", "- Integrity: 1 run has more than one row for a phase (run ids 0): two writers, or "
                               "rows copied twice; all 4 of their rows are ignored", ""]
     assert lines[6].startswith("- **Calls to state_dict()**: 51 → 0")
     # one line per failed run, each run once however many rows it left

@@ -169,7 +169,7 @@ def test_check_results_leaves_out_a_duplicated_run_and_a_torn_last_line(tmp_path
         fh.write("2,baseline,False,2,tot")  # the second writer's crash mid-line
     check = check_results(out)
     assert not check.ok
-    assert check.summary == "1 torn row ignored; 1 duplicated run(s) ignored; 1 planned run(s) missing"
+    assert check.summary == "1 torn row ignored; 1 duplicated run ignored; 1 planned run missing"
     assert "line 12" in check.problems[0] and "run ids 2" in check.problems[1] and "all 4 of their rows" in check.problems[1]
     assert sorted(set(check.frame["run_id"])) == [0, 1, 3] and len(check.frame) == 6
     assert check.missing_runs == (2,) and check.rejected_lines == (6, 7, 10, 11, 12)
@@ -187,9 +187,9 @@ def test_check_results_rows_off_the_plan_newer_schema_and_incomplete_runs(tmp_pa
     (out / RUNS_FILE).write_text("".join(line for line in lines  # run 1 loses its construct row
                                          if not (line.startswith("1,") and ",construct," in line)))
     check = check_results(out)
-    assert "1 row(s) of a newer schema ignored" in check.findings
-    assert "2 row(s) off the plan ignored" in check.findings
-    assert "1 incomplete run(s) ignored" in check.findings and "run ids 1" in " ".join(check.problems)
+    assert "1 row of a newer schema ignored" in check.findings
+    assert "2 rows off the plan ignored" in check.findings
+    assert "1 incomplete run ignored" in check.findings and "run ids 1" in " ".join(check.problems)
     assert sorted(set(check.frame["run_id"])) == [0, 2, 3] and len(check.frame) == 6
     assert check.missing_runs == (1,)
 
@@ -295,11 +295,11 @@ def test_a_run_whose_last_row_was_cut_short_is_left_out_whole(tmp_path):
     rows = (out / RUNS_FILE).read_bytes().decode()
     (out / RUNS_FILE).write_bytes((rows[: rows.rindex("\r\n3,") + 2] + "3,optimized,False,2,con").encode())  # torn
     check = check_results(out)
-    assert check.findings == ["1 torn row ignored", "1 incomplete run(s) ignored", "1 planned run(s) missing"]
+    assert check.findings == ["1 torn row ignored", "1 incomplete run ignored", "1 planned run missing"]
     assert sorted(set(check.frame["run_id"])) == [0, 1, 2] and check.rejected_lines == (8, 9)
     append_rows(out, _run_rows(3))  # a writer that did not set the torn line aside first: the line stays apart
     check = check_results(out)
-    assert check.findings == ["1 malformed row(s) ignored", "1 duplicated run(s) ignored", "1 planned run(s) missing"]
+    assert check.findings == ["1 malformed row ignored", "1 duplicated run ignored", "1 planned run missing"]
     assert set_aside_rejected(check) == 4 and check_results(out).missing_runs == (3,)
 
 
@@ -405,7 +405,7 @@ def test_check_results_reads_every_benchmark_of_a_suite(tmp_path):
                                 source="server") for e in _startup_plan(2)])
     append_rows(tmp_path, [_row(9, phase="startup_to_health", source="server")])  # on no plan of either
     check = check_results(tmp_path)
-    assert check.findings == ["1 row(s) off the plan ignored", "2 planned run(s) missing"]
+    assert check.findings == ["1 row off the plan ignored", "2 planned runs missing"]
     assert check.missing_runs == (4, 5) and sorted(set(check.frame["run_id"])) == [0, 1, 2, 3]
     assert f"(status interrupted: continue with omni-loader reproduce --resume --out {tmp_path})" in check.problems[1]
     assert check.benchmark("startup")["status"] == "interrupted" and check.benchmark("load")["kind"] == "reproduce"
@@ -482,9 +482,9 @@ def test_status_stamps_and_resumed_repairs_accumulate():
     done = with_status(running, "complete", note="x")
     assert set(done) == {"kind", "status", "note", "finished_at"}
     once = resumed(done, 2, ["1 torn row ignored"])
-    twice = resumed(once, 1, ("1 duplicated run(s) ignored",))
+    twice = resumed(once, 1, ("1 duplicated run ignored",))
     assert [r["rows"] for r in twice["repairs"]] == [2, 1] and len(twice["resumed_at"]) == 2
-    assert [r["why"] for r in twice["repairs"]] == [["1 torn row ignored"], ["1 duplicated run(s) ignored"]]
+    assert [r["why"] for r in twice["repairs"]] == [["1 torn row ignored"], ["1 duplicated run ignored"]]
     assert all(set(r) == {"at", "rows", "file", "why"} and r["file"] == "runs.rejected.csv" for r in twice["repairs"])
     assert "repairs" not in resumed(done)  # nothing set aside: no repair noted
 
@@ -594,7 +594,7 @@ def test_columns_a_newer_version_added_are_named_and_ignored(tmp_path):
     widened = [lines[0] + ",gpu_temp,fan"] + [line + ",71,on" for line in lines[1:-1]] + [""]
     (out / RUNS_FILE).write_bytes("\r\n".join(widened).encode())
     check = check_results(out)
-    assert check.findings == ["2 unknown column(s) ignored"]
+    assert check.findings == ["2 unknown columns ignored"]
     assert check.problems == ["runs.csv has columns this omni-loader does not know (gpu_temp, fan): written by a "
                               "newer version? they are ignored"]
     assert len(check.frame) == 4 and "gpu_temp" not in check.frame
@@ -621,7 +621,7 @@ def test_a_last_line_cut_inside_its_last_field_is_torn(tmp_path):
     assert text.endswith(",2026-11-30T05:00:00\r\n")
     (out / RUNS_FILE).write_bytes(text[: -len("\r\n") - 2].encode())  # run 3's last row loses the end of its last field
     check = check_results(out)
-    assert check.findings == ["1 torn row ignored", "1 incomplete run(s) ignored", "1 planned run(s) missing"]
+    assert check.findings == ["1 torn row ignored", "1 incomplete run ignored", "1 planned run missing"]
     assert check.missing_runs == (3,) and sorted(set(check.frame["run_id"])) == [0, 1, 2]
     assert check.problems[0] == ("the last line of runs.csv (line 9) is torn, cut short by a crash or a full disk: "
                                  "ignored")
@@ -637,11 +637,11 @@ def test_short_lines_blank_lines_and_long_lines_in_the_middle(tmp_path):
     check = check_results(out)
     assert check.missing_runs == (1,)  # run 1's rows are left out; run 2's stay
     assert sorted(set(check.frame["run_id"])) == [0, 2, 3]
-    assert "3 malformed row(s) ignored" in check.findings and "1 row(s) of a newer schema ignored" in check.findings
-    assert "3 row(s) of runs.csv have too few fields (lines 10, 11, 13): ignored" in check.problems
-    assert ("1 row(s) of runs.csv have more fields than its header (lines 14): written by a newer omni-loader or "
+    assert "3 malformed rows ignored" in check.findings and "1 row of a newer schema ignored" in check.findings
+    assert "3 rows of runs.csv have too few fields (lines 10, 11, 13): ignored" in check.problems
+    assert ("1 row of runs.csv has more fields than its header (line 14): written by a newer omni-loader or "
             "two writers interleaved; ignored") in check.problems
-    assert "1 row(s) off the plan ignored" in check.findings  # line 15, after the blank line 12
+    assert "1 row off the plan ignored" in check.findings  # line 15, after the blank line 12
 
 
 def test_a_short_last_line_that_was_ended_is_still_torn(tmp_path):
@@ -658,8 +658,8 @@ def test_rows_with_unreadable_run_ids_or_sources_are_ignored(tmp_path):
     out = _results(tmp_path, n=2)
     append_rows(out, [_row("x1"), _row(1.5), _row(0, source="gpu", phase="other")])
     check = check_results(out)
-    assert check.findings[0] == "3 row(s) with unreadable values ignored"
-    assert check.problems[0] == "3 row(s) of runs.csv have no integer run_id or an unknown source: ignored"
+    assert check.findings[0] == "3 rows with unreadable values ignored"
+    assert check.problems[0] == "3 rows of runs.csv have no integer run_id or an unknown source: ignored"
     assert len(check.frame) == 4
 
 
@@ -671,7 +671,7 @@ def test_a_planned_run_missing_from_a_complete_benchmark_gets_no_resume_hint(tmp
 
     out = _results(tmp_path, n=2)
     write_metadata(out, {"kind": "reproduce", "plan": _plan(3), "status": "complete"})
-    assert check_results(out).problems == ["1 of 3 planned runs have no usable rows: 2"]
+    assert check_results(out).problems == ["1 of 3 planned runs has no usable rows: 2"]
 
 
 def test_rows_set_aside_by_an_earlier_resume_are_notes_not_problems(tmp_path):
@@ -681,8 +681,8 @@ def test_rows_set_aside_by_an_earlier_resume_are_notes_not_problems(tmp_path):
     write_metadata(out, {"kind": "reproduce", "plan": _plan(2), "status": "complete",
                          "repairs": [{"rows": 3, "file": "runs.rejected.csv"}, {"rows": 1, "file": "runs.rejected.csv"}]})
     check = check_results(out)
-    assert check.ok and check.notes == ("3 row(s) set aside by --resume (runs.rejected.csv)",
-                                        "1 row(s) set aside by --resume (runs.rejected.csv)")
+    assert check.ok and check.notes == ("3 rows set aside by --resume (runs.rejected.csv)",
+                                        "1 row set aside by --resume (runs.rejected.csv)")
 
 
 def test_a_bad_first_row_is_rejected_as_line_two(tmp_path):
@@ -703,9 +703,9 @@ def test_off_plan_and_incomplete_runs_are_explained_word_for_word(tmp_path):
     (out / RUNS_FILE).write_text("".join(line for line in lines
                                          if not (line.startswith("1,") and ",construct," in line)))
     assert check_results(out).problems[:2] == [
-        "1 row(s) of run ids 9 do not match the plan in metadata.json (run id, variant, warm-up, order or source): "
+        "1 row of run ids 9 does not match the plan in metadata.json (run id, variant, warm-up, order or source): "
         "from another benchmark? ignored",
-        "1 run(s) lost phase rows, cut short by a crash (run ids 1): ignored; --resume repeats them",
+        "1 run lost phase rows, cut short by a crash (run ids 1): ignored; --resume repeats them",
     ]
 
 
@@ -723,7 +723,7 @@ def test_rows_match_their_planned_run_on_variant_warm_up_and_order(tmp_path):
     assert check.ok and sorted(check.frame["run_id"]) == [0, 1, 2, 3]  # no order; an order written as a float
     # Run 3 is planned as optimized: a row naming baseline is off the plan although the rest matches.
     append_rows(tmp_path, [_row(3, phase="construct", parent="total", order=2)])
-    assert check_results(tmp_path).findings == ["1 row(s) off the plan ignored"]
+    assert check_results(tmp_path).findings == ["1 row off the plan ignored"]
 
 
 def test_an_aa_run_that_lost_a_phase_is_incomplete(tmp_path):
@@ -735,7 +735,7 @@ def test_an_aa_run_that_lost_a_phase_is_incomplete(tmp_path):
             for p in ("total", "construct")]
     append_rows(tmp_path, rows + [_row(1, variant="optimized", order=2, source="aa")])
     check = check_results(tmp_path)
-    assert check.findings == ["1 incomplete run(s) ignored", "1 planned run(s) missing"]
+    assert check.findings == ["1 incomplete run ignored", "1 planned run missing"]
     assert set(check.frame["run_id"]) == {0}
 
 

@@ -198,7 +198,7 @@ def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repair
     line = one_error_line(report.stderr)
     assert "is torn" in line and "run ids 1" in line
     assert ("2 + 1 measured runs after 0 warm-ups per variant, order alternate; status complete; 1 torn row "
-            "ignored; 1 duplicated run(s) ignored; 1 planned run(s) missing.") in opening(out)
+            "ignored; 1 duplicated run ignored; 1 planned run missing.") in opening(out)
     check = check_results(out)
     assert sorted(set(check.frame["run_id"])) == [0, 2, 3] and check.missing_runs == (1,)
     assert len(check.frame) == len(lines) - 1 - len(run_1)
@@ -209,7 +209,7 @@ def test_a_duplicated_run_and_a_torn_last_line_are_reported_excluded_then_repair
     assert len((out / REJECTED_FILE).read_text().splitlines()) == 1 + 2 * len(run_1) + 1
     assert cli(capsys, "report", out, "--quiet", "--strict").returncode == 0
     assert f"2 + 2 measured runs after 0 warm-ups per variant, order alternate; status complete; " \
-           f"{2 * len(run_1) + 1} row(s) set aside by --resume (runs.rejected.csv)." in opening(out)
+           f"{2 * len(run_1) + 1} rows set aside by --resume (runs.rejected.csv)." in opening(out)
 
 
 @pytest.mark.slow
@@ -287,7 +287,7 @@ def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path, capsys):
     assert check.ok, check.problems
     assert check.benchmark("startup")["status"] == "complete" and check.benchmark("startup")["runs_ok"] == 4
     run_1 = len([line for line in kept if line.startswith("1,")])  # run 1 lost its last row: set aside whole
-    assert check.notes == (f"{run_1} row(s) set aside by --resume (runs.rejected.csv)",)
+    assert check.notes == (f"{run_1} row{'' if run_1 == 1 else 's'} set aside by --resume (runs.rejected.csv)",)
 
 
 # --------------------------------------------------------------------------- a suite: load and startup benchmarks

@@ -107,7 +107,7 @@ def test_the_spawned_worker_reads_its_request_back_as_the_same_value(tmp_path: P
     ("[1]", "protocol 'list', this worker speaks protocol 1"),
     ("{not json", "not JSON"),
     ('{"protocol": 1, "request": {"variant": "baseline"}}', "'request' must be an object with 'checkpoint'"),
-    ('{"protocol": 1, "request": {"checkpoint": "/s", "variant": "b", "frob": 1}}', "unknown request key(s) frob"),
+    ('{"protocol": 1, "request": {"checkpoint": "/s", "variant": "b", "frob": 1}}', "unknown request key frob"),
     ('{"protocol": 1, "repeat": 0, "request": {"checkpoint": "/s", "variant": "b"}}', "'repeat' must be an integer"),
     ('{"protocol": 1, "request": {"checkpoint": "/s", "variant": "b", "threads": "two"}}', "'threads' must be"),
     ('{"protocol": 1, "request": {"checkpoint": "/s", "variant": "b", "cpus": [0, "one"]}}', "'cpus' must be a list"),

@@ -1,7 +1,6 @@
 """Commands on saved results: ``report`` (re-render), ``compare`` (several side by side), ``pack`` (one archive).
 
-None of them loads a model, and none imports torch: rendering from ``runs.csv`` takes well under a
-second (a test checks ``sys.modules``).
+None of them loads a model, and none imports torch (a test checks ``sys.modules``).
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..formatting import counted
 
 
 # Each command imports what it runs when it runs: building the parser (``omni-loader --help``) stays free of
@@ -32,7 +32,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     check = check_results(args.directory)
     problems = check.problems
     if args.strict and problems:
-        print(f"omni-loader: error: {args.directory}: {len(problems)} integrity problem(s): {' | '.join(problems)}",
+        print(f"omni-loader: error: {args.directory}: {counted(len(problems), 'integrity problem')}: {' | '.join(problems)}",
               file=sys.stderr)
         return 1
     if args.strict and check.benchmark("load"):

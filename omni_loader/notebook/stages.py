@@ -166,7 +166,8 @@ def detectable_sentences(out: str | os.PathLike[str] | None, pr_runs: int = 5) -
     starts = measured_starts(out)
     samples = [list(starts[starts["variant"] == v]["seconds"]) for v in VARIANTS]
     if min(len(x) for x in samples) < 2:
-        return f"{min(len(x) for x in samples)} measured start(s) a side: the spread needs two or more."
+        fewest = min(len(x) for x in samples)
+        return f"{fewest} measured {'start' if fewest == 1 else 'starts'} a side: the spread needs two or more."
     here = detectability(*samples, saving=PR_SAVING_S)
     design = detectability(spread=here.spread, n=pr_runs, saving=PR_SAVING_S) if math.isinf(here.detectable) else None
     return f"{here.calls(design)}\n\n{here.needs()}"
