@@ -287,7 +287,7 @@ def test_reports_name_the_largest_phase_from_the_data(profiled: Path) -> None:
         assert f":** {said}" in text and f"### {LABELS[largest]}: {100 * share:.1f}% of the load" in text
         assert f":** {said}" in summary
     assert "**Next bottleneck of the optimized load:**" in summary
-    assert "| buffer_discovery |" in summary
+    assert f"| {LABELS['buffer_discovery']} (`buffer_discovery`) |" in summary  # the side-by-side table in words
 
 
 def test_notebook_02_names_each_phase_in_words_and_each_share_in_percent(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import OmniLoaderError
-from ..formatting import code, percent, short_duration
+from ..formatting import code, counted, percent, short_duration
 from ..names import LEAF_PHASES
 from ..reporting.measurements import label as words
 from ..token2wav.options import LoadOptions
@@ -151,7 +151,10 @@ def _tool_lines(vp: VariantProfile) -> list[str]:
 def _reference_words(vp: VariantProfile) -> str:
     """Which load the shares are of: the median of so many unprofiled runs in fresh processes."""
     runs = vp.reference.get("reference", {}).get("runs")
-    return f"median of {runs} unprofiled runs, each in a fresh process" if runs else "an unprofiled load"
+    if not runs:
+        return "an unprofiled load"
+    return f"median of {counted(runs, 'unprofiled run')}, each in a fresh process" if runs > 1 else \
+        "one unprofiled run in a fresh process"
 
 
 def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterable[str] = TOOLS,
@@ -161,6 +164,7 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
     total = vp.reference["phases"]["total"]
     shown = (shares.assign(ms=shares["seconds"] * 1e3, share=shares["share"].map(percent))[["phase", "ms", "share"]]
              .sort_values("ms", ascending=False).rename(columns={"ms": "time (ms)"}))
+    shown["phase"] = shown["phase"].map(_phase_cell)
     md = _header(f"# Where the time goes: {vp.variant} load", snapshot, options)
     md += [f"- tools: {', '.join(resolve_tools(tools))}", "",
            f"## Phase shares (the {_reference_words(vp)}: {total * 1e3:,.1f} ms)", "",
@@ -190,7 +194,13 @@ def _side_by_side(profiles: dict[str, VariantProfile]) -> str:
     for variant, vp in profiles.items():
         totals.update({f"{variant} (ms)": vp.reference["phases"]["total"] * 1e3, f"{variant} share": "100.0%"})
     table = pd.concat([table, pd.DataFrame([totals])], ignore_index=True)
+    table["phase"] = table["phase"].map(_phase_cell)
     return frame_markdown(table, {c: "{:,.2f}" for c in table.columns if c.endswith("(ms)")})
+
+
+def _phase_cell(phase: str) -> str:
+    """A phase as profile.md's tables name it: in words, its id after (what the CSVs and ``--json`` call it)."""
+    return phase if phase.startswith(("**", "(")) else f"{words(phase)} (`{phase}`)"
 
 
 def _discovery_change(profiles: dict[str, VariantProfile]) -> list[str]:
