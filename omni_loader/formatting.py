@@ -14,9 +14,8 @@ rules here are few and the same everywhere:
 * **names are never cut**: long ones (qualified module paths, ``file:line(function)``) wrap; in a
   table's ``code`` columns (a class, a rule, a buffer's path) a name never breaks inside (:func:`code_text`).
 
-Tables are pandas Stylers (:func:`table`), which keep the DataFrame's values and only change how
-they are shown; text is plain functions (:func:`duration`, :func:`percent`, :func:`count`, ...);
-Markdown tables have one writer (:func:`markdown_table`).
+Tables are pandas Stylers (:func:`table`), keeping the DataFrame's values; text is plain functions
+(:func:`duration`, :func:`percent`, :func:`count`...); Markdown tables have one writer (:func:`markdown_table`).
 
 This module imports nothing from the kit: statistics and every renderer build on it, so the
 imports flow one way. Views of the kit's own tables live with their renderers
@@ -118,17 +117,11 @@ def percent(fraction: float | None, digits: int = 1) -> str:
 _percent_text = percent  # table() has a parameter of the same name
 
 
-def count(n: float | None) -> str:
-    """A whole number with thousands separators: ``1092`` -> ``'1,092'``."""
-    if not _finite(n):
-        return "n/a"
-    return f"{round(float(n)):,}"
-
-
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``n`` and its noun, singular or plural: ``counted(1, "row")`` -> ``'1 row'``, ``counted(1092, "run")`` ->
-    ``'1,092 runs'``. Why: "1 row(s) of runs.csv have more fields" reads as a form to fill, not a sentence."""
-    return f"{count(n)} {noun if n == 1 else (plural or noun + 's')}"
+def count(n: float | None, noun: str = "", plural: str | None = None) -> str:
+    """Thousands separated, with ``noun`` in the number it has: ``'1,092'``, ``'1 row'``, ``'1,092 runs'`` (the
+    kit said "1 row(s) of runs.csv have", a form to fill, not a sentence)."""
+    text = f"{round(float(n)):,}" if _finite(n) else "n/a"
+    return f"{text} {noun if n == 1 else (plural or noun + 's')}" if noun else text
 
 
 def mib(nbytes: float | None, digits: int = 1) -> str:

@@ -163,6 +163,21 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["OMNI_LOADER_CACHE"] = str(tmp_path_factory.mktemp("omni-loader-cache"))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _text_only_reports(request: pytest.FixtureRequest):
+    """report.md without its plots ($OMNI_LOADER_PLOTS=off) in a module that sets ``TEXT_ONLY_REPORTS = True``:
+    its tests read the report's text, never its plots, and drawing them was most of each report's time (65
+    reports, 263 CPU-seconds of a suite run on this 2-core machine). The switch itself is tested in
+    test_report; the plots are drawn and read there and in test_figures, test_compare, test_hostile and the
+    notebooks. Module-scoped and autouse, so it is set before a module's own fixtures run ``reproduce``."""
+    if not getattr(request.module, "TEXT_ONLY_REPORTS", False):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMNI_LOADER_PLOTS", "off")
+        yield
+
+
 @pytest.fixture(scope="session")
 def tiny_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A synthetic tiny snapshot in the Hub layout (seed 0), shared read-only by all tests."""

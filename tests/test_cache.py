@@ -20,6 +20,8 @@ from omni_loader.bench.checkpoint_cache import (COLD_RESIDENT, WARM_RESIDENT, as
                                                  prepare_checkpoint, safetensors_ranges)
 from omni_loader.host.pagecache import evict, read_seconds, resident_fraction
 
+TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
+
 
 def _evicting(directory: Path) -> None:
     """Skip (one line) where eviction does not take on ``directory``'s file system."""

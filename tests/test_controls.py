@@ -14,6 +14,8 @@ from omni_loader.reporting.report_tables import controls_section, headline
 from omni_loader.reporting.stats import compare, phase_summary
 from omni_loader.token2wav.variants import Variant
 
+TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
+
 
 def test_the_pr_pair_changes_only_discovery_and_every_other_phase_is_a_control():
     assert changed_phases("baseline", "optimized") == ("buffer_discovery",)

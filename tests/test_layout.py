@@ -15,6 +15,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
+TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
+
 PACKAGE = Path(__file__).resolve().parent.parent / "omni_loader"
 COMMAND_LAYER = PACKAGE / "cli"
 MAX_LINES = 400

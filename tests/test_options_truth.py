@@ -23,6 +23,8 @@ from omni_loader.startup.serve_ab import StartupSpec, serve_ab_conflicts
 from omni_loader.token2wav.options import (LoadOptions, command_words, flag, option, option_conflicts, option_fields,
                                            shell_words, spelled)
 
+TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
+
 FIRST_CPU = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
 MINE = {"name": "mine", "discovery": "builtin:optimized", "parameters": "my_steps:copy", "memory": "",
         "needs_gpu": False}

@@ -10,6 +10,8 @@ import pytest
 from omni_loader.errors import OmniLoaderError
 from omni_loader.host.placement import cpu_affinity, describe_cpus, resolve_cpus
 
+TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
+
 ALLOWED = sorted(os.sched_getaffinity(0))
 
 

@@ -92,6 +92,31 @@ def test_report_command_rerenders_the_same_tables(results, capsys):
 
 
 @pytest.mark.subprocess  # the results fixture runs reproduce with a worker process per run
+def test_plots_off_writes_the_text_alone_and_a_later_report_draws_them(results, tmp_path, monkeypatch, capsys):
+    """$OMNI_LOADER_PLOTS=off: report.md says how to draw the plots and no plot file is written; a value that is
+    neither on nor off is one line naming it; unset, the same files give the plots and the links again."""
+    import shutil
+
+    copy = tmp_path / "res"
+    shutil.copytree(results, copy)
+    shutil.rmtree(copy / "plots")
+    monkeypatch.setenv("OMNI_LOADER_PLOTS", "off")
+    assert main(["report", str(copy), "--quiet"]) == 0
+    text = (copy / "report.md").read_text()
+    assert not (copy / "plots").exists() and "![" not in text
+    assert "Not drawn ($OMNI_LOADER_PLOTS=off): `omni-loader report DIR` draws them" in text
+    assert render_report(copy) == text
+    monkeypatch.setenv("OMNI_LOADER_PLOTS", "sometimes")
+    assert main(["report", str(copy), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == "omni-loader: error: $OMNI_LOADER_PLOTS='sometimes' is not on or off"
+    monkeypatch.delenv("OMNI_LOADER_PLOTS")
+    assert main(["report", str(copy), "--quiet"]) == 0
+    assert sorted(p.name for p in (copy / "plots").iterdir()) == sorted(p.name for p in (results / "plots").iterdir())
+    assert "Not drawn" not in (copy / "report.md").read_text() and "![phases](plots/phases.png)" in \
+        (copy / "report.md").read_text()
+
+
+@pytest.mark.subprocess  # the results fixture runs reproduce with a worker process per run
 def test_unknown_schema_version_is_refused(results, tmp_path, capsys):
     import shutil
 

@@ -13,6 +13,8 @@ from omni_loader.errors import ResultsError
 from omni_loader.results.suite import METADATA_FILE, SCHEMA_VERSION, read_metadata, write_metadata
 from omni_loader.results.rows import RUN_COLUMNS, RUNS_FILE, append_rows, read_runs
 
+TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
+
 
 def _row(run_id: int, **values) -> dict:
     return {"run_id": run_id, "variant": "baseline", "warmup": False, "order": 1, "phase": "total", "parent": "",

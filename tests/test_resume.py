@@ -26,6 +26,8 @@ from omni_loader.results.lock import lock_holder
 from omni_loader.bench.spec import BenchmarkSpec
 from omni_loader.bench.runner import run_benchmark
 
+TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -22,6 +22,8 @@ from omni_loader.results.planner import plan_runs
 from omni_loader.bench.runner import run_benchmark
 from omni_loader.bench.worker import RUN_DIR_PREFIX
 
+TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -14,6 +14,8 @@ from omni_loader.reporting.report import render_report
 from omni_loader.reporting.sequential import design_alpha, design_sentence, look_at, settled
 from test_controls import _frame
 
+TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
+
 
 def test_looks_are_sequential_only_where_a_stop_leaves_the_arms_balanced():
     assert looks("sequential", 10, "blocks") == (FIRST_LOOK, 10)

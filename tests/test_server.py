@@ -494,13 +494,17 @@ def test_serve_ab_cli_reports_medians(tmp_path, python):
     marker, port = _marker(), free_port()
     r = subprocess.run([python, "-m", "omni_loader", "serve-ab", "--baseline-cmd", _cmd(HEALTHY, port, marker),
                         "--optimized-cmd", _cmd(HEALTHY, port, marker), "--health-url",
-                        f"http://127.0.0.1:{port}/health", "--warmup", "0", "--runs", "1", "--log-pattern",
+                        f"http://127.0.0.1:{port}/health", "--warmup", "1", "--runs", "1", "--log-pattern",
                         r"bd_us=Buffer discovery took ([0-9.]+)", "--out", str(tmp_path / "ab")],
                        cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0, r.stderr
     assert "startup_to_health    baseline" in r.stdout and "bd_us" in r.stdout
     frame = read_runs(tmp_path / "ab")
     assert set(frame[frame["phase"] == "bd_us"]["seconds"]) == {0.0015}
+    # the suite's one warm-up start a side (06's stage-group A/B has none): first in the plan, out of the medians
+    starts = frame[frame["phase"] == "startup_to_health"].sort_values("run_id")
+    assert list(zip(starts["variant"], starts["warmup"])) == [("baseline", True), ("optimized", True),
+                                                              ("baseline", False), ("optimized", False)]
     assert marker_processes(marker) == []
     bad = subprocess.run([python, "-m", "omni_loader", "serve-ab", "--baseline-cmd", "no-such-program-xyz",
                           "--optimized-cmd", "true", "--health-url", "http://127.0.0.1:1/health",

@@ -25,6 +25,8 @@ from omni_loader.token2wav.variants import BUILTIN_VARIANTS, Variant, parse_vari
 STEPS_FILE = '''
 from omni_loader.token2wav.discovery import non_persistent_buffer_names
 
+TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
+
 
 def find(model):
     """The optimized rule, written by a user."""

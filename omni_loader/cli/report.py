@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..formatting import counted
+from ..formatting import count
 
 
 # Each command imports what it runs when it runs: building the parser (``omni-loader --help``) stays free of
@@ -32,7 +32,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     check = check_results(args.directory)
     problems = check.problems
     if args.strict and problems:
-        print(f"omni-loader: error: {args.directory}: {counted(len(problems), 'integrity problem')}: {' | '.join(problems)}",
+        print(f"omni-loader: error: {args.directory}: {count(len(problems), 'integrity problem')}: {' | '.join(problems)}",
               file=sys.stderr)
         return 1
     if args.strict and check.benchmark("load"):

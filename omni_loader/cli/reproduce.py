@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OmniLoaderError, ResultsError
-from ..formatting import counted
+from ..formatting import count
 from ..results.metadata import stamped
 from ..host.placement import resolve_cpus
 from ..results.suite import METADATA_FILE, benchmark, read_metadata
@@ -122,7 +122,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if not (out / METADATA_FILE).is_file():  # stopped before the benchmark began: there is nothing to resume
             print(f"interrupted before the benchmark started: nothing was saved{'' if out.exists() else f' ({out} was not made)'}")
             return 130
-        print(f"interrupted: {counted(saved_runs(out), 'run')} saved in {out}; continue with: {resume_command(out, {})}")
+        print(f"interrupted: {count(saved_runs(out), 'run')} saved in {out}; continue with: {resume_command(out, {})}")
         return 130
     report = out / REPORT_FILE
     print(report.read_text(encoding="utf-8"))

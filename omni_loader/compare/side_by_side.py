@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
-from ..formatting import counted
+from ..formatting import count
 from ..results.archive import archive_format, opened
 from ..reporting.measurements import PR_ROWS, comparisons, described_record, planned_arms
 from ..reporting.sequential import design_alpha
@@ -246,12 +246,12 @@ def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
     failed = frame[frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
     if len(failed):
         first = failed.iloc[0]
-        problems.append(f"{counted(len(failed), 'run')} failed (run {first['run_id']} {first['variant']}: {first['error']})")
+        problems.append(f"{count(len(failed), 'run')} failed (run {first['run_id']} {first['variant']}: {first['error']})")
     loads = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"])]
     digests = tuple(sorted({str(d) for d in loads["digest"] if str(d)}))
     if len(loads) and not equivalence(frame, planned_arms(checked.metadata))["equivalent"]:
         problems.append("its own runs did not all load the same model (digests or counts differ between runs: "
-                        f"{counted(len(digests), 'digest')}); see its report.md")
+                        f"{count(len(digests), 'digest')}); see its report.md")
     per_run = ok[ok["source"] == "load"].drop_duplicates("run_id")
     counts = {column: {v: tuple(sorted({float(x) for x in per_run[per_run["variant"] == v][column]
                                         if str(x) not in ("", "nan")})) for v in VARIANTS}

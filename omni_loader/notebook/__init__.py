@@ -56,7 +56,6 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "key_values": "showing",
     "short_duration": ".formatting",
     "count": ".formatting",
-    "counted": ".formatting",
     "mib": ".formatting",
     # the machine and the model
     "device_banner": ".host.devices",

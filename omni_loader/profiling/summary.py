@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import OmniLoaderError
-from ..formatting import code, counted, percent, short_duration
+from ..formatting import code, count, percent, short_duration
 from ..names import LEAF_PHASES
 from ..reporting.measurements import label as words
 from ..token2wav.options import LoadOptions
@@ -153,7 +153,7 @@ def _reference_words(vp: VariantProfile) -> str:
     runs = vp.reference.get("reference", {}).get("runs")
     if not runs:
         return "an unprofiled load"
-    return f"median of {counted(runs, 'unprofiled run')}, each in a fresh process" if runs > 1 else \
+    return f"median of {count(runs, 'unprofiled run')}, each in a fresh process" if runs > 1 else \
         "one unprofiled run in a fresh process"
 
 

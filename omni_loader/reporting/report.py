@@ -12,9 +12,11 @@ importable from here as well (``report.environment_table``, ``report.comparisons
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+from ..errors import OmniLoaderError
 from ..formatting import duration
 
 from .measurements import PR_PAIR, comparisons, described_record, label, load_reference, noise_floors, planned_arms
@@ -31,10 +33,24 @@ from ..host.machine import machine_warnings
 from ..results.integrity import ResultsCheck, check_results
 from .stats import ALPHA, Comparison, confidence_words, equivalence, run_summary
 
-__all__ = ["PLOTS_DIR", "REPORT_FILE", "render_report", "write_report"]
+__all__ = ["PLOTS_DIR", "PLOTS_ENV", "REPORT_FILE", "plots_wanted", "render_report", "write_report"]
 
 REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
+PLOTS_ENV = "OMNI_LOADER_PLOTS"
+
+
+def plots_wanted() -> bool:
+    """Whether report.md is drawn with its plots: yes unless ``$OMNI_LOADER_PLOTS`` is ``off``.
+
+    Why a switch: drawing and writing the plots (a PNG and an SVG each) is most of a report's time, several
+    seconds of a small benchmark's; a text-only report (a CI log, a quick look, the kit's own test suite where
+    a test reads only the text) skips them, and ``omni-loader report DIR`` draws them later from the same files.
+    """
+    value = os.environ.get(PLOTS_ENV, "").strip().lower()
+    if value not in ("", "on", "off"):
+        raise OmniLoaderError(f"${PLOTS_ENV}={value!r} is not on or off")
+    return value != "off"
 
 
 def render_report(directory: str | Path) -> str:
@@ -42,7 +58,7 @@ def render_report(directory: str | Path) -> str:
     directory = Path(directory)
     check = check_results(directory)  # rows that cannot be trusted are left out, and said so in the report
     comps = comparisons(check.frame, design_alpha(check.metadata))
-    return _report_text(directory, check, comps, list(_figures(check, comps)))
+    return _report_text(directory, check, comps, list(_figures(check, comps)) if plots_wanted() else None)
 
 
 def write_report(directory: str | Path, check: ResultsCheck | None = None) -> Path:
@@ -56,12 +72,13 @@ def write_report(directory: str | Path, check: ResultsCheck | None = None) -> Pa
     check = check if check is not None else check_results(directory)
     refuse_links(directory, (REPORT_FILE, PLOTS_DIR))  # before anything is written: links are never followed
     comps = comparisons(check.frame, design_alpha(check.metadata))
-    figures = _figures(check, comps)
+    drawn = plots_wanted()
+    figures = _figures(check, comps) if drawn else {}
     if (directory / PLOTS_DIR).is_dir():  # every plot checked before the first byte of any is written
         refuse_links(directory / PLOTS_DIR, [name for stem in figures for name in figure_files(stem)])
     for stem, fig in figures.items():
         write_figure(fig, directory / PLOTS_DIR, stem)
-    return write_text(directory / REPORT_FILE, _report_text(directory, check, comps, list(figures)))
+    return write_text(directory / REPORT_FILE, _report_text(directory, check, comps, list(figures) if drawn else None))
 
 
 def _figures(check: ResultsCheck, comps: list[Comparison]) -> dict[str, Any]:
@@ -71,7 +88,7 @@ def _figures(check: ResultsCheck, comps: list[Comparison]) -> dict[str, Any]:
     return report_figures(check.frame, comps, load_reference())
 
 
-def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], plots: list[str]) -> str:
+def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], plots: list[str] | None) -> str:
     frame, meta = check.frame, check.metadata
     floors = noise_floors(frame)
     equiv = equivalence(frame, planned_arms(meta))
@@ -223,7 +240,11 @@ def _where_time_goes_section(frame) -> list[str]:
     ]
 
 
-def _plots_section(stems: list[str]) -> list[str]:
+def _plots_section(stems: list[str] | None) -> list[str]:
+    """Links to the plots drawn, or (``None``: not drawn) how to draw them."""
+    if stems is None:
+        return ["## Plots", "", f"Not drawn (${PLOTS_ENV}=off): `omni-loader report DIR` draws them from the same files.",
+                ""]
     return ["## Plots", "", *(f"![{stem}]({PLOTS_DIR}/{stem}.png)" for stem in stems), ""]
 
 

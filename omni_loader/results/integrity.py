@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
-from ..formatting import counted
+from ..formatting import count
 from .lock import describe_holder, lock_holder
 from .rows import REJECTED_FILE, RESIDENCY_COLUMN, RUNS_FILE
 from .row_checks import (Finding, check_rows, csv_records, rows_frame, run_ids_text, plan_entries, read_lines,
@@ -97,7 +97,7 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     found += [*_missing_findings(directory, metadata, frame), *_failure_findings(frame, metadata),
               *_writer_findings(directory, metadata), *_report_findings(directory, metadata)]
     repairs = [r for record in benchmarks(metadata).values() for r in record.get("repairs", [])]
-    notes = tuple(f"{counted(int(r.get('rows') or 0), 'row')} set aside by --resume ({REJECTED_FILE})" for r in repairs)
+    notes = tuple(f"{count(int(r.get('rows') or 0), 'row')} set aside by --resume ({REJECTED_FILE})" for r in repairs)
     missing = tuple(sorted(set(planned_runs(metadata)) - _run_ids(frame)))
     return ResultsCheck(directory, metadata, frame, tuple(found), missing, rejected, because, notes)
 
@@ -114,7 +114,7 @@ def _missing_findings(directory: Path, metadata: dict[str, Any], frame) -> list[
         return []
     status = suite_status(metadata)
     why = f" (status {status}: continue with {resume_command(directory, metadata)})" if status != "complete" else ""
-    return [Finding(f"{counted(len(missing), 'planned run')} missing",
+    return [Finding(f"{count(len(missing), 'planned run')} missing",
                     f"{len(missing)} of {len(plan)} planned runs {'has' if len(missing) == 1 else 'have'} no usable rows: {run_ids_text(missing)}{why}")]
 
 
@@ -173,7 +173,7 @@ def _failure_findings(frame, metadata: dict[str, Any]) -> list[Finding]:
         if len(failed) == len(runs):
             first = failed.iloc[0]
             found.append(Finding(f"every run of benchmark {name} failed",
-                          f"every run of benchmark {name} failed ({counted(len(runs), 'run')}; run {first['run_id']} "
+                          f"every run of benchmark {name} failed ({count(len(runs), 'run')}; run {first['run_id']} "
                           f"{first['variant']}: {first['error'] or 'no reason recorded'}): it measured nothing"))
             continue
         for variant, per in runs.groupby("variant", sort=False):
@@ -181,7 +181,7 @@ def _failure_findings(frame, metadata: dict[str, Any]) -> list[Finding]:
             if len(bad) == len(per):
                 first = bad.iloc[0]
                 found.append(Finding(f"every run of {variant} failed",
-                              f"every run of variant {variant} in benchmark {name} failed ({counted(len(per), 'run')}; run "
+                              f"every run of variant {variant} in benchmark {name} failed ({count(len(per), 'run')}; run "
                               f"{first['run_id']}: {first['error'] or 'no reason recorded'}): it has no number to "
                               "compare"))
     return found

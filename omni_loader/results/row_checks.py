@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
-from ..formatting import counted
+from ..formatting import count
 from .rows import RUN_COLUMNS, RUNS_FILE, SOURCES, typed_runs
 from .suite import DEFAULT_SOURCES, METADATA_FILE, STATUS_STAMPS, benchmarks
 
@@ -114,7 +114,7 @@ def read_lines(path: Path) -> LinesRead:
                            f"damaged): restore it from a copy")
     unknown = [c for c in header if c not in RUN_COLUMNS]
     if unknown:
-        found.append(Finding(f"{counted(len(unknown), 'unknown column')} ignored",
+        found.append(Finding(f"{count(len(unknown), 'unknown column')} ignored",
                       f"{path.name} has columns this omni-loader does not know ({', '.join(unknown)}): "
                       "written by a newer version? they are ignored"))
     torn = [] if text.endswith("\n") else [len(records)]  # a crash cut the last line short
@@ -142,16 +142,16 @@ def read_lines(path: Path) -> LinesRead:
                       f"the last line of {path.name} (line {torn[0]}) is torn, cut short by a crash or a full "
                       "disk: ignored"))
     if newer:
-        found.append(Finding(f"{counted(len(newer), 'row')} of a newer schema ignored",
-                      f"{counted(len(newer), 'row')} of {path.name} {_have(newer)} more fields than its header ({_lines(newer)}): "
+        found.append(Finding(f"{count(len(newer), 'row')} of a newer schema ignored",
+                      f"{count(len(newer), 'row')} of {path.name} {_have(newer)} more fields than its header ({_lines(newer)}): "
                       "written by a newer omni-loader or two writers interleaved; ignored"))
     if oversized:
-        found.append(Finding(f"{counted(len(oversized), 'oversized row')} ignored",
-                      f"{counted(len(oversized), 'row')} of {path.name} {_have(oversized)} a field longer than {FIELD_LIMIT} characters "
+        found.append(Finding(f"{count(len(oversized), 'oversized row')} ignored",
+                      f"{count(len(oversized), 'row')} of {path.name} {_have(oversized)} a field longer than {FIELD_LIMIT} characters "
                       f"({_lines(oversized)}): not written by omni-loader; ignored"))
     if malformed:
-        found.append(Finding(f"{counted(len(malformed), 'malformed row')} ignored",
-                      f"{counted(len(malformed), 'row')} of {path.name} {_have(malformed)} too few fields ({_lines(malformed)}): "
+        found.append(Finding(f"{count(len(malformed), 'malformed row')} ignored",
+                      f"{count(len(malformed), 'row')} of {path.name} {_have(malformed)} too few fields ({_lines(malformed)}): "
                       "ignored"))
     return LinesRead(good, numbers, frozenset(cut), len(records) - 1, tuple(found))
 
@@ -213,8 +213,8 @@ def _absurd_runs(frame) -> tuple[Finding | None, list[int]]:
     runs = sorted(why)
     if not runs:
         return None, []
-    return Finding(f"{counted(len(runs), 'run')} with absurd seconds ignored",
-                   f"{counted(len(runs), 'run')} of {RUNS_FILE} {_have(runs)} durations no clock gives ({why[runs[0]]}; run ids "
+    return Finding(f"{count(len(runs), 'run')} with absurd seconds ignored",
+                   f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(runs)} durations no clock gives ({why[runs[0]]}; run ids "
                    f"{run_ids_text(runs)}): those runs are ignored; --resume repeats them"), runs
 
 
@@ -259,8 +259,8 @@ def _outside_span(frame, metadata: dict[str, Any]) -> tuple[Finding | None, list
     runs = sorted(outside)
     if not runs:
         return None, []
-    return Finding(f"{counted(len(runs), 'run')} from outside the benchmark's time ignored",
-                   f"{counted(len(runs), 'run')} of {RUNS_FILE} {'was' if len(runs) == 1 else 'were'} not run by the benchmark that planned them "
+    return Finding(f"{count(len(runs), 'run')} from outside the benchmark's time ignored",
+                   f"{count(len(runs), 'run')} of {RUNS_FILE} {'was' if len(runs) == 1 else 'were'} not run by the benchmark that planned them "
                    f"({outside[runs[0]]}; run ids {run_ids_text(runs)}): rows of another benchmark, or a runs.csv "
                    "replaced while it ran? ignored; --resume repeats them"), runs
 
@@ -283,8 +283,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     run_ids = pd.to_numeric(frame["run_id"], errors="coerce")
     bad_values = run_ids.isna() | (run_ids != run_ids.round()) | ~frame["source"].isin(SOURCES)
     if bad_values.any():
-        found.append(Finding(f"{counted(int(bad_values.sum()), 'row')} with unreadable values ignored",
-                      f"{counted(int(bad_values.sum()), 'row')} of {RUNS_FILE} {_have(range(int(bad_values.sum())))} no integer run_id or an unknown source: "
+        found.append(Finding(f"{count(int(bad_values.sum()), 'row')} with unreadable values ignored",
+                      f"{count(int(bad_values.sum()), 'row')} of {RUNS_FILE} {_have(range(int(bad_values.sum())))} no integer run_id or an unknown source: "
                       "ignored"))
     frame = frame[~bad_values].copy()
     frame["run_id"] = run_ids[~bad_values].astype(int)
@@ -294,8 +294,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     if impossible.any():
         runs = sorted(set(frame.loc[impossible, "run_id"]))
         values = ", ".join(dict.fromkeys(repr(v[:20]) for v in frame.loc[impossible, "_seconds"]))
-        found.append(Finding(f"{counted(int(impossible.sum()), 'row')} with impossible seconds ignored",
-                      f"{counted(int(impossible.sum()), 'row')} of {RUNS_FILE} {_have(range(int(impossible.sum())))} seconds that no clock gives ({values}: "
+        found.append(Finding(f"{count(int(impossible.sum()), 'row')} with impossible seconds ignored",
+                      f"{count(int(impossible.sum()), 'row')} of {RUNS_FILE} {_have(range(int(impossible.sum())))} seconds that no clock gives ({values}: "
                       f"not a finite number >= 0; run ids {run_ids_text(runs)}): those runs are ignored; --resume repeats "
                       "them"))
         frame = frame[~frame["run_id"].isin(runs)]
@@ -306,8 +306,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
         if unmeasurable.any():
             runs = sorted(set(frame.loc[unmeasurable, "run_id"]))
             values = ", ".join(dict.fromkeys(repr(str(v)[:20]) for v in frame.loc[unmeasurable, "_resident"]))
-            found.append(Finding(f"{counted(len(runs), 'run')} with an impossible checkpoint residency ignored",
-                                 f"{counted(len(runs), 'run')} of {RUNS_FILE} {_have(runs)} a checkpoint_resident that no measurement "
+            found.append(Finding(f"{count(len(runs), 'run')} with an impossible checkpoint residency ignored",
+                                 f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(runs)} a checkpoint_resident that no measurement "
                                  f"gives ({values}: not a share from 0 to 1; run ids {run_ids_text(runs)}): those runs "
                                  "are ignored; --resume repeats them"))
             frame = frame[~frame["run_id"].isin(runs)]
@@ -316,8 +316,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     dup_runs = sorted(set(frame.loc[dup_keys, "run_id"]))
     if dup_runs:
         rows = int(frame["run_id"].isin(dup_runs).sum())
-        found.append(Finding(f"{counted(len(dup_runs), 'duplicated run')} ignored",
-                      f"{counted(len(dup_runs), 'run')} {_have(dup_runs)} more than one row for a phase (run ids {run_ids_text(dup_runs)}): two "
+        found.append(Finding(f"{count(len(dup_runs), 'duplicated run')} ignored",
+                      f"{count(len(dup_runs), 'run')} {_have(dup_runs)} more than one row for a phase (run ids {run_ids_text(dup_runs)}): two "
                       f"writers, or rows copied twice; all {rows} of their rows are ignored"))
         frame = frame[~frame["run_id"].isin(dup_runs)]
 
@@ -327,8 +327,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     edited = sorted(int(r) for r in per_run.index[(per_run > 1).any(axis=1)])
     if edited:
         which = sorted({c for c in RUN_LEVEL if (per_run.loc[edited, c] > 1).any()})
-        found.append(Finding(f"{counted(len(edited), 'inconsistent run')} ignored",
-                             f"{counted(len(edited), 'run')} {_have(edited)} rows that disagree on {', '.join(which)} (run ids "
+        found.append(Finding(f"{count(len(edited), 'inconsistent run')} ignored",
+                             f"{count(len(edited), 'run')} {_have(edited)} rows that disagree on {', '.join(which)} (run ids "
                              f"{run_ids_text(edited)}), which a load writes alike on every row: edited by hand? "
                              "ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(edited)]
@@ -351,8 +351,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
         off = ~frame.apply(matches, axis=1).astype(bool)
         if off.any():
             runs = sorted(set(frame.loc[off, "run_id"]))
-            found.append(Finding(f"{counted(int(off.sum()), 'row')} off the plan ignored",
-                          f"{counted(int(off.sum()), 'row')} of run ids {run_ids_text(runs)} {'does' if int(off.sum()) == 1 else 'do'} not match the plan in "
+            found.append(Finding(f"{count(int(off.sum()), 'row')} off the plan ignored",
+                          f"{count(int(off.sum()), 'row')} of run ids {run_ids_text(runs)} {'does' if int(off.sum()) == 1 else 'do'} not match the plan in "
                           f"{METADATA_FILE} (run id, variant, warm-up, order or source): from another benchmark? "
                           "ignored"))
             frame = frame[~off]
@@ -368,8 +368,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
         incomplete += [int(r) for r, p in phases.items() if p != full]
     incomplete = sorted(incomplete)
     if incomplete:
-        found.append(Finding(f"{counted(len(incomplete), 'incomplete run')} ignored",
-                      f"{counted(len(incomplete), 'run')} lost phase rows, cut short by a crash (run ids {run_ids_text(incomplete)}): "
+        found.append(Finding(f"{count(len(incomplete), 'incomplete run')} ignored",
+                      f"{count(len(incomplete), 'run')} lost phase rows, cut short by a crash (run ids {run_ids_text(incomplete)}): "
                       "ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(incomplete)]
     return frame.reset_index(drop=True), tuple(found)
