@@ -38,7 +38,7 @@ def test_a_count_says_its_noun_in_the_number_it_has() -> None:
     """Findings said "1 row(s) of runs.csv have"; now "1 row", "2 rows", "1,092 runs", "0 starts"."""
     assert [formatting.count(n, noun) for n, noun in ((1, "row"), (2, "row"), (1092, "run"), (0, "start"))] == [
         "1 row", "2 rows", "1,092 runs", "0 starts"]
-    assert formatting.count(3, "entry", "entries") == "3 entries" and formatting.count(1, "entry", "entries") == "1 entry"
+    assert [formatting.count(n, "entry", "entries") for n in (3, 1)] == ["3 entries", "1 entry"]
 
 
 def test_duration_has_fixed_decimals_thousands_and_the_row_unit() -> None:

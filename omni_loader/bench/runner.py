@@ -99,7 +99,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
              on_start: Callable[[PlannedRun, int], None] | None,
              look: Callable[[Path, int, float], tuple[bool, str]] | None = None) -> None:
     """Run ``todo``, appending each run's rows (or its failure) the moment it ends; stop at a look that settles."""
-    from ..progress import progress_bar, rate_from_now  # a widget in JupyterLab, a few whole lines in logs and saved notebooks
+    from ..progress import progress_bar, rate_from_now  # a widget in Lab, whole lines in logs and saved notebooks
     from .worker import WorkerFailed, run_isolated, start_forkserver
 
     looks = Looks(spec, plan, {r.run_id for r in plan} - {r.run_id for r in todo}, look)

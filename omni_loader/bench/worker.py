@@ -333,7 +333,8 @@ class WorkerCall:
             raise OmniLoaderError(f"{where}: 'request' must be an object with 'checkpoint' and 'variant'")
         unknown = sorted(set(req) - set(REQUEST_FIELDS))
         if unknown:
-            raise OmniLoaderError(f"{where}: unknown request {'key' if len(unknown) == 1 else 'keys'} {', '.join(unknown)}")
+            raise OmniLoaderError(f"{where}: unknown request {'key' if len(unknown) == 1 else 'keys'} "
+                                  f"{', '.join(unknown)}")
         repeat, threads = data.get("repeat", 1), req.get("threads")
         if not _is_int(repeat) or repeat < 1:
             raise OmniLoaderError(f"{where}: 'repeat' must be an integer of at least 1, not {repeat!r}")

@@ -32,7 +32,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     check = check_results(args.directory)
     problems = check.problems
     if args.strict and problems:
-        print(f"omni-loader: error: {args.directory}: {count(len(problems), 'integrity problem')}: {' | '.join(problems)}",
+        print(f"omni-loader: error: {args.directory}: {count(len(problems), 'integrity problem')}: "
+              f"{' | '.join(problems)}",
               file=sys.stderr)
         return 1
     if args.strict and check.benchmark("load"):

@@ -246,7 +246,8 @@ def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
     failed = frame[frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
     if len(failed):
         first = failed.iloc[0]
-        problems.append(f"{count(len(failed), 'run')} failed (run {first['run_id']} {first['variant']}: {first['error']})")
+        problems.append(f"{count(len(failed), 'run')} failed (run {first['run_id']} {first['variant']}: "
+                        f"{first['error']})")
     loads = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"])]
     digests = tuple(sorted({str(d) for d in loads["digest"] if str(d)}))
     if len(loads) and not equivalence(frame, planned_arms(checked.metadata))["equivalent"]:

@@ -243,7 +243,8 @@ def _where_time_goes_section(frame) -> list[str]:
 def _plots_section(stems: list[str] | None) -> list[str]:
     """Links to the plots drawn, or (``None``: not drawn) how to draw them."""
     if stems is None:
-        return ["## Plots", "", f"Not drawn (${PLOTS_ENV}=off): `omni-loader report DIR` draws them from the same files.",
+        return ["## Plots", "", f"Not drawn (${PLOTS_ENV}=off): `omni-loader report DIR` draws them from the same "
+                                f"files.",
                 ""]
     return ["## Plots", "", *(f"![{stem}]({PLOTS_DIR}/{stem}.png)" for stem in stems), ""]
 

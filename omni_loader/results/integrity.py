@@ -115,7 +115,8 @@ def _missing_findings(directory: Path, metadata: dict[str, Any], frame) -> list[
     status = suite_status(metadata)
     why = f" (status {status}: continue with {resume_command(directory, metadata)})" if status != "complete" else ""
     return [Finding(f"{count(len(missing), 'planned run')} missing",
-                    f"{len(missing)} of {len(plan)} planned runs {'has' if len(missing) == 1 else 'have'} no usable rows: {run_ids_text(missing)}{why}")]
+                    f"{len(missing)} of {len(plan)} planned runs {'has' if len(missing) == 1 else 'have'} no usable "
+                    f"rows: {run_ids_text(missing)}{why}")]
 
 
 # The statuses a benchmark's record moves through (see omni_loader.results.suite.with_status).
@@ -181,7 +182,8 @@ def _failure_findings(frame, metadata: dict[str, Any]) -> list[Finding]:
             if len(bad) == len(per):
                 first = bad.iloc[0]
                 found.append(Finding(f"every run of {variant} failed",
-                              f"every run of variant {variant} in benchmark {name} failed ({count(len(per), 'run')}; run "
+                              f"every run of variant {variant} in benchmark {name} failed ({count(len(per), 'run')}; "
+                              f"run "
                               f"{first['run_id']}: {first['error'] or 'no reason recorded'}): it has no number to "
                               "compare"))
     return found

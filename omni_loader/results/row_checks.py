@@ -143,15 +143,18 @@ def read_lines(path: Path) -> LinesRead:
                       "disk: ignored"))
     if newer:
         found.append(Finding(f"{count(len(newer), 'row')} of a newer schema ignored",
-                      f"{count(len(newer), 'row')} of {path.name} {_have(newer)} more fields than its header ({_lines(newer)}): "
+                      f"{count(len(newer), 'row')} of {path.name} {_have(newer)} more fields than its header "
+                      f"({_lines(newer)}): "
                       "written by a newer omni-loader or two writers interleaved; ignored"))
     if oversized:
         found.append(Finding(f"{count(len(oversized), 'oversized row')} ignored",
-                      f"{count(len(oversized), 'row')} of {path.name} {_have(oversized)} a field longer than {FIELD_LIMIT} characters "
+                      f"{count(len(oversized), 'row')} of {path.name} {_have(oversized)} a field longer than "
+                      f"{FIELD_LIMIT} characters "
                       f"({_lines(oversized)}): not written by omni-loader; ignored"))
     if malformed:
         found.append(Finding(f"{count(len(malformed), 'malformed row')} ignored",
-                      f"{count(len(malformed), 'row')} of {path.name} {_have(malformed)} too few fields ({_lines(malformed)}): "
+                      f"{count(len(malformed), 'row')} of {path.name} {_have(malformed)} too few fields "
+                      f"({_lines(malformed)}): "
                       "ignored"))
     return LinesRead(good, numbers, frozenset(cut), len(records) - 1, tuple(found))
 
@@ -214,7 +217,8 @@ def _absurd_runs(frame) -> tuple[Finding | None, list[int]]:
     if not runs:
         return None, []
     return Finding(f"{count(len(runs), 'run')} with absurd seconds ignored",
-                   f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(runs)} durations no clock gives ({why[runs[0]]}; run ids "
+                   f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(runs)} durations no clock gives "
+                   f"({why[runs[0]]}; run ids "
                    f"{run_ids_text(runs)}): those runs are ignored; --resume repeats them"), runs
 
 
@@ -260,7 +264,8 @@ def _outside_span(frame, metadata: dict[str, Any]) -> tuple[Finding | None, list
     if not runs:
         return None, []
     return Finding(f"{count(len(runs), 'run')} from outside the benchmark's time ignored",
-                   f"{count(len(runs), 'run')} of {RUNS_FILE} {'was' if len(runs) == 1 else 'were'} not run by the benchmark that planned them "
+                   f"{count(len(runs), 'run')} of {RUNS_FILE} {'was' if len(runs) == 1 else 'were'} not run by the "
+                   f"benchmark that planned them "
                    f"({outside[runs[0]]}; run ids {run_ids_text(runs)}): rows of another benchmark, or a runs.csv "
                    "replaced while it ran? ignored; --resume repeats them"), runs
 
@@ -284,7 +289,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     bad_values = run_ids.isna() | (run_ids != run_ids.round()) | ~frame["source"].isin(SOURCES)
     if bad_values.any():
         found.append(Finding(f"{count(int(bad_values.sum()), 'row')} with unreadable values ignored",
-                      f"{count(int(bad_values.sum()), 'row')} of {RUNS_FILE} {_have(range(int(bad_values.sum())))} no integer run_id or an unknown source: "
+                      f"{count(int(bad_values.sum()), 'row')} of {RUNS_FILE} {_have(range(int(bad_values.sum())))} "
+                      f"no integer run_id or an unknown source: "
                       "ignored"))
     frame = frame[~bad_values].copy()
     frame["run_id"] = run_ids[~bad_values].astype(int)
@@ -295,7 +301,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
         runs = sorted(set(frame.loc[impossible, "run_id"]))
         values = ", ".join(dict.fromkeys(repr(v[:20]) for v in frame.loc[impossible, "_seconds"]))
         found.append(Finding(f"{count(int(impossible.sum()), 'row')} with impossible seconds ignored",
-                      f"{count(int(impossible.sum()), 'row')} of {RUNS_FILE} {_have(range(int(impossible.sum())))} seconds that no clock gives ({values}: "
+                      f"{count(int(impossible.sum()), 'row')} of {RUNS_FILE} {_have(range(int(impossible.sum())))} "
+                      f"seconds that no clock gives ({values}: "
                       f"not a finite number >= 0; run ids {run_ids_text(runs)}): those runs are ignored; --resume repeats "
                       "them"))
         frame = frame[~frame["run_id"].isin(runs)]
@@ -307,7 +314,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
             runs = sorted(set(frame.loc[unmeasurable, "run_id"]))
             values = ", ".join(dict.fromkeys(repr(str(v)[:20]) for v in frame.loc[unmeasurable, "_resident"]))
             found.append(Finding(f"{count(len(runs), 'run')} with an impossible checkpoint residency ignored",
-                                 f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(runs)} a checkpoint_resident that no measurement "
+                                 f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(runs)} a checkpoint_resident that "
+                                 f"no measurement "
                                  f"gives ({values}: not a share from 0 to 1; run ids {run_ids_text(runs)}): those runs "
                                  "are ignored; --resume repeats them"))
             frame = frame[~frame["run_id"].isin(runs)]
@@ -317,7 +325,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     if dup_runs:
         rows = int(frame["run_id"].isin(dup_runs).sum())
         found.append(Finding(f"{count(len(dup_runs), 'duplicated run')} ignored",
-                      f"{count(len(dup_runs), 'run')} {_have(dup_runs)} more than one row for a phase (run ids {run_ids_text(dup_runs)}): two "
+                      f"{count(len(dup_runs), 'run')} {_have(dup_runs)} more than one row for a phase (run ids "
+                      f"{run_ids_text(dup_runs)}): two "
                       f"writers, or rows copied twice; all {rows} of their rows are ignored"))
         frame = frame[~frame["run_id"].isin(dup_runs)]
 
@@ -328,7 +337,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     if edited:
         which = sorted({c for c in RUN_LEVEL if (per_run.loc[edited, c] > 1).any()})
         found.append(Finding(f"{count(len(edited), 'inconsistent run')} ignored",
-                             f"{count(len(edited), 'run')} {_have(edited)} rows that disagree on {', '.join(which)} (run ids "
+                             f"{count(len(edited), 'run')} {_have(edited)} rows that disagree on {', '.join(which)} "
+                             f"(run ids "
                              f"{run_ids_text(edited)}), which a load writes alike on every row: edited by hand? "
                              "ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(edited)]
@@ -352,7 +362,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
         if off.any():
             runs = sorted(set(frame.loc[off, "run_id"]))
             found.append(Finding(f"{count(int(off.sum()), 'row')} off the plan ignored",
-                          f"{count(int(off.sum()), 'row')} of run ids {run_ids_text(runs)} {'does' if int(off.sum()) == 1 else 'do'} not match the plan in "
+                          f"{count(int(off.sum()), 'row')} of run ids {run_ids_text(runs)} "
+                          f"{'does' if int(off.sum()) == 1 else 'do'} not match the plan in "
                           f"{METADATA_FILE} (run id, variant, warm-up, order or source): from another benchmark? "
                           "ignored"))
             frame = frame[~off]
@@ -369,7 +380,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     incomplete = sorted(incomplete)
     if incomplete:
         found.append(Finding(f"{count(len(incomplete), 'incomplete run')} ignored",
-                      f"{count(len(incomplete), 'run')} lost phase rows, cut short by a crash (run ids {run_ids_text(incomplete)}): "
+                      f"{count(len(incomplete), 'run')} lost phase rows, cut short by a crash (run ids "
+                      f"{run_ids_text(incomplete)}): "
                       "ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(incomplete)]
     return frame.reset_index(drop=True), tuple(found)

@@ -181,7 +181,8 @@ def read_timeline(path: str | os.PathLike[str], markers: Sequence[Marker] = DEFA
         timeline = parse_text(line_blocks(fh, block_size, max_line, cut), markers, log=str(path))
     if cut:
         more = f" and {len(cut) - WARNINGS_SHOWN} more" if len(cut) > WARNINGS_SHOWN else ""
-        timeline.warnings.append(f"line-cut: {path} {'line' if len(cut) == 1 else 'lines'} {', '.join(map(str, cut[:WARNINGS_SHOWN]))}{more} longer "
+        timeline.warnings.append(f"line-cut: {path} {'line' if len(cut) == 1 else 'lines'} "
+                                 f"{', '.join(map(str, cut[:WARNINGS_SHOWN]))}{more} longer "
                                  f"than {max_line:,} characters: read to their first {max_line:,}")
     return timeline
 
