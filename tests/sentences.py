@@ -110,13 +110,20 @@ def _parts_sentences(f: Findings, text: str, frame: pd.DataFrame) -> None:
 
 def _warm_cold(f: Findings, text: str, results: Path) -> None:
     """``**Warm** (results): the fix saves X of a Y whole baseline load, P%``, and the same for cold."""
-    for s in re.finditer(rf"\*\*(Warm|Cold)\*\* \([^)]*\): the fix saves {DURATION} of a {DURATION} whole baseline "
-                         rf"load, ({NUM})%", text):
+    said = {}
+    for s in re.finditer(rf"\*\*(Warm|Cold)\*\*(?: \([^)]*\))?: the fix saves {DURATION} of a {DURATION} whole "
+                         rf"baseline load, ({NUM})%", text):
         frame = measured(results / ("runs.csv" if s[1] == "Warm" else "cold/runs.csv"))
         w, t = medians(frame, "weight_loading"), medians(frame, "total")
         saving = w["baseline"] - w["optimized"]
+        said[s[1]] = (saving, t["baseline"])
         f.expect(agrees_duration(s[2], s[3], saving) and agrees_duration(s[4], s[5], t["baseline"])
                  and agrees(s[6], 100 * saving / t["baseline"]), s[0], f"{s[1].lower()} saving")
+    for s in re.finditer(rf"the fix saves {DURATION} (more|less) cold than warm, ({NUM})% of the cold load against "
+                         rf"({NUM})% of the warm one", text):  # the two side by side: no "same saving" it is not
+        (ws, wt), (cs, ct) = said.get("Warm", (0, 1)), said.get("Cold", (0, 1))
+        f.expect(agrees_duration(s[1], s[2], abs(cs - ws)) and s[3] == ("more" if cs > ws else "less")
+                 and agrees(s[4], 100 * cs / ct) and agrees(s[5], 100 * ws / wt), s[0], "cold against warm")
 
 
 def _shared_phases(f: Findings, text: str, frame: pd.DataFrame) -> None:

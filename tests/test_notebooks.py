@@ -282,8 +282,10 @@ def _promises_01(nb: nbformat.NotebookNode, results: Path) -> None:
     parts = re.findall(r"(This run|The PR \(MI300X\)): weight loading .*?, of which buffer discovery .*? and the rest",
                        _text(nb, "text/markdown"))
     assert parts == ["This run", "The PR (MI300X)"], f"01: the weight-loading ratio is not taken apart: {parts}"
-    warm_cold = re.findall(r"\*\*(Warm|Cold)\*\* \([^)]*\): the fix saves", _text(nb, "text/markdown"))
+    warm_cold = re.findall(r"\*\*(Warm|Cold)\*\*(?: \([^)]*\))?: the fix saves", _text(nb, "text/markdown"))
     assert warm_cold == ["Warm", "Cold"], f"01: what the fix is worth warm and cold is not said: {warm_cold}"
+    assert "cold than warm" in _text(nb, "text/markdown") and "same saving" not in _text(nb, "text/markdown"), \
+        "01: the cold and warm savings are not set side by side in numbers"
 
 
 def _promises_05(nb: nbformat.NotebookNode, results: Path) -> None:

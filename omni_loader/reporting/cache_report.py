@@ -191,7 +191,8 @@ def _rate(storage: dict[str, Any]) -> str:
 
 def cold_and_warm(warm: str | os.PathLike[str], cold: str | os.PathLike[str]) -> str:
     """A Markdown paragraph on what the PR's fix is worth warm and cold, from a warm and a cold results directory:
-    each directory's whole load and saving, the saving's share of each, and what each run found resident."""
+    each directory's whole load and saving, the saving's share of each, and what each run found resident; then
+    the two side by side, in numbers (the savings need not be equal: the cold one also reads from storage)."""
     from ..results.integrity import check_results
 
     parts, figures = [], {}
@@ -202,14 +203,21 @@ def cold_and_warm(warm: str | os.PathLike[str], cold: str | os.PathLike[str]) ->
         if not whole.n or saving is None:
             parts.append(f"{Path(directory).name} ({cache.condition}) holds no measured runs of both variants.")
             continue
-        figures[cache.condition] = whole.median
+        figures[cache.condition] = (whole.median, saving)
         known = [r for _, _, r in cache.runs if r is not None]
-        found = f"; checkpoint resident before each run {percent(min(known))}–{percent(max(known))}" if known else ""
+        span = percent(min(known)) if known and min(known) == max(known) else \
+            f"{percent(min(known))}–{percent(max(known))}" if known else ""
+        found = f"; checkpoint resident before each run {span}" if known else ""
         off = f"; **not {cache.condition}**: {cache.off_text()}" if cache.off else ""
-        parts.append(f"**{cache.condition.capitalize()}** ({Path(directory).name}): the fix saves {duration(saving)} "
+        name = "" if Path(directory).name == cache.condition else f" ({Path(directory).name})"
+        parts.append(f"**{cache.condition.capitalize()}**{name}: the fix saves {duration(saving)} "
                      f"of a {duration(whole.median)} whole {PR_PAIR[0]} load, {percent(saving / whole.median)}"
                      f"{found}{off}.")
     if {"warm", "cold"} <= set(figures):
-        parts.append(f"A cold load takes {figures['cold'] / figures['warm']:.2f}x the warm one "
-                     f"({duration(figures['cold'] - figures['warm'])} more), so the same saving is a smaller share of it.")
+        (warm_whole, warm_saving), (cold_whole, cold_saving) = figures["warm"], figures["cold"]
+        more = "more" if cold_saving > warm_saving else "less"
+        parts.append(f"A cold load takes {cold_whole / warm_whole:.2f}x the warm one ({duration(cold_whole - warm_whole)} "
+                     f"more); the fix saves {duration(abs(cold_saving - warm_saving))} {more} cold than warm, "
+                     f"{percent(cold_saving / cold_whole)} of the cold load against {percent(warm_saving / warm_whole)} "
+                     "of the warm one.")
     return " ".join(parts)
