@@ -375,3 +375,39 @@ def test_a_confounded_row_is_said_whole_where_no_controls_section_follows(tmp_pa
             if isinstance(t, str)]
     assert len(said) == 1 and said[0].startswith("Confounded: Token2Wav weight loading by Load parameters")
     assert "see Controls" not in said[0] and "differed by at least 1% of the row" in said[0]
+
+
+def _profiled(out: Path, variant: str, load: float, unprofiled: float, zero: float, copy: float) -> None:
+    """A variant's cProfile top functions and reference load as ``profile`` writes them (only the rows read)."""
+    import json
+
+    (out / variant).mkdir(parents=True)
+    (out / variant / "top_functions.csv").write_text(
+        "function,ncalls,primitive_calls,tottime,cumtime\n"
+        f"omni_loader/token2wav/loader.py:184(load_token2wav),1,1,0.02,{load}\n"
+        f"{{method 'zero_' of 'torch._C.TensorBase' objects}},720,720,{zero},{zero}\n"
+        f"{{method 'copy_' of 'torch._C.TensorBase' objects}},809,809,{copy},{copy}\n")
+    (out / variant / "load.json").write_text(json.dumps({"phases": {"total": unprofiled}}))
+
+
+def test_profiled_loads_ranked_against_their_unprofiled_runs_are_explained_beside_the_table(tmp_path) -> None:
+    """Second Lab pass: 02's optimized load took 4,512 ms under cProfile against the baseline's 2,451 ms, the reverse
+    of the unprofiled runs, with nothing beside the table. Now a sentence says so with the memory work's times,
+    read from the files; where the profiled order agrees with the unprofiled one, none."""
+    from omni_loader.formatting import duration
+    from omni_loader.notebook.profiles import profiled_against_unprofiled, top_functions
+
+    _profiled(tmp_path, "baseline", 2.450861, 2.308954, 0.329587, 0.215436)
+    _profiled(tmp_path, "optimized", 4.512022, 1.613814, 2.158664, 1.896065)
+    said = profiled_against_unprofiled(tmp_path, ["baseline", "optimized"])
+    assert said.startswith(f"Profiled, the optimized load took {duration(4.512022)} against the baseline load's "
+                           f"{duration(2.450861)}, the other way round from their unprofiled runs above "
+                           f"({duration(1.613814)} against {duration(2.308954)})")
+    assert f"took {duration(2.158664)} + {duration(1.896065)} (optimized) against {duration(0.329587)} + " \
+           f"{duration(0.215436)} (baseline)" in said
+    assert top_functions(tmp_path, ["baseline", "optimized"])[-1] == said  # shown under the two tables
+
+    agrees = tmp_path / "agrees"
+    _profiled(agrees, "baseline", 2.45, 2.31, 0.33, 0.22)
+    _profiled(agrees, "optimized", 1.5, 1.61, 0.3, 0.2)
+    assert profiled_against_unprofiled(agrees, ["baseline", "optimized"]) is None

@@ -21,8 +21,49 @@ def top_functions(out: str | os.PathLike[str], variants: list[str], top: int = D
     from ..profiling.outputs import TOP_FUNCTIONS_CSV
     from ..profiling.tables import top_function_table
 
-    return [x for v in variants if (Path(out) / v / TOP_FUNCTIONS_CSV).exists()
-            for x in (f"### {v}", top_function_table(out, v, top))]
+    shown = [x for v in variants if (Path(out) / v / TOP_FUNCTIONS_CSV).exists()
+             for x in (f"### {v}", top_function_table(out, v, top))]
+    return shown + ([] if (said := profiled_against_unprofiled(out, variants)) is None else [said])
+
+
+MEMORY_WORK = ("'zero_'", "'copy_'")  # the tensor methods that write fresh memory: construction, the parameters' copies
+
+
+def profiled_against_unprofiled(out: str | os.PathLike[str], variants: list[str]) -> str | None:
+    """A sentence under the top functions when cProfile's whole loads rank the variants the other way round from
+    their unprofiled runs: each load profiled and unprofiled, and its memory work (``zero_``, ``copy_``).
+
+    Why: in the second Lab pass 02's optimized load took 4,512 ms under cProfile against the baseline's 2,451 ms,
+    the reverse of its unprofiled runs, and nothing beside the table said why: almost all the difference was in
+    ``zero_`` and ``copy_``, first touches of fresh memory, whose price on a virtual machine varies from load to
+    load (the flamegraphs' note). ``None`` when the order agrees or a figure is missing."""
+    import json
+
+    from ..formatting import duration
+    from ..profiling.outputs import LOAD_JSON, read_top_functions
+
+    figures = {}
+    for v in variants:
+        try:
+            top = read_top_functions(out, v)
+            unprofiled = json.loads((Path(out) / v / LOAD_JSON).read_text())["phases"]["total"]
+        except (OSError, ValueError, KeyError):
+            return None
+        load = top[top["function"].str.endswith("(load_token2wav)")]["cumtime"]
+        memory = [top[top["function"].str.contains(m, regex=False)]["tottime"].sum() for m in MEMORY_WORK]
+        if load.empty:
+            return None
+        figures[v] = (float(load.iloc[0]), float(unprofiled), memory)
+    if len(figures) != 2:
+        return None
+    (a, (pa, ua, ma)), (b, (pb, ub, mb)) = figures.items()
+    if (pa > pb) == (ua > ub):
+        return None
+    return (f"Profiled, the {b} load took {duration(pb)} against the {a} load's {duration(pa)}, the other way round "
+            f"from their unprofiled runs above ({duration(ub)} against {duration(ua)}). Of the whole loads, "
+            f"`zero_` and `copy_` took {duration(mb[0])} + {duration(mb[1])} ({b}) against {duration(ma[0])} + "
+            f"{duration(ma[1])} ({a}): writing fresh memory, whose first touch on a virtual machine costs what the "
+            "host asks at that moment (the flamegraphs' note below), not the Python code the fix changed.")
 
 
 def torch_operators(out: str | os.PathLike[str], variants: list[str], top: int = DEFAULT_TOP) -> list[Any]:
