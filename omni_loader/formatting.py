@@ -283,19 +283,9 @@ def code_text(value: Any) -> str:
     return "".join(html)
 
 
-def table(
-    df: Any,
-    *,
-    seconds: Iterable[str] = (),
-    percent: Iterable[str] = (),
-    mib: Iterable[str] = (),
-    decimals: Mapping[str, int] | None = None,
-    unit: str | None = None,
-    index: bool = False,
-    caption: str | None = None,
-    names: Iterable[str] = (),
-    code: Iterable[str] = (),
-):  # -> pandas.io.formats.style.Styler
+def table(df: Any, *, seconds: Iterable[str] = (), percent: Iterable[str] = (), mib: Iterable[str] = (),
+          decimals: Mapping[str, int] | None = None, unit: str | None = None, index: bool = False,
+          caption: str | None = None, names: Iterable[str] = (), code: Iterable[str] = ()):  # -> pandas Styler
     """``df`` as a table for people (a pandas Styler; the DataFrame itself is not changed).
 
     ``seconds`` columns are shown in one unit (``unit`` or :func:`time_unit` of their largest
@@ -307,7 +297,7 @@ def table(
     phase name, is kept, and ``index=True`` keeps any. ``names`` columns hold ``"name\\nfile"`` text (a
     function and where it is) and are shown on two lines that break at dots and slashes only (:func:`name_and_file`).
     ``code`` columns (or the index, by its name) hold names (a class, a rule, a module path, lists of them), each shown
-    whole in ``<code>`` (:func:`code_text`): an identifier never breaks at its ``_``.
+    whole in ``<code>`` (:func:`code_text`): an identifier never breaks at its ``_``. A negative number has a minus sign.
     """
     import pandas as pd
 
@@ -348,6 +338,7 @@ def table(
         if c not in formats and _booleans(frame[c]):
             formats[c] = _yes_no
         formats.setdefault(c, _general if c in numeric else wrap_text)
+    formats = {c: (lambda v, f=f: _HYPHEN_MINUS.sub("−", f(v))) for c, f in formats.items()}
     styler = frame.style.format(formats).format_index(_header_text, axis="columns")
     # positions, not labels: a RangeIndex, or the integer labels that .tail() or a filter leaves behind
     positional = frame.index.name is None and pd.api.types.is_integer_dtype(frame.index)
@@ -370,6 +361,10 @@ def table(
     if caption:
         styler = styler.set_caption(caption)
     return styler
+
+
+# a table cell's negative sign: a minus (U+2212, as the kit's sentences write it), never in "stage-2" or a date
+_HYPHEN_MINUS = re.compile(r"(?<![\w\-−])-(?=\d)")
 
 
 def plain_value(value: Any) -> str:

@@ -38,7 +38,8 @@ def by_first_cell(styler) -> dict[str, dict[str, str]]:
 
 
 def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:,.3f}"
+    """A time as a table cell shows it: ms, 3 decimals, and a minus sign (not a hyphen) when negative."""
+    return f"{seconds * 1e3:,.3f}".replace("-", "\u2212")
 
 
 @pytest.fixture(scope="module")
@@ -64,18 +65,19 @@ def test_a_rows_saving_is_taken_apart_in_a_table_whose_parts_add_up():
         assert row["changed: Buffer discovery (ms)"] == ms(account.changed_saving)
         assert row["controls (ms)"] == ms(account.controls_saving)
         assert row["between phases (ms)"] == ms(account.remainder)
-        parts = [float(row[c].replace(",", "")) for c in header[2:5]]
-        assert sum(parts) == pytest.approx(float(row["saving (ms)"].replace(",", "")), abs=0.002)  # rounding only
+        parts = [float(row[c].replace(",", "").replace("\u2212", "-")) for c in header[2:5]]
+        saving = float(row["saving (ms)"].replace(",", "").replace("\u2212", "-"))
+        assert sum(parts) == pytest.approx(saving, abs=0.002)  # rounding only
         assert row["controls inside"] == str(len(account.controls))
         assert row["confounded by"] == "Load parameters"
-    assert float(shown["Whole Token2Wav load"]["controls (ms)"].replace(",", "")) < 0  # a loss keeps its sign
+    assert shown["Whole Token2Wav load"]["controls (ms)"].startswith("\u2212")  # a loss keeps its sign: a minus
 
     controls = by_first_cell(ab_tables.control_table(report))
     slowed = controls["Load parameters"]
     c = compare(phase_summary(frame, "baseline", "load_parameters"), phase_summary(frame, "optimized", "load_parameters"))
     assert slowed["verdict"] == "slower" and slowed["saving (ms)"] == ms(-c.difference)
     assert slowed["baseline median (ms)"] == ms(c.baseline.median)
-    assert slowed["95% CI of the saving (ms)"] == f"{-c.ci_high * 1e3:,.3f}\u00a0…\u00a0{-c.ci_low * 1e3:,.3f}"  # unbroken
+    assert slowed["95% CI of the saving (ms)"] == f"{ms(-c.ci_high)}\u00a0…\u00a0{ms(-c.ci_low)}"  # unbroken
     assert slowed["inside"] == "confounds weight loading, whole load"
     assert controls["Construction"]["baseline median (ms)"].startswith("1,00")  # thousands separated, 1 s in ms
     assert controls["Construction"]["inside"] == "whole load"  # not a confounder: it did not move
@@ -90,7 +92,7 @@ def test_an_ab_table_holds_one_number_a_cell_and_the_verdict_in_a_word(arms_dir)
     checked = check_results(arms_dir)
     counts, times = ab_tables.pair_tables(checked.frame, checked.metadata, "baseline", "mine")
     assert cells(counts) == [["measurement", "baseline median", "mine median", "change (mine − baseline)", "verdict"],
-                             ["Calls to state_dict()", "51", "0", "-51", "deterministic"]]
+                             ["Calls to state_dict()", "51", "0", "\u221251", "deterministic"]]
     rows = by_first_cell(times)
     assert list(rows) == ["Buffer discovery", "Token2Wav weight loading", "Whole Token2Wav load"]  # mine: no load_parameters
     for phase, name in (("buffer_discovery", "Buffer discovery"), ("total", "Whole Token2Wav load")):
@@ -98,13 +100,13 @@ def test_an_ab_table_holds_one_number_a_cell_and_the_verdict_in_a_word(arms_dir)
         row = rows[name]
         assert row["baseline median (ms)"] == ms(c.baseline.median) and row["mine median (ms)"] == ms(c.optimized.median)
         assert row["saving (ms)"] == ms(-c.difference)
-        assert row["saving (%)"] == f"{-100 * c.difference / c.baseline.median:,.1f}"
+        assert row["saving (%)"] == f"{-100 * c.difference / c.baseline.median:,.1f}".replace("-", "\u2212")
         assert row["baseline ÷ mine"] == f"{c.ratio:,.2f}"
         assert row["mine min … max (ms)"] == f"{ms(c.optimized.min)}\u00a0…\u00a0{ms(c.optimized.max)}"
         assert row["baseline min … max (ms)"] == f"{ms(c.baseline.min)}\u00a0…\u00a0{ms(c.baseline.max)}"  # both sides
         assert row["verdict"] == "no\u00a0claim"  # non-breaking: a verdict never wraps
     assert rows["Whole Token2Wav load"]["baseline median (ms)"] == "9,100.000"
-    assert rows["Whole Token2Wav load"]["saving (ms)"].startswith("-")  # mine is slower there
+    assert rows["Whole Token2Wav load"]["saving (ms)"].startswith("\u2212")  # mine is slower there
 
 
 def test_the_notebook_sections_show_tables_not_markdown_walls(arms_dir):
@@ -303,7 +305,7 @@ def test_02s_summary_sits_under_the_notebooks_heading_without_the_tables_it_show
     assert headings and all(level == "###" for level, _ in headings), headings
     assert [h for _, h in headings] == [h for level, h in re.findall(r"^(#+) (.*)$", whole, re.M)
                                         if level == "##" and not ("## " + h).startswith((PHASE_SHARES, STATE_DICT_CALLS))]
-    assert "| buffer_discovery |" in whole and "|" not in shown  # the phase-share table once, in the notebook's cell
+    assert "(`buffer_discovery`) |" in whole and "|" not in shown  # the phase-share table once, in the notebook's cell
     assert "primitive calls" in whole and "primitive calls" not in shown
     discovery = next(line for line in whole.splitlines() if line.startswith("Buffer discovery: "))
     assert discovery in shown and "per-variant details in [`baseline/profile.md`](baseline/profile.md)" in shown
