@@ -38,8 +38,8 @@ def _scale(values: list[float]) -> tuple[float, str]:
 
 def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
     """One panel per timed phase: each run as a point, the median as a bar, min–max as a whisker."""
-    timed = [c for c in comps if c.unit == "s"]
-    if not timed:
+    timed = _timed(comps)
+    if timed is None:
         return None
     cols = 3
     rows = math.ceil(len(timed) / cols)
@@ -87,8 +87,8 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     both figures are written out, instead of leaving a reader to wonder why the bar and the table
     disagree.
     """
-    medians = {v: [phase_summary(frame, v, p).median for p in LEAF_PHASES] for v in VARIANTS}
-    if all(math.isnan(x) for v in medians.values() for x in v):
+    medians = _leaf_medians(frame)
+    if medians is None:
         return None
     totals = {v: phase_summary(frame, v, "total").median for v in VARIANTS}
     values = [x for v in medians.values() for x in v if not math.isnan(x)]
@@ -141,10 +141,10 @@ def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> S
     and a row the kit's verdict makes no claim on is drawn hollow and hatched and says so: a 3x that
     the test rejected must not read like the 300x beside it. The PR published medians only, so its
     bars have no interval."""
-    mine = {c.phase: c for c in comps if c.unit == "s"}
-    refs = [r for r in reference["measurements"] if r["unit"] == "s" and r["measurement"] in mine]
-    if not refs:
+    pr_rows = _pr_rows(comps, reference)
+    if pr_rows is None:
         return None
+    mine, refs = pr_rows
     fig = ShownFigure(figsize=(7, 3.8))
     ax = fig.subplots()
     width = 0.38
@@ -187,12 +187,10 @@ def drift_figure(frame) -> ShownFigure | None:
 
     Run order is the plan's (run_id); the per-run wall-clock stamps (run_started) order them the same.
     """
-    if frame.empty or "source" not in frame:
+    drift_rows = _drift_rows(frame)
+    if drift_rows is None:
         return None
-    rows = frame[(frame["source"] == "load") & (frame["status"] == "ok") & frame["phase"].isin(DRIFT_PHASES)]
-    phases = [p for p in DRIFT_PHASES if (rows["phase"] == p).any()]
-    if not phases:
-        return None
+    rows, phases = drift_rows
     fig = ShownFigure(figsize=(5.5 * len(phases), 3.4))
     axes = fig.subplots(1, len(phases), squeeze=False)
     for ax, phase in zip(axes.flat, phases):
@@ -215,12 +213,52 @@ def drift_figure(frame) -> ShownFigure | None:
     return fig
 
 
+# What each plot draws, or None when the rows hold nothing for it: the one test of whether a plot is drawn, read by
+# its figure function and by report_figure_stems (report.md's links, which need no drawing).
+
+def _timed(comps: list[Comparison]) -> list[Comparison] | None:
+    return [c for c in comps if c.unit == "s"] or None
+
+
+def _leaf_medians(frame) -> dict[str, list[float]] | None:
+    medians = {v: [phase_summary(frame, v, p).median for p in LEAF_PHASES] for v in VARIANTS}
+    return None if all(math.isnan(x) for v in medians.values() for x in v) else medians
+
+
+def _pr_rows(comps: list[Comparison], reference: dict[str, Any]) -> tuple[dict[str, Comparison], list] | None:
+    mine = {c.phase: c for c in comps if c.unit == "s"}
+    refs = [r for r in reference["measurements"] if r["unit"] == "s" and r["measurement"] in mine]
+    return (mine, refs) if refs else None
+
+
+def _drift_rows(frame) -> tuple[Any, list[str]] | None:
+    if frame.empty or "source" not in frame:
+        return None
+    rows = frame[(frame["source"] == "load") & (frame["status"] == "ok") & frame["phase"].isin(DRIFT_PHASES)]
+    phases = [p for p in DRIFT_PHASES if (rows["phase"] == p).any()]
+    return (rows, phases) if phases else None
+
+
+REPORT_PLOTS = {"phases": (phases_figure, _timed, ("comps",)),
+                "where_time_goes": (where_time_goes_figure, _leaf_medians, ("frame",)),
+                "ratios_vs_pr": (ratios_vs_pr_figure, _pr_rows, ("comps", "reference")),
+                "drift": (drift_figure, _drift_rows, ("frame",))}
+
+
+def report_figure_stems(frame, comps: list[Comparison], reference: dict[str, Any]) -> list[str]:
+    """The stems of the plots :func:`report_figures` draws, in report.md's order, decided without drawing (a
+    rendered report's links: drawing them took about 1.5 s a report)."""
+    if measured(frame).empty:
+        return []
+    given = {"frame": frame, "comps": comps, "reference": reference}
+    return [stem for stem, (_, data, needs) in REPORT_PLOTS.items() if data(*(given[n] for n in needs)) is not None]
+
+
 def report_figures(frame, comps: list[Comparison], reference: dict[str, Any]) -> dict[str, ShownFigure]:
     """Every plot of one results directory, by file stem, in report.md's order (none without measured runs)."""
-    if measured(frame).empty:
-        return {}
-    built = {"phases": phases_figure(comps), "where_time_goes": where_time_goes_figure(frame),
-             "ratios_vs_pr": ratios_vs_pr_figure(comps, reference), "drift": drift_figure(frame)}
+    given = {"frame": frame, "comps": comps, "reference": reference}
+    built = {stem: REPORT_PLOTS[stem][0](*(given[n] for n in REPORT_PLOTS[stem][2]))
+             for stem in report_figure_stems(frame, comps, reference)}
     return {stem: fig for stem, fig in built.items() if fig is not None}
 
 

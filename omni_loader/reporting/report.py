@@ -58,7 +58,10 @@ def render_report(directory: str | Path) -> str:
     directory = Path(directory)
     check = check_results(directory)  # rows that cannot be trusted are left out, and said so in the report
     comps = comparisons(check.frame, design_alpha(check.metadata))
-    return _report_text(directory, check, comps, list(_figures(check, comps)) if plots_wanted() else None)
+    from .plots import report_figure_stems
+
+    stems = report_figure_stems(check.frame, comps, load_reference()) if plots_wanted() else None
+    return _report_text(directory, check, comps, stems)
 
 
 def write_report(directory: str | Path, check: ResultsCheck | None = None) -> Path:
