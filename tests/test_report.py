@@ -830,12 +830,12 @@ def test_summary_table_shows_every_time_column_in_one_unit_named_in_its_header()
             rows.append({"run_id": run_id, "variant": variant, "warmup": False, "status": "ok", "source": "load",
                          "phase": "buffer_discovery", "seconds": seconds})
     styler = styled_summary_table(pd.DataFrame(rows))
-    shown = styler.data
-    assert list(shown.columns) == ["source", "variant", "phase", "n", "median (ms)", "q1 (ms)", "q3 (ms)",
-                                   "iqr (ms)", "min (ms)", "max (ms)"]
-    assert list(shown["variant"]) == ["baseline", "optimized"]
-    assert list(shown.iloc[0, 3:]) == pytest.approx([3, 450.0, 425.0, 475.0, 50.0, 400.0, 500.0])
-    assert list(shown.iloc[1, 3:]) == pytest.approx([3, 2.2, 2.1, 2.3, 0.2, 2.0, 2.4])
+    shown = styler.data  # one source ("load"): no column for it; phases and headers in words
+    assert list(shown.columns) == ["variant", "phase", "runs", "median (ms)", "first quartile (ms)",
+                                   "third quartile (ms)", "interquartile range (ms)", "min (ms)", "max (ms)"]
+    assert list(shown["variant"]) == ["baseline", "optimized"] and set(shown["phase"]) == {LABELS["buffer_discovery"]}
+    assert list(shown.iloc[0, 2:]) == pytest.approx([3, 450.0, 425.0, 475.0, 50.0, 400.0, 500.0])
+    assert list(shown.iloc[1, 2:]) == pytest.approx([3, 2.2, 2.1, 2.3, 0.2, 2.0, 2.4])
     html = styler.to_html()
     assert ">450.000<" in html and ">2.200<" in html
 

@@ -383,8 +383,16 @@ def _beyond_rows(frame, first: str, v: str, controls: ControlReport | None = Non
     return rows
 
 
+SUMMARY_WORDS = {"n": "runs", "q1": "first quartile", "q3": "third quartile", "iqr": "interquartile range"}
+
+
 def styled_summary_table(frame):  # -> pandas Styler
-    """:func:`stats.summary_table` of a runs frame (one row per variant and phase) for a notebook,
-    its times in one unit named in the column headers."""
+    """:func:`stats.summary_table` of a runs frame (one row per variant and phase) for a notebook: phases and
+    headers in words (the second Lab pass read ``read_checkpoint``, ``q1``, ``iqr``), its times in one unit named
+    in the headers, the source column only where the rows have more than one."""
     df = summary_table(frame)
-    return table(df, seconds=[c for c in SUMMARY_SECONDS if c in df.columns])
+    if df["source"].nunique() <= 1:
+        df = df.drop(columns="source")
+    df = df.assign(phase=df["phase"].map(label))
+    seconds = [c for c in SUMMARY_SECONDS if c in df.columns]
+    return table(df.rename(columns=SUMMARY_WORDS), seconds=[SUMMARY_WORDS.get(c, c) for c in seconds])
