@@ -58,7 +58,7 @@ def test_warnings_say_what_was_wrong_and_what_to_do():
     vm = {"free_page_reporting": "on (order 9)", "cpu_count": 2}
     assert machine_warnings(vm, quiet, "resident") == []
     (warning,) = machine_warnings(vm, busy, "resident")
-    assert warning.startswith("the machine was busy: other processes used 1.00 of a core") and "--aa" in warning
+    assert warning.startswith("busy: other processes used 1.00 of a core") and "--aa" in warning  # after "Machine: "
     (fpr,) = machine_warnings(vm, quiet, "upstream-cpu")
     assert "free page reporting on (order 9)" in fpr and "--construct resident" in fpr
     assert machine_warnings({"free_page_reporting": "off"}, quiet, "upstream-cpu") == []

@@ -174,7 +174,7 @@ def machine_warnings(profile: dict[str, Any] | None, activity: dict[str, Any] | 
     """What the report warns about the machine, each with what to do (empty: nothing to say)."""
     warnings = []
     if activity and (activity.get("other_cores") or 0) > BUSY_CORES:
-        warnings.append(f"the machine was busy: other processes used {activity['other_cores']:.2f} of a core on "
+        warnings.append(f"busy: other processes used {activity['other_cores']:.2f} of a core on "
                         "average while the benchmark ran; their work lands in whichever runs they overlap. Run "
                         "again on a quiet machine, or judge the differences against an A/A run (--aa).")
     steal = (activity or {}).get("steal_seconds")
