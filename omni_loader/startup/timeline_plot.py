@@ -150,7 +150,8 @@ def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int], lane: st
 
 def _title(timeline: Timeline, path: Any) -> str:
     name = Path(timeline.log).name if timeline.log else "startup log"
-    run = f" (run {timeline.meta['run']}, {timeline.meta['variant']})" if timeline.meta else ""
+    meta = timeline.meta  # its log is "<run id>-<variant>.log", the id from 0; the bar counts starts from 1
+    run = f" (start {meta['run'] + 1}, {meta['variant']}{', warm-up' if meta.get('warmup') else ''})" if meta else ""
     return f"Where startup goes: {name}{run}" + (f"\n{path_words(path)}" if path is not None else "")
 
 
