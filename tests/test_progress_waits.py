@@ -263,6 +263,7 @@ def test_the_ab_bars_time_left_is_priced_from_the_runs_not_the_set_up_before_the
 
     from omni_loader.bench import runner, worker
     from omni_loader.bench.spec import BenchmarkSpec
+    from omni_loader.token2wav.options import LoadOptions
 
     clock = [1000.0]
     monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])
@@ -286,4 +287,10 @@ def test_the_ab_bars_time_left_is_priced_from_the_runs_not_the_set_up_before_the
     spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, workers="in-process")
     runner.run_benchmark(spec, tmp_path / "res", progress=True)
     half = next(line for line in stream.getvalue().splitlines() if " 1/2 " in line)
-    assert "01:42 elapsed, 00:02 left" in half, stream.getvalue()
+    assert half.startswith("A/B runs: ") and "01:42 elapsed, 00:02 left" in half, stream.getvalue()
+    # a cold benchmark (notebook 01 runs one after the warm one) says so in its bar's name
+    stream.seek(0), stream.truncate()
+    cold = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, workers="in-process",
+                         load=LoadOptions(device="cpu", cache="cold"))
+    runner.run_benchmark(cold, tmp_path / "cold", progress=True)
+    assert stream.getvalue().startswith("A/B runs, cold: 0/2 "), stream.getvalue()

@@ -19,6 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from ..formatting import count
 from ..errors import OmniLoaderError
 from ..token2wav.options import LoadOptions
 from ..progress import progress_bar
@@ -233,4 +234,5 @@ def _run_py_spy(vp: VariantProfile, snapshot: Any, options: LoadOptions, setting
         return f"{vp.variant}: sampling skipped"
     vp.files.update(out["files"])
     vp.py_spy = out["summary"]
-    return f"{vp.variant}: sampled {chosen.repeat} load{'' if chosen.repeat == 1 else 's'}, {vp.py_spy['samples']} samples, {time.perf_counter() - t:.1f} s"
+    return (f"{vp.variant}: sampled {count(chosen.repeat, 'load')}, {count(vp.py_spy['samples'], 'sample')}, "
+            f"{time.perf_counter() - t:.1f} s")
