@@ -969,18 +969,20 @@ def test_pair_table_sets_a_variant_beside_any_arm_and_pr_rows_table_keeps_the_pr
 
 @pytest.fixture
 def no_figures(monkeypatch):
-    """render_report without drawing: the plot stems it links are the keys of what _figures returns."""
-    import omni_loader.reporting.report as report
+    """render_report linking two plots whatever the rows hold (phases, drift): these tests read the text around
+    the links, on rows made up to test that text."""
+    from omni_loader.reporting import plots
 
-    monkeypatch.setattr(report, "_figures", lambda check, comps: {"phases": None, "drift": None})
+    monkeypatch.setattr(plots, "report_figure_stems", lambda frame, comps, reference: ["phases", "drift"])
 
 
-def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir, no_figures):
+def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir):
     """The whole report of the arms directory: A/A floors in the headline, as a column and as a table of their
     own; the variants beyond the PR between the measurements and the verdicts; blocks one blank line apart."""
     text = render_report(arms_dir)
     lines = text.split("\n")
-    assert text.endswith("|\n\n## Plots\n\n![phases](plots/phases.png)\n![drift](plots/drift.png)\n\n")
+    assert text.endswith("|\n\n## Plots\n\n" + "".join(f"![{stem}](plots/{stem}.png)\n" for stem in (
+        "phases", "where_time_goes", "ratios_vs_pr", "drift")) + "\n")
     assert "\n\n\n" not in text and "|\n|" in text  # blocks one line apart; table rows kept together
     assert [x for x in lines if x.startswith("#")] == [
         "# Token2Wav loading: baseline vs optimized buffer discovery", "## Environment", "## Measurements",
