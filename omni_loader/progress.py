@@ -109,15 +109,22 @@ class LineProgress(_std_tqdm):
         super().close()
 
 
-def rate_from_now(bar: Any) -> None:
-    """Count ``bar``'s rate, and so its time left, from now: what it waited on so far was set-up, not a step.
+def rate_from_now(bar: Any, forget: bool = False) -> None:
+    """Count ``bar``'s rate, and so its time left, from now: what it waited on so far was set-up, not a step;
+    ``forget``: the steps so far were of another kind too, and their rate is forgotten.
 
     Why: the A/B bar's first run also paid for reading the storage once and starting the worker server, and
     tqdm's rate is a moving average of the time between updates; 01's bar said "00:55 left" at 3/12 of a
-    36 s benchmark. Its elapsed time still counts from its first line.
+    36 s benchmark. 04's forward-pass bar priced BigVGAN's quick blocks at the DiT's slow evaluations (2.5x
+    the time left). Its elapsed time still counts from its first line.
     """
-    if not getattr(bar, "disable", False):
-        bar.last_print_t = bar._time()
+    if getattr(bar, "disable", False):
+        return
+    bar.last_print_t, bar.last_print_n = bar._time(), bar.n
+    if forget:
+        from tqdm.std import EMA
+
+        bar._ema_dn, bar._ema_dt = EMA(bar.smoothing), EMA(bar.smoothing)
 
 
 def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", initial: int = 0,

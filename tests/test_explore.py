@@ -212,3 +212,52 @@ def test_the_forward_bar_redraws_while_a_step_runs(monkeypatch) -> None:
     with waveform._forward_progress(nn.Identity(), vocoder, True, 4, tick=0.01):
         redrawn.clear()  # tqdm draws once when it starts
         assert redrawn.wait(timeout=20), "no redraw while a step ran"
+
+
+def test_the_forward_bar_prices_the_vocoders_blocks_at_their_own_rate(monkeypatch) -> None:
+    """Second Lab pass: 04's bar said "00:41 left" with about 16 s left, pricing BigVGAN's quick residual blocks at
+    the DiT's slow evaluations. On a fake clock (evaluations 10 s, blocks 0.5 s) the rate once two blocks have run
+    is the blocks' own: 2 a second."""
+    import io
+
+    import torch
+    import tqdm.std
+    from torch import nn
+
+    from omni_loader.notebook import waveform
+
+    clock = [0.0]
+    monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])
+    made: list = []
+    monkeypatch.setattr("omni_loader.progress.progress_bar",
+                        lambda enabled, **kwargs: made.append(tqdm.std.tqdm(file=io.StringIO(), **kwargs)) or made[-1])
+
+    class Takes(nn.Module):
+        def __init__(self, seconds: float) -> None:
+            super().__init__()
+            self.seconds = seconds
+
+        def forward(self, x):
+            clock[0] += self.seconds
+            return x
+
+    seen = []
+
+    class Vocoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.resblocks = nn.ModuleList([Takes(0.5) for _ in range(4)])
+
+        def forward(self, x):
+            for i, block in enumerate(self.resblocks):
+                if i == 2:
+                    seen.append(made[0].format_dict["rate"])
+                x = block(x)
+            return x
+
+    dit, vocoder = Takes(10.0), Vocoder()
+    with waveform._forward_progress(dit, vocoder, True, 4, tick=60):
+        for _ in range(4):
+            dit(torch.zeros(1))
+        vocoder(torch.zeros(1))
+    assert seen == [pytest.approx(2.0)], seen  # blocks a second; the DiT's pace is 0.1 evaluations a second

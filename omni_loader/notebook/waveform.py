@@ -217,7 +217,7 @@ def _forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluat
     ``"vocoder"``: the clock when the vocoder started."""
     import threading
 
-    from ..progress import progress_bar
+    from ..progress import progress_bar, rate_from_now
 
     blocks = vocoder_steps(vocoder)
     bar = progress_bar(total=evaluations + len(blocks), desc="forward pass", unit="step", enabled=enabled)
@@ -232,6 +232,7 @@ def _forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluat
         if args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:
             torch.cuda.synchronize(args[0].device)  # the DiT's queued work is its time, not the vocoder's
         marks["vocoder"] = time.perf_counter()
+        rate_from_now(bar, forget=True)  # its blocks are priced at their own rate, not the DiT's evaluations'
         bar.set_postfix_str("BigVGAN: mel spectrogram to waveform")
 
     def stage_starts(stage: int, stages: int, rate: Any, *_: Any) -> None:
