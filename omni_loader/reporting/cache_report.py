@@ -205,9 +205,8 @@ def cold_and_warm(warm: str | os.PathLike[str], cold: str | os.PathLike[str]) ->
             continue
         figures[cache.condition] = (whole.median, saving)
         known = [r for _, _, r in cache.runs if r is not None]
-        span = percent(min(known)) if known and min(known) == max(known) else \
-            f"{percent(min(known))}–{percent(max(known))}" if known else ""
-        found = f"; checkpoint resident before each run {span}" if known else ""
+        low, high = (percent(min(known)), percent(max(known))) if known else ("", "")
+        found = f"; checkpoint resident before each run {low if low == high else f'{low}–{high}'}" if known else ""
         off = f"; **not {cache.condition}**: {cache.off_text()}" if cache.off else ""
         name = "" if Path(directory).name == cache.condition else f" ({Path(directory).name})"
         parts.append(f"**{cache.condition.capitalize()}**{name}: the fix saves {duration(saving)} "

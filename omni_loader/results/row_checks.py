@@ -29,9 +29,9 @@ def _lines(numbers: list[int]) -> str:
     return f"{'line' if len(numbers) == 1 else 'lines'} {run_ids_text(numbers)}"
 
 
-def _have(items) -> str:
-    """The verb after a count of ``items``: "1 row ... has", "3 rows ... have"."""
-    return "has" if len(items) == 1 else "have"
+def _have(n: int) -> str:
+    """The verb after a count of ``n``: "1 row ... has", "3 rows ... have"."""
+    return "has" if n == 1 else "have"
 
 
 @dataclass(frozen=True)
@@ -143,17 +143,17 @@ def read_lines(path: Path) -> LinesRead:
                       "disk: ignored"))
     if newer:
         found.append(Finding(f"{count(len(newer), 'row')} of a newer schema ignored",
-                      f"{count(len(newer), 'row')} of {path.name} {_have(newer)} more fields than its header "
+                      f"{count(len(newer), 'row')} of {path.name} {_have(len(newer))} more fields than its header "
                       f"({_lines(newer)}): "
                       "written by a newer omni-loader or two writers interleaved; ignored"))
     if oversized:
         found.append(Finding(f"{count(len(oversized), 'oversized row')} ignored",
-                      f"{count(len(oversized), 'row')} of {path.name} {_have(oversized)} a field longer than "
+                      f"{count(len(oversized), 'row')} of {path.name} {_have(len(oversized))} a field longer than "
                       f"{FIELD_LIMIT} characters "
                       f"({_lines(oversized)}): not written by omni-loader; ignored"))
     if malformed:
         found.append(Finding(f"{count(len(malformed), 'malformed row')} ignored",
-                      f"{count(len(malformed), 'row')} of {path.name} {_have(malformed)} too few fields "
+                      f"{count(len(malformed), 'row')} of {path.name} {_have(len(malformed))} too few fields "
                       f"({_lines(malformed)}): "
                       "ignored"))
     return LinesRead(good, numbers, frozenset(cut), len(records) - 1, tuple(found))
@@ -217,7 +217,7 @@ def _absurd_runs(frame) -> tuple[Finding | None, list[int]]:
     if not runs:
         return None, []
     return Finding(f"{count(len(runs), 'run')} with absurd seconds ignored",
-                   f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(runs)} durations no clock gives "
+                   f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(len(runs))} durations no clock gives "
                    f"({why[runs[0]]}; run ids "
                    f"{run_ids_text(runs)}): those runs are ignored; --resume repeats them"), runs
 
@@ -289,7 +289,7 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     bad_values = run_ids.isna() | (run_ids != run_ids.round()) | ~frame["source"].isin(SOURCES)
     if bad_values.any():
         found.append(Finding(f"{count(int(bad_values.sum()), 'row')} with unreadable values ignored",
-                      f"{count(int(bad_values.sum()), 'row')} of {RUNS_FILE} {_have(range(int(bad_values.sum())))} "
+                      f"{count(int(bad_values.sum()), 'row')} of {RUNS_FILE} {_have(int(bad_values.sum()))} "
                       f"no integer run_id or an unknown source: "
                       "ignored"))
     frame = frame[~bad_values].copy()
@@ -301,7 +301,7 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
         runs = sorted(set(frame.loc[impossible, "run_id"]))
         values = ", ".join(dict.fromkeys(repr(v[:20]) for v in frame.loc[impossible, "_seconds"]))
         found.append(Finding(f"{count(int(impossible.sum()), 'row')} with impossible seconds ignored",
-                      f"{count(int(impossible.sum()), 'row')} of {RUNS_FILE} {_have(range(int(impossible.sum())))} "
+                      f"{count(int(impossible.sum()), 'row')} of {RUNS_FILE} {_have(int(impossible.sum()))} "
                       f"seconds that no clock gives ({values}: "
                       f"not a finite number >= 0; run ids {run_ids_text(runs)}): those runs are ignored; --resume repeats "
                       "them"))
@@ -314,7 +314,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
             runs = sorted(set(frame.loc[unmeasurable, "run_id"]))
             values = ", ".join(dict.fromkeys(repr(str(v)[:20]) for v in frame.loc[unmeasurable, "_resident"]))
             found.append(Finding(f"{count(len(runs), 'run')} with an impossible checkpoint residency ignored",
-                                 f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(runs)} a checkpoint_resident that "
+                                 f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(len(runs))} a checkpoint_resident "
+                                 f"that "
                                  f"no measurement "
                                  f"gives ({values}: not a share from 0 to 1; run ids {run_ids_text(runs)}): those runs "
                                  "are ignored; --resume repeats them"))
@@ -325,7 +326,7 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     if dup_runs:
         rows = int(frame["run_id"].isin(dup_runs).sum())
         found.append(Finding(f"{count(len(dup_runs), 'duplicated run')} ignored",
-                      f"{count(len(dup_runs), 'run')} {_have(dup_runs)} more than one row for a phase (run ids "
+                      f"{count(len(dup_runs), 'run')} {_have(len(dup_runs))} more than one row for a phase (run ids "
                       f"{run_ids_text(dup_runs)}): two "
                       f"writers, or rows copied twice; all {rows} of their rows are ignored"))
         frame = frame[~frame["run_id"].isin(dup_runs)]
@@ -337,7 +338,8 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
     if edited:
         which = sorted({c for c in RUN_LEVEL if (per_run.loc[edited, c] > 1).any()})
         found.append(Finding(f"{count(len(edited), 'inconsistent run')} ignored",
-                             f"{count(len(edited), 'run')} {_have(edited)} rows that disagree on {', '.join(which)} "
+                             f"{count(len(edited), 'run')} {_have(len(edited))} rows that disagree on "
+                             f"{', '.join(which)} "
                              f"(run ids "
                              f"{run_ids_text(edited)}), which a load writes alike on every row: edited by hand? "
                              "ignored; --resume repeats them"))
