@@ -77,14 +77,15 @@ def duration(seconds: float | None, unit: str | None = None, digits: int = 3) ->
     return f"{float(seconds) * TIME_SCALE[unit]:,.{digits}f} {unit}"
 
 
-def short_duration(seconds: float | None) -> str:
+def short_duration(seconds: float | None, unit: str | None = None) -> str:
     """Three significant digits in the unit that keeps the number between 1 and 1,000 (ns to ms),
     or seconds from 10 s on: ``'541 ns'``, ``'42.6 µs'``, ``'1.75 ms'``, ``'2,596 ms'``, ``'12.3 s'``.
-    For plot labels and sentences, where a fixed number of decimals would be noise."""
+    For plot labels and sentences, where a fixed number of decimals would be noise. ``unit='s'``: the
+    parts of a whole said in seconds are too ("27.3 s: DiT 21.0 s, BigVGAN 6.36 s", not "6,362 ms")."""
     if not _finite(seconds):
         return "n/a"
     s = float(seconds)
-    if time_unit(s) == "s":
+    if (unit or time_unit(s)) == "s":
         return f"{number(s)} s"
     if s == 0 or abs(s) >= 1e-3:
         return f"{number(s * 1e3)} ms"

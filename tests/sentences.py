@@ -224,6 +224,7 @@ def _notebook_04(f: Findings, text: str, results: Path) -> None:
     for s in re.finditer(rf"forward pass {DURATION}: DiT {DURATION}, BigVGAN {DURATION}", text):
         (whole, dw), (dit, dd), (vocoder, dv) = seconds(s, 1), seconds(s, 3), seconds(s, 5)
         f.expect(abs(dit + vocoder - whole) <= dw + dd + dv, s[0], "the DiT's and BigVGAN's parts add up to the whole")
+        f.expect(s[2] != "s" or s[4] == s[6] == "s", s[0], "the parts in the whole's unit (seconds)")
     for s in re.finditer(rf"took {DURATION} in bfloat16 against {DURATION} in float32, ({NUM})× as long", text):
         (half, dh), (single, ds), (ratio, dr) = seconds(s, 1), seconds(s, 3), shown_value(s[5])
         f.expect((half - dh) / (single + ds) <= ratio + dr and ratio - dr <= (half + dh) / (single - ds), s[0],

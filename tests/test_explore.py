@@ -183,9 +183,9 @@ def test_the_forward_bar_counts_the_dit_and_the_vocoder_and_names_the_step(tiny_
     waveform.synthesize_waveform(model, snapshot, n_codes=8, num_steps=2, vocoder_dtype="float32")
     lines = capsys.readouterr().err.strip().splitlines()
     steps = waveform.dit_evaluations(2) + len(model.code2wav_bigvgan_model.resblocks)
-    assert f"{steps}/{steps}" in lines[-1] and re.search(r"\d(s/step|step/s)\b", lines[-1]), lines
-    stages = len(model.config.bigvgan_config.upsample_rates)
-    assert lines[-1].endswith(f"BigVGAN upsample stage {stages}/{stages} (×{model.config.bigvgan_config.upsample_rates[-1]})]")
+    assert re.match(rf"forward pass: {steps}/{steps} \|#+\| \d\d:\d\d elapsed, \d\d:\d\d left, ", lines[-1]), lines
+    stages, rates = len(model.config.bigvgan_config.upsample_rates), model.config.bigvgan_config.upsample_rates
+    assert lines[-1].endswith(f"BigVGAN upsample stage {stages}/{stages} (upsamples ×{rates[-1]})")
 
 
 def test_the_forward_bar_redraws_while_a_step_runs(monkeypatch) -> None:

@@ -34,6 +34,13 @@ def test_short_duration_picks_a_unit_that_keeps_three_digits(seconds, text) -> N
     assert formatting.short_duration(seconds) == text
 
 
+def test_the_parts_of_a_whole_in_seconds_are_said_in_seconds() -> None:
+    """04 printed "forward pass 27.3 s: DiT 21.0 s, BigVGAN 6,362 ms": the parts take the whole's unit."""
+    unit = formatting.time_unit(27.3)
+    assert [formatting.short_duration(x, unit) for x in (21.04, 6.362, 0.05)] == ["21.0 s", "6.36 s", "0.0500 s"]
+    assert formatting.short_duration(6.362, formatting.time_unit(6.362)) == "6,362 ms"
+
+
 def test_a_count_says_its_noun_in_the_number_it_has() -> None:
     """Findings said "1 row(s) of runs.csv have"; now "1 row", "2 rows", "1,092 runs", "0 starts"."""
     assert [formatting.count(n, noun) for n, noun in ((1, "row"), (2, "row"), (1092, "run"), (0, "start"))] == [

@@ -294,3 +294,45 @@ def test_the_ab_bars_time_left_is_priced_from_the_runs_not_the_set_up_before_the
                          load=LoadOptions(device="cpu", cache="cold"))
     runner.run_benchmark(cold, tmp_path / "cold", progress=True)
     assert stream.getvalue().startswith("A/B runs, cold: 0/2 "), stream.getvalue()
+
+
+def test_every_bar_reads_alike_unless_it_brings_its_own_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    """04's forward pass, 05's audit and 06's starts wrote tqdm's "8/8 [00:12<00:00, 1.55model/s, speecht5]" beside
+    the kit's "A/B runs: 12/12 |bar| 00:33 elapsed, 00:00 left, run 12/12 baseline" (the Lab pass): the kit's format
+    is every bar's default; a bar with no total says how far it got, with no bar to fill and no time left."""
+    monkeypatch.setenv(progress.ENV, "lines")
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    with progress.progress_bar(total=8, desc="audit", unit="model") as bar:
+        for arch in ("bert", "resnet"):
+            bar.set_postfix_str(arch)
+            bar.update(4)
+    with progress.progress_bar(desc="forward pass", unit="step") as bar:
+        bar.update(3)
+    lines = stream.getvalue().splitlines()
+    assert re.fullmatch(r"audit: 8/8 \|#{10}\| \d\d:\d\d elapsed, \d\d:\d\d left, resnet", lines[2]), lines
+    assert re.fullmatch(r"forward pass: 3 so far, \d\d:\d\d elapsed", lines[-1]), lines
+    assert not any("[" in line or "/s" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("mode", ["terminal", "lines"])
+def test_the_time_left_counts_down_between_updates(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """06's bar, refreshed every second while a start waited for /health, said "00:47 left" at 00:08 and at 00:11.
+    On a fake clock (10 s a run): the time left falls as the wait goes on, and once the run is overdue it is the
+    price of the runs after it, not zero."""
+    import tqdm.std
+
+    clock = [0.0]
+    monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])
+    monkeypatch.setenv(progress.ENV, mode)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    bar = progress.progress_bar(total=4, desc="startup runs", unit="run")
+    for _ in range(2):
+        clock[0] += 10.0
+        bar.update(1)
+    shown = []
+    for wait in (2.0, 5.0, 9.0, 15.0):
+        clock[0] = 20.0 + wait
+        shown.append(re.search(r"(\d\d:\d\d) left", str(bar)).group(1))
+    bar.close()
+    assert shown == ["00:18", "00:15", "00:11", "00:10"], shown

@@ -106,8 +106,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
     # the bar counts to the first look (its time left too), from its first line; more if that look does not settle
     bar = progress_bar(total=len(looks.needed(looks.pending[0])) if looks.pending else len(plan),
                        initial=len(plan) - len(todo), unit="run", enabled=progress,
-                       desc="A/B runs, cold" if spec.load.cache == "cold" else "A/B runs",  # 01 runs both kinds
-                       bar_format="{desc}: {n}/{total} |{bar}| {elapsed} elapsed, {remaining} left{postfix}")
+                       desc="A/B runs, cold" if spec.load.cache == "cold" else "A/B runs")  # 01 runs both kinds
     try:
         if todo and "storage" not in _cache_record(rec):  # first: the fork server may still be importing
             bar.set_postfix_str("reading one checkpoint file once: the storage's read throughput")

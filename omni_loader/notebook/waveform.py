@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..formatting import short_duration
+from ..formatting import short_duration, time_unit
 from ..token2wav.options import VLLM_OMNI_HALF_DTYPES, LoadOptions
 
 SAMPLE_RATE = 24_000  # Qwen2.5-Omni's Token2Wav writes 24 kHz audio
@@ -162,8 +162,10 @@ class Waveform:
 
     def describe(self) -> str:
         """Length, source and cost of the clip, on two lines (whether the weights are random is :meth:`note`)."""
+        unit = time_unit(self.seconds)  # the parts in the whole's unit
         split = "" if self.dit_seconds is None else (
-            f": DiT {short_duration(self.dit_seconds)}, BigVGAN {short_duration(self.seconds - self.dit_seconds)}"
+            f": DiT {short_duration(self.dit_seconds, unit)}, "
+            f"BigVGAN {short_duration(self.seconds - self.dit_seconds, unit)}"
             + (f" ({self.vocoder.run})" if self.vocoder else ""))
         return (f"{len(self.audio):,} samples = {clip_length(self.duration)} at {self.sample_rate:,} Hz from "
                 f"{self.n_codes:,} codec tokens, speaker {self.speaker}, {self.num_steps} ODE steps, on {self.device}\n"
@@ -236,7 +238,7 @@ def _forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluat
         bar.set_postfix_str("BigVGAN: mel spectrogram to waveform")
 
     def stage_starts(stage: int, stages: int, rate: Any, *_: Any) -> None:
-        bar.set_postfix_str(f"BigVGAN upsample stage {stage}/{stages} (×{rate})")
+        bar.set_postfix_str(f"BigVGAN upsample stage {stage}/{stages} (upsamples ×{rate})")
 
     def counted(*_: Any) -> None:
         bar.update(1)
