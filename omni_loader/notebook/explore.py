@@ -89,7 +89,7 @@ def class_by_depth(model: nn.Module, top: int | None = None):  # -> DataFrame
 
     table = module_table(model)
     out = pd.crosstab(table["class"], table["depth"], margins=True, margins_name="total")
-    out = out.rename(columns={d: f"depth {d}" for d in out.columns if d != "total"})
+    out = out.rename(columns={d: f"depth\u00a0{d}" for d in out.columns if d != "total"})  # one unbroken header
     classes = out.drop(index="total").sort_values("total", ascending=False, kind="stable")
     every = out.loc[["total"]].rename(index={"total": f"all {len(classes)} classes"})
     out = pd.concat([classes.head(top) if top is not None else classes, every])
@@ -194,17 +194,19 @@ def plot_parameter_bytes(table, title: str = "Parameter bytes per submodule", to
     from matplotlib.figure import Figure
 
     rows = table.head(top).iloc[::-1]
-    fig = Figure(figsize=(10, 0.32 * len(rows) + 1.6), layout="constrained")
+    # Text at 10 pt (the Lab pass read 7 px labels at display size): rows tall enough to hold it.
+    fig = Figure(figsize=(10, 0.4 * len(rows) + 1.6), layout="constrained")
     ax = fig.subplots()
     bars = ax.barh(rows["submodule"], rows["MiB"], color="C0", label="parameter bytes")
     for bar, share in zip(bars, rows["share"]):
         ax.annotate(f"{share:.1%}", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
-                    xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+                    xytext=(3, 0), textcoords="offset points", va="center", fontsize=10)
     ax.set_xlabel("parameter bytes (MiB)")
     ax.set_ylabel("submodule")
     ax.set_title(title)
     ax.legend(loc="lower right")
-    ax.tick_params(axis="y", labelsize=7)
+    ax.tick_params(axis="y", labelsize=9)
+    ax.margins(x=0.08)  # room for the largest bar's share label inside the frame
     ax.grid(True, axis="x", alpha=0.3)
     return fig
 
