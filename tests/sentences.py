@@ -124,6 +124,10 @@ def _warm_cold(f: Findings, text: str, results: Path) -> None:
         (ws, wt), (cs, ct) = said.get("Warm", (0, 1)), said.get("Cold", (0, 1))
         f.expect(agrees_duration(s[1], s[2], abs(cs - ws)) and s[3] == ("more" if cs > ws else "less")
                  and agrees(s[4], 100 * cs / ct) and agrees(s[5], 100 * ws / wt), s[0], "cold against warm")
+    for s in re.finditer(rf"A cold load takes ({NUM})x the warm one \({DURATION} (longer|shorter)\)", text):
+        wt, ct = said.get("Warm", (0, 1))[1], said.get("Cold", (0, 1))[1]  # 01 ran "-101.414 ms more" once
+        f.expect(agrees(s[1], ct / wt) and agrees_duration(s[2], s[3], abs(ct - wt))
+                 and s[4] == ("longer" if ct > wt else "shorter"), s[0], "the cold load against the warm one")
 
 
 def _shared_phases(f: Findings, text: str, frame: pd.DataFrame) -> None:

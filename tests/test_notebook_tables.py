@@ -330,15 +330,16 @@ def test_a_rows_name_in_the_ab_tables_breaks_between_its_words_only(arms_dir):
 def test_a_sentence_cell_keeps_each_quantity_whole_and_its_words_free_to_wrap(arms_dir):
     """01's "Beside earlier runs" cells are compare.md's sentences ("27.995 ms [27.995–27.995] → 0.961 ms [0.961–0.961];
     29.13x; faster"): in Lab a range broke at its dash. Each quantity is kept whole (a non-breaking space before its
-    unit, word joiners around a range's dash) while the spaces between them still let the sentence wrap."""
+    unit, a range as "a … b" with non-breaking spaces, as the notebook's other tables write it) while the spaces
+    between them still let the sentence wrap."""
     cell = "27.995 ms [27.995–28.100] → 0.961 ms [−0.961–0.970]; 29.13x [28.50–30.01]; faster than 5 runs"
     kept = ab_tables.whole_quantities(cell)
-    assert kept == ("27.995\u00a0ms [27.995\u2060–\u206028.100] → 0.961\u00a0ms [−0.961\u2060–\u20600.970]; 29.13x "
-                    "[28.50\u2060–\u206030.01]; faster than 5 runs")
+    assert kept == ("27.995\u00a0ms [27.995\u00a0…\u00a028.100] → 0.961\u00a0ms [−0.961\u00a0…\u00a00.970]; 29.13x "
+                    "[28.50\u00a0…\u00a030.01]; faster than 5 runs")
     assert ab_tables.whole_quantities(3.5) == 3.5
     html = sections.side_by_side(arms_dir, [])[0].to_html()
     ranges = re.findall(r"\[[^\]<]*\d[^\]<]*\]", unescape(html))
-    assert ranges and all("\u2060–\u2060" in r for r in ranges if "–" in r), ranges
+    assert ranges and all("\u00a0…\u00a0" in r and "–" not in r for r in ranges), ranges  # one notation for a range
     assert not re.search(r"\d (ms|s|µs)\b", unescape(html)), "a number and its unit may break apart"
 
 
@@ -413,3 +414,21 @@ def test_profiled_loads_ranked_against_their_unprofiled_runs_are_explained_besid
     _profiled(agrees, "baseline", 2.45, 2.31, 0.33, 0.22)
     _profiled(agrees, "optimized", 1.5, 1.61, 0.3, 0.2)
     assert profiled_against_unprofiled(agrees, ["baseline", "optimized"]) is None
+
+
+def test_01s_memory_and_pr_tables_head_their_columns_as_its_other_tables_do(arms_dir):
+    """The Lab pass: 01's memory table read "Baseline median … 3,512 MiB–3,512 MiB" beside tables headed in lower
+    case with a range as "a … b". The memory table is the notebook's kind (units in the headers, one figure where a
+    range's ends are alike); report.md's Markdown tables shown in 01 head their columns in lower case, acronyms kept."""
+    statement, memory = sections.equivalence_and_memory(arms_dir)
+    assert statement.startswith(("equivalent", "NOT equivalent", "not"))
+    html = unescape(memory.to_html())
+    header = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", html)]
+    assert header == ["memory", "baseline median (MiB)", "baseline min … max (MiB)", "optimized median (MiB)",
+                      "optimized min … max (MiB)", "verdict"], header
+    assert "MiB</td>" not in html and "–" not in html
+    reference = sections.pr_reference(arms_dir)
+    assert reference.splitlines()[0] == ("| measurement | PR baseline | PR optimized | PR ratio | this run baseline "
+                                         "| this run optimized | this run ratio |")
+    assert sections.environment(arms_dir).splitlines()[0] == "| item | value |"
+    assert sections.lower_headers("| A | CPU |\n| --- | --- |\n| Big | Small |") == "| A | CPU |\n| --- | --- |\n| Big | Small |"

@@ -45,12 +45,12 @@ QUANTITY_GAPS = re.compile(r"(?<=\d) (?=(?:ns|µs|ms|s|%|x|KiB|MiB|GiB|bytes)(?!
 
 
 def whole_quantities(text: Any) -> Any:
-    """A cell of words with each quantity kept on one line (a non-breaking space before its unit, word joiners
-    around a range's dash), where the words between them may still wrap: a sentence in a cell (``report.md``'s
+    """A cell of words with each quantity kept on one line (a non-breaking space before its unit; a range's dash
+    written as the notebook's tables write a range, ``a … b``, with non-breaking spaces), where the words between them may still wrap: a sentence in a cell (``report.md``'s
     and ``compare.md``'s cells are) reads well at any width, a number broken across lines does not."""
     if not isinstance(text, str):
         return text
-    return QUANTITY_GAPS.sub(lambda m: "\u00a0" if m.group(0) == " " else "\u2060–\u2060", text)
+    return QUANTITY_GAPS.sub(lambda m: "\u00a0" if m.group(0) == " " else "\u00a0…\u00a0", text)
 
 
 def verdict_word(c: Comparison, floor: NoiseFloor | None = None) -> str:

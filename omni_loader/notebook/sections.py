@@ -25,6 +25,20 @@ def _frame_and_metadata(out: str | os.PathLike[str]) -> tuple[Any, dict[str, Any
     return checked.frame, checked.metadata
 
 
+def lower_headers(markdown: str) -> str:
+    """report.md's tables head their columns as a document does ("This run ratio"); the notebook's tables, as a
+    sentence does ("this run ratio"): one notebook, one convention. A header line is the one above a ``| --- |``
+    line; a word in capitals ("PR baseline", "CPU") keeps them."""
+    lines = markdown.split("\n")
+    for i in range(1, len(lines)):
+        if lines[i].startswith("| ---") and lines[i - 1].startswith("|"):
+            cells = lines[i - 1].strip("|").split("|")
+            lines[i - 1] = "|" + "|".join(
+                f" {c.strip()[0].lower()}{c.strip()[1:]} " if len(c.strip()) > 1 and c.strip()[1].islower()
+                else f" {c.strip()} " for c in cells) + "|"
+    return "\n".join(lines)
+
+
 def report_opening(out: str | os.PathLike[str]) -> str:
     """``report.md``'s opening (what was measured, the headline bullets), rendered afresh from the saved rows, and
     its spread warnings in one paragraph (:func:`~.ab_tables.spread_line`: how many phases, each one's IQR as a share
@@ -46,7 +60,7 @@ def environment(out: str | os.PathLike[str]) -> str:
     from ..reporting.report_environment import environment_table
     from ..results.suite import read_metadata
 
-    return environment_table(read_metadata(out))
+    return lower_headers(environment_table(read_metadata(out)))
 
 
 def result_tables(out: str | os.PathLike[str]) -> list[Any]:
@@ -114,7 +128,7 @@ def pr_reference(out: str | os.PathLike[str]) -> str:
     from ..reporting.report_tables import reference_table
 
     frame, _ = _frame_and_metadata(out)
-    return reference_table(comparisons(frame), load_reference())
+    return lower_headers(reference_table(comparisons(frame), load_reference()))
 
 
 def saved_plots(out: str | os.PathLike[str], names: tuple[str, ...] = PLOTS) -> list[Path]:
@@ -122,14 +136,33 @@ def saved_plots(out: str | os.PathLike[str], names: tuple[str, ...] = PLOTS) -> 
     return [p for p in (Path(out) / "plots" / f"{name}.png" for name in names) if p.is_file()]
 
 
-def equivalence_and_memory(out: str | os.PathLike[str]) -> str:
-    """Whether both variants loaded identical tensors (the digest), and the memory table with its verdict."""
-    from ..reporting.report_tables import memory_table
-    from ..reporting.stats import equivalence
+def equivalence_and_memory(out: str | os.PathLike[str]) -> list[Any]:
+    """Whether both variants loaded identical tensors (the digest), and the peak memory of each variant as a table
+    like the notebook's others (units in the headers, a range as ``min … max``, one figure where both ends are
+    alike; report.md keeps its Markdown table), with its verdict."""
+    import pandas as pd
+
+    from ..formatting import table
+    from ..reporting.stats import equivalence, memory_verdict, run_summary
+
+    def in_mib(nbytes: float) -> str:
+        return f"{nbytes / 2**20:,.0f}"
 
     frame, _ = _frame_and_metadata(out)
-    table, verdict = memory_table(frame)
-    return f"{equivalence(frame)['statement']}\n\n{table}\n\nMemory: {verdict}"
+    rows = []
+    for column, name in (("rss_peak_bytes", "peak process RSS"), ("device_peak_bytes", "peak device memory")):
+        arms = {v: run_summary(frame, v, column) for v in ("baseline", "optimized")}
+        if all(s.n for s in arms.values()):
+            row: dict[str, Any] = {"memory": name}
+            for v, s in arms.items():
+                low, high = in_mib(s.min), in_mib(s.max)
+                row[f"{v} median (MiB)"] = s.median / 2**20
+                row[f"{v} min … max (MiB)"] = low if low == high else f"{low}\u00a0…\u00a0{high}"
+            rows.append({**row, "verdict": memory_verdict(arms["baseline"], arms["optimized"])})
+    statement = equivalence(frame)["statement"]
+    if not rows:
+        return [statement, "Memory: not measured."]
+    return [statement, table(pd.DataFrame(rows), decimals={"baseline median (MiB)": 0, "optimized median (MiB)": 0})]
 
 
 def beyond_the_pr(out: str | os.PathLike[str], first: str, second: str) -> list[Any]:

@@ -191,8 +191,9 @@ def drift_figure(frame) -> ShownFigure | None:
     if drift_rows is None:
         return None
     rows, phases = drift_rows
-    fig = ShownFigure(figsize=(5.5 * len(phases), 3.4))
-    axes = fig.subplots(1, len(phases), squeeze=False)
+    # One panel a row, the width of a notebook's output: side by side (1,413 px shown at 1,008) its text read at 8 px.
+    fig = ShownFigure(figsize=(8, 3.2 * len(phases)))
+    axes = fig.subplots(len(phases), 1, squeeze=False)
     for ax, phase in zip(axes.flat, phases):
         of_phase = rows[rows["phase"] == phase]
         scale, unit = _scale(list(of_phase["seconds"]))
@@ -208,7 +209,7 @@ def drift_figure(frame) -> ShownFigure | None:
         ax.set_xlabel("run (plan order; warm-ups hollow)")
         ax.set_ylabel(f"time ({unit})")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     fig.tight_layout()
     return fig
 
