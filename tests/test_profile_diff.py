@@ -109,6 +109,56 @@ def test_functions_csv_and_diff_md(real_diff: pdiff.ProfileDiff) -> None:
     assert "<svg" in html and "<script>" in html and "functions.csv" in html
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_the_entrys_sampled_time_and_the_sampled_load_are_told_apart(real_diff: pdiff.ProfileDiff,
+                                                                     executed_notebook) -> None:
+    """02 showed ``load_token2wav`` "2,694 → 1,710" ms from the samples beside a sampled median load of 2,557.819 /
+    1,529.022 ms with no word why. The sentence under py-spy's cost says it, every figure from the run's files
+    (``runs.csv``, ``run_functions.csv``, recomputed here by a join of their own), in ``diff.md`` and in the
+    notebook's output."""
+    import nbformat
+    from test_notebooks import NOTEBOOK_DIR
+
+    from omni_loader.token2wav.loader import tensor_digest
+
+    assert pdiff.DIGEST == tensor_digest.__name__ and flamegraph.ENTRY == "load_token2wav"
+    runs = real_diff.runs.query("sampled and not warmup and status == 'ok'")
+    calls = real_diff.folds[real_diff.folds["function"].isin([flamegraph.ENTRY, pdiff.DIGEST])].pivot_table(
+        index="run_id", columns="function", values="inclusive_s", aggfunc="sum", fill_value=0.0)
+    joined = runs.join(calls, on="run_id").fillna({pdiff.DIGEST: 0.0}) if pdiff.DIGEST in calls else \
+        runs.join(calls, on="run_id").assign(**{pdiff.DIGEST: 0.0})
+    joined = joined[joined[flamegraph.ENTRY] > 0]
+    joined = joined.assign(extra=joined[flamegraph.ENTRY] - joined["load_s"])
+    joined = joined.assign(rest=joined["extra"] - joined[pdiff.DIGEST])
+
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1e3:,.0f} ms".replace("-", "\u2212")
+
+    by = {v: joined[joined["variant"] == v] for v in ("baseline", "optimized")}
+    entry = real_diff.functions.set_index("function").loc[flamegraph.ENTRY]
+    sentence = real_diff.entry_sentence()
+    assert sentence is not None
+    assert sentence.startswith(f"Why `load_token2wav`'s sampled time ({ms(entry['a_median_s'])} → "
+                               f"{ms(entry['b_median_s'])}, medians) is not the sampled median loads "
+                               f"({ms(by['baseline']['load_s'].median())} → {ms(by['optimized']['load_s'].median())}): "
+                               "the first is the whole call, the second the call's timed `total` phase"), sentence
+    assert (f"less the run's load was {ms(by['baseline']['extra'].mean())} (baseline) and "
+            f"{ms(by['optimized']['extra'].mean())} (optimized)") in sentence, sentence
+    if (joined[pdiff.DIGEST] > 0).any():
+        assert (f": {ms(by['baseline'][pdiff.DIGEST].mean())} and {ms(by['optimized'][pdiff.DIGEST].mean())} of it "
+                f"the tensor digest (`tensor_digest`, which the call computes after `total`), "
+                f"{ms(by['baseline']['rest'].mean())} and {ms(by['optimized']['rest'].mean())} the call's other "
+                "steps") in sentence, sentence
+    assert "one period at 250 Hz" in sentence
+    text = (real_diff.directory / pdiff.DIFF_MD).read_text()
+    assert f"- {sentence}\n" in text and text.index("py-spy's cost on optimized") < text.index(sentence)
+    copy = executed_notebook(NOTEBOOK_DIR / "02_profiles.ipynb").copy
+    shown = "\n".join(str(o.get("data", {}).get("text/markdown", "")) for c in nbformat.read(copy, 4).cells
+                      if c.cell_type == "code" for o in c.get("outputs", []))
+    assert sentence in shown
+
+
 # --------------------------------------------------------------------------- statistics, in-process
 
 
@@ -290,6 +340,38 @@ def test_refusals(argv: list[str], words: str, capsys: pytest.CaptureFixture[str
     assert cli.main(["profile", *argv, "--checkpoint", str(tmp_path / "none"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1, err
+
+
+def test_the_entry_sentence_tells_the_sampled_call_from_the_timed_load(tmp_path: Path) -> None:
+    """The sentence beside py-spy's cost, on made-up runs whose figures are known: per sampled run the call's
+    sampled time less the run's load, the digest's share of it and the rest, their means (which add up); an
+    unsampled or warm-up run counts for nothing; a negative mean has a minus sign."""
+    entry, digest = flamegraph.ENTRY, pdiff.DIGEST
+    sampled = {  # run_id: (variant, load_s, the call's sampled seconds, the digest's)
+        1: ("A", 1.0, 1.1, 0.08), 2: ("B", 0.5, 0.55, 0.03), 3: ("A", 1.2, 1.3, 0.09), 4: ("B", 0.6, 0.58, 0.03),
+        5: ("A", 1.1, 1.24, 0.10), 6: ("B", 0.7, 0.72, 0.03)}
+    folds = pd.DataFrame([(i, v, f, "loader.py", t, 0.0, 1) for i, (v, _, call, dig) in sampled.items()
+                          for f, t in ((entry, call), (digest, dig))],
+                         columns=["run_id", "variant", "function", "file", "inclusive_s", "self_s", "samples"])
+    runs = pd.DataFrame([(i, v, True, False, load) for i, (v, load, _, _) in sampled.items()]
+                        + [(7, "A", False, False, 9.0), (8, "B", False, False, 9.0), (0, "A", True, True, 9.0)],
+                        columns=["run_id", "variant", "sampled", "warmup", "load_s"]).assign(status="ok")
+    functions = stats.compare_functions(folds, "A", "B")
+    diff = pdiff.ProfileDiff("A", "B", functions, runs, folds, tmp_path, {"rate": 250})
+    sentence = diff.entry_sentence()
+    assert sentence == (
+        "Why `load_token2wav`'s sampled time (1,240 ms → 580 ms, medians) is not the sampled median loads (1,100 ms → "
+        "600 ms): the first is the whole call, the second the call's timed `total` phase, which leaves out the call's "
+        "work outside it. On average per sampled run (a mean, which the two medians' gap need not equal), the call's "
+        "sampled time less the run's load was 113 ms (A) and 17 ms (B): 90 ms and 30 ms of it the tensor digest "
+        "(`tensor_digest`, which the call computes after `total`), 23 ms and \u221213 ms the call's other steps "
+        "outside `total` and sampling noise (py-spy counts every sample as 4 ms, one period at 250 Hz).")
+    assert f"- {sentence}" in diff.markdown(with_table=False)
+    no_digest = pdiff.ProfileDiff("A", "B", functions, runs, folds[folds["function"] == entry], tmp_path, {"rate": 250})
+    assert "was 113 ms (A) and 17 ms (B), all of it the call's other steps outside `total`" in \
+        no_digest.entry_sentence()
+    never = pdiff.ProfileDiff("A", "B", functions, runs, folds[folds["variant"] == "A"], tmp_path, {"rate": 250})
+    assert never.entry_sentence() is None  # B's call was never sampled: nothing to compare
 
 
 def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path) -> None:

@@ -331,6 +331,107 @@ def test_notebook_02_names_each_phase_in_words_and_each_share_in_percent(tmp_pat
     assert not re.search(r"^#+ `", shown, re.M)  # a heading names its phase in words only
 
 
+def _cells(styler) -> list[list[str]]:
+    """A Styler's rows as text, header first (tags stripped, entities read)."""
+    import re
+    from html import unescape
+
+    return [[unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", styler.to_html(), re.S)]
+
+
+def test_notebook_02s_operator_table_holds_operators_only_with_headers_in_words(tmp_path: Path) -> None:
+    """02's torch.profiler table (second Lab pass) listed the kit's ``phase::buffer_discovery``, ``phase::construct``,
+    ``phase::total`` among the ``aten::`` operators, under "self cpu (ms)" and "cpu total (ms)": the operators alone,
+    the top ``n`` of them, under headers in words with their unit; the phase ranges in the table under it, in words;
+    the caption counts both, from the file."""
+    import re
+
+    import pandas as pd
+
+    from omni_loader.notebook.profiles import torch_operators
+
+    (tmp_path / "baseline").mkdir()
+    ops = pd.DataFrame({"name": ["phase::buffer_discovery", "aten::fill_", "phase::total", "aten::copy_", "aten::view"],
+                        "calls": [1, 2, 1, 40, 1_200], "self_cpu_ms": [913.8, 300.0, 5.0, 150.0, 1.0],
+                        "cpu_total_ms": [1_078.1, 301.2, 3_919.0, 154.5, 2.8]})
+    (tmp_path / "baseline" / "torch_ops.csv").write_text(ops.to_csv(index=False))
+    trace = {"traceEvents": [{"name": f"phase::{p}", "ph": "X", "cat": "user_annotation", "ts": ts, "dur": 5}
+                             for ts, p in ((10, "total"), (12, "buffer_discovery"))]}
+    (tmp_path / "baseline" / "trace.json").write_text(json.dumps(trace))
+    heading, operators, ranges = torch_operators(tmp_path, ["baseline"], top=2)
+    header, *rows = _cells(operators)
+    assert heading == "### baseline"
+    assert header == ["operator", "calls", "self CPU time (ms)", "CPU time incl. children (ms)"]
+    assert rows == [["aten::fill_", "2", "300.000", "301.200"], ["aten::copy_", "40", "150.000", "154.500"]]
+    caption = re.search(r"<caption>(.*?)</caption>", operators.to_html()).group(1)
+    assert caption == ("The top 2 of 3 operators by self CPU time; the load's 2 phase ranges (the phase:: rows) are "
+                       "in the table below")
+    assert [r[0] for r in _cells(ranges)[1:]] == [LABELS["total"], LABELS["buffer_discovery"]]
+    assert not any("phase::" in c or "_" in c.split("(")[0] for c in header)
+
+
+def test_the_state_dict_table_says_whose_count_its_third_row_is(tmp_path: Path) -> None:
+    """02's ``state_dict`` table named its third row "loader's counter": whose count, of what. The row says the kit's
+    loader counted the ``state_dict()`` calls (whole state dicts built), and so does each ``profile.md``."""
+    from omni_loader.profiling.result import VariantProfile
+    from omni_loader.profiling.summary import write_summary_report, write_variant_report
+    from omni_loader.profiling.tables import state_dict_call_table
+
+    def profile(variant: str, calls: dict[str, int]) -> VariantProfile:
+        (tmp_path / variant).mkdir()
+        return VariantProfile(variant, tmp_path / variant, state_dict_calls=calls,
+                              reference={"phases": {"construct": 0.05, "buffer_discovery": 0.01, "total": 0.06}})
+
+    profiles = {"baseline": profile("baseline", {"primitive": 219, "ncalls": 239_148, "counter": 219}),
+                "optimized": profile("optimized", {"primitive": 0, "ncalls": 0, "counter": 0})}
+    header, *rows = _cells(state_dict_call_table(profiles))
+    assert header[1:] == ["baseline", "optimized"]
+    assert rows == [["primitive calls (whole state dicts)", "219", "0"], ["all calls (with recursion)", "239,148", "0"],
+                    ["state_dict() calls counted by the kit's loader (whole state dicts built)", "219", "0"]]
+    write_summary_report(profiles, tmp_path)
+    write_variant_report(profiles["baseline"])
+    summary = (tmp_path / "profile.md").read_text()
+    assert "- baseline: 219 (cProfile primitive calls; 239,148 with recursion; 219 counted by the kit's loader)" in summary
+    text = (tmp_path / "baseline" / "profile.md").read_text()
+    assert ("(239,148 calls including the recursive calls into child modules); the kit's loader, which counts the "
+            "model's `state_dict()` calls during buffer discovery (whole state dicts built), counts 219.") in text
+    assert "counter" not in summary + text
+
+
+def test_the_profile_bars_sampling_line_counts_with_thousands_separators(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profile bar's last line read "3596 samples" where the flamegraph read "3,596 samples": the kit's
+    count (``formatting.count``), thousands separated, the noun in its number."""
+    from types import SimpleNamespace
+
+    from omni_loader.profiling import run as profile_run
+    from omni_loader.profiling.result import VariantProfile
+
+    monkeypatch.setattr(profile_run, "record_py_spy", lambda job: {"files": {}, "summary": {"samples": 3_596}})
+    vp = VariantProfile("optimized", tmp_path)
+    line = profile_run._run_py_spy(vp, SimpleNamespace(root=tmp_path), LoadOptions(device="cpu"),
+                                   ProfileSettings(repeat=1), ("py-spy", ""), {"phases": {"total": 1.5}})
+    assert line.startswith("optimized: sampled 1 load, 3,596 samples, "), line
+
+
+@pytest.mark.subprocess
+def test_the_real_runs_operator_tables_leave_the_phase_ranges_to_the_table_under_them(profiled: Path) -> None:
+    """On the suite's real profile: each variant's operator table holds no ``phase::`` row while its
+    ``torch_ops.csv`` holds one per phase; the phase-range table under it holds them, in words."""
+    from omni_loader.notebook.profiles import torch_operators
+
+    shown = torch_operators(profiled, list(VARIANTS))
+    assert shown[::3] == [f"### {v}" for v in VARIANTS]
+    for variant, operators, ranges in zip(VARIANTS, shown[1::3], shown[2::3]):
+        names = [r[0] for r in _cells(operators)[1:]]
+        assert names and not any(n.startswith("phase::") for n in names), names
+        saved = profiling.read_torch_ops(profiled, variant)["name"]
+        phases = {n.removeprefix("phase::") for n in saved if n.startswith("phase::")}
+        assert phases == set(_load_phases(profiled, variant))
+        assert {r[0] for r in _cells(ranges)[1:]} == {LABELS.get(p, p) for p in phases}
+
+
 # --------------------------------------------------------------------------- py-spy unavailable
 
 

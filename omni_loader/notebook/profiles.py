@@ -67,7 +67,9 @@ def profiled_against_unprofiled(out: str | os.PathLike[str], variants: list[str]
 
 
 def torch_operators(out: str | os.PathLike[str], variants: list[str], top: int = DEFAULT_TOP) -> list[Any]:
-    """torch.profiler's operators by self time and the load's phase ranges, for each variant it profiled."""
+    """torch.profiler's operators by self time (the operators alone, headers in words: see
+    :func:`~omni_loader.profiling.tables.torch_ops_table` for why the kit's ``phase::`` ranges are not among them)
+    and under them the load's phase ranges, each phase in words, for each variant it profiled."""
     from ..profiling.outputs import TORCH_OPS_CSV, TRACE_JSON
     from ..profiling.tables import phase_range_table, torch_ops_table
 

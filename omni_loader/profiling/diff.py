@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import OmniLoaderError
-from ..formatting import duration, markdown_table, number, time_unit
+from ..formatting import duration, markdown_table, number, short_duration, time_unit
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
 from .pyspy import PySpyUnavailable, find_py_spy
@@ -56,6 +56,7 @@ DEFAULT_RUNS = 15  # sampled loads per variant: enough for a rank test to surviv
 ROLE_WORDS = {"caller": "a caller: its time moved in the functions it calls",
               "unexplained": "no callee's own time is claimed to move with it"}
 UNSAMPLED = ":unsampled"  # the plan's label of a variant's unsampled load (the overhead's yardstick)
+DIGEST = "tensor_digest"  # the loader's digest of the loaded tensors, after the timed load (token2wav.loader)
 SAMPLED = "sampled"  # the kind of step of a load sampled by py-spy, on the bar's time left
 
 
@@ -96,6 +97,46 @@ class ProfileDiff:
                 out[v] = {"unsampled_s": float(plain.median()), "sampled_s": float(spied.median()),
                           "ratio": float(spied.median() / plain.median()), "runs": int(len(spied))}
         return out
+
+    def entry_sentence(self) -> str | None:
+        """Why ``load_token2wav``'s time from the samples (the table's row) is not the sampled median load beside it.
+
+        The row is the whole call, every sample with :data:`~omni_loader.profiling.flamegraph.ENTRY` on the stack;
+        a run's load is its timed ``total`` phase, which leaves out the call's work outside it: above all
+        :data:`DIGEST` (the worker's tensor digest, computed after ``total``), and a few smaller steps. py-spy also
+        counts every sample as one period (4 ms at 250 Hz) whatever the time between two samples was. The second
+        Lab pass read "2,694 ms → 1,710 ms" beside "median load 2,557.819 ms … 1,529.022 ms sampled" with no word
+        why. Per sampled run: the call's sampled time less that run's load, split into the digest's sampled time and
+        the rest; their means per variant, which add up (medians would not: the median of a difference is not the
+        difference of the medians). ``None`` when a variant has no sampled run with the call in its samples."""
+        from .flamegraph import ENTRY
+
+        r = self.runs[(~self.runs["warmup"]) & (self.runs["status"] == "ok") & self.runs["sampled"]]
+        per_run = self.folds.pivot_table(index="run_id", columns="function", values="inclusive_s", aggfunc="sum",
+                                         fill_value=0.0).reindex(columns=[ENTRY, DIGEST], fill_value=0.0)
+        row = self.functions[self.functions["function"] == ENTRY]
+        figures = {}
+        for v in (self.a, self.b):
+            runs = r[r["variant"] == v].set_index("run_id")
+            runs = runs[runs.index.isin(per_run.index[per_run[ENTRY] > 0])]
+            if runs.empty or row.empty:
+                return None
+            extra = per_run.loc[runs.index, ENTRY] - runs["load_s"]
+            digest = per_run.loc[runs.index, DIGEST]
+            figures[v] = (float(extra.mean()), float(digest.mean()), float((extra - digest).mean()),
+                          float(r.loc[r["variant"] == v, "load_s"].median()))
+        (ea, da, ra, la), (eb, db, rb, lb) = figures[self.a], figures[self.b]
+        unit, rate = "ms", float(self.settings.get("rate", DEFAULT_RATE))
+        split = (f": {signed(da, unit)} and {signed(db, unit)} of it the tensor digest (`{DIGEST}`, which the call "
+                 f"computes after `total`), {signed(ra, unit)} and {signed(rb, unit)}"
+                 if (per_run[DIGEST] > 0).any() else ", all of it")
+        return (f"Why `{ENTRY}`'s sampled time ({signed(row['a_median_s'].iloc[0], unit)} → "
+                f"{signed(row['b_median_s'].iloc[0], unit)}, medians) is not the sampled median loads "
+                f"({signed(la, unit)} → {signed(lb, unit)}): the first is the whole call, the second the call's timed "
+                f"`total` phase, which leaves out the call's work outside it. On average per sampled run (a mean, which "
+                f"the two medians' gap need not equal), the call's sampled time less the run's load was {signed(ea, unit)} ({self.a}) and {signed(eb, unit)} "
+                f"({self.b}){split} the call's other steps outside `total` and sampling noise (py-spy counts every "
+                f"sample as {short_duration(1 / rate)}, one period at {number(rate)} Hz).")
 
     def sentences(self) -> list[str]:
         """One sentence per claimed function, from the table's numbers."""
@@ -170,6 +211,8 @@ class ProfileDiff:
             lines.append(f"- py-spy's cost on {v}: median load {duration(o['unsampled_s'])} unsampled, "
                          f"{duration(o['sampled_s'])} sampled at {self.settings.get('rate', DEFAULT_RATE)} Hz "
                          f"({o['ratio']:.2f}×).")
+        if self.overhead() and (entry := self.entry_sentence()) is not None:
+            lines.append(f"- {entry}")
         lines += ["", self.floor_sentence()]
         if not with_table:
             return "\n".join(lines)

@@ -172,9 +172,10 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
     if vp.state_dict_calls is not None:
         c = vp.state_dict_calls
         md += ["## state_dict() calls", "",
-               (f"cProfile counts {c['primitive']} primitive (top-level) calls of `torch.nn.Module.state_dict` "
-                f"({c['ncalls']} calls including the recursive calls into child modules); the loader's own counter "
-                f"says {c['counter']}."), ""]
+               (f"cProfile counts {c['primitive']:,} primitive (top-level) calls of `torch.nn.Module.state_dict` "
+                f"({c['ncalls']:,} calls including the recursive calls into child modules); the kit's loader, which "
+                f"counts the model's `state_dict()` calls during buffer discovery (whole state dicts built), counts "
+                f"{c['counter']:,}."), ""]
     if vp.phase_functions is not None:
         md += _functions_in_phases(vp, shares)
     path = vp.directory / PROFILE_MD
@@ -223,8 +224,8 @@ def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.
            f"{PHASE_SHARES} (each variant's {_reference_words(next(iter(profiles.values())))})", "",
            _side_by_side(profiles), ""]
     md += _discovery_change(profiles)
-    lines = [f"- {variant}: {c['primitive']} (cProfile primitive calls; {c['ncalls']} with recursion; "
-             f"loader counter {c['counter']})" for variant, vp in profiles.items()
+    lines = [f"- {variant}: {c['primitive']:,} (cProfile primitive calls; {c['ncalls']:,} with recursion; "
+             f"{c['counter']:,} counted by the kit's loader)" for variant, vp in profiles.items()
              if (c := vp.state_dict_calls) is not None]
     if lines:
         md += [STATE_DICT_CALLS, "", *lines, ""]

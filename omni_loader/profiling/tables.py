@@ -17,7 +17,9 @@ from .outputs import read_top_functions, read_torch_ops
 from ..names import LEAF_PHASES
 from .result import OTHER_PHASE, VariantProfile
 from .settings import DEFAULT_TOP
-from .torch_trace import trace_phase_ranges
+from .torch_trace import OPERATOR_HEADERS, PHASE_RANGE, in_words, trace_phase_ranges
+
+LOADER_COUNT = "state_dict() calls counted by the kit's loader (whole state dicts built)"  # the third row's name
 
 
 def phase_share_table(profiles: dict[str, VariantProfile]):  # -> pandas Styler
@@ -39,10 +41,12 @@ def phase_share_table(profiles: dict[str, VariantProfile]):  # -> pandas Styler
 
 
 def state_dict_call_table(profiles: dict[str, VariantProfile]):  # -> Styler
-    """``Module.state_dict`` calls per variant: cProfile's primitive and total calls, the loader's counter."""
+    """``Module.state_dict`` calls per variant: cProfile's primitive and total calls, and the kit's own count
+    (:data:`LOADER_COUNT`: the loader wraps the model's ``state_dict`` during buffer discovery and counts the calls,
+    each one whole state dict built; its recursive calls into child modules are not counted)."""
     counts = {v: p.state_dict_calls for v, p in profiles.items() if p.state_dict_calls}
     frame = pd.DataFrame(counts).rename(index={"primitive": "primitive calls (whole state dicts)",
-                                               "ncalls": "all calls (with recursion)", "counter": "loader's counter"})
+                                               "ncalls": "all calls (with recursion)", "counter": LOADER_COUNT})
     return table(frame, index=True)
 
 
@@ -71,11 +75,24 @@ def top_function_table(out_dir: str | os.PathLike[str], variant: str, n: int = D
 
 
 def torch_ops_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFAULT_TOP):  # -> Styler
-    """torch.profiler's operators, by self time (ms)."""
-    df = read_torch_ops(out_dir, variant).head(n)
-    ms = [c for c in df.columns if c.endswith("_ms")]
-    df = df.rename(columns={c: c[:-3].replace("_", " ") + " (ms)" for c in ms})
-    return table(df, decimals={c: 3 for c in df.columns if c.endswith("(ms)")})
+    """torch.profiler's top ``n`` operators by self time, each column in words with its unit
+    (:data:`~omni_loader.profiling.torch_trace.OPERATOR_HEADERS`: ``self CPU time (ms)``, ``CPU time incl. children
+    (ms)``), and without the kit's own ``phase::`` ranges.
+
+    Why leave the ranges out rather than name them in words among the operators: a range is not an operator but
+    the span of one load phase (:class:`~omni_loader.host.timing.PhaseClock` marks each), and its "self time" is
+    whatever Python ran in that span outside any operator. Sorted with the operators, the kit's ranges led the
+    table (the second Lab pass: ``phase::buffer_discovery`` above every ``aten::`` op) and a reader had to tell
+    which rows were torch's. :func:`phase_range_table`, shown under this table, gives each phase in words with its
+    start and duration; ``torch_ops.csv`` still holds every row, ranges included. The caption says both."""
+    every = read_torch_ops(out_dir, variant)
+    ops = every[~every["name"].astype(str).str.startswith(PHASE_RANGE)]
+    sort = next(c for c in ("self_gpu_ms", "self_cpu_ms") if c in ops.columns)
+    df = ops.head(n).rename(columns=OPERATOR_HEADERS).reset_index(drop=True)
+    ranges = len(every) - len(ops)
+    caption = f"The top {min(n, len(ops)):,} of {len(ops):,} operators by {in_words(sort)}" + (
+        f"; the load's {ranges:,} phase ranges (the {PHASE_RANGE} rows) are in the table below" if ranges else "")
+    return table(df, decimals={c: 3 for c in df.columns if c.endswith("(ms)")}, caption=caption)
 
 
 def phase_range_table(trace: str | os.PathLike[str] | dict):  # -> Styler

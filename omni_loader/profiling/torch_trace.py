@@ -24,6 +24,12 @@ from .outputs import TORCH_LOG, TORCH_OPS_CSV, TORCH_OPS_MD, TRACE_JSON, frame_m
 from .settings import DEFAULT_TOP
 from ..results.safe_files import open_file, refuse_links, replaced, write_text
 
+# operator_table's columns in words, each time's unit in its header: the notebook's table and profile.md say these
+OPERATOR_HEADERS = {"name": "operator", "calls": "calls", "self_cpu_ms": "self CPU time (ms)",
+                    "cpu_total_ms": "CPU time incl. children (ms)", "self_gpu_ms": "self GPU time (ms)",
+                    "gpu_total_ms": "GPU time incl. children (ms)"}
+PHASE_RANGE = "phase::"  # the name prefix of the kit's own phase ranges (PhaseClock's record_function), not operators
+
 
 def profile_torch(snapshot: Any, variant: str, directory: Path, options: LoadOptions,
                   top: int = DEFAULT_TOP) -> dict[str, Any]:
@@ -47,7 +53,7 @@ def profile_torch(snapshot: Any, variant: str, directory: Path, options: LoadOpt
     write_text(csv_path, ops.to_csv(index=False))
     sort = "self_gpu_ms" if on_gpu else "self_cpu_ms"
     fmt = {c: "{:.3f}" for c in ops.columns if c.endswith("_ms")}
-    write_text(md_path, f"# torch.profiler: operators of one {variant} load, by {sort.replace('_ms', '')} time\n\n"
+    write_text(md_path, f"# torch.profiler: operators of one {variant} load, by {in_words(sort)}\n\n"
                         f"Top {top} of {len(ops)}; the CSV holds all. `phase::` rows are the load's phase ranges.\n\n"
                         + frame_markdown(ops.head(top), fmt))
     ranges = trace_phase_ranges(trace_path)
@@ -111,8 +117,13 @@ def torch_note(ops: pd.DataFrame, ranges: pd.DataFrame, expected: list[str]) -> 
     phases of a load), and the top operators."""
     counts = ranges["phase"].value_counts()
     ok = all(counts.get(p, 0) == 1 for p in expected)
-    real = ops[~ops["name"].str.startswith("phase::")]
+    real = ops[~ops["name"].str.startswith(PHASE_RANGE)]
     col = "self_gpu_ms" if "self_gpu_ms" in ops.columns else "self_cpu_ms"
     top3 = ", ".join(f"`{r['name']}` {r[col]:.1f} ms" for _, r in real.head(3).iterrows())
     where = "one `phase::` range per load phase" if ok else f"phase ranges found: {dict(counts)}"
-    return f"torch.profiler: {where} in `{TRACE_JSON}`; top operators by {col[:-3].replace('_', ' ')} time: {top3}"
+    return f"torch.profiler: {where} in `{TRACE_JSON}`; top operators by {in_words(col)}: {top3}"
+
+
+def in_words(column: str) -> str:
+    """An :func:`operator_table` column in words without its unit: ``self_cpu_ms`` → ``self CPU time``."""
+    return OPERATOR_HEADERS[column].removesuffix(" (ms)")
