@@ -65,3 +65,80 @@ def test_audit_command_writes_tidy_rows(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "omni_loader", "audit", "--arch", "nope"], capture_output=True,
                          text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "'nope'" in bad.stderr
+
+
+def _lab_placement():
+    """05's second Lab pass: four audited models and the sweep's Token2Wav on a quick sweep's line (slope 0.95,
+    fitted up to B·N 65,536); seamless_m4t the highest point but one, at 2.21x the line."""
+    import math
+
+    from omni_loader.sweep.fits import LogLogFit
+
+    rows = [("bert", 228, 2, 2.090e-3), ("resnet", 282, 159, 225.003e-3), ("encodec", 297, 224, 211.701e-3),
+            ("seamless_m4t", 2146, 76, 1188.220e-3), ("token2wav-full", 1092, 219, 1004.619e-3)]
+    fit = LogLogFit(0.953, math.log10(775.031e-3) - 0.953 * math.log10(239_148), 0.99, 0.03, 12, 64, 65_536)
+    placed = pd.DataFrame([{"arch": a, "N": n, "B": b, "x": n * b, "baseline_seconds": s,
+                            "predicted_seconds": float(fit.predict(n * b)),
+                            "measured_over_fit": s / float(fit.predict(n * b)), "inside_fitted_range": n * b <= 65_536}
+                           for a, n, b, s in rows])
+    return placed, fit
+
+
+def test_the_models_labels_lie_inside_the_axes_clear_of_each_other_and_the_exponent_is_a_superscript() -> None:
+    """05's plot wrote "seamless_m4t" on its top frame line, the Token2Wav star right under the frame, and its legend
+    "time ∝ (B·N)^0.95": every label lies inside the axes and overlaps no other label, no point and not the legend,
+    every point lies below the frame, and the exponent is set as a superscript (mathtext, in the legend only)."""
+    from matplotlib.text import Annotation
+
+    from omni_loader.sweep.audit import overlap, plot_on_curve
+
+    placed, fit = _lab_placement()
+    fig = plot_on_curve(placed, fit)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    frame = ax.get_window_extent()
+    labels = [t for t in ax.texts if isinstance(t, Annotation)]
+    assert sorted(t.get_text() for t in labels) == sorted(placed["arch"])
+    boxes = [t.get_window_extent() for t in labels]
+    boxes = [(b.x0, b.y0, b.x1, b.y1) for b in boxes]
+    for text, box in zip(labels, boxes):
+        assert frame.x0 <= box[0] and box[2] <= frame.x1 and frame.y0 <= box[1] and box[3] <= frame.y1, text
+    assert all(overlap(a, b) == 0 for i, a in enumerate(boxes) for b in boxes[i + 1:]), boxes
+    legend = ax.get_legend().get_window_extent()
+    assert all(overlap(box, (legend.x0, legend.y0, legend.x1, legend.y1)) == 0 for box in boxes)
+    centres = ax.transData.transform(placed[["x", "baseline_seconds"]].to_numpy(float) * [1, 1e3])  # ms axis
+    star = 220 ** 0.5 / 2 * fig.dpi / 72  # the star's radius in pixels
+    assert (centres[:, 1] + star + 12 < frame.y1).all()  # no point on or right under the top frame line
+    for box in boxes:
+        assert not any(overlap(box, (cx - 3, cy - 3, cx + 3, cy + 3)) for cx, cy in centres)
+    [line_label] = [t.get_text() for t in ax.get_legend().get_texts() if "∝" in t.get_text()]
+    assert "^" not in line_label.replace("$^{", "") and "$^{0.95}$" in line_label
+
+
+def test_the_factor_of_two_is_computed_and_names_every_model_with_what_a_ratio_outside_it_means() -> None:
+    """05's prose said "values within a factor of about two of 1 ... say the B·N law carries over" beside
+    seamless_m4t's 2.21, outside the fitted range, without saying whether 2.21 counts: the line under the table
+    names the models within, and for one outside, its price per visit against the line's and the extrapolation."""
+    from omni_loader.sweep.audit import factor_sentence
+
+    placed, fit = _lab_placement()
+    line = factor_sentence(placed, fit)
+    assert line.startswith("Within a factor of 2 of the line (baseline ÷ predicted from 0.5 to 2): bert (1.05), "
+                           "resnet (1.43), encodec (0.92), token2wav-full (1.30). Outside it: seamless_m4t (2.21) "
+                           "took 1,188 ms where the line predicts 538 ms at B·N = 163,096: 7.29 µs per module visit "
+                           "against the line's 3.30 µs")
+    assert "beyond the fitted range (which ends at 65,536)" in line
+    assert "carries over to every model" in factor_sentence(placed[placed.arch != "seamless_m4t"], fit)
+
+
+def test_05_shows_the_computed_lines_and_its_prose_names_phases_in_words() -> None:
+    """05's ratio is headed with the table's own words (baseline ÷ predicted), its factor-of-two line and the finding's
+    price line are printed by the kit, and section 4's prose names the phases as the line under it does."""
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parent.parent / "notebooks" / "05_beyond_the_pr.ipynb", as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert 'measured_over_fit="baseline ÷ predicted"' in code and "measured ÷ fit" not in code + prose
+    assert "kit.audits.factor_sentence(placed, fit)" in code and "kit.audits.price_beside_sweep(findings, sweep)" in code
+    assert "`construct`" not in prose and "`load_parameters`" not in prose and "Load parameters" in prose

@@ -139,15 +139,16 @@ def test_fitted_slopes_are_the_exponents_of_the_constructed_laws() -> None:
 def test_sweep_figure_text_is_readable_and_no_legend_covers_a_point() -> None:
     """03's figures showed their legends ("fit: slope 1.027, R² 0.9984") and tick labels at about 8 px, and panel (a)'s
     legend sat on its points: every text is at least 10 pt (about 14 px at the 100 dpi Lab draws it), and each panel's
-    y axis leaves the legend headroom above every point and min-max bar."""
+    y axis leaves the legend headroom above every point and min-max bar. The legends of (a) and (b) stuck out past
+    their panels' right edges ("token2wav-full (N=1,092, B=219): 1,147 ms"): each legend lies inside its panel."""
     import numpy as np
     from matplotlib.text import Text
 
     from omni_loader.sweep.traversal_plots import plot_sweep
 
     rows = synthetic_rows(lambda exp, n, b: 1e-6 * fits.experiment_x(exp, n, b))
-    real = [{"experiment": exp, "source": "token2wav-x", "N": 1092, "B": 219, "x": fits.experiment_x(exp, 1092, 219),
-             "repeat": 0, "seconds": 2e-6 * fits.experiment_x(exp, 1092, 219), "cpu_seconds": 1e-3, "number": 1}
+    real = [{"experiment": exp, "source": "token2wav-full", "N": 1092, "B": 219, "x": fits.experiment_x(exp, 1092, 219),
+             "repeat": 0, "seconds": 4.8e-6 * fits.experiment_x(exp, 1092, 219), "cpu_seconds": 1e-3, "number": 1}
             for exp in fits.EXPERIMENTS]
     fig = plot_sweep(pd.concat([rows, pd.DataFrame(real)], ignore_index=True), clock="wall")
     fig.canvas.draw()
@@ -161,6 +162,9 @@ def test_sweep_figure_text_is_readable_and_no_legend_covers_a_point() -> None:
                            + [ax.transData.transform(seg) for c in ax.collections for seg in c.get_segments()])
         inside = (points[:, 0] >= box.x0) & (points[:, 0] <= box.x1) & (points[:, 1] >= box.y0) & (points[:, 1] <= box.y1)
         assert not inside.any(), (ax.get_title(), points[inside])
+        frame = ax.get_window_extent()  # and the legend inside its panel's frame (it stuck out past the right edge)
+        assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1, (ax.get_title(), box, frame)
+        assert frame.y0 - 1 <= box.y0 and box.y1 <= frame.y1 + 1, (ax.get_title(), box, frame)
 
 
 def test_linear_costs_recover_per_module_per_buffer_and_fixed_costs() -> None:
@@ -330,3 +334,96 @@ def test_05s_slope_is_set_beside_03s_saved_sweep_from_both_fits(tmp_path) -> Non
     prose = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
     assert not re.search(r"slope[^.]*(differs|hundredths)", prose), "05's prose claims how far the slopes are apart"
     assert any("kit.traversal.slope_beside_saved(sweep" in c.source for c in notebook.cells if c.cell_type == "code")
+
+
+class _Bar:
+    """A progress bar stand-in: the postfix shown at each tick."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.postfix, self.ticks = kwargs.get("postfix") or "", []
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        self.postfix = text
+
+    def update(self, n: int = 1) -> None:
+        self.ticks.append(self.postfix)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def test_the_sweep_bar_prices_each_model_left_by_its_own_cost_on_a_fake_clock(monkeypatch) -> None:
+    """03's bar said "00:43 left" at 00:17 where 79 s were left: the first timed models of a round (in a random
+    order) were small trees, and every model left was priced at their mean, the real Token2Wav's second-long rounds
+    too. Each model is priced by its own warm-up cost (scaled by how far the warm-up prices of the models timed so
+    far were off), so on a fake clock where every round takes 1.5x its warm-up price, every time left shown is the
+    true one, from the first timed model on."""
+    from omni_loader import progress
+    from omni_loader.sweep.traversal import RoundsLeft
+
+    config = traversal.SweepConfig.quick(repeats=3, n_values=tuple(range(10, 21)), b_values=(4,), token2wav=None)
+    estimate = {(n, 4): 30.0 if n == 20 else 1.0 for n in config.n_values}  # ten small trees and one big model
+    now = [0.0]
+
+    def fake_subjects(config, bar):
+        plan = [traversal.Subject("synthetic", None, counts, {}, estimate[counts]) for counts in config.trees()]
+        for _ in plan:
+            bar.update(1)
+        return plan
+
+    def fake_round(model, number, repeat, source, counts, touch):
+        now[0] += 1.5 * estimate[counts]  # the timed round: 1.5x what its warm-up said
+        return []
+
+    made: list[_Bar] = []
+    monkeypatch.setattr(progress, "progress_bar", lambda *a, **k: made.append(_Bar(*a, **k)) or made[-1])
+    monkeypatch.setattr(traversal, "subjects", fake_subjects)
+    monkeypatch.setattr(traversal, "measure_round", fake_round)
+    traversal.run_sweep(config, progress=True, clock=lambda: now[0])
+    (bar,) = made
+    timing = bar.ticks[len(config.trees()):-1]  # the ticks of the timed rounds, but the last ("done")
+    total = 1.5 * config.repeats * sum(estimate.values())
+    order = config.trees()  # the rounds' order, replayed from the sweep's seed
+    rng, spent, shown = traversal.random.Random(config.seed), 0.0, []
+    for _ in range(config.repeats):
+        for i in rng.sample(range(len(order)), len(order)):
+            spent += 1.5 * estimate[order[i]]
+            shown.append(total - spent)
+    shown.pop()
+    assert len(timing) == len(shown)
+    for words, left in zip(timing, shown):
+        minutes, seconds = re.match(r"(\d\d):(\d\d) left", words).groups()
+        assert abs(int(minutes) * 60 + int(seconds) - left) <= 1, (words, left)
+    # without any warm-up price, each model left is priced at the mean round so far
+    prices = RoundsLeft([math.nan, 0.0], repeats=2)
+    assert prices.seconds() is None
+    prices.timed(0, 4.0)
+    assert prices.seconds() == 3 * 4.0
+
+
+def test_where_the_real_model_sits_is_one_computed_line_and_03_writes_it_one_way() -> None:
+    """03's section 4 wrote one quantity three ways ("B·N ≈ 239,000", "x = 239,148 (about 240,000)", "N ≈ 1,092") in
+    typed prose, and headed its ratio "measured ÷ fit" beside columns "median" and "predicted": the numbers come from
+    one computed line under the table, exact, and the ratio is headed with the columns' own words."""
+    import nbformat
+
+    from test_notebooks import NOTEBOOK_DIR
+
+    placement = pd.DataFrame([
+        {"experiment": "baseline", "source": "token2wav-full", "N": 1092, "B": 219, "x": 239_148,
+         "median_seconds": 1.0046, "predicted_seconds": 0.775, "measured_over_fit": 1.30, "inside_fitted_range": True},
+        {"experiment": "optimized", "source": "token2wav-full", "N": 1092, "B": 219, "x": 1_311,
+         "median_seconds": 2.1e-3, "predicted_seconds": 2e-3, "measured_over_fit": 1.05, "inside_fitted_range": True}])
+    assert fits.placement_sentence(placement) == (
+        "token2wav-full: N = 1,092 modules, B = 219 buffers. The baseline sits on the B·N line at x = 239,148, the "
+        "optimized rule on the N + B line at x = 1,311: 182× apart on the x axis, at 4.20 µs and 1.60 µs per unit of "
+        "x (wall clock).")
+    assert "No real model" in fits.placement_sentence(placement.iloc[0:0])
+    nb = nbformat.read(NOTEBOOK_DIR / "03_module_traversal_costs.ipynb", as_version=4)
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert not re.search(r"239,|240,000|1,311|≈ 1,092", prose) and "measured ÷ fit" not in prose + code
+    assert 'measured_over_fit="median ÷ predicted"' in code and "kit.traversal.placement_sentence(result.placement" in code

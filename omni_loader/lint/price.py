@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import math
 import platform
 import time
 from collections.abc import Sequence
@@ -153,3 +154,46 @@ def price_findings(findings: Sequence[Finding], size: TreeSize, cost: VisitCost)
     """``findings`` with a :class:`Price` each: ``size.items`` walks of ``size.modules`` modules at ``cost``."""
     basis = f"{size.describe()}; {short_duration(cost.seconds)} per module visit, {cost.basis}"
     return [replace(f, price=Price(size.modules, size.items, cost.seconds, basis)) for f in findings]
+
+
+def price_beside_sweep(findings: Sequence[Finding], sweep) -> str:  # sweep: a traversal SweepResult
+    """Why a finding's price is neither the sweep's B·N line nor its measured real model, in one computed line.
+
+    A finding is priced per module visit (visits × state_dict()'s per-module cost on the synthetic trees): a
+    count that applies to any whole-tree walk in any loop, of a tree that may never have run. The sweep prices
+    the baseline rule itself twice at the same B·N: its power law (fitted on the synthetic trees' B·N, slope
+    not quite 1, possibly extended past its range) and its measurement of the real model. The three differ
+    by what each rests on, so the line says which is which; empty when no finding is priced."""
+    from ..formatting import count, times
+
+    priced = [f.price for f in findings if f.price is not None]
+    if not priced:
+        return ""
+    price = priced[0]
+    try:
+        same = math.isclose(cost_from_rows(sweep.rows, "sweep").seconds, price.seconds_per_visit, rel_tol=1e-9)
+    except (OmniLoaderError, ValueError, KeyError):
+        same = False
+    where = ("state_dict()'s cost per module, fitted on this sweep's synthetic trees" if same
+             else f"the per-visit cost {price.basis.rsplit('; ', 1)[-1]}")
+    lines = [f"The finding's ≈ {short_duration(price.seconds_total)} is {count(price.visits)} module visits × "
+             f"{short_duration(price.seconds_per_visit)} ({where}): a price per visit, linear in the visits, "
+             "so it holds for any walk of any tree, run or not."]
+    fit = sweep.fits.get("baseline")
+    if fit is not None:
+        past = (f", extended {times(price.visits / fit.x_max)} past the {count(fit.x_max)} its fit ends at"
+                if price.visits > fit.x_max else "")
+        lines.append(f"The sweep's B·N line predicts {short_duration(float(fit.predict(price.visits)))} at the same "
+                     f"B·N: a power law of slope {fit.slope:.2f}{past}.")
+    placement = sweep.placement
+    if placement is not None and len(placement):
+        real = placement[(placement["experiment"] == "baseline") & (placement["x"] == price.visits)]
+        for r in real.itertuples(index=False):
+            measured = float(r.median_seconds)
+            lines.append(f"{r.source}, measured, took {short_duration(measured)}, "
+                         f"{times(measured / price.seconds_total)} the finding's price: "
+                         f"{short_duration(measured / price.visits)} per visit, its modules "
+                         f"{'dearer' if measured > price.seconds_total else 'cheaper'} to visit than empty "
+                         "synthetic ones. For that model the measurement is the figure to trust; the finding's "
+                         "price is the estimate for code that has not run.")
+    return " ".join(lines)

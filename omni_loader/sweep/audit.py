@@ -209,10 +209,37 @@ def range_sentence(placed, fit: LogLogFit) -> str:
             "beyond the trees it was measured on.")
 
 
+def factor_sentence(placed, fit: LogLogFit, factor: float = 2.0) -> str:
+    """Which models' baselines lie within ``factor`` of what the line predicts at their B·N (measured ÷ fit
+    from 1/``factor`` to ``factor``), and for each one outside, what its ratio means: its cost per module visit
+    against the line's at the same B·N, and whether its place extends the line beyond the fitted range."""
+    from ..formatting import count, short_duration
+
+    ratio = placed["measured_over_fit"].astype(float)
+    near = (ratio >= 1 / factor) & (ratio <= factor)
+    within = ", ".join(f"{r.arch} ({r.measured_over_fit:.2f})" for r in placed[near].itertuples(index=False))
+    lines = [f"Within a factor of {factor:g} of the line (baseline ÷ predicted from {1 / factor:g} to "
+             f"{factor:g}): {within or 'none'}."]
+    for r in placed[~near].itertuples(index=False):
+        beyond = "" if r.inside_fitted_range else (
+            f"; its B·N lies beyond the fitted range (which ends at {count(fit.x_max)}), so part of the gap may be "
+            "the line's extension rather than the model")
+        lines.append(f"Outside it: {r.arch} ({r.measured_over_fit:.2f}) took {short_duration(r.baseline_seconds)} "
+                     f"where the line predicts {short_duration(r.predicted_seconds)} at B·N = {count(r.x)}: "
+                     f"{short_duration(r.baseline_seconds / r.x)} per module visit against the line's "
+                     f"{short_duration(r.predicted_seconds / r.x)}: its modules cost "
+                     f"{r.measured_over_fit:.2f}× as much to visit as the line says synthetic ones do at that size{beyond}.")
+    if len(lines) == 1:
+        lines.append("The B·N law carries over to every model here, at about the synthetic trees' price per visit.")
+    return " ".join(lines)
+
+
 def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
     """The models of an audit on the synthetic B·N line: one labelled point per model (a real model the
     sweep placed, such as Token2Wav, as a star), log-log, the line drawn over the fitted range and dotted
-    beyond it."""
+    beyond it. The y axis leaves headroom above the highest point and each label takes the first place beside
+    its point that lies inside the axes and clear of the other labels, the points and the legend
+    (:func:`place_labels`)."""
     import numpy as np
 
     from ..formatting import TIME_SCALE, time_unit
@@ -224,28 +251,25 @@ def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
     ax = fig.subplots()
     inside = np.geomspace(fit.x_min, fit.x_max, 50)
     ax.plot(inside, fit.predict(inside) * scale, color="gray", lw=1.5,
-            label=f"synthetic trees: time ∝ (B·N)^{fit.slope:.2f}")
+            label=f"synthetic trees: time ∝ (B·N)$^{{{fit.slope:.2f}}}$")  # a superscript, not "^0.95"
     lo, hi = min(fit.x_min, placed["x"].min()), max(fit.x_max, placed["x"].max())
     for a, b in ((lo, fit.x_min), (fit.x_max, hi)):
         if b > a:
             xs = np.geomspace(a, b, 20)
             ax.plot(xs, fit.predict(xs) * scale, color="gray", lw=1.2, ls=":", label="_extrapolated")
     real = placed["arch"].astype(str).str.startswith("token2wav")
-    ax.scatter(placed.loc[~real, "x"], placed.loc[~real, "baseline_seconds"] * scale, color="#00798c", zorder=3,
-               label="audited models (meta device)")
+    sizes = np.where(real, 220.0, 36.0)  # marker areas (points²): the star, the dots
+    ax.scatter(placed.loc[~real, "x"], placed.loc[~real, "baseline_seconds"] * scale, s=36, color="#00798c",
+               zorder=3, label="audited models (meta device)")
     if real.any():
         ax.scatter(placed.loc[real, "x"], placed.loc[real, "baseline_seconds"] * scale, marker="*", s=220,
                    color="crimson", edgecolor="black", zorder=4, label="Token2Wav (the sweep's real model)")
-    # labels that do not collide: each to the right of its point, and a point with a higher one close beside it takes
-    # its label below, so two neighbours' labels sit on either side of them (room for the last label on the right)
     left, right = np.log10(lo), np.log10(hi)
-    near_x = 0.08 * max(right - left, 1e-9)
-    logs = [(np.log10(x), np.log10(max(y, 1e-12))) for x, y in zip(placed["x"], placed["baseline_seconds"])]
-    for rec, (lx, ly) in zip(placed.itertuples(index=False), logs):
-        below = any(abs(ox - lx) < near_x and 0 < oy - ly < 0.5 for ox, oy in logs)
-        ax.annotate(rec.arch, (rec.x, rec.baseline_seconds * scale), xytext=(5, -6 if below else 4),
-                    textcoords="offset points", fontsize=8, va="top" if below else "bottom")
     ax.set_xlim(10 ** (left - 0.05 * (right - left)), 10 ** (right + 0.2 * (right - left) + 0.1))
+    ys = np.concatenate([placed["baseline_seconds"].to_numpy(float), fit.predict([lo, hi])]) * scale
+    bottom, top = np.log10(ys[ys > 0].min()), np.log10(ys[ys > 0].max())
+    span = max(top - bottom, 0.5)
+    ax.set_ylim(10 ** (bottom - 0.08 * span), 10 ** (top + 0.15 * span))  # room above the highest point and its label
     log_axis(ax, "x")
     log_axis(ax, "y")
     ax.set_xlabel("B·N (named buffers × modules)")
@@ -253,4 +277,53 @@ def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
     ax.set_title("The state_dict()-per-buffer cost across architectures")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
+    place_labels(ax, list(placed["arch"].astype(str)), placed["x"].to_numpy(float),
+                 placed["baseline_seconds"].to_numpy(float) * scale, sizes)
     return fig
+
+
+def place_labels(ax, labels: list[str], xs, ys, sizes, fontsize: float = 8) -> list:
+    """Label each point ``(xs[i], ys[i])`` (marker area ``sizes[i]`` points²) with ``labels[i]``: the first of
+    right-above, right-below, left-above, left-below of the point that lies inside the axes and overlaps no
+    label placed before, no marker and not the legend; where none does, the one that overlaps least. The
+    figure is drawn once first, so the places are judged where the layout put the axes."""
+    fig = ax.figure
+    fig.canvas.draw()
+    frame = ax.get_window_extent()
+    px = fig.dpi / 72
+    centres = ax.transData.transform(list(zip(xs, ys)))
+    markers = [(cx - r, cy - r, cx + r, cy + r) for (cx, cy), r in
+               zip(centres, ((s ** 0.5) / 2 * px + 1 for s in sizes))]
+    legend = ax.get_legend()
+    blocked = list(markers)
+    if legend is not None:
+        box = legend.get_window_extent()
+        blocked.append((box.x0, box.y0, box.x1, box.y1))
+    placed_labels = []
+    for label, x, y, r in zip(labels, xs, ys, (((s ** 0.5) / 2 + 2) for s in sizes)):
+        best = None
+        for dx, dy, ha, va in ((r, r * 0.6, "left", "bottom"), (r, -r * 0.6, "left", "top"),
+                               (-r, r * 0.6, "right", "bottom"), (-r, -r * 0.6, "right", "top")):
+            text = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize,
+                               ha=ha, va=va)
+            box = text.get_window_extent()
+            box = (box.x0, box.y0, box.x1, box.y1)
+            outside = (max(0, frame.x0 - box[0]) + max(0, box[2] - frame.x1) + max(0, frame.y0 - box[1])
+                       + max(0, box[3] - frame.y1)) * 1e6  # worse than any overlap
+            cost = outside + sum(overlap(box, other) for other in blocked)
+            if best is None or cost < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (cost, text, box)
+            else:
+                text.remove()
+            if cost == 0:
+                break
+        blocked.append(best[2])
+        placed_labels.append(best[1])
+    return placed_labels
+
+
+def overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    """The area two boxes ``(x0, y0, x1, y1)`` share (0 when they do not touch)."""
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))

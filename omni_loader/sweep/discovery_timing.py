@@ -4,13 +4,18 @@ Why one function for this: ``omni-loader discovery-bench`` (the real Token2Wav) 
 transformers architecture) ask the same question of a model — what each rule costs, how many
 times the baseline builds the state dict, and whether both rules return the same buffers — and
 should answer it the same way: calls alternate between the rules, so a burst of load from another
-process lands on both alike instead of on one.
+process lands on both alike instead of on one. The traversal sweep's per-model calls are here too
+(:func:`experiment_calls`, :func:`per_call_seconds`, :func:`calibration`, :func:`round_estimate`): the calls
+one round times on a model, and what the warm-up says a round will take.
 """
 
 from __future__ import annotations
 
+import gc
+import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from torch import nn
@@ -56,3 +61,63 @@ def time_discovery(model: nn.Module, repeats: int = 5, warmup: int = 1) -> Disco
             if i >= warmup:
                 samples[variant].append(elapsed)
     return DiscoveryTiming(samples=samples, state_dict_calls=state_dict_calls, agreement=compare_variants(model))
+
+
+# --------------------------------------------------------------------------- the traversal sweep's calls
+
+
+def experiment_calls(model: nn.Module) -> dict[str, Callable[[], object]]:
+    """What each experiment calls on ``model``."""
+    return {
+        "state_dict": model.state_dict,
+        "baseline": lambda: find_persistent_buffers(model, "baseline"),
+        "optimized": lambda: find_persistent_buffers(model, "optimized"),
+    }
+
+
+def per_call_seconds(fn: Callable[[], object], number: int) -> tuple[float, float]:
+    """(wall, thread CPU) seconds per call over ``number`` calls, garbage collector off (as timeit does)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        for _ in range(number):
+            fn()
+        wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+        return wall / number, cpu / number
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def calibration(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
+                min_time: float = 0.0) -> tuple[dict[str, int], dict[str, float]]:
+    """Run ``warmup`` untimed calls of each experiment; return the calls per timed repeat of each (enough for
+    ``min_time`` seconds, judged from the last warm-up call; 1 without warm-up) and that last call's seconds
+    (none without warm-up)."""
+    calls = experiment_calls(model)
+    number = dict.fromkeys(experiments, 1)
+    last_seconds: dict[str, float] = {}
+    for exp in experiments:
+        last = None
+        for _ in range(warmup):
+            last = per_call_seconds(calls[exp], 1)[0]
+        if last is not None:
+            last_seconds[exp] = last
+            if min_time > 0:
+                number[exp] = max(1, min(10_000, math.ceil(min_time / max(last, 1e-9))))
+    return number, last_seconds
+
+
+def calibrate(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
+              min_time: float = 0.0) -> dict[str, int]:
+    """The calls per timed repeat of each experiment (:func:`calibration` without the warm-up times)."""
+    return calibration(model, experiments, warmup, min_time)[0]
+
+
+def round_estimate(number: dict[str, int], last_seconds: dict[str, float], touch: int) -> float:
+    """What one timed round of a model will take, from its warm-up: ``touch`` untimed ``state_dict()`` calls,
+    then each experiment's calls per repeat; NaN without warm-up times."""
+    if any(exp not in last_seconds for exp in ("state_dict", *number)):
+        return math.nan
+    return touch * last_seconds["state_dict"] + sum(k * last_seconds[exp] for exp, k in number.items())

@@ -122,6 +122,29 @@ def place_points(rows, fits: dict[str, LogLogFit], clock: str = "wall"):  # -> D
     return pd.DataFrame(out)
 
 
+def placement_sentence(placement, clock: str = "wall clock") -> str:
+    """Where each real model sits, in one line per model, every number from ``placement`` (:func:`place_points`):
+    its N and B, the baseline's x on the B·N line and the optimized rule's on the N + B line, how far apart the two
+    lie on the x axis, and each rule's median per unit of its x (on ``clock``, in words)."""
+    from ..formatting import count, short_duration, times
+
+    if placement is None or placement.empty:
+        return "No real model was placed on the lines (token2wav = None)."
+    lines = []
+    for source, rows in placement.groupby("source", sort=False):
+        at = rows.set_index("experiment")
+        first = rows.iloc[0]
+        head = f"{source}: N = {count(first.N)} modules, B = {count(first.B)} buffers."
+        if {"baseline", "optimized"} <= set(at.index):
+            xb, xo = float(at.loc["baseline", "x"]), float(at.loc["optimized", "x"])
+            mb, mo = float(at.loc["baseline", "median_seconds"]), float(at.loc["optimized", "median_seconds"])
+            head += (f" The baseline sits on the B·N line at x = {count(xb)}, the optimized rule on the N + B line at "
+                     f"x = {count(xo)}: {times(xb / xo)} apart on the x axis, at {short_duration(mb / xb)} and "
+                     f"{short_duration(mo / xo)} per unit of x ({clock}).")
+        lines.append(head)
+    return "\n".join(lines)
+
+
 def baseline_over_state_dicts(rows, clock: str = "wall"):  # -> DataFrame
     """Per tree: baseline median / (B x one state_dict() median). Near 1: the baseline *is* B rebuilds."""
     med = medians(rows, clock)

@@ -8,7 +8,8 @@ modules + buffers (N + B).
 This module measures; its neighbours hold the rest (each name is imported from the module that defines it):
 
 * :func:`~omni_loader.sweep.discovery_timing.time_discovery` times both rules on one model (the real
-  Token2Wav, for the CLI's ``discovery-bench``).
+  Token2Wav, for the CLI's ``discovery-bench``); the same module holds the calls one model's round times
+  and their calibration from the warm-up (``calibration``, ``round_estimate``).
 * :func:`traversal_sweep` runs a :class:`SweepConfig`: builds the synthetic trees of
   :mod:`~omni_loader.sweep.trees` in which N and B vary independently, measures (a) one
   ``state_dict()`` against N, (b) the baseline against B·N and (c) the optimized walk against
@@ -19,7 +20,6 @@ This module measures; its neighbours hold the rest (each name is imported from t
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import random
@@ -31,7 +31,7 @@ from typing import Any
 
 from torch import nn
 
-from ..token2wav.discovery import find_persistent_buffers
+from .discovery_timing import calibration, experiment_calls, per_call_seconds, round_estimate
 from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, baseline_over_state_dicts, experiment_x,
                    fit_sweep, linear_costs, place_points)
 from .traversal_plots import plot_sweep
@@ -115,45 +115,6 @@ class SweepConfig:
 # =========================================================================== measuring
 
 
-def experiment_calls(model: nn.Module) -> dict[str, Callable[[], object]]:
-    """What each experiment calls on ``model``."""
-    return {
-        "state_dict": model.state_dict,
-        "baseline": lambda: find_persistent_buffers(model, "baseline"),
-        "optimized": lambda: find_persistent_buffers(model, "optimized"),
-    }
-
-
-def per_call_seconds(fn: Callable[[], object], number: int) -> tuple[float, float]:
-    """(wall, thread CPU) seconds per call over ``number`` calls, garbage collector off (as timeit does)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        cpu0, wall0 = time.thread_time(), time.perf_counter()
-        for _ in range(number):
-            fn()
-        wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
-        return wall / number, cpu / number
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def calibrate(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
-              min_time: float = 0.0) -> dict[str, int]:
-    """Run ``warmup`` untimed calls of each experiment; return the calls per timed repeat of each
-    (enough for ``min_time`` seconds, judged from the last warm-up call; 1 without warm-up)."""
-    calls = experiment_calls(model)
-    number = dict.fromkeys(experiments, 1)
-    for exp in experiments:
-        last = None
-        for _ in range(warmup):
-            last = per_call_seconds(calls[exp], 1)[0]
-        if last is not None and min_time > 0:
-            number[exp] = max(1, min(10_000, math.ceil(min_time / max(last, 1e-9))))
-    return number
-
-
 def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source: str = SYNTHETIC,
                   counts: tuple[int, int] | None = None, touch: int = 5) -> list[dict[str, Any]]:
     """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each.
@@ -184,25 +145,70 @@ class Subject:
     model: nn.Module
     counts: tuple[int, int]
     number: dict[str, int]
+    round_estimate: float = math.nan  # seconds one timed round should take, from the warm-up (see RoundsLeft)
 
 
 def subjects(config: SweepConfig, bar: Any) -> list[Subject]:
     """Every tree of ``config`` (and the real Token2Wav), built and calibrated; ``bar`` ticks once per model."""
-    out = []
+    out: list[Subject] = []
     models = len(config.trees()) + bool(config.token2wav)
-    for n, b in config.trees():
-        model = build_tree(n, b, fanout=config.fanout)
-        experiments = [e for e in EXPERIMENTS if e != "baseline" or config.runs_baseline(n, b)]
-        out.append(Subject(SYNTHETIC, model, (n, b), calibrate(model, experiments, config.warmup, config.min_time)))
+
+    def add(source: str, model: nn.Module, counts: tuple[int, int], experiments: list[str]) -> None:
+        number, last = calibration(model, experiments, config.warmup, config.min_time)
+        out.append(Subject(source, model, counts, number, round_estimate(number, last, config.touch)))
         bar.set_postfix_str(building_words(len(out), models), refresh=False)
         bar.update(1)
+
+    for n, b in config.trees():
+        add(SYNTHETIC, build_tree(n, b, fanout=config.fanout), (n, b),
+            [e for e in EXPERIMENTS if e != "baseline" or config.runs_baseline(n, b)])
     if config.token2wav:
         model = token2wav_model(config.token2wav, config.token2wav_layout)
-        number = calibrate(model, list(EXPERIMENTS), config.warmup, config.min_time)
-        out.append(Subject(f"token2wav-{config.token2wav}", model, tree_counts(model), number))
-        bar.set_postfix_str(building_words(len(out), models), refresh=False)
-        bar.update(1)
+        add(f"token2wav-{config.token2wav}", model, tree_counts(model), list(EXPERIMENTS))
     return out
+
+
+class RoundsLeft:
+    """The time the sweep's rounds still to come will take: ``estimates`` (seconds per round, from the warm-up;
+    NaN or 0 where none) per model, ``repeats`` rounds of each. :meth:`timed` records one model's timed round.
+
+    Why not the mean time of the models timed so far: the models range from a 16-module tree (microseconds a
+    call) to the real Token2Wav (about a second a round), timed in a random order, so early in the first round
+    the mean is of small trees only (03's bar said "00:43 left" where 79 s were left). A model's round is priced
+    by its own timed rounds once it has some; before, by its warm-up price (:func:`round_estimate`) scaled by how
+    far the warm-up prices of the models timed so far were from their timed rounds (a warm-up call is a cold
+    one); without warm-up prices (``warmup = 0``), at the mean round so far."""
+
+    def __init__(self, estimates: Sequence[float], repeats: int) -> None:
+        self.estimates = [e if e > 0 and math.isfinite(e) else math.nan for e in estimates]
+        self.repeats = repeats
+        self.spent = [0.0] * len(self.estimates)
+        self.rounds = [0] * len(self.estimates)
+
+    def timed(self, model: int, seconds: float) -> None:
+        self.spent[model] += seconds
+        self.rounds[model] += 1
+
+    def seconds(self) -> float | None:
+        """Seconds left, or None before any model is timed."""
+        done = [i for i, k in enumerate(self.rounds) if k]
+        if not done:
+            return None
+        # how far the warm-up prices were from the timed rounds, over the models timed so far that have one
+        priced = [i for i in done if not math.isnan(self.estimates[i])]
+        scale = (sum(self.spent[i] for i in priced) / sum(self.estimates[i] * self.rounds[i] for i in priced)
+                 if priced else math.nan)
+        mean = sum(self.spent[i] for i in done) / sum(self.rounds[i] for i in done)
+        left = 0.0
+        for i, estimate in enumerate(self.estimates):
+            if self.rounds[i]:
+                price = self.spent[i] / self.rounds[i]
+            elif not math.isnan(estimate) and not math.isnan(scale):
+                price = estimate * scale
+            else:
+                price = mean
+            left += price * (self.repeats - self.rounds[i])
+        return left
 
 
 def building_words(built: int, models: int) -> str:
@@ -211,24 +217,29 @@ def building_words(built: int, models: int) -> str:
     return f"{built}/{models} models built and warmed up; time left once the timing starts"
 
 
-def timing_words(repeat: int, repeats: int, timed: int, to_time: int, seconds: float) -> str:
-    """The sweep bar's text while it times: ``00:55 left, repeat 3/7``. Every round times every model once, in a fresh
-    random order, so the mean time of a model timed so far (``seconds`` over ``timed``) is a fair price of each of
-    the ``to_time - timed`` left."""
+def timing_words(repeat: int, repeats: int, timed: int, to_time: int, seconds: float,
+                 left: float | None = None) -> str:
+    """The sweep bar's text while it times: ``00:55 left, repeat 3/7``. ``left``: the seconds left as
+    :class:`RoundsLeft` prices them (each model by its own cost); without it, each of the ``to_time - timed``
+    models left at the mean time of those timed so far (``seconds`` over ``timed``)."""
     from tqdm import tqdm
 
     if not timed:
         return f"time left after the first model is timed, repeat {repeat}/{repeats}"
-    return f"{tqdm.format_interval(seconds / timed * (to_time - timed))} left, repeat {repeat}/{repeats}"
+    if left is None:
+        left = seconds / timed * (to_time - timed)
+    return f"{tqdm.format_interval(left)} left, repeat {repeat}/{repeats}"
 
 
-def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> pandas.DataFrame
+def run_sweep(config: SweepConfig | None = None, progress: bool = True,
+              clock: Callable[[], float] = time.perf_counter):  # -> pandas.DataFrame
     """Measure every tree of ``config`` (and the real Token2Wav); one tidy row per timed repeat.
 
     All models are built and warmed up first; then each repeat is one round over all of them, in a
     fresh random order per round (seeded by ``config.seed``). A burst of load from another process
     therefore lands on different trees in different rounds, and the medians discard it, instead of
-    spoiling every repeat of one tree.
+    spoiling every repeat of one tree. The bar's time left prices each model's rounds by that model's own cost
+    (:class:`RoundsLeft`, on ``clock``).
     """
     import pandas as pd
 
@@ -244,15 +255,18 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True):  # -> p
                       bar_format=BAR_FORMAT, postfix=building_words(0, models)) as bar:
         plan = subjects(config, bar)
         rng = random.Random(config.seed)
-        to_time, timed, started = models * config.repeats, 0, time.perf_counter()
+        to_time, timed = models * config.repeats, 0
+        prices = RoundsLeft([s.round_estimate for s in plan], config.repeats)
         bar.set_postfix_str(timing_words(1, config.repeats, 0, to_time, 0.0))
         for repeat in range(config.repeats):
-            for s in rng.sample(plan, len(plan)):
+            for i in rng.sample(range(len(plan)), len(plan)):
+                s, start = plan[i], clock()
                 rows += measure_round(s.model, s.number, repeat, s.source, s.counts, touch=config.touch)
+                prices.timed(i, clock() - start)
                 timed += 1
                 # the text the bar shows with this tick: the repeat the next model is timed in, the time left now
-                words = timing_words(min(timed // models + 1, config.repeats), config.repeats, timed, to_time,
-                                     time.perf_counter() - started)
+                words = timing_words(min(timed // models + 1, config.repeats), config.repeats, timed, to_time, 0.0,
+                                     left=prices.seconds())
                 bar.set_postfix_str(words if timed < to_time else f"done: {config.repeats} repeat"
                                     f"{'' if config.repeats == 1 else 's'} of {models} models", refresh=False)
                 bar.update(1)

@@ -97,7 +97,7 @@ def draw_panel(ax, med, fit: LogLogFit | None, colours: dict[int, str]) -> None:
         ax.plot(xs, fit.predict(xs), "k--", lw=1.2, label=f"fit: slope {fit.slope:.3f}, R² {fit.r2:.4f}")
     for rec in med[med.source != SYNTHETIC].itertuples(index=False):
         ax.plot([rec.x], [rec.median], marker="*", ms=14, color="crimson", mec="black", ls="none",
-                label=f"{rec.source} (N={rec.N:,}, B={rec.B}): {short_duration(rec.median)}")
+                label=f"{rec.source}: {short_duration(rec.median)}\n(N = {rec.N:,}, B = {rec.B})")  # 2 lines: inside
     log_axis(ax, "x")
     log_axis(ax, "y", short_duration)
     ax.tick_params(labelsize=TICK_PT)
