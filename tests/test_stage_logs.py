@@ -87,6 +87,20 @@ def test_serve_ab_of_two_three_stage_groups_finds_the_token2wav_stages_weight_lo
     assert " ms faster, " in row
     assert any(ln.strip().startswith("startup_to_health: At this spread") for ln in lines)  # the detectable change
 
+    # notebook 06's face of the same A/B (second Lab pass): the startup row points at the phase whose medians differ
+    # most and says whether the loader change runs in it; no phase of 0 ms in every start takes a row; the imports,
+    # a line in whole milliseconds, show no decimals
+    from omni_loader.notebook.stages import stage_comparison_table, startup_row
+
+    assert re.search(r"The stage table's largest difference of medians is stage-\d's [^:]+: [\d,.]+ ms in the baseline "
+                     r"starts, [\d,.]+ ms in the optimized \([\d,.]+ ms (faster|slower)\), a phase (that holds the "
+                     r"loader change \(buffer discovery\)|the loader change does not touch)", startup_row(out))
+    html = stage_comparison_table(out).to_html()
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)[1:]]
+    assert not [c for c in cells if c[2:5] == ["0", "0", "0"] or c[2:5] == ["0.000", "0.000", "0.000"]], cells
+    imports = next(c for c in cells if "imports" in c[1])
+    assert all("." not in x for x in imports[2:5]), imports
+
     log = sorted((out / "logs").glob("*-baseline.log"))[0]
     t = read_timeline(log)
     assert t.lane_names() == ["stage-0", "stage-1", "stage-2", "APIServer"] and t.token2wav_lanes() == ["stage-2"]

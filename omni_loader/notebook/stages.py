@@ -63,15 +63,19 @@ def timeline_table(timeline: Any):  # -> Styler
     """The phases of one start, a row each, lane by lane and in the order they started: phase (in words), start
     and end (seconds from the log's first line), duration, whether its extent was reported or inferred, and its
     line. A phase whose reported length puts its start under a second before the log's first line (the log's
-    clock is to the second) is shown from 0, as the chart draws it, and the caption says so."""
+    clock is to the second) is shown from 0, as the chart draws it, and the caption says so; an inferred phase of
+    no length (its line and the one it is inferred from in the same second) takes no row, and the caption names it.
+    A row whose time is whole milliseconds (a line that says ms) shows no decimals: it has none."""
     import pandas as pd
 
-    from ..formatting import table
+    from ..formatting import table, time_unit
     from ..startup.timeline_plot import phase_words
     from ..startup.timeline_scan import RESOLUTION
 
     lanes = {name: i for i, name in enumerate(timeline.lane_names())}
     phases = sorted(timeline.phases(), key=lambda r: (lanes.get(r.lane, len(lanes)), r.start, -r.end, r.line))
+    empty = [r for r in phases if r.source == "inferred" and r.seconds == 0]
+    phases = [r for r in phases if r not in empty]
     clamped = [r for r in phases if -RESOLUTION <= r.start < -0.05]  # what prints as 0.0 is no clamp to mention
     rows = pd.DataFrame([{
         "lane": r.lane, "phase": phase_words(r.phase),
@@ -82,7 +86,42 @@ def timeline_table(timeline: Any):  # -> Styler
     if clamped:
         caption += (f"; {_listed(f'{r.lane} {phase_words(r.phase)}' for r in clamped)} reported a length that puts "
                     "its start up to a second before the log's first line, whose clock is to the second: shown from 0")
-    return table(rows, seconds=["seconds"], decimals={"start (s)": 1, "end (s)": 1}, caption=caption)
+    if empty:
+        caption += f"; {_no_length(f'{r.lane} {phase_words(r.phase)}' for r in empty)}"
+    unit = time_unit([r.seconds for r in phases])
+    styled = table(rows, seconds=["seconds"], unit=unit, decimals={"start (s)": 1, "end (s)": 1}, caption=caption)
+    return whole_ms_rows(styled, [[r.seconds] for r in phases], ["time (ms)"]) if unit == "ms" else styled
+
+
+def _no_length(names: Any) -> str:
+    names = list(names)
+    return (f"{_listed(names)} {'has' if len(names) == 1 else 'have'} no row: inferred from timestamps to the "
+            "second, its line fell in the same second as the one it is inferred from (0 ms)")
+
+
+def whole_ms(seconds: float) -> bool:
+    """Whether ``seconds`` is a whole number of milliseconds (what a line that says ``5604 ms`` gives)."""
+    return math.isfinite(seconds) and abs(seconds * 1e3 - round(seconds * 1e3)) < 1e-6
+
+
+def ms_text(seconds: float) -> str:
+    """Milliseconds with the precision a log gives them: ``5,604`` for whole ones, else three decimals (``63.406``)."""
+    return f"{seconds * 1e3 + 0.0:,.{0 if whole_ms(seconds) else 3}f}"
+
+
+def whole_ms_rows(styled: Any, values: Sequence[Sequence[float]], columns: Sequence[str]) -> Any:
+    """``styled`` (a :func:`omni_loader.formatting.table` of times in ms) with the rows whose ``values`` (seconds,
+    one list per row) are all whole milliseconds shown without decimals in ``columns``: "5,604", not "5,604.000"."""
+    import pandas as pd
+
+    rows = [i for i, row in enumerate(values) if row and all(whole_ms(v) for v in row)]
+    if not rows:
+        return styled
+
+    def shown(ms: float) -> str:  # the cell in ms as table() writes it (a minus, U+2212, for a negative), no decimals
+        return f"{ms + 0.0:,.0f}".replace("-", "\u2212")
+
+    return styled.format(shown, subset=pd.IndexSlice[rows, list(columns)])
 
 
 def _listed(items: Any) -> str:
@@ -93,20 +132,15 @@ def _listed(items: Any) -> str:
 SHARE_FLOOR_S = 0.005  # a baseline median under 5 ms gets no saving (%): a share of so little is timer and scheduler noise
 
 
-def _start_order(out: str | os.PathLike[str]) -> dict[tuple[str, str], tuple[float, float]]:
-    """``(lane, phase) -> (start, -end)`` in the first measured start's timeline (the one section 1 shows); empty
-    where there is none to read."""
+def _first_timeline(out: str | os.PathLike[str]) -> Any:
+    """The first measured start's timeline (the one section 1 shows), or None where there is none to read."""
     from ..errors import OmniLoaderError
     from ..startup.timeline import read_timeline
 
     try:
-        timeline = read_timeline(first_start_log(out))
+        return read_timeline(first_start_log(out))
     except (OSError, OmniLoaderError, IndexError, KeyError):
-        return {}
-    order: dict[tuple[str, str], tuple[float, float]] = {}
-    for r in timeline.phases():
-        order.setdefault((r.lane, r.phase), (r.start, -r.end))
-    return order
+        return None
 
 
 def _lane_rank(lane: str) -> tuple[int, str]:
@@ -115,15 +149,36 @@ def _lane_rank(lane: str) -> tuple[int, str]:
     return (int(number), lane) if head == "stage" and number.isdigit() else (1 << 30, lane)
 
 
+def compared_phases(out: str | os.PathLike[str]) -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, Any]], Any]:
+    """``(shown, empty, timeline)``: the ``(lane, phase, Comparison)`` of every (stage, phase) both variants have, stage
+    by stage and each stage's phases in the order they started in the first measured start (``timeline``, None where
+    there is none to read); ``empty``: those 0 s long in every start, and the inferred ones (a length to the log's
+    second) whose medians are 0 s in both variants (their lines fell in the same second in most starts): nothing to
+    compare."""
+    from ..startup.serve_ab import stage_phase_comparisons
+
+    timeline = _first_timeline(out)
+    order: dict[tuple[str, str], tuple[float, float]] = {}
+    for r in timeline.phases() if timeline is not None else ():
+        order.setdefault((r.lane, r.phase), (r.start, -r.end))
+    inferred = {(r.lane, r.phase) for r in timeline.phases() if r.source == "inferred"} if timeline else set()
+    comps = sorted(stage_phase_comparisons(out),
+                   key=lambda t: (_lane_rank(t[0]), order.get((t[0], t[1].partition("#")[0]), (math.inf, 0.0))))
+    empty = [(lane, phase, c) for lane, phase, c in comps if not any((*c.baseline.samples, *c.optimized.samples))
+             or ((lane, phase.partition("#")[0]) in inferred and c.baseline.median == 0 == c.optimized.median)]
+    return [t for t in comps if t not in empty], empty, timeline
+
+
 def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
     """Every (stage, phase) both variants have, stage by stage and each stage's phases in the order they started:
-    the medians and the saving in ms (the unit in the header, one number a cell, as 01's tables), the saving's share
-    ("—" where the baseline median is under :data:`SHARE_FLOOR_S`) and the kit's verdict in a word; when no row can
-    be a claim for the same reason (3 + 3 runs cannot reach p < 0.05), the caption says it once instead of every row."""
+    the medians and the saving in ms (the unit in the header, one number a cell, as 01's tables; a row of whole
+    milliseconds, a line that says ms, without decimals), the saving's share (right-aligned as the other numbers; "—"
+    where the baseline median is under :data:`SHARE_FLOOR_S`) and the kit's verdict in a word; when no row can be a
+    claim for the same reason (3 + 3 runs cannot reach p < 0.05), the caption says it once instead of every row. A
+    phase of 0 ms (in every start, or an inferred one in the median of both) takes no row; the caption names it."""
     import pandas as pd
 
     from ..formatting import table
-    from ..startup.serve_ab import stage_phase_comparisons
     from ..startup.timeline_plot import phase_words
     from .ab_tables import verdict_word
 
@@ -135,9 +190,7 @@ def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
             return "—"
         return f"{shown(-100 * c.difference / c.baseline.median, 0.1):,.1f}"
 
-    comps = stage_phase_comparisons(out)
-    order = _start_order(out)
-    comps = sorted(comps, key=lambda t: (_lane_rank(t[0]), order.get((t[0], t[1].partition("#")[0]), (math.inf, 0.0))))
+    comps, empty, timeline = compared_phases(out)
     frame = pd.DataFrame([{
         "stage": lane, "phase": phase_words(phase), "baseline median": c.baseline.median,
         "optimized median": c.optimized.median, "saving": shown(-c.difference, 1e-6), "saving (%)": share(c),
@@ -149,9 +202,21 @@ def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
     if any(c.baseline.median < SHARE_FLOOR_S for _, _, c in comps):
         caption += (f"; saving (%) is — where the baseline median is under {SHARE_FLOOR_S * 1e3:g} ms: a share of so "
                     "little time is the timer's and the scheduler's noise")
+    if empty:
+        inferred = {(r.lane, r.phase) for r in timeline.phases() if r.source == "inferred"} if timeline else set()
+        names = [f"{lane} {phase_words(phase)}" for lane, phase, _ in empty]
+        caption += (f"; {_listed(names)} {'has' if len(names) == 1 else 'have'} no row: a median of 0 ms in both "
+                    "variants"
+                    + (" (inferred from timestamps to the second)" if all((lane, phase) in inferred
+                                                                          for lane, phase, _ in empty) else ""))
     if frame.empty:
         return table(frame, caption=caption)
-    styled = table(frame, seconds=["baseline median", "optimized median", "saving"], unit="ms", caption=caption)
+    columns = ["baseline median", "optimized median", "saving"]
+    styled = table(frame, seconds=columns, unit="ms", caption=caption)
+    styled = whole_ms_rows(styled, [[c.baseline.median, c.optimized.median] for _, _, c in comps],
+                           [f"{name} (ms)" for name in columns])
+    styled = styled.set_properties(subset=["saving (%)"], **{"text-align": "right", "white-space": "nowrap",
+                                                              "font-variant-numeric": "tabular-nums"})
     return styled.set_properties(subset=["stage"], **{"white-space": "nowrap"})  # "stage-0", never "stage-" over "0"
 
 
@@ -196,5 +261,37 @@ def startup_row(out: str | os.PathLike[str]) -> str:
     if b is None or o is None:
         return table
     which = "faster" if o < b else "slower"
-    return (table + f" Here the optimized starts' median is {abs(b - o):,.2f} s {which} than the "
-            f"baseline's: whether that is the change or the spread is the next section's question.")
+    return (table + f" Here the optimized starts' median is {abs(b - o):,.2f} s {which} than the baseline's. "
+            + largest_difference_sentence(out))
+
+
+def largest_difference_sentence(out: str | os.PathLike[str]) -> str:
+    """Where the stage table above points: the (stage, phase) whose medians differ most, both medians, and whether the
+    loader change runs inside it (:func:`omni_loader.startup.timeline_plot.holds_change`). A difference outside the change is the
+    machine's; inside it, whether it is the change or the spread is the next section's question."""
+    from ..startup.timeline_plot import ENCLOSED, changed_load_phases, holds_change
+    from ..startup.timeline_plot import phase_words
+
+    try:
+        comps, empty, timeline = compared_phases(out)
+    except OSError:
+        comps, empty, timeline = [], [], None
+    if not comps:
+        return "Whether that is the change or the spread is the next section's question."
+    lane, phase, c = max(comps, key=lambda t: abs(t[2].difference))
+    changed = changed_load_phases()
+    token2wav = set(timeline.token2wav_lanes() if timeline is not None else ()) | {
+        ln for ln, ph, _ in comps + empty if ph.partition("#")[0] == "token2wav_weight_loading"}
+    change = _listed([phase_words(p).lower() for p in changed])
+    head = (f"The stage table's largest difference of medians is {lane}'s {phase_words(phase)}: "
+            f"{ms_text(c.baseline.median)} ms in the baseline starts, {ms_text(c.optimized.median)} ms in the optimized "
+            f"({ms_text(abs(c.difference))} ms {'faster' if c.difference < 0 else 'slower'}), ")
+    if holds_change(lane, phase, token2wav, changed):
+        return head + (f"a phase that holds the loader change ({change}): whether the starts' difference is the change "
+                       "or the spread is the next section's question.")
+    holding = sorted((len(ENCLOSED[ph.partition("#")[0]]), ln, ph) for ln, ph, _ in comps
+                     if holds_change(ln, ph, token2wav, changed))  # the innermost first
+    where = f", inside {holding[0][1]}'s {phase_words(holding[0][2])}" if holding else ""
+    return head + (f"a phase the loader change does not touch (it changes {change} only{where}): a difference there "
+                   "is the machine's, not the change's. How large a difference such spread hides is the next "
+                   "section's question.")

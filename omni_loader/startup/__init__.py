@@ -4,7 +4,8 @@
 (stages started together: one interleaved log, one /health), :mod:`~.one_run` (one startup run,
 start to /health), :mod:`~.serve_ab` (the startup A/B), :mod:`~.logfigures` (figures read from
 logs), :mod:`~.timeline` with :mod:`~.timeline_plot` (startup logs as a per-stage timeline and its
-Gantt chart) and :mod:`~.detectable` (the change a startup A/B of a given design can detect).
+Gantt chart, and which of its phases hold the loader change) and :mod:`~.detectable` (the change a
+startup A/B of a given design can detect).
 """
 
 from ..lazy import exports

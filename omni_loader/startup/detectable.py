@@ -197,29 +197,37 @@ class Detectability:
     alpha: float = ALPHA
 
     def calls(self, design: Detectability | None = None) -> str:
-        """The smallest difference this design calls, in one sentence (and in multiples of the saving); where it can
-        call none (3 runs a side), that ``design``'s (another n at the same spread, the PR's 5 + 5) instead."""
-        head = f"At this spread (SD {self.spread:.2f} s of one run), {self.n_a}+{self.n_b} runs"
+        """The smallest difference of medians this design calls ``power`` of the time at this spread, in one sentence
+        (and as a multiple of the saving); where it can call none (3 runs a side), ``design``'s (another n at the same
+        spread: the PR's 5 + 5) instead, and why this one calls none."""
+        head = f"At this spread (SD {self.spread:.2f} s of one run), "
         if not math.isinf(self.detectable):
-            return head + f" call, under the PR's separate-ranges rule, {self._smallest()}."
-        text = (head + " call no difference under the PR's separate-ranges rule: so few runs have separate ranges "
-                f"by chance more than {self.alpha:.0%} of the time")
+            return head + f"{self._runs()} runs call {self._smallest()} under the PR's separate-ranges rule{self._times()}."
+        chance = (f"by chance alone they have separate ranges {smallest_p(self.n_a, self.n_b):.0%} of the time, over the "
+                  f"{self.alpha:.0%} the rule allows")
         if design is None or math.isinf(design.detectable):
-            return text + "."
-        return text + f"; the PR's {design.n_a}+{design.n_b} runs would call {design._smallest()}."
+            return head + f"{self._runs()} runs call no difference under the PR's separate-ranges rule, however large: {chance}."
+        return head + (f"the PR's {design._runs()} runs would call {design._smallest()} under its separate-ranges rule"
+                       f"{design._times()}; {self._runs()} runs call none, however large ({chance}).")
+
+    def _runs(self) -> str:
+        return f"{self.n_a} + {self.n_b}"
 
     def _smallest(self) -> str:
         floor = f" (A/A floor {self.floor:.3f} s)" if self.floor else ""
-        return (f"a difference of medians of {self.detectable:.2f} s or more{floor} {self.power:.0%} of the time "
-                f"({self.detectable / self.saving:.1f} times the {self.saving:.2f} s saving)")
+        return f"a difference of medians of {self.detectable:.2f} s or more{floor} {self.power:.0%} of the time"
+
+    def _times(self) -> str:
+        return f", {self.detectable / self.saving:.1f} times the {self.saving:.2f} s saving"
 
     def needs(self) -> str:
         """The runs a side ``saving`` needs at this spread, in one sentence (the same for any n: the spread decides)."""
         test = f"a Mann-Whitney test alone would need {self.runs_by_test} runs a side"
         if self.runs is not None:
-            return f"A {self.saving:.2f} s saving would need {self.runs} runs a side under that rule ({test})."
-        return (f"A {self.saving:.2f} s saving would never be called {self.power:.0%} of the time under that rule (at "
-                f"best {self.best[1]:.0%}, at {self.best[0]} runs a side: more runs widen the ranges); {test}.")
+            return f"A {self.saving:.2f} s saving would need {self.runs} runs a side under that rule; {test}."
+        return (f"No number of runs calls a {self.saving:.2f} s saving {self.power:.0%} of the time under that rule (its "
+                f"best chance is {self.best[1]:.0%}, at {self.best[0]} runs a side: more runs widen the ranges); "
+                f"{test}.")
 
     def sentence(self) -> str:
         """What this design can call, then what the saving needs: two sentences, every figure computed."""

@@ -13,9 +13,11 @@ written with :func:`omni_loader.reporting.figures.write_figure` (PNG, SVG, and t
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..names import LEAF_PHASES, OUTER_LOAD_WEIGHTS_CHILDREN, VARIANTS, WEIGHT_LOADING_CHILDREN
 from ..reporting.figures import ShownFigure, write_figure
 from .timeline import Timeline
 from .timeline_scan import RESOLUTION, Record
@@ -28,6 +30,8 @@ PHASE_COLOURS = {
     "chat_template_warmup": "#8c8c8c", "omni_server_startup": "#ccb974", "imports_and_snapshot": "#64b5cd",
 }
 HEIGHTS = {-1: 0.9, 0: 0.62, 1: 0.4, 2: 0.22}
+# The legend's type, as large as the lane names' (matplotlib's 10 pt): at 8 pt it read at about 9 px in a notebook
+LEGEND_FONT = 10
 TOP = -1.5  # the y axis's top: the band above the first lane (-0.45) holds the ready label and the Token2Wav note
 # The startup phases in words, where a person reads them (the chart's legend, notebook 06's tables). Before the kit's
 # LABELS: a timeline's weight_loading is vLLM's "Loading weights took" of any stage, not the PR's Token2Wav row that
@@ -53,6 +57,34 @@ def phase_words(phase: str) -> str:
 # What the annotation points at, in order: the PR's row where the log has it (the stage server's own line),
 # else vLLM's "Loading weights took" region around it, else what encloses that.
 TOKEN2WAV_PHASES = ("token2wav_weight_loading", "weight_loading", "model_loaded", "model_loading")
+
+
+# Which phases of a startup log hold the loader change. The kit knows which of the load's phases a pair of variants
+# changes (reporting.controls.changed_phases: the PR's pair, buffer discovery only); a startup log times coarser
+# regions, each of which encloses a fixed set of them in the Token2Wav stage (server.py's lines, and vLLM-Omni's).
+# Every other stage loads no Token2Wav, and a stage's imports or engine start-up run none of the loader's steps: a
+# difference there is the machine's, not the change's.
+# A timeline phase of the Token2Wav stage -> the load's phases it encloses (its line's clock spans them).
+ENCLOSED: dict[str, tuple[str, ...]] = {
+    "token2wav_weight_loading": WEIGHT_LOADING_CHILDREN,  # Token2Wav's load_weights: the PR's row
+    "weight_loading": OUTER_LOAD_WEIGHTS_CHILDREN,  # vLLM's "Loading weights took": the outer load_weights
+    "model_loading": LEAF_PHASES,  # "Model loading took": construction through post-load
+    # "[Model Loaded]", inferred from the weights format line (read_checkpoint starts) to its own
+    "model_loaded": LEAF_PHASES[LEAF_PHASES.index("read_checkpoint"):LEAF_PHASES.index("model_loaded_size") + 1],
+}
+
+
+def changed_load_phases(first: str = VARIANTS[0], second: str = VARIANTS[1]) -> tuple[str, ...]:
+    """The load's phases whose step differs between the two variants (the PR's pair: buffer discovery)."""
+    from ..reporting.controls import changed_phases
+
+    return changed_phases(first, second)
+
+
+def holds_change(lane: str, phase: str, token2wav_lanes: Iterable[str], changed: Iterable[str]) -> bool:
+    """Whether ``phase`` of ``lane`` (``phase#2``: its second time) encloses a ``changed`` load phase: it is a
+    Token2Wav lane's, and one of :data:`ENCLOSED`'s regions that holds one."""
+    return lane in set(token2wav_lanes) and bool(set(ENCLOSED.get(phase.partition("#")[0], ())) & set(changed))
 
 
 def phase_colour(phase: str) -> str:
@@ -124,7 +156,8 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
     ax.set_title(title or _title(timeline, path))
     ax.grid(axis="x", alpha=0.3)
     # under the x-axis label by a distance in font sizes, not in axes fractions: one lane's axes are short
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), borderaxespad=3.6, ncol=5, fontsize=8, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), borderaxespad=3.6, ncol=4, fontsize=LEGEND_FONT,
+              frameon=False)
     fig.tight_layout()
     return fig
 
