@@ -373,7 +373,7 @@ def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
         fig = plot_sweep(result.rows, result.fits_for(clock), clock)
         for key, dpi in ((png, 110), (svg, None)):
             with open_file(files[key], "w", binary=True) as fh:
-                fig.savefig(fh, format=files[key].suffix[1:], dpi=dpi)
+                fig.savefig(fh, format=files[key].suffix[1:], dpi=dpi, bbox_inches="tight")  # a wide title kept whole
     return files
 
 
