@@ -20,13 +20,12 @@ Library use::
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
 import shlex
 import statistics
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -236,9 +235,8 @@ class _Reporter:
     run); ``True`` draws a progress bar, with a failed run's line written beside it; ``False`` is silent.
     While a start runs, the bar's postfix says which (``run 3/10 baseline #2``) and how long it has waited for
     /health so far, refreshed by the wait loop about every second (a bar in line mode still writes only its
-    few lines: :mod:`omni_loader.progress`), its elapsed time and its time left ticking with it
-    (:func:`seconds_left`): tqdm's time left is ``(total - n) / rate``, which stood still for the 8 to 15 s of a
-    start (the second Lab pass read "00:47" at 00:08 and at 00:11)."""
+    few lines: :mod:`omni_loader.progress`), its elapsed time and its time left ticking with it (the kit's bars
+    count their time left down between steps: the second Lab pass read "00:47" at 00:08 and at 00:11)."""
 
     def __init__(self, progress: Progress, total: int, done: int) -> None:
         from ..progress import progress_bar
@@ -247,7 +245,6 @@ class _Reporter:
         self.bar = None if self.say or not progress else progress_bar(total=total, initial=done, desc="startup runs",
                                                                       unit="run")
         self.total, self.index, self.what = total, done, ""
-        self.stepped = 0.0  # the bar's elapsed seconds at its last step
 
     def start(self, run: PlannedRun) -> None:
         self.index += 1
@@ -256,12 +253,8 @@ class _Reporter:
             self.bar.set_postfix_str(f"{self.what}: starting", refresh=True)
 
     def waiting(self, seconds: float, last: str) -> None:
-        if self.bar is None:
-            return
-        self.bar.set_postfix_str(f"{self.what}: {seconds:.0f} s waiting for /health ({last})", refresh=False)
-        left = seconds_left(self.bar, self.stepped)
-        with shown_time_left(self.bar, left):
-            self.bar.refresh()
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.what}: {seconds:.0f} s waiting for /health ({last})", refresh=True)
 
     def line(self, text: str) -> None:
         if self.say:
@@ -274,42 +267,12 @@ class _Reporter:
             ended = f"healthy after {outcome.seconds:.1f} s" if outcome.status == "ok" else outcome.status
             self.bar.set_postfix_str(f"{self.what}: {ended}", refresh=False)
             self.bar.update(1)
-            self.stepped = self.bar.format_dict["elapsed"]
             if outcome.status != "ok":
                 type(self.bar).write(outcome.describe(), file=self.bar.fp)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-
-
-def seconds_left(bar: Any, stepped: float) -> float | None:
-    """A bar of starts' time left now: tqdm's estimate at its last step (``(total - n) / rate``) less the time since
-    (``stepped``: its elapsed seconds then), never under what the starts after this one take at that rate (a long
-    start holds it there); tqdm's own stood still between steps. None before a rate, or when done."""
-    d = bar.format_dict
-    rate, total, n = d.get("rate"), d.get("total"), d.get("n") or 0
-    if getattr(bar, "disable", False) or not rate or not total or n >= total:
-        return None
-    return max((total - n) / rate - (d["elapsed"] - stepped), (total - n - 1) / rate)
-
-
-@contextlib.contextmanager
-def shown_time_left(bar: Any, left: float | None) -> Iterator[None]:
-    """Inside the block the bar's rate makes its time left ``left`` (whatever its format); after it, tqdm's moving
-    averages are back (``_ema_dn``, ``_ema_dt``: no public setter; :func:`omni_loader.progress.rate_from_now` resets
-    them too), so the next step's rate is tqdm's own."""
-    if left is None:
-        yield
-        return
-    d = bar.format_dict
-    rate = (d["total"] - d["n"]) / left if left > 0 else 1e9  # due now: "00:00" left
-    saved = bar._ema_dn, bar._ema_dt
-    bar._ema_dn, bar._ema_dt = (lambda *_: rate), (lambda *_: 1.0)
-    try:
-        yield
-    finally:
-        bar._ema_dn, bar._ema_dt = saved
 
 
 # --------------------------------------------------------------------------- summary
