@@ -515,7 +515,7 @@ def test_progress_bars_are_widgets_in_lab(page, lab) -> None:
     panel.locator(".jp-CodeCell .jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).first.wait_for(state="attached")
     page.wait_for_function("""() => {
         const p = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
-        return p.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") && p.innerText.includes('100%');
+        return p.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") && p.innerText.includes('5/5');
     }""", polling=500)
     shown = _outputs(page)
     texts = panel.locator(".jp-OutputArea-output").all_inner_texts()

@@ -316,7 +316,7 @@ def synthesize(
     try:
         gen = torch.Generator().manual_seed(seed)
         weight_map: dict[str, str] = {}
-        bar = _progress(total=len(specs), desc=f"synth {size}", enabled=progress)
+        bar = _progress(total=len(specs), desc=f"synth {size}, tensors", enabled=progress)
         for i, keys in enumerate(plan, start=1):
             name = f"model-{i:05d}-of-{len(plan):05d}.safetensors"
             tensors = {}
