@@ -103,7 +103,7 @@ def audit(archs: Iterable[str], repeats: int = 3, progress: bool = True) -> list
     hf_logging.set_verbosity_error()
     archs = list(archs)
     rows = []
-    with progress_bar(total=len(archs), desc="audit", unit="model", enabled=progress) as bar:
+    with progress_bar(total=len(archs), desc="audit, models", unit="model", enabled=progress) as bar:
         for arch in archs:
             bar.set_postfix_str(arch)
             rows.append(audit_arch(arch, repeats))
