@@ -850,3 +850,10 @@ def test_the_gantt_legend_is_as_large_as_the_lane_names() -> None:
         legend = {t.get_fontsize() for t in ax.get_legend().get_texts()}
         lanes = {t.get_fontsize() for t in ax.get_yticklabels()}
         assert min(legend) >= max(lanes) >= 10, (legend, lanes)
+
+
+def test_milliseconds_keep_the_precision_their_log_gave_them() -> None:
+    """06's stage table: whole log milliseconds read "5,604", the median of two of them "5,300.5" (not "5,300.500")."""
+    from omni_loader.notebook.stages import ms_text
+
+    assert [ms_text(x) for x in (5.604, 5.3005, 0.063406, -1.407)] == ["5,604", "5,300.5", "63.406", "-1,407"]

@@ -105,8 +105,9 @@ def whole_ms(seconds: float) -> bool:
 
 
 def ms_text(seconds: float) -> str:
-    """Milliseconds with the precision a log gives them: ``5,604`` for whole ones, else three decimals (``63.406``)."""
-    return f"{seconds * 1e3 + 0.0:,.{0 if whole_ms(seconds) else 3}f}"
+    """Milliseconds with the precision a log gives them: ``5,604`` for whole ones, ``5,300.5`` for the median of two
+    whole ones, else three decimals (``63.406``)."""
+    return f"{seconds * 1e3 + 0.0:,.{0 if whole_ms(seconds) else 1 if whole_ms(2 * seconds) else 3}f}"
 
 
 def whole_ms_rows(styled: Any, values: Sequence[Sequence[float]], columns: Sequence[str]) -> Any:
@@ -261,8 +262,9 @@ def startup_row(out: str | os.PathLike[str]) -> str:
     if b is None or o is None:
         return table
     which = "faster" if o < b else "slower"
-    return (table + f" Here the optimized starts' median is {abs(b - o):,.2f} s {which} than the baseline's. "
-            + largest_difference_sentence(out))
+    said = (f"Here the optimized starts' median is {abs(b - o):,.2f} s {which} than the baseline's." if round(abs(b - o), 2)
+            else "Here the two medians are the same to a hundredth of a second.")  # not "0.00 s slower"
+    return f"{table} {said} {largest_difference_sentence(out)}"
 
 
 def largest_difference_sentence(out: str | os.PathLike[str]) -> str:
