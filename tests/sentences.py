@@ -251,6 +251,28 @@ def _notebook_05(f: Findings, text: str, results: Path) -> None:
                  == [saved["n_points"], saved["x_min"], saved["x_max"], record["config"]["repeats"]],
                  s[0], f"the fit saved in {s[1]}")
         f.expect(agrees(s[8], abs(own.slope - saved["slope"])), s[0], "this sweep's slope less the saved one")
+    def line(x: float) -> float:  # this sweep's baseline power law at x = B·N, in seconds
+        return 10 ** own.intercept * x ** own.slope
+
+    audit = pd.read_csv(results / "audit.csv").set_index("arch")
+    ratio = {a: r.baseline_seconds / line(r.named_buffers * r.modules) for a, r in audit.iterrows()}
+    for s in re.finditer(r"Within a factor of 2 of the line \(baseline ÷ predicted from 0.5 to 2\): ([^.]*(?:\.\d+[^.]*)*)\.",
+                         text):
+        for m in re.finditer(rf"([\w-]+) \(({NUM})\)", s[1]):
+            if m[1] in ratio:
+                f.expect(agrees(m[2], ratio[m[1]]) and 0.5 <= ratio[m[1]] <= 2, s[0], f"{m[1]}'s place on the line")
+    for s in re.finditer(rf"Outside it: ([\w-]+) \(({NUM})\)", text):
+        if s[1] in ratio:
+            f.expect(agrees(s[2], ratio[s[1]]) and not 0.5 <= ratio[s[1]] <= 2, s[0], f"{s[1]}'s place off the line")
+    for s in re.finditer(rf"The finding's ≈ {DURATION} is ({NUM}) module visits × {DURATION} .*? The sweep's B·N line "
+                         rf"predicts {DURATION} at the same B·N: a power law of slope ({NUM})(?:, extended ({NUM})× past "
+                         rf"the ({NUM}) its fit ends at)?", text):
+        visits, (total, half), (per, per_half) = shown_value(s[3])[0], shown_value(s[1]), shown_value(s[4])
+        total, half, per, per_half = total * SCALE[s[2]], half * SCALE[s[2]], per * SCALE[s[5]], per_half * SCALE[s[5]]
+        f.expect(abs(total - visits * per) <= half + visits * per_half, s[0], "the finding's price: visits × cost")
+        f.expect(agrees_duration(s[6], s[7], line(visits)) and agrees(s[8], own.slope), s[0], "the line at those visits")
+        f.expect(s[9] is None or (agrees(s[9], visits / own.x_max) and shown_value(s[10])[0] == own.x_max), s[0],
+                 "how far past its fitted range the line is extended")
     frame = measured(results / "variants" / "runs.csv")
     for s in re.finditer(r"In this run the `(\w+)` load's largest phases are (.*?), of a median whole load of "
                          rf"{DURATION}\.", text):
