@@ -27,6 +27,9 @@ from omni_loader.token2wav.options import option_fields
 from omni_loader.bench.runner import run_benchmark
 from omni_loader.reporting.stats import mann_whitney
 
+# Every test reads `runs`: three in-process reproductions (about 30 s here), so none is in the fast lane.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def runs(tiny_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:

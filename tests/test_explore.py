@@ -123,6 +123,7 @@ def test_describe_load_puts_each_path_and_buffer_name_on_a_line_of_its_own(tiny_
     assert all(len(line) <= 100 for line in lines if not line.startswith("    ")), lines
 
 
+@pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
 def test_a_cpu_forward_pass_runs_a_float32_copy_of_the_vocoder_and_leaves_the_model_as_loaded(tiny_model) -> None:
     """vLLM-Omni's BigVGAN is bfloat16; on a CPU, where a bfloat16 convolution took 60 times as long, 04 ran 9
     minutes. The float32 copy computes with the same weights; the model keeps its tensors, hooks and vocoder."""

@@ -160,6 +160,7 @@ def test_the_mixed_model_computes_a_waveform(tiny_snapshot: Path, tiny_load) -> 
 
 
 
+@pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
 @pytest.mark.parametrize("num_steps", [2, 3])
 def test_the_forward_bar_total_is_the_dit_calls_the_sampler_makes(tiny_snapshot: Path, tiny_load, num_steps: int) -> None:
     """Notebook 04's forward-pass bar has a total (not "12/?"): the DiT calls transformers' RK4 sampler

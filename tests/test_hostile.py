@@ -395,6 +395,7 @@ def test_a_snapshot_json_holding_a_list_is_one_line(tiny_snapshot, tmp_path, cap
     assert not out.exists()
 
 
+@pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
 def test_a_50_mb_line_in_runs_csv_is_one_row_ignored(tmp_path, capsys, one_figure):
     out = _results(tmp_path / "res")
     with (out / RUNS_FILE).open("a") as fh:

@@ -288,6 +288,7 @@ def plotted(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
 def test_each_plot_has_its_data_file_beside_it(plotted):
     names = sorted(p.name for p in (plotted / "plots").iterdir())
     assert names == sorted(f"{stem}.{ext}" for stem in ("phases", "ratios_vs_pr", "where_time_goes", "drift")
@@ -296,6 +297,7 @@ def test_each_plot_has_its_data_file_beside_it(plotted):
     assert "![phases](plots/phases.png)" in text and "![ratios_vs_pr](plots/ratios_vs_pr.png)" in text
 
 
+@pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
 def test_drift_plot_shows_each_runs_seconds_at_its_place_in_the_run_order(plotted):
     frame = read_runs(plotted)
     rows = [r for r in _figure_rows(plotted / "plots" / "drift.csv") if r["kind"] == "point"]
@@ -306,6 +308,7 @@ def test_drift_plot_shows_each_runs_seconds_at_its_place_in_the_run_order(plotte
         assert {r["label"] for r in rows if r["panel"] == str(panel)} == {"baseline", "optimized"}
 
 
+@pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
 def test_phase_plot_shows_every_run_and_the_medians(plotted):
     frame = read_runs(plotted)
     rows = _figure_rows(plotted / "plots" / "phases.csv")
@@ -337,6 +340,7 @@ def test_phase_plot_shows_every_run_and_the_medians(plotted):
     assert re.match(rf"{0.45 / 0.0022:.0f}\D", subtitle), subtitle  # 205 (times faster), not 1/205
 
 
+@pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
 def test_ratio_plot_shows_baseline_over_optimized_beside_the_prs(plotted):
     from omni_loader.reporting.measurements import load_reference
 
@@ -667,6 +671,7 @@ def test_report_plots_and_profiles_are_linked(rich, tmp_path):
     assert _section(render_report(copy), "## Profiles")[0].startswith("- baseline: ")
 
 
+@pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
 def test_render_report_writes_nothing_and_write_report_writes_what_it_links(rich, tmp_path):
     import shutil
 

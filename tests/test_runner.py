@@ -52,6 +52,7 @@ def test_plan_abba_and_shuffle():
         plan_runs(1, 2, "random")
 
 
+@pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
 def test_in_process_benchmark_rows(tiny_snapshot, tmp_path):
     spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=1, runs=2, workers="in-process")
     out = run_benchmark(spec, tmp_path / "res", progress=False)

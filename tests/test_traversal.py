@@ -260,6 +260,7 @@ def _check_outputs(out, config) -> pd.DataFrame:
     return rows
 
 
+@pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
 def test_sweep_on_tiny_settings_writes_csv_fits_and_plots(tmp_path) -> None:
     config = traversal.SweepConfig.quick(repeats=2, warmup=0, min_time=0.0, n_values=(8, 16, 32), b_values=(2, 4),
                                          token2wav="tiny")
