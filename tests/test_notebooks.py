@@ -131,6 +131,31 @@ def test_notebook_holds_no_settings_a_test_typed_into_it(path: Path) -> None:
             f"{path.name}: cell {i} only re-assigns parameters ({', '.join(sorted(assigned))}): a settings cell left in"
 
 
+# A value a cell computes only to show: dropped unseen unless it is the cell's last expression (or passed to kit.show).
+SHOWN_VALUES = re.compile(r"table|plot|figure|readable")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_no_cell_computes_a_table_or_figure_that_it_then_drops(path: Path) -> None:
+    """The third Lab pass: 03's and 05's tables of ratios vanished when a print() was added under them (Jupyter shows
+    a cell's last expression only). A call that makes a table or a figure, not last in its cell, is shown through
+    kit.show or assigned."""
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        body = ast.parse(TransformerManager().transform_cell(cell.source)).body  # %magics as IPython runs them
+        for stmt in body[:-1]:
+            call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+            name = call and (call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", ""))
+            assert not (name and SHOWN_VALUES.search(name)), \
+                f"{path.name}: cell {i} line {stmt.lineno}: {name}(...) is not the cell's last expression: never shown"
+
+
 @pytest.mark.slow
 @pytest.mark.subprocess  # a kernel per notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
