@@ -339,7 +339,7 @@ def table(df: Any, *, seconds: Iterable[str] = (), percent: Iterable[str] = (), 
         if c not in formats and _booleans(frame[c]):
             formats[c] = _yes_no
         formats.setdefault(c, _general if c in numeric else wrap_text)
-    formats = {c: (lambda v, f=f: _HYPHEN_MINUS.sub("−", f(v))) for c, f in formats.items()}
+    formats = {c: (lambda v, f=f: with_minus(f(v))) for c, f in formats.items()}
     styler = frame.style.format(formats).format_index(_header_text, axis="columns")
     # positions, not labels: a RangeIndex, or the integer labels that .tail() or a filter leaves behind
     positional = frame.index.name is None and pd.api.types.is_integer_dtype(frame.index)
@@ -366,6 +366,11 @@ def table(df: Any, *, seconds: Iterable[str] = (), percent: Iterable[str] = (), 
 
 # a table cell's negative sign: a minus (U+2212, as the kit's sentences write it), never in "stage-2" or a date
 _HYPHEN_MINUS = re.compile(r"(?<![\w\-−])-(?=\d)")
+
+
+def with_minus(text: str) -> str:
+    """``text`` with each negative number's hyphen a minus (U+2212), as table cells write it; "stage-2" is kept."""
+    return _HYPHEN_MINUS.sub("−", text)
 
 
 def plain_value(value: Any) -> str:

@@ -80,7 +80,7 @@ def test_04s_and_03s_tables_read_in_words_and_never_break_a_name(capsys) -> None
         assert "index_name" not in html, source
     depths = next(html for source, html in zip(cells, shown) if "class_by_depth" in source)
     columns = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*col_heading level0[^>]*>(.*?)</th>", depths)]
-    assert [c for c in columns if c not in ("class", "total")] == [f"depth\u00a0{d}" for d in range(len(columns) - 2)]
+    assert [c for c in columns if c not in ("class", "total")] == [f"depth {d}" for d in range(len(columns) - 2)]
     assert "Qwen2_5OmniSnakeBeta</span></code>" in "".join(shown)
 
 
@@ -92,7 +92,7 @@ def test_class_by_depth_lists_the_most_numerous_classes_and_ends_with_all_of_the
     tree = build_model(config_dict("tiny"), layout="vllm-omni", device="meta")
     whole, top = explore.class_by_depth(tree), explore.class_by_depth(tree, top=3)
     classes = whole.iloc[:-1]
-    assert list(whole.columns[:2]) == ["class", "depth\u00a00"] and whole.columns[-1] == "total"
+    assert list(whole.columns[:2]) == ["class", "depth 0"] and whole.columns[-1] == "total"
     assert whole.iloc[-1]["class"] == f"all {len(classes)} classes" == top.iloc[-1]["class"]
     assert whole.iloc[-1]["total"] == classes["total"].sum() == len(list(tree.modules())) == top.iloc[-1]["total"]
     assert list(classes["total"]) == sorted(classes["total"], reverse=True)

@@ -121,3 +121,31 @@ def test_on_curve_labels_do_not_collide_or_leave_the_frame() -> None:
         assert not box_a.overlaps(box_b), (a, b)
     frame = ax.get_window_extent(renderer)
     assert all(frame.x0 <= box.x0 and box.x1 <= frame.x1 for box in labels.values()), labels
+
+
+def test_a_drawing_that_runs_out_of_memory_says_none_of_its_warnings(tmp_path, monkeypatch, recwarn):
+    """write_report draws under warnings_said_on_success: the glyph warnings a font that could not be read gives
+    before the MemoryError are dropped (the command's one line is all that is said), while a drawing that ends well
+    says its warnings as before."""
+    import warnings
+
+    from omni_loader.reporting import report
+    from omni_loader.reporting.figures import warnings_said_on_success
+
+    with warnings_said_on_success():
+        warnings.warn("kept", UserWarning)
+    assert [str(w.message) for w in recwarn] == ["kept"]
+    recwarn.clear()
+
+    def figures_then_out_of_memory(*_):
+        warnings.warn("Glyph 48 (0) missing from font(s) DejaVu Sans.", UserWarning)
+        raise MemoryError
+
+    monkeypatch.setattr(report, "_figures", figures_then_out_of_memory)
+    monkeypatch.setattr(report, "plots_wanted", lambda: True)
+    monkeypatch.setattr(report, "check_results", lambda d: None)
+    monkeypatch.setattr(report, "comparisons", lambda *a: [])
+    monkeypatch.setattr(report, "design_alpha", lambda m: 0.05)
+    with pytest.raises(MemoryError):
+        report.write_report(tmp_path, check=type("Check", (), {"frame": None, "metadata": {}})())
+    assert not [str(w.message) for w in recwarn]

@@ -89,7 +89,7 @@ def class_by_depth(model: nn.Module, top: int | None = None):  # -> DataFrame
 
     table = module_table(model)
     out = pd.crosstab(table["class"], table["depth"], margins=True, margins_name="total")
-    out = out.rename(columns={d: f"depth\u00a0{d}" for d in out.columns if d != "total"})  # one unbroken header
+    out = out.rename(columns={d: f"depth {d}" for d in out.columns if d != "total"})
     classes = out.drop(index="total").sort_values("total", ascending=False, kind="stable")
     every = out.loc[["total"]].rename(index={"total": f"all {len(classes)} classes"})
     out = pd.concat([classes.head(top) if top is not None else classes, every])

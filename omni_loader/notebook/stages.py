@@ -112,17 +112,19 @@ def ms_text(seconds: float) -> str:
 
 def whole_ms_rows(styled: Any, values: Sequence[Sequence[float]], columns: Sequence[str]) -> Any:
     """``styled`` (a :func:`omni_loader.formatting.table` of times in ms) with the rows whose ``values`` (seconds,
-    one list per row) are all whole milliseconds shown without decimals in ``columns``: "5,604", not "5,604.000"."""
+    one list per row) a log gives in whole milliseconds shown with the precision :func:`ms_text` gives them in
+    ``columns``: "5,604", or "5,300.5" where a median of two whole ones falls between, never "5,604.000"."""
     import pandas as pd
 
-    rows = [i for i, row in enumerate(values) if row and all(whole_ms(v) for v in row)]
-    if not rows:
-        return styled
+    from ..formatting import with_minus
 
-    def shown(ms: float) -> str:  # the cell in ms as table() writes it (a minus, U+2212, for a negative), no decimals
-        return f"{ms + 0.0:,.0f}".replace("-", "\u2212")
-
-    return styled.format(shown, subset=pd.IndexSlice[rows, list(columns)])
+    for decimals in (0, 1):
+        rows = [i for i, row in enumerate(values)
+                if row and all(whole_ms(v * 2) for v in row) and decimals == (not all(whole_ms(v) for v in row))]
+        if rows:
+            styled = styled.format(lambda ms, d=decimals: with_minus(f"{ms + 0.0:,.{d}f}"),
+                                   subset=pd.IndexSlice[rows, list(columns)])
+    return styled
 
 
 def _listed(items: Any) -> str:

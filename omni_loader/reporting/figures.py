@@ -13,8 +13,10 @@ renders its own PNG (``_repr_png_``), so a cell that returns one shows it in any
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,21 @@ def tick_labels(fig: Figure) -> list[str]:
     return [lab.get_text() for ax in fig.axes if ax.get_visible() and ax.axison
             for axis in (ax.xaxis, ax.yaxis) for minor in (False, True)
             for lab in axis.get_ticklabels(minor=minor) if lab.get_visible() and lab.get_text()]
+
+
+@contextlib.contextmanager
+def warnings_said_on_success():
+    """Hold the warnings raised inside the block and say them only if it ends without an exception.
+
+    Why: drawing under a memory limit, FreeType fails to read the font and matplotlib warns "Glyph 48 (0) missing
+    from font(s) DejaVu Sans" for every digit before the MemoryError reaches the command, so `report` ended in
+    eight lines instead of its one out-of-memory line. A warning from a drawing that went on to succeed is said
+    as before, a moment later.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        yield
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
 
 
 def write_figure(fig: Figure, directory: str | Path, stem: str) -> list[Path]:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import math
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import matplotlib
 from matplotlib.lines import Line2D
 
-from .figures import ShownFigure, log_axis, write_figure
+from .figures import ShownFigure, log_axis
 from ..formatting import TIME_SCALE, number, short_duration, time_unit, times
 from .measurements import label
 from ..names import LEAF_PHASES, VARIANTS
@@ -262,8 +261,3 @@ def report_figures(frame, comps: list[Comparison], reference: dict[str, Any]) ->
              for stem in report_figure_stems(frame, comps, reference)}
     return {stem: fig for stem, fig in built.items() if fig is not None}
 
-
-def write_plots(directory: str | Path, frame, comps: list[Comparison], reference: dict[str, Any]) -> list[Path]:
-    """All plots of one results directory written under ``plots/``: PNG, SVG and CSV of each."""
-    out = Path(directory) / "plots"
-    return [p for stem, fig in report_figures(frame, comps, reference).items() for p in write_figure(fig, out, stem)]

@@ -68,7 +68,7 @@ def write_report(directory: str | Path, check: ResultsCheck | None = None) -> Pa
     """Write ``report.md`` and its plots under ``directory``; returns the report's path. ``check`` is the
     directory already read and checked (:func:`~omni_loader.results.integrity.check_results`), when the
     caller has it: the job reads its results once."""
-    from .figures import figure_files, write_figure
+    from .figures import figure_files, warnings_said_on_success, write_figure
     from ..results.safe_files import refuse_links, write_text
 
     directory = Path(directory)
@@ -76,11 +76,12 @@ def write_report(directory: str | Path, check: ResultsCheck | None = None) -> Pa
     refuse_links(directory, (REPORT_FILE, PLOTS_DIR))  # before anything is written: links are never followed
     comps = comparisons(check.frame, design_alpha(check.metadata))
     drawn = plots_wanted()
-    figures = _figures(check, comps) if drawn else {}
-    if (directory / PLOTS_DIR).is_dir():  # every plot checked before the first byte of any is written
-        refuse_links(directory / PLOTS_DIR, [name for stem in figures for name in figure_files(stem)])
-    for stem, fig in figures.items():
-        write_figure(fig, directory / PLOTS_DIR, stem)
+    with warnings_said_on_success():  # a drawing that runs out of memory ends in one line, not a glyph warning each
+        figures = _figures(check, comps) if drawn else {}
+        if (directory / PLOTS_DIR).is_dir():  # every plot checked before the first byte of any is written
+            refuse_links(directory / PLOTS_DIR, [name for stem in figures for name in figure_files(stem)])
+        for stem, fig in figures.items():
+            write_figure(fig, directory / PLOTS_DIR, stem)
     return write_text(directory / REPORT_FILE, _report_text(directory, check, comps, list(figures) if drawn else None))
 
 
