@@ -10,16 +10,15 @@ rules here are few and the same everywhere:
   plain numbers, so a column reads down without repeating it;
 * **shares** are percentages (``71.9%``), never fractions;
 * **counts and bytes** have thousands separators (``1,092``; ``1,834.6 MiB``);
-* **numbers never switch to scientific notation** (no ``e+03``): a reader compares digits;
+* **numbers never switch to scientific notation** (no ``e+03``): a reader compares digits; a range is
+  ``a … b`` (:func:`span`), never ``a–b`` or ``from a to b``;
 * **names are never cut**: long ones (qualified module paths, ``file:line(function)``) wrap; in a
   table's ``code`` columns (a class, a rule, a buffer's path) a name never breaks inside (:func:`code_text`).
 
 Tables are pandas Stylers (:func:`table`), keeping the DataFrame's values; text is plain functions
 (:func:`duration`, :func:`percent`, :func:`count`...); Markdown tables have one writer (:func:`markdown_table`).
-
-This module imports nothing from the kit: statistics and every renderer build on it, so the
-imports flow one way. Views of the kit's own tables live with their renderers
-(``reporting.report_tables.styled_summary_table``, ``reporting.report_environment.command_text``).
+This module imports nothing from the kit: statistics and every renderer build on it, so the imports flow one
+way. Views of the kit's own tables live with their renderers (``reporting.report_tables.styled_summary_table``).
 """
 
 from __future__ import annotations
@@ -34,9 +33,6 @@ TIME_SCALE = {"s": 1.0, "ms": 1e3, "µs": 1e6, "ns": 1e9}
 WRAP_WIDTH = "26em"  # widest a text cell grows before it wraps: keeps tables within a notebook page
 
 _SECONDS_SUFFIX = re.compile(r"[ _]?(seconds|secs|s)$")
-
-
-# --------------------------------------------------------------------------- plain text
 
 
 def _finite(x: Any) -> bool:
@@ -139,6 +135,11 @@ def times(ratio: float | None) -> str:
     if math.isinf(ratio):
         return "∞"
     return f"{number(ratio)}×"
+
+
+def span(low: str, high: str) -> str:
+    """A range as the kit writes it, ``99.9%\u00a0…\u00a0100.0%``; one value where both ends read the same."""
+    return low if low == high else f"{low}\u00a0…\u00a0{high}"
 
 
 def code(text: str) -> str:

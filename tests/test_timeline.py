@@ -375,6 +375,10 @@ def test_the_prs_design() -> None:
     assert detectable_difference(spread, 5) == pytest.approx(1.4)
     assert runs_needed(PR_SAVING_S, spread) is None  # separate ranges at 0.48 s: never 80%, at any n
     assert runs_needed_by_test(PR_SAVING_S, spread) == 15
+    # a spread so small that the normal approximation says 1 run: the exact test needs 4 a side to reach p < 0.05
+    # at all (3 + 3 give p = 0.1 at best); at alpha 0.2, 3 a side
+    assert runs_needed_by_test(PR_SAVING_S, 0.01) == 4 and smallest_p(3, 3) >= 0.05 > smallest_p(4, 4)
+    assert runs_needed_by_test(PR_SAVING_S, 0.01, alpha=0.2) == 3
     assert runs_needed(PR_SAVING_S, 0.1) == 4 and runs_needed(PR_SAVING_S, 0.2) is None
     assert detectable_difference(spread, 5, floor=2.0) == 2.0  # an A/A floor above it wins
 
@@ -660,7 +664,7 @@ def test_06s_stage_table_orders_phases_as_they_started_and_gives_no_share_of_not
     share = {(r[0], r[1]): r[header.index("saving (%)")] for r in rows}
     assert share[("stage-2", "init engine")] == "—" and share[("stage-2", "weight loading")] == "72.9"
     assert share[("stage-10", "weight loading")] == "0.0"
-    assert "saving (%) is — where the baseline median is under 5 ms" in styler.to_html()
+    assert "saving (%) shows — where the baseline median is under 5 ms" in styler.to_html()
 
 
 def starts_frame(baseline, optimized):

@@ -121,7 +121,9 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
             label = f"run {run.run_id + 1}/{bar.total} {run.variant}{' (warm-up)' if run.warmup else ''}"
             started, began = time.perf_counter(), now_iso(precise=True)
             try:
-                with PhaseWatch(bar, label, watch.shown,
+                # no "(limit 1,800 s)" beside it: a new user cannot act on the limit until it is hit, and then
+                # the run's failure names it (Timeout.explain) and the option that sets it
+                with PhaseWatch(bar, label, "",
                                 (lambda pid, run=run: on_start(run, pid)) if on_start else None) as phases:
                     result = run_isolated(spec.request(run), spec.workers, watch.seconds, on_start=phases.started)
                 rec.ran(rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
@@ -242,11 +244,6 @@ class Timeout:
         if not self.slowest_warmup:
             return FIRST_RUN_LIMIT
         return max(SHORTEST_DEFAULT, SLOWER_THAN_WARMUP * self.slowest_warmup)
-
-    @property
-    def shown(self) -> str:
-        """For the progress line: what a run is given, so a wait says what it waits for."""
-        return "" if self.given is not None else f" (limit {number(self.seconds)} s)"
 
     def saw_warmup(self, seconds: float) -> None:
         self.slowest_warmup = max(self.slowest_warmup, seconds)

@@ -142,7 +142,7 @@ def equivalence_and_memory(out: str | os.PathLike[str]) -> list[Any]:
     alike; report.md keeps its Markdown table), with its verdict."""
     import pandas as pd
 
-    from ..formatting import table
+    from ..formatting import span, table
     from ..reporting.stats import equivalence, memory_verdict, run_summary
 
     def in_mib(nbytes: float) -> str:
@@ -157,7 +157,7 @@ def equivalence_and_memory(out: str | os.PathLike[str]) -> list[Any]:
             for v, s in arms.items():
                 low, high = in_mib(s.min), in_mib(s.max)
                 row[f"{v} median (MiB)"] = s.median / 2**20
-                row[f"{v} min … max (MiB)"] = low if low == high else f"{low}\u00a0…\u00a0{high}"
+                row[f"{v} min … max (MiB)"] = span(low, high)
             rows.append({**row, "verdict": memory_verdict(arms["baseline"], arms["optimized"])})
     statement = equivalence(frame)["statement"]
     if not rows:

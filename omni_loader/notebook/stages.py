@@ -203,7 +203,7 @@ def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
     if len(reasons) == 1 and "cannot reach" in next(iter(reasons)):
         caption += f" ({next(iter(reasons)).removesuffix(' (use more runs)')}: no row can be a claim)"
     if any(c.baseline.median < SHARE_FLOOR_S for _, _, c in comps):
-        caption += (f"; saving (%) is — where the baseline median is under {SHARE_FLOOR_S * 1e3:g} ms: a share of so "
+        caption += (f"; saving (%) shows — where the baseline median is under {SHARE_FLOOR_S * 1e3:g} ms: a share of so "
                     "little time is the timer's and the scheduler's noise")
     if empty:
         inferred = {(r.lane, r.phase) for r in timeline.phases() if r.source == "inferred"} if timeline else set()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bench.checkpoint_cache import CACHE_KEY, COLD_RESIDENT, WARM_RESIDENT, as_condition
-from ..formatting import duration, markdown_table, mib, percent
+from ..formatting import duration, markdown_table, mib, percent, span
 from ..results.rows import RESIDENCY_COLUMN
 from .measurements import PR_PAIR, described_record, label, spec_of
 from .stats import measured, phase_summary
@@ -90,11 +90,11 @@ def cache_headline(check: CacheCheck) -> list[str]:
     if not check.recorded:
         return []
     known = sorted(r for _, _, r in check.runs if r is not None)
-    span = f"{percent(known[0])}–{percent(known[-1])}" if known[0] != known[-1] else percent(known[0])
+    found = span(percent(known[0]), percent(known[-1]))
     if check.off:
         return [f"- **Page cache**: {check.condition} condition, but {check.off_text()}, so the rows enclosing the "
                 f"phases that read it ({', '.join(label(p) for p in TOUCHED_ROWS)}) are marked not {check.condition}."]
-    return [f"- **Page cache**: {check.condition}; every measured run found {span} of the checkpoint's bytes in the "
+    return [f"- **Page cache**: {check.condition}; every measured run found {found} of the checkpoint's bytes in the "
             "page cache before its load."]
 
 
@@ -196,9 +196,10 @@ def cold_and_warm(warm: str | os.PathLike[str], cold: str | os.PathLike[str]) ->
     from ..results.integrity import check_results
 
     parts, figures = [], {}
-    for directory in (warm, cold):
-        check = check_results(Path(directory))
-        cache = cache_check(check.frame, check.metadata)
+    checks = [check_results(Path(directory)) for directory in (warm, cold)]
+    caches = [cache_check(check.frame, check.metadata) for check in checks]
+    alike = caches[0].condition == caches[1].condition  # then the directory's name tells the two apart
+    for directory, check, cache in zip((warm, cold), checks, caches):
         whole, saving = phase_summary(check.frame, PR_PAIR[0], "total"), _saving(check.frame)
         if not whole.n or saving is None:
             parts.append(f"{Path(directory).name} ({cache.condition}) holds no measured runs of both variants.")
@@ -206,12 +207,12 @@ def cold_and_warm(warm: str | os.PathLike[str], cold: str | os.PathLike[str]) ->
         figures[cache.condition] = (whole.median, saving)
         known = [r for _, _, r in cache.runs if r is not None]
         low, high = (percent(min(known)), percent(max(known))) if known else ("", "")
-        found = f"; checkpoint resident before each run {low if low == high else f'{low}–{high}'}" if known else ""
+        found = f"; checkpoint resident before each run {span(low, high)}" if known else ""
         off = f"; **not {cache.condition}**: {cache.off_text()}" if cache.off else ""
-        name = "" if Path(directory).name == cache.condition else f" ({Path(directory).name})"
-        parts.append(f"**{cache.condition.capitalize()}**{name}: the fix saves {duration(saving)} "
-                     f"of a {duration(whole.median)} whole {PR_PAIR[0]} load, {percent(saving / whole.median)}"
-                     f"{found}{off}.")
+        name = f" ({Path(directory).name})" if alike else ""
+        parts.append(f"**{cache.condition.capitalize()}**{name}: the fix saves {duration(saving)} of "
+                     f"{label(SAVING_ROW)}, {percent(saving / whole.median)} of a {duration(whole.median)} "
+                     f"whole {PR_PAIR[0]} load{found}{off}.")
     if {"warm", "cold"} <= set(figures):
         (warm_whole, warm_saving), (cold_whole, cold_saving) = figures["warm"], figures["cold"]
         more = "more" if cold_saving > warm_saving else "less"

@@ -99,13 +99,16 @@ def best_chance(saving: float, spread: float, *, alpha: float = ALPHA, max_runs:
 
 
 def runs_needed_by_test(saving: float, spread: float, *, power: float = POWER, alpha: float = ALPHA) -> int:
-    """Runs a side a two-sided Mann-Whitney test alone needs (normal approximation, times pi/3), ranges ignored."""
+    """Runs a side a two-sided Mann-Whitney test alone needs (normal approximation, times pi/3), ranges ignored;
+    never fewer than the runs at which the exact test can reach ``alpha`` at all (4 a side at 0.05: 3 + 3 runs
+    give at best p = 0.1, and a sentence saying "3 runs a side" beside that would contradict itself)."""
     from scipy.stats import norm
 
     if saving <= 0:
         return math.inf  # type: ignore[return-value]
     z = norm.isf(alpha / 2) + norm.isf(1 - power)
-    return max(2, math.ceil(2 * (z * spread / saving) ** 2 * math.pi / 3))
+    floor = next(n for n in range(1, 64) if smallest_p(n, n) < alpha)
+    return max(floor, math.ceil(2 * (z * spread / saving) ** 2 * math.pi / 3))
 
 
 def kit_calls(baseline: np.ndarray, optimized: np.ndarray, *, alpha: float = ALPHA, resamples: int = 2000,
