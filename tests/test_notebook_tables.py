@@ -102,8 +102,8 @@ def test_an_ab_table_holds_one_number_a_cell_and_the_verdict_in_a_word(arms_dir)
         assert row["saving (ms)"] == ms(-c.difference)
         assert row["saving (%)"] == f"{-100 * c.difference / c.baseline.median:,.1f}".replace("-", "\u2212")
         assert row["baseline ÷ mine"] == f"{c.ratio:,.2f}"
-        assert row["mine min … max (ms)"] == f"{ms(c.optimized.min)}\u00a0…\u00a0{ms(c.optimized.max)}"
-        assert row["baseline min … max (ms)"] == f"{ms(c.baseline.min)}\u00a0…\u00a0{ms(c.baseline.max)}"  # both sides
+        assert row["mine min–max (ms)"] == f"{ms(c.optimized.min)}\u00a0…\u00a0{ms(c.optimized.max)}"
+        assert row["baseline min–max (ms)"] == f"{ms(c.baseline.min)}\u00a0…\u00a0{ms(c.baseline.max)}"  # both sides
         assert row["verdict"] == "no\u00a0claim"  # non-breaking: a verdict never wraps
     assert rows["Whole Token2Wav load"]["baseline median (ms)"] == "9,100.000"
     assert rows["Whole Token2Wav load"]["saving (ms)"].startswith("\u2212")  # mine is slower there
@@ -416,6 +416,10 @@ def test_profiled_loads_ranked_against_their_unprofiled_runs_are_explained_besid
     assert profiled_against_unprofiled(agrees, ["baseline", "optimized"]) is None
 
 
+def reference_alignment(markdown: str) -> list[str]:
+    return [c.strip() for c in markdown.splitlines()[1].strip().strip("|").split("|")]
+
+
 def test_01s_memory_and_pr_tables_head_their_columns_as_its_other_tables_do(arms_dir):
     """The Lab pass: 01's memory table read "Baseline median … 3,512 MiB–3,512 MiB" beside tables headed in lower
     case with a range as "a … b". The memory table is the notebook's kind (units in the headers, one figure where a
@@ -424,9 +428,12 @@ def test_01s_memory_and_pr_tables_head_their_columns_as_its_other_tables_do(arms
     assert statement.startswith(("equivalent", "NOT equivalent", "not"))
     html = unescape(memory.to_html())
     header = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", html)]
-    assert header == ["memory", "baseline median (MiB)", "baseline min … max (MiB)", "optimized median (MiB)",
-                      "optimized min … max (MiB)", "verdict"], header
-    assert "MiB</td>" not in html and "–" not in html
+    assert header == ["memory", "baseline median (MiB)", "baseline min–max (MiB)", "optimized median (MiB)",
+                      "optimized min–max (MiB)", "verdict"], header
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", html)
+    assert cells and not [c for c in cells if "MiB" in c or "–" in c], cells  # a range's cell is "a … b", no unit
+    # the PR rows beside this run: numbers aligned right in every column but the measurement's
+    assert reference_alignment(sections.pr_reference(arms_dir)) == ["---"] + ["---:"] * 6
     reference = sections.pr_reference(arms_dir)
     assert reference.splitlines()[0] == ("| measurement | PR baseline | PR optimized | PR ratio | this run baseline "
                                          "| this run optimized | this run ratio |")

@@ -174,7 +174,7 @@ def _md_tables(text: str, after: str) -> list[list[str]]:
     for line in block.splitlines():
         if line.startswith("|"):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if set(cells) != {"---"}:
+            if not all(set(c) <= set("-:") and "---" in c for c in cells):  # not the alignment row
                 rows.append(cells)
         elif rows:
             break

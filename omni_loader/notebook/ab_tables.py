@@ -146,8 +146,8 @@ def time_tables(comps: list[Comparison], first: str = "baseline", second: str = 
             "measurement": label(c.phase), f"{first} median": c.baseline.median, f"{second} median": c.optimized.median,
             "saving": -c.difference, "saving (%)": -100 * c.difference / c.baseline.median if c.baseline.median else math.nan,
             f"{first} ÷ {second}": c.ratio if math.isfinite(c.ratio) else math.nan,
-            f"{first} min … max ({unit})": _spread(c, unit, first=True),
-            f"{second} min … max ({unit})": _spread(c, unit), "verdict": verdict_word(c, floors.get(c.phase)),
+            f"{first} min–max ({unit})": _spread(c, unit, first=True),
+            f"{second} min–max ({unit})": _spread(c, unit), "verdict": verdict_word(c, floors.get(c.phase)),
             **({"PR's rule (min–max)": c.pr_rule()} if pr_rule else {})} for c in rows])
         shown.append(_timed(frame, [f"{first} median", f"{second} median", "saving"], unit,
                             decimals={"saving (%)": 1, f"{first} ÷ {second}": 2}))

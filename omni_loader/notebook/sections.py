@@ -157,7 +157,7 @@ def equivalence_and_memory(out: str | os.PathLike[str]) -> list[Any]:
             for v, s in arms.items():
                 low, high = in_mib(s.min), in_mib(s.max)
                 row[f"{v} median (MiB)"] = s.median / 2**20
-                row[f"{v} min … max (MiB)"] = span(low, high)
+                row[f"{v} min–max (MiB)"] = span(low, high)
             rows.append({**row, "verdict": memory_verdict(arms["baseline"], arms["optimized"])})
     statement = equivalence(frame)["statement"]
     if not rows:

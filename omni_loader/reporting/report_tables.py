@@ -173,7 +173,7 @@ def reference_table(comps: list[Comparison], reference: dict[str, Any]) -> str:
                      _fmt(c.baseline.median, unit, u) if c else "not measured",
                      _fmt(c.optimized.median, unit, u) if c else "not measured", _ratio(c) if c else "—"])
     return markdown_table(rows, ["Measurement", "PR baseline", "PR optimized", "PR ratio", "This run baseline",
-                                 "This run optimized", "This run ratio"])
+                                 "This run optimized", "This run ratio"], right=range(1, 7))  # numbers: right
 
 
 def attribution_table(frame) -> str:
@@ -190,7 +190,7 @@ def attribution_table(frame) -> str:
             share = s.median / totals[v] if s.n and totals[v] else None
             cells += [format_seconds(s.median, u), percent(share)]
         rows.append(cells)
-    return markdown_table(rows, ["Phase", "Baseline median", "Share", "Optimized median", "Share"])
+    return markdown_table(rows, ["Phase", "Baseline median", "Share", "Optimized median", "Share"], right=range(1, 5))
 
 
 def memory_table(frame) -> tuple[str, str]:
