@@ -412,7 +412,157 @@ def test_the_profile_bars_sampling_line_counts_with_thousands_separators(tmp_pat
     vp = VariantProfile("optimized", tmp_path)
     line = profile_run._run_py_spy(vp, SimpleNamespace(root=tmp_path), LoadOptions(device="cpu"),
                                    ProfileSettings(repeat=1), ("py-spy", ""), {"phases": {"total": 1.5}})
-    assert line.startswith("optimized: sampled 1 load, 3,596 samples, "), line
+    assert line.startswith("optimized: py-spy ") and line.endswith(" s, 3,596 samples"), line
+
+
+# --------------------------------------------------------------------------- the profile's bar
+
+
+KIT_BAR = r"profile: \d+/\d+ \|[^|]*\| \d\d:\d\d elapsed, (\?|(at least )?\d\d:\d\d) left, "  # progress.BAR_FORMAT
+
+
+class _Bar:
+    """A progress bar stand-in that is on (``disable`` False): every postfix it is given, in order."""
+
+    disable = False
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs, self.postfix, self.texts, self.n, self.closed = kwargs, kwargs.get("postfix", ""), [], 0, False
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        self.postfix = text
+        self.texts.append(text)
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_profile_bars_time_left_reads_as_the_kits_bars_and_counts_down_while_a_step_runs() -> None:
+    """02's bar read "01:46 elapsed, about 1 min 01 s left of about 2 min 48 s; optimized: cProfile load", and before
+    anything ran "time left not known yet (...)": every other bar reads "mm:ss elapsed, mm:ss left, step" (``? left``
+    when unknown). On a fake clock: unknown, at least (some steps not estimated), then counting down while a step
+    runs, and once it is overdue only the steps after it."""
+    from omni_loader.profiling.time_left import TIMED, Countdown, Step
+
+    now = [0.0]
+    countdown = Countdown([Step(TIMED, "baseline"), Step("cProfile", "baseline"), Step(TIMED, "baseline"),
+                           Step(TIMED, "baseline")], clock=lambda: now[0])
+    assert countdown.clock_words() == "? left"
+    countdown.begin(Step(TIMED, "baseline"))
+    now[0] += 10.0
+    countdown.end()
+    assert countdown.clock_words() == "at least 00:20 left"  # 2 unprofiled runs of 10 s; cProfile not known
+    countdown.begin(Step(TIMED, "baseline"))
+    now[0] += 4.0
+    assert countdown.clock_words() == "at least 00:16 left"  # the running one: 6 of its 10 s left
+    now[0] += 30.0
+    assert countdown.clock_words() == "at least 00:10 left"  # overdue: the step after it
+    countdown.end()
+    countdown.begin(Step("cProfile", "baseline"))
+    now[0] += 5.0
+    assert countdown.clock_words() == "at least 00:22 left"  # the last run, the median of 10 and 34; cProfile unknown
+    countdown.end()
+    assert countdown.clock_words() == "00:22 left"  # every step estimated
+    countdown.begin(Step(TIMED, "baseline"))
+    countdown.end()
+    assert countdown.clock_words() == "00:00 left"
+
+
+def test_the_profile_bar_is_redrawn_while_a_step_runs_and_stops_when_closed() -> None:
+    """02's bar stood still for 39 s of a torch.profiler load and 21 s of py-spy's sampling: tqdm redraws on an update
+    only. A StepBar with a tick redraws itself (its postfix set again) between the step's start and end, and not
+    after it is closed; a bar that is off is not redrawn (no thread)."""
+    import threading
+    import time
+
+    from omni_loader.profiling.time_left import TIMED, Countdown, Step, StepBar
+
+    bar = _Bar()
+    with StepBar(bar, Countdown([Step(TIMED, "baseline")]), tick=0.01) as steps:
+        steps.begin(Step(TIMED, "baseline"), "reference run 1/1 baseline")
+        said = len(bar.texts)
+        deadline = time.monotonic() + 30
+        while len(bar.texts) < said + 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(bar.texts) >= said + 3, bar.texts  # redrawn with no begin() or end() called
+        assert bar.texts[-1] == "? left, reference run 1/1 baseline"
+        steps.end()
+    assert bar.closed and not steps.ticker.is_alive()
+    after = len(bar.texts)
+    time.sleep(0.05)
+    assert len(bar.texts) == after
+    off = _Bar()
+    off.disable = True
+    threads = threading.active_count()
+    StepBar(off, tick=0.01).close()
+    assert threading.active_count() == threads
+
+
+def test_the_profile_bars_lines_read_as_the_kits_bars(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bar's own lines (line mode, as a saved notebook keeps them): desc, count, bar, elapsed, time left, step."""
+    import io
+    import re
+    import sys
+
+    from omni_loader import progress
+    from omni_loader.profiling.time_left import BAR_FORMAT, TIMED, Countdown, Step, StepBar
+
+    monkeypatch.setenv(progress.ENV, "lines")
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    countdown = Countdown([Step(TIMED, "baseline")] * 4)
+    with StepBar(progress.progress_bar(total=4, desc="profile", unit="step", bar_format=BAR_FORMAT,
+                                       postfix=f"{countdown.clock_words()}, starting the worker server"),
+                 countdown) as bar:
+        for k in range(4):
+            bar.begin(Step(TIMED, "baseline"), f"reference run {k + 1}/4 baseline")
+        bar.end()
+    lines = stream.getvalue().splitlines()
+    assert lines and all(re.match(KIT_BAR, line) for line in lines), lines
+    assert re.match(r"profile: 0/4 .* elapsed, \? left, starting the worker server$", lines[0]), lines
+
+
+def test_the_profile_bars_steps_are_short_enough_for_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The bar wrapped onto a second line in Lab ("py-"/"spy"): each text the run gives its bar, time left and step,
+    is short (profile_variants with its workers and tools stood in for); the steps are named."""
+    from types import SimpleNamespace
+
+    from omni_loader.profiling import run as profile_run
+    from omni_loader.results.planner import PlannedRun
+
+    bar = _Bar()
+    plan = ["baseline", "baseline", "optimized", "optimized"]
+
+    def reference_loads(snapshot, variants, options, out, *, runs, warmup, on_run=None):
+        for k, variant in enumerate(plan, 1):
+            on_run(k, len(plan), PlannedRun(k, variant, k == 1, k, "load"))
+        return {v: {"phases": {"total": 2.0}, "variant": v} for v in variants}
+
+    def tool(*args, **kwargs):
+        return {"files": {}, "state_dict_calls": 0, "phase_functions": {}, "ops": None, "phase_ranges": {"phase": []}}
+
+    monkeypatch.setattr(profile_run, "progress_bar", lambda **kw: bar.__init__(**kw) or bar)
+    monkeypatch.setattr(profile_run, "reference_spec", lambda *a, **k: SimpleNamespace(
+        plan=lambda: [SimpleNamespace(variant=v) for v in plan]))
+    monkeypatch.setattr(profile_run, "reference_loads", reference_loads)
+    monkeypatch.setattr(profile_run, "profile_cprofile", tool)
+    monkeypatch.setattr(profile_run, "profile_torch", tool)
+    monkeypatch.setattr(profile_run, "record_py_spy", lambda job: {"files": {}, "summary": {"samples": 12_345}})
+    monkeypatch.setattr(profile_run, "find_py_spy", lambda *a: ("py-spy", ""))
+    monkeypatch.setattr(profile_run, "torch_note", lambda *a: "")
+    monkeypatch.setattr(profile_run, "write_variant_report", lambda *a, **k: tmp_path / "profile.md")
+    monkeypatch.setattr(profile_run, "write_summary_report", lambda *a, **k: None)
+    profile_run.profile_variants(SimpleNamespace(token2wav_config={}, root=tmp_path), "both", "all", tmp_path / "out",
+                                 warmup=0, device="cpu", progress=True)
+    texts = [bar.kwargs["postfix"], *bar.texts]
+    assert all(len(t) <= 60 for t in texts), max(texts, key=len)
+    steps = {t.split(" left, ", 1)[1] for t in texts}
+    assert {"baseline: cProfile", "optimized: torch.profiler", "reference run 1/4 baseline (warm-up)"} <= steps
+    assert any(t.startswith("optimized: py-spy, ") for t in steps), steps
+    assert bar.closed
 
 
 @pytest.mark.subprocess

@@ -38,7 +38,7 @@ from ..token2wav.options import LoadOptions
 from .pyspy import PySpyUnavailable, find_py_spy
 from .sampled import sampled_load
 from .settings import DEFAULT_RATE
-from .time_left import BAR_FORMAT, TIMED, Countdown, Step, StepBar
+from .time_left import BAR_FORMAT, TICK, TIMED, Countdown, Step, StepBar
 from ..bench.spec import AA_ARMS, AA_VARIANT
 from .diff_stats import (FASTER, FDR, FUNCTION_COLUMNS, NO_CLAIM, PRESENCE, SLOWER, assign_roles, compare_functions,
                          fold_samples, function_floors)
@@ -319,15 +319,16 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
                   run.variant.removesuffix(UNSAMPLED)) for run in plan]  # each run's kind, which the time left reads
     countdown = Countdown(steps)
     bar = StepBar(progress_bar(total=len(plan), desc="profile --diff", unit="run", enabled=progress,
-                               bar_format=BAR_FORMAT, postfix=f"{countdown.words()}; starting the worker server "
-                               "(imports torch and the model code once)"), countdown)
+                               bar_format=BAR_FORMAT, postfix=f"{countdown.clock_words()}, starting the worker server"),
+                  countdown, tick=TICK)
+    bar.text = "starting the worker server"
     rows, folds = [], []
     try:
         start_forkserver()
         for run, step in zip(plan, steps):
             variant, sampled = step.variant, step.kind == SAMPLED
             request = spec.request(dataclasses.replace(run, variant=AA_VARIANT if variant in AA_ARMS else variant))
-            label = (f"run {run.run_id + 1}/{len(plan)} {variant}{' sampled by py-spy' if sampled else ''}"
+            label = (f"run {run.run_id + 1}/{len(plan)} {variant}{', sampled' if sampled else ''}"
                      f"{' (warm-up)' if run.warmup else ''}")
             bar.begin(step, label)
             row = {"run_id": run.run_id, "variant": variant, "sampled": sampled, "warmup": run.warmup,
@@ -345,9 +346,9 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
             except (WorkerFailed, OmniLoaderError) as exc:
                 row.update(status="failed", error=str(exc).splitlines()[0])
             rows.append(row)
-            bar.end(f"{label}: load {row['load_s']:.3f} s" if row["status"] == "ok" else f"{label}: failed")
+            bar.end(f"{label}: {row['load_s']:.2f} s" if row["status"] == "ok" else f"{label}: failed")
     finally:
-        bar.bar.close()
+        bar.close()
     runs_frame = pd.DataFrame(rows)
     write_text(directory / RUNS_CSV, runs_frame.to_csv(index=False))
     if not folds:

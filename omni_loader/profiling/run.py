@@ -30,7 +30,7 @@ from .reference import reference_loads, reference_spec
 from .result import VariantProfile
 from .settings import SETTING_NAMES, TOOLS, ProfileSettings, resolve_tools, resolve_variants
 from .summary import write_summary_report, write_variant_report
-from .time_left import BAR_FORMAT, TIMED, Countdown, Step, StepBar
+from .time_left import BAR_FORMAT, TICK, TIMED, Countdown, Step, StepBar
 from .torch_trace import profile_torch, torch_note
 from ..results.safe_files import ensure_dir, write_text
 
@@ -79,15 +79,14 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
     plan = reference_spec(snapshot, variants, options, runs=settings.reference_runs, warmup=settings.warmup).plan()
     countdown = Countdown([*(Step(TIMED, r.variant) for r in plan), *(Step(WARM_UP, variants[0]),) * settings.warmup,
                            *(Step(kind, v) for v in variants for t, kind in TOOL_KINDS.items() if t in tools)])
-    first = (f"{countdown.words()}; reference loads: starting the worker server (imports torch and the model code "
-             f"once), then {len(plan)} runs in fresh processes")
-    with progress_bar(total=countdown.left().steps, desc="profile", unit="step", enabled=progress,
-                      bar_format=BAR_FORMAT, postfix=first) as plain:  # the bar's first line says it too
-        bar = StepBar(plain, countdown)  # a step per reference run, warm-up load and tool
+    first = f"{countdown.clock_words()}, starting the worker server"  # the bar's first line says it too
+    with StepBar(progress_bar(total=countdown.left().steps, desc="profile", unit="step", enabled=progress,
+                              bar_format=BAR_FORMAT, postfix=first), countdown, tick=TICK) as bar:
+        bar.text = "starting the worker server"  # a step per reference run, warm-up load and tool
         reference = ReferenceProgress(bar)
         references = reference_loads(snapshot, variants, options, out, runs=settings.reference_runs,
                                      warmup=settings.warmup, on_run=reference)
-        reference.finish(len(plan), "reference loads: " + ", ".join(f"{v} {r['phases']['total']:.3f} s"
+        reference.finish(len(plan), "reference loads: " + ", ".join(f"{v} {r['phases']['total']:.2f} s"
                                                                      for v, r in references.items()))
         # The tools' steps scale by each variant's reference load, and py-spy's worker makes as many as it asks for.
         countdown.scale = {v: r["phases"]["total"] for v, r in references.items()}
@@ -133,7 +132,7 @@ class ReferenceProgress:
     def __call__(self, k: int, total: int, run: Any) -> None:
         """``run`` (a :class:`~omni_loader.results.planner.PlannedRun`) is the k-th of ``total`` to start."""
         what = run.variant + (" (warm-up)" if run.warmup else "")
-        self.bar.begin(Step(TIMED, run.variant), f"reference loads: run {k}/{total} {what}")
+        self.bar.begin(Step(TIMED, run.variant), f"reference run {k}/{total} {what}")
         self.started += 1
 
     def finish(self, total: int, text: str) -> None:
@@ -149,11 +148,11 @@ def warm_up(snapshot: Any, variant: str, options: LoadOptions, loads: int, bar: 
     from ..token2wav.loader import load_token2wav
 
     for i in range(loads):
-        bar.begin(Step(WARM_UP, variant), f"warm-up load {i + 1}/{loads} ({variant})")
+        bar.begin(Step(WARM_UP, variant), f"warm-up {i + 1}/{loads} {variant}")
         t = time.perf_counter()
         model, _ = load_token2wav(snapshot, variant, options, digest=False)
         del model
-        bar.end(f"warm-up load {i + 1}/{loads} ({variant}): {time.perf_counter() - t:.3f} s")
+        bar.end(f"warm-up {i + 1}/{loads} {variant}: {time.perf_counter() - t:.2f} s")
 
 
 def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str], tools: Iterable[str] = TOOLS,
@@ -179,14 +178,14 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
     remove_files(directory / name for name in variant_files(variant))
     keep_reference(vp, reference)
     if "cprofile" in tools:
-        bar.begin(Step(TOOL_KINDS["cprofile"], variant), f"{variant}: cProfile load")
+        bar.begin(Step(TOOL_KINDS["cprofile"], variant), f"{variant}: cProfile")
         bar.end(_run_cprofile(vp, snapshot, options, settings))
     if "torch" in tools:
-        bar.begin(Step(TOOL_KINDS["torch"], variant), f"{variant}: torch.profiler load (every op traced)")
+        bar.begin(Step(TOOL_KINDS["torch"], variant), f"{variant}: torch.profiler")
         bar.end(_run_torch(vp, snapshot, options, settings, reference))
     if "py-spy" in tools:
         loads = settings.repeat_for(reference["phases"]["total"])
-        bar.begin(Step(TOOL_KINDS["py-spy"], variant, loads), f"{variant}: py-spy sampling ({loads} load{'' if loads == 1 else 's'})")
+        bar.begin(Step(TOOL_KINDS["py-spy"], variant, loads), f"{variant}: py-spy, {count(loads, 'load')}")
         bar.end(_run_py_spy(vp, snapshot, options, settings, spy or find_py_spy(settings.py_spy), reference))
     vp.files["profile_md"] = write_variant_report(vp, snapshot=snapshot, tools=tools, options=options)
     return vp
@@ -205,7 +204,7 @@ def _run_cprofile(vp: VariantProfile, snapshot: Any, options: LoadOptions, setti
     vp.files.update(out["files"])
     vp.state_dict_calls = out["state_dict_calls"]
     vp.phase_functions = out["phase_functions"]
-    return f"{vp.variant}: cProfile load {time.perf_counter() - t:.3f} s"
+    return f"{vp.variant}: cProfile {time.perf_counter() - t:.2f} s"
 
 
 def _run_torch(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings,
@@ -215,7 +214,7 @@ def _run_torch(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings
     vp.files.update(out["files"])
     vp.torch_phases = list(out["phase_ranges"]["phase"])
     vp.notes.append(torch_note(out["ops"], out["phase_ranges"], list(reference["phases"])))
-    return f"{vp.variant}: torch.profiler load {time.perf_counter() - t:.3f} s"
+    return f"{vp.variant}: torch.profiler {time.perf_counter() - t:.2f} s"
 
 
 def _run_py_spy(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings,
@@ -234,5 +233,4 @@ def _run_py_spy(vp: VariantProfile, snapshot: Any, options: LoadOptions, setting
         return f"{vp.variant}: sampling skipped"
     vp.files.update(out["files"])
     vp.py_spy = out["summary"]
-    return (f"{vp.variant}: sampled {count(chosen.repeat, 'load')}, {count(vp.py_spy['samples'], 'sample')}, "
-            f"{time.perf_counter() - t:.1f} s")
+    return f"{vp.variant}: py-spy {time.perf_counter() - t:.2f} s, {count(vp.py_spy['samples'], 'sample')}"

@@ -16,20 +16,26 @@ estimated from the steps *of its kind* already measured (:func:`estimate_left`):
    estimated (no torch.profiler load has run yet)"), never a guess from the step count.
 
 :class:`Countdown` keeps the steps done and to come (a clock), :class:`StepBar` puts the step that runs now,
-named before it starts, and the whole run's time left on a progress bar.
+named before it starts, and the whole run's time left on a progress bar, in the kit's form (``profile: 3/8 |bar|
+01:46 elapsed, 01:01 left, optimized: cProfile``, ``? left`` before any step of a kind to come has run), counting
+down each second while a step runs (a thread redraws it: tqdm redraws on an update only, and the bar's elapsed time
+stood still for the 39 s of a torch.profiler load).
 """
 
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 TIMED = "unprofiled"  # an unprofiled load in a fresh process (a reference run): what the other kinds are scaled by
-# No tqdm "{remaining}" (a rate per step, see above): the postfix holds the whole run's time left, then the step now.
+# No tqdm "{remaining}" (a rate per step, see above): the postfix holds the whole run's time left, then the step now
+# (StepBar writes "01:01 left, optimized: cProfile": the kit's bar, omni_loader.progress.BAR_FORMAT, read alike).
 BAR_FORMAT = "{desc}: {n}/{total} |{bar}| {elapsed} elapsed{postfix}"
+TICK = 1.0  # seconds between two redraws of a StepBar while a step runs
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,26 @@ class Estimate:
             return f"time left not known yet ({why})"
         return (f"at least {seconds_words(self.seconds)} left + {self.untimed} step{'s' * (self.untimed != 1)} "
                 f"not estimated ({why})")
+
+
+    def clock(self, running_for: float = 0.0, running: float | None = None) -> str:
+        """The time left as the kit's bars say it: ``01:01 left``, ``at least 00:04 left`` (some steps not
+        estimated), ``? left`` (none estimated). ``running``: the estimate of the step that runs now (counted in
+        :attr:`seconds`), of which ``running_for`` seconds have passed: the time left counts down while it runs,
+        and once it is overdue, only the steps after it are left (as :class:`~omni_loader.progress.Ticking`)."""
+        if not self.steps:
+            return f"{clock_words(0)} left"
+        if self.untimed == self.steps:
+            return "? left"
+        seconds = self.seconds - min(running_for, running) if running is not None else self.seconds
+        return f"{'at least ' if self.unknown else ''}{clock_words(max(seconds, 0.0))} left"
+
+
+def clock_words(seconds: float) -> str:
+    """``01:01``, ``1:02:03``: a time as tqdm writes the bar's elapsed time beside it."""
+    from tqdm.std import tqdm
+
+    return tqdm.format_interval(round(seconds))
 
 
 def seconds_words(seconds: float) -> str:
@@ -159,30 +185,66 @@ class Countdown:
     def words(self) -> str:
         return self.left().words(elapsed=self.clock() - self.started)
 
+    def clock_words(self) -> str:
+        """The time left on the bar (:meth:`Estimate.clock`): the running step's estimate less its time so far."""
+        left = self.left()
+        if self.running is None:
+            return left.clock()
+        step, began = self.running
+        return left.clock(self.clock() - began, step_seconds(step, self.done, self.scale))
+
 
 class StepBar:
     """A progress bar that advances a step per step ended and says, beside the whole run's time left (its
-    :class:`Countdown`), the step that runs now, before it starts (a step can take half a minute)."""
+    :class:`Countdown`, as :meth:`Countdown.clock_words`), the step that runs now, before it starts (a step can take
+    half a minute). With ``tick`` (seconds), a thread redraws it that often until :meth:`close`, so its elapsed time
+    moves and its time left counts down through a long step (04's and 06's bars do the same); a bar that is off
+    (``disable``) is not redrawn. A step's text is short: the bar is one line in Lab (a long one wrapped "py-/spy")."""
 
-    def __init__(self, bar: Any, countdown: Countdown | None = None) -> None:
+    def __init__(self, bar: Any, countdown: Countdown | None = None, tick: float | None = None) -> None:
         self.bar, self.countdown, self.text = bar, countdown if countdown is not None else Countdown(), ""
+        self.lock, self.stop = threading.RLock(), threading.Event()
+        self.ticker: threading.Thread | None = None
+        if tick and not getattr(bar, "disable", True):
+            self.ticker = threading.Thread(target=self.redraw, args=(tick,), name="profile bar", daemon=True)
+            self.ticker.start()
+
+    def redraw(self, tick: float) -> None:
+        while not self.stop.wait(tick):
+            self.say(self.text)
 
     def say(self, text: str, refresh: bool = True) -> None:
-        self.text = text
-        self.bar.set_postfix_str(f"{self.countdown.words()}; {text}", refresh=refresh)
+        with self.lock:
+            self.text = text
+            self.bar.set_postfix_str(f"{self.countdown.clock_words()}, {text}", refresh=refresh)
 
     def begin(self, step: Step, text: str) -> None:
         """``step`` starts now; ``text`` names it (a step still running has ended: the bar advances)."""
-        if self.countdown.running is not None:
-            self.bar.update(1)
-        self.countdown.begin(step)
-        self.say(text)
+        with self.lock:
+            if self.countdown.running is not None:
+                self.bar.update(1)
+            self.countdown.begin(step)
+            self.say(text)
 
     def end(self, text: str | None = None) -> None:
         """The running step ended; ``text`` says what it found (on the line a bar in line mode writes now; none:
         the step's name stays, beside the time left without it)."""
-        running = self.countdown.running is not None
-        self.countdown.end()
-        self.say(self.text if text is None else text, refresh=False)
-        if running:
-            self.bar.update(1)
+        with self.lock:
+            running = self.countdown.running is not None
+            self.countdown.end()
+            self.say(self.text if text is None else text, refresh=False)
+            if running:
+                self.bar.update(1)
+
+    def close(self) -> None:
+        """The redrawing stops, then the bar closes (its last line)."""
+        self.stop.set()
+        if self.ticker is not None and self.ticker is not threading.current_thread():
+            self.ticker.join()
+        self.bar.close()
+
+    def __enter__(self) -> StepBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
