@@ -142,12 +142,12 @@ def test_the_entrys_sampled_time_and_the_sampled_load_are_told_apart(real_diff: 
     assert sentence.startswith(f"Why `load_token2wav`'s sampled time ({ms(entry['a_median_s'])} → "
                                f"{ms(entry['b_median_s'])}, medians) is not the sampled median loads "
                                f"({ms(by['baseline']['load_s'].median())} → {ms(by['optimized']['load_s'].median())}): "
-                               "the first is the whole call, the second the call's timed `total` phase"), sentence
+                               "the first is the whole call, the second the call's timed phase “Whole Token2Wav load”"), sentence
     assert (f"less the run's load was {ms(by['baseline']['extra'].mean())} (baseline) and "
             f"{ms(by['optimized']['extra'].mean())} (optimized)") in sentence, sentence
     if (joined[pdiff.DIGEST] > 0).any():
         assert (f": {ms(by['baseline'][pdiff.DIGEST].mean())} and {ms(by['optimized'][pdiff.DIGEST].mean())} of it "
-                f"the tensor digest (`tensor_digest`, which the call computes after `total`), "
+                f"the tensor digest (`tensor_digest`, which the call computes after that phase), "
                 f"{ms(by['baseline']['rest'].mean())} and {ms(by['optimized']['rest'].mean())} the call's other "
                 "steps") in sentence, sentence
     assert "one period at 250 Hz" in sentence
@@ -361,14 +361,16 @@ def test_the_entry_sentence_tells_the_sampled_call_from_the_timed_load(tmp_path:
     sentence = diff.entry_sentence()
     assert sentence == (
         "Why `load_token2wav`'s sampled time (1,240 ms → 580 ms, medians) is not the sampled median loads (1,100 ms → "
-        "600 ms): the first is the whole call, the second the call's timed `total` phase, which leaves out the call's "
+        "600 ms): the first is the whole call, the second the call's timed phase “Whole Token2Wav load”, which leaves "
+        "out the call's "
         "work outside it. On average per sampled run (a mean, which the two medians' gap need not equal), the call's "
         "sampled time less the run's load was 113 ms (A) and 17 ms (B): 90 ms and 30 ms of it the tensor digest "
-        "(`tensor_digest`, which the call computes after `total`), 23 ms and \u221213 ms the call's other steps "
-        "outside `total` and sampling noise (py-spy counts every sample as 4 ms, one period at 250 Hz).")
+        "(`tensor_digest`, which the call computes after that phase), 23 ms and \u221213 ms the call's other steps "
+        "outside that phase and sampling noise (py-spy counts every sample as 4 ms, one period at 250 Hz).")
     assert f"- {sentence}" in diff.markdown(with_table=False)
     no_digest = pdiff.ProfileDiff("A", "B", functions, runs, folds[folds["function"] == entry], tmp_path, {"rate": 250})
-    assert "was 113 ms (A) and 17 ms (B), all of it the call's other steps outside `total`" in \
+    assert "`total`" not in sentence  # the phase in words (the Lab pass read its raw id)
+    assert "was 113 ms (A) and 17 ms (B), all of it the call's other steps outside that phase" in \
         no_digest.entry_sentence()
     never = pdiff.ProfileDiff("A", "B", functions, runs, folds[folds["variant"] == "A"], tmp_path, {"rate": 250})
     assert never.entry_sentence() is None  # B's call was never sampled: nothing to compare
@@ -404,7 +406,9 @@ def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path)
     faster = _arms({"faster": (-0.03, 0.002), "null": (0.0, 0.002)}, ("A", "B"))  # B 30 ms faster: negative ends
     faster_diff = _in_process_diff(faster, stats.compare_functions(faster, "A", "B"), {"aa": False}, tmp_path)
     sentence, = faster_diff.sentences()
-    assert re.search(r"95% interval of B − A −\d+ ms to −\d+ ms", sentence) and "-" not in sentence, sentence
+    # a range as the kit writes it ("a … b", non-breaking spaces), not "a to b" (the Lab pass)
+    assert re.search(r"95% interval of B − A −\d+ ms\u00a0…\u00a0−\d+ ms,", sentence) and "-" not in sentence, sentence
+    assert " to " not in sentence, sentence
     html = diff_table(faster_diff).to_html()
     cells = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{column}"[^>]*>(.*?)</td>', html)]
     delta = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{header.index("B − A (ms)")}"[^>]*>(.*?)'

@@ -283,7 +283,7 @@ def test_reports_name_the_largest_phase_from_the_data(profiled: Path) -> None:
         largest = max(LEAF_PHASES, key=phases.get)
         share = phases[largest] / phases["total"]
         text = (profiled / variant / "profile.md").read_text()
-        said = f"{LABELS[largest]} (phase `{largest}`), {100 * share:.1f}% of the load"  # in words, then its id
+        said = f"{LABELS[largest]}, {100 * share:.1f}% of the load"  # in words only (its id read as a raw name)
         assert f":** {said}" in text and f"### {LABELS[largest]}: {100 * share:.1f}% of the load" in text
         assert f":** {said}" in summary
     assert "**Next bottleneck of the optimized load:**" in summary
@@ -324,11 +324,12 @@ def test_notebook_02_names_each_phase_in_words_and_each_share_in_percent(tmp_pat
     assert [r[0] for r in cells(phase_range_table(trace))[1:]] == [LABELS["construct"], LABELS["load_parameters"]]
     write_summary_report(profiles, tmp_path)
     shown = where_time_goes(tmp_path, tmp_path)
-    assert (f"**Largest cost of the baseline load:** {LABELS['construct']} (phase `construct`), 57.1% of the load "
+    assert (f"**Largest cost of the baseline load:** {LABELS['construct']}, 57.1% of the load "
             "(60.0 ms)") in shown
-    assert (f"**Next bottleneck of the optimized load:** {LABELS['load_parameters']} (phase `load_parameters`), 46.2% "
+    assert (f"**Next bottleneck of the optimized load:** {LABELS['load_parameters']}, 46.2% "
             "of the load") in shown
     assert not re.search(r"^#+ `", shown, re.M)  # a heading names its phase in words only
+    assert "(phase `" not in shown  # "Construction (phase construct)": the phase in words, no raw identifier
 
 
 def _cells(styler) -> list[list[str]]:
@@ -365,8 +366,8 @@ def test_notebook_02s_operator_table_holds_operators_only_with_headers_in_words(
     assert header == ["operator", "calls", "self CPU time (ms)", "CPU time incl. children (ms)"]
     assert rows == [["aten::fill_", "2", "300.000", "301.200"], ["aten::copy_", "40", "150.000", "154.500"]]
     caption = re.search(r"<caption>(.*?)</caption>", operators.to_html()).group(1)
-    assert caption == ("The top 2 of 3 operators by self CPU time; the load's 2 phase ranges (the phase:: rows) are "
-                       "in the table below")
+    assert caption == "The top 2 of 3 operators by self CPU time; the load's 2 phases are in the table below, each in words"
+    assert "phase::" not in caption  # no such rows in this table any more: the caption named rows it does not hold
     assert [r[0] for r in _cells(ranges)[1:]] == [LABELS["total"], LABELS["buffer_discovery"]]
     assert not any("phase::" in c or "_" in c.split("(")[0] for c in header)
 

@@ -32,8 +32,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import OmniLoaderError
-from ..formatting import duration, markdown_table, number, short_duration, time_unit
+from ..formatting import duration, markdown_table, number, short_duration, span, time_unit
 from ..names import VARIANTS
+from ..reporting.measurements import label
 from ..token2wav.options import LoadOptions
 from .pyspy import PySpyUnavailable, find_py_spy
 from .sampled import sampled_load
@@ -58,6 +59,7 @@ ROLE_WORDS = {"caller": "a caller: its time moved in the functions it calls",
 UNSAMPLED = ":unsampled"  # the plan's label of a variant's unsampled load (the overhead's yardstick)
 DIGEST = "tensor_digest"  # the loader's digest of the loaded tensors, after the timed load (token2wav.loader)
 SAMPLED = "sampled"  # the kind of step of a load sampled by py-spy, on the bar's time left
+WHOLE_LOAD = "total"  # the phase a run's load is: said in words (label), never as its id
 
 
 # --------------------------------------------------------------------------- the result
@@ -102,8 +104,9 @@ class ProfileDiff:
         """Why ``load_token2wav``'s time from the samples (the table's row) is not the sampled median load beside it.
 
         The row is the whole call, every sample with :data:`~omni_loader.profiling.flamegraph.ENTRY` on the stack;
-        a run's load is its timed ``total`` phase, which leaves out the call's work outside it: above all
-        :data:`DIGEST` (the worker's tensor digest, computed after ``total``), and a few smaller steps. py-spy also
+        a run's load is its timed ``total`` phase (said in words: :data:`WHOLE_LOAD`), which leaves out the call's
+        work outside it: above all :data:`DIGEST` (the worker's tensor digest, computed after it), and a few smaller
+        steps. py-spy also
         counts every sample as one period (4 ms at 250 Hz) whatever the time between two samples was. The second
         Lab pass read "2,694 ms → 1,710 ms" beside "median load 2,557.819 ms … 1,529.022 ms sampled" with no word
         why. Per sampled run: the call's sampled time less that run's load, split into the digest's sampled time and
@@ -126,16 +129,16 @@ class ProfileDiff:
             figures[v] = (float(extra.mean()), float(digest.mean()), float((extra - digest).mean()),
                           float(r.loc[r["variant"] == v, "load_s"].median()))
         (ea, da, ra, la), (eb, db, rb, lb) = figures[self.a], figures[self.b]
-        unit, rate = "ms", float(self.settings.get("rate", DEFAULT_RATE))
+        unit, rate, whole = "ms", float(self.settings.get("rate", DEFAULT_RATE)), f"“{label(WHOLE_LOAD)}”"
         split = (f": {signed(da, unit)} and {signed(db, unit)} of it the tensor digest (`{DIGEST}`, which the call "
-                 f"computes after `total`), {signed(ra, unit)} and {signed(rb, unit)}"
+                 f"computes after that phase), {signed(ra, unit)} and {signed(rb, unit)}"
                  if (per_run[DIGEST] > 0).any() else ", all of it")
         return (f"Why `{ENTRY}`'s sampled time ({signed(row['a_median_s'].iloc[0], unit)} → "
                 f"{signed(row['b_median_s'].iloc[0], unit)}, medians) is not the sampled median loads "
                 f"({signed(la, unit)} → {signed(lb, unit)}): the first is the whole call, the second the call's timed "
-                f"`total` phase, which leaves out the call's work outside it. On average per sampled run (a mean, which "
+                f"phase {whole}, which leaves out the call's work outside it. On average per sampled run (a mean, which "
                 f"the two medians' gap need not equal), the call's sampled time less the run's load was {signed(ea, unit)} ({self.a}) and {signed(eb, unit)} "
-                f"({self.b}){split} the call's other steps outside `total` and sampling noise (py-spy counts every "
+                f"({self.b}){split} the call's other steps outside that phase and sampling noise (py-spy counts every "
                 f"sample as {short_duration(1 / rate)}, one period at {number(rate)} Hz).")
 
     def sentences(self) -> list[str]:
@@ -147,7 +150,7 @@ class ProfileDiff:
                    if r["role"] == "own time" else "; " + ROLE_WORDS.get(r["role"], r["role"]))
             out.append(f"`{r['function']}` ({r['file']}): {duration(r['a_median_s'], unit, 0)} → "
                        f"{duration(r['b_median_s'], unit, 0)}, {r['verdict']} by {duration(abs(r['delta_s']), unit, 0)} "
-                       f"(95% interval of B − A {signed(r['ci_low'], unit)} to {signed(r['ci_high'], unit)}, "
+                       f"(95% interval of B − A {span(signed(r['ci_low'], unit), signed(r['ci_high'], unit))}, "
                        f"q = {number(r['q'], 2)}{self._beyond(r, unit)}){self._calls(r['function'])}{own}.")
         return out
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..formatting import short_duration
+from ..formatting import short_duration, span
 from . import flamegraph
 from .flamegraph import IMPORT, Flame, Node
 
@@ -127,7 +127,7 @@ def drawing(diff: ProfileDiff, info: dict[int, dict[str, Any]]) -> dict[str, Any
         if row is None or not row["tested"]:
             return text + "; function too rarely sampled to test"
         return (text + f"; the function, all paths: B − A {short_duration(row['delta_s'])}, 95% interval "
-                f"{short_duration(row['ci_low'])} to {short_duration(row['ci_high'])}, q = {row['q']:.2g}"
+                f"{span(short_duration(row['ci_low']), short_duration(row['ci_high']))}, q = {row['q']:.2g}"
                 + ("" if np.isnan(row.get("aa_floor_s", np.nan)) else f", A/A floor {short_duration(row['aa_floor_s'])}")
                 + f": {row['verdict']}")
 

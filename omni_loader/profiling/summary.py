@@ -38,8 +38,8 @@ def bottleneck_sentence(vp: VariantProfile) -> str:
     """The load's largest cost in one sentence: its largest phase and what fills it (functions or page faults)."""
     c = largest_cost(vp)
     label = "Next bottleneck of the optimized load" if vp.variant == "optimized" else f"Largest cost of the {vp.variant} load"
-    # the phase in words, its id after it: the name its rows have in runs.csv and load.json
-    text = (f"**{label}:** {words(c['phase'])} (phase `{c['phase']}`), {percent(c['phase_share'])} of the load "
+    # the phase in words only: its id (runs.csv's and load.json's name) read as a raw identifier in the prose
+    text = (f"**{label}:** {words(c['phase'])}, {percent(c['phase_share'])} of the load "
             f"({c['phase_seconds'] * 1e3:,.1f} ms)")
     faults = fault_clause(vp, c["phase"], c["phase_seconds"])
     if faults["dominant"]:

@@ -91,7 +91,7 @@ def torch_ops_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFA
     df = ops.head(n).rename(columns=OPERATOR_HEADERS).reset_index(drop=True)
     ranges = len(every) - len(ops)
     caption = f"The top {min(n, len(ops)):,} of {len(ops):,} operators by {in_words(sort)}" + (
-        f"; the load's {ranges:,} phase ranges (the {PHASE_RANGE} rows) are in the table below" if ranges else "")
+        f"; the load's {ranges:,} phases are in the table below, each in words" if ranges else "")
     return table(df, decimals={c: 3 for c in df.columns if c.endswith("(ms)")}, caption=caption)
 
 
