@@ -186,6 +186,52 @@ def _notebook_02(f: Findings, text: str, results: Path) -> None:
             continue
         f.expect(agrees(s[5], leaves[phase], 1e-3) and agrees(s[4], 100 * leaves[phase] / run[variant]["total"]), s[0],
                  "the phase's seconds and share")
+    # The phase the fix does not touch (the PR's pair changes buffer discovery only) whose median runs differ most.
+    b, o = run["baseline"], run["optimized"]
+    untouched = [p for p in LEAF_PHASES if p in b.index and p in o.index and p != "buffer_discovery"]
+    for s in re.finditer(rf"Of the phases the loader change does not touch, (.+?) differs most between the two median "
+                         rf"runs: {DURATION} \(baseline\) against {DURATION} \(optimized\), {DURATION} (more|less) in "
+                         rf"the optimized run(?:, (more|less) than Buffer discovery's (saving|difference) of {DURATION})?",
+                         text):
+        phase = phase_of.get(s[1])
+        most = max(untouched, key=lambda p: abs(o[p] - b[p]))
+        f.expect(phase == most, s[0], f"the untouched phase whose medians differ most is {most}")
+        if phase != most:
+            continue
+        gap, saving = o[phase] - b[phase], b["buffer_discovery"] - o["buffer_discovery"]
+        f.expect(agrees_duration(s[2], s[3], b[phase]) and agrees_duration(s[4], s[5], o[phase])
+                 and agrees_duration(s[6], s[7], abs(gap)) and s[8] == ("more" if gap > 0 else "less"), s[0],
+                 "the phase's two median runs and their difference")
+        f.expect(s[9] is not None and s[9] == ("more" if abs(gap) > abs(saving) else "less")
+                 and agrees_duration(s[11], s[12], abs(saving)), s[0], "against buffer discovery's saving")
+    # Under torch.profiler: each variant's phase:: ranges (trace.json) and operators' self times (torch_ops.csv).
+    for s in re.finditer(rf"Under torch.profiler the (\w+) load was the slower one: {DURATION} against the (\w+) "
+                         rf"load's {DURATION}, most of the gap in (.+?) \({DURATION} against {DURATION}\), and of the "
+                         rf"operators `(.+?)`'s self (?:CPU|GPU) time differed most that way \({DURATION} against "
+                         rf"{DURATION}\)", text):
+        ranges, ops = {}, {}
+        for v in (s[1], s[4]):
+            events = json.loads((results / v / "trace.json").read_text())
+            events = events.get("traceEvents", []) if isinstance(events, dict) else events
+            spans = [(e["name"][len("phase::"):], e["dur"] / 1e6) for e in events
+                     if str(e.get("name", "")).startswith("phase::") and e.get("ph") == "X"
+                     and e.get("cat") == "user_annotation"]
+            ranges[v] = pd.DataFrame(spans, columns=["phase", "s"]).groupby("phase")["s"].sum()
+            frame = pd.read_csv(results / v / "torch_ops.csv")
+            column = "self_gpu_ms" if "self_gpu_ms" in frame else "self_cpu_ms"
+            ops[v] = frame[~frame["name"].astype(str).str.startswith("phase::")].groupby("name")[column].sum() / 1e3
+        slow, fast, phase, op = s[1], s[4], phase_of.get(s[7]), s[12]
+        f.expect(ranges[slow]["total"] >= ranges[fast]["total"], s[0], "the slower load's whole range")
+        f.expect(agrees_duration(s[2], s[3], ranges[slow]["total"]) and agrees_duration(s[5], s[6], ranges[fast]["total"]),
+                 s[0], "the two whole-load ranges")
+        both = [p for p in LEAF_PHASES if p in ranges[slow] and p in ranges[fast]]
+        f.expect(phase == max(both, key=lambda p: ranges[slow][p] - ranges[fast][p]), s[0], "the phase of the gap")
+        f.expect(phase in both and agrees_duration(s[8], s[9], ranges[slow][phase])
+                 and agrees_duration(s[10], s[11], ranges[fast][phase]), s[0], "the phase's two ranges")
+        common = ops[slow].index.intersection(ops[fast].index)
+        f.expect(op == max(common, key=lambda n: ops[slow][n] - ops[fast][n]), s[0], "the operator of the gap")
+        f.expect(op in common and agrees_duration(s[13], s[14], ops[slow][op])
+                 and agrees_duration(s[15], s[16], ops[fast][op]), s[0], "the operator's two self times")
 
 
 def _fit_sentences(f: Findings, text: str, fits: list[pd.DataFrame]) -> None:

@@ -142,7 +142,8 @@ def test_the_entrys_sampled_time_and_the_sampled_load_are_told_apart(real_diff: 
     assert sentence.startswith(f"Why `load_token2wav`'s sampled time ({ms(entry['a_median_s'])} → "
                                f"{ms(entry['b_median_s'])}, medians) is not the sampled median loads "
                                f"({ms(by['baseline']['load_s'].median())} → {ms(by['optimized']['load_s'].median())}): "
-                               "the first is the whole call, the second the call's timed phase “Whole Token2Wav load”"), sentence
+                               "the first is the whole call, the second the call's timed phase "
+                               "“Whole Token2Wav load”"), sentence
     assert (f"less the run's load was {ms(by['baseline']['extra'].mean())} (baseline) and "
             f"{ms(by['optimized']['extra'].mean())} (optimized)") in sentence, sentence
     if (joined[pdiff.DIGEST] > 0).any():

@@ -40,6 +40,7 @@ A, over randomized blocks of fresh-process loads each sampled by py-spy: ``DIR/d
 #   reference    the unprofiled reference loads: a small benchmark in fresh processes, its median runs
 #   summary      profile.md, per variant and side by side
 #   tables       the notebook's Styler tables
+#   notes        the sentences beside notebook 02's tables; Profiles, profile_variants' result (a dict)
 #   time_left    the whole run's time left on its bar, each kind of step from the measured ones of its kind
 #   run          profile_variants: reference loads, warm-up, every tool, the reports
 #   sampled      one load forked from the fork server, sampled by py-spy from its first line (stdlib only)
@@ -74,6 +75,10 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "fold_samples": "diff_stats",
     # diff_flame
     "DiffFlameView": "diff_flame",
+    # notes
+    "Profiles": "notes",
+    "torch_slower_sentence": "notes",
+    "untouched_phase_sentence": "notes",
     # outputs
     "FLAME_SVG": "outputs",
     "LOAD_JSON": "outputs",

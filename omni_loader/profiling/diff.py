@@ -136,8 +136,9 @@ class ProfileDiff:
         return (f"Why `{ENTRY}`'s sampled time ({signed(row['a_median_s'].iloc[0], unit)} → "
                 f"{signed(row['b_median_s'].iloc[0], unit)}, medians) is not the sampled median loads "
                 f"({signed(la, unit)} → {signed(lb, unit)}): the first is the whole call, the second the call's timed "
-                f"phase {whole}, which leaves out the call's work outside it. On average per sampled run (a mean, which "
-                f"the two medians' gap need not equal), the call's sampled time less the run's load was {signed(ea, unit)} ({self.a}) and {signed(eb, unit)} "
+                f"phase {whole}, which leaves out the call's work outside it. On average per sampled run (a mean, "
+                f"which the two medians' gap need not equal), the call's sampled time less the run's load was "
+                f"{signed(ea, unit)} ({self.a}) and {signed(eb, unit)} "
                 f"({self.b}){split} the call's other steps outside that phase and sampling noise (py-spy counts every "
                 f"sample as {short_duration(1 / rate)}, one period at {number(rate)} Hz).")
 

@@ -26,6 +26,7 @@ from ..progress import progress_bar
 from .cprofile import profile_cprofile
 from .outputs import LOAD_JSON, remove_files, variant_files
 from .pyspy import PySpyJob, PySpyUnavailable, find_py_spy, record_py_spy
+from .notes import Profiles
 from .reference import reference_loads, reference_spec
 from .result import VariantProfile
 from .settings import SETTING_NAMES, TOOLS, ProfileSettings, resolve_tools, resolve_variants
@@ -55,14 +56,15 @@ def with_overrides(options: LoadOptions | None, settings: ProfileSettings | None
 def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tools: str | Iterable[str] | None = "all",
                      out_dir: str | os.PathLike[str] = "profile", options: LoadOptions | None = None,
                      settings: ProfileSettings | None = None, *, progress: bool = False,
-                     on_skip: Callable[[str], None] | None = None, **overrides: Any) -> dict[str, VariantProfile]:
+                     on_skip: Callable[[str], None] | None = None, **overrides: Any) -> Profiles:
     """Profile each variant into ``out_dir/<variant>/`` and write ``out_dir/profile.md``.
 
     ``options`` sets the loads (layout, device, dtype, construct), ``settings`` the tools (table
     rows, py-spy's rate, loads per worker, warm-up loads...); keywords of the same names
     (``layout=``, ``device=``, ``top=``, ``warmup=``...) override single fields of either.
     When py-spy is missing or may not trace, ``on_skip`` gets one line (default: printed to stderr)
-    and the other tools still run. Returns ``{variant: VariantProfile}``.
+    and the other tools still run. Returns ``{variant: VariantProfile}``, a
+    :class:`~omni_loader.profiling.notes.Profiles` (a dict that also says the sentences beside notebook 02's tables).
     """
     options, settings = with_overrides(options, settings, overrides)
     variants, tools = resolve_variants(variants), resolve_tools(tools)
@@ -75,7 +77,7 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
         spy = find_py_spy(settings.py_spy)
         if spy[0] is None:
             skip(f"{spy[1]}; skipping the flamegraph and speedscope profiles")
-    profiles: dict[str, VariantProfile] = {}
+    profiles = Profiles()  # a dict, and the sentences beside 02's tables
     plan = reference_spec(snapshot, variants, options, runs=settings.reference_runs, warmup=settings.warmup).plan()
     countdown = Countdown([*(Step(TIMED, r.variant) for r in plan), *(Step(WARM_UP, variants[0]),) * settings.warmup,
                            *(Step(kind, v) for v in variants for t, kind in TOOL_KINDS.items() if t in tools)])
