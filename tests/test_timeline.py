@@ -187,7 +187,7 @@ def test_a_serve_ab_log_keeps_its_run_and_variant(tmp_path: Path) -> None:
     from omni_loader.startup.timeline_plot import gantt
 
     title = gantt(t).axes[0].get_title()  # the start as the A/B's bar counts it, from 1; the file's id is from 0
-    assert title.startswith("Where startup goes: 3-optimized.log (start 4, optimized, warm-up)"), title
+    assert title.startswith("Where startup goes: run 4, optimized (warm-up); log 3-optimized.log"), title
 
 
 def test_timestamps_cross_the_year_and_need_no_order() -> None:

@@ -183,9 +183,10 @@ def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int], lane: st
 
 def _title(timeline: Timeline, path: Any) -> str:
     name = Path(timeline.log).name if timeline.log else "startup log"
-    meta = timeline.meta  # its log is "<run id>-<variant>.log", the id from 0; the bar counts starts from 1
-    run = f" (start {meta['run'] + 1}, {meta['variant']}{', warm-up' if meta.get('warmup') else ''})" if meta else ""
-    return f"Where startup goes: {name}{run}" + (f"\n{path_words(path)}" if path is not None else "")
+    meta = timeline.meta  # its log is "<run id>-<variant>.log", the id from 0; the bar counts runs from 1
+    if meta:  # named as the bar named it ("run 3/8 baseline"), the log's file after it
+        name = f"run {meta['run'] + 1}, {meta['variant']}{' (warm-up)' if meta.get('warmup') else ''}; log {name}"
+    return f"Where startup goes: {name}" + (f"\n{path_words(path)}" if path is not None else "")
 
 
 def path_words(path: Any) -> str:
