@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 from typing import Any
 
 from tqdm.std import tqdm as _std_tqdm
@@ -162,6 +163,36 @@ def rate_from_now(bar: Any, forget: bool = False) -> None:
         from tqdm.std import EMA
 
         bar._ema_dn, bar._ema_dt = EMA(bar.smoothing), EMA(bar.smoothing)
+
+
+class Redrawer:
+    """Redraw ``bar`` every ``every`` seconds until :meth:`close` (or the end of a ``with`` block), so its elapsed
+    time moves and its time left counts down through a stretch that makes no update; a bar that is off is left be.
+
+    Why: tqdm draws on ``update()`` and ``set_postfix_str()`` only. 06's bar stood still for 6 s between two
+    starts (the server being stopped and its log read) and then jumped (the third Lab pass).
+    """
+
+    def __init__(self, bar: Any, every: float = 1.0) -> None:
+        self.bar, self.stop = bar, threading.Event()
+        self.thread = threading.Thread(target=self._redraw, args=(every,), name="progress redraw", daemon=True)
+        if not getattr(bar, "disable", True):
+            self.thread.start()
+
+    def _redraw(self, every: float) -> None:
+        while not self.stop.wait(every):
+            self.bar.refresh()
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def __enter__(self) -> Redrawer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", initial: int = 0,

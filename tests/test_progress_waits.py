@@ -336,3 +336,31 @@ def test_the_time_left_counts_down_between_updates(monkeypatch: pytest.MonkeyPat
         shown.append(re.search(r"(\d\d:\d\d) left", str(bar)).group(1))
     bar.close()
     assert shown == ["00:18", "00:15", "00:11", "00:10"], shown
+
+
+def test_a_redrawer_redraws_a_bar_until_closed_and_leaves_an_off_bar_alone() -> None:
+    """06's bar stood still for 6 s between two starts: progress.Redrawer redraws a bar while nothing updates it
+    (serve-ab's bar has one for its life), stops when closed, and never draws a bar that is off."""
+    import threading
+
+    class Drawn:
+        disable = False
+
+        def __init__(self) -> None:
+            self.drawn, self.twice = 0, threading.Event()
+
+        def refresh(self) -> None:
+            self.drawn += 1
+            if self.drawn >= 2:
+                self.twice.set()
+
+    bar = Drawn()
+    with progress.Redrawer(bar, every=0.01):
+        assert bar.twice.wait(10), "the bar was not redrawn"
+    after = bar.drawn
+    threading.Event().wait(0.05)
+    assert bar.drawn == after  # closed: no more redraws
+    off = Drawn()
+    off.disable = True
+    progress.Redrawer(off, every=0.01).close()
+    assert off.drawn == 0

@@ -239,11 +239,13 @@ class _Reporter:
     count their time left down between steps: the second Lab pass read "00:47" at 00:08 and at 00:11)."""
 
     def __init__(self, progress: Progress, total: int, done: int) -> None:
-        from ..progress import progress_bar
+        from ..progress import Redrawer, progress_bar
 
         self.say = progress if callable(progress) else None
         self.bar = None if self.say or not progress else progress_bar(total=total, initial=done, desc="startup runs",
                                                                       unit="run")
+        # between the health waits too (a server being stopped, its log read), the clock on the bar moves
+        self.redrawer = Redrawer(self.bar) if self.bar is not None else None
         self.total, self.index, self.what = total, done, ""
 
     def start(self, run: PlannedRun) -> None:
@@ -271,6 +273,8 @@ class _Reporter:
                 type(self.bar).write(outcome.describe(), file=self.bar.fp)
 
     def close(self) -> None:
+        if self.redrawer is not None:
+            self.redrawer.close()
         if self.bar is not None:
             self.bar.close()
 
