@@ -304,7 +304,8 @@ def test_drift_plot_shows_each_runs_seconds_at_its_place_in_the_run_order(plotte
     for panel, phase in enumerate(("total", "weight_loading")):
         want = frame[frame["phase"] == phase]
         drawn = sorted((float(r["x"]), round(float(r["y"]), 6)) for r in rows if r["panel"] == str(panel))
-        assert drawn == sorted((float(i), round(s * 1e3, 6)) for i, s in zip(want["run_id"], want["seconds"]))
+        # runs counted from 1, as the bar counts them ("run 1/12"), not the plan's run_id from 0
+        assert drawn == sorted((float(i + 1), round(s * 1e3, 6)) for i, s in zip(want["run_id"], want["seconds"]))
         assert {r["label"] for r in rows if r["panel"] == str(panel)} == {"baseline", "optimized"}
 
 
@@ -527,7 +528,7 @@ def test_report_intro_headline_and_verdicts(rich):
             "per variant, order alternate; 1 run failed (see Verdicts); status complete; integrity checks found "
             "nothing wrong.") in lines[2]
     head = lines[4:lines.index("## Environment")]
-    assert head[0] == "- **Calls to state_dict()**: 51 → 0 (Removed 51 calls); deterministic count."
+    assert head[0] == "- **Calls to state_dict()**: 51 → 0 (removed 51 calls); deterministic count."
     assert head[1] == ("- **Buffer discovery**: 450.000 ms → 2.200 ms (447.800 ms faster, 99.51%); "
                        "no difference claimed: 3+3 runs cannot reach p < 0.05 (use more runs); PR's rule: ranges separate.")
     assert head[2] == (f"- **Token2Wav weight loading**: {duration(1.45, 'ms')} → {duration(1.0022, 'ms')} "
@@ -1002,7 +1003,7 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir):
     equivalence = ("equivalent: all 18 runs of all 4 variants (baseline, assign, optimized, mine) and the A/A arms "
                    "loaded identical tensors (sha256 eeeeeeeeeeeeeeee…; 187 weights loaded, 1 persistent buffer)")
     assert lines[4:lines.index("## Environment")] == [
-        "- **Calls to state_dict()**: 51 → 0 (Removed 51 calls); deterministic count.",
+        "- **Calls to state_dict()**: 51 → 0 (removed 51 calls); deterministic count.",
         f"- **Buffer discovery**: 450.000 ms → 2.200 ms (447.800 ms faster, 99.51%); {SEPARATE}; "
         "A/A noise floor ±13.3% (resolved); PR's rule: ranges separate.",  # 0.3 ms over the A/A median 2.25 ms
         f"- **Token2Wav weight loading**: 493.000 ms → 43.000 ms (450.000 ms faster, 91.28%); {SEPARATE}; "

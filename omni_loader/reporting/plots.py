@@ -184,7 +184,7 @@ def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> S
 def drift_figure(frame) -> ShownFigure | None:
     """A phase's seconds against run order (warm-ups hollow): a drift over the benchmark shows as a slope.
 
-    Run order is the plan's (run_id); the per-run wall-clock stamps (run_started) order them the same.
+    Run order is the plan's (run_id, drawn from 1 as the bar counts); the wall-clock stamps (run_started) agree.
     """
     drift_rows = _drift_rows(frame)
     if drift_rows is None:
@@ -199,13 +199,14 @@ def drift_figure(frame) -> ShownFigure | None:
         for variant, runs in of_phase.groupby("variant", sort=False):
             runs = runs.sort_values("run_id")
             color = COLORS.get(str(variant))
-            ax.plot(runs["run_id"], runs["seconds"] * scale, color=color, alpha=0.35, lw=1, label="_line")
+            # counted from 1, as the benchmark's bar counts them ("run 3/12"): the plan's run_id is from 0
+            ax.plot(runs["run_id"] + 1, runs["seconds"] * scale, color=color, alpha=0.35, lw=1, label="_line")
             for warm, part in runs.groupby("warmup"):
-                ax.scatter(part["run_id"], part["seconds"] * scale, s=24, zorder=3, color=color,
+                ax.scatter(part["run_id"] + 1, part["seconds"] * scale, s=24, zorder=3, color=color,
                            facecolors="none" if warm else color,
                            label=f"{variant} warm-up" if warm else f"{variant}")
         ax.set_title(f"{label(phase)}: each run in the order it ran", fontsize=10)
-        ax.set_xlabel("run (plan order; warm-ups hollow)")
+        ax.set_xlabel("run, as the progress bar counts them (warm-ups hollow)")
         ax.set_ylabel(f"time ({unit})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=9)

@@ -224,8 +224,10 @@ def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
             account = controls.row(c.phase) if controls else None
             mark = (f"; **confounded** by {', '.join(label(p) for p in account.confounders)} (see Controls)"
                     if account and account.confounded else "")
+            change = c.change(u)  # "Removed 219 calls" heads a table cell; inside a sentence's brackets, lower case
             lines.append(f"- **{LABELS[c.phase]}**: {_fmt(c.baseline.median, c.unit, u)} → "
-                         f"{_fmt(c.optimized.median, c.unit, u)} ({c.change(u)}); {c.verdict(floors.get(c.phase))}"
+                         f"{_fmt(c.optimized.median, c.unit, u)} ({change[:1].lower() + change[1:]}); "
+                         f"{c.verdict(floors.get(c.phase))}"
                          + (f"; A/A noise floor {floor}" if floor != "—" else "")
                          + (f"; PR's rule: {c.pr_rule()}" if c.unit == "s" else "") + mark
                          + (marks or {}).get(c.phase, "") + ".")
