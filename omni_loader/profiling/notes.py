@@ -44,11 +44,12 @@ class Profiles(dict):
 def changed_by(a: str, b: str) -> tuple[str, ...]:
     """The phases whose step differs between variants ``a`` and ``b`` (the PR's pair: buffer discovery); none
     known for a variant the kit cannot name."""
+    from ..errors import OmniLoaderError
     from ..reporting.controls import changed_phases
 
     try:
         return changed_phases(a, b)
-    except Exception:  # noqa: BLE001 - a custom variant's name: no phase is known to be changed
+    except OmniLoaderError:  # a custom variant's name: no phase is known to be changed
         return ()
 
 
