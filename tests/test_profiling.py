@@ -527,6 +527,25 @@ def test_the_profile_bars_lines_read_as_the_kits_bars(monkeypatch: pytest.Monkey
     assert re.match(r"profile: 0/4 .* elapsed, \? left, starting the worker server$", lines[0]), lines
 
 
+@pytest.mark.subprocess
+def test_the_real_runs_profile_and_diff_bars_read_as_the_kits_bars(executed_notebook) -> None:
+    """In notebook 02's executed copy (the suite's real run, line mode): every line of the profile bar and of the
+    differential profile's bar reads "desc: N/M |bar| mm:ss elapsed, mm:ss left, step", never the old "about 1 min
+    01 s left of about 2 min 48 s" or "time left not known yet (...)"."""
+    import re
+
+    import nbformat
+
+    run = executed_notebook(NOTEBOOK_DIR / "02_profiles.ipynb")
+    nb = nbformat.read(run.copy, as_version=4)
+    lines = [line for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+             for line in str(o.get("text", "")).splitlines() if line.startswith(("profile: ", "profile --diff: "))]
+    assert any(line.startswith("profile: ") for line in lines), lines
+    assert not run.parameters.get("diff_runs", 1) or any(line.startswith("profile --diff: ") for line in lines), lines
+    kit = KIT_BAR.replace("profile: ", "profile(?: --diff)?: ")
+    assert all(re.match(kit, line) for line in lines), [line for line in lines if not re.match(kit, line)]
+
+
 def test_the_profile_bars_steps_are_short_enough_for_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The bar wrapped onto a second line in Lab ("py-"/"spy"): each text the run gives its bar, time left and step,
     is short (profile_variants with its workers and tools stood in for); the steps are named."""
