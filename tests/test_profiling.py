@@ -492,7 +492,7 @@ def test_the_profile_bar_is_redrawn_while_a_step_runs_and_stops_when_closed() ->
         assert len(bar.texts) >= said + 3, bar.texts  # redrawn with no begin() or end() called
         assert bar.texts[-1] == "? left, reference run 1/1 baseline"
         steps.end()
-    assert bar.closed and not steps.ticker.is_alive()
+    assert bar.closed and not steps.redrawer.thread.is_alive()
     after = len(bar.texts)
     time.sleep(0.05)
     assert len(bar.texts) == after

@@ -197,21 +197,26 @@ class Countdown:
 class StepBar:
     """A progress bar that advances a step per step ended and says, beside the whole run's time left (its
     :class:`Countdown`, as :meth:`Countdown.clock_words`), the step that runs now, before it starts (a step can take
-    half a minute). With ``tick`` (seconds), a thread redraws it that often until :meth:`close`, so its elapsed time
-    moves and its time left counts down through a long step (04's and 06's bars do the same); a bar that is off
-    (``disable``) is not redrawn. A step's text is short: the bar is one line in Lab (a long one wrapped "py-/spy")."""
+    half a minute). With ``tick`` (seconds), the kit's :class:`~omni_loader.progress.Redrawer` redraws it that often
+    until :meth:`close`, its time left counted down to now (:meth:`refresh`), so its elapsed time moves through a long
+    step (04's and 06's bars do the same); a bar that is off (``disable``) is not redrawn. A step's text is short: the
+    bar is one line in Lab (a long one wrapped "py-/spy")."""
 
     def __init__(self, bar: Any, countdown: Countdown | None = None, tick: float | None = None) -> None:
-        self.bar, self.countdown, self.text = bar, countdown if countdown is not None else Countdown(), ""
-        self.lock, self.stop = threading.RLock(), threading.Event()
-        self.ticker: threading.Thread | None = None
-        if tick and not getattr(bar, "disable", True):
-            self.ticker = threading.Thread(target=self.redraw, args=(tick,), name="profile bar", daemon=True)
-            self.ticker.start()
+        from ..progress import Redrawer
 
-    def redraw(self, tick: float) -> None:
-        while not self.stop.wait(tick):
-            self.say(self.text)
+        self.bar, self.countdown, self.text = bar, countdown if countdown is not None else Countdown(), ""
+        self.lock = threading.RLock()
+        self.redrawer = Redrawer(self, tick) if tick else None
+
+    @property
+    def disable(self) -> bool:
+        """The bar is off (nothing to redraw)."""
+        return bool(getattr(self.bar, "disable", True))
+
+    def refresh(self) -> None:
+        """Drawn again with the time left counted down to now (what the redrawer calls each tick)."""
+        self.say(self.text)
 
     def say(self, text: str, refresh: bool = True) -> None:
         with self.lock:
@@ -238,9 +243,8 @@ class StepBar:
 
     def close(self) -> None:
         """The redrawing stops, then the bar closes (its last line)."""
-        self.stop.set()
-        if self.ticker is not None and self.ticker is not threading.current_thread():
-            self.ticker.join()
+        if self.redrawer is not None:
+            self.redrawer.close()
         self.bar.close()
 
     def __enter__(self) -> StepBar:
