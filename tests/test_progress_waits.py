@@ -147,19 +147,17 @@ def test_profile_bar_says_what_runs_before_it_runs_beside_the_whole_runs_time_le
 
     assert bar.kwargs["total"] == 4 + 2 * 2  # a step per reference run and per tool
     assert "{remaining}" not in bar.kwargs["bar_format"]  # no rate per step of steps that differ 100-fold
-    unknown = "time left not known yet (no unprofiled, cProfile or torch.profiler load has run yet)"
-    assert seen["before references"].startswith(f"{unknown}; reference loads: starting the worker server")
-    assert seen["run 1"] == (f"{unknown}; reference loads: run 1/4 baseline (warm-up)", 0)
-    assert seen["run 3"] == ("at least 4.0 s left + 4 steps not estimated (no cProfile or torch.profiler load has "
-                             "run yet); reference loads: run 3/4 optimized", 2)  # 2 runs of 2 s: 1 of them left
-    assert seen["cprofile baseline"] == ("time left not known yet (no cProfile or torch.profiler load has run yet); "
-                                         "baseline: cProfile load")
-    assert seen["torch baseline"] == ("at least 3.0 s left + 2 steps not estimated (no torch.profiler load has run "
-                                      "yet); baseline: torch.profiler load (every op traced)")  # cProfile: 6 / 2 * 1
-    # Every kind has run: the optimized variant's steps at half the baseline's (it loads twice as fast unprofiled),
-    # and the whole run: 6 s of reference loads + 26 s of the baseline's tools + 13 s left.
-    assert seen["cprofile optimized"] == "about 13 s left of about 45 s; optimized: cProfile load"
-    assert seen["torch optimized"] == "about 10 s left of about 45 s; optimized: torch.profiler load (every op traced)"
+    # the kit's words for a time left: "? left" before a kind still to come has run, "at least" while some are
+    # unknown (the part known is kept), then the whole; the step running now is named short (one line in Lab)
+    assert seen["before references"] == "? left, starting the worker server"
+    assert seen["run 1"] == ("? left, reference run 1/4 baseline (warm-up)", 0)
+    assert seen["run 3"] == ("at least 00:04 left, reference run 3/4 optimized", 2)  # 2 runs of 2 s: 1 of them left
+    assert seen["cprofile baseline"] == "? left, baseline: cProfile"
+    assert seen["torch baseline"] == "at least 00:03 left, baseline: torch.profiler"  # cProfile: 6 / 2 * 1
+    # Every kind has run: the optimized variant's steps at half the baseline's (it loads twice as fast unprofiled):
+    # its cProfile (3 s) and torch.profiler (10 s) loads are 13 s left
+    assert seen["cprofile optimized"] == "00:13 left, optimized: cProfile"
+    assert seen["torch optimized"] == "00:10 left, optimized: torch.profiler"
     assert bar.n == 8 and bar.events[-1] == ("close", None)
 
 
