@@ -289,8 +289,8 @@ def _notebook_05(f: Findings, text: str, results: Path) -> None:
     fits = [pd.read_csv(p) for p in sorted(results.parent.parent.glob("*/results/**/fits.csv"))]
     _fit_sentences(f, text, fits)
     own = pd.read_csv(results / "traversal" / "fits.csv").query("clock == 'wall' and experiment == 'baseline'").iloc[0]
-    for s in re.finditer(rf"The sweep saved in (\S+) \([^)]*\) fits ({NUM}) ± ({NUM}) \(({NUM}) points, \S+ from "
-                         rf"({NUM}) to ({NUM}), ({NUM}) repeats?\): the slopes differ by ({NUM})", text):
+    for s in re.finditer(rf"The sweep saved in (\S+) \([^)]*\) fits ({NUM}) ± ({NUM}) \(({NUM}) points, \S+ "
+                         rf"({NUM})\u00a0…\u00a0({NUM}), ({NUM}) repeats?\): the slopes differ by ({NUM})", text):
         record = json.loads((Path(s[1]) / "fits.json").read_text())
         saved = record["fits"]["baseline"]
         f.expect(agrees(s[2], saved["slope"]) and agrees(s[3], saved["stderr"])
@@ -303,7 +303,7 @@ def _notebook_05(f: Findings, text: str, results: Path) -> None:
 
     audit = pd.read_csv(results / "audit.csv").set_index("arch")
     ratio = {a: r.baseline_seconds / line(r.named_buffers * r.modules) for a, r in audit.iterrows()}
-    for s in re.finditer(r"Within a factor of 2 of the line \(baseline ÷ predicted from 0.5 to 2\): ([^.]*(?:\.\d+[^.]*)*)\.",
+    for s in re.finditer(r"Within a factor of 2 of the line \(baseline ÷ predicted 0.5\u00a0…\u00a02\): ([^.]*(?:\.\d+[^.]*)*)\.",
                          text):
         for m in re.finditer(rf"([\w-]+) \(({NUM})\)", s[1]):
             if m[1] in ratio:

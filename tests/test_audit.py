@@ -123,7 +123,7 @@ def test_the_factor_of_two_is_computed_and_names_every_model_with_what_a_ratio_o
 
     placed, fit = _lab_placement()
     line = factor_sentence(placed, fit)
-    assert line.startswith("Within a factor of 2 of the line (baseline ÷ predicted from 0.5 to 2): bert (1.05), "
+    assert line.startswith("Within a factor of 2 of the line (baseline ÷ predicted 0.5\u00a0…\u00a02): bert (1.05), "
                            "resnet (1.43), encodec (0.92), token2wav-full (1.30). Outside it: seamless_m4t (2.21) "
                            "took 1,188 ms where the line predicts 538 ms at B·N = 163,096: 7.29 µs per module visit "
                            "against the line's 3.30 µs")

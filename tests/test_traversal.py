@@ -314,9 +314,9 @@ def test_05s_slope_is_set_beside_03s_saved_sweep_from_both_fits(tmp_path) -> Non
     (saved / "fits.json").write_text(json.dumps({"created": "2026-12-03T13:10:26+00:00", "config": {"repeats": 7},
                                                  "fits": {"baseline": fit(1.084, 0.04, 31, 128, 524_288).to_dict()}}))
     sentence = fits.slope_beside_saved(here, saved)
-    assert sentence.startswith("The B·N line of this sweep: slope 1.000 ± 0.030, R² 0.9900 (12 points, B·N from 64 "
-                               "to 65,536, 3 repeats). ")
-    assert (f"The sweep saved in {saved} (2026-12-03T13:10:26+00:00) fits 1.084 ± 0.040 (31 points, B·N from 128 to "
+    assert sentence.startswith("The B·N line of this sweep: slope 1.000 ± 0.030, R² 0.9900 (12 points, B·N 64\u00a0…\u00a0"
+                               "65,536, 3 repeats). ")
+    assert (f"The sweep saved in {saved} (2026-12-03T13:10:26+00:00) fits 1.084 ± 0.040 (31 points, B·N 128\u00a0…\u00a0"
             "524,288, 7 repeats): the slopes differ by 0.084, 1.7 standard errors of their difference (within what the "
             "two fits' own uncertainty explains), and this sweep's fitted range ends 8.0× lower.") in sentence
     wide = traversal.SweepResult(rows=None, fits={"baseline": fit(1.2, 0.03, 12, 64, 65_536)}, placement=None,
@@ -363,7 +363,7 @@ def test_the_sweep_bar_prices_each_model_left_by_its_own_cost_on_a_fake_clock(mo
     far were off), so on a fake clock where every round takes 1.5x its warm-up price, every time left shown is the
     true one, from the first timed model on."""
     from omni_loader import progress
-    from omni_loader.sweep.traversal import RoundsLeft
+    from omni_loader.sweep.sweep_bar import RoundsLeft
 
     config = traversal.SweepConfig.quick(repeats=3, n_values=tuple(range(10, 21)), b_values=(4,), token2wav=None)
     estimate = {(n, 4): 30.0 if n == 20 else 1.0 for n in config.n_values}  # ten small trees and one big model
@@ -428,3 +428,45 @@ def test_where_the_real_model_sits_is_one_computed_line_and_03_writes_it_one_way
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert not re.search(r"239,|240,000|1,311|≈ 1,092", prose) and "measured ÷ fit" not in prose + code
     assert 'measured_over_fit="median ÷ predicted"' in code and "kit.traversal.placement_sentence(result.placement" in code
+
+
+def test_the_sweep_bars_count_and_its_last_words_agree() -> None:
+    """03's bar read "264/264 ... done: 7 repeats of 33 models": it counts a warm-up round (each model built and
+    warmed up) and then each repeat, and its last words name the warm-up round too."""
+    from omni_loader.sweep.sweep_bar import done_words
+
+    words = done_words(7, 33)
+    assert words == "done: a warm-up round and 7 repeats of 33 models"
+    rounds = re.fullmatch(r"done: a warm-up round and (\d+) repeats? of (\d+) models", words)
+    assert (1 + int(rounds[1])) * int(rounds[2]) == 264  # the bar's count: models × (repeats + 1)
+    assert done_words(1, 2) == "done: a warm-up round and 1 repeat of 2 models"
+
+
+def test_the_sweep_bars_time_left_counts_down_between_two_models_on_a_fake_clock() -> None:
+    """03's bar read "00:44 left" at 00:15 and "00:43 left" at 00:24: the sweep updates its bar once per model and
+    its text stood still while a model was timed. Redrawn (as the kit's Redrawer does each second), the time left is
+    the one set at the last model less the time since, and no less than what the models after the next one take."""
+    from omni_loader.sweep.sweep_bar import SweepBarText
+
+    now, shown = [100.0], []
+
+    class Bar:
+        disable = False
+
+        def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+            shown.append(text)
+
+        def refresh(self) -> None:
+            pass
+
+    text = SweepBarText(Bar(), repeats=7, clock=lambda: now[0])
+    assert not text.disable
+    text.set(1, None)
+    text.refresh()
+    assert shown[-1] == "time left after the first model is timed, repeat 1/7"
+    text.set(2, 44.0, after=35.0, refresh=False)
+    assert shown[-1] == "00:44 left, repeat 2/7"
+    for seconds, left in [(1, "00:43"), (5, "00:39"), (9, "00:35"), (15, "00:35")]:  # the next model is overdue at 9
+        now[0] = 100.0 + seconds
+        text.refresh()
+        assert shown[-1] == f"{left} left, repeat 2/7", seconds

@@ -200,12 +200,14 @@ def with_placed_models(placed, sweep_placement):  # (DataFrame, DataFrame) -> Da
 
 def range_sentence(placed, fit: LogLogFit) -> str:
     """Which models lie outside the x range the line was fitted on (their places extrapolate it)."""
+    from ..formatting import span
+
     outside = placed[~placed["inside_fitted_range"].astype(bool)]
-    span = f"B·N {fit.x_min:,.0f} to {fit.x_max:,.0f}"
+    fitted = f"B·N {span(f'{fit.x_min:,.0f}', f'{fit.x_max:,.0f}')}"
     if outside.empty:
-        return f"Every model lies inside the fitted range ({span})."
+        return f"Every model lies inside the fitted range ({fitted})."
     names = ", ".join(f"{r.arch} ({r.x:,.0f})" for r in outside.itertuples(index=False))
-    return (f"The line was fitted on {span}; {names} lie outside it, so their places extrapolate the line "
+    return (f"The line was fitted on {fitted}; {names} lie outside it, so their places extrapolate the line "
             "beyond the trees it was measured on.")
 
 
@@ -213,13 +215,13 @@ def factor_sentence(placed, fit: LogLogFit, factor: float = 2.0) -> str:
     """Which models' baselines lie within ``factor`` of what the line predicts at their B·N (measured ÷ fit
     from 1/``factor`` to ``factor``), and for each one outside, what its ratio means: its cost per module visit
     against the line's at the same B·N, and whether its place extends the line beyond the fitted range."""
-    from ..formatting import count, short_duration
+    from ..formatting import count, short_duration, span
 
     ratio = placed["measured_over_fit"].astype(float)
     near = (ratio >= 1 / factor) & (ratio <= factor)
     within = ", ".join(f"{r.arch} ({r.measured_over_fit:.2f})" for r in placed[near].itertuples(index=False))
-    lines = [f"Within a factor of {factor:g} of the line (baseline ÷ predicted from {1 / factor:g} to "
-             f"{factor:g}): {within or 'none'}."]
+    lines = [f"Within a factor of {factor:g} of the line (baseline ÷ predicted "
+             f"{span(f'{1 / factor:g}', f'{factor:g}')}): {within or 'none'}."]
     for r in placed[~near].itertuples(index=False):
         beyond = "" if r.inside_fitted_range else (
             f"; its B·N lies beyond the fitted range (which ends at {count(fit.x_max)}), so part of the gap may be "

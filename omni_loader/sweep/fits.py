@@ -207,10 +207,13 @@ def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", cl
     import math
     from pathlib import Path
 
+    from ..formatting import span
+
     fit, x = result.fits_for(clock)[experiment], EXPERIMENTS[experiment][1].split(" (")[0]
 
     def fitted(f: dict[str, Any], repeats: Any) -> str:
-        return (f"{f['n_points']} points, {x} from {f['x_min']:,.0f} to {f['x_max']:,.0f}, "
+        low, high = f"{f['x_min']:,.0f}", f"{f['x_max']:,.0f}"
+        return (f"{f['n_points']} points, {x} {span(low, high)}, "
                 f"{repeats} repeat{'' if repeats == 1 else 's'}")
 
     here = (f"The {x} line of this sweep: slope {fit.slope:.3f} ± {fit.stderr:.3f}, R² {fit.r2:.4f} "

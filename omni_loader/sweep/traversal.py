@@ -24,7 +24,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,8 @@ from torch import nn
 from .discovery_timing import calibration, experiment_calls, per_call_seconds, round_estimate
 from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, baseline_over_state_dicts, experiment_x,
                    fit_sweep, linear_costs, place_points)
+from .sweep_bar import RoundsLeft, SweepBarText, building_words, done_words
+from .sweep_bar import timing_words  # noqa: F401 - read as traversal.timing_words by tests/test_progress_waits.py
 from .traversal_plots import plot_sweep
 from .trees import build_tree, token2wav_model, tree_counts
 
@@ -168,69 +170,6 @@ def subjects(config: SweepConfig, bar: Any) -> list[Subject]:
     return out
 
 
-class RoundsLeft:
-    """The time the sweep's rounds still to come will take: ``estimates`` (seconds per round, from the warm-up;
-    NaN or 0 where none) per model, ``repeats`` rounds of each. :meth:`timed` records one model's timed round.
-
-    Why not the mean time of the models timed so far: the models range from a 16-module tree (microseconds a
-    call) to the real Token2Wav (about a second a round), timed in a random order, so early in the first round
-    the mean is of small trees only (03's bar said "00:43 left" where 79 s were left). A model's round is priced
-    by its own timed rounds once it has some; before, by its warm-up price (:func:`round_estimate`) scaled by how
-    far the warm-up prices of the models timed so far were from their timed rounds (a warm-up call is a cold
-    one); without warm-up prices (``warmup = 0``), at the mean round so far."""
-
-    def __init__(self, estimates: Sequence[float], repeats: int) -> None:
-        self.estimates = [e if e > 0 and math.isfinite(e) else math.nan for e in estimates]
-        self.repeats = repeats
-        self.spent = [0.0] * len(self.estimates)
-        self.rounds = [0] * len(self.estimates)
-
-    def timed(self, model: int, seconds: float) -> None:
-        self.spent[model] += seconds
-        self.rounds[model] += 1
-
-    def seconds(self) -> float | None:
-        """Seconds left, or None before any model is timed."""
-        done = [i for i, k in enumerate(self.rounds) if k]
-        if not done:
-            return None
-        # how far the warm-up prices were from the timed rounds, over the models timed so far that have one
-        priced = [i for i in done if not math.isnan(self.estimates[i])]
-        scale = (sum(self.spent[i] for i in priced) / sum(self.estimates[i] * self.rounds[i] for i in priced)
-                 if priced else math.nan)
-        mean = sum(self.spent[i] for i in done) / sum(self.rounds[i] for i in done)
-        left = 0.0
-        for i, estimate in enumerate(self.estimates):
-            if self.rounds[i]:
-                price = self.spent[i] / self.rounds[i]
-            elif not math.isnan(estimate) and not math.isnan(scale):
-                price = estimate * scale
-            else:
-                price = mean
-            left += price * (self.repeats - self.rounds[i])
-        return left
-
-
-def building_words(built: int, models: int) -> str:
-    """The sweep bar's text while it builds: no time left yet (the trees grow, so the first builds' pace says
-    nothing of the last ones', nor of the timing)."""
-    return f"{built}/{models} models built and warmed up; time left once the timing starts"
-
-
-def timing_words(repeat: int, repeats: int, timed: int, to_time: int, seconds: float,
-                 left: float | None = None) -> str:
-    """The sweep bar's text while it times: ``00:55 left, repeat 3/7``. ``left``: the seconds left as
-    :class:`RoundsLeft` prices them (each model by its own cost); without it, each of the ``to_time - timed``
-    models left at the mean time of those timed so far (``seconds`` over ``timed``)."""
-    from tqdm import tqdm
-
-    if not timed:
-        return f"time left after the first model is timed, repeat {repeat}/{repeats}"
-    if left is None:
-        left = seconds / timed * (to_time - timed)
-    return f"{tqdm.format_interval(left)} left, repeat {repeat}/{repeats}"
-
-
 def run_sweep(config: SweepConfig | None = None, progress: bool = True,
               clock: Callable[[], float] = time.perf_counter):  # -> pandas.DataFrame
     """Measure every tree of ``config`` (and the real Token2Wav); one tidy row per timed repeat.
@@ -243,9 +182,8 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
     """
     import pandas as pd
 
-    from ..progress import progress_bar
-
     from ..profiling.time_left import BAR_FORMAT
+    from ..progress import Redrawer, progress_bar
 
     config = config or SweepConfig.full()
     models = len(config.trees()) + bool(config.token2wav)
@@ -255,20 +193,23 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
                       bar_format=BAR_FORMAT, postfix=building_words(0, models)) as bar:
         plan = subjects(config, bar)
         rng = random.Random(config.seed)
-        to_time, timed = models * config.repeats, 0
+        queue = [(repeat, i) for repeat in range(config.repeats) for i in rng.sample(range(len(plan)), len(plan))]
         prices = RoundsLeft([s.round_estimate for s in plan], config.repeats)
-        bar.set_postfix_str(timing_words(1, config.repeats, 0, to_time, 0.0))
-        for repeat in range(config.repeats):
-            for i in rng.sample(range(len(plan)), len(plan)):
+        text = SweepBarText(bar, config.repeats, clock)
+        text.set(1, None)
+        with Redrawer(text):  # the time left counts down while one model is timed
+            for k, (repeat, i) in enumerate(queue):
                 s, start = plan[i], clock()
                 rows += measure_round(s.model, s.number, repeat, s.source, s.counts, touch=config.touch)
                 prices.timed(i, clock() - start)
-                timed += 1
-                # the text the bar shows with this tick: the repeat the next model is timed in, the time left now
-                words = timing_words(min(timed // models + 1, config.repeats), config.repeats, timed, to_time, 0.0,
-                                     left=prices.seconds())
-                bar.set_postfix_str(words if timed < to_time else f"done: {config.repeats} repeat"
-                                    f"{'' if config.repeats == 1 else 's'} of {models} models", refresh=False)
+                # the text the bar shows with this tick: the repeat the next model is timed in, the time left now,
+                # and the part of it the models after the next one take (the floor of its countdown)
+                if k + 1 < len(queue):
+                    after, each = queue[k + 1], prices.prices()
+                    left = prices.seconds()
+                    text.set(after[0] + 1, left, left - each[after[1]], refresh=False)
+                else:
+                    bar.set_postfix_str(done_words(config.repeats, models), refresh=False)
                 bar.update(1)
     order = {e: i for i, e in enumerate(EXPERIMENTS)}
     frame = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
