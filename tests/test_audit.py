@@ -142,3 +142,47 @@ def test_05_shows_the_computed_lines_and_its_prose_names_phases_in_words() -> No
     assert 'measured_over_fit="baseline ÷ predicted"' in code and "measured ÷ fit" not in code + prose
     assert "kit.audits.factor_sentence(placed, fit)" in code and "kit.audits.price_beside_sweep(findings, sweep)" in code
     assert "`construct`" not in prose and "`load_parameters`" not in prose and "Load parameters" in prose
+
+
+def test_the_audit_bar_prices_the_models_left_without_the_first_models_one_off_cost(monkeypatch) -> None:
+    """05's bar said "00:20 left" at 00:02, after resnet, and ended at 00:09: tqdm's rate charged the first model's
+    one-off cost (transformers' auto classes, the first meta-device model) to every model left. On a fake clock where
+    the first model takes 3 s and every other 1 s, the bar names no time left until a second model is done, and from
+    then on shows the true time left at each tick."""
+    import re
+
+    from omni_loader import progress
+    from omni_loader.sweep import audit as audit_module
+
+    archs = [f"arch{i}" for i in range(8)]
+    now, made = [0.0], []
+
+    class Bar:
+        def __init__(self, *args, **kwargs) -> None:
+            self.kwargs, self.postfix, self.ticks = kwargs, kwargs.get("postfix", ""), []
+
+        def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+            self.postfix = text
+
+        def update(self, n: int = 1) -> None:
+            self.ticks.append(self.postfix)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            pass
+
+    def fake_arch(arch: str, repeats: int):
+        now[0] += 3.0 if arch == "arch0" else 1.0
+        return audit_module.AuditRow(arch=arch)
+
+    monkeypatch.setattr(progress, "progress_bar", lambda *a, **k: made.append(Bar(*a, **k)) or made[-1])
+    monkeypatch.setattr(audit_module, "audit_arch", fake_arch)
+    rows = audit_module.audit(archs, repeats=1, clock=lambda: now[0])
+    (bar,) = made
+    assert [r.arch for r in rows] == archs and "{remaining}" not in bar.kwargs["bar_format"]
+    assert bar.ticks[0] == "time left after the second model, arch1"
+    for k, words in enumerate(bar.ticks[1:-1], start=2):  # after k models, 8 - k are left at 1 s each
+        assert re.fullmatch(rf"00:0{8 - k} left, arch{k}", words), (k, words)
+    assert bar.ticks[-1] == "done: 8 models audited"

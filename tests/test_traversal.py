@@ -461,10 +461,10 @@ def test_the_sweep_bars_time_left_counts_down_between_two_models_on_a_fake_clock
 
     text = SweepBarText(Bar(), repeats=7, clock=lambda: now[0])
     assert not text.disable
-    text.set(1, None)
+    text.at_repeat(1, None)
     text.refresh()
     assert shown[-1] == "time left after the first model is timed, repeat 1/7"
-    text.set(2, 44.0, after=35.0, refresh=False)
+    text.at_repeat(2, 44.0, after=35.0, refresh=False)
     assert shown[-1] == "00:44 left, repeat 2/7"
     for seconds, left in [(1, "00:43"), (5, "00:39"), (9, "00:35"), (15, "00:35")]:  # the next model is overdue at 9
         now[0] = 100.0 + seconds

@@ -93,18 +93,21 @@ def done_words(repeats: int, models: int) -> str:
     return f"done: a warm-up round and {repeats} repeat{'' if repeats == 1 else 's'} of {models} models"
 
 
-class SweepBarText:
-    """The sweep bar's text while it times, counting down between two models: :meth:`set` at each model timed (the
-    time left then, ``after``: the part of it the models after the next one take), :meth:`refresh` from the kit's
-    :class:`~omni_loader.progress.Redrawer` (this object stands for the bar there: ``disable`` is the bar's).
+class CountdownText:
+    """A bar's text whose time left counts down between two updates: :meth:`set` at each update (``say``: the words
+    for a time left, or for None when none is known yet; ``left``: the time left then; ``after``: the part of it the
+    steps after the one that starts now take), :meth:`refresh` from the kit's :class:`~omni_loader.progress.Redrawer`
+    (this object stands for the bar there: ``disable`` is the bar's).
 
-    Shown: ``left`` less the time since :meth:`set`, and no less than ``after`` (once the model being timed is
-    overdue, what is left is the models after it), in :func:`timing_words`' form."""
+    Shown: ``left`` less the time since :meth:`set`, and no less than ``after`` (once the step running is overdue,
+    what is left is the steps after it)."""
 
-    def __init__(self, bar: Any, repeats: int, clock: Callable[[], float] = time.perf_counter) -> None:
-        self.bar, self.repeats, self.clock = bar, repeats, clock
+    def __init__(self, bar: Any, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.bar, self.clock = bar, clock
         self.lock = threading.Lock()
-        self.repeat, self.left, self.after, self.at = 1, None, 0.0, 0.0
+        self.say: Callable[[float | None], str] = lambda left: ""
+        self.left: float | None = None
+        self.after, self.at = 0.0, 0.0
 
     @property
     def disable(self) -> bool:
@@ -112,13 +115,13 @@ class SweepBarText:
 
     def words(self) -> str:
         if self.left is None:
-            return timing_words(self.repeat, self.repeats, 0, 0, 0.0)
-        left = max(self.left - (self.clock() - self.at), self.after)
-        return timing_words(self.repeat, self.repeats, 1, 1, 0.0, left=left)
+            return self.say(None)
+        return self.say(max(self.left - (self.clock() - self.at), self.after))
 
-    def set(self, repeat: int, left: float | None, after: float = 0.0, refresh: bool = True) -> None:
+    def set(self, say: Callable[[float | None], str], left: float | None, after: float = 0.0,
+            refresh: bool = True) -> None:
         with self.lock:
-            self.repeat, self.left, self.after, self.at = repeat, left, after, self.clock()
+            self.say, self.left, self.after, self.at = say, left, after, self.clock()
             self.bar.set_postfix_str(self.words(), refresh=refresh)
 
     def refresh(self) -> None:
@@ -126,3 +129,20 @@ class SweepBarText:
             if self.left is not None:
                 self.bar.set_postfix_str(self.words(), refresh=False)
             self.bar.refresh()
+
+
+class SweepBarText(CountdownText):
+    """The sweep bar's text while it times (:func:`timing_words`), counting down between two models (see
+    :class:`CountdownText`); :meth:`at_repeat` at each model timed."""
+
+    def __init__(self, bar: Any, repeats: int, clock: Callable[[], float] = time.perf_counter) -> None:
+        super().__init__(bar, clock)
+        self.repeats = repeats
+
+    def at_repeat(self, repeat: int, left: float | None, after: float = 0.0, refresh: bool = True) -> None:
+        def say(seconds: float | None) -> str:
+            if seconds is None:
+                return timing_words(repeat, self.repeats, 0, 0, 0.0)
+            return timing_words(repeat, self.repeats, 1, 1, 0.0, left=seconds)
+
+        self.set(say, left, after, refresh)

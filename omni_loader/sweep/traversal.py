@@ -196,7 +196,7 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
         queue = [(repeat, i) for repeat in range(config.repeats) for i in rng.sample(range(len(plan)), len(plan))]
         prices = RoundsLeft([s.round_estimate for s in plan], config.repeats)
         text = SweepBarText(bar, config.repeats, clock)
-        text.set(1, None)
+        text.at_repeat(1, None)
         with Redrawer(text):  # the time left counts down while one model is timed
             for k, (repeat, i) in enumerate(queue):
                 s, start = plan[i], clock()
@@ -207,7 +207,7 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
                 if k + 1 < len(queue):
                     after, each = queue[k + 1], prices.prices()
                     left = prices.seconds()
-                    text.set(after[0] + 1, left, left - each[after[1]], refresh=False)
+                    text.at_repeat(after[0] + 1, left, left - each[after[1]], refresh=False)
                 else:
                     bar.set_postfix_str(done_words(config.repeats, models), refresh=False)
                 bar.update(1)
