@@ -470,3 +470,15 @@ def test_the_sweep_bars_time_left_counts_down_between_two_models_on_a_fake_clock
         now[0] = 100.0 + seconds
         text.refresh()
         assert shown[-1] == f"{left} left, repeat 2/7", seconds
+
+
+def test_the_sweeps_time_axes_read_1_s_at_a_second() -> None:
+    """03's panel (b) read "1 ms, 10 ms, 100 ms, 1,000 ms, 10 s, 100 s" up its y axis: a decade of a time axis is
+    labelled in the unit that keeps its number from 1 to 999 (1 s, not 1,000 ms)."""
+    from omni_loader.reporting.figures import tick_labels
+    from omni_loader.sweep.traversal_plots import plot_sweep
+
+    rows = synthetic_rows(lambda exp, n, b: 2e-6 * fits.experiment_x(exp, n, b) ** 1.5)  # the baseline: 1 ms … 100 s
+    labels = tick_labels(plot_sweep(rows, clock="wall"))
+    assert "1 s" in labels and "10 s" in labels and "100 ms" in labels, labels
+    assert not [t for t in labels if re.fullmatch(r"[\d,]+ ms", t) and float(t[:-3].replace(",", "")) >= 1000], labels

@@ -78,6 +78,14 @@ def clear_legend(ax, margin: float = 0.04) -> None:
         ax.set_ylim(10 ** lo, 10 ** (lo + (top - lo) / bottom))
 
 
+def tick_duration(seconds: float) -> str:
+    """A time axis's tick label: seconds from 1 s on (``1 s``, ``10 s``), else :func:`short_duration`'s ``100 ms``.
+
+    Why not :func:`short_duration` itself: it keeps milliseconds up to 10 s, the kit's unit for a time in a row or
+    a sentence, and panel (b)'s decades read "1 ms, 10 ms, 100 ms, 1,000 ms, 10 s, 100 s" (the Lab pass)."""
+    return short_duration(seconds, "s" if abs(seconds) >= 1 else None)
+
+
 def draw_panel(ax, med, fit: LogLogFit | None, colours: dict[int, str]) -> None:
     """One experiment's medians on ``ax``: synthetic points by B with min-max bars, the fit, real models as stars.
 
@@ -99,7 +107,7 @@ def draw_panel(ax, med, fit: LogLogFit | None, colours: dict[int, str]) -> None:
         ax.plot([rec.x], [rec.median], marker="*", ms=14, color="crimson", mec="black", ls="none",
                 label=f"{rec.source}: {short_duration(rec.median)}\n(N = {rec.N:,}, B = {rec.B})")  # 2 lines: inside
     log_axis(ax, "x")
-    log_axis(ax, "y", short_duration)
+    log_axis(ax, "y", tick_duration)
     ax.tick_params(labelsize=TICK_PT)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=LEGEND_PT, loc="upper left")
