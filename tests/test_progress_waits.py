@@ -167,10 +167,10 @@ def test_the_traversal_sweep_has_the_kits_bar_and_prices_what_is_left_from_the_t
     builds, climbed from 00:26 to 02:06 while it built: it is the kit's bar (01's and 02's format: "... elapsed,
     00:55 left, repeat 3/7"), says no time left while it builds, and then prices each model left at the mean time
     of the models timed so far (every round times each model once, in a random order)."""
-    from omni_loader.sweep import traversal
+    from omni_loader.sweep import sweep_bar, traversal
 
-    assert traversal.timing_words(2, 7, 10, 70, 20.0) == "02:00 left, repeat 2/7"  # 60 models left at 2 s each
-    assert traversal.timing_words(1, 7, 0, 70, 0.0) == "time left after the first model is timed, repeat 1/7"
+    assert sweep_bar.timing_words(2, 7, 10, 70, 20.0) == "02:00 left, repeat 2/7"  # 60 models left at 2 s each
+    assert sweep_bar.timing_words(1, 7, 0, 70, 0.0) == "time left after the first model is timed, repeat 1/7"
     made: list[Bar] = []
     monkeypatch.setattr(progress, "progress_bar", lambda *a, **k: made.append(Bar(*a, **k)) or made[-1])
     config = traversal.SweepConfig.quick(repeats=2, warmup=0, min_time=0.0, n_values=(8, 16), b_values=(2,),
@@ -183,7 +183,7 @@ def test_the_traversal_sweep_has_the_kits_bar_and_prices_what_is_left_from_the_t
     timing = bar.postfixes()[2:]
     assert timing[0] == "time left after the first model is timed, repeat 1/2"
     assert [re.fullmatch(r"\d\d:\d\d left, repeat (\d)/2", t)[1] for t in timing[1:-1]] == ["1", "2", "2"]
-    assert timing[-1] == "done: 2 repeats of 2 models"
+    assert timing[-1] == "done: a warm-up round and 2 repeats of 2 models"
 
 
 def test_a_refreshed_postfix_in_line_mode_writes_a_bounded_number_of_lines(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,7 +35,6 @@ from .discovery_timing import calibration, experiment_calls, per_call_seconds, r
 from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, baseline_over_state_dicts, experiment_x,
                    fit_sweep, linear_costs, place_points)
 from .sweep_bar import RoundsLeft, SweepBarText, building_words, done_words
-from .sweep_bar import timing_words  # noqa: F401 - read as traversal.timing_words by tests/test_progress_waits.py
 from .traversal_plots import plot_sweep
 from .trees import build_tree, token2wav_model, tree_counts
 
