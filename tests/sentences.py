@@ -276,10 +276,13 @@ def _notebook_04(f: Findings, text: str, results: Path) -> None:
         (whole, dw), (dit, dd), (vocoder, dv) = seconds(s, 1), seconds(s, 3), seconds(s, 5)
         f.expect(abs(dit + vocoder - whole) <= dw + dd + dv, s[0], "the DiT's and BigVGAN's parts add up to the whole")
         f.expect(s[2] != "s" or s[4] == s[6] == "s", s[0], "the parts in the whole's unit (seconds)")
-    for s in re.finditer(rf"took {DURATION} in bfloat16 against {DURATION} in float32, ({NUM})× as long", text):
+    joined = rf"({NUM})[ \u00a0](ns|µs|ms|s)\b"  # the note's prose joins a number and its unit with a no-break space
+    for s in re.finditer(rf"took {joined} in bfloat16 against {joined} in float32, ({NUM})× as long", text):
         (half, dh), (single, ds), (ratio, dr) = seconds(s, 1), seconds(s, 3), shown_value(s[5])
         f.expect((half - dh) / (single + ds) <= ratio + dr and ratio - dr <= (half + dh) / (single - ds), s[0],
                  "the probe's ratio against its two times")
+        f.expect(" " not in s[0].split(" in bfloat16")[0].removeprefix("took "), s[0],
+                 "the probe's time held together: its number and unit joined by a no-break space")
 
 
 def _notebook_05(f: Findings, text: str, results: Path) -> None:

@@ -9,6 +9,7 @@ the checkpoint stores float32, so the parameter copy casts the BigVGAN's tensors
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -249,3 +250,114 @@ def test_a_hub_id_is_resolved_again_inside_the_load_as_its_own_phase(tiny_snapsh
     (target / "spk_dict.pt").unlink()  # the check looks: no *.pt, no load
     with pytest.raises(CheckpointError, match=r"no \*\.pt file in"):
         load_token2wav(snap, "optimized")
+
+
+# --------------------------------------------------------------------------- 04's forward-pass bar (fake clock)
+
+
+def test_the_forward_bar_prices_each_part_at_its_own_pace() -> None:
+    """The Lab pass: at 00:06 of a 23 s pass the bar said "00:44 left" with 17 s left, its 18 vocoder blocks priced
+    at the DiT's evaluations. On a fake clock (evaluations 1.5 s, blocks 0.25 s): during the DiT the time left is the
+    DiT's evaluations to come, said as a lower bound while no block has ended; once one has, every block to come is
+    priced at the blocks' pace, not the evaluations'; the running step's time so far counts it down."""
+    from omni_loader.notebook.forward_bar import PartClock
+
+    now = [0.0]
+    clock = PartClock(["DiT"] * 12 + ["BigVGAN"] * 18, clock=lambda: now[0])
+    assert clock.words() == "? left"
+    clock.start()
+    assert clock.words() == "? left"  # no step has ended: nothing to price by
+    for _ in range(4):
+        now[0] += 1.5
+        clock.ended()
+    assert clock.left() == (pytest.approx(8 * 1.5), 18)
+    assert clock.words() == "at least 00:12 left"
+    now[0] += 1.0  # the fifth evaluation has run for 1 s
+    assert clock.left()[0] == pytest.approx(8 * 1.5 - 1.0)
+    for _ in range(8):
+        now[0] += 0.5 if _ == 0 else 1.5
+        clock.ended()
+    assert clock.left() == (0.0, 18) and clock.words() == "? left"  # only the unpriced blocks are left
+    now[0] += 0.25  # the vocoder's first block (its interval: from the DiT's last end)
+    clock.ended()
+    assert clock.left() == (pytest.approx(17 * 0.25), 0)
+    assert clock.words() == "00:04 left"
+    now[0] += 1.0  # the second block is overdue: only the 16 after it are left
+    assert clock.left()[0] == pytest.approx(16 * 0.25)
+    for _ in range(17):
+        now[0] += 0.25
+        clock.ended()
+    assert clock.words() == "00:00 left"
+
+
+def test_the_forward_bars_count_and_postfix_name_the_same_step(monkeypatch) -> None:
+    """The Lab pass read "forward pass: 7/30 ... DiT evaluation 8/12": the count is the steps done, so the postfix
+    says the step it names is running ("DiT evaluation 3 of 4 running" beside 2/8), and in the vocoder names the
+    residual block the bar counts, with its upsample stage. The time left there is the blocks' own (fake clock)."""
+    import io
+    from types import SimpleNamespace
+
+    import tqdm.std
+    from torch import nn
+
+    from omni_loader.notebook.forward_bar import forward_progress
+
+    now = [0.0]
+    made: list = []
+    monkeypatch.setattr("omni_loader.progress.progress_bar",
+                        lambda enabled, **kwargs: made.append(tqdm.std.tqdm(file=io.StringIO(), **kwargs)) or made[-1])
+    seen: list[tuple[int, str]] = []
+
+    def look() -> None:
+        seen.append((made[0].n, made[0].postfix))
+
+    class Takes(nn.Module):
+        def __init__(self, seconds: float) -> None:
+            super().__init__()
+            self.seconds = seconds
+
+        def forward(self, x):
+            look()
+            now[0] += self.seconds
+            return x
+
+    class Vocoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = SimpleNamespace(upsample_rates=[5, 2])
+            self.ups = nn.ModuleList([nn.ModuleList([nn.Identity()]) for _ in range(2)])
+            self.resblocks = nn.ModuleList([Takes(0.5) for _ in range(4)])
+
+        def forward(self, x):
+            for stage in range(2):
+                x = self.ups[stage][0](x)
+                for block in self.resblocks[2 * stage:2 * stage + 2]:
+                    x = block(x)
+            return x
+
+    dit, vocoder = Takes(10.0), Vocoder()
+    with forward_progress(dit, vocoder, True, 4, tick=0, clock=lambda: now[0]):
+        for _ in range(4):
+            dit(torch.zeros(1))
+        vocoder(torch.zeros(1))
+    assert seen[:4] == [(0, "? left, DiT evaluation 1 of 4 running"),
+                        (1, "at least 00:30 left, DiT evaluation 2 of 4 running"),
+                        (2, "at least 00:20 left, DiT evaluation 3 of 4 running"),
+                        (3, "at least 00:10 left, DiT evaluation 4 of 4 running")], seen
+    assert seen[4] == (4, "? left, residual block 1 of 4 running in BigVGAN upsample stage 1/2 "
+                          "(upsamples ×5)"), seen
+    assert seen[5:] == [(5, "00:02 left, residual block 2 of 4 running in BigVGAN upsample stage 1/2 (upsamples ×5)"),
+                        (6, "00:01 left, residual block 3 of 4 running in BigVGAN upsample stage 2/2 (upsamples ×2)"),
+                        (7, "00:00 left, residual block 4 of 4 running in BigVGAN upsample stage 2/2 (upsamples ×2)")]
+    assert made[0].n == 8 and made[0].postfix == ("00:00 left, 4 of 4 residual blocks done, the last in BigVGAN "
+                                                  "upsample stage 2/2 (upsamples ×2)")
+
+
+def test_the_vocoder_notes_durations_do_not_break_between_number_and_unit() -> None:
+    """04's cell 19 wrapped "1,106" at a line's end and "ms" at the next's: in the note's prose a duration's number
+    and unit are joined by a no-break space."""
+    from omni_loader.notebook.waveform import VocoderPrecision
+
+    note = VocoderPrecision("bfloat16", "float32", "CPU", probe=(1.106, 0.00212), copy_seconds=0.0217).sentence()
+    assert "took 1,106\u00a0ms in bfloat16 against 2.12\u00a0ms in float32" in note, note
+    assert "made in 21.7\u00a0ms" in note and not re.search(r"\d (ns|µs|ms|s)\b", note), note

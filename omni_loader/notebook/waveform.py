@@ -20,6 +20,7 @@ from torch import nn
 
 from ..formatting import short_duration, time_unit
 from ..token2wav.options import VLLM_OMNI_HALF_DTYPES, LoadOptions
+from .forward_bar import forward_progress
 
 SAMPLE_RATE = 24_000  # Qwen2.5-Omni's Token2Wav writes 24 kHz audio
 
@@ -78,6 +79,12 @@ def conv_seconds(dtype: torch.dtype, repeats: int = 3) -> float:
     return best
 
 
+def unbroken(seconds: float) -> str:
+    """``1,106\u00a0ms``: a duration for prose, its number and unit joined by a no-break space (a Markdown line that
+    wrapped between them read "1,106" at one line's end and "ms" at the next's)."""
+    return short_duration(seconds).replace(" ", "\u00a0")
+
+
 @dataclass(frozen=True)
 class VocoderPrecision:
     """The dtype BigVGAN is loaded in, the one its forward pass computes in here, and why."""
@@ -95,14 +102,14 @@ class VocoderPrecision:
         if self.probe is not None:
             (half, single), (channels, kernel, samples) = self.probe, PROBE
             measured = (f"a `Conv1d({channels}, {channels}, {kernel})` over {samples:,} samples took "
-                        f"{short_duration(half)} in {self.loaded} against {short_duration(single)} in float32")
+                        f"{unbroken(half)} in {self.loaded} against {unbroken(single)} in float32")
         if self.run == self.loaded:
             why = f": on this {self.device}, {measured}" if measured else ""
             return f"BigVGAN computed in {self.loaded}, the dtype it is loaded in{built}{why}."
         why = (f"on this {self.device} {self.loaded} convolutions are slow ({measured}, {half / single:,.0f}× as "
                "long), so" if measured else 'as asked (`vocoder_dtype="float32"`),')
         return (f"BigVGAN is loaded in {self.loaded}{built}, but {why} this forward pass ran a float32 copy of it "
-                f"(made in {short_duration(self.copy_seconds)}): the same weights, computed in float32, not "
+                f"(made in {unbroken(self.copy_seconds)}): the same weights, computed in float32, not "
                 f"{self.loaded}. The loaded model keeps its {self.loaded} tensors.")
 
 
@@ -204,70 +211,12 @@ def dit_evaluations(num_steps: int) -> int:
     return 4 * max(num_steps - 1, 0)
 
 
-def vocoder_steps(vocoder: nn.Module) -> list[nn.Module]:
-    """The modules whose ends the progress bar counts in the vocoder: BigVGAN's residual blocks (3 an
-    upsample stage, 18 in the full model), the vocoder itself for one without them."""
-    return list(getattr(vocoder, "resblocks", [])) or [vocoder]
-
-
-@contextlib.contextmanager
 def _forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluations: int,
-                      tick: float = 1.0) -> Iterator[dict[str, float]]:
-    """A bar over the whole forward pass, in steps: the DiT's evaluations, then BigVGAN's residual blocks
-    (forward hooks count both), its postfix naming the one that runs now. A thread redraws it every
-    ``tick`` seconds, so its elapsed time keeps counting through a long step. Yields a dict that gets
-    ``"vocoder"``: the clock when the vocoder started."""
-    import threading
-
-    from ..progress import progress_bar, rate_from_now
-
-    blocks = vocoder_steps(vocoder)
-    bar = progress_bar(total=evaluations + len(blocks), desc="forward pass", unit="step", enabled=enabled)
-    marks: dict[str, float] = {}
-    calls = [0]
-
-    def dit_starts(*_: Any) -> None:  # a hook that returned a value would replace the module's input or output
-        calls[0] += 1
-        bar.set_postfix_str(f"DiT evaluation {calls[0]}/{evaluations}")
-
-    def vocoder_starts(_: nn.Module, args: tuple[Any, ...]) -> None:
-        if args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:
-            torch.cuda.synchronize(args[0].device)  # the DiT's queued work is its time, not the vocoder's
-        marks["vocoder"] = time.perf_counter()
-        rate_from_now(bar, forget=True)  # its blocks are priced at their own rate, not the DiT's evaluations'
-        bar.set_postfix_str("BigVGAN: mel spectrogram to waveform")
-
-    def stage_starts(stage: int, stages: int, rate: Any, *_: Any) -> None:
-        bar.set_postfix_str(f"BigVGAN upsample stage {stage}/{stages} (upsamples ×{rate})")
-
-    def counted(*_: Any) -> None:
-        bar.update(1)
-
-    ups = [up[0] if isinstance(up, nn.ModuleList) else up for up in getattr(vocoder, "ups", [])]  # [[ConvTranspose1d]]
-    rates = list(getattr(getattr(vocoder, "config", None), "upsample_rates", [])) or ["?"] * len(ups)
-    hooks = [dit.register_forward_pre_hook(dit_starts), dit.register_forward_hook(counted),
-             vocoder.register_forward_pre_hook(vocoder_starts),
-             *(block.register_forward_hook(counted) for block in blocks),
-             *(up.register_forward_pre_hook(lambda *a, i=i: stage_starts(i + 1, len(ups), rates[i], *a))
-               for i, up in enumerate(ups))]
-    stop = threading.Event()
-
-    def redraw() -> None:  # tqdm redraws on update() only: a step of minutes froze the elapsed time
-        while not stop.wait(tick):
-            bar.refresh()
-
-    ticker = threading.Thread(target=redraw, name="forward-pass bar", daemon=True)
-    if enabled and not bar.disable:
-        ticker.start()
-    try:
-        yield marks
-    finally:
-        stop.set()
-        if ticker.is_alive():
-            ticker.join()
-        for hook in hooks:
-            hook.remove()
-        bar.close()
+                      tick: float = 1.0) -> contextlib.AbstractContextManager[dict[str, float]]:
+    """The forward pass's bar (:func:`~omni_loader.notebook.forward_bar.forward_progress`: the DiT's evaluations, then
+    BigVGAN's residual blocks, each part's time left at its own price). Yields a dict that gets ``"vocoder"``: the
+    clock when the vocoder started."""
+    return forward_progress(dit, vocoder, enabled, evaluations, tick=tick)
 
 
 @contextlib.contextmanager
