@@ -336,10 +336,14 @@ def test_the_forward_bars_count_and_postfix_name_the_same_step(monkeypatch) -> N
             return x
 
     dit, vocoder = Takes(10.0), Vocoder()
+    ended: list[str] = []
     with forward_progress(dit, vocoder, True, 4, tick=0, clock=lambda: now[0]):
+        # after the bar's own hook: what a line written as stage 1's last block ends says (the next block's stage)
+        vocoder.resblocks[1].register_forward_hook(lambda *_: ended.append(made[0].postfix))
         for _ in range(4):
             dit(torch.zeros(1))
         vocoder(torch.zeros(1))
+    assert ended == ["00:01 left, residual block 3 of 4 running in BigVGAN upsample stage 2/2 (upsamples ×2)"]
     assert seen[:4] == [(0, "? left, DiT evaluation 1 of 4 running"),
                         (1, "at least 00:30 left, DiT evaluation 2 of 4 running"),
                         (2, "at least 00:20 left, DiT evaluation 3 of 4 running"),

@@ -151,13 +151,19 @@ def forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluati
         calls[0] += 1
         bar.say(f"DiT evaluation {calls[0]} of {evaluations} running")
 
+    per_stage = len(blocks) // len(ups) if ups and len(blocks) % len(ups) == 0 else 0
+
+    def stage_words(index: int) -> str:  # the stage a block belongs to (the next block's, as a block ends)
+        return f"upsample stage {index + 1}/{len(ups)} (upsamples ×{rates[index]})"
+
     def block_words() -> str:
         done = ended[0] - min(calls[0], evaluations)
         if not stage[0]:
             return f"{VOCODER}: mel spectrogram to waveform"
+        where = stage_words(min(done, len(blocks) - 1) // per_stage) if per_stage else stage[0]
         if done < len(blocks):
-            return f"residual block {done + 1} of {len(blocks)} running in {VOCODER} {stage[0]}"
-        return f"{len(blocks)} of {len(blocks)} residual blocks done, the last in {VOCODER} {stage[0]}"
+            return f"residual block {done + 1} of {len(blocks)} running in {VOCODER} {where}"
+        return f"{len(blocks)} of {len(blocks)} residual blocks done, the last in {VOCODER} {where}"
 
     def vocoder_starts(_: nn.Module, args: tuple[Any, ...]) -> None:
         _synchronized(args[0] if args else None)  # the DiT's queued work is its time, not the vocoder's
@@ -167,7 +173,7 @@ def forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluati
         bar.say(block_words())
 
     def stage_starts(index: int) -> None:
-        stage[0] = f"upsample stage {index + 1}/{len(ups)} (upsamples ×{rates[index]})"
+        stage[0] = stage_words(index)
         bar.say(block_words())
 
     def counted(module: nn.Module, _: Any, output: Any) -> None:
