@@ -192,6 +192,7 @@ def bytes_of_class(model: nn.Module, class_name: str) -> dict[str, int]:
 def plot_parameter_bytes(table, title: str = "Parameter bytes per submodule", top: int = 20):  # -> Figure
     """Horizontal bar chart of :func:`parameter_bytes` (largest ``top`` rows), in MiB."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import StrMethodFormatter
 
     rows = table.head(top).iloc[::-1]
     # Text at 10 pt (the Lab pass read 7 px labels at display size): rows tall enough to hold it.
@@ -206,7 +207,8 @@ def plot_parameter_bytes(table, title: str = "Parameter bytes per submodule", to
     ax.set_title(title)
     ax.legend(loc="lower right")
     ax.tick_params(axis="y", labelsize=9)
-    ax.margins(x=0.08)  # room for the largest bar's share label inside the frame
+    ax.margins(x=0.14)  # room for the largest bar's share label inside the frame ("82.6%" touched it at 0.08)
+    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))  # "1,000" as the table writes it, not "1000"
     ax.grid(True, axis="x", alpha=0.3)
     return fig
 
