@@ -392,6 +392,7 @@ def test_ratio_plot_draws_each_interval_and_marks_a_row_without_a_claim():
     assert not [t for t in tick_labels(fig) if re.search(r"×10|\$|e[+-]\d", t)], tick_labels(fig)
 
 
+@pytest.mark.slow  # over a few seconds (the plotted fixture draws every plot)
 def test_where_time_goes_draws_each_phase_in_its_own_colour_and_its_note_under_the_legend(plotted):
     """More phases than tab10 has colours: no two phases share one; the note under the legend (three rows of it)
     starts below the legend's box, not across it."""
@@ -414,6 +415,7 @@ def test_where_time_goes_draws_each_phase_in_its_own_colour_and_its_note_under_t
     assert note.get_window_extent(renderer).y1 <= legend.get_window_extent(renderer).y0
 
 
+@pytest.mark.slow  # over a few seconds (the plotted fixture draws every plot)
 def test_where_time_goes_stacks_each_variants_phase_medians(plotted):
     from omni_loader.names import LEAF_PHASES
 
