@@ -24,7 +24,7 @@ import pandas as pd
 import scipy.stats
 
 NUM = r"[−-]?\d[\d,]*(?:\.\d+)?"
-DURATION = rf"({NUM}) (ns|µs|ms|s)\b"
+DURATION = rf"({NUM})[ \u00a0](ns|µs|ms|s)\b"  # a no-break space where prose keeps a number with its unit
 REFERENCE = Path(__file__).resolve().parent.parent / "data" / "reference" / "pr7061.json"
 SCALE = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
 

@@ -323,7 +323,7 @@ def _promises_05(nb: nbformat.NotebookNode, results: Path) -> None:
     assert len(found) == 1, f"05: the source audit should find the example's one walk per buffer: {found}"
     assert f"| my_loader.py:{walk} | `model.state_dict()` | my_loader.is_persistent |" in found[0], found[0]
     assert f"my_loader.py:{loop} (comprehension)" in found[0], found[0]
-    assert "| Module visits |" in markdown, "05: the source audit's findings are unpriced"
+    assert "| module visits |" in markdown, "05: the source audit's findings are unpriced"
     assert "1 finding\n" in _text(nb), "05: the source audit found something other than its example's one walk"
     assert "**The PR's rows** (`baseline` against `optimized`)" in markdown, "05: promises the PR's table, shows none"
     assert re.search(r"load's largest phases are [A-Z][^;]* \d", markdown), \

@@ -133,7 +133,7 @@ def test_the_entrys_sampled_time_and_the_sampled_load_are_told_apart(real_diff: 
     joined = joined.assign(rest=joined["extra"] - joined[pdiff.DIGEST])
 
     def ms(seconds: float) -> str:
-        return f"{seconds * 1e3:,.0f} ms".replace("-", "\u2212")
+        return f"{seconds * 1e3:,.0f}\u00a0ms".replace("-", "\u2212")  # number and unit kept together
 
     by = {v: joined[joined["variant"] == v] for v in ("baseline", "optimized")}
     entry = real_diff.functions.set_index("function").loc[flamegraph.ENTRY]
@@ -360,7 +360,9 @@ def test_the_entry_sentence_tells_the_sampled_call_from_the_timed_load(tmp_path:
     functions = stats.compare_functions(folds, "A", "B")
     diff = pdiff.ProfileDiff("A", "B", functions, runs, folds, tmp_path, {"rate": 250})
     sentence = diff.entry_sentence()
-    assert sentence == (
+    # every duration keeps its number and unit together (a no-break space: Lab broke "−2,256 / ms" in the fourth pass)
+    assert "1,240\u00a0ms → 580\u00a0ms" in sentence and "\u221213\u00a0ms" in sentence
+    assert sentence.replace("\u00a0", " ") == (
         "Why `load_token2wav`'s sampled time (1,240 ms → 580 ms, medians) is not the sampled median loads (1,100 ms → "
         "600 ms): the first is the whole call, the second the call's timed phase “Whole Token2Wav load”, which leaves "
         "out the call's "
@@ -372,7 +374,7 @@ def test_the_entry_sentence_tells_the_sampled_call_from_the_timed_load(tmp_path:
     no_digest = pdiff.ProfileDiff("A", "B", functions, runs, folds[folds["function"] == entry], tmp_path, {"rate": 250})
     assert "`total`" not in sentence  # the phase in words (the Lab pass read its raw id)
     assert "was 113 ms (A) and 17 ms (B), all of it the call's other steps outside that phase" in \
-        no_digest.entry_sentence()
+        no_digest.entry_sentence().replace("\u00a0", " ")
     never = pdiff.ProfileDiff("A", "B", functions, runs, folds[folds["variant"] == "A"], tmp_path, {"rate": 250})
     assert never.entry_sentence() is None  # B's call was never sampled: nothing to compare
 
@@ -408,7 +410,7 @@ def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path)
     faster_diff = _in_process_diff(faster, stats.compare_functions(faster, "A", "B"), {"aa": False}, tmp_path)
     sentence, = faster_diff.sentences()
     # a range as the kit writes it ("a … b", non-breaking spaces), not "a to b" (the Lab pass)
-    assert re.search(r"95% interval of B − A −\d+ ms\u00a0…\u00a0−\d+ ms,", sentence) and "-" not in sentence, sentence
+    assert re.search(r"95% interval of B − A −\d+\u00a0ms\u00a0…\u00a0−\d+\u00a0ms,", sentence) and "-" not in sentence, sentence
     assert " to " not in sentence, sentence
     html = diff_table(faster_diff).to_html()
     cells = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{column}"[^>]*>(.*?)</td>', html)]

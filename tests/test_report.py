@@ -307,6 +307,12 @@ def test_drift_plot_shows_each_runs_seconds_at_its_place_in_the_run_order(plotte
         # runs counted from 1, as the bar counts them ("run 1/12"), not the plan's run_id from 0
         assert drawn == sorted((float(i + 1), round(s * 1e3, 6)) for i, s in zip(want["run_id"], want["seconds"]))
         assert {r["label"] for r in rows if r["panel"] == str(panel)} == {"baseline", "optimized"}
+    from omni_loader.reporting.figures import tick_labels
+    from omni_loader.reporting.plots import drift_figure
+
+    # loads of seconds, drawn in ms: the ticks separate thousands as the tables do ("2,000", not "2000")
+    ticks = tick_labels(drift_figure(frame.assign(seconds=frame["seconds"] * 5.0 / frame["seconds"].max())))
+    assert any("," in t for t in ticks) and not [t for t in ticks if re.fullmatch(r"\d{4,}(\.\d+)?", t)], ticks
 
 
 @pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)

@@ -150,5 +150,5 @@ def findings_markdown(findings: Sequence[Finding], relative_to: str | Path | Non
              count(f.price.visits) if f.price else "",  # "699 ms" on one line: a non-breaking space before the unit
              short_duration(f.price.seconds_total).replace(" ", "\u00a0") if f.price else ""]
             for f in findings]
-    return markdown_table(rows, ["Walk at", "Walk", "In", "Loop", "Through", "Module visits", "≈ time"],
+    return markdown_table(rows, ["walk at", "walk", "in", "loop", "through", "module visits", "≈ time"],
                           right=(5, 6))

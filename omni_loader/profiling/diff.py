@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import OmniLoaderError
-from ..formatting import duration, markdown_table, number, short_duration, span, time_unit
+from ..formatting import duration, markdown_table, number, short_duration, span, time_unit, with_minus
 from ..names import VARIANTS
 from ..reporting.measurements import label
 from ..token2wav.options import LoadOptions
@@ -66,8 +66,9 @@ WHOLE_LOAD = "total"  # the phase a run's load is: said in words (label), never 
 
 
 def signed(seconds: float, unit: str) -> str:
-    """A time that may be negative, as the kit's sentences write one: ``−124 ms`` (a minus sign, not a hyphen)."""
-    return duration(seconds, unit, 0).replace("-", "\u2212")
+    """A time that may be negative, as the kit's sentences write one: ``−124 ms`` (a minus sign, not a hyphen; a
+    no-break space, so Lab never puts the number and its unit on two lines: "−2,256 / ms" in the fourth pass)."""
+    return with_minus(duration(seconds, unit, 0)).replace(" ", "\u00a0")
 
 
 @dataclass

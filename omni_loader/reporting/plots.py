@@ -18,6 +18,7 @@ from typing import Any
 
 import matplotlib
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
 
 from .figures import ShownFigure, log_axis
 from ..formatting import TIME_SCALE, number, short_duration, time_unit, times
@@ -208,6 +209,7 @@ def drift_figure(frame) -> ShownFigure | None:
         ax.set_title(f"{label(phase)}: each run in the order it ran", fontsize=10)
         ax.set_xlabel("run, as the progress bar counts them (warm-ups hollow)")
         ax.set_ylabel(f"time ({unit})")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: number(value)))  # "2,000" as the tables write it
         ax.grid(alpha=0.3)
         ax.legend(fontsize=9)
     fig.tight_layout()
