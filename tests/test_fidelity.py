@@ -353,8 +353,7 @@ def test_the_forward_bars_count_and_postfix_name_the_same_step(monkeypatch) -> N
     assert seen[5:] == [(5, "00:02 left, residual block 2 of 4 running in BigVGAN upsample stage 1/2 (upsamples ×5)"),
                         (6, "00:01 left, residual block 3 of 4 running in BigVGAN upsample stage 2/2 (upsamples ×2)"),
                         (7, "00:00 left, residual block 4 of 4 running in BigVGAN upsample stage 2/2 (upsamples ×2)")]
-    assert made[0].n == 8 and made[0].postfix == ("00:00 left, 4 of 4 residual blocks done, the last in BigVGAN "
-                                                  "upsample stage 2/2 (upsamples ×2)")
+    assert made[0].n == 8 and made[0].postfix == "00:00 left, all 4 residual blocks done"
 
 
 def test_the_vocoder_notes_durations_do_not_break_between_number_and_unit() -> None:

@@ -163,7 +163,7 @@ def forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluati
         where = stage_words(min(done, len(blocks) - 1) // per_stage) if per_stage else stage[0]
         if done < len(blocks):
             return f"residual block {done + 1} of {len(blocks)} running in {VOCODER} {where}"
-        return f"{len(blocks)} of {len(blocks)} residual blocks done, the last in {VOCODER} {where}"
+        return f"all {len(blocks)} residual blocks done"  # short: a long last text squeezed Lab's bar to 25 px
 
     def vocoder_starts(_: nn.Module, args: tuple[Any, ...]) -> None:
         _synchronized(args[0] if args else None)  # the DiT's queued work is its time, not the vocoder's
