@@ -83,6 +83,28 @@ def test_a_kind_run_on_one_variant_is_scaled_to_another_by_their_unprofiled_load
     assert estimate_left(done, []).words() == "nothing left"
 
 
+def test_the_first_step_of_a_kind_prices_the_steps_of_its_kind_after_it_while_it_runs() -> None:
+    """02's bar read "at least 00:03 left" for the 36 s of the baseline's torch.profiler load, with 80 s left: the
+    first load of a kind had no estimate, and neither had the optimized one after it. Now the running load's time
+    so far prices the later ones of its kind (the optimized variant loads twice as fast unprofiled): a floor that
+    grows while it runs; "? left" while it prices nothing yet."""
+    now = [0.0]
+    countdown = Countdown([Step(TIMED, "baseline"), Step(TIMED, "optimized"), Step("torch.profiler", "baseline"),
+                           Step("torch.profiler", "optimized")], clock=lambda: now[0])
+    for step, seconds in [(Step(TIMED, "baseline"), 2.0), (Step(TIMED, "optimized"), 1.0)]:
+        countdown.begin(step)
+        now[0] += seconds
+    countdown.begin(Step("torch.profiler", "baseline"))
+    assert countdown.clock_words() == "? left"  # nothing of its kind timed, not even itself
+    now[0] += 10.0
+    assert countdown.clock_words() == "at least 00:05 left"  # the optimized one: at least 10 s × 1 / 2
+    now[0] += 20.0
+    assert countdown.clock_words() == "at least 00:15 left"
+    countdown.begin(Step("torch.profiler", "optimized"))  # the baseline's took 30 s: the optimized one, 15 s
+    now[0] += 5.0
+    assert countdown.clock_words() == "00:10 left"
+
+
 def test_seconds_are_said_in_the_precision_a_person_reads_them() -> None:
     assert [seconds_words(s) for s in (0.42, 9.94, 25.4, 98.0, 600.0)] == [
         "0.4 s", "9.9 s", "25 s", "1 min 38 s", "10 min 00 s"]
