@@ -715,6 +715,10 @@ def test_06s_startup_row_names_its_columns_and_keeps_the_prs_verdict_out_of_the_
     assert rows[-1] == "| the PR (MI300X) | — (5 a side, not published) | 105.738 → 104.322 |"
     assert "The PR's verdict on its 5 + 5 starts: ranges overlapped." in text and "ranges overlapped |" not in text
     assert "Here the optimized starts' median is 1.48 s slower than the baseline's" in text  # seconds, as the table
+    # the difference of the medians as the table shows them: 6.60 − 6.34 = 0.26, not the 0.254 that reads "0.25"
+    monkeypatch.setattr(stages, "measured_starts", lambda out: starts_frame([6.343, 6.2, 6.5], [6.597, 6.4, 6.9]))
+    text = stages.startup_row("unused")
+    assert "| 6.34 |" in text and "| 6.60 |" in text and "median is 0.26 s slower than the baseline's" in text, text
 
 
 # --------------------------------------------------------------------------- the second Lab pass on 06, what remained
