@@ -153,31 +153,16 @@ def test_the_audit_bar_prices_the_models_left_without_the_first_models_one_off_c
 
     from omni_loader import progress
     from omni_loader.sweep import audit as audit_module
+    from stand_ins import PostfixBar
 
     archs = [f"arch{i}" for i in range(8)]
     now, made = [0.0], []
-
-    class Bar:
-        def __init__(self, *args, **kwargs) -> None:
-            self.kwargs, self.postfix, self.ticks = kwargs, kwargs.get("postfix", ""), []
-
-        def set_postfix_str(self, text: str, refresh: bool = True) -> None:
-            self.postfix = text
-
-        def update(self, n: int = 1) -> None:
-            self.ticks.append(self.postfix)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc) -> None:
-            pass
 
     def fake_arch(arch: str, repeats: int):
         now[0] += 3.0 if arch == "arch0" else 1.0
         return audit_module.AuditRow(arch=arch)
 
-    monkeypatch.setattr(progress, "progress_bar", lambda *a, **k: made.append(Bar(*a, **k)) or made[-1])
+    monkeypatch.setattr(progress, "progress_bar", lambda *a, **k: made.append(PostfixBar(*a, **k)) or made[-1])
     monkeypatch.setattr(audit_module, "audit_arch", fake_arch)
     rows = audit_module.audit(archs, repeats=1, clock=lambda: now[0])
     (bar,) = made

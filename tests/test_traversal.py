@@ -337,25 +337,6 @@ def test_05s_slope_is_set_beside_03s_saved_sweep_from_both_fits(tmp_path) -> Non
     assert any("kit.traversal.slope_beside_saved(sweep" in c.source for c in notebook.cells if c.cell_type == "code")
 
 
-class _Bar:
-    """A progress bar stand-in: the postfix shown at each tick."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        self.postfix, self.ticks = kwargs.get("postfix") or "", []
-
-    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
-        self.postfix = text
-
-    def update(self, n: int = 1) -> None:
-        self.ticks.append(self.postfix)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-
 def test_the_sweep_bar_prices_each_model_left_by_its_own_cost_on_a_fake_clock(monkeypatch) -> None:
     """03's bar said "00:43 left" at 00:17 where 79 s were left: the first timed models of a round (in a random
     order) were small trees, and every model left was priced at their mean, the real Token2Wav's second-long rounds
@@ -379,8 +360,10 @@ def test_the_sweep_bar_prices_each_model_left_by_its_own_cost_on_a_fake_clock(mo
         now[0] += 1.5 * estimate[counts]  # the timed round: 1.5x what its warm-up said
         return []
 
-    made: list[_Bar] = []
-    monkeypatch.setattr(progress, "progress_bar", lambda *a, **k: made.append(_Bar(*a, **k)) or made[-1])
+    from stand_ins import PostfixBar
+
+    made: list[PostfixBar] = []
+    monkeypatch.setattr(progress, "progress_bar", lambda *a, **k: made.append(PostfixBar(*a, **k)) or made[-1])
     monkeypatch.setattr(traversal, "subjects", fake_subjects)
     monkeypatch.setattr(traversal, "measure_round", fake_round)
     traversal.run_sweep(config, progress=True, clock=lambda: now[0])
