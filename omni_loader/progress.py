@@ -66,13 +66,31 @@ def progress_mode(stream: Any = None) -> str:
         return "lines"
 
 
-class Ticking:
-    """A bar whose time left counts down between updates (a mixin before a tqdm class).
+def counted_down(estimate: float, since: float, after: float = 0.0) -> float:
+    """The time left, counted down: ``estimate`` (the running step and the steps after it) less the ``since`` seconds
+    since the running step started (or the last update), never under ``after`` (the steps after the running one),
+    nor under 0. The one rule of every bar of the kit (:class:`Ticking`, the profile's, 04's and the sweep's).
 
-    tqdm's time left is (steps left) / (rate), fixed from one update to the next: 06's bar, refreshed each second
-    while a start waited for /health, read "00:47 left" at 00:08 and at 00:11 (the Lab pass). Here it is that
-    estimate less the time since the last update; once the step now running is overdue, it is the estimate of the
-    steps after it, which the run still has to pay.
+    Why: tqdm's time left is (steps left) / (rate), fixed from one update to the next: 06's bar, refreshed each
+    second while a start waited for /health, read "00:47 left" at 00:08 and at 00:11 (the Lab pass). Once the step
+    now running is overdue, what is left is the steps after it, which the run still has to pay.
+    """
+    return max(estimate - since, after, 0.0)
+
+
+def left_words(seconds: float | None, at_least: bool = False) -> str:
+    """The time left as the kit's bars say it: ``00:17 left``, ``at least 00:08 left`` (``at_least``: some steps to
+    come are not priced, ``seconds`` is the priced rest), ``? left`` (None: nothing priced; or only unpriced steps
+    are left, the priced rest rounding to 0, where "at least 00:00 left" would say nothing). The time is written as
+    tqdm writes the bar's elapsed time beside it (``01:01``, ``1:02:03``), rounded to the second."""
+    if seconds is None or (at_least and round(seconds) == 0):
+        return "? left"
+    return f"{'at least ' if at_least else ''}{_std_tqdm.format_interval(round(seconds))} left"
+
+
+class Ticking:
+    """A bar whose time left counts down between updates (a mixin before a tqdm class), as :func:`counted_down`
+    says: tqdm's estimate less the time since the last update, never under the steps after the one running.
     """
 
     def update(self, n: float = 1) -> bool | None:
@@ -88,8 +106,7 @@ class Ticking:
             self._tick_n, self._tick_at = n, now
         rate = d["rate"] or ((n - d["initial"]) / now if now else None)
         if total and rate and n < total:
-            since = now - self._tick_at
-            left = max((total - n) / rate - since, (total - n - 1) / rate)
+            left = counted_down((total - n) / rate, now - self._tick_at, (total - n - 1) / rate)
             d["remaining"] = _std_tqdm.format_interval(left)
         return d
 

@@ -358,6 +358,22 @@ def test_the_time_left_counts_down_between_updates(monkeypatch: pytest.MonkeyPat
     assert shown == ["00:18", "00:15", "00:11", "00:10"], shown
 
 
+def test_every_bar_counts_down_by_one_rule_and_says_it_in_one_set_of_words() -> None:
+    """progress.counted_down, the rule the kit's four bars share: 30 s estimated, 10 s of it the steps after the one
+    running (20 s): it falls with the time since the step started, stops at the steps after it once the step is
+    overdue, and never goes under 0; progress.left_words says it as every bar does."""
+    shown = [progress.counted_down(30.0, since, after=10.0) for since in (0.0, 5.0, 20.0, 25.0)]
+    assert shown == [30.0, 25.0, 10.0, 10.0], shown
+    assert progress.counted_down(8.0, 12.0) == 0.0  # the last step, overdue: nothing after it
+    assert progress.counted_down(8.0, 3.0) == 5.0
+    assert progress.left_words(17.4) == "00:17 left"
+    assert progress.left_words(61.0) == "01:01 left"
+    assert progress.left_words(8.0, at_least=True) == "at least 00:08 left"
+    assert progress.left_words(None) == "? left"  # nothing priced
+    assert progress.left_words(0.3, at_least=True) == "? left"  # only unpriced steps left: not "at least 00:00"
+    assert progress.left_words(0.3) == "00:00 left"
+
+
 def test_a_redrawer_redraws_a_bar_until_closed_and_leaves_an_off_bar_alone() -> None:
     """06's bar stood still for 6 s between two starts: progress.Redrawer redraws a bar while nothing updates it
     (serve-ab's bar has one for its life), stops when closed, and never draws a bar that is off."""

@@ -66,29 +66,26 @@ class PartClock:
 
     def left(self) -> tuple[float, int] | None:
         """``(seconds, steps not priced)`` for the steps to come, the running one less its time so far (once it is
-        overdue, the steps after it); None before a step has ended (nothing to price by)."""
+        overdue, the steps after it: :func:`~omni_loader.progress.counted_down`); None before a step has ended (nothing
+        to price by)."""
+        from ..progress import counted_down
+
         if self.began is None or not self.ends:
             return None
         coming = self.parts[len(self.ends):]
         price = {part: self.step_seconds(part) for part in set(coming)}
         seconds = [price[part] or 0.0 for part in coming]
-        since = self.clock() - self.ends[-1]
-        left = max(sum(seconds) - since, sum(seconds[1:]), 0.0) if coming else 0.0
+        left = counted_down(sum(seconds), self.clock() - self.ends[-1], sum(seconds[1:])) if coming else 0.0
         return left, sum(price[part] is None for part in coming)
 
     def words(self) -> str:
         """The time left as the kit's bars say it: ``00:17 left``; ``at least 00:08 left`` while a part to come has
         no ended step (the vocoder's blocks during the DiT); ``? left`` before a step has ended, or when only such
-        steps are left."""
-        from ..profiling.time_left import clock_words
+        steps are left (:func:`~omni_loader.progress.left_words`)."""
+        from ..progress import left_words
 
         left = self.left()
-        if left is None:
-            return "? left"
-        seconds, unpriced = left
-        if unpriced and round(seconds) == 0:
-            return "? left"  # not "at least 00:00 left": only unpriced steps are left
-        return f"{'at least ' if unpriced else ''}{clock_words(seconds)} left"
+        return left_words(None) if left is None else left_words(left[0], at_least=bool(left[1]))
 
 
 class ForwardBar:

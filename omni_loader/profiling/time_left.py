@@ -76,23 +76,19 @@ class Estimate:
 
 
     def clock(self, running_for: float = 0.0, running: float | None = None) -> str:
-        """The time left as the kit's bars say it: ``01:01 left``, ``at least 00:04 left`` (some steps not
-        estimated), ``? left`` (none estimated). ``running``: the estimate of the step that runs now (counted in
-        :attr:`seconds`), of which ``running_for`` seconds have passed: the time left counts down while it runs,
-        and once it is overdue, only the steps after it are left (as :class:`~omni_loader.progress.Ticking`)."""
+        """The time left as the kit's bars say it (:func:`~omni_loader.progress.left_words`): ``01:01 left``,
+        ``at least 00:04 left`` (some steps not estimated), ``? left`` (none estimated, or only those not estimated
+        are left). ``running``: the estimate of the step that runs now (counted in :attr:`seconds`), of which
+        ``running_for`` seconds have passed: the time left counts down while it runs, and once it is overdue, only
+        the steps after it are left (:func:`~omni_loader.progress.counted_down`)."""
+        from ..progress import counted_down, left_words
+
         if not self.steps:
-            return f"{clock_words(0)} left"
+            return left_words(0.0)
         if self.untimed == self.steps:
-            return "? left"
-        seconds = self.seconds - min(running_for, running) if running is not None else self.seconds
-        return f"{'at least ' if self.unknown else ''}{clock_words(max(seconds, 0.0))} left"
-
-
-def clock_words(seconds: float) -> str:
-    """``01:01``, ``1:02:03``: a time as tqdm writes the bar's elapsed time beside it."""
-    from tqdm.std import tqdm
-
-    return tqdm.format_interval(round(seconds))
+            return left_words(None)
+        seconds = self.seconds if running is None else counted_down(self.seconds, running_for, self.seconds - running)
+        return left_words(seconds, at_least=bool(self.unknown))
 
 
 def seconds_words(seconds: float) -> str:
@@ -187,6 +183,8 @@ class Countdown:
 
     def clock_words(self) -> str:
         """The time left on the bar (:meth:`Estimate.clock`): the running step's estimate less its time so far."""
+        from ..progress import left_words
+
         left = self.left()
         if self.running is None:
             return left.clock()
@@ -196,7 +194,7 @@ class Countdown:
             # The first step of its kind runs: what it has taken so far prices the steps of its kind after it, a
             # floor that grows while it runs (the fourth Lab pass read "at least 00:03 left" for 36 s, 80 s left).
             floor = estimate_left([*self.done, (step, running_for)], self.remaining, self.scale)
-            return f"at least {clock_words(floor.seconds)} left" if round(floor.seconds) else "? left"
+            return left_words(floor.seconds, at_least=True)
         return left.clock(running_for, estimate)
 
 

@@ -114,9 +114,11 @@ class CountdownText:
         return getattr(self.bar, "disable", True)
 
     def words(self) -> str:
+        from ..progress import counted_down
+
         if self.left is None:
             return self.say(None)
-        return self.say(max(self.left - (self.clock() - self.at), self.after))
+        return self.say(counted_down(self.left, self.clock() - self.at, self.after))
 
     def set(self, say: Callable[[float | None], str], left: float | None, after: float = 0.0,
             refresh: bool = True) -> None:
