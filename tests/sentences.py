@@ -99,7 +99,7 @@ def _saving_sentences(f: Findings, text: str, frame: pd.DataFrame) -> None:
 def _parts_sentences(f: Findings, text: str, frame: pd.DataFrame) -> None:
     """``This run: weight loading A → B (Rx), of which buffer discovery C → D and the rest E → F.``"""
     w, d = medians(frame, "weight_loading"), medians(frame, "buffer_discovery")
-    for s in re.finditer(rf"This run: weight loading {DURATION} → {DURATION} \(({NUM})x\), of which buffer discovery "
+    for s in re.finditer(rf"This run: weight loading {DURATION} → {DURATION} \(({NUM})×\), of which buffer discovery "
                          rf"{DURATION} → {DURATION} and the rest {DURATION} → {DURATION}\.", text):
         wb, wo, db, do = w["baseline"], w["optimized"], d["baseline"], d["optimized"]
         ok = all(agrees_duration(n, u, v) for n, u, v in ((s[1], s[2], wb), (s[3], s[4], wo), (s[6], s[7], db),
@@ -124,7 +124,7 @@ def _warm_cold(f: Findings, text: str, results: Path) -> None:
         (ws, wt), (cs, ct) = said.get("Warm", (0, 1)), said.get("Cold", (0, 1))
         f.expect(agrees_duration(s[1], s[2], abs(cs - ws)) and s[3] == ("more" if cs > ws else "less")
                  and agrees(s[4], 100 * cs / ct) and agrees(s[5], 100 * ws / wt), s[0], "cold against warm")
-    for s in re.finditer(rf"A cold load takes ({NUM})x the warm one \({DURATION} (longer|shorter)\)", text):
+    for s in re.finditer(rf"A cold load takes ({NUM})× the warm one \({DURATION} (longer|shorter)\)", text):
         wt, ct = said.get("Warm", (0, 1))[1], said.get("Cold", (0, 1))[1]  # 01 ran "-101.414 ms more" once
         f.expect(agrees(s[1], ct / wt) and agrees_duration(s[2], s[3], abs(ct - wt))
                  and s[4] == ("longer" if ct > wt else "shorter"), s[0], "the cold load against the warm one")
@@ -252,7 +252,7 @@ def _notebook_03(f: Findings, text: str, results: Path) -> None:
                  s[0], "B·N and N + B")
     rows = pd.read_csv(results / "traversal.csv")
     real = rows[rows["source"].str.startswith("token2wav")].groupby("experiment")["seconds"].median()
-    for s in re.finditer(rf"the rules alone on the real model: {DURATION} / {DURATION} = ({NUM})x", text):
+    for s in re.finditer(rf"the rules alone on the real model: {DURATION} / {DURATION} = ({NUM})×", text):
         f.expect(agrees_duration(s[1], s[2], real["baseline"]) and agrees_duration(s[3], s[4], real["optimized"])
                  and agrees(s[5], real["baseline"] / real["optimized"]), s[0], "the real model's medians")
 

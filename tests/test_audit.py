@@ -98,7 +98,7 @@ def test_the_models_labels_lie_inside_the_axes_clear_of_each_other_and_the_expon
     ax = fig.axes[0]
     frame = ax.get_window_extent()
     labels = [t for t in ax.texts if isinstance(t, Annotation)]
-    assert sorted(t.get_text() for t in labels) == sorted(placed["arch"])
+    assert sorted(t.get_text() for t in labels) == sorted(placed["arch"].replace("token2wav-full", "full-size Token2Wav"))
     boxes = [t.get_window_extent() for t in labels]
     boxes = [(b.x0, b.y0, b.x1, b.y1) for b in boxes]
     for text, box in zip(labels, boxes):
@@ -124,7 +124,7 @@ def test_the_factor_of_two_is_computed_and_names_every_model_with_what_a_ratio_o
     placed, fit = _lab_placement()
     line = factor_sentence(placed, fit)
     assert line.startswith("Within a factor of 2 of the line (baseline ÷ predicted 0.5\u00a0…\u00a02): bert (1.05), "
-                           "resnet (1.43), encodec (0.92), token2wav-full (1.30). Outside it: seamless_m4t (2.21) "
+                           "resnet (1.43), encodec (0.92), full-size Token2Wav (1.30). Outside it: seamless_m4t (2.21) "
                            "took 1,188 ms where the line predicts 538 ms at B·N = 163,096: 7.29 µs per module visit "
                            "against the line's 3.30 µs")
     assert "beyond the fitted range (which ends at 65,536)" in line

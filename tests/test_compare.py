@@ -124,7 +124,7 @@ def test_two_reproductions_side_by_side(runs):
     header, reference, *rows = [line for line in text.split("\n\n")[3].splitlines() if "---" not in line]
     assert header.startswith("| Results | Machine | torch | transformers | Kit commit | Layout | Construction | Runs")
     assert reference.startswith(f"| {REFERENCE_LABEL} | 1 AMD Instinct MI300X VF (ROCm 7.2.53211) | 2.12.0+git6bbd260")
-    assert "456.946 ms → 1.564 ms; 292.16x" in reference and "219 → 0" in reference
+    assert "456.946 ms → 1.564 ms; 292.16×" in reference and "219 → 0" in reference
     assert [r.split(" | ")[0] for r in rows] == ["| alt", "| abba"]
     assert "ok: same model, digest and counts" in rows[1]
 
@@ -178,7 +178,7 @@ def test_against_phase_by_phase(runs, capsys):
                                                                                     variant)
         assert r.ratio == pytest.approx(statistics.median(theirs) / statistics.median(mine))
         assert r.comparison.p_value == pytest.approx(mann_whitney(tuple(mine), tuple(theirs)))
-        change = f"{r.ratio:.2f}x slower" if r.ratio > 1 else f"{1 / r.ratio:.2f}x faster"
+        change = f"{r.ratio:.2f}× slower" if r.ratio > 1 else f"{1 / r.ratio:.2f}× faster"
         significant = r.comparison.p_value < 0.05
         assert r.verdict() == (f"{change} (significant, Mann-Whitney p={r.comparison.p_value:.3g})" if significant
                                else f"not significant (p={r.comparison.p_value:.3g}; {change})")
@@ -354,7 +354,7 @@ def test_plot_shows_each_ratio_its_interval_and_the_prs(runs, tmp_path, capsys):
             assert ends == pytest.approx(sorted(e.intervals[phase]))
         pr_line = [float(r["y"]) for r in panel if r["kind"] == "line" and r["label"].startswith("PR 7061")]
         assert pr_line == pytest.approx([pr[title]] * 2)  # a horizontal line: both ends at the PR's ratio
-        assert {float(r["y"]) for r in panel if r["kind"] == "line" and r["label"] == "no change (1x)"} == {1.0}
+        assert {float(r["y"]) for r in panel if r["kind"] == "line" and r["label"] == "no change (1×)"} == {1.0}
 
 
 def test_the_plots_labels_stay_inside_each_panel(runs):
@@ -372,7 +372,7 @@ def test_the_plots_labels_stay_inside_each_panel(runs):
     renderer = canvas.get_renderer()
     for ax in fig.axes:
         frame = ax.get_window_extent(renderer)
-        assert ax.get_title().endswith(f"\nPR 7061: {ratio[ax.get_title().split(chr(10))[0]]:.3g}x")
+        assert ax.get_title().endswith(f"\nPR 7061: {ratio[ax.get_title().split(chr(10))[0]]:.3g}×")
         for t in ax.texts:
             box = t.get_window_extent(renderer)
             assert frame.y0 <= box.y0 and box.y1 <= frame.y1 and box.x1 <= frame.x1, (ax.get_title(), t.get_text())
@@ -438,8 +438,8 @@ def test_startup_to_health_column_when_a_directory_measured_it(runs, tmp_path):
     text = render_markdown(result)
     header = next(line for line in text.splitlines() if line.startswith("| Results |"))
     assert header.endswith("| Token2Wav weight loading | Startup to /health | Checks |")
-    assert "105.738 s → 104.322 s; 1.01x; ranges overlapped" in text
-    assert "1,022.000 s [1,021.000–1,023.000] → 1,020.500 s [1,020.000–1,021.500]; 1.00x" in text
+    assert "105.738 s → 104.322 s; 1.01×; ranges overlapped" in text
+    assert "1,022.000 s [1,021.000–1,023.000] → 1,020.500 s [1,020.000–1,021.500]; 1.00×" in text
     assert "| alt |" in text and text.split("| alt |")[1].split("\n")[0].rstrip().endswith(
         "| not measured | reference for the checks |")
 

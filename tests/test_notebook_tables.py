@@ -162,7 +162,7 @@ def test_a_functions_name_sits_over_its_file_and_breaks_only_at_dots_and_slashes
 
 
 def test_every_phase_table_keeps_each_range_on_one_line(arms_dir):
-    """01's "Every phase" table: each phase's min … max of both variants and the interval of Δ median in ms, the
+    """01's "Every phase" table: each phase's min … max of both variants and the interval of the saving in ms, the
     ends joined by non-breaking spaces (as the A/B tables' ranges), so a range never breaks across lines; the phase's
     name breaks only between its words."""
     from omni_loader.reporting.measurements import comparisons
@@ -171,7 +171,7 @@ def test_every_phase_table_keeps_each_range_on_one_line(arms_dir):
     comps = [c for c in comparisons(check_results(arms_dir).frame) if c.unit == "s"]
     header, *rows = cells(sections.phase_table(comps))
     assert len(rows) == len(comps) >= 3
-    ranges = [h for h in header if "min–max" in h or "CI of Δ median" in h]
+    ranges = [h for h in header if "min–max" in h or "CI of the saving" in h]
     assert len(ranges) == 3
     for c, row in zip(comps, rows):
         shown = dict(zip(header, row))
@@ -180,6 +180,9 @@ def test_every_phase_table_keeps_each_range_on_one_line(arms_dir):
         assert shown["baseline min–max (ms)"] == f"{two(c.baseline.min)}\u00a0…\u00a0{two(c.baseline.max)}"
         assert shown["optimized min–max (ms)"] == f"{two(c.optimized.min)}\u00a0…\u00a0{two(c.optimized.max)}"
         assert shown["baseline (ms)"] == two(c.baseline.median) and shown["baseline ÷ optimized"] == f"{c.ratio:,.2f}"
+        # the saving (baseline − optimized), as the controls' tables give it: Δ median's interval negated and swapped
+        ci = next(h for h in ranges if "CI of the saving" in h)
+        assert shown[ci] == f"{two(-c.ci_high)}\u00a0…\u00a0{two(-c.ci_low)}", (shown[ci], c.ci_low, c.ci_high)
         for h in ranges:
             assert " " not in shown[h] and "\n" not in shown[h], (h, shown[h])  # no breakable space in any range
     # a phase's name breaks at its spaces only: no <wbr> after a "_" or "(" (the ranges leave that column narrow)

@@ -242,13 +242,13 @@ def test_reference_table_ratios_are_baseline_over_optimized(tmp_path):
             continue
         pr_ratio = ref["baseline"] / ref["optimized"]
         assert pr_ratio > 1
-        assert cells[3] == f"{pr_ratio:.2f}x"
+        assert cells[3] == f"{pr_ratio:.2f}×"
         assert cells[1] == duration(ref["baseline"], time_unit(ref["baseline"]))
         assert cells[2] == duration(ref["optimized"], time_unit(ref["baseline"]))
     discovery = body["Buffer discovery"]
-    assert discovery[3] == "292.16x"  # 456.946 ms / 1.564 ms = 292.165..., the PR's figure
-    assert discovery[4:] == ["500.000 ms", "2.000 ms", f"{0.5 / 0.002:.2f}x"]
-    assert body["Token2Wav weight loading"][6] == f"{1.0 / 0.004:.2f}x"
+    assert discovery[3] == "292.16×"  # 456.946 ms / 1.564 ms = 292.165..., the PR's figure
+    assert discovery[4:] == ["500.000 ms", "2.000 ms", f"{0.5 / 0.002:.2f}×"]
+    assert body["Token2Wav weight loading"][6] == f"{1.0 / 0.004:.2f}×"
     assert body["Startup to /health"][4:] == ["not measured", "not measured", "—"]
 
 
@@ -622,7 +622,7 @@ def test_report_measurement_table_cells(rich_dir):
     assert body["Calls to state_dict()"][1:] == ["51", "0", "Removed 51 calls", "—", "51–51", "0–0", "—", "—",
                                                  "deterministic count", "—"]
     bd = body["Buffer discovery"]
-    assert bd[1:5] == ["450.000 ms", "2.200 ms", "447.800 ms faster, 99.51%", f"{0.45 / 0.0022:.2f}x"]
+    assert bd[1:5] == ["450.000 ms", "2.200 ms", "447.800 ms faster, 99.51%", f"{0.45 / 0.0022:.2f}×"]
     assert bd[5:7] == ["400.000 ms–500.000 ms (IQR 50.000 ms)", "2.000 ms–2.400 ms (IQR 0.200 ms)"]
     assert bd[7] == "0.1"
     low, high = (float(x.removesuffix(" ms")) for x in bd[8].split(" … "))
@@ -779,10 +779,10 @@ def test_yardstick_line_quotes_per_run_ratios_and_first_touches():
     lines = yardstick_lines(pd.DataFrame(rows))
     (line,) = [x for x in lines if x.startswith("- ")]
     assert line.startswith("- optimized: Load parameters 320.000 ms against strict load_state_dict")
-    assert "150.000 ms in the same 3 runs: 2.00x (per-run ratios 2.00–3.40x)" in line
+    assert "150.000 ms in the same 3 runs: 2.00× (per-run ratios 2.00–3.40×)" in line
     assert line.endswith("minor page faults (first touches) 94,001 against 1")
     no_counters = yardstick_lines(pd.DataFrame(rows).drop(columns="minor_faults"))
-    assert [x for x in no_counters if x.startswith("- ")][0].endswith("2.00–3.40x)")
+    assert [x for x in no_counters if x.startswith("- ")][0].endswith("2.00–3.40×)")
 
 
 # --------------------------------------------------------------------------- exact cells: A/A floor, beyond the PR, summary
@@ -920,28 +920,28 @@ BEYOND_HEADER = ["Variant", "Measurement", "baseline median", "Variant median", 
 SEPARATE = "no difference claimed: 3+3 runs cannot reach p < 0.05 (use more runs)"  # the kit's verdict at 3+3
 BEYOND_ROWS_ASSIGN = [
     ["assign", "Calls to state_dict()", "51", "51", "unchanged", "—", "51–51", "deterministic count"],
-    ["assign", "Buffer discovery", "450.000 ms", "2.200 ms", "447.800 ms faster, 99.51%", "204.55x",
+    ["assign", "Buffer discovery", "450.000 ms", "2.200 ms", "447.800 ms faster, 99.51%", "204.55×",
      "2.000 ms–2.400 ms (IQR 0.200 ms)", SEPARATE],
     # 33 ms -> 21 ms: 12 / 33 = 36.36%, 33 / 21 = 1.57x
-    ["assign", "Load parameters", "33.000 ms", "21.000 ms", "12.000 ms faster, 36.36%", "1.57x",
+    ["assign", "Load parameters", "33.000 ms", "21.000 ms", "12.000 ms faster, 36.36%", "1.57×",
      "20.000 ms–24.000 ms (IQR 2.000 ms)", SEPARATE],
     # weight loading = discovery + load parameters + 10 ms: 493 ms -> 33.2 ms
-    ["assign", "Token2Wav weight loading", "493.000 ms", "33.200 ms", "459.800 ms faster, 93.27%", "14.85x",
+    ["assign", "Token2Wav weight loading", "493.000 ms", "33.200 ms", "459.800 ms faster, 93.27%", "14.85×",
      "32.000 ms–36.400 ms (IQR 2.200 ms)", SEPARATE],
-    ["assign", "Whole Token2Wav load", "9,100.000 ms", "8,100.000 ms", "1,000.000 ms faster, 10.99%", "1.12x",
+    ["assign", "Whole Token2Wav load", "9,100.000 ms", "8,100.000 ms", "1,000.000 ms faster, 10.99%", "1.12×",
      "8,000.000 ms–8,200.000 ms (IQR 100.000 ms)", SEPARATE],
     # 102 MiB -> 155 MiB, ranges 100–104 and 150–160 apart: 53 / 102 = 52.0%
     ["assign", "Peak process RSS", "102 MiB", "155 MiB", "+53.0 MiB", "—", "150 MiB–160 MiB", "changed by 52.0%"],
 ]
 BEYOND_ROWS_MINE = [
     ["mine", "Calls to state_dict()", "51", "0", "Removed 51 calls", "—", "0–0", "deterministic count"],
-    ["mine", "Buffer discovery", "450.000 ms", "320.000 ms", "130.000 ms faster, 28.89%", "1.41x",
+    ["mine", "Buffer discovery", "450.000 ms", "320.000 ms", "130.000 ms faster, 28.89%", "1.41×",
      "300.000 ms–350.000 ms (IQR 25.000 ms)", SEPARATE],
     # no Load parameters row: mine has no such rows
-    ["mine", "Token2Wav weight loading", "493.000 ms", "330.000 ms", "163.000 ms faster, 33.06%", "1.49x",
+    ["mine", "Token2Wav weight loading", "493.000 ms", "330.000 ms", "163.000 ms faster, 33.06%", "1.49×",
      "310.000 ms–360.000 ms (IQR 25.000 ms)", SEPARATE],
     # the row's unit comes from the baseline (9.1 s: ms), the variant's 12.2 s is written in it as well
-    ["mine", "Whole Token2Wav load", "9,100.000 ms", "12,200.000 ms", "3,100.000 ms slower, 34.07%", "0.75x",
+    ["mine", "Whole Token2Wav load", "9,100.000 ms", "12,200.000 ms", "3,100.000 ms slower, 34.07%", "0.75×",
      "12,000.000 ms–12,400.000 ms (IQR 200.000 ms)", SEPARATE],
     # no Peak process RSS row: mine recorded no memory figures
 ]
@@ -1054,7 +1054,7 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir):
                                                 "Load parameters", "Whole Token2Wav load"]
     # a floor only where the A/A runs timed the phase; load parameters' 6.06% is within its ±12.1% (4 ms / 33 ms)
     assert [r[-1] for r in measurements[1:]] == ["—", "±13.3% (resolved)", "—", "±12.1% (below the floor)", "—"]
-    assert measurements[4][1:8] == ["33.000 ms", "31.000 ms", "2.000 ms faster, 6.06%", "1.06x",
+    assert measurements[4][1:8] == ["33.000 ms", "31.000 ms", "2.000 ms faster, 6.06%", "1.06×",
                                     "30.000 ms–36.000 ms (IQR 3.000 ms)", "29.000 ms–33.000 ms (IQR 2.000 ms)", "0.507"]
     assert measurements[4][9:11] == [SEPARATE, "ranges overlap: no claim"]
     assert _section(text, "### A/A noise floor") == [
@@ -1072,8 +1072,8 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir):
         "The PR measured Qwen2.5-Omni-3B on one AMD MI300X (ROCm 7.2, PyTorch 2.12) inside vLLM-Omni; absolute times "
         "differ across machines, so compare the ratios.", "",
         "| Measurement | PR baseline | PR optimized | PR ratio | This run baseline | This run optimized | This run ratio |"]
-    assert _md_tables(text, "## Against the PR's figures")[2] == ["Buffer discovery", "456.946 ms", "1.564 ms", "292.16x",
-                                                                 "450.000 ms", "2.200 ms", "204.55x"]
+    assert _md_tables(text, "## Against the PR's figures")[2] == ["Buffer discovery", "456.946 ms", "1.564 ms", "292.16×",
+                                                                 "450.000 ms", "2.200 ms", "204.55×"]
     assert _section(text, "## Where the load time goes")[0] == "| Phase | Baseline median | Share | Optimized median | Share |"
     where = {row[0]: row for row in _md_tables(text, "## Where the load time goes")[1:]}
     assert where["Buffer discovery"] == ["Buffer discovery", "450.000 ms", "4.9%", "2.200 ms", "0.0%"]  # of 9.1 s, 8.6 s
@@ -1180,9 +1180,9 @@ def test_yardstick_lines_per_variant_skip_a_zero_copy_and_unrecorded_faults():
         "",
         # ratios 0.20 / 0.10 and 0.22 / 0.10; the third run's copy took 0 s: no ratio
         "- baseline: Load parameters 220.000 ms against strict load_state_dict (after the load) 100.000 ms in the same "
-        "3 runs: 2.10x (per-run ratios 2.00–2.20x)",
+        "3 runs: 2.10× (per-run ratios 2.00–2.20×)",
         "- optimized: Load parameters 320.000 ms against strict load_state_dict (after the load) 150.000 ms in the same "
-        "3 runs: 2.00x (per-run ratios 2.00–3.40x); minor page faults (first touches) 91,000 against 8",
+        "3 runs: 2.00× (per-run ratios 2.00–3.40×); minor page faults (first touches) 91,000 against 8",
         ""]
     # without the baseline's copy, the optimized line still comes (the baseline is skipped, not the end)
     only = yardstick_lines(frame[~((frame["variant"] == "baseline") & (frame["phase"] == "reference_copy"))])
@@ -1281,7 +1281,7 @@ def test_a_fast_startup_row_stays_in_seconds_in_every_cell():
 
     startup = _comparison("startup_to_health", [5.0, 5.2, 5.1], [4.0, 4.1, 4.2])
     (row,) = _md_tables("\n" + measurement_table([startup]), "\n")[1:]
-    assert row[:7] == ["Startup to /health", "5.100 s", "4.100 s", "1.000 s faster, 19.61%", "1.24x",
+    assert row[:7] == ["Startup to /health", "5.100 s", "4.100 s", "1.000 s faster, 19.61%", "1.24×",
                        "5.000 s–5.200 s (IQR 0.100 s)", "4.000 s–4.200 s (IQR 0.100 s)"]
     assert row[7:] == ["0.1", row[8], SEPARATE, "ranges separate"]
     assert re.fullmatch(r"-\d\.\d{3} s … -\d\.\d{3} s", row[8]), row[8]
@@ -1300,7 +1300,7 @@ def test_measurement_table_ratio_of_a_skipped_phase_and_a_single_run():
     assert rows[0][1:5] == ["219", "0", "Removed 219 calls", "—"]
     assert rows[1][1:5] == ["2.000 ms", "0.000 ms", "2.000 ms faster, 100.00%", "∞"]  # an optimized median of 0
     # one run each: no test, no interval
-    assert rows[2][1:] == ["4.000 ms", "3.000 ms", "1.000 ms faster, 25.00%", "1.33x", "4.000 ms–4.000 ms (IQR 0.000 ms)",
+    assert rows[2][1:] == ["4.000 ms", "3.000 ms", "1.000 ms faster, 25.00%", "1.33×", "4.000 ms–4.000 ms (IQR 0.000 ms)",
                            "3.000 ms–3.000 ms (IQR 0.000 ms)", "—", "—", "too few runs for a test", "too few runs"]
 
 
@@ -1320,11 +1320,11 @@ def test_reference_table_writes_each_side_in_its_baselines_unit():
     assert rows == [
         ["Measurement", "PR baseline", "PR optimized", "PR ratio", "This run baseline", "This run optimized",
          "This run ratio"],
-        ["Whole load", "12.000 s", "0.500 s", "24.00x", "12.000 s", "0.500 s", "24.00x"],
+        ["Whole load", "12.000 s", "0.500 s", "24.00×", "12.000 s", "0.500 s", "24.00×"],
         ["Calls", "219", "0", "—", "51", "0", "—"],
-        ["Construction", "500.000 ms", "250.000 ms", "2.00x", "not measured", "not measured", "—"],
+        ["Construction", "500.000 ms", "250.000 ms", "2.00×", "not measured", "not measured", "—"],
         # startup in seconds, however short this run's
-        ["Startup", "105.000 s", "104.000 s", "1.01x", "5.100 s", "4.100 s", "1.24x"]]
+        ["Startup", "105.000 s", "104.000 s", "1.01×", "5.100 s", "4.100 s", "1.24×"]]
 
 
 def test_attribution_in_seconds_for_long_loads_and_no_share_of_a_zero_total(tmp_path):

@@ -152,7 +152,7 @@ def test_the_default_worker_timeout_follows_the_slowest_warmup_and_says_so() -> 
         timeout.saw_warmup(warmup)
     assert timeout.seconds == SLOWER_THAN_WARMUP * 30.0
     assert timeout.explain(killed) == (f"worker killed after {SLOWER_THAN_WARMUP * 30:,.0f} s (the default: "
-                                       f"{SLOWER_THAN_WARMUP:g}x the slowest warm-up; set --worker-timeout)")
+                                       f"{SLOWER_THAN_WARMUP:g}× the slowest warm-up; set --worker-timeout)")
     assert timeout.explain("exit code 1") == "exit code 1"
     assert Timeout(5.0).explain(killed) == killed and Timeout(5.0).seconds == 5.0
 
@@ -189,7 +189,7 @@ def test_without_worker_timeout_a_run_much_slower_than_its_warmup_is_killed(tiny
     measured = frame[~frame["warmup"].astype(bool)].drop_duplicates("run_id").set_index("variant")
     assert measured.loc["optimized", "status"] == "failed" and measured.loc["baseline", "status"] == "ok"
     error = measured.loc["optimized", "error"]
-    assert re.fullmatch(r"worker killed after [\d,.]+ s \(the default: 5x the slowest warm-up; set "
+    assert re.fullmatch(r"worker killed after [\d,.]+ s \(the default: 5× the slowest warm-up; set "
                         r"--worker-timeout\)", error), error
     assert len(hung) == 1 and not Path(f"/proc/{hung[0]}").exists()  # killed and reaped
 

@@ -215,7 +215,7 @@ def test_the_notebook_face_reads_the_verdicts_at_the_reports_share(stopped):
     shown = result_tables(stopped[1])
     columns = [c for item in shown if hasattr(item, "data") for c in item.data.columns]
     legends = [item for item in shown if isinstance(item, str) and "*verdict*" in item]
-    assert "99% CI of Δ median (ms)" in columns and not any("95%" in str(c) for c in columns)
+    assert "99% CI of the saving (ms)" in columns and not any("95%" in str(c) for c in columns)
     assert legends and all("99% bootstrap interval" in t and "p < 0.01" in t for t in legends)
 
 

@@ -499,6 +499,6 @@ def test_the_findings_price_is_set_beside_the_sweeps_line_and_its_measured_model
                            "module, fitted on this sweep's synthetic trees)")
     assert "The sweep's B·N line predicts 775 ms at the same B·N: a power law of slope 0.95, extended 3.65× past " \
            "the 65,536 its fit ends at." in line
-    assert "token2wav-full, measured, took 1,005 ms, 1.20× the finding's price: 4.20 µs per visit, its modules " \
+    assert "Measured, full-size Token2Wav took 1,005 ms, 1.20× the finding's price: 4.20 µs per visit, its modules " \
            "dearer to visit" in line
     assert price_beside_sweep(found(tmp_path, WALKING), sweep) == ""  # no price, no line

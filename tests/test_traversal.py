@@ -154,6 +154,7 @@ def test_sweep_figure_text_is_readable_and_no_legend_covers_a_point() -> None:
     fig.canvas.draw()
     texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
     assert texts and min(t.get_fontsize() for t in texts) >= 10, sorted({t.get_fontsize() for t in texts})
+    assert any(t.get_text().startswith("full-size Token2Wav: ") for t in texts)  # the star named in words, not its key
     panels = [ax for ax in fig.axes if ax.axison]
     assert len(panels) == 3
     for ax in panels:

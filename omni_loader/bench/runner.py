@@ -250,7 +250,7 @@ class Timeout:
 
     def explain(self, error: str) -> str:
         if self.given is None and error.startswith("worker killed after --worker-timeout"):
-            how = (f"{SLOWER_THAN_WARMUP:g}x the slowest warm-up" if self.slowest_warmup
+            how = (f"{SLOWER_THAN_WARMUP:g}× the slowest warm-up" if self.slowest_warmup
                    else "the limit for a run before any warm-up finished")
             return f"worker killed after {number(self.seconds)} s (the default: {how}; set --worker-timeout)"
         return error

@@ -43,7 +43,7 @@ def _in(value: float, unit: str) -> str:
 
 
 def _ratio_text(value: float) -> str:
-    return "∞" if math.isinf(value) else f"{value:.2f}x"
+    return "∞" if math.isinf(value) else f"{value:.2f}×"
 
 
 def measurement_cell(result: SideBySide, entry: Entry, phase: str) -> str:

@@ -19,7 +19,7 @@ from .side_by_side import SideBySide
 
 def directories_ratio_figure(result: SideBySide) -> ShownFigure:
     """``compare``'s plot: one panel per timed PR row, each directory's ratio baseline/optimized with its
-    95% interval, the PR's ratio as a dashed line, 1x (no change) as a solid one. Directories that failed
+    95% interval, the PR's ratio as a dashed line, 1× (no change) as a solid one. Directories that failed
     a check are drawn as crosses."""
     timed = [p for p in result.pr_rows if p != "state_dict_calls"]
     labels = [e.label for e in result.entries]
@@ -31,7 +31,7 @@ def directories_ratio_figure(result: SideBySide) -> ShownFigure:
         ax.set_xlim(-0.6, len(labels) - 0.4)
         ref = result.reference_row(phase)
         # The PR's figure in the title, not on its line: at the top of the range the frame struck a label through.
-        ax.set_title(LABELS[phase] + (f"\nPR 7061: {ref['baseline'] / ref['optimized']:.3g}x" if ref else ""))
+        ax.set_title(LABELS[phase] + (f"\nPR 7061: {ref['baseline'] / ref['optimized']:.3g}×" if ref else ""))
     handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
     handles.pop("95% interval", None)
     handles["95% interval"] = Line2D([], [], color="#00798c", lw=2, alpha=0.5)
@@ -55,13 +55,13 @@ def _ratio_panel(ax: Any, result: SideBySide, phase: str) -> None:
             ax.plot([i, i], list(iv), color="#00798c", lw=2, alpha=0.5, solid_capstyle="butt", label="95% interval")
         c = e.comparison(phase)
         if c and math.isfinite(c.ratio):
-            ax.annotate(f"{c.ratio:.3g}x", (i, c.ratio), xytext=(6, 0), textcoords="offset points",
+            ax.annotate(f"{c.ratio:.3g}×", (i, c.ratio), xytext=(6, 0), textcoords="offset points",
                         va="center", fontsize=8)
     ref = result.reference_row(phase)
     if ref:
         pr = ref["baseline"] / ref["optimized"]
         ax.axhline(pr, color="#8d96a3", ls="--", lw=1.4, label="PR 7061 (MI300X, as published)")
-    ax.axhline(1, color="black", lw=0.8, label="no change (1x)")
+    ax.axhline(1, color="black", lw=0.8, label="no change (1×)")
     # A ratio's label is centred on its point: at the top or bottom of the range half of it stood in the 5% autoscale
     # margin, a few pixels in a short panel (0.18 px over the frame once). 15% of the log range holds it whole.
     ax.margins(y=0.15)

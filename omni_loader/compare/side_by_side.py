@@ -177,7 +177,7 @@ class AgainstRow:
         if self.comparison is None:
             return f"not compared: {self.reason}"
         c, r = self.comparison, self.ratio
-        change = "equal medians" if r == 1 else (f"{r:.2f}x slower" if r > 1 else f"{1 / r:.2f}x faster")
+        change = "equal medians" if r == 1 else (f"{r:.2f}× slower" if r > 1 else f"{1 / r:.2f}× faster")
         if c.p_value is None:
             return f"{change}; too few runs for a test"
         if c.significant:

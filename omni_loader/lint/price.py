@@ -165,6 +165,7 @@ def price_beside_sweep(findings: Sequence[Finding], sweep) -> str:  # sweep: a t
     not quite 1, possibly extended past its range) and its measurement of the real model. The three differ
     by what each rests on, so the line says which is which; empty when no finding is priced."""
     from ..formatting import count, times
+    from ..sweep.fits import source_words
 
     priced = [f.price for f in findings if f.price is not None]
     if not priced:
@@ -190,7 +191,7 @@ def price_beside_sweep(findings: Sequence[Finding], sweep) -> str:  # sweep: a t
         real = placement[(placement["experiment"] == "baseline") & (placement["x"] == price.visits)]
         for r in real.itertuples(index=False):
             measured = float(r.median_seconds)
-            lines.append(f"{r.source}, measured, took {short_duration(measured)}, "
+            lines.append(f"Measured, {source_words(r.source)} took {short_duration(measured)}, "
                          f"{times(measured / price.seconds_total)} the finding's price: "
                          f"{short_duration(measured / price.visits)} per visit, its modules "
                          f"{'dearer' if measured > price.seconds_total else 'cheaper'} to visit than empty "

@@ -81,8 +81,8 @@ def result_tables(out: str | os.PathLike[str]) -> list[Any]:
 
 def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> Styler
     """Every timed phase on one line each, in ms to two decimals (the unit in the header, not the cells): medians,
-    ratio, min–max of each variant, the 95% interval of Δ median, Mann-Whitney p and the verdict in a
-    word, held to the phase's A/A noise floor where ``floors`` has one (as the PR's rows and report.md are).
+    ratio, min–max of each variant, the 95% interval of the saving (baseline − optimized, as the controls' tables),
+    Mann-Whitney p and the verdict in a word, held to the phase's A/A noise floor where ``floors`` has one (as the PR's rows and report.md are).
     The counts, which have no spread, are in the PR's rows; the verdict sentences in report.md."""
     import pandas as pd
 
@@ -103,7 +103,10 @@ def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> S
                      "optimized (ms)": c.optimized.median * 1e3, "baseline ÷ optimized": c.ratio,
                      "baseline min–max (ms)": ms(c.baseline.min, c.baseline.max),
                      "optimized min–max (ms)": ms(c.optimized.min, c.optimized.max),
-                     f"{c.level} CI of Δ median (ms)": ms(c.ci_low, c.ci_high), "Mann-Whitney p": c.p_value,
+                     # the saving's interval (baseline − optimized, as the controls' tables show it): the ends of
+                     # Δ median's negated and swapped, so a faster phase reads positive in both tables
+                     f"{c.level} CI of the saving (ms)": ms(*(None if v is None else -v for v in (c.ci_high, c.ci_low))),
+                     "Mann-Whitney p": c.p_value,
                      "verdict": verdict_word(c, (floors or {}).get(c.phase))})
     styler = table(pd.DataFrame(rows), decimals={"baseline (ms)": 2, "optimized (ms)": 2, "baseline ÷ optimized": 2,
                                                  "Mann-Whitney p": 4})
@@ -264,7 +267,7 @@ def weight_loading_parts(out: str | os.PathLike[str]) -> str:
         if "buffer_discovery" not in medians or "weight_loading" not in medians:
             continue
         (d_b, d_o), (w_b, w_o) = medians["buffer_discovery"], medians["weight_loading"]
-        lines.append(f"{who}: weight loading {short_duration(w_b)} → {short_duration(w_o)} ({w_b / w_o:.2f}x), "
+        lines.append(f"{who}: weight loading {short_duration(w_b)} → {short_duration(w_o)} ({w_b / w_o:.2f}×), "
                      f"of which buffer discovery {short_duration(d_b)} → {short_duration(d_o)} and the rest "
                      f"{short_duration(w_b - d_b)} → {short_duration(w_o - d_o)}.")
     return "\n\n".join(lines)

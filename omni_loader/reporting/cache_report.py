@@ -217,7 +217,7 @@ def cold_and_warm(warm: str | os.PathLike[str], cold: str | os.PathLike[str]) ->
         (warm_whole, warm_saving), (cold_whole, cold_saving) = figures["warm"], figures["cold"]
         more = "more" if cold_saving > warm_saving else "less"
         longer = "longer" if cold_whole > warm_whole else "shorter"  # a tiny model's cold load can be the shorter
-        parts.append(f"A cold load takes {cold_whole / warm_whole:.2f}x the warm one ({duration(abs(cold_whole - warm_whole))} "
+        parts.append(f"A cold load takes {cold_whole / warm_whole:.2f}× the warm one ({duration(abs(cold_whole - warm_whole))} "
                      f"{longer}); the fix saves {duration(abs(cold_saving - warm_saving))} {more} cold than warm, "
                      f"{percent(cold_saving / cold_whole)} of the cold load against {percent(warm_saving / warm_whole)} "
                      "of the warm one.")

@@ -138,8 +138,8 @@ def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> S
     """Baseline/optimized ratio of each PR measurement: this run beside the PR's.
 
     This run's bar carries its 95% interval (:func:`~omni_loader.reporting.stats.ratio_interval`),
-    and a row the kit's verdict makes no claim on is drawn hollow and hatched and says so: a 3x that
-    the test rejected must not read like the 300x beside it. The PR published medians only, so its
+    and a row the kit's verdict makes no claim on is drawn hollow and hatched and says so: a 3× that
+    the test rejected must not read like the 300× beside it. The PR published medians only, so its
     bars have no interval."""
     pr_rows = _pr_rows(comps, reference)
     if pr_rows is None:
@@ -170,7 +170,7 @@ def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> S
         drawn += [pr, c.ratio]
     log_axis(ax, "y")
     drawn = [v for v in drawn if v > 0 and math.isfinite(v)]
-    # 1x (no change) stays in view; room for the labels and the legend above the tallest bar
+    # 1× (no change) stays in view; room for the labels and the legend above the tallest bar
     ax.set_ylim(min(0.7, min(drawn, default=1.0) * 0.7), max(max(drawn, default=1.0), 1.0) * 6)
     ax.axhline(1, color="black", lw=0.8)
     ax.set_xticks(range(len(refs)), [r["label"] for r in refs])

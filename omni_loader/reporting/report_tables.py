@@ -47,7 +47,7 @@ def _spread(c: Comparison, which: str) -> str:
 def _ratio(c: Comparison) -> str:
     if c.unit == "calls":
         return "—"
-    return "∞" if math.isinf(c.ratio) else f"{c.ratio:.2f}x"
+    return "∞" if math.isinf(c.ratio) else f"{c.ratio:.2f}×"
 
 
 def _floor_cell(c: Comparison, floor: NoiseFloor | None) -> str:
@@ -122,8 +122,8 @@ def yardstick_lines(frame) -> list[str]:
             touched = (f"; minor page faults (first touches) {faults[0]:,.0f} against {faults[1]:,.0f}"
                        if None not in faults else "")
             lines.append(f"- {v}: {label(phase)} {format_seconds(ours.median)} against {label(yardstick)[11:]} "
-                         f"{format_seconds(ref.median)} in the same {ours.n} runs: {statistics.median(ratios):.2f}x "
-                         f"(per-run ratios {min(ratios):.2f}–{max(ratios):.2f}x){touched}")
+                         f"{format_seconds(ref.median)} in the same {ours.n} runs: {statistics.median(ratios):.2f}× "
+                         f"(per-run ratios {min(ratios):.2f}–{max(ratios):.2f}×){touched}")
     if not lines:
         return []
     return ["### Load parameters against a plain copy", "",
@@ -166,7 +166,7 @@ def reference_table(comps: list[Comparison], reference: dict[str, Any]) -> str:
     for ref in reference["measurements"]:
         c = mine.get(ref["measurement"])
         unit = "calls" if ref["unit"] == "calls" else "s"
-        pr_ratio = "—" if unit == "calls" else f"{ref['baseline'] / ref['optimized']:.2f}x"
+        pr_ratio = "—" if unit == "calls" else f"{ref['baseline'] / ref['optimized']:.2f}×"
         pr_u = time_unit(ref["baseline"])
         u = row_unit(c) if c else None
         rows.append([ref["label"], _fmt(ref["baseline"], unit, pr_u), _fmt(ref["optimized"], unit, pr_u), pr_ratio,

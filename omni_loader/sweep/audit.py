@@ -21,7 +21,7 @@ from typing import Any
 from torch import nn
 
 from .discovery_timing import time_discovery
-from .fits import LogLogFit
+from .fits import REAL_TOKEN2WAV, LogLogFit, source_words
 
 AUDIT_COLUMNS = ("arch", "model_class", "modules", "named_buffers", "persistent_buffers", "agree", "hazards",
                  "baseline_calls", "baseline_seconds", "optimized_seconds", "ratio", "build_seconds", "error")
@@ -262,7 +262,7 @@ def range_sentence(placed, fit: LogLogFit) -> str:
     fitted = f"B·N {span(f'{fit.x_min:,.0f}', f'{fit.x_max:,.0f}')}"
     if outside.empty:
         return f"Every model lies inside the fitted range ({fitted})."
-    names = ", ".join(f"{r.arch} ({r.x:,.0f})" for r in outside.itertuples(index=False))
+    names = ", ".join(f"{source_words(r.arch)} ({r.x:,.0f})" for r in outside.itertuples(index=False))
     return (f"The line was fitted on {fitted}; {names} lie outside it, so their places extrapolate the line "
             "beyond the trees it was measured on.")
 
@@ -275,14 +275,14 @@ def factor_sentence(placed, fit: LogLogFit, factor: float = 2.0) -> str:
 
     ratio = placed["measured_over_fit"].astype(float)
     near = (ratio >= 1 / factor) & (ratio <= factor)
-    within = ", ".join(f"{r.arch} ({r.measured_over_fit:.2f})" for r in placed[near].itertuples(index=False))
+    within = ", ".join(f"{source_words(r.arch)} ({r.measured_over_fit:.2f})" for r in placed[near].itertuples(index=False))
     lines = [f"Within a factor of {factor:g} of the line (baseline ÷ predicted "
              f"{span(f'{1 / factor:g}', f'{factor:g}')}): {within or 'none'}."]
     for r in placed[~near].itertuples(index=False):
         beyond = "" if r.inside_fitted_range else (
             f"; its B·N lies beyond the fitted range (which ends at {count(fit.x_max)}), so part of the gap may be "
             "the line's extension rather than the model")
-        lines.append(f"Outside it: {r.arch} ({r.measured_over_fit:.2f}) took {short_duration(r.baseline_seconds)} "
+        lines.append(f"Outside it: {source_words(r.arch)} ({r.measured_over_fit:.2f}) took {short_duration(r.baseline_seconds)} "
                      f"where the line predicts {short_duration(r.predicted_seconds)} at B·N = {count(r.x)}: "
                      f"{short_duration(r.baseline_seconds / r.x)} per module visit against the line's "
                      f"{short_duration(r.predicted_seconds / r.x)}: its modules cost "
@@ -315,7 +315,7 @@ def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
         if b > a:
             xs = np.geomspace(a, b, 20)
             ax.plot(xs, fit.predict(xs) * scale, color="gray", lw=1.2, ls=":", label="_extrapolated")
-    real = placed["arch"].astype(str).str.startswith("token2wav")
+    real = placed["arch"].astype(str).str.startswith(REAL_TOKEN2WAV)
     sizes = np.where(real, 220.0, 36.0)  # marker areas (points²): the star, the dots
     ax.scatter(placed.loc[~real, "x"], placed.loc[~real, "baseline_seconds"] * scale, s=36, color="#00798c",
                zorder=3, label="audited models (meta device)")
@@ -335,7 +335,7 @@ def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
     ax.set_title("The state_dict()-per-buffer cost across architectures")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    place_labels(ax, list(placed["arch"].astype(str)), placed["x"].to_numpy(float),
+    place_labels(ax, [source_words(a) for a in placed["arch"].astype(str)], placed["x"].to_numpy(float),
                  placed["baseline_seconds"].to_numpy(float) * scale, sizes)
     return fig
 

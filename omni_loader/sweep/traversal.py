@@ -121,7 +121,7 @@ def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source:
     """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each.
 
     ``touch`` untimed ``state_dict()`` calls first bring the tree back into the CPU caches (other
-    trees were measured in between; on Token2Wav the first calls after that take ~1.5x the steady
+    trees were measured in between; on Token2Wav the first calls after that take ~1.5× the steady
     time and it takes about five to settle), so every experiment is timed warm, as the baseline's
     back-to-back rebuilds are. Without it, large trees, timed with few inner calls, would be
     measured cold and small ones warm, bending the slopes upwards.
@@ -266,7 +266,7 @@ class SweepResult:
             for rec in ([] if placement is None else placement.itertuples(index=False)):
                 where = "inside" if rec.inside_fitted_range else "outside"
                 lines.append(f"  {clock:<4} {rec.source} {rec.experiment:<10} x={rec.x:>8,}  median "
-                             f"{short_duration(rec.median_seconds):>9} = {rec.measured_over_fit:.2f}x the fitted "
+                             f"{short_duration(rec.median_seconds):>9} = {rec.measured_over_fit:.2f}× the fitted "
                              f"line ({where} the fitted x range)")
         return "\n".join(lines)
 

@@ -8,7 +8,7 @@ touched: a notebook displays it, ``savefig`` writes it, and nothing leaks betwee
 
 from __future__ import annotations
 
-from .fits import EXPERIMENTS, SYNTHETIC, LogLogFit, fit_sweep, medians
+from .fits import EXPERIMENTS, SYNTHETIC, LogLogFit, fit_sweep, medians, source_words
 from ..formatting import short_duration
 
 CLOCK_LABELS = {"wall": ("wall time per call", "wall clock"),
@@ -105,7 +105,8 @@ def draw_panel(ax, med, fit: LogLogFit | None, colours: dict[int, str]) -> None:
         ax.plot(xs, fit.predict(xs), "k--", lw=1.2, label=f"fit: slope {fit.slope:.3f}, R² {fit.r2:.4f}")
     for rec in med[med.source != SYNTHETIC].itertuples(index=False):
         ax.plot([rec.x], [rec.median], marker="*", ms=14, color="crimson", mec="black", ls="none",
-                label=f"{rec.source}: {short_duration(rec.median)}\n(N = {rec.N:,}, B = {rec.B})")  # 2 lines: inside
+                label=f"{source_words(rec.source)}: {short_duration(rec.median)}\n"
+                      f"(N = {rec.N:,}, B = {rec.B})")  # 2 lines: inside
     log_axis(ax, "x")
     log_axis(ax, "y", tick_duration)
     ax.tick_params(labelsize=TICK_PT)

@@ -202,7 +202,7 @@ def build_model(
                       On a CPU virtual machine that hands freed memory back to its host (free
                       page reporting), a first touch is a host fault whose price varies from run
                       to run; leaving it inside ``load_parameters`` made a phase both variants
-                      share look 2x faster in one variant. The kit's default.
+                      share look 2× faster in one variant. The kit's default.
     ``upstream-cpu``  upstream's constructors as they behave on a CPU: plain ``nn.Linear``/
                       ``nn.Conv1d``/… run their default init, so their memory is written before
                       ``load_weights``; the fused ``qkv_proj`` stays ``torch.empty`` as vLLM's
