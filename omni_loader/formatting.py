@@ -15,10 +15,8 @@ rules here are few and the same everywhere:
 * **names are never cut**: long ones (qualified module paths, ``file:line(function)``) wrap; in a
   table's ``code`` columns (a class, a rule, a buffer's path) a name never breaks inside (:func:`code_text`).
 
-Tables are pandas Stylers (:func:`table`), keeping the DataFrame's values; text is plain functions
-(:func:`duration`, :func:`percent`, :func:`count`...); Markdown tables have one writer (:func:`markdown_table`).
-This module imports nothing from the kit: statistics and every renderer build on it, so the imports flow one
-way. Views of the kit's own tables live with their renderers (``reporting.report_tables.styled_summary_table``).
+Tables are pandas Stylers (:func:`table`); text is plain functions (:func:`duration`, :func:`count`...); Markdown
+tables have one writer (:func:`markdown_table`). This module imports nothing from the kit, so imports flow one way.
 """
 
 from __future__ import annotations
@@ -236,12 +234,14 @@ def name_and_file(value: Any) -> str:
 
 
 def _header_text(value: Any) -> str:
-    """A column or index label: escaped; a bare identifier (``persistent_by_set``) breakable after its ``_``, a label in
-    words (``one state_dict (ms)``) at its spaces only, never inside a name it quotes."""
+    """A column or index label: escaped; an identifier (``persistent_by_set``) breakable after its ``_``, a label in words
+    at its spaces only, never inside a name it quotes nor after a range's dash (Lab broke "min–" over "max")."""
     from html import escape
 
     text = escape(str(value), quote=False)
-    return text if " " in text else _BREAK_AFTER_UNDERSCORE.sub(r"\1<wbr>", text)
+    if " " not in text:
+        return _BREAK_AFTER_UNDERSCORE.sub(r"\1<wbr>", text)
+    return " ".join(f'<span style="{NOWRAP}">{w}</span>' if "–" in w else w for w in text.split(" "))
 
 
 # in a cell of names: a break between items (", ", "; ") and after a dot before a letter (a qualified name's parts),

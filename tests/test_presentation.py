@@ -110,6 +110,15 @@ def test_table_wraps_long_names_instead_of_cutting_them() -> None:
     assert "&lt;root&gt;" in html_root  # text is escaped, not taken for a tag
 
 
+def test_a_header_in_words_breaks_at_its_spaces_never_after_a_ranges_dash() -> None:
+    """01's headers broke in Lab as "baseline min–" over "max (ms)": a word that holds a range's dash is unbreakable,
+    the label's spaces still break (the column stays narrow), and the visible text is the label as written."""
+    html = formatting.table(pd.DataFrame({"baseline min–max (ms)": ["1\u00a0…\u00a02"], "n": [1]})).to_html()
+    header = re.search(r"<th [^>]*>(baseline.*?)</th>", html).group(1)
+    assert header == 'baseline <span style="white-space: nowrap">min–max</span> (ms)'
+    assert re.sub(r"<[^>]+>", "", header) == "baseline min–max (ms)"
+
+
 def test_table_never_breaks_a_number_at_its_decimal_point_or_thousands_separator() -> None:
     """A narrow column once showed "1. 564 ms" and "p=0. 00794": a break opportunity inside a number."""
     cell = "1,564.123 ms [3.073–5.688]; p=0.00794; ROCm 7.2.53211; resblocks.3.activations, then"
