@@ -301,6 +301,12 @@ def test_diff_md_says_which_floor_was_used_or_that_there_was_none(tmp_path: Path
     text = _in_process_diff(ab, plain, {"aa": False}, tmp_path).markdown()
     assert "No A/A floor: no A/A arms ran beside this diff (`--aa` adds them)" in text
     assert "| A/A floor |" not in text and "`within`" in text.split("\n\n")[1]
+    # B slower where nothing says B adds work: the other explanations, with the false discoveries the rate allows
+    slower = int((plain["verdict"] == stats.SLOWER).sum())
+    assert (f"B slower in {slower} functions (`beyond`, `no_floor`, `within`): unless B adds work there, what else "
+            f"explains it is chance (a 5% false discovery rate lets about 1 false claim in 20 through; this diff made "
+            f"{slower}) or the machine changing between blocks; an A/A in the same blocks (`--aa`) would hold each to "
+            "its own noise floor.") in text, text
 
 
 def test_profile_diff_aa_reaches_profile_diff(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

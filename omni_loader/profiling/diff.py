@@ -156,6 +156,22 @@ class ProfileDiff:
                        f"q = {number(r['q'], 2)}{self._beyond(r, unit)}){self._calls(r['function'])}{own}.")
         return out
 
+    def doubt_sentence(self) -> str | None:
+        """What else could explain a claim that B is slower: a false discovery (the rate allows some) or the machine.
+        Why: 02's Lab run claimed ``_load_stacked_shard`` slower (q 0.042), a function the fix does not touch, and the
+        summary's "0 unexplained" (its own time moved) read as if the claim were the change's."""
+        claimed = self.claimed
+        slower = claimed[claimed["verdict"] == SLOWER]
+        if slower.empty:
+            return None
+        fdr = self.settings.get("fdr", FDR)
+        names = ", ".join(f"`{x}`" for x in slower["function"].head(5))
+        held = ("each was held to its own A/A floor" if self.settings.get("aa") else
+                "an A/A in the same blocks (`--aa`) would hold each to its own noise floor")
+        return (f"{self.b} slower in {len(slower)} function{'s' * (len(slower) != 1)} ({names}): unless {self.b} adds "
+                f"work there, what else explains it is chance (a {fdr:.0%} false discovery rate lets about 1 false claim in "
+                f"{round(1 / fdr)} through; this diff made {len(claimed)}) or the machine changing between blocks; {held}.")
+
     @staticmethod
     def _beyond(r: pd.Series, unit: str) -> str:
         return "" if pd.isna(r.get("aa_floor_s")) else f", beyond its A/A floor of {duration(r['aa_floor_s'], unit, 0)}"
@@ -218,6 +234,8 @@ class ProfileDiff:
                          f"({o['ratio']:.2f}×).")
         if self.overhead() and (entry := self.entry_sentence()) is not None:
             lines.append(f"- {entry}")
+        if (doubt := self.doubt_sentence()) is not None:
+            lines.append(f"- {doubt}")
         lines += ["", self.floor_sentence()]
         if not with_table:
             return "\n".join(lines)
