@@ -544,6 +544,13 @@ def test_the_real_runs_profile_and_diff_bars_read_as_the_kits_bars(executed_note
     assert not run.parameters.get("diff_runs", 1) or any(line.startswith("profile --diff: ") for line in lines), lines
     kit = KIT_BAR.replace("profile: ", "profile(?: --diff)?: ")
     assert all(re.match(kit, line) for line in lines), [line for line in lines if not re.match(kit, line)]
+    diff_lines = [line for line in lines if line.startswith("profile --diff: ")]
+    if diff_lines:  # the bar's last words are the comparison's, not the last run's (it took half a minute in Lab)
+        from omni_loader.profiling.diff import read_profile_diff
+
+        diff = read_profile_diff(run.results)
+        done = f", done: {int(diff.functions['tested'].sum())} functions tested, {len(diff.claimed)} moved"
+        assert diff_lines[-1].endswith(done), (diff_lines[-1], done)
 
 
 def test_the_profile_bars_steps_are_short_enough_for_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -294,7 +294,7 @@ def test_cli_quick_writes_the_files(tmp_path, capsys) -> None:
     assert main(["traversal", "--quick", "--out", str(out)]) == 0
     _check_outputs(out, traversal.SweepConfig.quick())
     printed = capsys.readouterr().out
-    assert "slope" in printed and "token2wav-full" in printed
+    assert "slope" in printed and "full-size Token2Wav" in printed and "token2wav-full" not in printed
 
 
 def test_05s_slope_is_set_beside_03s_saved_sweep_from_both_fits(tmp_path) -> None:
@@ -403,7 +403,7 @@ def test_where_the_real_model_sits_is_one_computed_line_and_03_writes_it_one_way
         {"experiment": "optimized", "source": "token2wav-full", "N": 1092, "B": 219, "x": 1_311,
          "median_seconds": 2.1e-3, "predicted_seconds": 2e-3, "measured_over_fit": 1.05, "inside_fitted_range": True}])
     assert fits.placement_sentence(placement) == (
-        "token2wav-full: N = 1,092 modules, B = 219 buffers. The baseline sits on the B·N line at x = 239,148, the "
+        "Full-size Token2Wav: N = 1,092 modules, B = 219 buffers. The baseline sits on the B·N line at x = 239,148, the "
         "optimized rule on the N + B line at x = 1,311: 182× apart on the x axis, at 4.20 µs and 1.60 µs per unit of "
         "x (wall clock).")
     assert "No real model" in fits.placement_sentence(placement.iloc[0:0])

@@ -14,9 +14,8 @@ difference is each function's A/A floor, and a difference within it is not claim
 
 Each block also holds one unsampled load per variant (the kit's ordinary forked run), so the
 report states what py-spy's sampling costs a load, from the same runs. Written under ``DIR/diff/``:
-``functions.csv``, ``diff.md``, ``flame-diff.svg`` (:mod:`~omni_loader.profiling.diff_flame`),
-``runs.csv`` (every run's load total), ``run_functions.csv`` (every run's fold) and the speedscope file
-of each sampled run (``speedscope/``).
+``functions.csv``, ``diff.md``, ``flame-diff.svg`` (:mod:`~omni_loader.profiling.diff_flame`), ``runs.csv`` (every
+run's load total), ``run_functions.csv`` (every run's fold) and each sampled run's speedscope file (``speedscope/``).
 """
 
 from __future__ import annotations
@@ -157,9 +156,7 @@ class ProfileDiff:
         return out
 
     def doubt_sentence(self) -> str | None:
-        """What else could explain a claim that B is slower: a false discovery (the rate allows some) or the machine.
-        Why: 02's Lab run claimed ``_load_stacked_shard`` slower (q 0.042), a function the fix does not touch, and the
-        summary's "0 unexplained" (its own time moved) read as if the claim were the change's."""
+        """What else explains B slower: chance or the machine (02's Lab run claimed ``_load_stacked_shard`` slower)."""
         claimed = self.claimed
         slower = claimed[claimed["verdict"] == SLOWER]
         if slower.empty:
@@ -370,24 +367,27 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
                 row.update(status="failed", error=str(exc).splitlines()[0])
             rows.append(row)
             bar.end(f"{label}: {row['load_s']:.2f} s" if row["status"] == "ok" else f"{label}: failed")
+        # the comparison takes up to half a minute (02's Lab pass: a bar frozen at "run 44/44 baseline: 2.69 s")
+        bar.say(f"all {len(plan)} runs done: comparing the functions")
+        runs_frame = pd.DataFrame(rows)
+        write_text(directory / RUNS_CSV, runs_frame.to_csv(index=False))
+        if not folds:
+            errors = runs_frame.loc[runs_frame["status"] != "ok", "error"]
+            raise OmniLoaderError("no sampled load succeeded" + (f": {errors.iloc[0]}" if len(errors) else ""))
+        fold_frame = pd.concat(folds, ignore_index=True)[["run_id", "variant", "function", "file", "inclusive_s",
+                                                          "self_s", "samples"]]
+        write_text(directory / RUN_FUNCTIONS_CSV, fold_frame.to_csv(index=False))
+        sampled = runs_frame[runs_frame["sampled"] & (runs_frame["status"] == "ok") & runs_frame["variant"].isin([a, b])]
+        floors = function_floors(fold_frame, AA_ARMS) if aa else None
+        functions = assign_roles(compare_functions(fold_frame, a, b, fdr, floors=floors),
+                                 [directory / f for f in sampled["speedscope"]])
+        diff = ProfileDiff(a, b, functions, runs_frame, fold_frame, directory,
+                           {"rate": rate, "fdr": fdr, "runs": runs, "warmup": warmup, "seed": seed, "aa": aa,
+                            **({"aa_variant": AA_VARIANT} if aa else {})})
+        diff.write()
+        bar.say(f"done: {int(functions['tested'].sum())} functions tested, {len(diff.claimed)} moved")
     finally:
         bar.close()
-    runs_frame = pd.DataFrame(rows)
-    write_text(directory / RUNS_CSV, runs_frame.to_csv(index=False))
-    if not folds:
-        errors = runs_frame.loc[runs_frame["status"] != "ok", "error"]
-        raise OmniLoaderError("no sampled load succeeded" + (f": {errors.iloc[0]}" if len(errors) else ""))
-    fold_frame = pd.concat(folds, ignore_index=True)[["run_id", "variant", "function", "file", "inclusive_s",
-                                                      "self_s", "samples"]]
-    write_text(directory / RUN_FUNCTIONS_CSV, fold_frame.to_csv(index=False))
-    sampled = runs_frame[runs_frame["sampled"] & (runs_frame["status"] == "ok") & runs_frame["variant"].isin([a, b])]
-    floors = function_floors(fold_frame, AA_ARMS) if aa else None
-    functions = assign_roles(compare_functions(fold_frame, a, b, fdr, floors=floors),
-                             [directory / f for f in sampled["speedscope"]])
-    diff = ProfileDiff(a, b, functions, runs_frame, fold_frame, directory,
-                       {"rate": rate, "fdr": fdr, "runs": runs, "warmup": warmup, "seed": seed, "aa": aa,
-                        **({"aa_variant": AA_VARIANT} if aa else {})})
-    diff.write()
     return diff
 
 

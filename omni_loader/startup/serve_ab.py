@@ -50,6 +50,9 @@ __all__ = ["StartupSpec", "resume_serve_ab", "run_serve_ab", "saved_serve_ab", "
            "summarize"]
 MEMBER = "startup"  # this benchmark's name in the results directory's suite
 MEASURE = "perf_counter from just before spawn to the first HTTP 200 on health_url"
+# what a wait for /health heard, in the bar's words: a refused connection while a server starts is no error (06's
+# Lab pass read "(connection refused)" as one); a failed start's message keeps the technical reason
+WAIT_WORDS = {"connection refused": "not listening yet", "HTTP 503": "HTTP 503: not ready yet"}
 Progress = bool | Callable[[str], None] | None
 
 
@@ -250,13 +253,16 @@ class _Reporter:
 
     def start(self, run: PlannedRun) -> None:
         self.index += 1
-        self.what = f"run {self.index}/{self.total} {run.variant}" + (" (warm-up)" if run.warmup else f" #{run.order}")
+        # one number a start: the bar's count, as 06's Gantt title has it ("run 3, baseline"), not also " #1"; a
+        # non-breaking hyphen in "warm‑up" (Lab wrapped "(warm-" over "up)")
+        self.what = f"run {self.index}/{self.total} {run.variant}" + (" (warm\u2011up)" if run.warmup else "")
         if self.bar is not None:
             self.bar.set_postfix_str(f"{self.what}: starting", refresh=True)
 
     def waiting(self, seconds: float, last: str) -> None:
         if self.bar is not None:
-            self.bar.set_postfix_str(f"{self.what}: {seconds:.0f} s waiting for /health ({last})", refresh=True)
+            self.bar.set_postfix_str(f"{self.what}: {seconds:.0f} s waiting for /health ({WAIT_WORDS.get(last, last)})",
+                                     refresh=True)
 
     def line(self, text: str) -> None:
         if self.say:

@@ -29,6 +29,11 @@ SYNTHETIC = "synthetic"  # the source of a synthetic tree's rows; a real model's
 REAL_TOKEN2WAV = "token2wav-"  # the sweep's real model's source: "token2wav-full" or "token2wav-tiny" (its size)
 
 
+def is_token2wav(name: str) -> bool:
+    """Whether a placed model's name (its key or :func:`source_words`' words) is the sweep's real Token2Wav."""
+    return name.startswith(REAL_TOKEN2WAV) or name.endswith(" Token2Wav")
+
+
 def source_words(source: str) -> str:
     """A tree's source as a sentence, a legend or a plot label names it: the sweep's real model, kept in the rows as
     ``token2wav-full`` (an identifier a filter reads), is "full-size Token2Wav"; an audited architecture keeps its
@@ -145,7 +150,8 @@ def placement_sentence(placement, clock: str = "wall clock") -> str:
     for source, rows in placement.groupby("source", sort=False):
         at = rows.set_index("experiment")
         first = rows.iloc[0]
-        head = f"{source}: N = {count(first.N)} modules, B = {count(first.B)} buffers."
+        name = source_words(source)
+        head = f"{name[:1].upper()}{name[1:]}: N = {count(first.N)} modules, B = {count(first.B)} buffers."
         if {"baseline", "optimized"} <= set(at.index):
             xb, xo = float(at.loc["baseline", "x"]), float(at.loc["optimized", "x"])
             mb, mo = float(at.loc["baseline", "median_seconds"]), float(at.loc["optimized", "median_seconds"])

@@ -33,7 +33,7 @@ from torch import nn
 
 from .discovery_timing import calibration, experiment_calls, per_call_seconds, round_estimate
 from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, baseline_over_state_dicts, experiment_x,
-                   fit_sweep, linear_costs, place_points)
+                   fit_sweep, linear_costs, place_points, source_words)
 from .sweep_bar import RoundsLeft, SweepBarText, building_words, done_words
 from .traversal_plots import plot_sweep
 from .trees import build_tree, token2wav_model, tree_counts
@@ -265,7 +265,7 @@ class SweepResult:
             placement = self.placement_for(clock)
             for rec in ([] if placement is None else placement.itertuples(index=False)):
                 where = "inside" if rec.inside_fitted_range else "outside"
-                lines.append(f"  {clock:<4} {rec.source} {rec.experiment:<10} x={rec.x:>8,}  median "
+                lines.append(f"  {clock:<4} {source_words(rec.source)} {rec.experiment:<10} x={rec.x:>8,}  median "
                              f"{short_duration(rec.median_seconds):>9} = {rec.measured_over_fit:.2f}× the fitted "
                              f"line ({where} the fitted x range)")
         return "\n".join(lines)
