@@ -109,14 +109,17 @@ def _parts_sentences(f: Findings, text: str, frame: pd.DataFrame) -> None:
 
 
 def _warm_cold(f: Findings, text: str, results: Path) -> None:
-    """``**Warm**: the fix saves X of Token2Wav weight loading, P% of a Y whole baseline load``, and the same for cold."""
-    said = {}
+    """``**Warm**: the fix saves X of Token2Wav weight loading, P% of a Y whole baseline load``, and the same for cold;
+    then buffer discovery's saving in each, and how far the traversal's and the rest's savings differ between them."""
+    said, walks = {}, {}
     for s in re.finditer(rf"\*\*(Warm|Cold)\*\*(?: \([^)]*\))?: the fix saves {DURATION} of Token2Wav weight loading, "
                          rf"({NUM})% of a {DURATION} whole baseline load", text):
         frame = measured(results / ("runs.csv" if s[1] == "Warm" else "cold/runs.csv"))
         w, t = medians(frame, "weight_loading"), medians(frame, "total")
         saving = w["baseline"] - w["optimized"]
+        d = medians(frame, "buffer_discovery")
         said[s[1]] = (saving, t["baseline"])
+        walks[s[1]] = d["baseline"] - d["optimized"]
         f.expect(agrees_duration(s[2], s[3], saving) and agrees_duration(s[5], s[6], t["baseline"])
                  and agrees(s[4], 100 * saving / t["baseline"]), s[0], f"{s[1].lower()} saving")
     for s in re.finditer(rf"the fix saves {DURATION} (more|less) cold than warm, ({NUM})% of the cold load against "
@@ -128,6 +131,14 @@ def _warm_cold(f: Findings, text: str, results: Path) -> None:
         wt, ct = said.get("Warm", (0, 1))[1], said.get("Cold", (0, 1))[1]  # 01 ran "-101.414 ms more" once
         f.expect(agrees(s[1], ct / wt) and agrees_duration(s[2], s[3], abs(ct - wt))
                  and s[4] == ("longer" if ct > wt else "shorter"), s[0], "the cold load against the warm one")
+    for s in re.finditer(rf"Buffer discovery alone, the traversal the fix removes, saves {DURATION} warm and {DURATION} "
+                         rf"cold: between the two conditions the traversal's saving differs by {DURATION}, the rest of "
+                         rf"Token2Wav weight loading's by {DURATION}", text):
+        (ws, _), (cs, _) = said.get("Warm", (0, 1)), said.get("Cold", (0, 1))
+        ww, cw = walks.get("Warm", 0.0), walks.get("Cold", 0.0)
+        f.expect(agrees_duration(s[1], s[2], ww) and agrees_duration(s[3], s[4], cw)
+                 and agrees_duration(s[5], s[6], abs(cw - ww)) and agrees_duration(s[7], s[8], abs((cs - ws) - (cw - ww))),
+                 s[0], "the traversal's saving warm and cold")
 
 
 def _shared_phases(f: Findings, text: str, frame: pd.DataFrame) -> None:

@@ -311,6 +311,8 @@ def _promises_01(nb: nbformat.NotebookNode, results: Path) -> None:
     assert warm_cold == ["Warm", "Cold"], f"01: what the fix is worth warm and cold is not said: {warm_cold}"
     assert "cold than warm" in _text(nb, "text/markdown") and "same saving" not in _text(nb, "text/markdown"), \
         "01: the cold and warm savings are not set side by side in numbers"
+    assert "Buffer discovery alone, the traversal the fix removes, saves" in _text(nb, "text/markdown"), \
+        "01: the prose's 'the same traversal either way' has no number beside it (the fifth Lab pass)"
 
 
 def _promises_05(nb: nbformat.NotebookNode, results: Path) -> None:

@@ -29,6 +29,7 @@ from .stats import measured, phase_summary
 # The phases that read the checkpoint's files (the shards, spk_dict.pt), and the headline rows enclosing them.
 READ_PHASES = ("read_checkpoint", "speaker_conditioning", "load_parameters", "load_spk_dict")
 TOUCHED_ROWS = ("weight_loading", "outer_load_weights", "total")
+TRAVERSAL_ROW = "buffer_discovery"  # the step the fix changes: the traversal, the same work warm or cold
 SAVING_ROW = "weight_loading"  # the PR's row whose saving the fix is
 
 
@@ -109,8 +110,8 @@ def fix_worth(frame, condition: str) -> str:
             f"({duration(whole.median)}).")
 
 
-def _saving(frame) -> float | None:
-    a, b = (phase_summary(frame, v, SAVING_ROW) for v in PR_PAIR)
+def _saving(frame, phase: str = SAVING_ROW) -> float | None:
+    a, b = (phase_summary(frame, v, phase) for v in PR_PAIR)
     return a.median - b.median if a.n and b.n else None
 
 
@@ -204,7 +205,7 @@ def cold_and_warm(warm: str | os.PathLike[str], cold: str | os.PathLike[str]) ->
         if not whole.n or saving is None:
             parts.append(f"{Path(directory).name} ({cache.condition}) holds no measured runs of both variants.")
             continue
-        figures[cache.condition] = (whole.median, saving)
+        figures[cache.condition] = (whole.median, saving, _saving(check.frame, TRAVERSAL_ROW))
         known = [r for _, _, r in cache.runs if r is not None]
         low, high = (percent(min(known)), percent(max(known))) if known else ("", "")
         found = f"; checkpoint resident before each run {span(low, high)}" if known else ""
@@ -214,11 +215,17 @@ def cold_and_warm(warm: str | os.PathLike[str], cold: str | os.PathLike[str]) ->
                      f"{label(SAVING_ROW)}, {percent(saving / whole.median)} of a {duration(whole.median)} "
                      f"whole {PR_PAIR[0]} load{found}{off}.")
     if {"warm", "cold"} <= set(figures):
-        (warm_whole, warm_saving), (cold_whole, cold_saving) = figures["warm"], figures["cold"]
+        (warm_whole, warm_saving, warm_walk), (cold_whole, cold_saving, cold_walk) = figures["warm"], figures["cold"]
         more = "more" if cold_saving > warm_saving else "less"
         longer = "longer" if cold_whole > warm_whole else "shorter"  # a tiny model's cold load can be the shorter
         parts.append(f"A cold load takes {cold_whole / warm_whole:.2f}× the warm one ({duration(abs(cold_whole - warm_whole))} "
                      f"{longer}); the fix saves {duration(abs(cold_saving - warm_saving))} {more} cold than warm, "
                      f"{percent(cold_saving / cold_whole)} of the cold load against {percent(warm_saving / warm_whole)} "
                      "of the warm one.")
+        if warm_walk is not None and cold_walk is not None:  # the traversal alone, which storage does not touch
+            walk, rest = cold_walk - warm_walk, (cold_saving - warm_saving) - (cold_walk - warm_walk)
+            parts.append(f"{label(TRAVERSAL_ROW)} alone, the traversal the fix removes, saves {duration(warm_walk)} "
+                         f"warm and {duration(cold_walk)} cold: between the two conditions the traversal's saving "
+                         f"differs by {duration(abs(walk))}, the rest of {label(SAVING_ROW)}'s by {duration(abs(rest))} "
+                         "(phases the fix does not change, in different runs).")
     return " ".join(parts)
