@@ -256,7 +256,10 @@ def _shown_text(nb: nbformat.NotebookNode) -> list[str]:
 def _promises_03(nb: nbformat.NotebookNode, results: Path) -> None:
     assert {"image/png", "text/html"} <= _mimes(nb), "03: no inline plot or table"
     text = _text(nb)
-    assert "slope" in text and "token2wav-" in text, "03: no fitted slopes or Token2Wav placement"
+    shown = _text(nb, "text/markdown") + _text(nb, "text/html")
+    assert "slope" in text and re.search(r"(Full-size|Tiny) Token2Wav: N = [\d,]+ modules", shown), \
+        "03: no fitted slopes or Token2Wav placement"
+    assert "token2wav-" not in text + shown, "03: the sweep's real model is named by its key, not in words"
     assert "variants agree on 1 persistent buffer" in text, "03: no agreement check on the real model"
     assert (results / "traversal.csv").is_file() and (results / "traversal.png").is_file()
 

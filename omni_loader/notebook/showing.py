@@ -49,7 +49,12 @@ READABLE = {
 def readable(frame: Any, **more: str):  # -> DataFrame
     """``frame`` with the kit's column identifiers renamed to words (:data:`READABLE`, and ``more``):
     ``measured_over_fit`` becomes "measured ÷ fit". Pass the new names to ``kit.table``'s ``seconds``,
-    ``decimals`` and ``code``."""
+    ``decimals`` and ``code``. A sweep's ``source`` column names its real model in words ("full-size Token2Wav",
+    not the rows' key ``token2wav-full``: :func:`~omni_loader.sweep.fits.source_words`)."""
+    if "source" in getattr(frame, "columns", ()):
+        from ..sweep.fits import source_words
+
+        frame = frame.assign(source=frame["source"].astype(str).map(source_words))
     return frame.rename(columns={**READABLE, **more})
 
 
