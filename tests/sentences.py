@@ -269,7 +269,7 @@ def _notebook_03(f: Findings, text: str, results: Path) -> None:
 
 
 def _notebook_04(f: Findings, text: str, results: Path) -> None:
-    for s in re.finditer(rf"total: ({NUM}) MiB \(({NUM}) bytes\) in ({NUM}) tensors", text):
+    for s in re.finditer(rf"Total: ({NUM}) MiB \(({NUM}) bytes\) in ({NUM}) tensors", text):
         f.expect(agrees(s[1], shown_value(s[2])[0], 2**20), s[0], "MiB against bytes")
         f.expect(f"{s[1]} MiB of parameters" in text and f"{s[3]} parameter tensors" in text, s[0],
                  "the summary line's size and count")

@@ -284,7 +284,7 @@ def _promises_04(nb: nbformat.NotebookNode, results: Path) -> None:
     assert note.count("The weights are random") == 1, "04: does not say once that the synthetic weights are random"
     assert "RANDOM" not in _text(nb), "04: the random-weights warning is printed a second time"
     assert (results / "token2wav.wav").is_file(), "04: the clip is not saved"
-    assert re.search(r"the \d+ anti-aliasing activations \(\d+ modules .*\) hold \d+ tensors of [\d,]+ bytes", _text(nb)), \
+    assert re.search(r"The \d+ anti-aliasing activations \(\d+ modules .*\) hold \d+ tensors of [\d,]+ bytes", note), \
         "04: the anti-aliasing modules are not counted and weighed"
 
 
