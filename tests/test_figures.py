@@ -63,6 +63,41 @@ def test_a_time_axis_takes_the_kits_one_unit_rule() -> None:
         assert ax.get_ylabel() == ("time (s)" if max(seconds) >= 10 else "time (ms)")
 
 
+def test_the_phase_panels_labels_lie_inside_their_frames_and_the_ratio_labels_clear_the_whiskers() -> None:
+    """01's fifth Lab pass: the medians' labels ("3.06 ms", "713 ms") ran over the panels' right frames, and the
+    whisker's cap of this run's ratio struck through its "205×" label."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from omni_loader.reporting.measurements import load_reference
+    from omni_loader.reporting.plots import phases_figure, ratios_vs_pr_figure
+
+    discovery = compare(Summary("baseline", "buffer_discovery", (0.62, 0.88, 0.61, 0.64, 0.93)),
+                        Summary("optimized", "buffer_discovery", (0.0031, 0.0046, 0.0027, 0.0029, 0.0045)))
+    construct = compare(Summary("baseline", "construct", (0.72, 0.88, 0.75, 0.78, 0.68)),
+                        Summary("optimized", "construct", (0.713, 0.79, 0.70, 0.735, 0.695)))
+    fig = phases_figure([discovery, construct])
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in [a for a in fig.axes if a.texts]:
+        frame = ax.get_window_extent(renderer)
+        for t in ax.texts:
+            box = t.get_window_extent(renderer)
+            assert frame.x0 <= box.x0 and box.x1 <= frame.x1, (t.get_text(), box, frame)
+    weights = compare(Summary("baseline", "weight_loading", (0.86, 1.2, 0.8, 0.78, 1.16)),
+                      Summary("optimized", "weight_loading", (0.226, 0.2, 0.24, 0.22, 0.25)))
+    fig = ratios_vs_pr_figure([discovery, weights], load_reference())
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    caps = [line.get_window_extent(renderer) for line in ax.lines if line.get_marker() == "_"]
+    labels = [t.get_window_extent(renderer) for t in ax.texts if t.get_text().endswith("×")]
+    assert caps and labels
+    for cap in caps:  # a cap is a line at its box's middle (the marker's box is taller than the line it draws)
+        middle = (cap.y0 + cap.y1) / 2
+        above = [t for t in labels if t.x0 < cap.x1 and cap.x0 < t.x1 and t.y1 > middle]
+        assert all(t.y0 >= middle + 2 for t in above), (middle, above)
+
+
 def test_log_axes_read_as_plain_numbers_and_times() -> None:
     """Every log axis the kit draws labels its ticks plainly: the compare plot once read 6×10⁰ and 4×10⁰
     on minor ticks, the sweep 10⁻⁴ on a time axis. Drawn over less than a decade (minor ticks labelled)
