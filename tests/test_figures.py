@@ -156,6 +156,9 @@ def test_on_curve_labels_do_not_collide_or_leave_the_frame() -> None:
         assert not box_a.overlaps(box_b), (a, b)
     frame = ax.get_window_extent(renderer)
     assert all(frame.x0 <= box.x0 and box.x1 <= frame.x1 for box in labels.values()), labels
+    # the star's label on its right, where no point is: on its left it sat under seamless_m4t's (fifth Lab pass)
+    star_x = ax.transData.transform((239_148.0, 1.402e3))[0]
+    assert labels["full-size Token2Wav"].x0 > star_x, (labels["full-size Token2Wav"], star_x)
 
 
 def test_a_drawing_that_runs_out_of_memory_says_none_of_its_warnings(tmp_path, monkeypatch, recwarn):

@@ -323,7 +323,7 @@ def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
         ax.scatter(placed.loc[real, "x"], placed.loc[real, "baseline_seconds"] * scale, marker="*", s=220,
                    color="crimson", edgecolor="black", zorder=4, label="Token2Wav (the sweep's real model)")
     left, right = np.log10(lo), np.log10(hi)
-    ax.set_xlim(10 ** (left - 0.05 * (right - left)), 10 ** (right + 0.2 * (right - left) + 0.1))
+    ax.set_xlim(10 ** (left - 0.05 * (right - left)), 10 ** (right + 0.3 * (right - left) + 0.1))  # the last label fits right
     ys = np.concatenate([placed["baseline_seconds"].to_numpy(float), fit.predict([lo, hi])]) * scale
     bottom, top = np.log10(ys[ys > 0].min()), np.log10(ys[ys > 0].max())
     span = max(top - bottom, 0.5)
