@@ -161,13 +161,11 @@ class Comparison:
 
 
 def smallest_p(n1: int, n2: int) -> float:
-    """The smallest two-sided exact Mann-Whitney p-value ``n1`` + ``n2`` runs can give (complete separation):
-    with 3 + 3 it is 0.1, so no difference can be claimed at 0.05 however large it is."""
+    """The smallest two-sided exact Mann-Whitney p ``n1`` + ``n2`` runs can give (3 + 3: 0.1, no claim at 0.05)."""
     return 2 / math.comb(n1 + n2, n1) if n1 and n2 else 1.0  # at most 2 / C(2, 1) = 1 with a run a side
 
 
-def ranges_overlap(a: tuple[float, ...] | list[float], b: tuple[float, ...] | list[float]) -> bool:
-    """True when the min-max ranges of two samples share any point."""
+def ranges_overlap(a: tuple[float, ...] | list[float], b: tuple[float, ...] | list[float]) -> bool:  # any point shared
     return bool(a) and bool(b) and max(min(a), min(b)) <= min(max(a), max(b))
 
 
@@ -279,12 +277,14 @@ def run_summary(frame, variant: str, column: str) -> Summary:
 
 
 def summary_table(frame):  # -> pandas.DataFrame
-    """One row per variant and phase: n, median, quartiles, IQR, min, max."""
+    """One row per variant and phase: n, median, quartiles, IQR, min, max; variants in the order the plan ran them
+    (warm-ups included: randomized blocks may measure optimized first, and 01 listed it before baseline)."""
     import pandas as pd
 
-    rows = measured(frame)
-    out = [{"source": s, **phase_summary(frame, v, p, s).as_row()} for (s, v, p) in
-           rows[["source", "variant", "phase"]].drop_duplicates().itertuples(index=False)]
+    first = {v: i for i, v in enumerate(frame.sort_values("run_id", kind="stable")["variant"].drop_duplicates())}
+    keys = measured(frame)[["source", "variant", "phase"]].drop_duplicates()
+    keys = keys.assign(s=pd.factorize(keys["source"])[0], v=keys["variant"].map(first)).sort_values(["s", "v"], kind="stable")
+    out = [{"source": s, **phase_summary(frame, v, p, s).as_row()} for s, v, p, *_ in keys.itertuples(index=False)]
     return pd.DataFrame(out, columns=["source", "variant", "phase", "n", "median", "q1", "q3", "iqr", "min", "max"])
 
 
