@@ -1443,3 +1443,20 @@ def test_which_timer_the_prs_row_is_follows_from_the_figures(tmp_path) -> None:
                                  "baseline": 1.10, "optimized": 0.62}]}
     assert "cannot be told from its figures" in " ".join(timer_lines(comps, rounded))
     assert "### Which timer each row is" in render_report(out)
+
+
+def test_the_controls_sum_writes_a_loss_as_minus_not_plus_minus() -> None:
+    """01's Lab pass read "1,132.399 ms in the changed step (Buffer discovery) + −1.406 ms in controls + −9.085 ms
+    between phases": a term that is a loss is subtracted ("− 1.406 ms"), a gain added, one that rounds to 0 added."""
+    from types import SimpleNamespace
+
+    from omni_loader.reporting.report_tables import controls_sentence
+
+    row = SimpleNamespace(phase="weight_loading", saving=1.121908, changed_saving=1.132399, controls_saving=-0.001406,
+                          remainder=-0.009085)
+    report = SimpleNamespace(changed=["buffer_discovery"], controls=[], rows=[row], confounders=[])
+    assert controls_sentence(report).endswith(
+        "; Token2Wav weight loading 1,121.908 ms = 1,132.399 ms in the changed step (Buffer discovery) − 1.406 ms in "
+        "controls − 9.085 ms between phases.")
+    row.controls_saving, row.remainder = 0.002, -1e-7  # a gain, and a loss that rounds to 0.000 ms
+    assert controls_sentence(report).endswith("(Buffer discovery) + 2.000 ms in controls + 0.000 ms between phases.")

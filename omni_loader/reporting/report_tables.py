@@ -1,9 +1,8 @@
 """The tables of report.md that come from the rows of runs.csv: measurements, noise floor, memory,
 the PR's figures, where the time goes, page faults, and the variants beyond the PR.
 
-Each function takes rows (or the comparisons derived from them) and returns Markdown, so a
-notebook can show any one table (``display(Markdown(...))``) and :mod:`omni_loader.reporting.report`
-strings them together. Times follow the kit's one unit rule (:func:`formatting.time_unit`, with
+Each function takes rows (or the comparisons derived from them) and returns Markdown, so a notebook can show any
+one table and :mod:`omni_loader.reporting.report` strings them together. Times follow the kit's one unit rule (:func:`formatting.time_unit`, with
 startup in seconds as the PR quotes it); tables are written by :func:`formatting.markdown_table`.
 """
 
@@ -263,15 +262,16 @@ def controls_sentence(report: ControlReport) -> str:
         head = (f"none of the {len(report.controls)} phases both variants run unchanged differs "
                 f"(same statistics{', beyond the A/A floor' if any(c.floor for c in report.controls) else ''})")
     bought = [f"{label(r.phase)} {_saving(r.saving)} = {_saving(r.changed_saving)} in the changed step "
-              f"({changed}) + {_saving(r.controls_saving)} in controls + {_saving(r.remainder)} between phases"
+              f"({changed}){_saving(r.controls_saving, True)} in controls{_saving(r.remainder, True)} between phases"
               for r in report.rows if r.phase == "weight_loading"]
     return head + (f"; {bought[0]}" if bought else "") + "."
 
 
-def _saving(seconds: float) -> str:
-    """A saving in a sentence: '883.214 ms saved' reads as a positive; a loss keeps its sign."""
-    text = duration(abs(seconds))
-    return f"−{text}" if seconds < 0 and text != duration(0.0) else text  # no sign on what rounds to zero
+def _saving(seconds: float, term: bool = False) -> str:
+    """A saving in a sentence: '883.214 ms saved' reads as a positive; a loss keeps its sign (none on what rounds to
+    zero). ``term``: added in a sum, ' + 6.691 ms' or ' − 2.980 ms' (the Lab pass read '+ −2.980 ms')."""
+    text, sign = duration(abs(seconds)), "−" if seconds < 0 and duration(abs(seconds)) != duration(0.0) else ""
+    return f" {sign or '+'} {text}" if term else f"{sign}{text}"
 
 
 def _changed_names(report: ControlReport, row) -> str:
