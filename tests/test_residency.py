@@ -76,6 +76,10 @@ def test_profile_names_page_faults_when_they_dominate_a_phase() -> None:
     light = bottleneck_sentence(_profile(minor_faults=int(0.01 / per_fault), seconds=1.0))
     assert "dominated" not in light and "minor page faults" in light
     assert "page faults" not in bottleneck_sentence(_profile(minor_faults=0, seconds=1.0))
+    # 02's Lab pass: "132 minor page faults ..., about 0.0% of the phase"; a share that rounds to nothing says so
+    few = bottleneck_sentence(_profile(minor_faults=3, seconds=1.0))
+    assert "3 minor page faults (first touches of fresh memory), under 0.1% of the phase" in few and "about 0.0%" not in few
+    assert "(1,000.00 ms)" in light  # the phase's time with the table's two decimals, not "(800.0 ms)"
 
 
 def test_faults_priced_above_the_phase_say_so_rather_than_a_share_the_product_contradicts() -> None:

@@ -40,7 +40,7 @@ def bottleneck_sentence(vp: VariantProfile) -> str:
     label = "Next bottleneck of the optimized load" if vp.variant == "optimized" else f"Largest cost of the {vp.variant} load"
     # the phase in words only: its id (runs.csv's and load.json's name) read as a raw identifier in the prose
     text = (f"**{label}:** {words(c['phase'])}, {percent(c['phase_share'])} of the load "
-            f"({c['phase_seconds'] * 1e3:,.1f} ms)")
+            f"({c['phase_seconds'] * 1e3:,.2f} ms)")  # two decimals, as the phase-share table beside it
     faults = fault_clause(vp, c["phase"], c["phase_seconds"])
     if faults["dominant"]:
         return text + "; " + faults["text"] + "."
@@ -61,7 +61,8 @@ def fault_clause(vp: VariantProfile, phase: str, seconds: float) -> dict[str, An
         return {"dominant": False, "text": ""}
     per_fault = first_touch_seconds()
     share = fault_share(minor, seconds, per_fault)
-    text = (f"it took {minor:,} minor page faults (first touches of fresh memory), about {percent(share)} of the phase "
+    about = "under 0.1%" if round(share, 3) == 0 else f"about {percent(share)}"  # not "about 0.0%" of 132 faults
+    text = (f"it took {minor:,} minor page faults (first touches of fresh memory), {about} of the phase "
             f"at {per_fault * 1e6:.2f} µs each as measured on this machine")
     if minor * per_fault > seconds:  # the share stops at all of it; say so, or the product reads as a contradiction
         text = (f"it took {minor:,} minor page faults (first touches of fresh memory), which at {per_fault * 1e6:.2f} µs "
@@ -167,7 +168,7 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
     shown["phase"] = shown["phase"].map(_phase_cell)
     md = _header(f"# Where the time goes: {vp.variant} load", snapshot, options)
     md += [f"- tools: {', '.join(resolve_tools(tools))}", "",
-           f"## Phase shares (the {_reference_words(vp)}: {total * 1e3:,.1f} ms)", "",
+           f"## Phase shares (the {_reference_words(vp)}: {total * 1e3:,.2f} ms)", "",
            frame_markdown(shown, {"time (ms)": "{:,.2f}"}), bottleneck_sentence(vp), ""]
     if vp.state_dict_calls is not None:
         c = vp.state_dict_calls
@@ -212,7 +213,7 @@ def _discovery_change(profiles: dict[str, VariantProfile]) -> list[str]:
     ratio = f", {b / o:,.0f}× less time" if o > 0 else ""
     change = f"{percent(abs(tb - to) / tb)} {'less' if to <= tb else 'more'}"
     return [(f"Buffer discovery: {b * 1e3:,.2f} ms → {o * 1e3:,.2f} ms{ratio}; whole load: "
-             f"{tb * 1e3:,.1f} ms → {to * 1e3:,.1f} ms ({change})."), ""]
+             f"{tb * 1e3:,.2f} ms → {to * 1e3:,.2f} ms ({change})."), ""]
 
 
 def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.PathLike[str], snapshot: Any = None,
