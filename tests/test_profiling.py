@@ -325,7 +325,7 @@ def test_notebook_02_names_each_phase_in_words_and_each_share_in_percent(tmp_pat
     write_summary_report(profiles, tmp_path)
     shown = where_time_goes(tmp_path, tmp_path)
     assert (f"**Largest cost of the baseline load:** {LABELS['construct']}, 57.1% of the load "
-            "(60.0 ms)") in shown
+            "(60.00 ms)") in shown
     assert (f"**Next bottleneck of the optimized load:** {LABELS['load_parameters']}, 46.2% "
             "of the load") in shown
     assert not re.search(r"^#+ `", shown, re.M)  # a heading names its phase in words only
