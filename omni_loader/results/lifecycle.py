@@ -100,10 +100,13 @@ def reserve_blas() -> None:
     (numpy, matplotlib's ``std::bad_alloc``) that the command line words in one line. Seen under an address-space
     limit set as the report began: OpenBLAS's exit at every limit from 8 to 32 MiB above what the process held,
     the kit's line at each of them with the buffer reserved first. A product of one thread's size: a buffer per
-    OpenBLAS thread would ask hundreds of MiB of address space of a many-core machine for nothing."""
+    OpenBLAS thread would ask hundreds of MiB of address space of a many-core machine for nothing. And an inverse:
+    matplotlib inverts its 3x3 transforms as it draws, and the OpenBLAS of numpy 2.4 (0.3.31) maps LAPACK's buffer
+    apart from the product's (the suite saw its exit at caps of 16 to 32 MiB again with only the product done)."""
     import numpy as np
 
     np.ones((64, 64)) @ np.ones((64, 64))
+    np.linalg.inv(np.eye(3) * 2.0)
 
 
 def report_check(out: str | os.PathLike[str], check: ResultsCheck | None = None) -> ResultsCheck:
