@@ -88,7 +88,7 @@ def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> S
 
     from ..formatting import table
     from ..reporting.measurements import label
-    from .ab_tables import TO, verdict_word, words_only
+    from .ab_tables import TO, ratio_cells, verdict_word, words_only
 
     # Two decimals of a ms (10 µs, finer than the spread of any phase here): with three, the 10 columns of a Lab
     # run were 4 px wider than the output area. A range's ends are joined by non-breaking spaces: it never wraps.
@@ -108,8 +108,8 @@ def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> S
                      f"{c.level} CI of the saving (ms)": ms(*(None if v is None else -v for v in (c.ci_high, c.ci_low))),
                      "Mann-Whitney p": c.p_value,
                      "verdict": verdict_word(c, (floors or {}).get(c.phase))})
-    styler = table(pd.DataFrame(rows), decimals={"baseline (ms)": 2, "optimized (ms)": 2, "baseline ÷ optimized": 2,
-                                                 "Mann-Whitney p": 4})
+    styler = ratio_cells(table(pd.DataFrame(rows), decimals={"baseline (ms)": 2, "optimized (ms)": 2,
+                                                             "Mann-Whitney p": 4}), ["baseline ÷ optimized"])
     # a phase's name breaks between words only, not at the "_" and "(" a text cell offers (never "huggingface_" over
     # "hub)", "(" over "spk_dict.pt"): the unbreakable ranges beside it leave it narrow
     return words_only(styler, ["phase"]) if rows else styler
@@ -296,9 +296,13 @@ def shared_phases(out: str | os.PathLike[str]) -> str:
         return (f"Only {changed} differs in code between the variants; whether the phases both run unchanged differ "
                 f"here cannot be told from {a} + {b} runs (no test can claim a difference), so read the bars' other "
                 "segments as unsettled.")
-    if not differing:
-        return (f"Here no phase but {changed} differs between the variants (each is tested like a headline row): "
-                "the rest of each bar is what both variants pay.")
+    if not differing:  # the widest gap the eye finds between the bars' shared segments, said to be within spread
+        widest = max(report.controls, key=lambda c: abs(c.comparison.difference)).comparison
+        gap = (f"; the widest gap between their shared segments, {label(widest.phase)} "
+               f"{short_duration(widest.baseline.median)} → {short_duration(widest.optimized.median)}, is within its "
+               "runs' spread" if report.controls else "")
+        return (f"Here no phase but {changed} differs between the variants by the kit's test (each is tested like a "
+                f"headline row){gap}: the rest of each bar is what both variants pay.")
     named = "; ".join(f"{label(c.phase)} {short_duration(c.comparison.baseline.median)} → "
                       f"{short_duration(c.comparison.optimized.median)}" for c in differing)
     return (f"Only {changed} differs in code, yet here {len(differing)} of the {len(report.controls)} phases both "
