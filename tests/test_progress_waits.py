@@ -318,6 +318,41 @@ def test_the_ab_bars_time_left_is_priced_from_the_runs_not_the_set_up_before_the
     assert stream.getvalue().startswith("A/B runs, cold: 0/2 "), stream.getvalue()
 
 
+@pytest.mark.slow  # four in-process loads of the tiny snapshot
+def test_the_ab_bars_time_left_prices_no_run_from_a_warm_up(tiny_snapshot, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sixth Lab pass: 01's bar said "02:57 left" after its first warm-up, with 39 s left; a warm-up pays the
+    first reads and the first fork. On a fake clock (warm-ups 50 s, measured runs 2 s): no line prices the runs left
+    from a warm-up ("? left" until a measured run has ended), and the line after the first measured run prices the
+    one left at 2 s."""
+    import tqdm.std
+
+    from omni_loader.bench import runner, worker
+    from omni_loader.bench.spec import BenchmarkSpec
+
+    clock = [1000.0]
+    monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])
+    monkeypatch.setenv(progress.ENV, "lines")
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(runner, "_storage_throughput", lambda spec: {"seconds": 1.0})
+    real_run = worker.run_isolated
+
+    def run(request, *args, **kwargs):
+        result = real_run(request, *args, **kwargs)
+        clock[0] += 50.0 if run.calls < 2 else 2.0  # the plan's warm-ups come first
+        run.calls += 1
+        return result
+
+    run.calls = 0
+    monkeypatch.setattr(worker, "run_isolated", run)
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=1, runs=1, workers="in-process", design="fixed")
+    runner.run_benchmark(spec, tmp_path / "res", progress=True)
+    lines = {line.split(" |")[0]: line for line in stream.getvalue().splitlines()}
+    assert "? left" in lines["A/B runs: 2/4"] or " left" not in lines["A/B runs: 2/4"], lines  # after the warm-ups
+    assert "00:02 left" in lines["A/B runs: 3/4"], lines
+
+
 def test_every_bar_reads_alike_unless_it_brings_its_own_format(monkeypatch: pytest.MonkeyPatch) -> None:
     """04's forward pass, 05's audit and 06's starts wrote tqdm's "8/8 [00:12<00:00, 1.55model/s, speecht5]" beside
     the kit's "A/B runs: 12/12 |bar| 00:33 elapsed, 00:00 left, run 12/12 baseline" (the Lab pass): the kit's format

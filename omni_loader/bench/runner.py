@@ -99,7 +99,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
              on_start: Callable[[PlannedRun, int], None] | None,
              look: Callable[[Path, int, float], tuple[bool, str]] | None = None) -> None:
     """Run ``todo``, appending each run's rows (or its failure) the moment it ends; stop at a look that settles."""
-    from ..progress import progress_bar, rate_from_now  # a widget in Lab, whole lines in logs and saved notebooks
+    from ..progress import Redrawer, progress_bar, rate_from_now  # a widget in Lab, whole lines in logs and notebooks
     from .worker import WorkerFailed, run_isolated, start_forkserver
 
     looks = Looks(spec, plan, {r.run_id for r in plan} - {r.run_id for r in todo}, look)
@@ -107,6 +107,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
     bar = progress_bar(total=len(looks.needed(looks.pending[0])) if looks.pending else len(plan),
                        initial=len(plan) - len(todo), unit="run", enabled=progress,
                        desc="A/B runs, cold" if spec.load.cache == "cold" else "A/B runs")  # 01 runs both kinds
+    redrawer = Redrawer(bar)  # its clock moves through the set-up below (01's stood 12 s at "starting the worker")
     try:
         if todo and "storage" not in _cache_record(rec):  # first: the fork server may still be importing
             bar.set_postfix_str("reading one checkpoint file once: the storage's read throughput")
@@ -135,6 +136,9 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
                 error = watch.explain(str(exc))
                 rec.ran([failed_row(run, error, time.perf_counter() - started, began, now_iso(precise=True))])
                 shared.failed(run.variant, error)
+            if run.warmup:  # a warm-up pays one-off costs (the first reads, the first fork): it prices no run
+                rate_from_now(bar, forget=True)  # 01's bar said "02:57 left" after one with 39 s left
+                bar.initial = bar.n + 1
             bar.update(1)
             if looks.after(run, rec, bar):
                 break
@@ -142,6 +146,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
             if todo:
                 bar.set_postfix_str(f"all {len(plan)} runs done")
     finally:
+        redrawer.close()
         bar.close()
 
 
