@@ -284,6 +284,16 @@ def _in_process_diff(folds: pd.DataFrame, functions: pd.DataFrame, settings: dic
                              {"fdr": stats.FDR, **settings})
 
 
+def test_a_sampling_cost_under_one_is_said_to_be_within_the_spread(tmp_path: Path) -> None:
+    """The sixth Lab pass read "py-spy's cost on optimized: ... (0.98×)" with no word: a profiler that seemed to speed
+    a load up. A ratio under 1 says the sampled loads were no slower, the cost within the loads' spread."""
+    ab, _ = _with_floor()
+    diff = _in_process_diff(ab, stats.compare_functions(ab, "A", "B"), {"aa": False}, tmp_path)
+    diff.runs = pd.concat([diff.runs, diff.runs.assign(sampled=False, load_s=1.02, run_id=diff.runs["run_id"] + 10**4)])
+    text = diff.markdown(with_table=False)
+    assert re.search(r"py-spy's cost on B: .*\(0\.98×: no slower sampled, its cost within the loads' spread\)\.", text), text
+
+
 def test_diff_md_says_which_floor_was_used_or_that_there_was_none(tmp_path: Path) -> None:
     ab, aa = _with_floor()
     folds = pd.concat([ab, aa], ignore_index=True)

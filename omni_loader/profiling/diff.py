@@ -56,6 +56,7 @@ DEFAULT_RUNS = 15  # sampled loads per variant: enough for a rank test to surviv
 ROLE_WORDS = {"caller": "a caller: its time moved in the functions it calls",
               "unexplained": "no callee's own time is claimed to move with it"}
 UNSAMPLED = ":unsampled"  # the plan's label of a variant's unsampled load (the overhead's yardstick)
+NO_SLOWER = ": no slower sampled, its cost within the loads' spread"  # not a profiler that sped a load up (Lab pass)
 DIGEST = "tensor_digest"  # the loader's digest of the loaded tensors, after the timed load (token2wav.loader)
 SAMPLED = "sampled"  # the kind of step of a load sampled by py-spy, on the bar's time left
 WHOLE_LOAD = "total"  # the phase a run's load is: said in words (label), never as its id
@@ -228,7 +229,7 @@ class ProfileDiff:
         for v, o in self.overhead().items():
             lines.append(f"- py-spy's cost on {v}: median load {duration(o['unsampled_s'])} unsampled, "
                          f"{duration(o['sampled_s'])} sampled at {self.settings.get('rate', DEFAULT_RATE)} Hz "
-                         f"({o['ratio']:.2f}×).")
+                         f"({o['ratio']:.2f}×{NO_SLOWER if o['ratio'] < 1 else ''}).")
         if self.overhead() and (entry := self.entry_sentence()) is not None:
             lines.append(f"- {entry}")
         if (doubt := self.doubt_sentence()) is not None:
@@ -367,8 +368,7 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
                 row.update(status="failed", error=str(exc).splitlines()[0])
             rows.append(row)
             bar.end(f"{label}: {row['load_s']:.2f} s" if row["status"] == "ok" else f"{label}: failed")
-        # the comparison takes up to half a minute (02's Lab pass: a bar frozen at "run 44/44 baseline: 2.69 s")
-        bar.say(f"all {len(plan)} runs done: comparing the functions")
+        bar.say(f"all {len(plan)} runs done: comparing the functions")  # 02's bar froze 22 s on its last run here
         runs_frame = pd.DataFrame(rows)
         write_text(directory / RUNS_CSV, runs_frame.to_csv(index=False))
         if not folds:
