@@ -200,7 +200,7 @@ def test_the_forward_bar_redraws_while_a_step_runs(monkeypatch) -> None:
     from torch import nn
     from tqdm.std import tqdm
 
-    from omni_loader.notebook import waveform
+    from omni_loader.notebook import forward_bar
 
     redrawn = threading.Event()
 
@@ -213,7 +213,7 @@ def test_the_forward_bar_redraws_while_a_step_runs(monkeypatch) -> None:
                         lambda enabled, **kwargs: Bar(file=io.StringIO(), **kwargs))
     vocoder = nn.Module()
     vocoder.resblocks = nn.ModuleList([nn.Identity(), nn.Identity()])
-    with waveform._forward_progress(nn.Identity(), vocoder, True, 4, tick=0.01):
+    with forward_bar.forward_progress(nn.Identity(), vocoder, True, 4, tick=0.01):
         redrawn.clear()  # tqdm draws once when it starts
         assert redrawn.wait(timeout=20), "no redraw while a step ran"
 
@@ -228,7 +228,7 @@ def test_the_forward_bar_prices_the_vocoders_blocks_at_their_own_rate(monkeypatc
     import tqdm.std
     from torch import nn
 
-    from omni_loader.notebook import waveform
+    from omni_loader.notebook import forward_bar
 
     clock = [0.0]
     monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])
@@ -260,7 +260,7 @@ def test_the_forward_bar_prices_the_vocoders_blocks_at_their_own_rate(monkeypatc
             return x
 
     dit, vocoder = Takes(10.0), Vocoder()
-    with waveform._forward_progress(dit, vocoder, True, 4, tick=60):
+    with forward_bar.forward_progress(dit, vocoder, True, 4, tick=60):
         for _ in range(4):
             dit(torch.zeros(1))
         vocoder(torch.zeros(1))

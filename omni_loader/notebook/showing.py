@@ -49,13 +49,12 @@ READABLE = {
 def readable(frame: Any, **more: str):  # -> DataFrame
     """``frame`` with the kit's column identifiers renamed to words (:data:`READABLE`, and ``more``):
     ``measured_over_fit`` becomes "measured ÷ fit". Pass the new names to ``kit.table``'s ``seconds``,
-    ``decimals`` and ``code``. A sweep's ``source`` column names its real model in words ("full-size Token2Wav",
-    not the rows' key ``token2wav-full``: :func:`~omni_loader.sweep.fits.source_words`)."""
-    if "source" in getattr(frame, "columns", ()):
-        from ..sweep.fits import source_words
+    ``decimals`` and ``code``. A sweep's ``source`` and an audit's ``arch`` name the sweep's real model in words
+    ("full-size Token2Wav", not the rows' key ``token2wav-full``: :func:`~omni_loader.sweep.fits.source_words`)."""
+    from ..sweep.fits import source_words
 
-        frame = frame.assign(source=frame["source"].astype(str).map(source_words))
-    return frame.rename(columns={**READABLE, **more})
+    named = {c: frame[c].astype(str).map(source_words) for c in ("source", "arch") if c in getattr(frame, "columns", ())}
+    return frame.assign(**named).rename(columns={**READABLE, **more})
 
 
 _HEADING = re.compile(r"^(#{1,6})(?= )")

@@ -211,14 +211,6 @@ def dit_evaluations(num_steps: int) -> int:
     return 4 * max(num_steps - 1, 0)
 
 
-def _forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluations: int,
-                      tick: float = 1.0) -> contextlib.AbstractContextManager[dict[str, float]]:
-    """The forward pass's bar (:func:`~omni_loader.notebook.forward_bar.forward_progress`: the DiT's evaluations, then
-    BigVGAN's residual blocks, each part's time left at its own price). Yields a dict that gets ``"vocoder"``: the
-    clock when the vocoder started."""
-    return forward_progress(dit, vocoder, enabled, evaluations, tick=tick)
-
-
 @contextlib.contextmanager
 def _vocoder_swapped(model: nn.Module, vocoder: nn.Module) -> Iterator[None]:
     """``model`` runs ``vocoder`` as its BigVGAN inside the block; its own is back in place after, whatever happened."""
@@ -271,7 +263,7 @@ def synthesize_waveform(
     reference_mel = entry["ref_mel"].float().to(device)
     vocoder, precision = vocoder_for_run(model, device, vocoder_dtype)
     with (torch.random.fork_rng(devices=[]), torch.inference_mode(), _vocoder_swapped(model, vocoder),
-          _forward_progress(model.code2wav_dit_model, vocoder, progress, dit_evaluations(num_steps)) as marks):
+          forward_progress(model.code2wav_dit_model, vocoder, progress, dit_evaluations(num_steps)) as marks):
         torch.manual_seed(seed)
         start = time.perf_counter()
         wav = model(code.to(device), conditioning=conditioning, reference_mel=reference_mel, num_steps=num_steps)

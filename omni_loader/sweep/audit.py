@@ -21,7 +21,7 @@ from typing import Any
 from torch import nn
 
 from .discovery_timing import time_discovery
-from .fits import LogLogFit, is_token2wav, source_words
+from .fits import REAL_TOKEN2WAV, LogLogFit, source_words
 
 AUDIT_COLUMNS = ("arch", "model_class", "modules", "named_buffers", "persistent_buffers", "agree", "hazards",
                  "baseline_calls", "baseline_seconds", "optimized_seconds", "ratio", "build_seconds", "error")
@@ -247,7 +247,7 @@ def with_placed_models(placed, sweep_placement):  # (DataFrame, DataFrame) -> Da
     if sweep_placement.empty:
         return placed
     real = sweep_placement[sweep_placement["experiment"] == "baseline"]
-    extra = pd.DataFrame({"arch": real["source"].map(source_words), "N": real["N"], "B": real["B"], "x": real["x"],
+    extra = pd.DataFrame({"arch": real["source"], "N": real["N"], "B": real["B"], "x": real["x"],
                           "baseline_seconds": real["median_seconds"], "predicted_seconds": real["predicted_seconds"],
                           "measured_over_fit": real["measured_over_fit"],
                           "inside_fitted_range": real["inside_fitted_range"]})
@@ -315,7 +315,7 @@ def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
         if b > a:
             xs = np.geomspace(a, b, 20)
             ax.plot(xs, fit.predict(xs) * scale, color="gray", lw=1.2, ls=":", label="_extrapolated")
-    real = placed["arch"].astype(str).map(is_token2wav).astype(bool)
+    real = placed["arch"].astype(str).str.startswith(REAL_TOKEN2WAV)
     sizes = np.where(real, 220.0, 36.0)  # marker areas (points²): the star, the dots
     ax.scatter(placed.loc[~real, "x"], placed.loc[~real, "baseline_seconds"] * scale, s=36, color="#00798c",
                zorder=3, label="audited models (meta device)")

@@ -29,11 +29,6 @@ SYNTHETIC = "synthetic"  # the source of a synthetic tree's rows; a real model's
 REAL_TOKEN2WAV = "token2wav-"  # the sweep's real model's source: "token2wav-full" or "token2wav-tiny" (its size)
 
 
-def is_token2wav(name: str) -> bool:
-    """Whether a placed model's name (its key or :func:`source_words`' words) is the sweep's real Token2Wav."""
-    return name.startswith(REAL_TOKEN2WAV) or name.endswith(" Token2Wav")
-
-
 def source_words(source: str) -> str:
     """A tree's source as a sentence, a legend or a plot label names it: the sweep's real model, kept in the rows as
     ``token2wav-full`` (an identifier a filter reads), is "full-size Token2Wav"; an audited architecture keeps its
