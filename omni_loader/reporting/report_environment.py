@@ -14,7 +14,7 @@ from typing import Any
 
 from ..formatting import markdown_table
 from ..bench.spec import BenchmarkSpec
-from .measurements import described_record, planned_arms
+from .measurements import described_record, planned_arms, spec_of
 from ..host.machine import describe_activity, describe_machine
 from ..host.placement import describe_cpus
 from ..results.suite import flat_spec
@@ -84,13 +84,39 @@ def variants_text(meta: dict[str, Any]) -> str:
     """Each arm with the vLLM-Omni code it stands for: a reader of the PR's rows should not have to know that
     ``optimized`` is what vLLM-Omni 0.30.0 ships and ``baseline`` what 0.28.0 and earlier shipped."""
     notes = []
+    custom = {v["name"]: v for v in spec_of(meta).get("custom_variants") or []
+              if isinstance(v, dict)}
     for arm in planned_arms(meta):
         release = VARIANT_RELEASES.get(arm)
         if release:
             notes.append(f"{arm} = {release['releases']} (code: {release['source']})")
+        elif (installed := installed_release(custom.get(arm, arm))) is not None:
+            notes.append(f"{arm} = {installed}")
         elif not arm.startswith("aa-"):
             notes.append(f"{arm} = your own steps")
     return "; ".join(notes) or "not recorded"
+
+
+def installed_release(arm: str | dict[str, Any]) -> str | None:
+    """'vLLM-Omni 0.28.0's find_all_registers, qwen2_5_omni_token2wav.py:1511 (per-buffer state_dict())' for a
+    variant that ran a release's own discovery, else None: from the record, else read now (and said so)."""
+    from ..errors import OmniLoaderError
+    from ..token2wav.release import read_release
+    from ..token2wav.variants import is_installed, variant_from
+
+    try:
+        variant = variant_from(arm)
+    except (OmniLoaderError, TypeError):
+        return None
+    if not is_installed(variant.discovery):
+        return None
+    if variant.release:
+        return f"{variant.release['label']} ({variant.release['rule']})"
+    try:
+        release = read_release(variant.discovery.partition(":")[2] or None)
+    except OmniLoaderError as exc:
+        return f"a vLLM-Omni release's find_all_registers, not recorded ({exc})"
+    return f"{release.label} ({release.rule}; read when this report was drawn)"
 
 
 def layout_text(spec: Mapping[str, Any]) -> str:

@@ -12,8 +12,12 @@ attack what remains after it, moving the parameters' bytes. A user's own step is
 ``path/to/file.py:function``, imported where the load runs (in the worker process), so a variant
 travels between processes as plain strings.
 
-On the command line: ``--variant NAME=discovery:REF[,parameters:REF]``; a step not given is the
-optimized variant's.
+A vLLM-Omni release's own ``find_all_registers`` is the discovery reference ``installed:`` (the installed
+release, read without importing it) or ``installed:/abs/path`` (a wheel, an unpacked package or the .py):
+:mod:`omni_loader.token2wav.release`. The built-in variant ``installed`` runs the installed release's.
+
+On the command line: ``--variant NAME=discovery:REF[,parameters:REF]`` or ``--variant NAME=installed[:PATH]``;
+a step not given is the optimized variant's.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import OmniLoaderError
 
 STEPS = ("discovery", "parameters")
+INSTALLED = "installed:"  # discovery by the installed vLLM-Omni's own find_all_registers; installed:PATH for another
 
 
 @dataclass(frozen=True)
@@ -39,13 +44,15 @@ class Variant:
     parameters: str = "builtin:copy"
     memory: str = ""  # one sentence for the report; empty when nothing changes
     needs_gpu: bool = False
+    # an installed: discovery's Release.to_dict(), read before any run so that metadata.json names what ran
+    release: dict[str, Any] | None = field(default=None, compare=False)
 
     def step(self, which: str) -> Callable[..., Any]:
         """The callable behind a step, imported now (in the process that loads)."""
         return resolve_step(getattr(self, which), which)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "release" or v is not None}
 
 
 BUILTIN_VARIANTS: dict[str, Variant] = {
@@ -65,6 +72,7 @@ BUILTIN_VARIANTS: dict[str, Variant] = {
         Variant("pinned", parameters="builtin:pinned", needs_gpu=True,
                 memory="each host tensor is staged in pinned (page-locked) host memory before a non-blocking "
                        "copy to the GPU; pinned staging is freed after the load"),
+        Variant("installed", discovery=INSTALLED),
     )
 }
 
@@ -101,7 +109,14 @@ def builtin_steps() -> dict[str, dict[str, Callable[..., Any]]]:
 
 
 def resolve_step(ref: str, which: str = "step") -> Callable[..., Any]:
-    """``builtin:NAME``, ``package.module:function`` or ``path/to/file.py:function`` -> the callable."""
+    """``builtin:NAME``, ``installed:[PATH]``, ``package.module:function`` or ``path/to/file.py:function`` -> the
+    callable."""
+    if is_installed(ref):
+        if which != "discovery":
+            raise OmniLoaderError(f"{which} step {ref!r}: a vLLM-Omni release gives only the discovery step")
+        from .release import read_release
+
+        return read_release(ref.partition(":")[2] or None).discovery()
     where, sep, attr = ref.rpartition(":")
     if not sep or not where or not attr:
         raise OmniLoaderError(f"{which} step {ref!r} is not MODULE:FUNCTION, FILE.py:FUNCTION or builtin:NAME")
@@ -138,7 +153,9 @@ def _import_file(path: str) -> Any:
 
 
 def parse_variant(text: str) -> Variant:
-    """``NAME=discovery:REF[,parameters:REF]`` -> a :class:`Variant` (steps not given: optimized's)."""
+    """``NAME=discovery:REF[,parameters:REF]`` or ``NAME=installed[:PATH][,parameters:REF]`` -> a :class:`Variant`
+    (steps not given: optimized's). An installed release is read now: a missing one is refused here, and its
+    version, file and line travel with the variant."""
     name, sep, body = text.partition("=")
     name = name.strip()
     if not sep or not name or not body:
@@ -148,11 +165,38 @@ def parse_variant(text: str) -> Variant:
     steps: dict[str, str] = {}
     for part in body.split(","):
         step, _, ref = part.strip().partition(":")
+        if is_installed(part.strip()):
+            step, ref = "discovery", part.strip()
         if step not in STEPS or not ref:
             raise OmniLoaderError(f"--variant {text!r}: {part.strip()!r} is not STEP:REF with STEP one of "
-                                  f"{', '.join(STEPS)}")
-        steps[step] = ref
-    return Variant(name, **steps)
+                                  f"{', '.join(STEPS)}, or installed[:PATH]")
+        steps[step] = installed_ref(ref) if is_installed(ref) else ref
+    return with_release(Variant(name, **steps))
+
+
+def is_installed(ref: str) -> bool:
+    """Whether a discovery reference names a vLLM-Omni release (``installed``, ``installed:PATH``)."""
+    return ref == "installed" or ref.startswith(INSTALLED)
+
+
+def installed_ref(ref: str) -> str:
+    """``installed[:PATH]`` with PATH made absolute: the worker may run elsewhere than the command's folder."""
+    path = ref.partition(":")[2]
+    return INSTALLED + (str(Path(path).expanduser().resolve()) if path else "")
+
+
+def with_release(variant: Variant) -> Variant:
+    """``variant`` with its release read (standard library only, fast), if its discovery names one; a release
+    that is not there is one line naming the variant, before any run."""
+    if not is_installed(variant.discovery) or variant.release is not None:
+        return variant
+    from .release import read_release
+
+    try:
+        release = read_release(variant.discovery.partition(":")[2] or None)
+    except OmniLoaderError as exc:
+        raise OmniLoaderError(f"variant {variant.name}: {exc}") from None
+    return replace(variant, release=release.to_dict())
 
 
 def variant_text(variant: dict[str, Any]) -> str:
@@ -167,7 +211,7 @@ def resolve_variants(names: list[str] | tuple[str, ...], custom: list[Variant] |
     for name in names:
         if name not in known:
             raise OmniLoaderError(f"--variants: unknown variant {name!r} (known: {', '.join(known)})")
-        out.append(known[name])
+        out.append(with_release(known[name]))
     if len(out) < 2 or len({v.name for v in out}) != len(out):
         raise OmniLoaderError(f"--variants needs two or more different variants, not {','.join(names)}")
     return out
