@@ -97,40 +97,62 @@ def cmd_discovery_bench(args: argparse.Namespace) -> int:
 
 
 SOURCE_PRICING = ("modules", "items", "like", "visit_cost", "results")
+SOURCE_ONLY = (*SOURCE_PRICING, "baseline", "write_baseline", "max_file_size", "jobs")
+SOURCE_FLAGS = ("unresolved", "once", "no_cache")
+ARCH_ONLY = ("out", "top", "repeats")  # the architecture audit's; a source audit would ignore them
 
 
 def cmd_source_audit(args: argparse.Namespace) -> int:
-    """``audit --source PATH...``: exit 1 on any finding, 0 on none, 2 on a path that cannot be read."""
+    """``audit --source PATH...``: exit 2 on any path not audited (or any other failure), else 1 on a finding
+    (a new one, with --baseline), else 0."""
     import sys
 
-    from ..lint.findings import text_lines, to_json, to_sarif
+    from ..lint.baseline import new_findings, read_baseline, write_baseline
+    from ..lint.findings import github_lines, ordered, selected_rules, text_lines, to_json, to_sarif
     from ..lint.price import VisitCost, price_findings, tree_size, visit_cost
     from ..lint.source_audit import scan_sources
+    from .options import given_options
 
     if args.arch or args.all or args.list:
         raise OmniLoaderError("--source audits source files; it does not combine with --arch, --all or --list")
-    if args.visit_cost is not None and not args.visit_cost > 0:
-        raise OmniLoaderError(f"--visit-cost must be a positive number of seconds, not {args.visit_cost}")
+    typed = [o for o in ARCH_ONLY if o in given_options(args)]
+    if typed:
+        raise OmniLoaderError(f"--{typed[0]} belongs to the architecture audit (--arch/--all): a source audit "
+                              "does not use it")
+    rules = selected_rules([c for group in args.select for c in group], [c for group in args.ignore for c in group])
     size = tree_size(args.modules, args.items, args.like)  # a bad --like is said before the sources are read
-    audit = scan_sources(args.source, args.exclude)
-    findings = list(audit.findings)
+    baseline = read_baseline(args.baseline) if args.baseline else None
+    audit = scan_sources(args.source, args.exclude, rules=rules, once=args.once, max_bytes=args.max_file_size,
+                         workers=args.jobs, cache=not args.no_cache)
+    findings, known = list(audit.findings), 0
+    if args.write_baseline and not audit.failures:
+        write_baseline(args.write_baseline, findings)
+        findings, known = [], len(findings)
+    elif baseline is not None:
+        findings, known = new_findings(findings, baseline)
     if size is not None and findings:
         cost = (VisitCost(args.visit_cost, "given (--visit-cost)") if args.visit_cost
                 else visit_cost(args.results))
-        findings = price_findings(findings, size, cost)
+        findings = ordered(price_findings(findings, size, cost))
     fmt = "json" if args.json else args.format
     if fmt == "json":
         print_json(to_json(findings))
     elif fmt == "sarif":
         print_json(to_sarif(findings))
-    else:
-        print("\n".join(text_lines(findings)) if findings else "", end="\n" if findings else "")
+    elif findings:
+        print("\n".join(github_lines(findings) if fmt == "github" else text_lines(findings)))
     if args.unresolved:
         for u in audit.unresolved:
             print(f"{u.path}:{u.line}: note: {u.call}() inside the loop at line {u.loop_line} is not followed "
                   f"(its receiver is unknown); a function of that name walks: {', '.join(u.candidates)}",
                   file=sys.stderr)
-    print(f"audit --source: {audit.summary()}", file=sys.stderr)
+    for line in audit.failures:  # each path not audited, one line each; no summary claims a clean audit
+        print(f"omni-loader: error: {line}", file=sys.stderr)
+    if audit.failures:
+        return 2
+    words = (f"; {known} {'written to ' + args.write_baseline if args.write_baseline else 'known from the baseline'}"
+             if args.write_baseline or baseline is not None else "")
+    print(f"audit --source: {audit.summary()}{words}", file=sys.stderr)
     return 1 if findings else 0
 
 
@@ -138,8 +160,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     """Exit 1 when the two rules disagree on any model built: that is a finding, not a crash."""
     if args.source:
         return cmd_source_audit(args)
-    given = [f"--{k.replace('_', '-')}" for k in SOURCE_PRICING if getattr(args, k) is not None]
-    given += ["--unresolved"] * args.unresolved + ["--exclude"] * bool(args.exclude)
+    given = [f"--{k.replace('_', '-')}" for k in SOURCE_ONLY if getattr(args, k) is not None]
+    given += [f"--{k.replace('_', '-')}" for k in SOURCE_FLAGS if getattr(args, k)]
+    given += [f"--{k}" for k in ("exclude", "select", "ignore") if getattr(args, k)]
+    if args.format != "text":
+        given.append("--format")
     if given:
         raise OmniLoaderError(f"{given[0]} belongs to a source audit: give --source PATH")
     from ..sweep.audit import architectures, audit, audit_markdown, write_audit
@@ -162,6 +187,28 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if files:
             print(f"audit: {', '.join(map(str, files.values()))}")
     return 1 if any(r.agree is False for r in rows) else 0
+
+
+def _visit_cost(text: str) -> float:
+    """--visit-cost's type: finite, above 0, at most a second (one line naming the option otherwise)."""
+    from ..lint.price import check_visit_cost
+
+    return check_visit_cost(text)
+
+
+def _count(option: str) -> Any:
+    """--modules' and --items' type: a whole number from 1 to 10^7 (one line naming the option otherwise)."""
+    def parse(text: str) -> int:
+        from ..lint.price import check_count
+
+        try:
+            value: object = int(text)
+        except ValueError:
+            value = text
+        return check_count(option, value)
+
+    parse.__name__ = "int"
+    return parse
 
 
 def add_command(sub: Any) -> None:
@@ -197,27 +244,46 @@ def add_command(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_discovery_bench)
 
+    from ..lint.limits import MAX_COUNT, MAX_FILE_BYTES
+    from .options import Default, comma_list
+
     p = sub.add_parser("audit", help="audit transformers architectures for the state_dict()-per-buffer cost (meta)")
     p.add_argument("--arch", action="append", default=[], metavar="NAME", help="a model type, e.g. resnet (repeatable)")
     p.add_argument("--all", action="store_true", help="every model type transformers' AutoModel knows")
     p.add_argument("--list", action="store_true", help="list the model types and exit")
-    p.add_argument("--repeats", type=bounded_int("--repeats", 1, MAX_RUNS), default=3,
+    p.add_argument("--repeats", type=bounded_int("--repeats", 1, MAX_RUNS), default=Default(3),
                    help="timed calls of each rule per model (default 3)")
-    p.add_argument("--top", type=int, default=10, help="rows of the printed table (default 10)")
+    p.add_argument("--top", type=int, default=Default(10), help="rows of the printed table (default 10)")
     p.add_argument("--out", metavar="DIR", help="write audit.csv (every model) and audit.md here")
     p.add_argument("--json", action="store_true", help="JSON (the same as --format json)")
-    g = p.add_argument_group("source audit", "whole-tree module walks inside loops, read from source (rule OL001); "
-                             "exit 1 on a finding")
+    g = p.add_argument_group("source audit", "module walks inside loops, read from source (rules OL001, OL002); "
+                             "exit 2 on a path not audited, else 1 on a finding, else 0")
     g.add_argument("--source", nargs="+", metavar="PATH", help="Python files or folders to audit (nothing is run)")
     g.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                    help="leave out files whose path or name matches (repeatable), e.g. '*/testing/*'")
-    g.add_argument("--format", choices=("text", "json", "sarif"), default="text",
-                   help="text (path:line: OL001 message), json or sarif (2.1.0)")
-    g.add_argument("--modules", type=int, metavar="N", help="price each finding for a tree of N modules...")
-    g.add_argument("--items", type=int, metavar="M", help="...walked once per item, M times")
+    g.add_argument("--select", action="append", default=[], type=comma_list, metavar="CODES",
+                   help="rules to report, comma separated, by id or prefix (default OL001; OL002: path walks; ALL)")
+    g.add_argument("--ignore", action="append", default=[], type=comma_list, metavar="CODES",
+                   help="rules not to report, comma separated")
+    g.add_argument("--once", action="store_true", help="also report walks that run at most once per call (the "
+                   "loop is left right after them), as notes")
+    g.add_argument("--baseline", metavar="FILE", help="report only findings this baseline does not hold (by file, "
+                   "rule and source line: moved lines stay known)")
+    g.add_argument("--write-baseline", metavar="FILE", help="write today's findings as a baseline and exit 0")
+    g.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text",
+                   help="text (path:line: OL001 message), json, sarif (2.1.0) or github (workflow annotations)")
+    g.add_argument("--max-file-size", type=bounded_int("--max-file-size", 0, 1 << 40), default=MAX_FILE_BYTES,
+                   metavar="BYTES", help=f"refuse files larger than this (default {MAX_FILE_BYTES:,}; 0: no cap)")
+    g.add_argument("--jobs", type=bounded_int("--jobs", 1, 1024), metavar="N",
+                   help="processes to parse in (default: one per CPU; 1: none)")
+    g.add_argument("--no-cache", action="store_true", help="parse every file again (the cache of earlier scans, "
+                   "by content, is in $OMNI_LOADER_CACHE/audit or ~/.cache/omni-loader/audit)")
+    g.add_argument("--modules", type=_count("--modules"), metavar="N",
+                   help=f"price each finding for a tree of N modules (at most {MAX_COUNT:,})...")
+    g.add_argument("--items", type=_count("--items"), metavar="M", help="...walked once per item, M times")
     g.add_argument("--like", metavar="NAME", help="price for token2wav's tree (or a transformers model type's, "
                    "built on the meta device)")
-    g.add_argument("--visit-cost", type=float, metavar="SECONDS",
+    g.add_argument("--visit-cost", type=_visit_cost, metavar="SECONDS",
                    help="seconds per module visit (default: measured here by a quick sweep, then cached)")
     g.add_argument("--results", metavar="DIR", help="take the per-visit cost from a saved traversal sweep")
     g.add_argument("--unresolved", action="store_true", help="note calls inside loops that were not followed")

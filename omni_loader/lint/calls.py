@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .findings import Finding
+from .findings import PATH_RULE, RULE_ID, RULES, Finding
 from .scan import LoopRef, Scope, Site
 from .sources import SourceFile
 from .walks import FRESH, GLOBAL
@@ -34,6 +34,7 @@ class Entry:
     origin: tuple[SourceFile, Scope, Site]
     chain: tuple[str, ...]
     roots: frozenset[str]
+    tree: str = ""  # the receiver as a dotted name in this function's terms ('' when not one)
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,12 @@ class Unresolved:
 class Index:
     """Every scanned file of an audit, the summaries of its functions and the findings they yield."""
 
-    def __init__(self, files: list[SourceFile]) -> None:
+    def __init__(self, files: list[SourceFile], rules: frozenset[str] = frozenset(RULES),
+                 once: bool = False) -> None:
+        """``rules``: the rule ids to report; ``once``: also report walks that run at most once per call of the
+        loop's function (the loop is left right after them), as notes."""
         self.files = files
+        self.rules, self.once = rules, once
         self.modules = {f.module: f for f in files}
         self.memo: dict[int, list[Entry]] = {}
         self.busy: set[int] = set()
@@ -164,6 +169,23 @@ class Index:
         return frozenset(out)
 
     @staticmethod
+    def bind_tree(tree: str, callee: Scope, first: str | None, site: Site) -> str:
+        """A walk's receiver (a dotted name in the callee's terms) said in the caller's, through the arguments;
+        '' when an argument is no dotted name, or the parameter is left at its default."""
+        head, dot, rest = tree.partition(".")
+        if not tree or head not in callee.params:
+            return tree  # a module-level name (or ''): the same in the caller
+        bound = dict(site.kwarg_trees)
+        offset = 0
+        if first is not None and callee.params:
+            bound[callee.params[0]], offset = first, 1
+        for i, arg in enumerate(site.arg_trees):
+            if offset + i < callee.npos:
+                bound.setdefault(callee.params[offset + i], arg)
+        base = bound.get(head, "")
+        return f"{base}{dot}{rest}" if base else ""
+
+    @staticmethod
     def expand(scope: Scope, names: frozenset[str]) -> tuple[set[str], set[str]]:
         """(the parameters, GLOBAL and FRESH that ``names`` come from; every name met on the way)."""
         out: set[str] = set()
@@ -193,19 +215,23 @@ class Index:
             s = s.parent
         return False
 
-    def decide(self, scope: Scope, site: Site, roots: frozenset[str]) -> str | LoopRef:
-        """EXEMPT (a receiver made per iteration or derived from the loop's item), ONCE (evaluated once per
-        call of ``scope``) or the innermost loop that evaluates the walk on every iteration."""
+    def decide(self, scope: Scope, site: Site, roots: frozenset[str]) -> tuple[str | LoopRef, LoopRef | None]:
+        """(EXEMPT (a receiver made per iteration or derived from the loop's item), ONCE (evaluated once per
+        call of ``scope``) or the innermost loop that evaluates the walk on every iteration; the innermost loop
+        left right after the walk, which makes it ONCE, or None)."""
         if FRESH in roots:
-            return EXEMPT
+            return EXEMPT, None
         _, seen = self.expand(scope, roots)
         names = roots | seen
+        left = None
         for loop in reversed(site.loops):
             if names & loop.varying:
-                return EXEMPT
+                return EXEMPT, None
             if not loop.leaves and loop.kind != "repeat":
-                return loop
-        return ONCE
+                return loop, None
+            if loop.leaves and left is None:
+                left = loop
+        return ONCE, left
 
     def summary_roots(self, scope: Scope, roots: frozenset[str]) -> frozenset[str] | None:
         out, _ = self.expand(scope, roots)
@@ -226,7 +252,7 @@ class Index:
         kept: dict[tuple, Entry] = {}
         for site in scope.sites:
             if site.walk:
-                candidates = [Entry((file, scope, site), (), site.receiver)]
+                candidates = [Entry((file, scope, site), (), site.receiver, site.tree)]
                 if site.kept and not site.loops:
                     continue  # walked once for the object and kept: not once per call
             else:
@@ -236,34 +262,45 @@ class Index:
                         self.loose.append((file, scope, site))
                     continue
                 callee, cfile, first = target
-                candidates = [Entry(e.origin, (callee.qualname, *e.chain), roots)
+                first_tree = None if first is None else (
+                    scope.self_name or "" if site.callee[1] in ("super()", "cls") else site.callee[1])
+                candidates = [Entry(e.origin, (callee.qualname, *e.chain), roots,
+                                    self.bind_tree(e.tree, callee, first_tree, site))
                               for e in self.summary(callee, cfile, depth + 1)
                               if (roots := self.bind(e.roots, callee, first, site))]
             for entry in candidates:
-                decision = self.decide(scope, site, entry.roots)
+                decision, left = self.decide(scope, site, entry.roots)
                 if decision == EXEMPT:
                     continue
                 if decision == ONCE:
+                    if left is not None and self.once:
+                        self.report(entry, left, file, scope, site, once=True)
                     roots = self.summary_roots(scope, entry.roots)
                     k = (id(entry.origin[2]), roots)
                     if roots is not None and (k not in kept or len(entry.chain) < len(kept[k].chain)):
-                        kept[k] = Entry(entry.origin, entry.chain, roots)
+                        kept[k] = Entry(entry.origin, entry.chain, roots, entry.tree)
                 else:
                     self.report(entry, decision, file, scope, site)
         self.busy.discard(key)
         self.memo[key] = list(kept.values())
         return self.memo[key]
 
-    def report(self, entry: Entry, loop: LoopRef, file: SourceFile, scope: Scope, site: Site) -> None:
+    def report(self, entry: Entry, loop: LoopRef, file: SourceFile, scope: Scope, site: Site,
+               once: bool = False) -> None:
         wfile, wscope, walk = entry.origin
-        if (walk.line in wfile.suppressed or loop.line in file.suppressed
-                or (entry.chain and site.line in file.suppressed)):
+        rule = PATH_RULE if walk.partial else RULE_ID
+        if rule not in self.rules:
+            return
+        if (wfile.silenced(walk.line, rule) or file.silenced(loop.line, rule)
+                or (entry.chain and file.silenced(site.line, rule))):
             self.suppressed += 1
             return
+        same_tree = bool(entry.tree) and entry.tree == loop.tree and not once
         finding = Finding(path=wfile.display, line=walk.line, column=walk.column, function=wscope.qualname,
                           walk=walk.text, method=walk.walk, loop_path=file.display, loop_line=loop.line,
                           loop_function=scope.qualname, loop_kind=loop.kind, chain=entry.chain,
-                          call_line=site.line if entry.chain else None, partial=walk.partial)
+                          call_line=site.line if entry.chain else None, partial=walk.partial, rule=rule,
+                          code=wfile.lines.get(walk.line, ""), over=loop.over if same_tree else "", once=once)
         self.findings.setdefault((finding.path, finding.line, finding.column, finding.loop_path, finding.loop_line,
                                   finding.call_line, finding.chain), finding)
 
@@ -286,7 +323,7 @@ class Index:
             names = walking.get(site.callee[-1])
             if not names:
                 continue
-            decision = self.decide(scope, site, site.receiver or frozenset({GLOBAL}))
+            decision, _ = self.decide(scope, site, site.receiver or frozenset({GLOBAL}))
             if isinstance(decision, LoopRef):
                 out.append(Unresolved(file.display, site.line, site.text, decision.line, scope.qualname,
                                       tuple(sorted(names)[:5])))

@@ -1,9 +1,21 @@
-"""A finding of the source audit, and the ways it is written out: text lines, JSON, SARIF, Markdown.
+"""A finding of the source audit, its rule and severity, and the ways it is written out: text lines, JSON,
+SARIF, GitHub annotations, Markdown.
 
 Why a frozen record with plain fields: the same finding is printed for a person
 (``path:line: OL001 message``, the shape editors and pre-commit jump to), read by a script
-(``--json``), uploaded to a code-scanning service (``--format sarif``, SARIF 2.1.0) and shown in a
-notebook (:func:`findings_markdown`); one record, four renderings, nothing recomputed on the way.
+(``--json``), uploaded to a code-scanning service (``--format sarif``, SARIF 2.1.0), shown on a pull
+request (``--format github``: workflow commands) and shown in a notebook (:func:`findings_markdown`);
+one record, five renderings, nothing recomputed on the way.
+
+Why two rules: a whole-tree walk in a loop costs B·N module visits (OL001); a walk along one dotted
+path (``get_submodule``) costs at most the path's depth per iteration, usually cheap, so it is its own
+rule (OL002), reported only when selected, as a linter user would expect of a noisier rule.
+
+Why a severity: a list of findings is read from the top. A walk of a tree inside a loop over a walk of
+the same tree is quadratic in the tree's size whatever the tree (B = N), which the code itself says;
+a price given by the user (``--modules``/``--items`` or ``--like``) ranks by seconds; a path walk
+ranks below a whole-tree walk; a walk that runs at most once per call (reported only on request) is
+a note.
 """
 
 from __future__ import annotations
@@ -17,11 +29,39 @@ from .. import __version__
 from ..formatting import count, markdown_table, short_duration
 
 RULE_ID = "OL001"
-RULE_NAME = "whole-tree-walk-in-loop"
-RULE_TEXT = ("A whole-tree module walk (state_dict(), named_modules(), named_parameters(), ...) is evaluated once "
-             "per loop iteration: B iterations over a tree of N modules cost B·N module visits; walk once, before "
-             "the loop.")
+PATH_RULE = "OL002"
+RULES: dict[str, tuple[str, str, str]] = {  # id -> (name, short description, full description)
+    RULE_ID: ("whole-tree-walk-in-loop", "whole-tree module walk inside a loop",
+              "A whole-tree module walk (state_dict(), named_modules(), named_parameters(), ...) is evaluated once "
+              "per loop iteration: B iterations over a tree of N modules cost B·N module visits; walk once, before "
+              "the loop."),
+    PATH_RULE: ("path-walk-in-loop", "module walk along a dotted path inside a loop",
+                "A walk from the root along one dotted path (get_submodule(), get_module_by_name()) is evaluated "
+                "once per loop iteration: at most the path's depth per iteration; build a name -> module map once, "
+                "before the loop, when B is large."),
+}
+DEFAULT_RULES = (RULE_ID,)  # OL002 is reported only when selected
+RULE_NAME, RULE_TEXT = RULES[RULE_ID][0], RULES[RULE_ID][2]
+SEVERITIES = ("high", "medium", "low", "note")  # most severe first
+SARIF_LEVELS = {"high": "error", "medium": "warning", "low": "warning", "note": "note"}
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def selected_rules(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> frozenset[str]:
+    """The rule ids ``--select``/``--ignore`` leave on. A code selects every rule it begins (``OL`` all of them,
+    as ruff and flake8 read prefixes); no ``select``: the default rules. A code that names no rule is refused."""
+    from ..errors import OmniLoaderError
+
+    for option, codes in (("--select", select), ("--ignore", ignore)):
+        for code in codes:
+            if code.upper() != "ALL" and not any(r.startswith(code.upper()) for r in RULES):
+                raise OmniLoaderError(f"{option} {code}: no rule begins so (the rules: {', '.join(RULES)})")
+
+    def hits(code: str, rule: str) -> bool:
+        return code.upper() == "ALL" or rule.startswith(code.upper())
+
+    chosen = {r for r in RULES if any(hits(c, r) for c in select)} if select else set(DEFAULT_RULES)
+    return frozenset(r for r in chosen if not any(hits(c, r) for c in ignore))
 
 
 @dataclass(frozen=True)
@@ -73,7 +113,24 @@ class Finding:
     call_line: int | None = None  # the call in the loop that leads to the walk
     partial: bool = False  # get_submodule / get_module_by_name: a walk along a path, not the whole tree
     price: Price | None = field(default=None, compare=False)
-    rule: str = RULE_ID
+    rule: str = RULE_ID  # OL002 for a path walk
+    code: str = ""  # the walk's source line, stripped (a baseline's key: it survives lines moving)
+    over: str = ""  # the loop goes over this walk of the same tree (B = N); '' when it does not
+    once: bool = False  # the loop is left right after the walk: it runs at most once per call
+
+    @property
+    def quadratic(self) -> bool:
+        return bool(self.over) and not self.partial
+
+    @property
+    def severity(self) -> str:
+        """high, medium, low or note (:data:`SEVERITIES`): from the price, else from what the code says."""
+        if self.once:
+            return "note"
+        if self.price is not None:
+            s = self.price.seconds_total
+            return "high" if s >= 1 else "medium" if s >= 0.01 else "low"
+        return "high" if self.quadratic else "low" if self.partial else "medium"
 
     def message(self) -> str:
         what = "walks from the root along a path" if self.partial else "walks the whole module tree"
@@ -82,20 +139,36 @@ class Finding:
                  else f"the {loop} at {self.loop_path}:{self.loop_line}")
         via = f" via {' -> '.join(self.chain)} (called at line {self.call_line} in {self.loop_function})" \
             if self.chain else ""
+        if self.once:
+            return (f"{self.walk} {what} inside {where}{via} but runs at most once per call of "
+                    f"{self.loop_function}: the loop is left right after it")
         text = f"{self.walk} {what} once per iteration of {where}{via}; hoist it before the loop"
-        if self.price is None:
-            return f"{text} [unpriced: give --modules N --items M, or --like token2wav]"
-        bound = "at most " if self.partial else ""
-        return f"{text}: {bound}{self.price.sentence()}"
+        if self.price is not None:
+            bound = "at most " if self.partial else ""
+            return f"{text}: {bound}{self.price.sentence()}"
+        if self.quadratic:
+            return (f"{text}: quadratic in the tree's size (the loop goes over {self.over}, a walk of the same "
+                    "tree: B = N, N² module visits)")
+        why = "B is the loop's length, which the code does not tell"
+        return f"{text} [unpriced: {why}; give --modules N --items M, or --like token2wav]"
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k != "price"}
         out["chain"] = list(self.chain)
         out["message"] = self.message()
+        out["severity"] = self.severity
+        out["quadratic"] = self.quadratic
         out["priced"] = self.price is not None
         if self.price is not None:
             out.update(self.price.to_dict())
         return out
+
+
+def ordered(findings: Sequence[Finding]) -> list[Finding]:
+    """Most severe first; priced ones by their seconds; then by where the loop is."""
+    return sorted(findings, key=lambda f: (SEVERITIES.index(f.severity),
+                                           -(f.price.seconds_total if f.price else 0.0),
+                                           f.loop_path, f.loop_line, f.path, f.line, f.chain))
 
 
 def text_lines(findings: Sequence[Finding]) -> list[str]:
@@ -107,30 +180,44 @@ def to_json(findings: Sequence[Finding]) -> list[dict[str, Any]]:
     return [f.to_dict() for f in findings]
 
 
+def _escape(text: str, prop: bool = False) -> str:
+    """GitHub's workflow-command escaping (a property value also escapes ``:`` and ``,``)."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def github_lines(findings: Sequence[Finding]) -> list[str]:
+    """``::warning file=...,line=...,col=...,title=OL001::message``: an annotation on the pull request's diff
+    (``::notice`` for a note)."""
+    return [f"::{'notice' if f.severity == 'note' else 'warning'} file={_escape(f.path, True)},line={f.line},"
+            f"col={f.column + 1},title={f.rule}::{_escape(f.message())}" for f in findings]
+
+
 def _uri(path: str) -> str:
     p = Path(path)
     return p.as_posix() if not p.is_absolute() else p.as_uri()
 
 
 def to_sarif(findings: Sequence[Finding]) -> dict[str, Any]:
-    """SARIF 2.1.0: one run, one rule, one result per finding with the loop as a related location."""
-    rule = {"id": RULE_ID, "name": RULE_NAME, "shortDescription": {"text": "whole-tree module walk inside a loop"},
-            "fullDescription": {"text": RULE_TEXT}, "defaultConfiguration": {"level": "warning"}}
+    """SARIF 2.1.0: one run, its rules, one result per finding with the loop as a related location."""
+    rules = [{"id": rid, "name": name, "shortDescription": {"text": short}, "fullDescription": {"text": full},
+              "defaultConfiguration": {"level": "warning"}} for rid, (name, short, full) in RULES.items()]
+    ids = list(RULES)
     results = []
     for f in findings:
         result: dict[str, Any] = {
-            "ruleId": f.rule, "ruleIndex": 0, "level": "warning", "message": {"text": f.message()},
+            "ruleId": f.rule, "ruleIndex": ids.index(f.rule), "level": SARIF_LEVELS[f.severity],
+            "message": {"text": f.message()},
             "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(f.path)},
                                                 "region": {"startLine": f.line, "startColumn": f.column + 1}}}],
             "relatedLocations": [{"id": 1, "message": {"text": f"the {f.loop_kind} loop in {f.loop_function}"},
                                   "physicalLocation": {"artifactLocation": {"uri": _uri(f.loop_path)},
                                                        "region": {"startLine": f.loop_line}}}],
         }
-        if f.price is not None:
-            result["properties"] = f.price.to_dict()
+        result["properties"] = {"severity": f.severity, **(f.price.to_dict() if f.price is not None else {})}
         results.append(result)
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0",
-            "runs": [{"tool": {"driver": {"name": "omni-loader", "version": __version__, "rules": [rule]}},
+            "runs": [{"tool": {"driver": {"name": "omni-loader", "version": __version__, "rules": rules}},
                       "results": results}]}
 
 

@@ -25,9 +25,30 @@ from pathlib import Path
 from ..errors import OmniLoaderError
 from ..formatting import count, short_duration
 from .findings import Finding, Price
+from .limits import MAX_COUNT, MAX_VISIT_SECONDS
+from .sources import read_bounded
 
 COST_FILE = "visit-cost.json"
 TOKEN2WAV = "token2wav"
+
+
+def check_count(option: str, value: object) -> int:
+    """``value`` as a whole number from 1 to :data:`MAX_COUNT`, else one line naming ``option``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise OmniLoaderError(f"{option} must be at least 1 and at most {MAX_COUNT:,} (a whole number), not {value}")
+    return value
+
+
+def check_visit_cost(value: object, option: str = "--visit-cost") -> float:
+    """``value`` as a finite number of seconds above 0 and at most :data:`MAX_VISIT_SECONDS`, else one line."""
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not (math.isfinite(seconds) and 0 < seconds <= MAX_VISIT_SECONDS):
+        raise OmniLoaderError(f"{option} {value}: must be a finite number of seconds above 0 and at most "
+                              f"{MAX_VISIT_SECONDS:g} (a module visit costs microseconds)")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -83,8 +104,8 @@ def tree_size(modules: int | None = None, items: int | None = None, like: str | 
     if base is None and (modules is None or items is None):
         raise OmniLoaderError("give both --modules N and --items M (or --like token2wav) to price the findings")
     for option, value in (("--modules", modules), ("--items", items)):
-        if value is not None and value < 1:
-            raise OmniLoaderError(f"{option} must be at least 1, not {value}")
+        if value is not None:
+            check_count(option, value)
     if base is None:
         return TreeSize("given", int(modules), int(items))  # type: ignore[arg-type]
     return replace(base, modules=modules or base.modules, items=items or base.items)
@@ -133,21 +154,33 @@ def visit_cost(results: str | Path | None = None, cache_dir: str | Path | None =
     cache = Path(cache_dir) / COST_FILE
     machine = _machine()
     try:
-        saved = json.loads(cache.read_text())
-        if saved.get("machine") == machine and float(saved["seconds_per_visit"]) > 0:
-            return VisitCost(float(saved["seconds_per_visit"]), f"{saved['basis']}, cached in {cache}")
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+        saved = json.loads(read_bounded(cache, 1 << 16))  # a regular file, a small one: never a FIFO's wait
+        if saved.get("machine") == machine:
+            return VisitCost(check_visit_cost(saved["seconds_per_visit"]), f"{saved['basis']}, cached in {cache}")
+    except (OmniLoaderError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # none, or not one this machine wrote: measured again
     if not measure:
         raise OmniLoaderError(f"no per-visit cost cached in {cache}; give --visit-cost SECONDS or --results DIR")
     cost = measure_cost()
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"machine": machine, "seconds_per_visit": cost.seconds, "basis": cost.basis,
-                                     "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1))
-    except OSError:
-        pass  # an unwritable cache costs the next run a few seconds, nothing more
+    text = json.dumps({"machine": machine, "seconds_per_visit": cost.seconds, "basis": cost.basis,
+                       "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1)
+    write_cost(cache, text)
     return cost
+
+
+def write_cost(path: Path, text: str) -> None:
+    """Write the cost cache by a rename from a file in the same folder (the kit's safe writer), never through a
+    link: a link at ``path`` is refused in one line. Any other failure to write costs the next run a few
+    seconds, nothing more."""
+    from ..results.safe_files import refuse_link, replaced
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        refuse_link(path, "the audit's per-visit cost cache is written only in place; remove the link")
+        with replaced(path) as tmp:
+            tmp.write_text(text)
+    except OSError:
+        pass
 
 
 def price_findings(findings: Sequence[Finding], size: TreeSize, cost: VisitCost) -> list[Finding]:

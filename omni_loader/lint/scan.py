@@ -32,6 +32,8 @@ class LoopRef:
     kind: str  # for, while, comprehension, repeat (``for _ in range(k)``: not a finding's loop)
     varying: frozenset[str]
     leaves: bool = False  # the loop is surely left right after the site runs: once per loop, not per item
+    tree: str = ""  # the loop goes over a whole-tree walk of this receiver (``self`` in ``self.named_buffers()``)
+    over: str = ""  # that walk as written
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,9 @@ class Site:
     args: tuple[frozenset[str] | None, ...] = ()  # roots of each positional argument (None: starred)
     kwargs: tuple[tuple[str, frozenset[str]], ...] = ()
     spread: frozenset[str] = frozenset()  # names in *args / **kwargs (binding unknown)
+    tree: str = ""  # a walk's receiver as a dotted name (``self.model``); '' when it is not one
+    arg_trees: tuple[str, ...] = ()  # each positional argument as a dotted name, or ''
+    kwarg_trees: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -210,6 +215,7 @@ class FileScan:
         self.scopes.append(self.top)
         self.top.local_roots = local_roots(tree.body)
         _Visitor(self, self.top, tree.body).block(tree.body, ())
+        self.wanted = None  # a closure over the audit's other files: not kept (the scan is cached, pickled)
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope, cls: str | None = None) -> None:
         nested = parent is not self.top and cls is None
@@ -251,6 +257,7 @@ class _Visitor:
         self.file, self.scope = file, scope
         self.parents = parent_map(body)
         self.self_name = scope.self_name or _enclosing_self(scope)
+        self.trees: dict[int, tuple[str, str]] = {}
 
     def block(self, stmts: list[ast.stmt], loops: Stack) -> None:
         for s in stmts:
@@ -312,8 +319,23 @@ class _Visitor:
 
     def loop_refs(self, loops: Stack, stmt: ast.stmt, where: str) -> tuple[LoopRef, ...]:
         return tuple(LoopRef(node.lineno, kind, varying,
-                             kind != "comprehension" and leaves_loop(node, stmt, where, self.parents))
+                             kind != "comprehension" and leaves_loop(node, stmt, where, self.parents),
+                             *self.tree_of(node))
                      for node, kind, varying in loops)
+
+    def tree_of(self, loop: ast.AST) -> tuple[str, str]:
+        """(the receiver, the walk) when ``loop`` goes over a whole-tree walk (``for n, b in self.named_buffers()``,
+        ``[... for k in model.state_dict()]``): a walk of that tree inside it makes B = N."""
+        if id(loop) not in self.trees:
+            it = loop.generators[0].iter if isinstance(loop, COMPREHENSIONS) else getattr(loop, "iter", None)
+            found = ("", "")
+            for n in ast.walk(it) if it is not None else ():
+                walk = match_walk(n) if isinstance(n, ast.Call) else None
+                if walk is not None and not walk.partial and walk.receiver is not None:
+                    found = (_dotted(walk.receiver), walk_text(n))
+                    break
+            self.trees[id(loop)] = found if found[0] else ("", "")
+        return self.trees[id(loop)]
 
     def call(self, n: ast.Call, loops: Stack, stmt: ast.stmt, where: str, inner_walks: set[int]) -> None:
         first = first_only(n)
@@ -329,7 +351,8 @@ class _Visitor:
             self.scope.sites.append(Site(n.lineno, n.col_offset, self.loop_refs(loops, stmt, where), walk_text(n),
                                          walk=walk.method, partial=walk.partial,
                                          kept=kept_on_the_object(stmt, self.parents),
-                                         receiver=roots(walk.receiver, self.self_name)))
+                                         receiver=roots(walk.receiver, self.self_name),
+                                         tree=_dotted(walk.receiver) if walk.receiver is not None else ""))
             return
         callee = self.callee(n.func, bool(loops))
         if not callee:
@@ -341,6 +364,8 @@ class _Visitor:
             args=tuple(None if isinstance(a, ast.Starred) else roots(a, self.self_name) for a in n.args),
             kwargs=tuple((k.arg, roots(k.value, self.self_name)) for k in n.keywords if k.arg),
             spread=frozenset(set().union(*(names_in(s) for s in starred))) if starred else frozenset(),
+            arg_trees=tuple(_dotted(a) for a in n.args),
+            kwarg_trees=tuple((k.arg, _dotted(k.value)) for k in n.keywords if k.arg),
             receiver=roots(n.func.value, self.self_name) if isinstance(n.func, ast.Attribute) else frozenset()))
 
     def callee(self, func: ast.AST, in_loop: bool) -> tuple[str, ...]:

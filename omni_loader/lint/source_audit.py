@@ -1,9 +1,10 @@
 """The source audit in one call: read the sources, summarise their functions, return the findings.
 
 Why a result object as well as a list: the command line needs more than the findings (how many
-files and functions were read, how many findings an ignore comment silenced, which calls inside
-loops could not be followed, how long it took) to say in one closing line what was and was not
-checked; a notebook usually wants just :func:`audit_sources`'s list.
+files and functions were read, which paths could not be audited, how many findings an ignore
+comment silenced, which calls inside loops could not be followed, how many files came from the
+cache, how long it took) to say what was and was not checked; a notebook usually wants just
+:func:`audit_sources`'s list, which raises on a path it could not audit.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pathlib import Path
 
 from ..formatting import count
 from .calls import Index, Unresolved
-from .findings import Finding
-from .sources import read_sources
+from .findings import RULES, Finding, ordered
+from .sources import MAX_FILE_BYTES, SourceError, gc_paused, read_sources
 
 
 @dataclass(frozen=True)
@@ -29,11 +30,20 @@ class SourceAudit:
     functions: int
     suppressed: int
     seconds: float
+    failures: tuple[str, ...] = ()  # one line per path that could not be audited
+    cached: int = 0  # files whose scan came from the cache
+    cache_problem: str = ""  # why the cache was not used ('' when it was, or was not asked for)
 
     def summary(self) -> str:
         """One line: findings, files and functions read, silenced findings, unresolved calls, time."""
         parts = [f"{count(len(self.findings))} finding{'s' if len(self.findings) != 1 else ''} in "
                  f"{count(self.files)} files ({count(self.functions)} functions) in {self.seconds:.1f} s"]
+        if self.failures:
+            parts.append(f"{count(len(self.failures))} path{'s' if len(self.failures) != 1 else ''} not audited")
+        if self.cached:
+            parts.append(f"{count(self.cached)} read from the cache")
+        if self.cache_problem:
+            parts.append(f"cache off: {self.cache_problem}")
         if self.suppressed:
             parts.append(f"{count(self.suppressed)} silenced by an ignore comment")
         if self.unresolved:
@@ -42,15 +52,26 @@ class SourceAudit:
         return "; ".join(parts)
 
 
-def scan_sources(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> SourceAudit:
+def scan_sources(paths: Iterable[str | Path], exclude: Sequence[str] = (), *, rules: Iterable[str] = tuple(RULES),
+                 once: bool = False, max_bytes: int = MAX_FILE_BYTES, workers: int | None = None,
+                 cache: bool = True) -> SourceAudit:
     """Audit the Python files under ``paths`` (files or folders; nothing is imported or run), less the files
-    an ``exclude`` glob matches (``*/testing/*``)."""
+    an ``exclude`` glob matches (``*/testing/*``). ``rules``: the ids to report (every rule unless told; the
+    command reports OL002 only when selected); ``once``: also the walks that run at most once per call, as
+    notes; ``max_bytes``: the size cap per file (0: none); ``workers``: processes to parse in (default: every
+    CPU); ``cache``: reuse (and keep) earlier scans of the same bytes. Paths that cannot be audited are in
+    ``failures``, the rest audited."""
+    from .cache import Cache
+
     start = time.perf_counter()
-    files = read_sources(paths, exclude)
-    index = Index(files)
-    findings, unresolved = index.run()
-    return SourceAudit(tuple(findings), tuple(unresolved), len(files),
-                       sum(len(f.scan.scopes) - 1 for f in files), index.suppressed, time.perf_counter() - start)
+    store = Cache() if cache else None
+    with gc_paused():
+        files, failures = read_sources(paths, exclude, max_bytes, workers, store)
+        index = Index(files, frozenset(rules), once)
+        findings, unresolved = index.run()
+    return SourceAudit(tuple(ordered(findings)), tuple(unresolved), len(files),
+                       sum(len(f.scan.scopes) - 1 for f in files), index.suppressed, time.perf_counter() - start,
+                       tuple(failures), store.used if store else 0, store.problem if store else "")
 
 
 def audit_sources(paths: Sequence[str | Path] | str | Path, *, modules: int | None = None,
@@ -61,9 +82,16 @@ def audit_sources(paths: Sequence[str | Path] | str | Path, *, modules: int | No
     per-module-visit cost, else it comes from ``results`` (a saved sweep), the cache or a quick sweep."""
     from .price import VisitCost, price_findings, tree_size, visit_cost
 
-    found = list(scan_sources([paths] if isinstance(paths, (str, Path)) else paths, exclude).findings)
+    from .price import check_visit_cost
+
+    if seconds_per_visit is not None:
+        check_visit_cost(seconds_per_visit)
     size = tree_size(modules, items, like)
+    audit = scan_sources([paths] if isinstance(paths, (str, Path)) else paths, exclude)
+    if audit.failures:
+        raise SourceError("; ".join(audit.failures))
+    found = list(audit.findings)
     if size is None or not found:
         return found
     cost = VisitCost(seconds_per_visit, "given") if seconds_per_visit else visit_cost(results)
-    return price_findings(found, size, cost)
+    return ordered(price_findings(found, size, cost))

@@ -1,0 +1,99 @@
+"""What an earlier audit made of a file, kept by the file's content so an unchanged file is not parsed again.
+
+Why by content: a path's modification time says nothing after a checkout, a copy or an unpacked wheel;
+the bytes do. The key is the sha256 of the audit's own version (the package's version and the bytes
+of this package's sources: a changed rule makes every entry stale), the Python version (whose parser
+made the tree), the file's module name (its imports are read relative to it) and the file's bytes.
+
+Why written with care: an entry is a pickle, and a pickle that someone else wrote can run code when
+read. So the cache folder (``$OMNI_LOADER_CACHE/audit``, else ``~/.cache/omni-loader/audit``) is made
+private (mode 0700) and used only while it is a real folder owned by this user that nobody else can
+write; an entry is read only if it is a regular file owned by this user, and written to a temporary
+file in the same folder and renamed into place (``os.replace`` replaces a name, never writes through a
+link). A cache that cannot be used costs time, never a finding: the audit goes on without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+FORMAT = b"omni-loader audit cache 1"
+
+
+def cache_dir() -> Path:
+    """``$OMNI_LOADER_CACHE/audit``, else ``~/.cache/omni-loader/audit`` (the kit's cache folder)."""
+    env = os.environ.get("OMNI_LOADER_CACHE")
+    return (Path(env) if env else Path.home() / ".cache" / "omni-loader") / "audit"
+
+
+@lru_cache(maxsize=1)
+def audit_version() -> bytes:
+    """The package's version, this package's own source bytes and the Python version, hashed."""
+    from .. import __version__
+
+    h = hashlib.sha256(FORMAT + __version__.encode() + sys.version.encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + path.read_bytes())
+    return h.digest()
+
+
+def key(module: str, package: bool, data: bytes) -> str:
+    return hashlib.sha256(audit_version() + f"{module}\0{package}\0".encode() + data).hexdigest()
+
+
+class Cache:
+    """Entries by key in one private folder; ``problem`` says why the cache is off ('' when on)."""
+
+    def __init__(self, folder: str | Path | None = None) -> None:
+        self.folder = Path(folder) if folder is not None else cache_dir()
+        self.problem = ""
+        self.hits = self.misses = self.used = 0
+        try:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            info = os.lstat(self.folder)
+        except OSError as exc:
+            self.problem = f"{self.folder}: {exc.strerror or exc}"
+            return
+        if not stat.S_ISDIR(info.st_mode):
+            self.problem = f"{self.folder} is not a folder (a link?)"
+        elif info.st_uid != os.getuid():
+            self.problem = f"{self.folder} belongs to another user"
+        elif info.st_mode & 0o022:
+            self.problem = f"{self.folder} is writable by others"
+
+    def get(self, name: str) -> bytes | None:
+        if self.problem:
+            return None
+        try:
+            fd = os.open(self.folder / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            self.misses += 1
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+                self.misses += 1
+                return None
+            self.hits += 1
+            return fh.read()
+
+    def put(self, name: str, data: bytes) -> None:
+        if self.problem:
+            return
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name[:16]}.", dir=self.folder)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, self.folder / name)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError:
+            pass  # a full disk costs the next audit time, not this one a finding
