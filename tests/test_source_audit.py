@@ -10,15 +10,21 @@ walk hoisted before the loop, the loop's iterable, a loop left right after the w
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from omni_loader.cli import main
+from omni_loader.errors import OmniLoaderError
 from omni_loader.lint.findings import Finding, findings_markdown
 from omni_loader.lint.price import COST_FILE, TreeSize, VisitCost, price_findings, visit_cost
 from omni_loader.lint.source_audit import SourceAudit, audit_sources, scan_sources
+from omni_loader.lint.sources import SourceError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -502,3 +508,315 @@ def test_the_findings_price_is_set_beside_the_sweeps_line_and_its_measured_model
     assert "Measured, full-size Token2Wav took 1,005 ms, 1.20× the finding's price: 4.20 µs per visit, its modules " \
            "dearer to visit" in line
     assert price_beside_sweep(found(tmp_path, WALKING), sweep) == ""  # no price, no line
+
+
+# --------------------------------------------------------------------------- cannot be hung or exhausted
+
+
+def run_cli(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    """The command in its own process, with a deadline: a read that hangs fails the test instead of the suite."""
+    return subprocess.run([sys.executable, "-m", "omni_loader", "audit", *argv], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+@pytest.mark.subprocess
+def test_a_fifo_a_device_and_a_socket_are_refused_not_read(tmp_path: Path) -> None:
+    write(tmp_path, {"pkg/walk.py": WALKING})
+    os.mkfifo(tmp_path / "pkg" / "pipe.py")  # met in a walk
+    os.mkfifo(tmp_path / "named_pipe.py")  # named on the command line
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "pkg" / "sock.py"))
+    try:
+        done = run_cli("--source", str(tmp_path / "pkg"), str(tmp_path / "named_pipe.py"), "/dev/zero",
+                       "--max-file-size", "0", "--no-cache")
+    finally:
+        sock.close()
+    errors = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(errors) == 4, done.stderr
+    for name, kind in (("pipe.py", "a FIFO"), ("named_pipe.py", "a FIFO"), ("/dev/zero", "a character device"),
+                       ("sock.py", "a socket")):
+        [line] = [e for e in errors if Path(e.split(": ")[2]).name == Path(name).name]
+        assert line.endswith(f"{name}: {kind}, not a regular file: refused")
+        assert line.startswith("omni-loader: error: ")
+    assert "walk.py:3: OL001" in done.stdout  # the rest is still audited
+
+
+def test_a_file_over_the_size_cap_is_refused_and_the_cap_can_be_lifted(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, {"big.py": WALKING + "x = 1\n" * 400}) / "big.py"
+    rc, out, err = cli(capsys, "--source", str(path), "--max-file-size", "1000")
+    assert (rc, out) == (2, "") and len(err.strip().splitlines()) == 1
+    assert f"{path}: {path.stat().st_size:,} bytes, over the 1,000-byte cap: refused (--max-file-size BYTES raises it" in err
+    assert cli(capsys, "--source", str(path), "--max-file-size", "0")[0] == 1
+    assert cli(capsys, "--source", str(path))[0] == 1  # the 5 MB default
+
+
+def test_a_file_that_grows_past_the_cap_while_read_is_cut_off(tmp_path: Path) -> None:
+    from omni_loader.lint.sources import SourceError, read_bounded
+
+    path = write(tmp_path, {"f.py": "x = 1\n" * 100}) / "f.py"
+    assert len(read_bounded(path, 600)) == 600
+    with pytest.raises(SourceError, match="over the 599-byte cap"):
+        read_bounded(path, 599)
+
+
+@pytest.mark.parametrize("code,says", [
+    ("x = " + "a+" * 100_000 + "a\n", "too deeply nested for Python's parser"),
+    ("x = a" + ".b" * 100_000 + "\n", "too deeply nested for Python's parser"),
+    ("x = f" + "()" * 100_000 + "\n", "too deeply nested for Python's parser"),
+    ("def g(xs, model):\n    for x in xs:\n        a" + ".b" * 400 + ".c()\n", "too deeply nested for the audit"),
+])
+def test_deep_nesting_is_one_line_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str], code: str,
+                                                  says: str) -> None:
+    path = write(tmp_path, {"deep.py": code, "walk.py": WALKING}) / "deep.py"
+    rc, out, err = cli(capsys, "--source", str(tmp_path), "--no-cache")
+    assert rc == 2 and err == f"omni-loader: error: {path}: {says}: not audited\n"
+    assert "walk.py:3: OL001" in out
+
+
+def test_an_unreadable_file_and_folder_are_listed_not_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, {"walk.py": WALKING, "secret/a.py": "x = 1\n", "locked.py": "x = 1\n"})
+    real_scandir, real_open = os.scandir, os.open
+
+    def scandir(path=".", *a):
+        if Path(path).name == "secret":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path, *a)
+
+    def os_open(path, *a, **k):
+        if Path(path).name == "locked.py":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(os, "scandir", scandir)  # what os.walk lists a folder with (root reads every file)
+    monkeypatch.setattr(os, "open", os_open)
+    rc, out, err = cli(capsys, "--source", str(tmp_path), "--no-cache")
+    assert rc == 2 and "walk.py:3: OL001" in out
+    assert sorted(err.strip().splitlines()) == [
+        f"omni-loader: error: {tmp_path / 'locked.py'}: cannot read: Permission denied",
+        f"omni-loader: error: {tmp_path / 'secret'}: cannot list this folder: Permission denied"]
+
+
+@pytest.mark.parametrize("option", [["--out", "x"], ["--top", "3"], ["--repeats", "2"]])
+def test_options_of_the_architecture_audit_are_refused_with_source(tmp_path: Path, capsys, option) -> None:
+    write(tmp_path, {"ok.py": "x = 1\n"})
+    rc, out, err = cli(capsys, "--source", str(tmp_path), *option)
+    assert (rc, out) == (2, "") and err == (f"omni-loader: error: {option[0]} belongs to the architecture audit "
+                                            "(--arch/--all): a source audit does not use it\n")
+
+
+def test_exit_status_2_beats_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, {"walk.py": WALKING, "bad.py": "def f(:\n"})
+    rc, out, err = cli(capsys, "--source", str(tmp_path))
+    assert rc == 2 and "OL001" in out and "bad.py:1: cannot parse" in err and "audit --source:" not in err
+    with pytest.raises(SourceError, match="bad.py:1: cannot parse"):  # the library call raises rather than hide it
+        audit_sources(tmp_path)
+
+
+# --------------------------------------------------------------------------- bounds on the pricing inputs
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--visit-cost", "nan"], "--visit-cost nan: must be a finite number of seconds above 0 and at most 1"),
+    (["--visit-cost", "inf"], "--visit-cost inf: must be a finite"),
+    (["--visit-cost=-1e-6"], "--visit-cost -1e-6: must be"),
+    (["--visit-cost", "0"], "--visit-cost 0: must be"),
+    (["--visit-cost", "2"], "--visit-cost 2: must be"),
+    (["--modules", "100000001", "--items", "3"], "--modules must be at least 1 and at most 10,000,000"),
+    (["--modules", "10", "--items", "1e3"], "--items must be at least 1 and at most 10,000,000 (a whole number), "
+                                            "not 1e3"),
+    (["--modules", "10", "--items", "-4"], "--items must be at least 1"),
+])
+def test_pricing_inputs_out_of_bounds_are_one_line(tmp_path: Path, capsys, argv: list[str], says: str) -> None:
+    write(tmp_path, {"walk.py": WALKING})
+    rc, out, err = cli(capsys, "--source", str(tmp_path), *argv)
+    assert (rc, out) == (2, "") and err.startswith(f"omni-loader: error: {says}") and len(err.splitlines()) == 1
+    with pytest.raises(OmniLoaderError):  # the library call holds to the same bounds
+        audit_sources(tmp_path, modules=10**8, items=3, seconds_per_visit=1e-6)
+    with pytest.raises(OmniLoaderError, match="--visit-cost"):
+        audit_sources(tmp_path, modules=10, items=3, seconds_per_visit=float("inf"))
+
+
+def test_the_cost_cache_is_never_written_through_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from omni_loader.lint import price
+
+    monkeypatch.setattr(price, "measure_cost", lambda: VisitCost(5e-6, "measured"))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / COST_FILE).symlink_to(victim)
+    with pytest.raises(OmniLoaderError, match="is a symbolic link"):
+        visit_cost(cache_dir=tmp_path / "cache")
+    assert victim.read_text() == "keep me"
+    (tmp_path / "cache" / COST_FILE).unlink()
+    visit_cost(cache_dir=tmp_path / "cache")
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [COST_FILE]  # written by a rename, no litter
+    (tmp_path / "cache" / COST_FILE).write_text('{"machine": 1, "seconds_per_visit": "nan"}')
+    assert visit_cost(cache_dir=tmp_path / "cache").seconds == 5e-6  # a cached nan is measured again
+
+
+# --------------------------------------------------------------------------- rules, selection, baselines, formats
+
+
+PATH_WALK = "def f(model, names):\n    return [model.get_submodule(n) for n in names]\n"
+
+
+def test_a_path_walk_is_ol002_and_reported_only_when_selected(tmp_path: Path, capsys) -> None:
+    write(tmp_path, {"path.py": PATH_WALK, "walk.py": WALKING})
+    rc, out, _ = cli(capsys, "--source", str(tmp_path))
+    assert rc == 1 and [ln.split(": ")[1].split()[0] for ln in out.splitlines()] == ["OL001"]
+
+    def rules(*argv: str) -> list[str]:
+        return sorted(f["rule"] for f in json.loads(cli(capsys, "--source", str(tmp_path), "--json", *argv)[1]))
+
+    assert rules("--select", "OL002") == ["OL002"]
+    assert rules("--select", "OL001,OL002") == rules("--select", "OL") == rules("--select", "ALL") == ["OL001", "OL002"]
+    assert rules("--select", "OL", "--ignore", "OL001") == ["OL002"]
+    assert cli(capsys, "--source", str(tmp_path), "--ignore", "OL001")[0] == 0
+    rc, _, err = cli(capsys, "--source", str(tmp_path), "--select", "E501")
+    assert rc == 2 and "--select E501: no rule begins so" in err
+
+
+def test_a_noqa_names_the_rule_it_silences(tmp_path: Path) -> None:
+    code = ("def f(model, names):\n    for n in names:\n        model.get_submodule(n)  # noqa: OL002\n"
+            "        model.state_dict()  # noqa: OL002\n")
+    [f] = found(tmp_path, code)
+    assert (f.rule, f.line) == ("OL001", 4)
+
+
+def test_a_baseline_lets_known_findings_through_even_when_lines_move(tmp_path: Path, capsys,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {"src/walk.py": WALKING})
+    rc, out, err = cli(capsys, "--source", "src", "--write-baseline", "base.json")
+    assert (rc, out) == (0, "") and "1 written to base.json" in err
+    [entry] = json.loads((tmp_path / "base.json").read_text())["findings"]
+    assert entry == {"path": "src/walk.py", "rule": "OL001", "code": "model.state_dict()", "count": 1}
+    write(tmp_path, {"src/walk.py": "import os\n\n\n" + WALKING})  # the finding moves down three lines
+    rc, out, err = cli(capsys, "--source", "src", "--baseline", "base.json")
+    assert (rc, out) == (0, "") and "1 known from the baseline" in err
+    write(tmp_path, {"src/walk.py": WALKING + "        model.named_modules()\n"})  # a new finding
+    rc, out, _ = cli(capsys, "--source", "src", "--baseline", "base.json")
+    [line] = out.splitlines()
+    assert rc == 1 and line.startswith("src/walk.py:4: OL001 model.named_modules()")
+    (tmp_path / "bad.json").write_text("[]")
+    rc, _, err = cli(capsys, "--source", "src", "--baseline", "bad.json")
+    assert rc == 2 and "--baseline bad.json: not a baseline written by --write-baseline" in err
+
+
+def test_github_annotations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, {"walk,1.py": WALKING}) / "walk,1.py"
+    rc, out, _ = cli(capsys, "--source", str(path), "--format", "github")
+    [line] = out.splitlines()
+    assert rc == 1 and line.startswith(f"::warning file={str(path).replace(',', '%2C')},line=3,col=9,title=OL001::"
+                                       "model.state_dict() walks the whole module tree once per iteration")
+
+
+def test_sarif_names_both_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, {"path.py": PATH_WALK})
+    sarif = json.loads(cli(capsys, "--source", str(tmp_path), "--select", "OL002", "--format", "sarif")[1])
+    run = sarif["runs"][0]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["OL001", "OL002"]
+    [result] = run["results"]
+    assert (result["ruleId"], result["ruleIndex"], result["properties"]["severity"]) == ("OL002", 1, "low")
+
+
+# --------------------------------------------------------------------------- severity from what the code tells
+
+
+QUADRATIC = """
+class Loader:
+    def discover(self):
+        out = []
+        for name, buf in self.named_buffers():
+            if name in self.state_dict():
+                out.append(name)
+        return out
+"""
+
+
+def test_a_walk_inside_a_loop_over_the_same_tree_is_quadratic(tmp_path: Path) -> None:
+    [f] = found(tmp_path, QUADRATIC)
+    assert f.quadratic and f.severity == "high" and f.over == "self.named_buffers()"
+    assert "quadratic in the tree's size (the loop goes over self.named_buffers(), a walk of the same tree" in \
+        f.message() and "unpriced" not in f.message()
+
+
+def test_quadratic_through_a_helper_and_not_for_another_tree(tmp_path: Path) -> None:
+    [f] = found(tmp_path, """
+    def is_persistent(module, name):
+        return name in module.state_dict()
+
+    def discover(model):
+        return [n for n, _ in model.named_buffers() if is_persistent(model, n)]
+    """)
+    assert f.chain and f.quadratic
+    [g] = found(tmp_path, """
+    def discover(model, other):
+        return [n for n, _ in other.named_buffers() if n in model.state_dict()]
+    """)
+    assert not g.quadratic and g.severity == "medium" and "[unpriced: B is the loop's length" in g.message()
+
+
+def test_findings_are_ordered_by_severity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, {"a.py": WALKING, "b.py": PATH_WALK, "c.py": textwrap.dedent(QUADRATIC)})
+    findings = json.loads(cli(capsys, "--source", str(tmp_path), "--select", "ALL", "--json")[1])
+    assert [(Path(f["path"]).name, f["severity"]) for f in findings] == [("c.py", "high"), ("a.py", "medium"),
+                                                                         ("b.py", "low")]
+
+
+ONCE = """
+def first(model, xs, t):
+    for x in xs:
+        if x == t:
+            hit = model.state_dict()[x]
+            break
+"""
+
+
+def test_a_walk_that_runs_at_most_once_is_a_note_on_request(tmp_path: Path, capsys) -> None:
+    write(tmp_path, {"once.py": textwrap.dedent(ONCE)})
+    assert cli(capsys, "--source", str(tmp_path))[0] == 0  # left out by default
+    rc, out, _ = cli(capsys, "--source", str(tmp_path), "--once", "--json")
+    [f] = json.loads(out)
+    assert rc == 1 and f["severity"] == "note" and f["once"]
+    assert "runs at most once per call of once.first: the loop is left right after it" in f["message"]
+    assert "::notice " in cli(capsys, "--source", str(tmp_path), "--once", "--format", "github")[1]
+
+
+# --------------------------------------------------------------------------- speed: processes and the cache
+
+
+def test_an_unchanged_file_is_not_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from omni_loader.lint import sources
+
+    monkeypatch.setenv("OMNI_LOADER_CACHE", str(tmp_path / "cache"))
+    write(tmp_path, {"src/walk.py": WALKING, "src/clean.py": "x = 1\n"})
+    parsed = []
+    real = sources.build
+    monkeypatch.setattr(sources, "build", lambda *job: parsed.append(Path(job[0]).name) or real(*job))
+    first = scan_sources([tmp_path / "src"])
+    second = scan_sources([tmp_path / "src"])
+    assert sorted(parsed) == ["clean.py", "walk.py"] and second.cached == 2 and second.findings == first.findings
+    write(tmp_path, {"src/clean.py": "x = 2\n"})
+    assert scan_sources([tmp_path / "src"]).cached == 1 and parsed[-1] == "clean.py"
+    scan_sources([tmp_path / "src"], cache=False)
+    assert len(parsed) == 5
+    assert oct((tmp_path / "cache" / "audit").stat().st_mode & 0o777) == "0o700"
+    (tmp_path / "cache" / "audit").chmod(0o777)  # others could plant a pickle: not read
+    audit = scan_sources([tmp_path / "src"])
+    assert audit.cached == 0 and "writable by others" in audit.cache_problem
+
+
+@pytest.mark.subprocess
+def test_files_parsed_in_processes_are_the_same_as_parsed_here(tmp_path: Path) -> None:
+    from omni_loader.lint.sources import PARALLEL_MIN
+
+    write(tmp_path, {f"pkg/m{i}.py": WALKING if i % 7 == 0 else "def f():\n    return 1\n"
+                     for i in range(PARALLEL_MIN + 8)})
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/bad.py": "def f(:\n"})
+    serial = scan_sources([tmp_path / "pkg"], workers=1, cache=False)
+    parallel = scan_sources([tmp_path / "pkg"], workers=2, cache=False)
+    assert serial.findings == parallel.findings and len(serial.findings) == 5
+    assert serial.failures == parallel.failures and len(parallel.failures) == 1

@@ -128,6 +128,9 @@ def read_bounded(path: str | Path, limit: int = MAX_FILE_BYTES, option: str = "-
     Opened non-blocking (a FIFO does not wait for a writer), checked on the descriptor (what was opened is what is
     read), read with a bound (a file that grows, or a device, cannot exhaust memory)."""
     try:
+        kind = not_regular(os.stat(path).st_mode)  # a socket cannot even be opened: said for what it is
+        if kind:
+            raise SourceError(f"{path}: {kind}, not a regular file: refused")
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise SourceError(f"{path}: cannot read: {_why(exc)}") from None
@@ -330,7 +333,7 @@ def read_sources(paths: Iterable[str | Path], exclude: Sequence[str] = (), max_b
             blob, result = result, pickle.loads(result)
         else:
             blob = _pickled(result) if cache is not None else b""
-        if blob:
+        if blob and cache is not None:
             cache.put(name, blob)
         done[i] = result
     return [done[i] for i in sorted(done)], failures
