@@ -811,7 +811,9 @@ def test_an_unchanged_file_is_not_parsed_again(tmp_path: Path, monkeypatch: pyte
 
 @pytest.mark.subprocess
 def test_files_parsed_in_processes_are_the_same_as_parsed_here(tmp_path: Path) -> None:
-    from omni_loader.lint.sources import PARALLEL_MIN
+    import pickle
+
+    from omni_loader.lint.sources import PARALLEL_MIN, scan_jobs
 
     write(tmp_path, {f"pkg/m{i}.py": WALKING if i % 7 == 0 else "def f():\n    return 1\n"
                      for i in range(PARALLEL_MIN + 8)})
@@ -820,3 +822,8 @@ def test_files_parsed_in_processes_are_the_same_as_parsed_here(tmp_path: Path) -
     parallel = scan_sources([tmp_path / "pkg"], workers=2, cache=False)
     assert serial.findings == parallel.findings and len(serial.findings) == 5
     assert serial.failures == parallel.failures and len(parallel.failures) == 1
+    jobs = [(str(p), p.stem, False, p.read_bytes(), frozenset()) for p in sorted((tmp_path / "pkg").glob("m*.py"))]
+    pickled = scan_jobs(jobs, workers=2)  # from the workers, each scan comes back pickled
+    assert all(isinstance(r, bytes) for r in pickled)
+    assert [pickle.loads(r).scan.top.local_roots for r in pickled] == [s.scan.top.local_roots
+                                                                       for s in scan_jobs(jobs, workers=1)]
