@@ -1,14 +1,20 @@
-# The project's two commands. Each creates its own virtual environment from nothing.
+# The project's two commands. Each creates its own virtual environment: from the lock on a Python without torch,
+# or layered over the environment of a PYTHON that has one (a ROCm or CUDA machine's), replacing nothing there.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+LOCK := requirements.lock
+# Non-empty when $(PYTHON) already has torch: then its torch, transformers and vLLM-Omni are kept as they are
+# (docs/gpu.md); OWN_ENV= (empty) installs from the lock all the same.
+OWN_ENV ?= $(shell $(PYTHON) -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" \
+	2>/dev/null && echo yes)
 # Two stamps: `reproduce` needs only the kit and its core dependencies (a fresh clone sets up in
 # about 20 s less); `test`, `lab` and `mutation` add JupyterLab (the lab extra) and the test tools.
 CORE := $(VENV)/.installed-core
 comma := ,
 FULL := $(VENV)/.installed-full
 
-.PHONY: reproduce test test-fast lab mutation clean
+.PHONY: reproduce test test-fast lab mutation clean lock
 
 # With bytecode writing on (see compile_imports): the first run's fork server writes what set-up left out.
 reproduce: $(CORE)  ## reproduce the PR's tables on the embedded default (synthetic full-size checkpoint, CPU)
@@ -67,8 +73,7 @@ $(BIN)/python:
 # uv does not read pip's configuration, and pip's configuration is where this machine's pinned CPU torch
 # wheel is found (find-links), so pip's find-links, indexes and constraints are handed over, and uv picks
 # the best version across the indexes as pip does.
-define install
-	@set -e; start=$$(date +%s); \
+define uv_env
 	pip() { if [ -x $(BIN)/pip ]; then $(BIN)/python -m pip "$$@"; else $(PYTHON) -m pip --python $(BIN)/python "$$@"; fi; }; \
 	[ -x $(BIN)/uv ] || pip install --quiet uv >/dev/null 2>&1 || true; \
 	cfg() { pip config list 2>/dev/null | sed -n "s/^[^.]*\.$$1='\(.*\)'$$/\1/p" | head -n 1; }; \
@@ -77,11 +82,25 @@ define install
 	[ -z "$$ei" ] || export UV_EXTRA_INDEX_URL="$$ei"; \
 	[ -z "$$ix" ] || export UV_DEFAULT_INDEX="$$ix"; \
 	[ -z "$$cn" ] || export UV_CONSTRAINT="$$cn"; \
-	export UV_INDEX_STRATEGY=unsafe-best-match; \
-	if [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '$(1)' pip; then tool=uv; \
-	else pip install --quiet -e '$(1)' pip; tool=pip; fi; \
+	export UV_INDEX_STRATEGY=unsafe-best-match;
+endef
+
+define install
+	@set -e; start=$$(date +%s); $(uv_env) \
+	if [ -n "$(OWN_ENV)" ]; then $(PYTHON) -m omni_loader.cli.setup_env keep --venv $(VENV) --extras '$(2)' \
+		--uv $(BIN)/uv || exit $$?; tool="uv beside $(PYTHON)'s own packages"; \
+	elif [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python -c $(LOCK) -e '$(1)' pip; then tool=uv; \
+	else pip install --quiet -c $(LOCK) -e '$(1)' pip; tool=pip; fi; \
 	echo "set-up: installed $(1) with $$tool in $$(( $$(date +%s) - start )) s"
 endef
+
+# The lock: the exact versions of the embedded default's environment (CPU torch, the kit's transformers), from
+# pyproject.toml's ranges. `make lock` re-resolves keeping every pin that still fits; UPGRADE=1 takes the newest.
+# A build label is dropped (torch's `+cpu`), so the lock installs wherever the version exists.
+lock: | $(BIN)/python
+	@set -e; $(uv_env) $(BIN)/uv pip compile pyproject.toml --extra lab --extra dev --python $(BIN)/python --quiet \
+		$(if $(UPGRADE),--upgrade,-c $(LOCK)) --no-annotate --custom-compile-command "make lock" -o $(LOCK).new
+	sed 's/^\(torch==[^+]*\)+.*/\1/' $(LOCK).new > $(LOCK) && rm $(LOCK).new
 
 # Bytecode for what a run imports, written at set-up. uv installs without it (pip compiles every file, for a minute
 # more), and a shell with PYTHONDONTWRITEBYTECODE set (this machine's) never writes any, so every process compiled
@@ -105,13 +124,13 @@ define compile_imports
 	echo "set-up: bytecode of what a run imports written in $$(( $$(date +%s) - start )) s"
 endef
 
-$(CORE): pyproject.toml | $(BIN)/python
-	$(call install,.)
+$(CORE): pyproject.toml $(LOCK) | $(BIN)/python
+	$(call install,.,)
 	$(call compile_imports,$(FIRST_IMPORTS),$(RUN_IMPORTS))
 	touch $(CORE)
 
-$(FULL): pyproject.toml | $(BIN)/python
-	$(call install,.[lab$(comma)dev])
+$(FULL): pyproject.toml $(LOCK) | $(BIN)/python
+	$(call install,.[lab$(comma)dev],lab$(comma)dev)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	$(call compile_imports,$(PRELOAD),$(RUN_IMPORTS)$(comma) $(TEST_IMPORTS))
 	touch $(FULL) $(CORE)

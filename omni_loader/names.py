@@ -74,5 +74,15 @@ def short_digest(digest: str, digits: int = 16) -> str:
 # The config.json key that marks a snapshot the kit wrote itself (random weights).
 SYNTHETIC_KEY = "omni_loader_synthetic"
 
+
+
+def cache_dir() -> Path:
+    """The kit's cache folder: synthetic snapshots, the audit's cache (``$OMNI_LOADER_CACHE`` overrides)."""
+    import os
+
+    env = os.environ.get("OMNI_LOADER_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "omni-loader"
+
+
 # Data shipped with the repository (the PR's published figures, the embedded config).
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"

@@ -328,7 +328,8 @@ ONE_LINERS = [
     (["--variant", "x"], "--variant 'x' is not NAME=STEP:REF[,STEP:REF] (steps: discovery, parameters)"),
     (["--variant", "baseline=discovery:m:f"], "--variant 'baseline': that name is a built-in variant; choose another"),
     (["--variant", "x=bogus:ref"],
-     "--variant 'x=bogus:ref': 'bogus:ref' is not STEP:REF with STEP one of discovery, parameters"),
+     "--variant 'x=bogus:ref': 'bogus:ref' is not STEP:REF with STEP one of discovery, parameters, or "
+     "installed[:PATH]"),
     (["--worker-timeout", "nan"], "--worker-timeout nan: must be a finite number of seconds above 0"),
     (["--worker-timeout", "0"], "--worker-timeout 0: must be a finite number of seconds above 0"),
     (["--worker-timeout", "-1"], "--worker-timeout -1: must be a finite number of seconds above 0"),

@@ -13,6 +13,8 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from omni_loader.host.requirements import LOCK_NAME, canonical, read_lock
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -49,40 +51,44 @@ def environment_pip_requirements(text: str) -> list[str]:
     return items
 
 
-def _normalise(req: str) -> str:
-    return re.sub(r"\s+", "", req).lower()
-
-
 def test_environment_parser_on_a_sample() -> None:
     sample = "name: x\ndependencies:\n  - python=3.11\n  - pip\n  - pip:\n      - a==1  # pinned\n      - 'b>=2'\nother: 1\n"
     assert environment_pip_requirements(sample) == ["a==1", "b>=2"]
 
 
-def test_dependency_lists_match() -> None:
-    env_text = (REPO / "environment.yml").read_text()
-    env = environment_pip_requirements(env_text)
-    py = pyproject_requirements()
-    assert len(env) == len(set(env)), "duplicate in environment.yml"
-    assert len(py) == len(set(py)), "duplicate in pyproject.toml"
-    assert {_normalise(r) for r in env} == {_normalise(r) for r in py}
-    try:
-        import yaml
-    except ModuleNotFoundError:
-        return
-    doc = yaml.safe_load(env_text)
-    (pip_list,) = [d["pip"] for d in doc["dependencies"] if isinstance(d, dict) and "pip" in d]
-    assert pip_list == env  # the hand parser reads what a YAML parser reads
-
-
-def test_torch_is_pinned_the_same_in_both() -> None:
+def test_environment_file_installs_the_lock_and_the_kit_with_every_extra() -> None:
     env = environment_pip_requirements((REPO / "environment.yml").read_text())
-    pins = []
-    for reqs in (pyproject_requirements(), env):
-        (torch_req,) = [r for r in reqs if re.match(r"torch\s*[=<>!~]", r)]
-        match = re.fullmatch(r"torch\s*==\s*(\d+(?:\.\d+)+)", torch_req)
-        assert match, f"torch is not pinned with == : {torch_req!r}"
-        pins.append(match.group(1))
-    assert pins[0] == pins[1]
+    extras = ",".join(pyproject()["project"]["optional-dependencies"])
+    assert env == [f"-r {LOCK_NAME}", f"-e .[{extras}]"]
+
+
+def test_the_lock_pins_every_requirement_inside_its_range() -> None:
+    """Every requirement of pyproject.toml (core and extras) is pinned by the lock, and the pin is in its range:
+    the lock is what `make test` installs, the ranges what a user's own environment may hold."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    lock = read_lock()
+    assert len(lock) > 50
+    for line in pyproject_requirements():
+        req = Requirement(line)
+        name = canonical(req.name)
+        assert name in lock, f"{req.name} is not in {LOCK_NAME}: run `make lock`"
+        assert req.specifier.contains(Version(lock[name])), f"{LOCK_NAME} pins {name}=={lock[name]} outside {line}"
+    assert lock["torch"] == "2.13.0" and lock["transformers"] == "5.24.0"  # the embedded default's figures
+
+
+def test_no_platform_package_is_pinned_exactly_in_the_metadata() -> None:
+    """torch and transformers are ranges: a ROCm build (2.x+rocm…) and vLLM-Omni's transformers must satisfy them."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    reqs = {canonical(Requirement(r).name): Requirement(r) for r in pyproject_requirements()}
+    for name, version in (("torch", "2.13.0+rocm7.1"), ("torch", "2.9.0"), ("transformers", "4.57.6"),
+                          ("transformers", "5.13.0")):
+        assert reqs[name].specifier.contains(Version(version)), (name, version)
+    for name, version in (("transformers", "5.3.0"), ("transformers", "5.5.0"), ("transformers", "4.55.0")):
+        assert not reqs[name].specifier.contains(Version(version)), (name, version)
 
 
 def _make_targets(makefile: str) -> dict[str, list[str]]:

@@ -308,7 +308,7 @@ def benchmark_spec(snapshot: Snapshot, options: LoadOptions | None = None, *,
     pinned = resolve_cpus(cpus, settings.get("threads", 1)) if isinstance(cpus, str) else tuple(cpus)
     return BenchmarkSpec(checkpoint=str(snapshot.root), load=(options or LoadOptions()).resolved(),
                          variants=tuple(v.name for v in chosen),
-                         custom_variants=tuple(v.to_dict() for v in chosen if v.name not in BUILTIN_VARIANTS),
+                         custom_variants=tuple(v.to_dict() for v in chosen if v.name not in BUILTIN_VARIANTS or v.release),
                          cpus=pinned, **settings)
 
 

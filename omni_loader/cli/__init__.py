@@ -20,7 +20,7 @@ from ..errors import OmniLoaderError, one_line
 
 # The command modules, in the order ``--help`` lists their commands; each adds its subcommands
 # through ``add_command(subparsers)``.
-COMMAND_MODULES: tuple[str, ...] = ("model", "reproduce", "report", "profile", "traversal", "serve", "timeline")
+COMMAND_MODULES: tuple[str, ...] = ("doctor", "model", "reproduce", "report", "profile", "traversal", "serve", "timeline")
 
 
 # --------------------------------------------------------------------------- parser
@@ -44,6 +44,20 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").add_command(sub)
     return parser
+
+
+# Commands that read saved files or source text only: they run whatever torch and transformers are installed.
+READS_SAVED_FILES = ("doctor", "report", "compare", "pack", "timeline")
+
+
+def refuse_out_of_range() -> None:
+    """A torch or transformers outside the kit's ranges (pyproject.toml) is one line before anything runs: a
+    transformers that vLLM-Omni excludes builds another module tree, and the figures would not be the PR's."""
+    from ..host.requirements import problems
+
+    bad = [p for p in problems(names=("torch", "transformers")) if p.have is not None]
+    if bad:
+        raise OmniLoaderError(bad[0].line())
 
 
 # Libraries whose exceptions reach the user as one line (the file, what is wrong), not as a traceback.
@@ -165,7 +179,17 @@ def _main(argv: list[str], debug: bool) -> int:
         # An option's value that its type= refuses with an OmniLoaderError (a malformed --variant, --runs out of
         # range...) is not caught by argparse: it is said here in one line, before anything is made.
         args = parse_args(argv)
+        if getattr(args, "command", None) not in READS_SAVED_FILES and not getattr(args, "source", None):
+            refuse_out_of_range()
         return int(args.func(args) or 0)
+    except ModuleNotFoundError as exc:  # a dependency of the kit that is not installed: which, and how to install it
+        from ..host.requirements import missing_module_line
+
+        line = None if debug else missing_module_line(exc)
+        if line is None:
+            raise
+        print(f"omni-loader: error: {line}", file=sys.stderr)
+        return 2
     except OmniLoaderError as exc:
         if debug:
             traceback.print_exc()

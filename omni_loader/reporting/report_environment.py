@@ -63,6 +63,7 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["transformers", env.get("transformers", "")],
         ["Python", env.get("python", "")],
         ["omni-loader", f"{env.get('kit_version', '')} ({env.get('kit_commit') or 'no git commit'})"],
+        ["Installed from", lock_text(env.get("lock"))],
         ["Variants", variants_text(meta)],
         ["Layout / dtypes", layout_text(spec)],
         ["Shards read", spec.get("read", "lazy (not recorded: kits before --read read lazily)")],
@@ -78,6 +79,17 @@ def environment_table(meta: dict[str, Any]) -> str:
          f"{record.get('started_at', '?')} / {record.get('finished_at', record.get('status', '?'))}"],
     ]
     return markdown_table(rows, ["Item", "Value"])
+
+
+def lock_text(lock: Any) -> str:
+    """The lock the environment came from, and what differs from it (a platform's own torch, transformers)."""
+    if not isinstance(lock, dict):
+        return "not recorded"
+    head = f"{lock.get('file')} (sha256 {str(lock.get('sha256', ''))[:12]}…)"
+    if lock.get("installed_from") == "own environment":
+        head = f"this machine's own packages, the rest from {head}"
+    differs = lock.get("differs") or []
+    return f"{head}; " + (f"differs: {', '.join(map(str, differs))}" if differs else "matches it")
 
 
 def variants_text(meta: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import __version__
 from ..host.machine import machine_profile
+from ..host.requirements import lock_record
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # omni_loader/results/metadata.py
 
@@ -59,6 +60,7 @@ def software_versions() -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "kit_version": __version__,
         "kit_commit": git_commit(),
+        "lock": lock_record(),  # the exact environment the kit was installed from, and how this one differs
     }
 
 

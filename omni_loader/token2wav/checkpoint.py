@@ -28,7 +28,7 @@ import torch
 
 from ..errors import CheckpointError, OmniLoaderError
 from .model import CHECKPOINT_PREFIX, build_model, config_dict, shipped_tensor_specs
-from ..names import SYNTHETIC_KEY
+from ..names import SYNTHETIC_KEY, cache_dir
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -245,8 +245,7 @@ def _opened(path: Path) -> OSError | None:
 
 def default_cache_dir() -> Path:
     """Where the embedded synthetic snapshots live (``$OMNI_LOADER_CACHE`` overrides)."""
-    env = os.environ.get("OMNI_LOADER_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "omni-loader"
+    return cache_dir()
 
 def default_snapshot_dir(size: str, seed: int) -> Path:
     """Where :func:`ensure_synthetic` keeps the embedded default snapshot of this size and seed."""

@@ -138,8 +138,10 @@ def _to_vllm_omni_layout(model: nn.Module) -> None:
     """
     dit = model.code2wav_dit_model
     rotary = dit.rotary_embed
+    # transformers 5.x registers inv_freq as non-persistent beside an original_inv_freq; 4.x kept one persistent inv_freq
     rotary._non_persistent_buffers_set.discard("inv_freq")
-    del rotary._buffers["original_inv_freq"]
+    rotary._non_persistent_buffers_set.discard("original_inv_freq")
+    rotary._buffers.pop("original_inv_freq", None)
     for block in dit.transformer_blocks:
         block.attn = FusedQKVDiTAttention(block.attn.config, to_out=block.attn.to_out)
     _cast_like_vllm_omni(model)
@@ -222,7 +224,10 @@ def build_model(
     check_choice("--layout", layout, LAYOUTS)
     check_choice("--construct", construct, CONSTRUCT_MODES)
     _, mdl = _modeling()
-    from transformers.initialization import no_init_weights
+    try:
+        from transformers.initialization import no_init_weights
+    except ModuleNotFoundError:  # transformers 4.x keeps it in modeling_utils
+        from transformers.modeling_utils import no_init_weights
 
     config = make_config(token2wav_config)
     # transformers' _from_config builds each half under its sub-config's dtype (a real snapshot's

@@ -1,0 +1,127 @@
+"""A GPU machine's own Python: set-up keeps its torch and transformers, refuses one out of range, and runs.
+
+The machine's Python is a stand-in (``stand_ins.platform_python``): torch relabelled as a ROCm build
+(``2.13.0+rocm7.1``, with a HIP version) and transformers 4.57.x. The commands are docs/gpu.md's own, read
+from its first block, with the stand-in's path for ``/path/to/python`` and a scratch venv and results folder.
+The in-process checks of the range rule and the one-line messages are in the fast lane.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from stand_ins import HIP_VERSION, ROCM_TORCH, _rewrite, platform_python, tree_fingerprint
+
+from omni_loader.cli import main
+from omni_loader.host import requirements
+
+REPO = Path(__file__).resolve().parent.parent
+PLACEHOLDER = "/path/to/python"
+
+
+def documented_commands() -> list[str]:
+    """The first ``sh`` block of docs/gpu.md, one command a line."""
+    text = (REPO / "docs" / "gpu.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", text, re.S).group(1)
+    return [line.strip() for line in block.splitlines() if line.strip()]
+
+
+def _site(python: Path) -> Path:
+    return Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_documented_gpu_setup_keeps_the_platforms_torch_and_transformers(tmp_path: Path) -> None:
+    python = platform_python(tmp_path / "platform")
+    site = _site(python)
+    before = {name: tree_fingerprint(site / name) for name in ("torch", "transformers")}
+    versions = subprocess.run([str(python), "-c", "import torch, transformers; print(torch.__version__, "
+                               "transformers.__version__)"], capture_output=True, text=True, check=True).stdout.split()
+    assert versions[0] == ROCM_TORCH and versions[1].startswith("4.57.")
+
+    first, doctor = documented_commands()[:2]
+    assert first.startswith("make reproduce") and PLACEHOLDER in first and "--size tiny" in first
+    venv, out = tmp_path / "kit-venv", tmp_path / "out"
+    argv = shlex.split(first.replace(PLACEHOLDER, str(python)))
+    argv = [f"{a} --out {out}" if a.startswith("ARGS=") else a for a in argv] + [f"VENV={venv}"]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"keeping torch {ROCM_TORCH}, transformers {versions[1]}" in done.stdout
+
+    # nothing of the platform's was replaced: same files, same sizes, same times
+    assert {name: tree_fingerprint(site / name) for name in before} == before
+    record = json.loads((out / "metadata.json").read_text())
+    (bench,) = record["benchmarks"].values()
+    env = bench["environment"]
+    assert (env["torch"], env["rocm_hip"], env["gpu_backend"]) == (ROCM_TORCH, HIP_VERSION, "rocm")
+    assert env["transformers"] == versions[1]
+    assert env["lock"]["installed_from"] == "own environment"
+    assert any(d.startswith(f"transformers {versions[1]}") for d in env["lock"]["differs"])
+    assert bench["status"] == "complete"
+
+    # the second documented command: doctor names the ROCm build and says what a run will use
+    assert doctor.endswith("omni-loader doctor")
+    seen = subprocess.run([str(venv / "bin" / "omni-loader"), "doctor", "--json"], capture_output=True, text=True)
+    checks = {c["what"]: c for c in json.loads(seen.stdout)["checks"]}
+    assert f"ROCm (HIP {HIP_VERSION})" in checks["torch"]["found"]
+    assert "layered over" in checks["Python"]["found"]
+
+    # a transformers outside the kit's range: refused in one line, before anything is installed
+    (meta,) = site.glob("transformers-*.dist-info/METADATA")
+    _rewrite(meta, re.sub(r"(?m)^Version: .*$", "Version: 5.3.0", meta.read_text(), count=1))
+    refused = subprocess.run([*argv[:-1], f"VENV={tmp_path / 'refused-venv'}"], cwd=REPO, capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode != 0
+    (line,) = [x for x in refused.stderr.splitlines() if x.startswith("set-up: refused")]
+    assert "transformers 5.3.0" in line and "outside omni-loader's range" in line
+    assert not list((tmp_path / "refused-venv").glob("lib/*/site-packages/omni_loader*"))
+
+
+def test_the_range_rule_reads_a_build_label_as_its_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ROCm build (``2.13.0+rocm7.1``) is torch 2.13.0; a transformers vLLM-Omni excludes is one line."""
+    class Dist:
+        def __init__(self, name: str, version: str) -> None:
+            self.metadata, self.version = {"Name": name}, version
+
+        def locate_file(self, _: str) -> str:
+            return "/opt/platform/site-packages"
+
+    def fake(torch: str, transformers: str):
+        return lambda: {"torch": Dist("torch", torch), "transformers": Dist("transformers", transformers)}
+
+    monkeypatch.setattr(requirements, "installed", fake(ROCM_TORCH, "4.57.6"))
+    assert requirements.problems(names=("torch", "transformers")) == []
+    monkeypatch.setattr(requirements, "installed", fake("2.1.2+rocm5.6", "5.3.0"))
+    found = requirements.problems(names=("torch", "transformers"))
+    assert [(p.name, p.have) for p in found] == [("torch", "2.1.2+rocm5.6"), ("transformers", "5.3.0")]
+    assert found[1].line().startswith("transformers 5.3.0 in /opt/platform/site-packages is outside omni-loader's "
+                                      "range")
+
+
+def test_a_command_refuses_an_out_of_range_transformers_in_one_line(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(requirements, "problems", lambda names=None, extras=(): [
+        requirements.Problem("transformers", ">=4.56", "5.3.0", "/x")])
+    assert main(["inventory", "--size", "tiny"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "transformers 5.3.0 in /x is outside omni-loader's range" in err
+    assert main(["audit", "--source", str(REPO / "omni_loader" / "names.py")]) == 0  # reads source only
+
+
+def test_a_missing_dependency_is_one_line_naming_it_and_how_to_install(monkeypatch, capsys) -> None:
+    import omni_loader.cli.model as model
+
+    def missing(args):
+        raise ModuleNotFoundError("No module named 'xxhash'", name="xxhash")
+
+    monkeypatch.setattr(model, "cmd_inventory", missing)
+    assert main(["inventory", "--size", "tiny"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("omni-loader: error: omni-loader needs xxhash>=") and "pip install 'xxhash>=" in err
+    assert requirements.missing_module_line(ModuleNotFoundError(name="somewhere_else")) is None
