@@ -125,3 +125,29 @@ def test_a_missing_dependency_is_one_line_naming_it_and_how_to_install(monkeypat
     err = capsys.readouterr().err.strip()
     assert err.startswith("omni-loader: error: omni-loader needs xxhash>=") and "pip install 'xxhash>=" in err
     assert requirements.missing_module_line(ModuleNotFoundError(name="somewhere_else")) is None
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_the_pre_commit_hook_installs_nothing_and_finds_the_mistake(tmp_path: Path) -> None:
+    """pre-commit runs the audit hook from the kit's checkout with no environment of its own: no torch, no wait."""
+    import os
+    import sys
+
+    uv = str(Path(sys.executable).parent / "uv")
+    subprocess.run([uv, "venv", "--quiet", str(tmp_path / "pc")], check=True)
+    subprocess.run([uv, "pip", "install", "--quiet", "--python", str(tmp_path / "pc" / "bin" / "python"), "pre-commit"],
+                   check=True)
+    user = tmp_path / "user-repo"
+    user.mkdir()
+    (user / "loader.py").write_text("def find(model):\n    for name, buf in model.named_buffers():\n"
+                                    "        if name in model.state_dict():\n            yield name\n")
+    subprocess.run(["git", "init", "-q"], cwd=user, check=True)
+    subprocess.run(["git", "add", "loader.py"], cwd=user, check=True)
+    home = tmp_path / "pre-commit-home"
+    done = subprocess.run([str(tmp_path / "pc" / "bin" / "pre-commit"), "try-repo", str(REPO), "omni-loader-audit",
+                           "--files", "loader.py"], cwd=user, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PRE_COMMIT_HOME": str(home)})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "loader.py:3: OL001" in done.stdout
+    assert not [p for p in home.rglob("*") if p.name in ("torch", "transformers")]  # nothing installed for it
