@@ -827,3 +827,22 @@ def test_files_parsed_in_processes_are_the_same_as_parsed_here(tmp_path: Path) -
     assert all(isinstance(r, bytes) for r in pickled)
     assert [pickle.loads(r).scan.top.local_roots for r in pickled] == [s.scan.top.local_roots
                                                                        for s in scan_jobs(jobs, workers=1)]
+
+
+def test_the_audit_imports_only_the_standard_library_at_module_level() -> None:
+    """The pre-commit hook runs the audit where torch (or pandas) is not installed: every module of the lint
+    package imports, at its top, the standard library and the kit's own stdlib-only helpers only."""
+    import ast
+
+    kit = {"errors", "formatting", "lazy", None}  # `from .. import __version__`: the lazy package itself
+    for path in sorted((REPO / "omni_loader" / "lint").glob("*.py")):
+        if path.name == "__main__.py":  # the entry point, which starts the command line, not a module of the audit
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Import):
+                assert all(a.name.split(".")[0] in sys.stdlib_module_names for a in node.names), path
+            elif isinstance(node, ast.ImportFrom):
+                if node.level == 0:
+                    assert node.module.split(".")[0] in sys.stdlib_module_names | {"__future__"}, (path, node.module)
+                elif node.level == 2:
+                    assert node.module in kit, (path, node.module)

@@ -149,6 +149,9 @@ def cmd_source_audit(args: argparse.Namespace) -> int:
     for line in audit.failures:  # each path not audited, one line each; no summary claims a clean audit
         print(f"omni-loader: error: {line}", file=sys.stderr)
     if audit.failures:
+        if args.write_baseline:  # a baseline of a partial audit would let the unread files' findings in as new
+            print(f"omni-loader: error: --write-baseline {args.write_baseline}: not written, "
+                  f"{len(audit.failures)} path(s) not audited", file=sys.stderr)
         return 2
     words = (f"; {known} {'written to ' + args.write_baseline if args.write_baseline else 'known from the baseline'}"
              if args.write_baseline or baseline is not None else "")
