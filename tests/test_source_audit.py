@@ -396,6 +396,8 @@ def test_cli_sarif(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (["--source", "{bad}"], "bad.py:2: cannot parse"),
     (["--source", "{ok}", "--arch", "bert"], "does not combine with --arch"),
     (["--modules", "10", "--items", "3"], "--modules belongs to a source audit"),
+    (["--arch", "bert", "--format", "github"], "--format belongs to a source audit"),
+    (["--arch", "bert", "--select", "OL002"], "--select belongs to a source audit"),
     (["--source", "{ok}", "--modules", "10"], "give both --modules N and --items M"),
     (["--source", "{ok}", "--modules", "0", "--items", "3"], "--modules must be at least 1"),
 ])

@@ -109,6 +109,7 @@ def cmd_source_audit(args: argparse.Namespace) -> int:
 
     from ..lint.baseline import new_findings, read_baseline, write_baseline
     from ..lint.findings import github_lines, ordered, selected_rules, text_lines, to_json, to_sarif
+    from ..lint.limits import MAX_FILE_BYTES
     from ..lint.price import VisitCost, price_findings, tree_size, visit_cost
     from ..lint.source_audit import scan_sources
     from .options import given_options
@@ -122,7 +123,8 @@ def cmd_source_audit(args: argparse.Namespace) -> int:
     rules = selected_rules([c for group in args.select for c in group], [c for group in args.ignore for c in group])
     size = tree_size(args.modules, args.items, args.like)  # a bad --like is said before the sources are read
     baseline = read_baseline(args.baseline) if args.baseline else None
-    audit = scan_sources(args.source, args.exclude, rules=rules, once=args.once, max_bytes=args.max_file_size,
+    audit = scan_sources(args.source, args.exclude, rules=rules, once=args.once,
+                         max_bytes=MAX_FILE_BYTES if args.max_file_size is None else args.max_file_size,
                          workers=args.jobs, cache=not args.no_cache)
     findings, known = list(audit.findings), 0
     if args.write_baseline and not audit.failures:
@@ -275,8 +277,7 @@ def add_command(sub: Any) -> None:
     g.add_argument("--write-baseline", metavar="FILE", help="write today's findings as a baseline and exit 0")
     g.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text",
                    help="text (path:line: OL001 message), json, sarif (2.1.0) or github (workflow annotations)")
-    g.add_argument("--max-file-size", type=bounded_int("--max-file-size", 0, 1 << 40), default=MAX_FILE_BYTES,
-                   metavar="BYTES", help=f"refuse files larger than this (default {MAX_FILE_BYTES:,}; 0: no cap)")
+    g.add_argument("--max-file-size", type=bounded_int("--max-file-size", 0, 1 << 40), metavar="BYTES", help=f"refuse files larger than this (default {MAX_FILE_BYTES:,}; 0: no cap)")
     g.add_argument("--jobs", type=bounded_int("--jobs", 1, 1024), metavar="N",
                    help="processes to parse in (default: one per CPU; 1: none)")
     g.add_argument("--no-cache", action="store_true", help="parse every file again (the cache of earlier scans, "
