@@ -14,7 +14,7 @@ CORE := $(VENV)/.installed-core
 comma := ,
 FULL := $(VENV)/.installed-full
 
-.PHONY: reproduce test test-fast lab mutation clean lock
+.PHONY: reproduce test test-fast lab mutation clean lock gpu-check compat
 
 # With bytecode writing on (see compile_imports): the first run's fork server writes what set-up left out.
 reproduce: $(CORE)  ## reproduce the PR's tables on the embedded default (synthetic full-size checkpoint, CPU)
@@ -55,6 +55,16 @@ mutation: $(FULL)  ## mutation testing of the core modules (long; not in CI): ma
 	nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(foreach m,$(MODULES),'$(call mutant_glob,$(m))') \
 		|| exit $$?; \
 	$(BIN)/python tests/mutation_score.py --seconds $$(( $$(date +%s) - start )) $(MODULES)
+
+# Every GPU path of the kit, each step with what it must show (tests/gpu_check.py, docs/gpu.md): on a ROCm or
+# CUDA machine, after `make reproduce PYTHON=/path/to/python`. GPU_CHECK_ARGS=--skip-full leaves out the full size.
+gpu-check: $(CORE)  ## run every GPU path of the kit and say what each showed (needs a GPU)
+	$(BIN)/python tests/gpu_check.py $(GPU_CHECK_ARGS)
+
+# The transformers compatibility matrix (tests/compat_matrix.py): each version in a scratch venv beside the lock's
+# torch, the kit's layout counted and both rules run; writes docs/compat.md. Minutes, so not part of `make test`.
+compat: $(CORE)  ## transformers compatibility matrix -> docs/compat.md (not part of the tests)
+	$(BIN)/python tests/compat_matrix.py $(COMPAT_ARGS)
 
 # JupyterLab with the project's Jupyter configuration (jupyter-config/: no news pop-up), serving the
 # repository root so that the notebooks' links into results/ resolve; it opens on notebooks/.

@@ -23,11 +23,9 @@ from typing import Any
 
 from .errors import OmniLoaderError
 from .host import requirements
-from .host.machine import free_page_reporting, virtualisation
+from .host.machine import free_page_reporting, gpus, virtualisation
 from .names import DATA_DIR, cache_dir
 
-KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
-NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
@@ -61,24 +59,6 @@ def torch_build() -> dict[str, str | None]:
             values[target.id] = node.value.value
     return {"version": values.get("__version__") or _version("torch"), "cuda": values.get("cuda"),
             "hip": values.get("hip")}
-
-
-def gpus() -> list[dict[str, Any]]:
-    """The machine's GPUs as its drivers show them (AMD's KFD topology, NVIDIA's /proc), without torch."""
-    found = []
-    for node in sorted(KFD_NODES.glob("*"), key=lambda p: p.name) if KFD_NODES.is_dir() else []:
-        props = dict(line.split() for line in _text(node / "properties").splitlines() if len(line.split()) == 2)
-        if int(props.get("simd_count", 0)) == 0:  # a CPU node
-            continue
-        memory = sum(int(dict(line.split() for line in _text(bank / "properties").splitlines()
-                                   if len(line.split()) == 2).get("size_in_bytes", 0))
-                     for bank in (node / "mem_banks").glob("*"))
-        found.append({"vendor": "AMD", "name": _text(node / "name").strip() or f"gfx {props.get('gfx_target_version')}",
-                      "memory_bytes": memory or None})
-    for gpu in sorted(NVIDIA_GPUS.glob("*")) if NVIDIA_GPUS.is_dir() else []:
-        info = dict(line.split(":", 1) for line in _text(gpu / "information").splitlines() if ":" in line)
-        found.append({"vendor": "NVIDIA", "name": info.get("Model", "?").strip(), "memory_bytes": None})
-    return found
 
 
 def _text(path: Path) -> str:

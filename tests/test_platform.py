@@ -151,3 +151,35 @@ def test_the_pre_commit_hook_installs_nothing_and_finds_the_mistake(tmp_path: Pa
     assert done.returncode == 1, done.stdout + done.stderr
     assert "loader.py:3: OL001" in done.stdout
     assert not [p for p in home.rglob("*") if p.name in ("torch", "transformers")]  # nothing installed for it
+
+
+def _amd_topology(root: Path) -> Path:
+    """A KFD topology as an MI300X machine's /sys/class/kfd/kfd/topology/nodes shows it: a CPU node and a GPU node."""
+    (root / "0").mkdir(parents=True)
+    (root / "0" / "properties").write_text("cpu_cores_count 2\nsimd_count 0\n")
+    gpu = root / "1"
+    (gpu / "mem_banks" / "0").mkdir(parents=True)
+    (gpu / "properties").write_text("cpu_cores_count 0\nsimd_count 1216\ngfx_target_version 90402\n")
+    (gpu / "name").write_text("gfx942\n")
+    (gpu / "mem_banks" / "0" / "properties").write_text(f"heap_type 1\nsize_in_bytes {192 * 2**30}\n")
+    return root
+
+
+def test_a_cpu_torch_on_a_gpu_machine_is_said_before_a_run_and_by_doctor(tmp_path, monkeypatch) -> None:
+    import torch
+
+    from omni_loader import doctor
+    from omni_loader.host import devices, machine
+
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a GPU here")
+    monkeypatch.setattr(machine, "KFD_NODES", _amd_topology(tmp_path / "nodes"))
+    assert machine.gpus() == [{"vendor": "AMD", "name": "gfx942", "memory_bytes": 192 * 2**30}]
+    banner = devices.device_banner("auto")
+    assert "though this machine has AMD gfx942: it is a CPU build; `omni-loader doctor` says what to fix" in banner
+    checks = {c.what: c for c in doctor.diagnose()}
+    assert "AMD gfx942 (192.0 GiB)" in checks["GPUs"].found
+    assert "cannot use this machine's AMD GPU; install a ROCm build of torch" in checks["GPUs"].fix
+    assert doctor.verdict(list(checks.values())).startswith("fix first (GPUs)")
+    monkeypatch.setattr(machine, "KFD_NODES", tmp_path / "absent")
+    assert "though this machine has" not in devices.device_banner("auto")

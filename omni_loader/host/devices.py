@@ -16,6 +16,7 @@ import sys
 import torch
 
 from ..errors import DeviceError
+from .machine import gpus
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "meta")
 AUTO = "auto"
@@ -68,6 +69,11 @@ def device_banner(name: str | torch.device) -> str:
     if str(name).strip() == AUTO:
         why = " — chosen by device='auto': " + ("torch sees a GPU" if device.type == "cuda" else
                                                "torch sees no GPU (torch.cuda.is_available() is False)")
+        unseen = gpus() if device.type == "cpu" else []
+        if unseen:  # the machine has one that this torch cannot use: said before a long run, not after
+            build = "it is a CPU build" if gpu_backend() is None else f"a {gpu_backend()} build that sees none"
+            names = ", ".join(f"{g['vendor']} {g['name']}" for g in unseen)
+            why += f", though this machine has {names}: {build}; `omni-loader doctor` says what to fix"
     return f"device: {what}{why}"
 
 

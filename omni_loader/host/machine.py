@@ -71,6 +71,34 @@ def free_page_reporting() -> str | None:
     return "off"
 
 
+KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+def _pairs(text: str | None, sep: str | None = None) -> dict[str, str]:
+    """``key value`` lines (sysfs properties, /proc information) as a dict."""
+    pairs = [line.split(sep, 1) for line in (text or "").splitlines()]
+    return {p[0].strip(): p[1].strip() for p in pairs if len(p) == 2}
+
+
+def gpus() -> list[dict[str, Any]]:
+    """The machine's GPUs as its drivers show them (AMD's KFD topology, NVIDIA's /proc), without torch: what
+    ``doctor`` and the device line compare with what torch sees."""
+    found: list[dict[str, Any]] = []
+    for node in sorted(KFD_NODES.glob("*"), key=lambda p: p.name) if KFD_NODES.is_dir() else []:
+        props = _pairs(_read(str(node / "properties")))
+        if int(props.get("simd_count", 0)) == 0:  # a CPU node
+            continue
+        memory = sum(int(_pairs(_read(str(bank / "properties"))).get("size_in_bytes", 0))
+                     for bank in (node / "mem_banks").glob("*"))
+        found.append({"vendor": "AMD", "name": _read(str(node / "name")) or f"gfx {props.get('gfx_target_version')}",
+                      "memory_bytes": memory or None})
+    for gpu in sorted(NVIDIA_GPUS.glob("*")) if NVIDIA_GPUS.is_dir() else []:
+        found.append({"vendor": "NVIDIA", "name": _pairs(_read(str(gpu / "information")), ":").get("Model", "?"),
+                      "memory_bytes": None})
+    return found
+
+
 def machine_profile() -> dict[str, Any]:
     """The machine's standing settings that decide how noisy a measurement is."""
     return {
