@@ -115,7 +115,7 @@ def _transformers_check() -> Check:
     if omni:
         req = requirements._packaging()[0].Requirement(omni[0].split(";")[0])
         if not req.specifier.contains(requirements._public(have), prereleases=True):
-            warn = f"outside the installed vLLM-Omni's own range {req.specifier}"
+            warn = f"outside the installed vLLM-Omni's own range {requirements.spec_text(req.specifier)}"
     return Check("transformers", f"{have}; omni-loader's range, vLLM-Omni's own: {_spec('transformers')}", fix=fix,
                  warn=warn)
 
@@ -132,10 +132,11 @@ def _vllm_omni_check() -> Check:
         return Check("vLLM-Omni", f"{have}: its Token2Wav's discovery rule could not be read ({exc})")
     from .lint.source_audit import scan_sources
 
-    found = [f for f in scan_sources([release.file]).findings if release.line <= f.line]
-    where = f"; the audit flags {release.file.name}:{found[0].line}" if found else "; the audit flags nothing there"
-    return Check("vLLM-Omni", f"{release.version}: {release.label} is the {release.rule} rule "
-                 f"({'the kit runs it as --variants installed' if release.rule != 'other' else 'neither rule'}){where}")
+    last = release.line + len(release.source.splitlines()) - 1
+    found = [f for f in scan_sources([release.file]).findings if release.line <= f.line <= last]
+    where = f"the audit flags line {found[0].line}" if found else "the audit flags nothing in it"
+    return Check("vLLM-Omni", f"{release.version}: its Token2Wav's find_all_registers ({release.file.name}:"
+                 f"{release.line}) is the {release.rule} rule; {where}; `--variants …,installed` runs it")
 
 
 def _pyspy_check() -> Check:

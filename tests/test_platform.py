@@ -183,3 +183,27 @@ def test_a_cpu_torch_on_a_gpu_machine_is_said_before_a_run_and_by_doctor(tmp_pat
     assert doctor.verdict(list(checks.values())).startswith("fix first (GPUs)")
     monkeypatch.setattr(machine, "KFD_NODES", tmp_path / "absent")
     assert "though this machine has" not in devices.device_banner("auto")
+
+
+@pytest.mark.parametrize("rule", ["per-buffer state_dict()", "one module walk"])
+def test_doctor_names_the_installed_releases_rule_with_its_file_and_line(tmp_path, monkeypatch, rule) -> None:
+    """A vLLM-Omni installed beside the kit (its module imports vllm, which is not there): read, never imported."""
+    import importlib
+    import sys
+
+    from test_release import def_line, make_site, module_text
+
+    from omni_loader import doctor
+
+    make_site(tmp_path, rule, "0.28.0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    check = next(c for c in doctor.diagnose() if c.what == "vLLM-Omni")
+    line = def_line(module_text(rule))
+    assert check.found.startswith(f"0.28.0: its Token2Wav's find_all_registers (qwen2_5_omni_token2wav.py:{line}) "
+                                  f"is the {rule} rule")
+    state_dict_line = line + next(i for i, text in enumerate(module_text(rule).splitlines()[line - 1:])
+                                  if "state_dict()" in text) if "state_dict" in rule else None
+    assert (f"the audit flags line {state_dict_line}" if state_dict_line else "the audit flags nothing in it") \
+        in check.found
+    assert "vllm_omni" not in sys.modules and "vllm" not in sys.modules

@@ -96,7 +96,9 @@ def _public(version: str) -> str:
 
 def spec_text(specifier) -> str:
     """``>=4.56,!=5.0.*,…``: a range as people write it, its bounds first (``packaging`` sorts it as text)."""
-    return ",".join(sorted(map(str, specifier), key=lambda s: (s.startswith("!="), s)))
+    order = (">=", ">", "==", "~=", "<=", "<", "!=")
+    return ",".join(sorted(map(str, specifier), key=lambda s: (next(i for i, op in enumerate(order)
+                                                                     if s.startswith(op)), s)))
 
 
 def _where(dist: importlib.metadata.Distribution) -> str:
