@@ -443,3 +443,70 @@ def test_metadata_fields_of_the_wrong_type_are_one_line_naming_the_file_and_key(
 
 def _member(metadata: dict, **fields) -> dict:
     return {**metadata, "benchmarks": {"load": {**metadata["benchmarks"]["load"], **fields}}}
+
+
+
+def _commands_with_out(parser=None) -> dict[str, object]:
+    """Every subcommand of the parser that takes ``--out`` (name -> its parser), read from the parser itself."""
+    import argparse
+
+    from omni_loader.cli import build_parser
+
+    sub = next(a for a in (parser or build_parser())._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: p for name, p in sub.choices.items() if any("--out" in a.option_strings for a in p._actions)}
+
+
+def test_every_command_refuses_a_linked_out_before_it_runs(tmp_path, capsys, monkeypatch):
+    """A symbolic link as ``--out`` is refused in one line by every command that has one, before the command runs
+    (here a stand-in for it that would write through the link)."""
+    import omni_loader.cli as cli
+
+    commands = _commands_with_out()
+    assert {"reproduce", "serve-ab", "compare", "timeline", "profile", "traversal", "audit", "synth", "pack"} <= set(commands)
+    real = cli.build_parser
+
+    def parser_of_stand_ins():
+        parser = real()
+        for p in _commands_with_out(parser).values():
+            p.set_defaults(func=lambda args: (Path(args.out) / "written").write_text("x") and 0)
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", parser_of_stand_ins)
+    for name, p in commands.items():
+        elsewhere = tmp_path / f"elsewhere-{name}"
+        elsewhere.mkdir()
+        link = tmp_path / f"out-{name}"
+        link.symlink_to(elsewhere)
+        argv = [name]
+        for action in p._actions:  # what the command requires, given a harmless value
+            if not action.option_strings:
+                argv.append(str(tmp_path / "missing"))
+            elif action.required and "--out" not in action.option_strings:
+                argv += [action.option_strings[0], action.choices[0] if action.choices else "1"]
+        code, _, err = _cli(capsys, *argv, "--out", link)
+        assert code == 2, (name, err)
+        assert _one_line(err) == (f"omni-loader: error: {link} is a symbolic link (to {elsewhere}): omni-loader writes "
+                                  "--out in place, never through a link; name the folder (or file) it points to, or "
+                                  "remove the link, and run again"), name
+        assert list(elsewhere.iterdir()) == [], name
+
+
+@pytest.mark.parametrize("linked", ["refs/main", "refs"])
+def test_synth_hub_cache_refuses_a_linked_refs_main(tiny_snapshot, tmp_path, linked):
+    """``synth --hub-cache`` writes ``refs/main`` in place: a link planted there (the file or its folder) is
+    refused in one line, and the file it points to is untouched."""
+    from omni_loader.token2wav.checkpoint import place_in_hub_cache
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "main").write_text(SECRET)
+    repo = tmp_path / "hub" / "models--Qwen--Qwen2.5-Omni-3B"
+    (repo / "refs").mkdir(parents=True)
+    if linked == "refs":
+        (repo / "refs").rmdir()
+        (repo / "refs").symlink_to(secret)
+    else:
+        (repo / "refs" / "main").symlink_to(secret / "main")
+    with pytest.raises(ResultsError, match="is a symbolic link"):
+        place_in_hub_cache(tiny_snapshot, tmp_path / "hub")
+    assert (secret / "main").read_text() == SECRET

@@ -50,6 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
 READS_SAVED_FILES = ("doctor", "report", "compare", "pack", "timeline")
 
 
+# Why a linked --out is refused: what the kit writes there would land in the link's target, outside the folder named.
+OUT_IN_PLACE = ("omni-loader writes --out in place, never through a link; name the folder (or file) it points to, "
+                "or remove the link, and run again")
+
+
+def refuse_linked_out(args: argparse.Namespace) -> None:
+    """Every command's ``--out``, checked here once, before the command runs (before its first byte): a symbolic link
+    (or a file of several names) is refused in one line. Why here: each writer checked its own folder, and two
+    (``reproduce``, ``serve-ab``) wrote into a linked ``--out``'s target; one check for all cannot be left out."""
+    from ..results.safe_files import refuse_link
+
+    if getattr(args, "out", None):
+        refuse_link(args.out, OUT_IN_PLACE)
+
+
 def refuse_out_of_range() -> None:
     """A torch or transformers outside the kit's ranges (pyproject.toml) is one line before anything runs: a
     transformers that vLLM-Omni excludes builds another module tree, and the figures would not be the PR's."""
@@ -179,6 +194,7 @@ def _main(argv: list[str], debug: bool) -> int:
         # An option's value that its type= refuses with an OmniLoaderError (a malformed --variant, --runs out of
         # range...) is not caught by argparse: it is said here in one line, before anything is made.
         args = parse_args(argv)
+        refuse_linked_out(args)
         if getattr(args, "command", None) not in READS_SAVED_FILES and not getattr(args, "source", None):
             refuse_out_of_range()
         return int(args.func(args) or 0)

@@ -379,8 +379,9 @@ def place_in_hub_cache(
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(src, target)
-    (repo / "refs").mkdir(exist_ok=True)
-    (repo / "refs" / "main").write_text(digest)
+    from ..results.safe_files import ensure_dir, write_text
+
+    write_text(ensure_dir(repo / "refs") / "main", digest)  # a planted link there is refused, never written through
     return target
 
 def _progress(total: int, desc: str, enabled: bool) -> Any:
