@@ -359,3 +359,33 @@ def test_a_schema_2_directory_is_read_resumed_and_rewritten_as_a_suite(tiny_snap
     assert suite["schema_version"] == 3 and list(suite["benchmarks"]) == ["load", "startup"]
     assert suite["benchmarks"]["load"]["spec"]["layout"] == "transformers"  # the load record as it was
     assert check_results(out).ok and benchmark(suite, "startup")["status"] == "complete"
+
+
+# --------------------------------------------------------------------------- a sequential design's look, interrupted
+
+
+@pytest.mark.slow
+def test_a_look_interrupted_is_read_on_resume_before_any_new_run(tiny_snapshot, tmp_path, capsys):
+    """Killed while reading its first look (every run it reads ended), a sequential benchmark's ``--resume`` reads
+    that look first: settled, it stops there with no run beyond the look, and ``report --strict`` finds nothing
+    wrong (one run more was made, then cut from the plan as 14 rows off it)."""
+    from omni_loader.results.planner import FIRST_LOOK
+
+    def interrupted(out, n, alpha):
+        raise KeyboardInterrupt
+
+    spec = BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=1, runs=FIRST_LOOK + 2, workers="in-process")
+    out = tmp_path / "res"
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(spec, out, progress=False, look=interrupted)
+    looked = 2 * (FIRST_LOOK + 1)  # a warm-up and five runs a side
+    assert len(saved_run_ids(out)) == looked and benchmark(read_metadata(out), "load")["status"] == "interrupted"
+
+    run_benchmark(spec, out, resume=True, progress=False, look=lambda out, n, alpha: (True, "settled"))
+    record = benchmark(read_metadata(out), "load")
+    assert record["status"] == "complete" and record["sequential"]["stopped_at"] == FIRST_LOOK
+    assert len(saved_run_ids(out)) == looked == len(record["plan"])
+    check = check_results(out)
+    assert not check.problems, check.problems
+    strict = cli(capsys, "report", out, "--quiet", "--strict")
+    assert strict.returncode == 0, strict.stderr

@@ -109,6 +109,8 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
                        desc="A/B runs, cold" if spec.load.cache == "cold" else "A/B runs")  # 01 runs both kinds
     redrawer = Redrawer(bar)  # its clock moves through the set-up below (01's stood 12 s at "starting the worker")
     try:
+        if looks.read_ready(rec, bar):  # a look whose runs all ended before an interrupt (during the look itself):
+            return  # read before any new run, which a look that settles would leave off its plan
         if todo and "storage" not in _cache_record(rec):  # first: the fork server may still be importing
             bar.set_postfix_str("reading one checkpoint file once: the storage's read throughput")
             rec.update(**{CACHE_KEY: {**_cache_record(rec), "storage": _storage_throughput(spec)}})
@@ -173,9 +175,13 @@ class Looks:
 
     def after(self, run: PlannedRun, rec: Recording, bar: Any) -> bool:
         """Note ``run`` ended; read every look it completes; True when one settled (stop)."""
+        self.done.add(run.run_id)
+        return self.read_ready(rec, bar)
+
+    def read_ready(self, rec: Recording, bar: Any) -> bool:
+        """Read every pending look whose runs have all ended; True when one settled (stop)."""
         from ..results.planner import look_alpha
 
-        self.done.add(run.run_id)
         while self.pending and {r.run_id for r in self.needed(self.pending[0])} <= self.done:
             n = self.pending.pop(0)
             bar.set_postfix_str(f"reading the verdicts after {n} runs a side (sequential design)")
