@@ -145,3 +145,31 @@ def test_make_lab_starts_as_root_too() -> None:
                          text=True, check=True).stdout
     lab = [line for line in dry.splitlines() if "jupyter-config" in line or "default_url" in line]
     assert lab and ("--allow-root" in " ".join(lab)) == (os.geteuid() == 0)
+
+
+def _readme_command_rows() -> list[tuple[list[str], str]]:
+    """The README's command table: (the commands a row names, the row's text)."""
+    text = (REPO / "README.md").read_text()
+    table = next(block for block in text.split("## Commands", 1)[1].split("\n\n") if block.startswith("| command"))
+    rows = []
+    for line in table.splitlines()[2:]:
+        head, _, rest = line.strip("|").partition("|")
+        rows.append(([c.split()[0] for c in re.findall(r"`([^`]+)`", head)], rest))
+    return rows
+
+
+def test_the_readme_command_table_is_the_parser() -> None:
+    """Every command of the parser has its row, every row names a command, every option a row names exists."""
+    import argparse
+
+    from omni_loader.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    rows = _readme_command_rows()
+    named = {c for commands, _ in rows for c in commands}
+    assert named == set(sub.choices), f"README rows vs parser: {sorted(named ^ set(sub.choices))}"
+    for commands, rest in rows:
+        options = {o for c in commands for a in sub.choices[c]._actions for o in a.option_strings}
+        mentioned = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest))
+        assert mentioned <= options, f"{commands}: README names {sorted(mentioned - options)}, not options of it"
