@@ -207,3 +207,22 @@ def test_doctor_names_the_installed_releases_rule_with_its_file_and_line(tmp_pat
     assert (f"the audit flags line {state_dict_line}" if state_dict_line else "the audit flags nothing in it") \
         in check.found
     assert "vllm_omni" not in sys.modules and "vllm" not in sys.modules
+
+
+def test_the_record_names_the_installed_release_and_the_report_says_it(tmp_path, monkeypatch) -> None:
+    import importlib
+
+    from test_release import def_line, make_site, module_text
+
+    from omni_loader.reporting.report_environment import vllm_omni_text
+    from omni_loader.results.metadata import installed_vllm_omni
+
+    assert installed_vllm_omni() is None and vllm_omni_text({"vllm_omni": None}) == "none"
+    make_site(tmp_path, "per-buffer state_dict()", "0.28.0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    found = installed_vllm_omni()
+    line = def_line(module_text("per-buffer state_dict()"))
+    assert (found["version"], found["line"], found["rule"]) == ("0.28.0", line, "per-buffer state_dict()")
+    assert vllm_omni_text({"vllm_omni": found}) == ("0.28.0: find_all_registers is the per-buffer state_dict() "
+                                                    f"rule (qwen2_5_omni_token2wav.py:{line})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ..formatting import markdown_table
@@ -64,6 +65,7 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["Python", env.get("python", "")],
         ["omni-loader", f"{env.get('kit_version', '')} ({env.get('kit_commit') or 'no git commit'})"],
         ["Installed from", lock_text(env.get("lock"))],
+        ["vLLM-Omni installed", vllm_omni_text(env)],
         ["Variants", variants_text(meta)],
         ["Layout / dtypes", layout_text(spec)],
         ["Shards read", spec.get("read", "lazy (not recorded: kits before --read read lazily)")],
@@ -90,6 +92,19 @@ def lock_text(lock: Any) -> str:
         head = f"this machine's own packages, the rest from {head}"
     differs = lock.get("differs") or []
     return f"{head}; " + (f"differs: {', '.join(map(str, differs))}" if differs else "matches it")
+
+
+def vllm_omni_text(env: dict[str, Any]) -> str:
+    """The installed vLLM-Omni and its Token2Wav's discovery rule, as recorded (kits before it: not recorded)."""
+    if "vllm_omni" not in env:
+        return "not recorded"
+    found = env["vllm_omni"]
+    if not isinstance(found, dict):
+        return "none"
+    if found.get("error"):
+        return f"{found.get('version') or 'a release'} whose find_all_registers could not be read: {found['error']}"
+    return (f"{found.get('version')}: find_all_registers is the {found.get('rule')} rule "
+            f"({Path(str(found.get('file'))).name}:{found.get('line')})")
 
 
 def variants_text(meta: dict[str, Any]) -> str:

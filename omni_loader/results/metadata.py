@@ -61,7 +61,25 @@ def software_versions() -> dict[str, Any]:
         "kit_version": __version__,
         "kit_commit": git_commit(),
         "lock": lock_record(),  # the exact environment the kit was installed from, and how this one differs
+        "vllm_omni": installed_vllm_omni(),
     }
+
+
+def installed_vllm_omni() -> dict[str, Any] | None:
+    """The vLLM-Omni installed beside the kit and the discovery rule its Token2Wav ships (read from its source,
+    never imported), or None: which release a reader's machine runs is part of what was measured there."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm_omni") is None:
+        return None
+    from ..errors import OmniLoaderError
+    from ..token2wav.release import read_release
+
+    try:
+        release = read_release()
+    except OmniLoaderError as exc:
+        return {"version": None, "error": str(exc)}
+    return {"version": release.version, "file": str(release.file), "line": release.line, "rule": release.rule}
 
 
 def environment(device: str = "cpu") -> dict[str, Any]:
