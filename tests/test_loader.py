@@ -13,7 +13,7 @@ import torch
 from omni_loader.bench import worker
 from omni_loader.token2wav.checkpoint import iter_token2wav_weights, open_snapshot, synthesize
 from omni_loader.errors import CheckpointError, OmniLoaderError
-from omni_loader.names import LEAF_PHASES
+from omni_loader.names import LEAF_PHASES, PHASE_TREE, PHASES
 from omni_loader.token2wav.loader import load_token2wav, tensor_digest
 from omni_loader.token2wav.model import build_model
 
@@ -132,6 +132,16 @@ def test_phases(loads: dict, key: tuple[str, str]) -> None:
     assert sum(p.seconds for p in outer) <= seconds["outer_load_weights"] <= seconds["total"]
     assert sum(seconds[p] for p in top) <= seconds["total"]
     assert all(p.rss_peak_bytes > 0 and p.device_peak_bytes is None for p in result.phases)
+
+
+def test_the_loader_times_the_declared_phase_tree(tiny_snapshot: Path, loads: dict) -> None:
+    """``names.PHASES`` is the loader's ``with clock.phase`` nesting: each phase under its parent, in the order they end."""
+    parents = {p.name: p.parent for p in PHASES}
+    declared = [(name, parents[name]) for name in PHASE_TREE.ended()]
+    _, result = load_token2wav(open_snapshot(tiny_snapshot), "optimized", reference_copy=True)
+    assert [(p.name, p.parent) for p in result.phases] == declared
+    for _, result in loads.values():  # without the yardstick, the same tree less its phase
+        assert [(p.name, p.parent) for p in result.phases] == [d for d in declared if d[0] != "reference_copy"]
 
 
 def test_to_dict_is_json(loads: dict) -> None:

@@ -22,13 +22,12 @@ from typing import Any
 
 from ..bench.checkpoint_cache import CACHE_KEY, COLD_RESIDENT, WARM_RESIDENT, as_condition
 from ..formatting import duration, markdown_table, mib, percent, span
+from ..names import PHASE_TREE, READ_PHASES
 from ..results.rows import RESIDENCY_COLUMN
 from .measurements import PR_PAIR, described_record, label, spec_of
 from .stats import measured, phase_summary
 
-# The phases that read the checkpoint's files (the shards, spk_dict.pt), and the headline rows enclosing them.
-READ_PHASES = ("read_checkpoint", "speaker_conditioning", "load_parameters", "load_spk_dict")
-TOUCHED_ROWS = ("weight_loading", "outer_load_weights", "total")
+TOUCHED_ROWS = PHASE_TREE.reading_rows  # the headline rows enclosing a phase that reads the checkpoint's files
 TRAVERSAL_ROW = "buffer_discovery"  # the step the fix changes: the traversal, the same work warm or cold
 SAVING_ROW = "weight_loading"  # the PR's row whose saving the fix is
 

@@ -20,14 +20,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..names import LEAF_PHASES, OUTER_LOAD_WEIGHTS, OUTER_LOAD_WEIGHTS_CHILDREN, WEIGHT_LOADING_CHILDREN
+from ..names import ENCLOSING, LEAF_PHASES, STEP_PHASES
 from .stats import ALPHA, Comparison, NoiseFloor, compare, phase_summary
 
-# The phase each step of a variant is timed as.
-STEP_PHASES = {"discovery": "buffer_discovery", "parameters": "load_parameters"}
-# The headline rows that enclose other phases, and the leaf phases each encloses.
-ENCLOSING = {"weight_loading": WEIGHT_LOADING_CHILDREN, OUTER_LOAD_WEIGHTS: OUTER_LOAD_WEIGHTS_CHILDREN,
-             "total": LEAF_PHASES}
 # A control's difference smaller than this share of the enclosing row's baseline median cannot change
 # what that row says, so it is reported but does not mark the row.
 MATERIAL = 0.01

@@ -16,34 +16,20 @@ from dataclasses import replace
 from typing import Any
 
 from ..formatting import time_unit
-from ..names import DATA_DIR
+from ..names import DATA_DIR, PHASE_LABELS
 from ..results.suite import benchmark, flat_spec
 from .stats import ALPHA, Comparison, NoiseFloor, compare, measured, noise_floor, phase_summary, run_summary
 
 REFERENCE_FILE = DATA_DIR / "reference" / "pr7061.json"
 
-# The PR's rows first, in its order; then every other phase of the load.
-LABELS = {
-    "state_dict_calls": "Calls to state_dict()",
-    "buffer_discovery": "Buffer discovery",
-    "weight_loading": "Token2Wav weight loading",
-    "startup_to_health": "Startup to /health",
-    "construct": "Construction",
-    "read_checkpoint": "Read checkpoint into a list",
-    "hub_check": "Hub check (spk_dict.pt through huggingface_hub)",
-    "speaker_conditioning": "Speaker conditioning (spk_dict.pt, 1st load)",
-    "split_buffers": "Split off persistent buffers",
-    "materialise_weights": "Materialise weights and split buffers",  # schema-1 directories
-    "load_parameters": "Load parameters",
-    "model_loaded_size": "[Model Loaded] size of the parameters",
-    "load_buffers": "Load persistent buffers",
-    "load_spk_dict": "spk_dict.pt (2nd load)",
-    "post_load": "Post-load check and eval()",
-    "outer_load_weights": "vLLM's 'Loading weights took' region (outer load_weights)",
-    "total": "Whole Token2Wav load",
-    "reference_copy": "Reference: strict load_state_dict (after the load)",
-}
 PR_ROWS = ("state_dict_calls", "buffer_discovery", "weight_loading", "startup_to_health")
+# The PR's rows first, in its order; then every other phase of the load, and where a schema-1 directory ran it,
+# its materialise_weights (split buffers and load parameters in one).
+_WORDS = {"state_dict_calls": "Calls to state_dict()", "startup_to_health": "Startup to /health",
+          "materialise_weights": "Materialise weights and split buffers", **PHASE_LABELS}
+_ORDER = [*PHASE_LABELS]
+_ORDER.insert(_ORDER.index("load_parameters"), "materialise_weights")
+LABELS = {p: _WORDS[p] for p in dict.fromkeys((*PR_ROWS, *_ORDER))}
 # Timed after the load, outside "total": not an A/B row, but the yardstick a phase is held against.
 YARDSTICKS = {"reference_copy": "load_parameters"}
 PR_PAIR = ("baseline", "optimized")  # what a schema-1 benchmark ran, and what the PR's rows compare

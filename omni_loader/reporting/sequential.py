@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ..results.planner import FIXED_ALPHA, look_alpha
-from .controls import ENCLOSING, MATERIAL, pair_reports
+from ..names import ENCLOSING
+from .controls import MATERIAL, pair_reports
 from .measurements import PR_ROWS, described_record, label
 from .stats import compare, confidence_words, phase_summary
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..formatting import format_seconds, time_unit
-from ..names import OUTER_LOAD_WEIGHTS, OUTER_LOAD_WEIGHTS_CHILDREN
+from ..names import OUTER_LOAD_WEIGHTS, PHASE_TREE
 from .stats import Comparison
 
 VLLM_LINE_DECIMALS = 2  # vLLM's "Loading weights took %.2f seconds"
@@ -46,7 +46,7 @@ def timer_lines(comps: list[Comparison], reference: dict[str, Any]) -> list[str]
         else:
             lines.append(f"The PR's \"{ref['label']}\" medians ({shown}) could be read off vLLM's `Loading weights "
                          "took` line: which timer the row is cannot be told from its figures.")
-    children = " + ".join(f"`{p}`" for p in (*OUTER_LOAD_WEIGHTS_CHILDREN[:3], "weight_loading"))
+    children = " + ".join(f"`{p}`" for p in PHASE_TREE.children(OUTER_LOAD_WEIGHTS))
     outer, inner = mine.get(OUTER_LOAD_WEIGHTS), mine.get("weight_loading")
     region = (f"vLLM's own line times the outer `load_weights` ({children}; the kit's `{OUTER_LOAD_WEIGHTS}`); "
               "construction is before it and the post-load check after it.")

@@ -212,7 +212,7 @@ def load_token2wav(
     import_model_code()  # a serving stage has imported its model code before it loads; keep imports out of the phases
     clock = clock or PhaseClock(dev)
     fused = layout == "vllm-omni"
-    with clock.phase("total"):
+    with clock.phase("total"):  # the tree names.PHASES declares (test_loader holds the two alike)
         with clock.phase("construct"):
             model = build_model(snapshot.token2wav_config, layout=layout, device=dev, dtype=torch_dtype,
                                 construct=construct)
