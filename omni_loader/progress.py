@@ -31,8 +31,8 @@ MODES = ("widget", "terminal", "lines", "off")
 ENV = "OMNI_LOADER_PROGRESS"
 LINE_STEPS = 4  # lines mode: a line at 0%, 25%, 50%, 75% and a final one
 # Every bar of the kit reads the same: what, how far, the time spent and the time left in words, then the step now.
-# tqdm's own "30/30 [00:27<00:00, 4.24step/s, ...]" left a reader to decode the brackets and the rate, and three
-# notebooks showed it beside this one (the Lab pass). A bar whose time left is its own (the profile's) passes its own.
+# tqdm's own "30/30 [00:27<00:00, 4.24step/s, ...]" leaves a reader to decode the brackets and the rate, and a
+# notebook of several bars would show two formats. A bar whose time left is its own (the profile's) passes its own.
 BAR_FORMAT = "{desc}: {n}/{total} |{bar}| {elapsed} elapsed, {remaining} left{postfix}"
 OPEN_FORMAT = "{desc}: {n} so far, {elapsed} elapsed{postfix}"  # no total: no bar to fill, no time left to give
 
@@ -71,8 +71,8 @@ def counted_down(estimate: float, since: float, after: float = 0.0) -> float:
     since the running step started (or the last update), never under ``after`` (the steps after the running one),
     nor under 0. The one rule of every bar of the kit (:class:`Ticking`, the profile's, 04's and the sweep's).
 
-    Why: tqdm's time left is (steps left) / (rate), fixed from one update to the next: 06's bar, refreshed each
-    second while a start waited for /health, read "00:47 left" at 00:08 and at 00:11 (the Lab pass). Once the step
+    Why: tqdm's time left is (steps left) / (rate), fixed from one update to the next: a bar refreshed each second
+    while a start waits for /health would read "00:47 left" at 00:08 and at 00:11. Once the step
     now running is overdue, what is left is the steps after it, which the run still has to pay.
     """
     return max(estimate - since, after, 0.0)
@@ -186,8 +186,8 @@ class Redrawer:
     """Redraw ``bar`` every ``every`` seconds until :meth:`close` (or the end of a ``with`` block), so its elapsed
     time moves and its time left counts down through a stretch that makes no update; a bar that is off is left be.
 
-    Why: tqdm draws on ``update()`` and ``set_postfix_str()`` only. 06's bar stood still for 6 s between two
-    starts (the server being stopped and its log read) and then jumped (the third Lab pass).
+    Why: tqdm draws on ``update()`` and ``set_postfix_str()`` only: a bar would stand still for the seconds between
+    two starts (the server being stopped and its log read), then jump.
     """
 
     def __init__(self, bar: Any, every: float = 1.0) -> None:

@@ -144,7 +144,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
             bar.update(1)
             if looks.after(run, rec, bar):
                 break
-        else:  # not "run 12/12 baseline: digest" for the seconds the report takes (01's and 05's Lab pass)
+        else:  # not "run 12/12 baseline: digest" for the seconds the report takes
             if todo:
                 bar.set_postfix_str(f"all {len(plan)} runs done")
     finally:

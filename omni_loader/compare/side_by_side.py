@@ -96,8 +96,8 @@ class Entry:
 
     @property
     def cache(self) -> str:
-        """The page-cache condition (``--cache``): warm or cold; not recorded before issue 35 (those ran warm,
-        unmeasured)."""
+        """The page-cache condition (``--cache``): warm or cold; an older directory without it ran warm,
+        unmeasured."""
         return self._setting("cache")
 
     @property

@@ -65,7 +65,7 @@ def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
         else:  # the PR's phrasing says "faster" of any difference: where the kit claims none, the title says so
             ax.set_title(f"{name}\n{c.change()}{'' if c.unit != 's' or c.differs() else ' (no claim)'}", fontsize=9)
         ax.set_xticks([0, 1], list(VARIANTS))
-        ax.set_xlim(-0.5, 2.05)  # the optimized median's label ("3.06 ms") inside the frame (the fifth Lab pass)
+        ax.set_xlim(-0.5, 2.05)  # room for the optimized median's label ("3.06 ms") inside the frame
         ax.set_ylabel(f"time ({unit})")
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(timed):]:

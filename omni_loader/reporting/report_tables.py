@@ -269,7 +269,7 @@ def controls_sentence(report: ControlReport) -> str:
 
 def _saving(seconds: float, term: bool = False) -> str:
     """A saving in a sentence: '883.214 ms saved' reads as a positive; a loss keeps its sign (none on what rounds to
-    zero). ``term``: added in a sum, ' + 6.691 ms' or ' − 2.980 ms' (the Lab pass read '+ −2.980 ms')."""
+    zero). ``term``: added in a sum, ' + 6.691 ms' or ' − 2.980 ms' (one sign, never '+ −2.980 ms')."""
     text, sign = duration(abs(seconds)), "−" if seconds < 0 and duration(abs(seconds)) != duration(0.0) else ""
     return f" {sign or '+'} {text}" if term else f"{sign}{text}"
 
@@ -390,7 +390,7 @@ SUMMARY_WORDS = {"n": "runs", "q1": "first quartile", "q3": "third quartile", "i
 
 def styled_summary_table(frame):  # -> pandas Styler
     """:func:`stats.summary_table` of a runs frame (one row per variant and phase) for a notebook: phases and
-    headers in words (the second Lab pass read ``read_checkpoint``, ``q1``, ``iqr``), its times in one unit named
+    headers in words (a reader need not know ``read_checkpoint``, ``q1``, ``iqr``), its times in one unit named
     in the headers, the source column only where the rows have more than one."""
     df = summary_table(frame)
     if df["source"].nunique() <= 1:

@@ -60,7 +60,7 @@ class RunRow:
     major_faults: int | None = None  # page faults that needed I/O (e.g. reading a checkpoint page from disk)
     voluntary_switches: int | None = None  # context switches the process asked for (waiting on I/O, a lock)
     involuntary_switches: int | None = None  # forced by the scheduler: another process took the CPU
-    # issue 35 (a file without them reads them empty; a resume appends rows of its own columns)
+    # optional: a file written without them reads them empty (a resume appends rows of its own columns)
     read_bytes: int | None = None  # bytes the phase had the kernel fetch from storage (/proc/self/io)
     checkpoint_resident: float | None = None  # share of the checkpoint's bytes in the page cache before the load
     run_started: str = ""  # wall-clock start of the run (UTC, ISO 8601), to see drift across a benchmark

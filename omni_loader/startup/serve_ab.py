@@ -50,8 +50,8 @@ __all__ = ["StartupSpec", "resume_serve_ab", "run_serve_ab", "saved_serve_ab", "
            "summarize"]
 MEMBER = "startup"  # this benchmark's name in the results directory's suite
 MEASURE = "perf_counter from just before spawn to the first HTTP 200 on health_url"
-# what a wait for /health heard, in the bar's words: a refused connection while a server starts is no error (06's
-# Lab pass read "(connection refused)" as one); a failed start's message keeps the technical reason
+# what a wait for /health heard, in the bar's words: a refused connection while a server starts is no error and
+# must not read as one; a failed start's message keeps the technical reason
 WAIT_WORDS = {"connection refused": "not listening yet", "HTTP 503": "HTTP 503: not ready yet"}
 Progress = bool | Callable[[str], None] | None
 
@@ -239,7 +239,7 @@ class _Reporter:
     While a start runs, the bar's postfix says which (``run 3/10 baseline #2``) and how long it has waited for
     /health so far, refreshed by the wait loop about every second (a bar in line mode still writes only its
     few lines: :mod:`omni_loader.progress`), its elapsed time and its time left ticking with it (the kit's bars
-    count their time left down between steps: the second Lab pass read "00:47" at 00:08 and at 00:11)."""
+    count their time left down between steps: :func:`~omni_loader.progress.counted_down`)."""
 
     def __init__(self, progress: Progress, total: int, done: int) -> None:
         from ..progress import Redrawer, progress_bar

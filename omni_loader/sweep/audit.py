@@ -99,9 +99,8 @@ class ModelsLeft:
     first one left out once a second is done, and no figure before (:meth:`seconds` is None after the first alone).
 
     Why: the first model also pays what one process pays once (transformers' auto classes and the first meta-device
-    model built), and tqdm's rate charged that to every model left: 05's bar said "00:20 left" at 00:02, after
-    resnet, and ended at 00:09 (the Lab pass). The auto classes are now imported before the first model; the
-    rest of its one-off cost is not priced into the others."""
+    model built), and tqdm's rate would charge that to every model left. The auto classes are imported before the
+    first model; the rest of its one-off cost is not priced into the others."""
 
     def __init__(self, total: int) -> None:
         self.total, self.times = total, []

@@ -32,8 +32,8 @@ REAL_TOKEN2WAV = "token2wav-"  # the sweep's real model's source: "token2wav-ful
 def source_words(source: str) -> str:
     """A tree's source as a sentence, a legend or a plot label names it: the sweep's real model, kept in the rows as
     ``token2wav-full`` (an identifier a filter reads), is "full-size Token2Wav"; an audited architecture keeps its
-    transformers name (``seamless_m4t``), which is what a reader types to build it. Why: 03's legend and 05's
-    sentences read "token2wav-full" beside prose that says "the full-size Token2Wav" (the fourth Lab pass)."""
+    transformers name (``seamless_m4t``), which is what a reader types to build it. Why: a legend or a sentence
+    must name the model as the prose around it does, "the full-size Token2Wav"."""
     if source.startswith(REAL_TOKEN2WAV):
         return f"{source.removeprefix(REAL_TOKEN2WAV).replace('full', 'full-size')} Token2Wav"
     return source

@@ -3,7 +3,7 @@ two models.
 
 :class:`RoundsLeft` prices the rounds still to come (each model by its own cost); :class:`SweepBarText` puts that
 price on the bar and counts it down while one model is timed: the sweep updates its bar once per model, and a model
-can take seconds (03's bar read "00:44 left" at 00:15 and "00:43 left" at 00:24, the Lab pass), so the kit's
+can take seconds (tqdm's time left would stand still through them), so the kit's
 :class:`~omni_loader.progress.Redrawer` redraws it each second with the time left less the time since the last model,
 never below the price of the models after the one being timed (which the run still has to pay).
 """
@@ -88,8 +88,8 @@ def timing_words(repeat: int, repeats: int, timed: int, to_time: int, seconds: f
 
 def done_words(repeats: int, models: int) -> str:
     """The sweep bar's last text. Its count is models × (repeats + 1): every model is built and warmed up once (the
-    first round of ticks) and then timed ``repeats`` times, so the words name the warm-up round too (03's bar read
-    "264/264 ... done: 7 repeats of 33 models", the Lab pass)."""
+    first round of ticks) and then timed ``repeats`` times, so the words name the warm-up round too: "264/264 ...
+    done: 7 repeats of 33 models" would not add up."""
     return f"done: a warm-up round and {repeats} repeat{'' if repeats == 1 else 's'} of {models} models"
 
 

@@ -82,7 +82,7 @@ def tick_duration(seconds: float) -> str:
     """A time axis's tick label: seconds from 1 s on (``1 s``, ``10 s``), else :func:`short_duration`'s ``100 ms``.
 
     Why not :func:`short_duration` itself: it keeps milliseconds up to 10 s, the kit's unit for a time in a row or
-    a sentence, and panel (b)'s decades read "1 ms, 10 ms, 100 ms, 1,000 ms, 10 s, 100 s" (the Lab pass)."""
+    a sentence, and an axis's decades would read "1 ms, 10 ms, 100 ms, 1,000 ms, 10 s, 100 s"."""
     return short_duration(seconds, "s" if abs(seconds) >= 1 else None)
 
 
