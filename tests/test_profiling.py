@@ -675,7 +675,9 @@ def test_bad_input_is_one_line_error(tiny_snapshot: Path, tmp_path: Path, capsys
     assert cli.main(["profile", "--checkpoint", str(tiny_snapshot), "--rate", "0", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"omni-loader: error: --out {a_file} exists and is not a directory",
-                   "omni-loader: error: --rate must be a positive number of samples per second, not 0"]
+                   "omni-loader: error: --rate 0: must be a whole number from 1 to 10,000 samples per second (py-spy "
+                   "never starts sampling at 0, and above 10,000 it cannot take samples as fast as it counts them: "
+                   "every time comes out too small)"]
     with pytest.raises(OmniLoaderError, match="pstats file not found"):
         profiling.state_dict_primitive_calls(tmp_path / "none.pstats")
 
@@ -733,7 +735,8 @@ def test_keywords_override_single_fields_of_the_options_and_settings() -> None:
 
 @pytest.mark.parametrize(("changes", "message"), [
     ({"top": 0}, "--top must be at least 1, not 0"),
-    ({"rate": 0}, "--rate must be a positive number of samples per second, not 0"),
+    ({"rate": 0}, "--rate 0: must be a whole number from 1 to 10,000 samples per second"),
+    ({"rate": 10**9}, "--rate 1000000000: must be a whole number from 1 to 10,000 samples per second"),
     ({"repeat": 0}, "--repeat must be at least 1, not 0"),
     ({"warmup": -1}, "--warmup must be 0 or more, not -1"),
 ])

@@ -4,6 +4,8 @@ functions a change made faster or slower, over fresh-process runs sampled by py-
 from __future__ import annotations
 
 import argparse
+import math
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +13,37 @@ from .. import profiling
 from ..bench.spec import BenchmarkSpec
 from ..errors import OmniLoaderError
 from ..formatting import percent
-from ..profiling.settings import (DEFAULT_RATE, DEFAULT_TOP, MAX_AUTO_REPEAT, PY_SPY_ENV, SAMPLES_WANTED, TOOLS,
-                                  VARIANT_CHOICES, ProfileSettings, resolve_tools)
+from ..profiling.settings import (DEFAULT_RATE, DEFAULT_TOP, MAX_AUTO_REPEAT, MAX_RATE, MIN_RATE, PY_SPY_ENV,
+                                  RATE_MEANING, SAMPLES_WANTED, TOOLS, VARIANT_CHOICES, ProfileSettings, resolve_tools)
 from ..token2wav.options import option_fields
 from .options import (MAX_RUNS, Default, add_checkpoint_options, add_field_options, add_load_options, bounded_int,
-                      comma_list, given_options, load_options, positive_seconds, snapshot_from_args)
+                      comma_list, given_options, load_options, snapshot_from_args)
+
+# Bounds of profile's other numbers (--rate's are py-spy's, settings.MIN_RATE/MAX_RATE; --runs' the kit's MAX_RUNS):
+# rows of a table, loads per py-spy worker, a seed that random.Random and metadata's JSON keep whole, and a worker
+# timeout that a wait can take (multiprocessing's join of 1e300 s raises OverflowError)
+MAX_TOP, MAX_REPEAT, MAX_SEED, MAX_TIMEOUT_S = 10_000, 1_000, 2**63 - 1, 7 * 24 * 3600.0
 
 # profile's options that only the one-load-per-tool profile takes, and those only --diff takes
 PROFILE_ONLY = ("tool", "top", "native", "repeat", "py_spy_svg", "reference_runs")
 DIFF_ONLY = ("runs", "variants", "order_seed", "worker_timeout", "aa")
+
+
+def timeout_seconds(option: str) -> Any:
+    """An argparse ``type=``: a finite number of seconds above 0 and at most :data:`MAX_TIMEOUT_S` (a week)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+            raise OmniLoaderError(f"{option} {text}: must be a number of seconds above 0 and at most "
+                                  f"{MAX_TIMEOUT_S:,.0f} (a week)")
+        return value
+
+    parse.__name__ = "float"
+    return parse
 
 
 def profile_settings(args: argparse.Namespace) -> ProfileSettings:
@@ -41,6 +65,19 @@ def _flag(dest: str) -> str:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    """``omni-loader profile``; SIGTERM stops it as SIGINT does (a batch system or ``timeout`` sends SIGTERM: it
+    once left py-spy, its worker and the private temporary folder behind)."""
+    def on_term(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt  # as SIGINT: the finally clauses stop py-spy and its worker, remove the temp folders
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        return _profile(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _profile(args: argparse.Namespace) -> int:
     from ..profiling.outputs import PROFILE_MD  # imported when the command runs: the parser stays free of pandas
     from ..profiling.run import profile_variants
 
@@ -69,7 +106,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def cmd_profile_diff(args: argparse.Namespace, given: set[str], names: list[str]) -> int:
     """``profile --diff``: the differential profile of two variants (:func:`~omni_loader.profiling.diff.profile_diff`)."""
-    from ..profiling.diff import DEFAULT_RUNS, profile_diff, two_variants
+    from ..profiling.diff import DEFAULT_RUNS, estimated_tests, profile_diff, reach_words, two_variants
     from ..profiling.pyspy import PySpyUnavailable
 
     wrong = [d for d in PROFILE_ONLY if d in given]
@@ -86,6 +123,8 @@ def cmd_profile_diff(args: argparse.Namespace, given: set[str], names: list[str]
     print(f"differential profile of {' against '.join(variants)} on {snapshot.root} ({snapshot.source}): "
           f"{args.runs or DEFAULT_RUNS} py-spy-sampled loads per variant, each in a fresh process"
           + (", and as many of an A/A for each function's noise floor" if args.aa else ""), flush=True)
+    runs = args.runs or DEFAULT_RUNS
+    print(reach_words(runs, runs, *estimated_tests(args.out)), flush=True)
     try:
         diff = profile_diff(snapshot, variants, args.runs or DEFAULT_RUNS, args.out, options=options,
                             custom_variants=custom, warmup=args.warmup, rate=args.rate, seed=args.order_seed or 0,
@@ -123,11 +162,11 @@ def add_command(subparsers: Any) -> None:
     add_checkpoint_options(p)
     add_load_options(p)
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (DIR/<variant>/ and DIR/profile.md)")
-    p.add_argument("--top", type=int, default=Default(DEFAULT_TOP), metavar="N", help=f"rows in the tables (default {DEFAULT_TOP})")
-    p.add_argument("--rate", type=int, default=DEFAULT_RATE, metavar="HZ",
-                   help=f"py-spy samples per second (default {DEFAULT_RATE})")
+    p.add_argument("--top", type=bounded_int("--top", 1, MAX_TOP), default=Default(DEFAULT_TOP), metavar="N", help=f"rows in the tables (default {DEFAULT_TOP})")
+    p.add_argument("--rate", type=bounded_int("--rate", MIN_RATE, MAX_RATE, RATE_MEANING), default=DEFAULT_RATE,
+                   metavar="HZ", help=f"py-spy samples per second, {MIN_RATE} to {MAX_RATE:,} (default {DEFAULT_RATE})")
     p.add_argument("--native", action="store_true", help="py-spy: also record native (C/C++) frames")
-    p.add_argument("--repeat", type=int, default=None, metavar="N",
+    p.add_argument("--repeat", type=bounded_int("--repeat", 1, MAX_REPEAT), default=None, metavar="N",
                    help=f"py-spy: loads per worker process (default: enough for ~{SAMPLES_WANTED} samples, at most "
                         f"{MAX_AUTO_REPEAT})")
     p.add_argument("--py-spy", dest="py_spy", metavar="PATH",
@@ -135,9 +174,9 @@ def add_command(subparsers: Any) -> None:
     p.add_argument("--py-spy-svg", action="store_true",
                    help="record flame.svg with a second py-spy run in its own interactive format (default: draw it "
                         "from the speedscope samples of the one recording)")
-    p.add_argument("--warmup", type=int, default=1, metavar="N",
+    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=1, metavar="N",
                    help="unprofiled loads before profiling, and warm-ups of the reference runs (default 1)")
-    p.add_argument("--reference-runs", type=int, default=Default(3), metavar="N",
+    p.add_argument("--reference-runs", type=bounded_int("--reference-runs", 1, MAX_RUNS), default=Default(3), metavar="N",
                    help="unprofiled runs per variant, each in a fresh process, that the phase shares come from: "
                         "the median run's (default 3)")
     d = p.add_argument_group("differential profile (--diff)")
@@ -149,8 +188,8 @@ def add_command(subparsers: Any) -> None:
                    help="the two variants (default baseline,optimized; the same name twice: an A/A diff)")
     d.add_argument("--runs", type=bounded_int("--runs", 2, MAX_RUNS), metavar="N",
                    help="sampled loads per variant (default 15), and as many unsampled ones for py-spy's cost")
-    d.add_argument("--order-seed", type=int, metavar="SEED", help="seed of the randomized blocks (default 0)")
-    d.add_argument("--worker-timeout", type=positive_seconds("--worker-timeout"), metavar="S",
+    d.add_argument("--order-seed", type=bounded_int("--order-seed", 0, MAX_SEED), metavar="SEED", help="seed of the randomized blocks (default 0)")
+    d.add_argument("--worker-timeout", type=timeout_seconds("--worker-timeout"), metavar="S",
                    help="kill a load after S seconds")
     # --aa as reproduce declares it (BenchmarkSpec's field): its flag and its words, said of functions here
     spec_fields = option_fields(BenchmarkSpec)

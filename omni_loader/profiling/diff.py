@@ -21,8 +21,11 @@ run's load total), ``run_functions.csv`` (every run's fold) and each sampled run
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,11 +40,13 @@ from ..reporting.measurements import label
 from ..token2wav.options import LoadOptions
 from .pyspy import PySpyUnavailable, find_py_spy
 from .sampled import sampled_load
-from .settings import DEFAULT_RATE
+from .settings import DEFAULT_RATE, MAX_RATE, MIN_RATE, RATE_LIMITS
 from .time_left import BAR_FORMAT, TICK, TIMED, Countdown, Step, StepBar
 from ..bench.spec import AA_ARMS, AA_VARIANT
-from .diff_stats import (FASTER, FDR, FUNCTION_COLUMNS, NO_CLAIM, PRESENCE, SLOWER, assign_roles, compare_functions,
-                         fold_samples, function_floors)
+from .diff_stats import (APPEARED, FASTER, FDR, FUNCTION_COLUMNS, MIN_SAMPLES, NO_CLAIM, PRESENCE, SLOWER,
+                         assign_roles, compare_functions, fold_samples, function_floors, runs_needed, smallest_p,
+                         smallest_q)
+from ..results.lock import writer_lock
 from ..results.safe_files import ensure_dir, write_text
 
 DIFF_DIR = "diff"
@@ -53,6 +58,9 @@ RUNS_CSV = "runs.csv"
 RUN_FUNCTIONS_CSV = "run_functions.csv"
 SPEEDSCOPE_DIR = "speedscope"
 DEFAULT_RUNS = 15  # sampled loads per variant: enough for a rank test to survive ~300 tests at 5% FDR
+# Tests a diff runs, before its runs have said (inclusive time of each function tested, and self time): a diff of
+# the tiny model tested 79 functions' inclusive and 14 self times (93); the full model's load runs the same code.
+ESTIMATED_TESTS = 100
 ROLE_WORDS = {"caller": "a caller: its time moved in the functions it calls",
               "unexplained": "no callee's own time is claimed to move with it"}
 UNSAMPLED = ":unsampled"  # the plan's label of a variant's unsampled load (the overhead's yardstick)
@@ -60,6 +68,49 @@ NO_SLOWER = ": no slower sampled, its cost within the loads' spread"  # not a pr
 DIGEST = "tensor_digest"  # the loader's digest of the loaded tensors, after the timed load (token2wav.loader)
 SAMPLED = "sampled"  # the kind of step of a load sampled by py-spy, on the bar's time left
 WHOLE_LOAD = "total"  # the phase a run's load is: said in words (label), never as its id
+
+
+# --------------------------------------------------------------------------- what the runs can claim
+
+
+def small(p: float) -> str:
+    """A probability as the sentences write it: two significant digits, ``2.5e-13`` below 0.001."""
+    return f"{p:.1e}" if 0 < p < 1e-3 else number(p, 2)
+
+
+def reach_words(n_a: int, n_b: int, tests: int, how: str, fdr: float = FDR) -> str:
+    """What ``n_a`` and ``n_b`` sampled loads can claim over ``tests`` tests (``how``: how that number is known), in
+    words: the smallest p and q (:func:`~omni_loader.profiling.diff_stats.smallest_q`), and the runs a variant that
+    one function's claim needs. Said before the runs and in ``diff.md``: a diff at 6 runs a variant tested 75
+    functions and said "No function is claimed to move" of a step that took 134 ms in every run of B and none of A,
+    with no word that no function could have been claimed."""
+    p, q, need = smallest_p(n_a, n_b), smallest_q(n_a, n_b, tests), runs_needed(tests, fdr)
+    loads = f"{n_a} sampled loads a variant" if n_a == n_b else f"{n_a} and {n_b} sampled loads"
+    head = (f"With {loads}, a rank test's smallest p is {small(p)} (every run of one variant beyond every run "
+            f"of the other), so over {tests} tests ({how}) the smallest q one function can reach is {small(q)} "
+            "(Benjamini-Hochberg: its p times the tests when it moves alone; k functions moving together reach a "
+            f"k-th of it): ")
+    if q <= fdr:
+        verdict = f"under the {fdr:.0%} false discovery rate, so a large enough change can be claimed faster or slower"
+    else:
+        verdict = (f"above the {fdr:.0%} false discovery rate, so no function can be claimed faster or slower by its "
+                   f"rank test alone; {need} sampled loads a variant would let one through (`--runs {need}`)")
+    return (head + verdict + f". A function sampled in every run of one variant (at least {MIN_SAMPLES} samples "
+            "each) and in none of the other's is still said to have appeared or to be gone, from a test on its "
+            "sample counts.")
+
+
+def estimated_tests(out_dir: str | os.PathLike[str]) -> tuple[int, str]:
+    """How many tests a diff into ``out_dir`` will run, before its runs, and how that is known: the number the
+    last diff written there ran (``diff.json``), else :data:`ESTIMATED_TESTS`."""
+    try:
+        tests = json.loads((Path(out_dir) / DIFF_DIR / DIFF_JSON).read_text()).get("tests")
+    except (OSError, ValueError, AttributeError):
+        tests = None
+    if isinstance(tests, int) and tests > 0:
+        return tests, "as many as the last diff written there ran; the number is known only after the runs"
+    return ESTIMATED_TESTS, ("an estimate: a diff of the tiny model tested 79 functions' inclusive time and 14 "
+                             "self times; the number is known only after the runs")
 
 
 # --------------------------------------------------------------------------- the result
@@ -153,8 +204,33 @@ class ProfileDiff:
             out.append(f"`{r['function']}` ({r['file']}): {duration(r['a_median_s'], unit, 0)} → "
                        f"{duration(r['b_median_s'], unit, 0)}, {r['verdict']} by {duration(abs(r['delta_s']), unit, 0)} "
                        f"(95% interval of B − A {span(signed(r['ci_low'], unit), signed(r['ci_high'], unit))}, "
-                       f"q = {number(r['q'], 2)}{self._beyond(r, unit)}){self._calls(r['function'])}{own}.")
+                       f"q = {number(r['q'], 2)}{self._beyond(r, unit)}){self._calls(r['function'])}"
+                       f"{self._presence(r)}{own}.")
         return out
+
+    def sample_totals(self) -> dict[str, tuple[int, int]]:
+        """Per variant: its sampled runs with samples under the entry, and those samples (each run's largest count:
+        every kept sample has the entry on its stack)."""
+        per_run = self.folds.groupby(["variant", "run_id"])["samples"].max()
+        return {v: (int(len(per_run[v])), int(per_run[v].sum())) if v in per_run.index.get_level_values(0) else (0, 0)
+                for v in (self.a, self.b)}
+
+    def _presence(self, r: pd.Series) -> str:
+        """``; it appeared in B: …`` with the evidence and the sample-count test's error rate, for a function in every
+        run of one variant and none of the other (:func:`~omni_loader.profiling.diff_stats.presence_test`)."""
+        if r.get("presence") not in (APPEARED, "gone"):
+            return ""
+        totals = self.sample_totals()
+        there, never = (self.b, self.a) if r["presence"] == APPEARED else (self.a, self.b)
+        count = r["b_samples"] if r["presence"] == APPEARED else r["a_samples"]
+        tested = len(self.functions)
+        verb = f"it appeared in {there}" if r["presence"] == APPEARED else f"it is gone from {never}"
+        return (f"; {verb}: sampled in all {totals[there][0]} runs of {there} (at least {int(r['least_samples'])} "
+                f"samples each, {int(count):,} in all) and in none of {never}'s {totals[never][0]} (0 of their "
+                f"{totals[never][1]:,} samples); were a sample of either variant as likely to catch it, the chance of "
+                f"that is p = {small(r['presence_p'])} (a binomial test on the pooled sample counts, their "
+                f"dispersion {r['dispersion']:.1f}), q = {small(r['presence_q'])} with Bonferroni over the "
+                f"{tested} functions sampled")
 
     def doubt_sentence(self) -> str | None:
         """What else explains B slower: chance or the machine (02's Lab run claimed ``_load_stacked_shard`` slower)."""
@@ -213,6 +289,8 @@ class ProfileDiff:
         lines = [f"# Differential profile: {self.a} (A) against {self.b} (B)", ""]
         lines += [f"- {s}" for s in self.sentences()] or ["- No function is claimed to move."]
         faster, slower = (int((claimed["verdict"] == v).sum()) for v in (FASTER, SLOWER))
+        present = int(claimed["presence"].isin([APPEARED, "gone"]).sum()) if "presence" in claimed else 0
+        tests_run = tested + int(f["self_tested"].sum())
         roles = claimed["role"].value_counts()
         self_only = f[(f["verdict"] == NO_CLAIM) & (f["self_verdict"] != NO_CLAIM)]
         lines += ["", f"{tested} of {len(f)} functions sampled under `load_token2wav` were tested (sampled in at least "
@@ -225,7 +303,11 @@ class ProfileDiff:
                       f"whose inclusive time contains such a change, {roles.get('unexplained', 0)} unexplained"
                       + (f"; {len(self_only)} more moved in their own time only "
                          f"({', '.join(f'`{x}`' for x in self_only['function'].head(5))})" if len(self_only) else "")
-                      + "."]
+                      + f". Appeared or gone: {present} of the claims, each sampled in every run of one variant (at "
+                      f"least {MIN_SAMPLES} samples each) and in none of the other's, claimed from a binomial test on "
+                      f"their sample counts, a family of its own held to {self.settings.get('fdr', FDR):.0%} by "
+                      f"Bonferroni over the {len(f)} functions sampled (a {self.settings.get('fdr', FDR):.0%} chance "
+                      "of any false one)."]
         for v, o in self.overhead().items():
             lines.append(f"- py-spy's cost on {v}: median load {duration(o['unsampled_s'])} unsampled, "
                          f"{duration(o['sampled_s'])} sampled at {self.settings.get('rate', DEFAULT_RATE)} Hz "
@@ -234,7 +316,9 @@ class ProfileDiff:
             lines.append(f"- {entry}")
         if (doubt := self.doubt_sentence()) is not None:
             lines.append(f"- {doubt}")
-        lines += ["", self.floor_sentence()]
+        lines += ["", reach_words(n[self.a], n[self.b], tests_run, f"{tested} functions' inclusive time and "
+                                  f"{int(f['self_tested'].sum())} self times", self.settings.get("fdr", FDR)),
+                  "", self.floor_sentence()]
         if not with_table:
             return "\n".join(lines)
         shown = self.shown()
@@ -285,9 +369,10 @@ def read_profile_diff(out_dir: str | os.PathLike[str]) -> ProfileDiff:
         raise OmniLoaderError(f"{d}: not a differential profile ({exc})") from None
     for frame in (folds, functions):
         frame["file"] = frame["file"].fillna("").astype(str)
-    for column in FUNCTION_COLUMNS:  # a diff written before the A/A floor: none
+    for column in FUNCTION_COLUMNS:  # a diff written before the A/A floor or the presence test: none
         if column not in functions:
             functions[column] = False if column.endswith("within_aa_floor") else np.nan
+    functions["presence"] = functions["presence"].fillna("").astype(str)
     a, b = meta.pop("a"), meta.pop("b")
     return ProfileDiff(a, b, functions, runs, folds, d, meta)
 
@@ -321,6 +406,8 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
         custom.append(Variant(b, discovery=base.discovery, parameters=base.parameters, needs_gpu=base.needs_gpu))
     if aa and {a, b} & set(AA_ARMS):
         raise OmniLoaderError(f"--aa: {', '.join(AA_ARMS)} name the A/A arms; name your variants otherwise")
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise OmniLoaderError(f"--rate {rate}: must be a whole number {RATE_LIMITS}")
     if runs < 2:
         raise OmniLoaderError(f"--runs must be at least 2 for a differential profile (a rank test needs two runs "
                               f"per variant), not {runs}")
@@ -331,64 +418,82 @@ def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS
                           order="blocks", seed=seed, workers="forkserver", worker_timeout=worker_timeout)
     check_variants(spec.variants, custom, spec.load.device, worker_timeout)
     directory = Path(out_dir) / DIFF_DIR
-    ensure_dir(directory / SPEEDSCOPE_DIR)
-    log = directory / "py-spy.log"
-    write_text(log, "")
-    labels = (a, b, a + UNSAMPLED, b + UNSAMPLED, *(AA_ARMS if aa else ()))
-    plan = plan_runs(warmup, runs, "blocks", seed, variants=labels)
-    steps = [Step(TIMED if run.variant.endswith(UNSAMPLED) or run.warmup else SAMPLED,
-                  run.variant.removesuffix(UNSAMPLED)) for run in plan]  # each run's kind, which the time left reads
-    countdown = Countdown(steps)
-    bar = StepBar(progress_bar(total=len(plan), desc="profile --diff", unit="run", enabled=progress,
-                               bar_format=BAR_FORMAT, postfix=f"{countdown.clock_words()}, starting the worker server"),
-                  countdown, tick=TICK)
-    bar.text = "starting the worker server"
-    rows, folds = [], []
+    with writer_lock(directory), disk_blamed(directory):  # one writer: a second diff into it is refused
+        ensure_dir(directory / SPEEDSCOPE_DIR)
+        log = directory / "py-spy.log"
+        write_text(log, "")
+        labels = (a, b, a + UNSAMPLED, b + UNSAMPLED, *(AA_ARMS if aa else ()))
+        plan = plan_runs(warmup, runs, "blocks", seed, variants=labels)
+        steps = [Step(TIMED if run.variant.endswith(UNSAMPLED) or run.warmup else SAMPLED,
+                      run.variant.removesuffix(UNSAMPLED)) for run in plan]  # each run's kind, which the time left reads
+        countdown = Countdown(steps)
+        bar = StepBar(progress_bar(total=len(plan), desc="profile --diff", unit="run", enabled=progress,
+                                   bar_format=BAR_FORMAT, postfix=f"{countdown.clock_words()}, starting the worker server"),
+                      countdown, tick=TICK)
+        bar.text = "starting the worker server"
+        rows, folds = [], []
+        try:
+            start_forkserver()
+            for run, step in zip(plan, steps):
+                variant, sampled = step.variant, step.kind == SAMPLED
+                request = spec.request(dataclasses.replace(run, variant=AA_VARIANT if variant in AA_ARMS else variant))
+                label = (f"run {run.run_id + 1}/{len(plan)} {variant}{', sampled' if sampled else ''}"
+                         f"{' (warm-up)' if run.warmup else ''}")
+                bar.begin(step, label)
+                row = {"run_id": run.run_id, "variant": variant, "sampled": sampled, "warmup": run.warmup,
+                       "status": "ok", "error": "", "load_s": np.nan, "state_dict_calls": np.nan}
+                try:
+                    if sampled:
+                        path = directory / SPEEDSCOPE_DIR / f"run-{run.run_id:04d}-{variant}.json"
+                        result = sampled_load(request, path, exe, rate, spec.worker_timeout, log)
+                        fold = fold_samples(path)
+                        folds.append(fold.assign(run_id=run.run_id, variant=variant))
+                        row["speedscope"] = str(path.relative_to(directory))
+                    else:
+                        result = run_isolated(request, "forkserver", spec.worker_timeout)
+                    row.update(load_s=result["phases"]["total"], state_dict_calls=result.get("state_dict_calls"))
+                except (WorkerFailed, OmniLoaderError) as exc:
+                    row.update(status="failed", error=str(exc).splitlines()[0])
+                rows.append(row)
+                bar.end(f"{label}: {row['load_s']:.2f} s" if row["status"] == "ok" else f"{label}: failed")
+            bar.say(f"all {len(plan)} runs done: comparing the functions")  # 02's bar froze 22 s on its last run here
+            runs_frame = pd.DataFrame(rows)
+            write_text(directory / RUNS_CSV, runs_frame.to_csv(index=False))
+            if not folds:
+                errors = runs_frame.loc[runs_frame["status"] != "ok", "error"]
+                raise OmniLoaderError("no sampled load succeeded" + (f": {errors.iloc[0]}" if len(errors) else ""))
+            fold_frame = pd.concat(folds, ignore_index=True)[["run_id", "variant", "function", "file", "inclusive_s",
+                                                              "self_s", "samples"]]
+            write_text(directory / RUN_FUNCTIONS_CSV, fold_frame.to_csv(index=False))
+            sampled = runs_frame[runs_frame["sampled"] & (runs_frame["status"] == "ok") & runs_frame["variant"].isin([a, b])]
+            floors = function_floors(fold_frame, AA_ARMS) if aa else None
+            functions = assign_roles(compare_functions(fold_frame, a, b, fdr, floors=floors),
+                                     [directory / f for f in sampled["speedscope"]])
+            diff = ProfileDiff(a, b, functions, runs_frame, fold_frame, directory,
+                               {"rate": rate, "fdr": fdr, "runs": runs, "warmup": warmup, "seed": seed, "aa": aa,
+                                "tests": int(functions["tested"].sum() + functions["self_tested"].sum()),
+                                **({"aa_variant": AA_VARIANT} if aa else {})})
+            diff.write()
+            bar.say(f"done: {int(functions['tested'].sum())} functions tested, {len(diff.claimed)} moved")
+        finally:
+            bar.close()
+        return diff
+
+
+@contextmanager
+def disk_blamed(directory: Path) -> Iterator[None]:
+    """A full disk said as one: "no space left", naming the folder, whichever write hit it (py-spy's speedscope file,
+    which :func:`~omni_loader.profiling.sampled.sampled_load` raises as ENOSPC, or the diff's own files). py-spy's
+    words for it used to be passed on as py-spy's failure ("py-spy wrote no speedscope file"), which sent the user to
+    py-spy's install and ptrace, not to the disk."""
     try:
-        start_forkserver()
-        for run, step in zip(plan, steps):
-            variant, sampled = step.variant, step.kind == SAMPLED
-            request = spec.request(dataclasses.replace(run, variant=AA_VARIANT if variant in AA_ARMS else variant))
-            label = (f"run {run.run_id + 1}/{len(plan)} {variant}{', sampled' if sampled else ''}"
-                     f"{' (warm-up)' if run.warmup else ''}")
-            bar.begin(step, label)
-            row = {"run_id": run.run_id, "variant": variant, "sampled": sampled, "warmup": run.warmup,
-                   "status": "ok", "error": "", "load_s": np.nan, "state_dict_calls": np.nan}
-            try:
-                if sampled:
-                    path = directory / SPEEDSCOPE_DIR / f"run-{run.run_id:04d}-{variant}.json"
-                    result = sampled_load(request, path, exe, rate, spec.worker_timeout, log)
-                    fold = fold_samples(path)
-                    folds.append(fold.assign(run_id=run.run_id, variant=variant))
-                    row["speedscope"] = str(path.relative_to(directory))
-                else:
-                    result = run_isolated(request, "forkserver", spec.worker_timeout)
-                row.update(load_s=result["phases"]["total"], state_dict_calls=result.get("state_dict_calls"))
-            except (WorkerFailed, OmniLoaderError) as exc:
-                row.update(status="failed", error=str(exc).splitlines()[0])
-            rows.append(row)
-            bar.end(f"{label}: {row['load_s']:.2f} s" if row["status"] == "ok" else f"{label}: failed")
-        bar.say(f"all {len(plan)} runs done: comparing the functions")  # 02's bar froze 22 s on its last run here
-        runs_frame = pd.DataFrame(rows)
-        write_text(directory / RUNS_CSV, runs_frame.to_csv(index=False))
-        if not folds:
-            errors = runs_frame.loc[runs_frame["status"] != "ok", "error"]
-            raise OmniLoaderError("no sampled load succeeded" + (f": {errors.iloc[0]}" if len(errors) else ""))
-        fold_frame = pd.concat(folds, ignore_index=True)[["run_id", "variant", "function", "file", "inclusive_s",
-                                                          "self_s", "samples"]]
-        write_text(directory / RUN_FUNCTIONS_CSV, fold_frame.to_csv(index=False))
-        sampled = runs_frame[runs_frame["sampled"] & (runs_frame["status"] == "ok") & runs_frame["variant"].isin([a, b])]
-        floors = function_floors(fold_frame, AA_ARMS) if aa else None
-        functions = assign_roles(compare_functions(fold_frame, a, b, fdr, floors=floors),
-                                 [directory / f for f in sampled["speedscope"]])
-        diff = ProfileDiff(a, b, functions, runs_frame, fold_frame, directory,
-                           {"rate": rate, "fdr": fdr, "runs": runs, "warmup": warmup, "seed": seed, "aa": aa,
-                            **({"aa_variant": AA_VARIANT} if aa else {})})
-        diff.write()
-        bar.say(f"done: {int(functions['tested'].sum())} functions tested, {len(diff.claimed)} moved")
-    finally:
-        bar.close()
-    return diff
+        yield
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        raise OmniLoaderError(f"no space left on the disk of {directory}{where}: the diff's runs write py-spy's "
+                              "samples and their folds there; free some space, or choose another --out") from None
 
 
 def two_variants(variants: Any) -> tuple[str, str]:

@@ -16,12 +16,21 @@ of medians and the half-width of its bootstrap interval); :func:`function_floors
 same, from A/A arms sampled beside the A/B (``profile --diff --aa``). A function tested in the A/A has a
 floor (``aa_floor_s``, and ``self_aa_floor_s`` for its own time) and is claimed only when its difference of
 medians is beyond it; one too rarely sampled in the A/A to test has none, and its claim rests on the test
-and the interval alone. :func:`assign_roles` says of each claim whether it moved in its own code or is a caller
+and the interval alone.
+
+What a number of runs can claim: a two-sided rank test of ``n_a`` against ``n_b`` runs gives no p below
+``2 / C(n_a + n_b, n_a)`` (:func:`smallest_p`: every run of one arm above every run of the other), and
+Benjamini-Hochberg multiplies the smallest p by the number of tests (:func:`smallest_q`), so a change that shows
+in one function alone cannot be claimed at 6 runs a variant over ~100 tests however large it is (2/924 × 100 =
+0.22); :func:`runs_needed` says how many runs can. A function sampled in every run of one variant and never in the
+other is the case the rank test cannot resolve beyond that bound and the samples can: :func:`presence_test` says
+it *appeared* or *is gone*, with its own error rate, from its sample counts. :func:`assign_roles` says of each claim whether it moved in its own code or is a caller
 of such a change. Nothing here runs a load or writes a file (:mod:`~omni_loader.profiling.diff` does).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,10 +45,13 @@ from .sources import short_path
 FDR = 0.05
 PRESENCE = 0.5  # a function is tested when sampled in at least this share of one arm's runs
 FASTER, SLOWER, NO_CLAIM = "faster", "slower", "no difference claimed"
+APPEARED, GONE = "appeared", "gone"  # in every run of B and none of A; in every run of A and none of B
+MIN_SAMPLES = 5  # samples in each run where a function is, for "appeared"/"gone": over many sampling periods
 FUNCTION_COLUMNS = ("function", "file", "a_median_s", "b_median_s", "delta_s", "ci_low", "ci_high", "p", "q", "aa_floor_s",
                     "verdict", "role", "a_self_median_s", "b_self_median_s", "self_delta_s", "self_ci_low",
                     "self_ci_high", "self_p", "self_q", "self_aa_floor_s", "self_verdict", "a_present", "b_present",
-                    "tested", "self_tested", "within_aa_floor", "self_within_aa_floor")
+                    "tested", "self_tested", "within_aa_floor", "self_within_aa_floor", "presence", "a_samples",
+                    "b_samples", "least_samples", "dispersion", "presence_p", "presence_q")
 FLOOR_COLUMNS = ("function", "file", "aa_floor_s", "self_aa_floor_s")
 MEASURES = (("inclusive_s", ""), ("self_s", "self_"))  # each fold column and the prefix of its columns here
 
@@ -119,34 +131,111 @@ def compare_functions(folds: pd.DataFrame, a: str, b: str, fdr: float = FDR, pre
     :func:`fold_samples`' columns; a run without a function counts 0 s of it): :data:`FUNCTION_COLUMNS`,
     the claims first, by the size of their difference. Inclusive and self time are tested alike (each
     when the function was in at least ``presence`` of one arm's runs, at the top of the stack for self
-    time), and Benjamini-Hochberg runs over both families of p-values together. ``floors``
-    (:func:`function_floors`): a function's difference within its A/A floor is not claimed
-    (``within_aa_floor`` says which ones the floor held back)."""
+    time), and Benjamini-Hochberg runs over both families of p-values together. A function in every run of
+    one arm and none of the other is also tested on its sample counts (:func:`presence_test`), a family of its
+    own held to ``fdr`` by Bonferroni over every function sampled; it is claimed (``presence``: appeared or
+    gone) when that test passes, whatever its rank test says. ``floors`` (:func:`function_floors`): a
+    function's difference within its A/A floor is not claimed (``within_aa_floor`` says which ones the floor
+    held back)."""
     runs, wide = per_run(folds, (a, b))
     if not runs[a] or not runs[b]:
         raise OmniLoaderError(f"no sampled run of {a if not runs[a] else b}: nothing to compare")
+    counts = folds[folds["variant"].isin((a, b))].pivot_table(index=["function", "file"], columns="run_id",
+                                                               values="samples", aggfunc="sum", fill_value=0)
+    # every kept sample has the entry on its stack: a run's largest count is its samples under the entry
+    totals = {v: float(counts.reindex(columns=runs[v], fill_value=0).max(axis=0).sum()) for v in (a, b)}
     rows = []
     for key in wide["inclusive_s"].index:
         row: dict[str, Any] = {"function": key[0], "file": key[1]}
         for col, prefix in MEASURES:
             x = {v: wide[col].loc[key].reindex(runs[v], fill_value=0.0).to_numpy() for v in (a, b)}
             row.update(_tested(x[a], x[b], presence, prefix))
+        n = {v: counts.loc[key].reindex(runs[v], fill_value=0).to_numpy() for v in (a, b)}
+        row.update(presence_test(n[a], n[b], totals[a], totals[b]))
         rows.append(row)
     df = pd.DataFrame(rows)
     q = benjamini_hochberg(np.concatenate([df["p"].to_numpy(), df["self_p"].to_numpy()]))
     df["q"], df["self_q"] = q[: len(df)], q[len(df):]
+    df["presence_q"] = np.minimum(1.0, df["presence_p"] * len(df))  # Bonferroni: every function sampled
     none = pd.DataFrame(columns=list(FLOOR_COLUMNS)).astype({"aa_floor_s": float, "self_aa_floor_s": float})
     df = df.merge(none if floors is None else floors[list(FLOOR_COLUMNS)], on=["function", "file"], how="left")
     for _, prefix in MEASURES:
         significant = (df[prefix + "q"] <= fdr) & ((df[prefix + "ci_low"] > 0) | (df[prefix + "ci_high"] < 0))
+        if not prefix:
+            significant |= df["presence_q"] <= fdr
         floor = df[prefix + "aa_floor_s"]
         df[prefix + "within_aa_floor"] = significant & floor.notna() & (df[prefix + "delta_s"].abs() <= floor)
         claimed = significant & ~df[prefix + "within_aa_floor"]
         df[prefix + "verdict"] = np.where(claimed, np.where(df[prefix + "delta_s"] < 0, FASTER, SLOWER), NO_CLAIM)
+    df["presence"] = np.where(df["verdict"] != NO_CLAIM, df["presence"], "")  # said only of a claim
     df["role"] = ""
     df["_order"] = np.where(df["verdict"] != NO_CLAIM, 0, np.where(df["self_verdict"] != NO_CLAIM, 1, 2))
     df = df.assign(_size=-df["delta_s"].abs()).sort_values(["_order", "_size", "a_median_s"], kind="stable")
     return df[list(FUNCTION_COLUMNS)].reset_index(drop=True)
+
+
+def presence_test(a: np.ndarray, b: np.ndarray, total_a: float, total_b: float,
+                  least: int = MIN_SAMPLES) -> dict[str, Any]:
+    """Whether a function *appeared* in B or *is gone* from it, from its per-run sample counts ``a`` and ``b``
+    (``total_a``, ``total_b``: each arm's samples under the entry, all runs): ``presence``, the pooled counts,
+    the fewest samples in a run where it is (``least_samples``), ``dispersion`` and ``presence_p``.
+
+    Said only of a function sampled in every run of one arm, at least ``least`` samples each (over many sampling
+    periods, not one sample's luck), and never in the other's; ``presence_p`` is NaN for any other.
+
+    Why a test on the counts: the rank test sees 12 numbers at 6 runs a side and cannot give a p below 2/924
+    however far apart they are; the samples are many more observations. The null: the function is equally
+    likely in both arms, each py-spy sample of either arm as likely to catch it (the same share of the sampled
+    time). Given the ``S`` samples that caught it, those in the absent arm are then binomial, ``S`` draws with
+    that arm's share of all samples ``s = total_absent / (total_a + total_b)``, so none there has chance
+    ``(1 - s) ** S``; two-sided, doubled (the other extreme has no larger chance). Samples are not independent
+    draws: a function's time is contiguous, so its samples come in stretches and its per-run counts vary more
+    than a binomial's (seen: 23-48 samples of one 134 ms step). The quasi-Poisson correction divides ``S`` by
+    the dispersion of the present arm's counts (their variance over their mean, at least 1): the more they
+    vary, the fewer independent draws they count for. What the test cannot see is a function that runs in some
+    loads and not others whatever the variant (all-or-nothing per process); that one must also split perfectly
+    by arm to be said to appear, at most ``2 z^n (1 - z)^n`` for a run probability ``z`` (1/2,048 at 6 runs),
+    which the A/A diffs measure. The family is held to the false discovery rate by Bonferroni over every
+    function sampled (:func:`compare_functions`): a family-wise bound, which bounds its FDR too."""
+    out: dict[str, Any] = {"presence": "", "a_samples": int(a.sum()), "b_samples": int(b.sum()),
+                           "least_samples": np.nan, "dispersion": np.nan, "presence_p": np.nan}
+    for where, never, word, share in ((b, a, APPEARED, total_a), (a, b, GONE, total_b)):
+        if len(where) < 2 or len(never) < 1 or never.any() or where.min() < least:
+            continue
+        dispersion = max(1.0, float(np.var(where, ddof=1) / np.mean(where)))
+        s = share / (total_a + total_b)
+        draws = float(where.sum()) / dispersion
+        out.update(presence=word, least_samples=int(where.min()), dispersion=dispersion,
+                   presence_p=min(1.0, 2 * math.exp(draws * math.log1p(-s))) if 0 < s < 1 else 1.0)
+    return out
+
+
+def smallest_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p the kit's rank test (:func:`~omni_loader.reporting.stats.mann_whitney`) gives
+    with ``n_a`` and ``n_b`` runs: every run of one arm beyond every run of the other, the smaller of untied
+    values (exact up to 8 runs: ``2 / C(n_a + n_b, n_a)``) and each arm one tied value (the normal
+    approximation with its tie correction can go lower). 1 when an arm has under 2 runs."""
+    from ..reporting.stats import mann_whitney
+
+    if min(n_a, n_b) < 2:
+        return 1.0
+    apart = mann_whitney(tuple(map(float, range(n_a))), tuple(float(n_a + i) for i in range(n_b)))
+    tied = mann_whitney((0.0,) * n_a, (1.0,) * n_b)
+    return float(min(x for x in (apart, tied, 1.0) if x is not None))
+
+
+def smallest_q(n_a: int, n_b: int, tests: int) -> float:
+    """The smallest q Benjamini-Hochberg can give one function over ``tests`` p-values: :func:`smallest_p` times
+    ``tests`` (its p ranked first, alone; ``k`` functions at that p together reach a ``k``-th of it)."""
+    return min(1.0, smallest_p(n_a, n_b) * max(tests, 1))
+
+
+def runs_needed(tests: int, fdr: float = FDR, most: int = 10_000) -> int:
+    """The fewest runs a side with which one function's rank test can reach q <= ``fdr`` over ``tests``."""
+    n = 2
+    while n < most and smallest_q(n, n, tests) > fdr:
+        n += 1
+    return n
 
 
 def _tested(x: np.ndarray, y: np.ndarray, presence: float, prefix: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ would no longer be the one ``reproduce`` times (seen: ``construct`` 0.43 s in a 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import selectors
@@ -22,6 +23,7 @@ from typing import Any
 from .settings import DEFAULT_RATE  # standard library only
 
 ATTACH_LIMIT = 30.0  # seconds py-spy may take to start sampling a process
+NO_SPACE = ("no space left on device", "os error 28")  # py-spy's words for ENOSPC ("Error: ... (os error 28)")
 
 
 def _wait_then_load(request: Any, out: str, go: Any) -> None:
@@ -82,6 +84,9 @@ def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_R
                 raise WorkerFailed(f"worker killed after --worker-timeout {timeout:g} s")
             rest, _ = spy.communicate(timeout=ATTACH_LIMIT)
             lines += rest.splitlines()
+            if spy.returncode and any(w in ln.lower() for ln in lines for w in NO_SPACE):
+                # the disk, not py-spy: said as such by profile_diff (diff.disk_blamed)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(speedscope))
         except BaseException:
             if proc.is_alive():
                 stop_forked(proc)

@@ -23,6 +23,14 @@ TOOLS = ("cprofile", "py-spy", "torch")
 VARIANT_CHOICES = (*VARIANTS, "both")
 PY_SPY_ENV = "OMNI_LOADER_PY_SPY"
 DEFAULT_RATE = 250
+# py-spy's --rate takes any whole number and checks none: at 0 it never starts sampling (the kit waited 30 s for it,
+# then failed with a traceback), and it weighs every sample 1/rate s however long it took to take, while one sample
+# takes it tens of µs: at 10 kHz on a busy 2-core machine it took a third of them (1 s of a busy loop counted as
+# 0.33 s), at 1 GHz every function came out 0.0 ms. The bounds its samples can be trusted within:
+MIN_RATE, MAX_RATE = 1, 10_000
+RATE_MEANING = (f" samples per second (py-spy never starts sampling at 0, and above {MAX_RATE:,} it cannot take "
+                "samples as fast as it counts them: every time comes out too small)")
+RATE_LIMITS = f"from {MIN_RATE} to {MAX_RATE:,}{RATE_MEANING}"
 DEFAULT_TOP = 30
 MAX_AUTO_REPEAT = 50
 SAMPLES_WANTED = 250  # auto repeat aims at this many py-spy samples inside the loads
@@ -54,8 +62,8 @@ class ProfileSettings:
     def __post_init__(self) -> None:
         if self.top < 1:
             raise OmniLoaderError(f"--top must be at least 1, not {self.top}")
-        if self.rate < 1:
-            raise OmniLoaderError(f"--rate must be a positive number of samples per second, not {self.rate}")
+        if not MIN_RATE <= self.rate <= MAX_RATE:
+            raise OmniLoaderError(f"--rate {self.rate}: must be a whole number {RATE_LIMITS}")
         if self.repeat is not None and self.repeat < 1:
             raise OmniLoaderError(f"--repeat must be at least 1, not {self.repeat}")
         if self.reference_runs < 1:
