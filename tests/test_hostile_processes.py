@@ -526,3 +526,43 @@ def test_a_shard_that_may_not_be_read_says_permission_denied(tmp_path, tiny_snap
         shutil.rmtree(root, ignore_errors=True)
     assert done.stdout.strip() == f"cannot read shard {shard}: Permission denied (the file system's answer; the " \
                                   "file's content was not read)", done.stdout + done.stderr[-2000:]
+
+
+# A Ctrl-C that strikes the first time the module named in argv[1] is imported, then omni-loader's command line.
+STRIKE_IN_IMPORT = r"""
+import sys
+target = sys.argv[1]
+class Strike:
+    armed = True
+    def find_spec(self, name, path=None, target_=None):
+        if self.armed and name == target:
+            self.armed = False
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Strike())
+from omni_loader.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_ctrl_c_inside_an_import_at_the_look_ends_in_the_continue_line(tmp_path, tiny_snapshot):
+    """Ctrl-C while a sequential design's look imports pandas (every run it reads ended) is the one "interrupted ...
+    continue with ..." line, exit 130, the path shell-quoted (it once re-imported the half-made pandas:
+    AttributeError, or a segfault)."""
+    out = tmp_path / "with space" / "res"
+    proc = subprocess.run([sys.executable, "-c", STRIKE_IN_IMPORT, "pandas.core.frame", "reproduce", "--checkpoint",
+                           tiny_snapshot, "--warmup", "0", "--runs", "6", "--design", "sequential", "--out", out],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == (f"interrupted: 10 runs saved in {out}; continue with: "
+                                                    f"omni-loader reproduce --resume --out '{out}'")
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_continue_line_is_shell_quoted():
+    from omni_loader.results.integrity import resume_command
+
+    path = "/results/a b\nc"
+    assert shlex.split(resume_command(path, {})) == ["omni-loader", "reproduce", "--resume", "--out", path]
+    assert shlex.split(resume_command(path, {}, "serve-ab"))[1] == "serve-ab"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,9 @@ from ..errors import OmniLoaderError, ResultsError
 from ..formatting import count
 from ..results.metadata import stamped
 from ..host.placement import resolve_cpus
+from ..results.rows import RUNS_FILE
 from ..results.suite import METADATA_FILE, benchmark, read_metadata
-from ..results.integrity import ResultsCheck, check_results, resume_command
+from ..results.integrity import ResultsCheck, resume_command
 from ..bench.spec import IN_PROCESS_TIMEOUT, LOAD_FIELDS, BenchmarkSpec, same_path, spec_conflicts
 from ..token2wav.options import dest, option_fields
 from ..token2wav.variants import parse_variant
@@ -94,15 +96,28 @@ def new_spec(args: argparse.Namespace, snapshot: Any) -> BenchmarkSpec:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from ..host.devices import device_banner
-    from ..reporting.report import REPORT_FILE
-    from ..job import reproduce_job
-
     if args.resume and not args.out:
         raise ResultsError("--resume needs --out DIR (the results directory to continue)")
     if args.workers == "in-process" and args.worker_timeout is not None:  # before a snapshot is made
         raise OmniLoaderError(IN_PROCESS_TIMEOUT)
     out = Path(args.out) if args.out else default_out_dir(args)
+    try:
+        return _reproduce(args, out)
+    except KeyboardInterrupt:
+        # Said with the standard library alone: a Ctrl-C that struck inside an import (pandas, at a sequential
+        # design's look) leaves that library half made, and touching it again raised AttributeError or crashed.
+        if not (out / METADATA_FILE).is_file():  # stopped before the benchmark began: there is nothing to resume
+            print(f"interrupted before the benchmark started: nothing was saved{'' if out.exists() else f' ({out} was not made)'}")
+            return 130
+        print(f"interrupted: {count(saved_runs(out), 'run')} saved in {out}; continue with: {resume_command(out, {})}")
+        return 130
+
+
+def _reproduce(args: argparse.Namespace, out: Path) -> int:
+    from ..host.devices import device_banner
+    from ..reporting.report import REPORT_FILE
+    from ..job import reproduce_job
+
     if args.resume:  # the spec comes from DIR/metadata.json; options given must agree with it
         spec, snapshot = resume_spec(args, out)
     else:
@@ -115,15 +130,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         snapshot = snapshot_from_args(args)
         spec = new_spec(args, snapshot)
     print(f"results: {out}")
-    try:
-        job = reproduce_job(spec, out, snapshot=snapshot, resume=args.resume, profile=args.profile,
-                            with_startup=args.with_startup)
-    except KeyboardInterrupt:
-        if not (out / METADATA_FILE).is_file():  # stopped before the benchmark began: there is nothing to resume
-            print(f"interrupted before the benchmark started: nothing was saved{'' if out.exists() else f' ({out} was not made)'}")
-            return 130
-        print(f"interrupted: {count(saved_runs(out), 'run')} saved in {out}; continue with: {resume_command(out, {})}")
-        return 130
+    job = reproduce_job(spec, out, snapshot=snapshot, resume=args.resume, profile=args.profile,
+                        with_startup=args.with_startup)
     report = out / REPORT_FILE
     print(report.read_text(encoding="utf-8"))
     print(f"report: {report}")
@@ -131,12 +139,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def saved_runs(out: Path) -> int:
-    """How many load runs ``out`` holds rows of that can be trusted (0 when it cannot be read)."""
+    """How many load runs ``out`` holds rows of (0 when runs.csv cannot be read), read with the csv module: after an
+    interrupt, pandas may be a half-imported module that must not be touched."""
     try:
-        frame = check_results(out).frame
-    except ResultsError:
+        with open(out / RUNS_FILE, newline="", encoding="utf-8") as fh:
+            return len({row.get("run_id") for row in csv.DictReader(fh) if row.get("source") in ("load", "aa")})
+    except (OSError, csv.Error, UnicodeDecodeError):
         return 0
-    return int(frame[frame["source"].isin(["load", "aa"])]["run_id"].nunique())
 
 
 def equivalent(check: ResultsCheck) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 from ..startup import server, stage_group
 from ..errors import OmniLoaderError, ResultsError, one_line
 from ..names import VARIANTS
+from ..results.integrity import resume_command
 from ..startup.logfigures import parse_pattern_args
 from ..startup.serve_ab import StartupSpec, run_serve_ab, saved_serve_ab, serve_ab_conflicts, summarize
 from ..startup.server import DEFAULT_HOST, SnapshotChoice, StageServerOptions, run_stage_server
@@ -96,7 +97,7 @@ def cmd_serve_ab(args: argparse.Namespace) -> int:
     try:
         out = run_serve_ab(spec, args.out, progress=True, device=args.device, model=args.model, resume=args.resume)
     except KeyboardInterrupt:
-        print(f"interrupted: continue with: omni-loader serve-ab --resume --out {args.out}", file=sys.stderr)
+        print(f"interrupted: continue with: {resume_command(args.out, {}, 'serve-ab')}", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)

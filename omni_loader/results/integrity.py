@@ -228,15 +228,18 @@ def _report_findings(directory: Path, metadata: dict[str, Any]) -> list[Finding]
                                       f"from their runs: {why}; draw it with: omni-loader report {directory}")]
 
 
-def resume_command(directory: str | os.PathLike[str], metadata: dict[str, Any]) -> str:
+def resume_command(directory: str | os.PathLike[str], metadata: dict[str, Any], command: str | None = None) -> str:
     """The command that continues ``directory``: its specs come from metadata.json, so nothing else is needed.
 
     ``reproduce --resume`` continues every benchmark of a suite that has a load benchmark (its
-    startup benchmark too); a directory of serve-ab alone is continued by ``serve-ab --resume``.
+    startup benchmark too); a directory of serve-ab alone is continued by ``serve-ab --resume`` (``command``
+    names it when metadata.json is not at hand). Shell-quoted: a path with a space or a newline pastes as one.
     """
+    import shlex
+
     members = benchmarks(metadata)
-    command = "serve-ab" if "startup" in members and "load" not in members else "reproduce"
-    return f"omni-loader {command} --resume --out {directory}"
+    command = command or ("serve-ab" if "startup" in members and "load" not in members else "reproduce")
+    return shlex.join(["omni-loader", command, "--resume", "--out", str(directory)])
 
 
 # --------------------------------------------------------------------------- repair before a resume
