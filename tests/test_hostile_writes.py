@@ -510,3 +510,17 @@ def test_synth_hub_cache_refuses_a_linked_refs_main(tiny_snapshot, tmp_path, lin
     with pytest.raises(ResultsError, match="is a symbolic link"):
         place_in_hub_cache(tiny_snapshot, tmp_path / "hub")
     assert (secret / "main").read_text() == SECRET
+
+
+def test_pack_refuses_a_directory_whose_writer_is_still_running(tmp_path, capsys):
+    """pack of a directory a live process still writes (its writer lock held) is one line, and no archive; once the
+    writer has ended, or when the lock names a process that died, it packs."""
+    import socket
+
+    _results(tmp_path / "res")
+    with writer_lock(tmp_path / "res"):
+        code, _, err = _pack(tmp_path, capsys)
+        assert code == 2 and f"is being written by process {os.getpid()}" in _one_line(err)
+        assert not (tmp_path / "sent" / "res.tar.gz").exists()
+    (tmp_path / "res" / LOCK_FILE).write_text(json.dumps({"pid": 2**22 + 1, "host": socket.gethostname()}))
+    assert _pack(tmp_path, capsys)[0] == 0 and (tmp_path / "sent" / "res.tar.gz").is_file()

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from ..errors import ResultsError
+from .lock import describe_holder, lock_holder
 from .suite import METADATA_FILE, read_metadata
 from .rows import RUNS_FILE
 from .safe_files import ensure_dir, refuse_links, replaced
@@ -75,6 +76,10 @@ def pack(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None =
 
     directory = Path(directory).resolve()
     read_metadata(directory)  # refuses a non-results directory and an unknown schema, in one line
+    holder = lock_holder(directory)
+    if holder and holder.get("alive"):  # its runs.csv and metadata.json still grow: an archive now is a part of them
+        raise ResultsError(f"{directory} is being written by {describe_holder(holder)}: pack it once that writer has "
+                           "ended")
     if not (directory / RUNS_FILE).is_file():
         raise ResultsError(f"nothing to pack: {directory} has no {RUNS_FILE}")
     check_results(directory)  # what compare refuses in one line (a damaged header...), refused here, in the same line
