@@ -427,6 +427,8 @@ def test_pack_refuses_what_its_compare_refuses_and_compare_reads_what_pack_write
     (lambda m: _member(m, spec={"runs": "3"}), "benchmarks.load.spec.runs", 'a string ("3"), not an integer'),
     (lambda m: _member(m, spec={"variants": "baseline"}), "benchmarks.load.spec.variants", 'a string ("baseline")'),
     (lambda m: _member(m, environment="x"), "benchmarks.load.environment", 'a string ("x"), not an object'),
+    (lambda m: _member(m, checkpoint=5), "benchmarks.load.checkpoint", "an integer (5), not an object"),
+    (lambda m: _member(m, environment={"machine": 5}), "benchmarks.load.environment.machine", "an integer (5), not"),
     (lambda m: _member(m, status=[]), "benchmarks.load.status", "a list ([]), not a string"),
     (lambda m: _member(m, started_at=5), "benchmarks.load.started_at", "an integer (5), not a string"),
     (lambda m: {"schema_version": 2, **_member(m)["benchmarks"]["load"], "serve_ab": []}, "serve_ab", "a list"),

@@ -93,10 +93,13 @@ _TEXT, _WHOLE, _LIST, _RECORD = (str,), (int,), (list,), (dict,)
 RECORD_FIELDS = {"kind": _TEXT, "spec": _RECORD, "environment": _RECORD, "model": _TEXT, "warmup": _WHOLE,
                  "repeats": _WHOLE, "order": _TEXT, "command_line": _TEXT, "started_at": _TEXT, "finished_at": _TEXT,
                  "interrupted_at": _TEXT, "status": _TEXT + (int, float, bool), "resumed_at": _LIST,
-                 "repairs": _LIST, "activity": _RECORD}
+                 "repairs": _LIST, "activity": _RECORD, "checkpoint": _RECORD, "sequential": _RECORD,
+                 "checkpoint_cache": _RECORD}
 SPEC_FIELDS = {"load": _RECORD, "variants": _LIST, "runs": _WHOLE, "warmup": _WHOLE, "seed": _WHOLE,
                "checkpoint": _TEXT, "order": _TEXT, "workers": _TEXT, "layout": _TEXT, "device": _TEXT,
                "dtype": _TEXT, "construct": _TEXT, "read": _TEXT, "cpus": _LIST, "custom_variants": _LIST}
+# Fields of a record's objects that are objects themselves (read with .get by the report, compare and pack).
+NESTED_RECORDS = {"environment": ("machine", "lock"), "checkpoint": ("synthetic",)}
 _NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
           dict: "an object"}
 
@@ -113,6 +116,8 @@ def _check_types(path: Path, metadata: dict[str, Any]) -> None:
     for name, record in benchmarks(metadata).items():
         where = f"benchmarks.{name}" if isinstance(metadata.get("benchmarks"), dict) else name
         fields = [(f"{where}.{k}", record[k], RECORD_FIELDS[k]) for k in RECORD_FIELDS if k in record]
+        fields += [(f"{where}.{k}.{inner}", record[k][inner], _RECORD) for k, inners in NESTED_RECORDS.items()
+                   if isinstance(record.get(k), dict) for inner in inners if inner in record[k]]
         spec = record.get("spec")
         if isinstance(spec, dict):
             fields += [(f"{where}.spec.{k}", spec[k], SPEC_FIELDS[k]) for k in SPEC_FIELDS if k in spec]
