@@ -19,6 +19,7 @@ import pytest
 from omni_loader import cli
 from omni_loader.profiling import diff as pdiff
 from omni_loader.profiling import diff_stats as stats
+from omni_loader.profiling import diff_words as words
 from omni_loader.profiling import flamegraph
 from omni_loader.profiling.pyspy import find_py_spy
 
@@ -122,15 +123,15 @@ def test_the_entrys_sampled_time_and_the_sampled_load_are_told_apart(real_diff: 
 
     from omni_loader.token2wav.loader import tensor_digest
 
-    assert pdiff.DIGEST == tensor_digest.__name__ and flamegraph.ENTRY == "load_token2wav"
+    assert words.DIGEST == tensor_digest.__name__ and flamegraph.ENTRY == "load_token2wav"
     runs = real_diff.runs.query("sampled and not warmup and status == 'ok'")
-    calls = real_diff.folds[real_diff.folds["function"].isin([flamegraph.ENTRY, pdiff.DIGEST])].pivot_table(
+    calls = real_diff.folds[real_diff.folds["function"].isin([flamegraph.ENTRY, words.DIGEST])].pivot_table(
         index="run_id", columns="function", values="inclusive_s", aggfunc="sum", fill_value=0.0)
-    joined = runs.join(calls, on="run_id").fillna({pdiff.DIGEST: 0.0}) if pdiff.DIGEST in calls else \
-        runs.join(calls, on="run_id").assign(**{pdiff.DIGEST: 0.0})
+    joined = runs.join(calls, on="run_id").fillna({words.DIGEST: 0.0}) if words.DIGEST in calls else \
+        runs.join(calls, on="run_id").assign(**{words.DIGEST: 0.0})
     joined = joined[joined[flamegraph.ENTRY] > 0]
     joined = joined.assign(extra=joined[flamegraph.ENTRY] - joined["load_s"])
-    joined = joined.assign(rest=joined["extra"] - joined[pdiff.DIGEST])
+    joined = joined.assign(rest=joined["extra"] - joined[words.DIGEST])
 
     def ms(seconds: float) -> str:
         return f"{seconds * 1e3:,.0f}\u00a0ms".replace("-", "\u2212")  # number and unit kept together
@@ -146,8 +147,8 @@ def test_the_entrys_sampled_time_and_the_sampled_load_are_told_apart(real_diff: 
                                "“Whole Token2Wav load”"), sentence
     assert (f"less the run's load was {ms(by['baseline']['extra'].mean())} (baseline) and "
             f"{ms(by['optimized']['extra'].mean())} (optimized)") in sentence, sentence
-    if (joined[pdiff.DIGEST] > 0).any():
-        assert (f": {ms(by['baseline'][pdiff.DIGEST].mean())} and {ms(by['optimized'][pdiff.DIGEST].mean())} of it "
+    if (joined[words.DIGEST] > 0).any():
+        assert (f": {ms(by['baseline'][words.DIGEST].mean())} and {ms(by['optimized'][words.DIGEST].mean())} of it "
                 f"the tensor digest (`tensor_digest`, which the call computes after that phase), "
                 f"{ms(by['baseline']['rest'].mean())} and {ms(by['optimized']['rest'].mean())} the call's other "
                 "steps") in sentence, sentence
@@ -363,7 +364,7 @@ def test_the_entry_sentence_tells_the_sampled_call_from_the_timed_load(tmp_path:
     """The sentence beside py-spy's cost, on made-up runs whose figures are known: per sampled run the call's
     sampled time less the run's load, the digest's share of it and the rest, their means (which add up); an
     unsampled or warm-up run counts for nothing; a negative mean has a minus sign."""
-    entry, digest = flamegraph.ENTRY, pdiff.DIGEST
+    entry, digest = flamegraph.ENTRY, words.DIGEST
     sampled = {  # run_id: (variant, load_s, the call's sampled seconds, the digest's)
         1: ("A", 1.0, 1.1, 0.08), 2: ("B", 0.5, 0.55, 0.03), 3: ("A", 1.2, 1.3, 0.09), 4: ("B", 0.6, 0.58, 0.03),
         5: ("A", 1.1, 1.24, 0.10), 6: ("B", 0.7, 0.72, 0.03)}

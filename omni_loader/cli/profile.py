@@ -106,7 +106,8 @@ def _profile(args: argparse.Namespace) -> int:
 
 def cmd_profile_diff(args: argparse.Namespace, given: set[str], names: list[str]) -> int:
     """``profile --diff``: the differential profile of two variants (:func:`~omni_loader.profiling.diff.profile_diff`)."""
-    from ..profiling.diff import DEFAULT_RUNS, estimated_tests, profile_diff, reach_words, two_variants
+    from ..profiling.diff import DEFAULT_RUNS, DIFF_DIR, DIFF_JSON, profile_diff, two_variants
+    from ..profiling.diff_words import estimated_tests, reach_words
     from ..profiling.pyspy import PySpyUnavailable
 
     wrong = [d for d in PROFILE_ONLY if d in given]
@@ -124,7 +125,7 @@ def cmd_profile_diff(args: argparse.Namespace, given: set[str], names: list[str]
           f"{args.runs or DEFAULT_RUNS} py-spy-sampled loads per variant, each in a fresh process"
           + (", and as many of an A/A for each function's noise floor" if args.aa else ""), flush=True)
     runs = args.runs or DEFAULT_RUNS
-    print(reach_words(runs, runs, *estimated_tests(args.out)), flush=True)
+    print(reach_words(runs, runs, *estimated_tests(Path(args.out) / DIFF_DIR / DIFF_JSON)), flush=True)
     try:
         diff = profile_diff(snapshot, variants, args.runs or DEFAULT_RUNS, args.out, options=options,
                             custom_variants=custom, warmup=args.warmup, rate=args.rate, seed=args.order_seed or 0,

@@ -46,6 +46,7 @@ A, over randomized blocks of fresh-process loads each sampled by py-spy: ``DIR/d
 #   sampled      one load forked from the fork server, sampled by py-spy from its first line (stdlib only)
 #   diff_stats   profile --diff's statistics: samples folded per function, rank tests, intervals, BH, roles
 #   diff         profile --diff: the sampled runs, the result (ProfileDiff), functions.csv, diff.md
+#   diff_words   diff.md's sentences that stand alone: what the runs can claim, appeared/gone, a full disk
 #   diff_flame   the differential flamegraph (flame-diff.svg, DiffFlameView)
 
 from ..lazy import exports

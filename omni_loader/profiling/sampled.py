@@ -85,7 +85,7 @@ def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_R
             rest, _ = spy.communicate(timeout=ATTACH_LIMIT)
             lines += rest.splitlines()
             if spy.returncode and any(w in ln.lower() for ln in lines for w in NO_SPACE):
-                # the disk, not py-spy: said as such by profile_diff (diff.disk_blamed)
+                # the disk, not py-spy: said as such by profile_diff (diff_words.disk_blamed)
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(speedscope))
         except BaseException:
             if proc.is_alive():
