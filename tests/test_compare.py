@@ -455,3 +455,25 @@ def test_pack_keeps_what_the_report_links_to(runs, tmp_path):
         names = set(tf.getnames())
     assert {"mine/profiles/profile.md", "mine/profiles/torch/trace.json", "mine/report.md"} <= names
     assert any(n.startswith("mine/plots/") for n in names) and "mine/scratch.txt" not in names
+
+
+def test_a_serve_ab_directory_without_a_model_says_what_is_missing_and_how_to_give_it(runs, tmp_path):
+    """serve-ab run without --model records no model: compare says which directory lacks it and how to record it,
+    not "model 'not recorded' is not ...'s"."""
+    from omni_loader.results.rows import append_rows
+    from omni_loader.results.suite import store_benchmark
+    from omni_loader.results.planner import plan_runs
+
+    startup = tmp_path / "serve-ab"
+    plan = plan_runs(0, 3, "alternate", source="server")
+    store_benchmark(startup, "startup", {"kind": "serve-ab", "status": "complete", "plan": [
+        {"run_id": r.run_id, "variant": r.variant, "warmup": r.warmup, "order": r.order} for r in plan]})
+    append_rows(startup, [{"run_id": r.run_id, "variant": r.variant, "warmup": False, "order": r.order,
+                           "phase": "startup_to_health", "parent": "", "seconds": 10.0 + r.order, "status": "ok",
+                           "error": "", "source": "server"} for r in plan])
+    result = compare_results([runs["alt"], startup])
+    model = next(c for c in result.checks_for("serve-ab") if c.what == "model")
+    assert model.kind == "mismatch" and NOT_RECORDED not in model.message
+    assert model.message.startswith(f"serve-ab records no model, so it cannot be matched with alt's "
+                                    f"{result.entry('alt').model!r}: it was run without --model: run serve-ab again "
+                                    "with --model NAME")

@@ -282,6 +282,20 @@ def default_label(path: Path) -> str:
 # --------------------------------------------------------------------------- checking
 
 
+def _model_mismatch(e: Entry, anchor: Entry) -> Check:
+    """``e`` measured another model than ``anchor``, or one of them records none (a serve-ab run without --model):
+    then which, and how to record it, not a comparison with the words "not recorded"."""
+    unnamed = next((x for x in (e, anchor) if x.model == NOT_RECORDED), None)
+    if unnamed is None:
+        return Check(e.label, "mismatch", "model", f"model {e.model!r} is not {anchor.label}'s {anchor.model!r}: "
+                     "another model's times are not comparable")
+    named = anchor if unnamed is e else e
+    how = ("it was run without --model: run serve-ab again with --model NAME (what its servers serve)" if unnamed.startup
+           else "its metadata.json has no model")
+    return Check(e.label, "mismatch", "model", f"{unnamed.label} records no model, so it cannot be matched with "
+                 f"{named.label}'s {named.model!r}: {how}")
+
+
 def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
     """Each entry's own problems, then what sets it apart from ``anchor``: model, digest, counts, layout."""
     checks: list[Check] = []
@@ -304,9 +318,7 @@ def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
                                 "loads, so it has no loader phases, tensor digest or counts to check; only its "
                                 "startup row is set beside the others"))
             if e.model != anchor.model:
-                checks.append(Check(e.label, "mismatch", "model",
-                                    f"model {e.model!r} is not {anchor.label}'s {anchor.model!r}: another model's "
-                                    "times are not comparable"))
+                checks.append(_model_mismatch(e, anchor))
             continue
         same_tree = (e.layout, e.dtype) == (anchor.layout, anchor.dtype)
         if e.model != anchor.model:
@@ -315,9 +327,7 @@ def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
                                     f"model recorded as {e.model!r}, {anchor.label}'s as {anchor.model!r}, but both "
                                     "loaded identical tensors (same digest): the same model"))
             else:
-                checks.append(Check(e.label, "mismatch", "model",
-                                    f"model {e.model!r} is not {anchor.label}'s {anchor.model!r}: another model's "
-                                    "times are not comparable"))
+                checks.append(_model_mismatch(e, anchor))
         if NOT_RECORDED not in (e.cache, anchor.cache) and e.cache != anchor.cache:
             checks.append(Check(e.label, "note", "cache",
                                 f"page cache {e.cache} against {anchor.label}'s {anchor.cache}: a cold load reads the "
