@@ -131,6 +131,78 @@ def test_notebook_holds_no_settings_a_test_typed_into_it(path: Path) -> None:
             f"{path.name}: cell {i} only re-assigns parameters ({', '.join(sorted(assigned))}): a settings cell left in"
 
 
+# A measurement typed into prose: a number with a unit (ms, s, minutes, GB, MiB, kHz, ...), a ratio (300×, ~300x) or
+# a percentage. A name is not one: the lookbehind leaves Qwen2.5-Omni-3B, 0.28.0, 2-core and 01–06 alone, and a PR or
+# issue number has no unit. Code (fenced or `inline`) is code, not a figure in prose.
+TYPED_NUMBER = re.compile(r"(?<![\w.\-/])~?\d[\d,]*(?:\.\d+)?[ \u00a0]?"
+                          r"(?:ns|µs|ms|s|sec|seconds?|minutes?|mins?|hours?|[KMGT]i?B|kB|bytes?|B|kHz|Hz|px|%|×|x)"
+                          r"(?![\w])")
+MARKDOWN_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+TYPED_SCALE = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0,
+               "minute": 60.0, "minutes": 60.0, "min": 60.0, "mins": 60.0, "hour": 3600.0, "hours": 3600.0}
+
+
+def _allowed_figures() -> tuple[list[float], set[str]]:
+    """What prose may type: the PR's figures, from its table (medians, savings and ratios, in seconds or as
+    ratios; its memory and GPU lines as written), and the kit's statistical design constants as percentages
+    (the 95% intervals, the 80% power of the detectability sentences, the 5% false-discovery rate), read from
+    the kit, so a changed constant makes the prose that types it fail here."""
+    from omni_loader.profiling.diff_stats import FDR
+    from omni_loader.reporting.measurements import load_reference
+    from omni_loader.startup.detectable import ALPHA, POWER
+
+    ref = load_reference()
+    figures = []
+    for m in ref["measurements"]:
+        b, o = float(m["baseline"]), float(m["optimized"])
+        figures += [b, o, b - o] + ([b / o] if o else [])
+    percents = {f"{round(100 * x):g}%" for x in (0.95, POWER, FDR, ALPHA)}
+    written = " ".join(str(v) for v in [*ref["environment"].values(), *ref.get("memory", {}).values()])
+    return figures, percents | {m.group(0).replace(" ", "") for m in TYPED_NUMBER.finditer(written)}
+
+
+def typed_numbers(markdown: str) -> list[str]:
+    """The measurements typed into ``markdown`` that are neither a name nor a figure of the PR's table nor a
+    design constant of the kit (:func:`_allowed_figures`), each with a little context."""
+    figures, allowed = _allowed_figures()
+    text = MARKDOWN_CODE.sub("`…`", markdown)
+    found = []
+    for m in TYPED_NUMBER.finditer(text):
+        typed = m.group(0).lstrip("~").replace("\u00a0", "").replace(" ", "")
+        number = re.match(r"[\d,.]+", typed).group(0)
+        unit = typed[len(number):]
+        value, digits = float(number.replace(",", "")), len(number.split(".")[1]) if "." in number else 0
+        half = 0.5 * 10.0 ** -digits
+        scale = TYPED_SCALE.get(unit)
+        if typed in allowed or (unit in ("×", "x") or scale) and any(
+                abs(value - f / (scale or 1.0)) <= half * (1 + 1e-9) for f in figures):
+            continue
+        found.append(text[max(0, m.start() - 30):m.end() + 10].replace("\n", " "))
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_no_measurement_is_typed_into_markdown(path: Path) -> None:
+    """Every figure in a notebook's prose comes from its run or the kit's data, shown as computed Markdown: a
+    number typed into a Markdown cell (1.7 GB, 9 minutes, about 300×) stays while the run beside it says
+    otherwise (issue: 02's 1.7 GB against 04's 1,492.8 MiB, 04's 9 minutes against a vocoder's 12 s)."""
+    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    typed = [(i, t) for i, cell in enumerate(nb.cells) if cell.cell_type == "markdown" for t in typed_numbers(cell.source)]
+    assert not typed, f"{path.name}: measurements typed into Markdown (compute them): " + "; ".join(
+        f"cell {i}: …{t}…" for i, t in typed)
+
+
+def test_the_typed_number_check_catches_what_it_should() -> None:
+    """The check, planted: the issue's typed figures are caught; names, the PR's figures and the kit's constants are not."""
+    for typed in ("1.7 GB of fresh parameters", "a default pass took 9 minutes", "about 300× faster", "the ~300x",
+                  "a 24 kHz waveform", "up to 1.5× slower", "12% of the width", "56 MiB of weights", "a 105 s startup"):
+        assert typed_numbers(typed), typed
+    for name in ("Qwen2.5-Omni-3B", "PR 7061 (issue 7060)", "vLLM-Omni 0.28.0 and 0.30.0", "notebooks 01–06",
+                 "a 2-core machine", "the PR's 292× on an MI300X", "105.738 s → 104.322 s", "a 0.48 s saving",
+                 "95% interval", "80% of the time", "5% false claims", "`--runs 5 s`", "B × N", "1 AMD Instinct MI300X VF"):
+        assert not typed_numbers(name), name
+
+
 # A value a cell computes only to show: dropped unseen unless it is the cell's last expression (or passed to kit.show).
 SHOWN_VALUES = re.compile(r"table|plot|figure|readable")
 

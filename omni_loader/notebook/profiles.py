@@ -170,3 +170,57 @@ def diff_table(diff: Any):  # -> Styler
     styler = table(frame.reset_index(drop=True), decimals={**{name: digits for name in times}, Q: 4},
                    names=["function (file)"], caption=caption)
     return styler.format(bare_shown, subset=[f"B − A ({unit})"])  # a minus sign, as in the interval beside it
+
+
+# The frames a flamegraph's phases are read from: the discovery rules' functions, the model's construction.
+FLAME_PHASES = {"buffer_discovery": ("_baseline", "_optimized"), "construct": ("build_model",)}
+
+
+def flame_note(profiles: dict[str, Any]) -> str:
+    """Under 02's flamegraphs, in numbers: how wide buffer discovery and construction are drawn in each variant's
+    graph (their share of the samples under ``load_token2wav``) beside their share of the median unprofiled run
+    in the phase table above, and how many MiB of parameters construction writes (the ``[Model Loaded]`` line of
+    that run). Why: the baseline's graph drew discovery about a third as wide as the table's share (the issue's
+    12% against 35.8%), and the prose said why in words only; a flamegraph is one first load of a fresh worker
+    under a sampler, where construction's first touches of fresh memory cost what the host asks, so every other
+    frame is narrower by what construction gains."""
+    import re
+
+    from ..formatting import number
+    from ..profiling.flamegraph import load_stacks
+    from ..reporting.measurements import label
+
+    lines, size = [], None
+    for variant, p in profiles.items():
+        speedscope = p.files.get("speedscope")
+        if not speedscope or not Path(speedscope).is_file():
+            continue
+        try:
+            stacks, _ = load_stacks(speedscope)
+            shares = p.phase_shares().set_index("phase")["share"]
+        except Exception:  # noqa: BLE001 - a note, not a table: no file, no sentence
+            continue
+        total = sum(w for _, w in stacks)
+        if not total:
+            continue
+        parts = []
+        for phase, functions in FLAME_PHASES.items():
+            drawn = sum(w for path, w in stacks if any(name.split(".")[-1].split(" ")[0] in functions
+                                                       for name, _ in path))
+            if phase in shares:
+                parts.append(f"{label(phase).lower() if phase == 'construct' else label(phase)} "
+                             f"{100 * drawn / total:.1f}% of the graph's width against {100 * shares[phase]:.1f}% of "
+                             "the table's run")
+        if parts:
+            lines.append(f"- **{variant}**: " + "; ".join(parts) + ".")
+        found = re.search(r"size=([\d.]+) MB", str(p.reference.get("model_loaded") or ""))
+        size = size or (found and float(found[1]))
+    if not lines:
+        return ""
+    return ("How wide each graph draws two phases, beside their share of the median unprofiled run in the phase "
+            "table above:\n\n" + "\n".join(lines) + "\n\nThe widths differ because the two count different loads: "
+            "a graph is one load, the first in a fresh worker that py-spy stops for every sample, where construction "
+            + (f"writes {number(size)} MiB of fresh parameters" if size else "writes every parameter afresh")
+            + " whose first touches the host prices at that moment; whatever construction gains there, every other "
+            "frame loses in width. The table's run is unprofiled and its shares are of its own whole load: read the "
+            "graph for *what* fills a load, the table for *how much*.")

@@ -3,7 +3,8 @@
 Notebook 02 profiles one load of each variant with cProfile, py-spy and torch.profiler beside a few
 unprofiled loads (:func:`profile_variants`), then shows the phase shares of the unprofiled loads
 (:func:`phase_share_table`), ``Module.state_dict``'s call counts in cProfile (:func:`state_dict_call_table`),
-the top functions (:func:`top_functions`), the flamegraphs (:func:`flamegraphs`), torch's operators and
+the top functions (:func:`top_functions`), the flamegraphs (:func:`flamegraphs`, with how wide they draw discovery and construction beside the phase
+table's shares, :func:`flame_note`), torch's operators and
 phase ranges (:func:`torch_operators`), the bottleneck summary (:func:`where_time_goes`: ``profile.md``, which
 :func:`read_summary` reads whole, under the notebook's heading, without the tables shown above it), and last the
 differential profile: which functions the change moved, with intervals (:func:`profile_diff`, read back
@@ -19,6 +20,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "state_dict_call_table": ".profiling.tables",
     "top_functions": "profiles",
     "flamegraphs": "profiles",
+    "flame_note": "profiles",
     "torch_operators": "profiles",
     "read_summary": ".profiling.summary",
     "where_time_goes": "profiles",

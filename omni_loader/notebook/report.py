@@ -7,7 +7,9 @@ the verdicts that open the report (:func:`report_opening`), the environment, the
 rows and every phase (:func:`result_tables`), the controls, the PR's figures beside this run's, the plots,
 equivalence and memory, the weight-loading ratio taken apart, a cold benchmark beside the warm one
 (:func:`cold_and_warm`) and earlier results side by side (:func:`earlier_results`, :func:`side_by_side`);
-notebook 05 shows a variant of your own against two others (:func:`beyond_the_pr`) and the load's largest
+the answer first, from the newest saved benchmark (:func:`headline`, :func:`latest_run`), and buffer discovery's
+ratio beside the PR's with the model, snapshot, runs and condition of each (:func:`discovery_ratios`, which 02, 03
+and 05 show too); notebook 05 shows a variant of your own against two others (:func:`beyond_the_pr`) and the load's largest
 phases (:func:`largest_phases`).
 """
 
@@ -29,4 +31,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "beyond_the_pr": "sections",
     "largest_phases": "sections",
     "shared_phases": "sections",
+    "headline": "sections",
+    "latest_run": "sections",
+    "discovery_ratios": "sections",
 }, relative_to=__package__)

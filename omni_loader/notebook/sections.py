@@ -10,6 +10,7 @@ a styled table, or paths); displaying is the notebook's.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -308,3 +309,227 @@ def shared_phases(out: str | os.PathLike[str]) -> str:
     return (f"Only {changed} differs in code, yet here {len(differing)} of the {len(report.controls)} phases both "
             f"variants run unchanged differ{'s' if len(differing) == 1 else ''} too: {named}. The same code cannot have changed speed, so the machine "
             "did it (see the Controls below); the bars differ by more than the fix.")
+
+
+# One discovery ratio, several figures (notebooks 01, 02, 03 and 05). Why: buffer discovery's baseline ÷ optimized is
+# quoted by every benchmark notebook and the figures differ (a whole load in a fresh process against the rules alone on
+# a warm tree, the full-size model against the tiny one, five runs against three, this machine against the PR's MI300X);
+# a figure without its model, snapshot, run count and condition reads as a contradiction.
+
+
+def _load_record(path: Path, kind: str | None = "reproduce") -> dict[str, Any] | None:
+    """The load benchmark's record in ``path/metadata.json`` (of ``kind`` when given), or None."""
+    try:
+        meta = json.loads((path / "metadata.json").read_text())
+    except (OSError, ValueError):
+        return None
+    record = (meta.get("benchmarks") or {}).get("load") or {}
+    return record if record and (kind is None or record.get("kind") == kind) else None
+
+
+def saved_runs(root: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The benchmark results directories (``reproduce``: notebook 01's, ``omni-loader reproduce``'s) directly under
+    the results root (or ``root``), complete and holding buffer discovery, newest first (by when each started)."""
+    from .files import results_root
+
+    base = Path(root) if root else results_root()
+    found = []
+    for path in sorted(base.glob("*")) if base.is_dir() else []:
+        record = _load_record(path) if path.is_dir() else None
+        variants = set((record or {}).get("spec", {}).get("variants") or ("baseline", "optimized"))
+        if record and record.get("status") == "complete" and {"baseline", "optimized"} <= variants:
+            found.append((record.get("started_at") or "", path))
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def latest_run(exclude: str | os.PathLike[str] | None = None, root: str | os.PathLike[str] | None = None) -> Path | None:
+    """The newest saved benchmark (:func:`saved_runs`) other than ``exclude``, or None."""
+    skip = Path(exclude).resolve() if exclude else None
+    return next((p for p in saved_runs(root) if p.resolve() != skip), None)
+
+
+def model_words(record: dict[str, Any]) -> str:
+    """What a benchmark loaded, in words: "full-size Token2Wav (synthetic weights)", "Qwen/Qwen2.5-Omni-3B"."""
+    checkpoint = record.get("checkpoint") or {}
+    synthetic = checkpoint.get("synthetic") or {}
+    if synthetic.get("size"):
+        size = "full-size" if synthetic["size"] == "full" else synthetic["size"]
+        return f"{size} Token2Wav (synthetic weights)"
+    return checkpoint.get("model_id") or "Token2Wav from a checkpoint directory"
+
+
+def _run_row(path: Path, figure: str) -> dict[str, Any] | None:
+    from ..reporting.measurements import comparisons
+
+    record = _load_record(path, kind=None)
+    if record is None:
+        return None
+    frame, _ = _frame_and_metadata(path)
+    comps = {c.phase: c for c in comparisons(frame)}
+    disc, calls = comps.get("buffer_discovery"), comps.get("state_dict_calls")
+    if disc is None:
+        return None
+    spec, load = record.get("spec") or {}, (record.get("spec") or {}).get("load") or {}
+    checkpoint = Path((record.get("checkpoint") or {}).get("checkpoint_dir") or spec.get("checkpoint") or "")
+    fresh = spec.get("workers") != "in-process"
+    b = int(calls.baseline.median) if calls is not None else None
+    warmup = spec.get("warmup", record.get("warmup", 0))
+    return {
+        "figure": figure, "model": model_words(record), "snapshot": checkpoint.name or "—",
+        "runs": f"{disc.baseline.n} + {disc.optimized.n}" + (f" after {warmup} warm-up{'s' if warmup != 1 else ''} each"
+                                                             if warmup else ", no warm-up"),
+        "condition": (f"inside a whole load, {'a fresh process per run' if fresh else 'one process for all runs'}, "
+                      f"{load.get('cache', 'warm')} page cache, {load.get('device', '?')} "
+                      f"({(record.get('environment') or {}).get('cpu_count', '?')}-core machine)"),
+        "baseline": disc.baseline.median, "optimized": disc.optimized.median, "B": b,
+        "where": str(path),
+    }
+
+
+def _sweep_row(result: Any, figure: str) -> dict[str, Any] | None:
+    from ..sweep.fits import source_words
+
+    placement = getattr(result, "placement", None)
+    if placement is None or placement.empty:
+        return None
+    rows = placement.set_index("experiment")
+    if not {"baseline", "optimized"} <= set(rows.index):
+        return None
+    config = result.config
+    return {
+        "figure": figure, "model": source_words(str(rows.loc["baseline", "source"])) + " (random weights)",
+        "snapshot": "none: built in this process", "runs": f"median of {config.repeats} repeats",
+        "condition": "the two rules alone on a warm tree, in this kernel (wall clock)",
+        "baseline": float(rows.loc["baseline", "median_seconds"]), "optimized": float(rows.loc["optimized", "median_seconds"]),
+        "B": int(rows.loc["baseline", "B"]), "where": "",
+    }
+
+
+def _pr_row() -> dict[str, Any]:
+    from ..reporting.measurements import load_reference
+
+    ref = load_reference()
+    by = {m["measurement"]: m for m in ref["measurements"]}
+    env = ref.get("environment") or {}
+    return {
+        "figure": "the PR (its table)", "model": f"{env.get('Model', 'Qwen/Qwen2.5-Omni-3B')} (released weights)",
+        "snapshot": "the released checkpoint",
+        "runs": _pr_runs(env),
+        "condition": f"inside vLLM's load, {env.get('GPU', 'a GPU')}, {env.get('Model files', 'cached')} model files",
+        "baseline": by["buffer_discovery"]["baseline"], "optimized": by["buffer_discovery"]["optimized"],
+        "B": int(by["state_dict_calls"]["baseline"]), "where": "",
+    }
+
+
+def _pr_runs(env: dict[str, Any]) -> str:
+    """The PR's design in the table's words, from its environment ("5 per version, alternating", "1 per version")."""
+    repeats, _, how = str(env.get("Repeats", "?")).partition(",")
+    n, warm = repeats.split()[0], str(env.get("Warm-ups", "?")).split()[0]
+    return f"{n} + {n}{',' + how if how else ''}, after {warm} warm-up{'s' if warm != '1' else ''} each"
+
+
+def _times(x: float) -> str:
+    from ..formatting import times
+
+    return times(x)
+
+
+def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = True) -> list[Any]:
+    """Buffer discovery's baseline ÷ optimized from each of ``measured`` (a results directory of ``reproduce``, or
+    a traversal sweep's result), then the PR's, in one table: which model, snapshot, runs and condition each figure
+    came from; then a sentence per figure after the first saying, in numbers, what makes it differ from the first
+    (ratio = B × one state dict ÷ the optimized rule: its B, its price of one state dict, its optimized time).
+    ``names`` name the rows ("this run (01)"); None among ``measured`` is skipped."""
+    import pandas as pd
+
+    from ..formatting import short_duration, table
+
+    rows = []
+    for i, item in enumerate(measured):
+        if item is None:
+            continue
+        figure = names[i] if i < len(names) else f"figure {i + 1}"
+        row = _sweep_row(item, figure) if hasattr(item, "placement") else _run_row(Path(item), figure)
+        if row is not None:
+            rows.append(row)
+    if pr:
+        rows.append(_pr_row())
+    if not rows:
+        return ["No discovery ratio to show."]
+    for r in rows:
+        r["ratio"] = r["baseline"] / r["optimized"] if r["optimized"] else float("nan")
+        r["one state dict"] = r["baseline"] / r["B"] if r["B"] else float("nan")
+    shown = pd.DataFrame([{
+        "figure": r["figure"], "model": r["model"], "snapshot": r["snapshot"], "runs (baseline + optimized)": r["runs"],
+        "condition": r["condition"], "baseline (median)": short_duration(r["baseline"]),
+        "optimized (median)": short_duration(r["optimized"]), "baseline ÷ optimized": _times(r["ratio"]),
+        "B (state dicts)": r["B"], "one state dict (baseline ÷ B)": short_duration(r["one state dict"]),
+    } for r in rows])
+    first = rows[0]
+    lines = []
+    for r in rows[1:]:
+        b, sd, opt = (r["B"] / first["B"], r["one state dict"] / first["one state dict"], r["optimized"] / first["optimized"])
+        lines.append(
+            f"**{r['figure']}**: {_times(r['ratio'])} against {first['figure']}'s {_times(first['ratio'])}, "
+            f"{r['ratio'] / first['ratio']:,.2f} times it. The ratio is B × one state dict ÷ the optimized rule, so "
+            f"the factor is {b:,.2f} (B: {r['B']} against {first['B']}"
+            + (", another model size" if r["B"] != first["B"] else ", the same model tree") + ") × "
+            f"{sd:,.2f} (one state dict: {short_duration(r['one state dict'])} against "
+            f"{short_duration(first['one state dict'])}) ÷ {opt:,.2f} (the optimized rule: "
+            f"{short_duration(r['optimized'])} against {short_duration(first['optimized'])}).")
+    biggest = _largest_factor(rows)
+    if biggest:
+        lines.append(biggest)
+    caption = ("Buffer discovery's ratio, figure by figure: what each was measured on and how. "
+               "The count does not move (the baseline builds B state dicts); the prices do.")
+    return [table(shown, caption=caption), "\n\n".join(lines)]
+
+
+def _largest_factor(rows: list[dict[str, Any]]) -> str:
+    """Which of the three factors moves the figures most apart, over every pair with the first row."""
+    import math
+
+    first = rows[0]
+    if len(rows) < 2:
+        return ""
+    spread = {"the model's size (B)": 0.0, "the price of one state dict": 0.0, "the optimized rule's time": 0.0}
+    for r in rows[1:]:
+        for name, value in zip(spread, (r["B"] / first["B"], r["one state dict"] / first["one state dict"],
+                                        first["optimized"] / r["optimized"])):
+            if value > 0 and math.isfinite(value):
+                spread[name] = max(spread[name], abs(math.log(value)))
+    name = max(spread, key=spread.get)
+    return (f"Of the three factors, {name} moves these figures furthest apart (up to "
+            f"{math.exp(spread[name]):,.2f} times either way).")
+
+
+def headline(out: str | os.PathLike[str] | None, *, quick_out: str | os.PathLike[str] | None = None,
+             device: str = "auto") -> list[Any]:
+    """One benchmark's answer, for a notebook's first screen: which run it is (model, snapshot, runs, when), its
+    where-the-time-goes picture and the PR's timed rows with both verdicts. ``out`` None: a quick run of the tiny
+    snapshot (three runs a side, no warm-up) into ``quick_out`` first, said so."""
+    from ..reporting.measurements import comparisons
+    from .ab_tables import pr_rows
+
+    said = ""
+    if out is None:
+        from ..bench.runner import benchmark_spec
+        from ..job import reproduce
+        from ..token2wav.checkpoint import resolve_snapshot
+        from ..token2wav.options import LoadOptions
+        from .files import results_dir
+
+        snapshot = resolve_snapshot(None, None, size="tiny")
+        spec = benchmark_spec(snapshot, LoadOptions(device=device), warmup=0, runs=3)
+        out = reproduce(spec, quick_out or results_dir("notebook01-quick"), snapshot=snapshot)
+        said = ("No saved benchmark under the results root yet, so this is a quick one made just now (the tiny "
+                "snapshot, three runs a side: a first look, not a verdict to quote). ")
+    out = Path(out)
+    record = _load_record(out, kind=None) or {}
+    frame, _ = _frame_and_metadata(out)
+    disc = next((c for c in comparisons(frame) if c.phase == "buffer_discovery"), None)
+    runs = f"{disc.baseline.n} + {disc.optimized.n} runs" if disc else "its runs"
+    when = (record.get("started_at") or "")[:16].replace("T", " ")
+    said += (f"**The answer, from `{out.name}`** ({model_words(record)}, {runs}, {when} UTC; the method and this "
+             "notebook's own run follow below):")
+    return [said, *saved_plots(out, ("where_time_goes",)), *pr_rows(frame)]

@@ -78,6 +78,27 @@ def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
     return fig
 
 
+# The model a benchmark loaded, told by its baseline's state_dict() calls (one per named buffer): the released
+# Token2Wav's B in either layout, and the tiny synthetic one's (tests/test_presentation.py holds them to
+# omni_loader.token2wav.model.inventory). A plot's title says which: a tiny model's ratio is not the PR's model's.
+MODEL_BY_BUFFERS = {219: "full-size", 220: "full-size", 51: "tiny", 52: "tiny"}
+# A bar segment narrower than this share of the axis is not seen: the legend names it apart, not among the colours.
+VISIBLE_SHARE = 0.005
+
+
+def model_size_words(calls: float | None) -> str:
+    """"full-size Token2Wav", "tiny Token2Wav" or "Token2Wav (B buffers)" from the baseline's state_dict() calls."""
+    if calls is None or (isinstance(calls, float) and math.isnan(calls)):
+        return "Token2Wav"
+    size = MODEL_BY_BUFFERS.get(int(calls))
+    return f"{size} Token2Wav" if size else f"Token2Wav ({int(calls)} buffers)"
+
+
+def _frame_model(frame) -> str:
+    rows = frame[(frame["variant"] == "baseline") & (frame["phase"] == "total")] if "state_dict_calls" in frame else []
+    return model_size_words(float(rows["state_dict_calls"].median()) if len(rows) else None)
+
+
 def where_time_goes_figure(frame) -> ShownFigure | None:
     """Stacked bars of leaf-phase medians per variant: where the load time goes.
 
@@ -100,13 +121,19 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     tab10, tab20 = matplotlib.colormaps["tab10"], matplotlib.colormaps["tab20"]
     colors = [tab10(k) if k < 10 else tab20(2 * (k - 10) + 1) for k in range(len(LEAF_PHASES))]
     widest = 0.0
+    longest = max([sum(x for x in v if not math.isnan(x)) * scale for v in medians.values()]
+                  + [t * scale for t in totals.values() if not math.isnan(t)]) or 1.0
+    # a phase is in the legend when its segment can be seen in some bar; the others are named under it
+    seen = {k for v in medians.values() for k, x in enumerate(v) if not math.isnan(x) and x * scale >= VISIBLE_SHARE * longest * 1.3}
+    unseen = [label(p) for k, p in enumerate(LEAF_PHASES)
+              if k not in seen and any(not math.isnan(v[k]) for v in medians.values())]
     for j, variant in enumerate(VARIANTS):
         left = 0.0
         for k, (phase, med) in enumerate(zip(LEAF_PHASES, medians[variant])):
             if math.isnan(med):
                 continue
             ax.barh(j, med * scale, left=left, color=colors[k], edgecolor="white",
-                    label=label(phase) if j == 0 else None)
+                    label=label(phase) if j == 0 and k in seen else None)
             left += med * scale
         total = totals[variant]
         text = f"Σ phases {short_duration(left / scale)}"
@@ -120,15 +147,17 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     ax.set_xlim(0, widest * 1.3)  # room for the labels inside the frame
     ax.set_yticks(range(len(VARIANTS)), list(VARIANTS))
     ax.set_xlabel(f"median time ({unit})")
-    ax.set_title("Where the Token2Wav load time goes (median of each phase)")
+    ax.set_title(f"Where the {_frame_model(frame)} load time goes (median of each phase)")
     handles, names = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="black", lw=1.6))
     names.append("median whole load")
     legend = ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=8)
     # under the legend, however many rows it takes (anchored to it, so the two never overlap)
+    thin = ("\n" + textwrap.fill(f"Too thin to see at this scale (under {100 * VISIBLE_SHARE:g}% of the axis), so not in "
+                                 "the legend: " + ", ".join(unseen) + ".", 118)) if unseen else ""
     ax.annotate("The bar adds the median of each phase; the tick is the median of the whole load. They differ "
                 "because medians\ndo not add up (the run with the median total need not have the median of every phase) "
-                "and the clock also runs between phases.", xy=(0.0, 0.0), xycoords=legend, xytext=(0, -4),
+                "and the clock also runs between phases." + thin, xy=(0.0, 0.0), xycoords=legend, xytext=(0, -4),
                 textcoords="offset points", fontsize=7.5, color="#444", va="top", ha="left")
     ax.invert_yaxis()
     return fig
@@ -151,7 +180,7 @@ def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> S
     drawn: list[float] = []
     for i, r in enumerate(refs):
         pr, c = r["baseline"] / r["optimized"], mine[r["measurement"]]
-        ax.bar(i - width / 2, pr, width, color="#8d96a3", label="PR (MI300X, ROCm), median" if i == 0 else None)
+        ax.bar(i - width / 2, pr, width, color="#8d96a3", label="PR (released model, MI300X, ROCm), median" if i == 0 else None)
         ax.annotate(times(pr), (i - width / 2, pr), ha="center", va="bottom", fontsize=8)
         claimed = c.differs()
         ax.bar(i + width / 2, c.ratio, width, color="#00798c" if claimed else "white", edgecolor="#00798c",
@@ -175,7 +204,9 @@ def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> S
     ax.axhline(1, color="black", lw=0.8)
     ax.set_xticks(range(len(refs)), [r["label"] for r in refs])
     ax.set_ylabel("baseline / optimized (median ratio, log)")
-    ax.set_title("Speed-up of the optimized loader: this run against the PR")
+    calls = next((c.baseline.median for c in comps if c.phase == "state_dict_calls"), None)
+    ax.set_title(f"Speed-up of the optimized loader: this run ({model_size_words(calls)}) against the PR "
+                 "(the released model)", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), loc="upper right", fontsize=7.5)
