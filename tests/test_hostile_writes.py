@@ -526,3 +526,17 @@ def test_pack_refuses_a_directory_whose_writer_is_still_running(tmp_path, capsys
         assert not (tmp_path / "sent" / "res.tar.gz").exists()
     (tmp_path / "res" / LOCK_FILE).write_text(json.dumps({"pid": 2**22 + 1, "host": socket.gethostname()}))
     assert _pack(tmp_path, capsys)[0] == 0 and (tmp_path / "sent" / "res.tar.gz").is_file()
+
+
+def test_a_results_sweep_without_a_column_is_one_line_naming_file_and_column(tmp_path, capsys):
+    """``audit --source ... --results DIR`` whose traversal.csv lacks a column the cost is fitted from: one line
+    naming the file and the column (it was ``KeyError: 'experiment'``)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("def f(model):\n    for b in model.named_buffers():\n"
+                                           "        model.state_dict()\n")
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "traversal.csv").write_text("source,N,B,x,repeat,seconds\nsynthetic,10,1,10,0,0.1\n")
+    code, _, err = _cli(capsys, "audit", "--source", tmp_path / "src", "--modules", "100", "--items", "10",
+                        "--results", tmp_path / "sweep", "--no-cache", "--jobs", "1")
+    assert code == 2 and _one_line(err).startswith(
+        f"omni-loader: error: --results {tmp_path / 'sweep' / 'traversal.csv'}: no 'experiment' column")

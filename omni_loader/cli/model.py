@@ -122,6 +122,8 @@ def cmd_source_audit(args: argparse.Namespace) -> int:
                               "does not use it")
     rules = selected_rules([c for group in args.select for c in group], [c for group in args.ignore for c in group])
     size = tree_size(args.modules, args.items, args.like)  # a bad --like is said before the sources are read
+    if args.results:
+        check_sweep_columns(args.results)  # before the sources are read
     baseline = read_baseline(args.baseline) if args.baseline else None
     audit = scan_sources(args.source, args.exclude, rules=rules, once=args.once,
                          max_bytes=MAX_FILE_BYTES if args.max_file_size is None else args.max_file_size,
@@ -192,6 +194,27 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if files:
             print(f"audit: {', '.join(map(str, files.values()))}")
     return 1 if any(r.agree is False for r in rows) else 0
+
+
+# What the per-visit cost is fitted from in a saved sweep's traversal.csv (omni_loader.sweep.fits.linear_costs).
+SWEEP_COLUMNS = ("experiment", "source", "N", "B", "x", "seconds")
+
+
+def check_sweep_columns(results: str) -> None:
+    """``--results``' traversal.csv has every column the cost is fitted from, else one line naming the file and the
+    first one missing (it was a KeyError deep in pandas). A file that is not there is said by the fit's reader."""
+    import csv
+    from pathlib import Path
+
+    path = Path(results) / "traversal.csv" if Path(results).is_dir() else Path(results)
+    if not path.is_file():
+        return
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        header = next(csv.reader(fh), [])
+    missing = [c for c in SWEEP_COLUMNS if c not in header]
+    if missing:
+        raise OmniLoaderError(f"--results {path}: no {missing[0]!r} column (it has {', '.join(header) or 'none'}): "
+                              "not a traversal sweep's table; write one with `omni-loader traversal --out DIR`")
 
 
 def _visit_cost(text: str) -> float:
