@@ -72,11 +72,6 @@ class PhaseTree:
         """The phases in the order they end (the clock's records): each after the phases it encloses."""
         return tuple(name for c in self.children(parent) for name in (*self.ended(c), c))
 
-    def between(self, first: str, last: str) -> tuple[str, ...]:
-        """The leaves from ``first`` to ``last``, both included."""
-        leaves = self.leaves()
-        return leaves[leaves.index(first):leaves.index(last) + 1]
-
     @property
     def enclosing(self) -> dict[str, tuple[str, ...]]:
         """Each phase that encloses others -> the leaves it encloses; innermost first (as they end)."""
@@ -93,13 +88,11 @@ class PhaseTree:
         return tuple(p.name for p in self.phases if p.reads_checkpoint)
 
     @property
-    def reading_rows(self) -> tuple[str, ...]:
-        """The enclosing phases that hold a phase reading the checkpoint, innermost first."""
+    def reading_rows(self) -> tuple[str, ...]:  # the enclosing phases that hold a phase reading the checkpoint
         return tuple(row for row, leaves in self.enclosing.items() if set(leaves) & set(self.reading))
 
     @property
-    def steps(self) -> dict[str, str]:
-        """A variant's step -> the phase it is timed as."""
+    def steps(self) -> dict[str, str]:  # a variant's step -> the phase it is timed as
         return {p.step: p.name for p in self.phases if p.step}
 
 

@@ -26,7 +26,6 @@ def test_a_declared_phase_reaches_every_derived_list_and_map() -> None:
                                                                                "reference_copy"]
     assert "planted" in tree.reading and tree.steps["planted_step"] == "planted"
     assert tree.reading_rows == PHASE_TREE.reading_rows
-    assert "planted" in tree.between("read_checkpoint", "model_loaded_size")
     assert tree.ended().index("planted") < tree.ended().index("weight_loading")
 
 
@@ -43,4 +42,5 @@ def test_the_kits_lists_are_the_derived_ones() -> None:
     assert controls.ENCLOSING is sequential.ENCLOSING is ENCLOSING and controls.STEP_PHASES is STEP_PHASES
     assert cache_report.READ_PHASES is READ_PHASES and cache_report.TOUCHED_ROWS == PHASE_TREE.reading_rows
     assert ENCLOSED["model_loading"] == LEAF_PHASES
-    assert ENCLOSED["model_loaded"] == PHASE_TREE.between("read_checkpoint", "model_loaded_size")
+    assert ENCLOSED["model_loaded"] == LEAF_PHASES[LEAF_PHASES.index("read_checkpoint"):
+                                                   LEAF_PHASES.index("model_loaded_size") + 1]

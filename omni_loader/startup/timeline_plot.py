@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..names import LEAF_PHASES, OUTER_LOAD_WEIGHTS_CHILDREN, PHASE_TREE, VARIANTS, WEIGHT_LOADING_CHILDREN
+from ..names import LEAF_PHASES, OUTER_LOAD_WEIGHTS_CHILDREN, VARIANTS, WEIGHT_LOADING_CHILDREN
 from ..reporting.figures import ShownFigure, write_figure
 from .timeline import Timeline
 from .timeline_scan import RESOLUTION, Record
@@ -70,7 +70,7 @@ ENCLOSED: dict[str, tuple[str, ...]] = {
     "weight_loading": OUTER_LOAD_WEIGHTS_CHILDREN,  # vLLM's "Loading weights took": the outer load_weights
     "model_loading": LEAF_PHASES,  # "Model loading took": construction through post-load
     # "[Model Loaded]", inferred from the weights format line (read_checkpoint starts) to its own
-    "model_loaded": PHASE_TREE.between("read_checkpoint", "model_loaded_size"),
+    "model_loaded": OUTER_LOAD_WEIGHTS_CHILDREN[:OUTER_LOAD_WEIGHTS_CHILDREN.index("model_loaded_size") + 1],
 }
 
 
