@@ -157,8 +157,25 @@ def _shared_phases(f: Findings, text: str, frame: pd.DataFrame) -> None:
             "the shared phases' medians")
 
 
+def _discovery_ratios(f: Findings, text: str, frame: pd.DataFrame, first: str) -> None:
+    """The lines under a discovery-ratio table (``kit.report.discovery_ratios``) whose first row is this run: the PR's
+    ratio from its table, this run's from runs.csv, and the three factors that multiply to their quotient."""
+    reference = json.loads(REFERENCE.read_text())
+    pr = {m["measurement"]: m for m in reference["measurements"]}
+    disc = medians(frame, "buffer_discovery")
+    calls = frame[(frame["phase"] == "total") & (frame["variant"] == "baseline")]["state_dict_calls"].median()
+    for s in re.finditer(rf"\*\*the PR \(its table\)\*\*: ({NUM})× against {re.escape(first)}'s ({NUM})×, ({NUM}) times it\. "
+                         rf".*? the factor is ({NUM}) \(B: (\d+) against (\d+)", text):
+        ours = disc["baseline"] / disc["optimized"]
+        theirs = pr["buffer_discovery"]["baseline"] / pr["buffer_discovery"]["optimized"]
+        f.expect(agrees(s[1], theirs) and agrees(s[2], ours) and agrees(s[3], theirs / ours)
+                 and int(s[5]) == pr["state_dict_calls"]["baseline"] and int(s[6]) == calls
+                 and agrees(s[4], pr["state_dict_calls"]["baseline"] / calls), s[0], "the discovery ratios")
+
+
 def _notebook_01(f: Findings, text: str, results: Path) -> None:
     frame = measured(results / "runs.csv")
+    _discovery_ratios(f, text, frame, "this run")
     _shared_phases(f, text, frame)
     _saving_sentences(f, text, frame)
     _parts_sentences(f, text, frame)

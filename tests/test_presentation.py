@@ -397,3 +397,47 @@ def test_a_column_of_truth_values_reads_yes_and_no() -> None:
     assert "True" not in html and "False" not in html and "None" not in html
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", html)
     assert cells == ["yes", "yes", "1", "no", "", "0"]
+
+
+def test_a_plot_names_the_model_size_its_baseline_counted() -> None:
+    """01's plots say "full-size" or "tiny" from the baseline's state_dict() calls (one per named buffer): the table
+    they read holds each layout's B of each size, as the model code counts them, and a count it does not know is said
+    as a count, never guessed."""
+    from omni_loader.reporting.plots import MODEL_BY_BUFFERS, model_size_words
+    from omni_loader.token2wav.model import inventory
+
+    for layout in ("vllm-omni", "transformers"):
+        for size, words in (("full", "full-size"), ("tiny", "tiny")):
+            assert MODEL_BY_BUFFERS[inventory(layout, size).named_buffers] == words
+    assert model_size_words(219.0) == "full-size Token2Wav" and model_size_words(51) == "tiny Token2Wav"
+    assert model_size_words(7) == "Token2Wav (7 buffers)" and model_size_words(float("nan")) == "Token2Wav"
+
+
+def test_a_discovery_ratio_is_said_with_its_model_runs_and_condition(tmp_path: Path) -> None:
+    """kit.report.discovery_ratios: the PR's row from its table (the released model, 5 + 5 alternating after 1
+    warm-up), the quotient of two figures taken apart into B × one state dict ÷ the optimized rule, which multiply
+    back to it; the newest saved benchmark is found among results directories, none when there is none."""
+    from omni_loader.notebook import sections
+
+    table, said = sections.discovery_ratios()
+    frame = table.data
+    assert list(frame["figure"]) == ["the PR (its table)"]
+    row = frame.iloc[0]
+    assert row["model"] == "Qwen/Qwen2.5-Omni-3B (released weights)" and row["B (state dicts)"] == 219
+    assert row["runs (baseline + optimized)"] == "5 + 5, alternating, after 1 warm-up each"
+    assert row["baseline ÷ optimized"] == "292×" and "MI300X" in row["condition"]
+    assert sections.latest_run(root=tmp_path) is None
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "metadata.json").write_text(json.dumps({"benchmarks": {"load": {
+        "kind": "reproduce", "status": "complete", "started_at": "2026-01-01T00:00:00+00:00"}}}))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "metadata.json").write_text(json.dumps({"benchmarks": {"load": {
+        "kind": "reproduce", "status": "complete", "started_at": "2026-02-01T00:00:00+00:00"}}}))
+    assert sections.latest_run(root=tmp_path) == tmp_path / "b"
+    assert sections.latest_run(exclude=tmp_path / "b", root=tmp_path) == tmp_path / "a"
+    first = {"figure": "here", "B": 51, "one state dict": 0.003, "optimized": 0.005, "baseline": 0.153}
+    other = {"figure": "there", "B": 219, "one state dict": 0.002, "optimized": 0.0015, "baseline": 0.438}
+    for r in (first, other):
+        r["ratio"] = r["baseline"] / r["optimized"]
+    words = sections._largest_factor([first, other])
+    assert "the model's size (B)" in words and "4.29 times" in words

@@ -387,6 +387,7 @@ def _run_row(path: Path, figure: str) -> dict[str, Any] | None:
 
 
 def _sweep_row(result: Any, figure: str) -> dict[str, Any] | None:
+    from ..formatting import count
     from ..sweep.fits import source_words
 
     placement = getattr(result, "placement", None)
@@ -398,7 +399,7 @@ def _sweep_row(result: Any, figure: str) -> dict[str, Any] | None:
     config = result.config
     return {
         "figure": figure, "model": source_words(str(rows.loc["baseline", "source"])) + " (random weights)",
-        "snapshot": "none: built in this process", "runs": f"median of {config.repeats} repeats",
+        "snapshot": "none: built in this process", "runs": f"median of {count(config.repeats, 'repeat')}",
         "condition": "the two rules alone on a warm tree, in this kernel (wall clock)",
         "baseline": float(rows.loc["baseline", "median_seconds"]), "optimized": float(rows.loc["optimized", "median_seconds"]),
         "B": int(rows.loc["baseline", "B"]), "where": "",
@@ -444,9 +445,10 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
 
     from ..formatting import short_duration, table
 
-    rows = []
+    rows, missing = [], []
     for i, item in enumerate(measured):
         if item is None:
+            missing.append(names[i] if i < len(names) else f"figure {i + 1}")
             continue
         figure = names[i] if i < len(names) else f"figure {i + 1}"
         row = _sweep_row(item, figure) if hasattr(item, "placement") else _run_row(Path(item), figure)
@@ -480,6 +482,11 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
     biggest = _largest_factor(rows)
     if biggest:
         lines.append(biggest)
+    if missing:
+        from .files import results_root
+
+        lines.append(f"No row for {', '.join(missing)}: none saved under {results_root()} yet (notebook 01 or "
+                     "`omni-loader reproduce` saves one there, and this table shows it the next time it runs).")
     caption = ("Buffer discovery's ratio, figure by figure: what each was measured on and how. "
                "The count does not move (the baseline builds B state dicts); the prices do.")
     return [table(shown, caption=caption), "\n\n".join(lines)]

@@ -210,8 +210,10 @@ def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
         names = [f"{lane} {phase_words(phase)}" for lane, phase, _ in empty]
         caption += (f"; {_listed(names)} {'has' if len(names) == 1 else 'have'} no row: a median of 0 ms in both "
                     "variants"
-                    + (" (inferred from timestamps to the second)" if all((lane, phase) in inferred
-                                                                          for lane, phase, _ in empty) else ""))
+                    + (" (inferred from timestamps to the second): one start whose two lines straddled a second's "
+                       "turn gives it a whole second, as the timeline table above may show, while the median of the "
+                       "starts is 0 ms"
+                       if all((lane, phase) in inferred for lane, phase, _ in empty) else ""))
     if frame.empty:
         return table(frame, caption=caption)
     columns = ["baseline median", "optimized median", "saving"]
