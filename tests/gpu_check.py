@@ -145,8 +145,11 @@ def main(argv: list[str] | None = None) -> int:
 
     (args.out / "gpu-check.json").write_text(json.dumps(verdicts, indent=2))
     failed = [n for n, v in verdicts.items() if v["pass"] is False]
-    print(f"gpu-check: {len(verdicts) - len(failed)} of {len(verdicts)} steps showed what they must"
-          + (f"; failed: {', '.join(failed)}" if failed else "") + f"; {args.out / 'gpu-check.json'}")
+    ran = [n for n, v in verdicts.items() if v["pass"] is not None]
+    skipped = len(verdicts) - len(ran)
+    print(f"gpu-check: {len(ran) - len(failed)} of {len(ran)} steps showed what they must"
+          + (f" ({skipped} skipped)" if skipped else "") + (f"; failed: {', '.join(failed)}" if failed else "")
+          + f"; {args.out / 'gpu-check.json'}")
     return 1 if failed else 0
 
 
