@@ -353,6 +353,18 @@ def test_profile_diff_aa_reaches_profile_diff(monkeypatch: pytest.MonkeyPatch, t
     (["--variant", "mine=discovery:builtin:optimized"], "--variant NAME=STEP:REF: only with --diff"),
     (["--variant", "sometimes"], "--variant sometimes: choose one of"),
     (["--diff", "--variant", "bad"], "--variants A,B"),
+    # py-spy's rate: 0 never started sampling (a 30 s wait, then a traceback), 1e9 gave every function 0.0 ms
+    (["--diff", "--rate", "0"], "--rate 0: must be a whole number from 1 to 10,000 samples per second"),
+    (["--diff", "--rate", "1000000000"], "--rate 1000000000: must be a whole number from 1 to 10,000"),
+    (["--rate", "-5"], "--rate -5: must be a whole number from 1"),
+    (["--top", "0"], "--top 0: must be a whole number from 1 to 10,000"),
+    (["--repeat", "100000"], "--repeat 100000: must be a whole number from 1 to 1,000"),
+    (["--diff", "--warmup", "-1"], "--warmup -1: must be a whole number from 0"),
+    (["--reference-runs", "0"], "--reference-runs 0: must be a whole number from 1"),
+    (["--diff", "--order-seed", "-1"], "--order-seed -1: must be a whole number from 0"),
+    (["--diff", "--worker-timeout", "1e300"], "--worker-timeout 1e300: must be a number of seconds above 0 and at "
+                                              "most 604,800 (a week)"),
+    (["--diff", "--worker-timeout", "nan"], "--worker-timeout nan: must be a number of seconds"),
 ])
 def test_refusals(argv: list[str], words: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert cli.main(["profile", *argv, "--checkpoint", str(tmp_path / "none"), "--out", str(tmp_path)]) == 2
@@ -478,3 +490,146 @@ def test_the_notebook_diff_table_shows_times_to_the_sampling_resolution(tmp_path
     assert sentences.startswith("### Differential profile: A (A) against B (B)\n")
     assert not re.search(r"^#{1,2} ", sentences, re.M) and flame == "the flamegraph"
     assert cells_of(table) == cells_of(styler)
+
+
+# --------------------------------------------------------------------------- what the runs can claim; appeared, gone
+
+
+def _present_folds(runs: int = 6, seed: int = 3, where: str = "B", counts: tuple[int, int] = (25, 45),
+                   nulls: int = 60) -> pd.DataFrame:
+    """Folds with sample counts at 250 Hz: ``nulls`` functions in every run of both arms (Poisson counts, their
+    times the counts' periods), the entry holding every sample, and ``spin`` only in the runs of ``where``, with
+    ``counts`` samples a run (low, high): a 134 ms step of its own."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for run_id in range(2 * runs):
+        variant = "AB"[run_id % 2]
+        per = {f"f{i}": int(rng.poisson(8)) for i in range(nulls)}
+        if variant == where:
+            per["spin"] = int(rng.integers(*counts, endpoint=True))
+        per["load_token2wav"] = sum(per.values()) + 10
+        rows += [(run_id, variant, name, "m.py", n / 250, n / 250, n) for name, n in per.items() if n]
+    return pd.DataFrame(rows, columns=["run_id", "variant", "function", "file", "inclusive_s", "self_s", "samples"])
+
+
+def test_what_a_number_of_runs_can_claim() -> None:
+    """The smallest p is the kit's own rank test's at complete separation (exact 2/924 at 6 runs untied; a tied
+    arm, under the normal approximation, lower); BH's smallest q is it times the tests; the runs a variant needed
+    are the first whose q is under the rate. At 6 runs over ~100 tests nothing can be claimed by its rank test."""
+    from math import comb
+
+    from omni_loader.reporting.stats import mann_whitney
+
+    p = stats.smallest_p(6, 6)
+    assert p == min(2 / comb(12, 6), mann_whitney((0.0,) * 6, (1.0,) * 6)) and p <= 2 / 924
+    assert stats.smallest_q(6, 6, 93) == pytest.approx(93 * p) and stats.smallest_q(6, 6, 93) > stats.FDR
+    need = stats.runs_needed(93)
+    assert stats.smallest_q(need, need, 93) <= stats.FDR < stats.smallest_q(need - 1, need - 1, 93) and need > 6
+    assert stats.smallest_p(1, 6) == 1.0
+    six = words.reach_words(6, 6, 93, "how it is known")
+    assert "over 93 tests (how it is known) the smallest q one function can reach is 0.12" in six, six
+    assert f"no function can be claimed faster or slower by its rank test alone; {need} sampled loads" in six
+    assert "appeared or to be gone" in six
+    assert "can be claimed faster or slower" in words.reach_words(15, 15, 93, "x") and "test alone" not in \
+        words.reach_words(15, 15, 93, "x")
+
+
+def test_a_function_in_every_run_of_b_and_none_of_a_appeared() -> None:
+    """A 134 ms step of its own, in every run of B (25-45 samples each) and none of A, 6 runs a side among 60
+    functions that do not move: its rank test cannot pass BH (q > 5%), its sample counts can: claimed slower,
+    it appeared. Swapped, it is gone (faster). A function in 5 of B's 6 runs, or with under MIN_SAMPLES samples
+    a run, is not said to have appeared."""
+    table = stats.compare_functions(_present_folds(), "A", "B").set_index("function")
+    spin = table.loc["spin"]
+    assert spin["q"] > stats.FDR  # the rank test alone: nothing
+    assert spin["verdict"] == stats.SLOWER and spin["presence"] == stats.APPEARED and spin["presence_q"] <= stats.FDR
+    assert spin["presence_q"] == pytest.approx(min(1, spin["presence_p"] * len(table)))
+    assert (table.drop(index=["spin", "load_token2wav"])["verdict"] == stats.NO_CLAIM).all()
+    gone = stats.compare_functions(_present_folds(where="A"), "A", "B").set_index("function").loc["spin"]
+    assert gone["verdict"] == stats.FASTER and gone["presence"] == stats.GONE
+    folds = _present_folds()
+    few = stats.compare_functions(_present_folds(counts=(2, 4)), "A", "B").set_index("function").loc["spin"]
+    assert few["verdict"] == stats.NO_CLAIM and np.isnan(few["presence_p"])
+    once = folds[~((folds["function"] == "spin") & (folds["run_id"] == 1))]  # B's first run without it
+    assert stats.compare_functions(once, "A", "B").set_index("function").loc["spin", "verdict"] == stats.NO_CLAIM
+    stray = pd.concat([folds, pd.DataFrame([(0, "A", "spin", "m.py", 0.004, 0.004, 1)], columns=folds.columns)])
+    assert np.isnan(stats.compare_functions(stray, "A", "B").set_index("function").loc["spin", "presence_p"])
+
+
+def test_the_presence_test_is_a_binomial_tail_on_pooled_counts() -> None:
+    """None of the S samples that caught it fell in A, whose share of all samples is s: (1 - s)^S, doubled;
+    the counts' dispersion (variance over mean, at least 1) divides S."""
+    steady = stats.presence_test(np.zeros(6), np.array([33] * 6), 150.0, 350.0)
+    assert steady["presence"] == stats.APPEARED and steady["dispersion"] == 1.0 and steady["least_samples"] == 33
+    assert steady["presence_p"] == pytest.approx(2 * 0.7 ** 198)
+    spread = np.array([23, 48, 30, 46, 35, 38])
+    uneven = stats.presence_test(np.zeros(6), spread, 150.0, 350.0)
+    phi = np.var(spread, ddof=1) / spread.mean()
+    assert uneven["dispersion"] == pytest.approx(phi) and uneven["presence_p"] == pytest.approx(2 * 0.7 ** (220 / phi))
+    gone = stats.presence_test(np.array([33] * 6), np.zeros(6), 350.0, 150.0)
+    assert gone["presence"] == stats.GONE and gone["presence_p"] == pytest.approx(steady["presence_p"])
+    assert np.isnan(stats.presence_test(np.array([0, 0, 1]), np.array([9, 9, 9]), 10.0, 30.0)["presence_p"])
+
+
+def test_null_diffs_say_nothing_appeared_but_where_samples_are_not_independent() -> None:
+    """5 synthetic A/A diffs at 6 runs a side, 20 functions in every run (Poisson counts) and 20 that some runs
+    call a few times (1 to 4 samples when they do): nothing is claimed. The test's blind spot, measured: a
+    function that some processes run for 80 ms and others not at all (all-or-nothing, a run probability of 1/2,
+    20 samples when it does) splits perfectly by arm 2 / 4^6 = 1/2,048 of the time, and is then said to have
+    appeared or to be gone (the binomial takes samples for independent draws): in 8,192 such function-diffs,
+    about 4, as diff.md says."""
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        folds = _present_folds(seed=seed, where="none", nulls=20)
+        rare = [(r, "AB"[r % 2], f"r{i}", "m.py", n / 250, n / 250, n) for r in range(12) for i in range(20)
+                if rng.random() < 0.5 and (n := int(rng.integers(1, 4, endpoint=True)))]
+        table = stats.compare_functions(pd.concat([folds, pd.DataFrame(rare, columns=folds.columns)]), "A", "B")
+        assert (table["verdict"] == stats.NO_CLAIM).all(), (seed, table[table["verdict"] != stats.NO_CLAIM])
+    rng = np.random.default_rng(0)
+    runs = rng.random((8192, 12)) < 0.5
+    said = sum(stats.presence_test(20.0 * r[:6], 20.0 * r[6:], 1000.0, 1000.0)["presence_p"] < 1e-4 for r in runs)
+    assert 0 < said <= 12, said
+
+
+def test_diff_md_says_it_appeared_and_what_the_runs_could_claim(tmp_path: Path) -> None:
+    folds = _present_folds()
+    diff = _in_process_diff(folds, stats.compare_functions(folds, "A", "B"), {"aa": False}, tmp_path)
+    text = diff.markdown()
+    spin = next(line for line in text.splitlines() if line.startswith("- `spin`"))
+    b_runs = folds[(folds["variant"] == "B") & (folds["function"] == "spin")]["samples"]
+    a_total = int(folds[(folds["variant"] == "A") & (folds["function"] == "load_token2wav")]["samples"].sum())
+    assert (f"it appeared in B: sampled in all 6 runs of B (at least {b_runs.min()} samples each, {b_runs.sum()} in "
+            f"all) and in none of A's 6 (0 of their {a_total:,} samples); were a sample of either variant as likely "
+            "to catch it, the chance of that is p = ") in spin, spin
+    assert "binomial test on the pooled sample counts" in spin and "with Bonferroni over the 62 functions" in spin
+    assert "Appeared or gone: 1 of the claims" in text
+    assert "splits so by chance at most once in 2,048 such functions at these runs" in text
+    assert "With 6 sampled loads a variant, a rank test's smallest p is 0.0013" in text
+    assert "no function can be claimed faster or slower by its rank test alone" in text
+
+
+def test_the_claim_the_runs_allow_is_said_before_the_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Before any run: the smallest q and the runs needed, over an estimate of the tests (said as one), or over
+    the tests the last diff into the same --out ran."""
+    import json
+
+    import omni_loader.cli.profile as cli_profile
+    from types import SimpleNamespace
+
+    def fake(*args, **kw):
+        raise pdiff.OmniLoaderError("stopped here")
+
+    monkeypatch.setattr(pdiff, "profile_diff", fake)
+    monkeypatch.setattr(cli_profile, "snapshot_from_args", lambda args: SimpleNamespace(root=tmp_path, source="test"))
+    assert cli.main(["profile", "--diff", "--runs", "6", "--out", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert (f"over {words.ESTIMATED_TESTS} tests (an estimate: diffs of the tiny model ran 93 to 137; the number "
+            "is known only after the runs)") in out, out
+    assert "no function can be claimed faster or slower by its rank test alone" in out
+    (tmp_path / "diff").mkdir()
+    (tmp_path / "diff" / "diff.json").write_text(json.dumps({"a": "x", "b": "y", "tests": 40}))
+    assert cli.main(["profile", "--diff", "--out", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert "With 15 sampled loads a variant" in out and "over 40 tests (as many as the last diff" in out, out
+    assert "can be claimed faster or slower" in out and "test alone" not in out

@@ -196,7 +196,9 @@ class ProfileDiff:
                       f"least {MIN_SAMPLES} samples each) and in none of the other's, claimed from a binomial test on "
                       f"their sample counts, a family of its own held to {self.settings.get('fdr', FDR):.0%} by "
                       f"Bonferroni over the {len(f)} functions sampled (a {self.settings.get('fdr', FDR):.0%} chance "
-                      "of any false one)."]
+                      "of any false one; the test takes samples for independent draws: a function that some "
+                      "processes run and others do not, whatever the variant, splits so by chance at most once in "
+                      f"{round(0.5 / 0.5 ** (n[self.a] + n[self.b])):,} such functions at these runs)."]
         for v, o in self.overhead().items():
             lines.append(f"- py-spy's cost on {v}: median load {duration(o['unsampled_s'])} unsampled, "
                          f"{duration(o['sampled_s'])} sampled at {self.settings.get('rate', DEFAULT_RATE)} Hz "
