@@ -716,11 +716,11 @@ def test_github_annotations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                                        "model.state_dict() walks the whole module tree once per iteration")
 
 
-def test_sarif_names_both_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sarif_names_every_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path, {"path.py": PATH_WALK})
     sarif = json.loads(cli(capsys, "--source", str(tmp_path), "--select", "OL002", "--format", "sarif")[1])
     run = sarif["runs"][0]
-    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["OL001", "OL002"]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["OL001", "OL002", "OL003"]
     [result] = run["results"]
     assert (result["ruleId"], result["ruleIndex"], result["properties"]["severity"]) == ("OL002", 1, "low")
 
@@ -849,3 +849,136 @@ def test_the_audit_imports_only_the_standard_library_at_module_level() -> None:
                     assert node.module.split(".")[0] in sys.stdlib_module_names | {"__future__"}, (path, node.module)
                 elif node.level == 2:
                     assert node.module in kit, (path, node.module)
+
+
+# --------------------------------------------------------------------------- precision: shapes a labelled corpus showed
+# (docs/audit-precision.md: each was an OL001 finding whose walk does not run once per item)
+
+PINNED = """
+class Talker:
+    def load_weights(self, weights):
+        for name, tensor in weights:
+            if name in ("audio_lm_head.weight", "model.audio_lm_head.weight"):
+                self._consume_head(tensor)  # the branch
+                continue
+            self.other(name)
+
+    def _consume_head(self, tensor):
+        return dict(self.named_parameters())["audio_lm_head.weight"].copy_(tensor)
+"""
+
+
+def test_a_branch_holding_the_loops_item_to_constants_runs_that_many_times(tmp_path: Path, capsys) -> None:
+    assert found(tmp_path, PINNED) == []  # at most 2 walks whatever the checkpoint's length: not OL001
+    rc, out, _ = cli(capsys, "--source", str(tmp_path), "--once", "--json")
+    [f] = json.loads(out)
+    assert (rc, f["rule"], f["severity"], f["pinned"]) == (1, "OL001", "note", 2)
+    assert "runs at most 2 times per call of mod.Talker.load_weights: only for the loop's items its branch names" \
+        in f["message"]
+    assert found(tmp_path, "def f(model, names):\n    for n in names:\n        if n == 'lm_head.weight':\n"
+                           "            model.state_dict()\n") == []
+
+
+@pytest.mark.parametrize("test", [
+    "n != 'lm_head.weight'",  # every other item
+    "n == other",  # not a constant
+    "m == 'lm_head.weight'",  # derived from the item: two items may map to it
+    "n in names_wanted",  # not a literal
+    "n == 'a' or n.endswith('.bias')",  # one side holds nothing
+])
+def test_a_branch_that_does_not_hold_the_item_still_walks_per_item(tmp_path: Path, test: str) -> None:
+    code = (f"def f(model, names, other, names_wanted):\n    for n in names:\n        m = n.removeprefix('x.')\n"
+            f"        if {test}:\n            model.state_dict()\n")
+    assert len(found(tmp_path, code)) == 1, test
+    orelse = "def f(model, names):\n    for n in names:\n        if n == 'a':\n            pass\n        else:\n" \
+             "            model.state_dict()\n"
+    assert len(found(tmp_path, orelse)) == 1
+
+
+def test_a_module_moved_or_cast_is_the_same_tree_whatever_the_device(tmp_path: Path) -> None:
+    built_here = """
+    def adjust(decoder):
+        for module in decoder.modules():
+            module.padding = 1
+
+    def build(config, device):
+        decoder = Codec(config).decoder.to(device)
+        adjust(decoder)
+        return decoder
+
+    def decode_all(configs, device):
+        return [build(c, device) for c in configs]
+    """
+    assert found(tmp_path, built_here) == []  # a decoder built anew on each call, walked once when built
+    [f] = found(tmp_path, "def f(model, devices):\n    for d in devices:\n        model.to(d).state_dict()\n")
+    assert f.walk == "model.to(d).state_dict()"  # the same model on every device: walked per item
+
+
+DEFAULT_GIVEN = """
+def unique_device(model):
+    return {p.device for p in model.parameters()}
+
+def insert(model, node, device=None):
+    if device is None:
+        device = unique_device(model)
+    return node.to(device)
+
+def observe(model, nodes):
+    device = unique_device(model)
+    for node in nodes:
+        insert(model, node, device)  # given
+
+def observe_slowly(model, nodes):
+    for node in nodes:
+        insert(model, node)  # left out
+"""
+
+
+def test_a_default_computed_only_when_left_out_is_not_walked_where_the_caller_gives_it(tmp_path: Path) -> None:
+    [f] = found(tmp_path, DEFAULT_GIVEN)
+    assert (f.loop_function, f.call_line) == ("mod.observe_slowly", line_of(DEFAULT_GIVEN, "# left out"))
+    by_keyword = DEFAULT_GIVEN.replace("insert(model, node, device)", "insert(model, node, device=device)")
+    assert [f.loop_function for f in found(tmp_path, by_keyword)] == ["mod.observe_slowly"]
+    as_none = DEFAULT_GIVEN.replace("insert(model, node, device)", "insert(model, node, None)")
+    assert len(found(tmp_path, as_none)) == 2  # a literal None is no value
+
+
+DEAD = """
+import torch
+
+class Codec(torch.nn.Module):
+    pass
+
+def load_weights(model, weights):
+    for name, tensor in weights.items():
+        if name in model.state_dict():
+            model.state_dict()[name].copy_(tensor)
+    raise ValueError("load_weights: bad")  # a name in a string calls nothing
+"""
+
+
+def test_a_function_nothing_calls_in_a_module_others_import_from_is_ol003(tmp_path: Path, capsys) -> None:
+    files = {"pkg/__init__.py": "", "pkg/codec.py": DEAD, "pkg/model.py": "from .codec import Codec\n"}
+    write(tmp_path, files)
+    assert scan_sources([tmp_path], rules=["OL001"]).findings == ()
+    rc, out, _ = cli(capsys, "--source", str(tmp_path), "--select", "OL003", "--json")
+    hits = json.loads(out)
+    assert rc == 1 and {(f["rule"], f["severity"]) for f in hits} == {("OL003", "low")} and len(hits) == 2
+    assert "pkg.codec.load_weights is neither called nor imported in the audited sources" in hits[0]["message"]
+    assert cli(capsys, "--source", str(tmp_path))[0] == 0  # off by default
+
+
+@pytest.mark.parametrize("other", [
+    "from .codec import Codec, load_weights\n",  # imported by name
+    "from . import codec\n",  # the module whole: codec.load_weights() may follow
+    "import pkg.codec\n",
+    "from .codec import *\n",
+    "",  # nobody imports from the module: its users are outside the sources
+])
+def test_a_function_that_may_be_reached_stays_ol001(tmp_path: Path, other: str) -> None:
+    user = {"pkg/user.py": "from .codec import Codec\n"} if other else {}
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/codec.py": DEAD, "pkg/model.py": other, **user})
+    assert {f.rule for f in scan_sources([tmp_path], rules=["OL001", "OL003"]).findings} == {"OL001"}, other
+    called = DEAD + "\ndef load(model, weights):\n    return load_weights(model, weights)\n"
+    write(tmp_path, {"pkg/codec.py": called, "pkg/model.py": "from .codec import Codec\n"})
+    assert {f.rule for f in scan_sources([tmp_path], rules=["OL001", "OL003"]).findings} == {"OL001"}

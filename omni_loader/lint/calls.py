@@ -12,13 +12,19 @@ Only calls that resolve without guessing are followed: ``self.method()`` in the 
 bases found in the sources), module-level functions of the same file, nested functions, and
 ``from x import f`` / ``import x; x.f()`` among the given files. A call on any other receiver is not
 followed; when its name is that of a walking function it is noted as unresolved, never reported.
+
+Two more ways a walk in a loop is not walked once per item. ``if device is None: device =
+find_device(model)`` computes a default the caller may give: an entry from it is dropped where the call
+passes that argument. And a module-level function that nothing in the sources calls or imports, in a
+module other audited files import names from (so its users are among them), is dead code: its findings
+are OL003, off by default, not OL001.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .findings import PATH_RULE, RULE_ID, RULES, Finding
+from .findings import DEAD_RULE, PATH_RULE, RULE_ID, RULES, Finding
 from .scan import LoopRef, Scope, Site
 from .sources import SourceFile
 from .walks import FRESH, GLOBAL
@@ -35,6 +41,7 @@ class Entry:
     chain: tuple[str, ...]
     roots: frozenset[str]
     tree: str = ""  # the receiver as a dotted name in this function's terms ('' when not one)
+    unless: str = ""  # a parameter of this function: the walk runs only when the caller leaves it out
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,24 @@ class Index:
         self.findings: dict[tuple, Finding] = {}
         self.suppressed = 0
         self.loose: list[tuple[SourceFile, Scope, Site]] = []
+        self.named_from: set[tuple[str, str]] = set()  # (module, name) some file imports by name
+        self.importers: set[str] = set()  # modules some file imports a name from
+        self.as_modules: set[str] = set()  # names some file imports as a module (or star-imports)
+        for f in files:
+            for kind in f.imports.values():
+                if kind[0] == "from":
+                    self.named_from.add((kind[1], kind[2]))
+                    self.importers.add(kind[1])
+                    self.as_modules.add(f"{kind[1]}.{kind[2]}")
+                else:
+                    self.as_modules.add(kind[1])
+
+    def unreached(self, file: SourceFile, scope: Scope) -> bool:
+        """A module-level function that its file never names again and no audited file imports (by name, or
+        its module whole), in a module other audited files do import names from: nothing here calls it."""
+        return (scope.kind == "function" and scope.parent is None and scope.cls is None
+                and scope.name in file.unnamed and file.module in self.importers
+                and file.module not in self.as_modules and (file.module, scope.name) not in self.named_from)
 
     # ----------------------------------------------------------------- resolution
 
@@ -227,9 +252,10 @@ class Index:
         for loop in reversed(site.loops):
             if names & loop.varying:
                 return EXEMPT, None
-            if not loop.leaves and loop.kind != "repeat":
+            bounded = loop.leaves or loop.pinned
+            if not bounded and loop.kind != "repeat":
                 return loop, None
-            if loop.leaves and left is None:
+            if bounded and left is None:
                 left = loop
         return ONCE, left
 
@@ -239,6 +265,20 @@ class Index:
         if FRESH in out and not (named - {GLOBAL}):
             return None  # a tree built inside the function: a new one on every call
         return frozenset(named)
+
+    @staticmethod
+    def supplied(param: str, callee: Scope, first: frozenset[str] | None, site: Site) -> bool:
+        """Does the call give ``param`` a value (a name or an expression: a literal such as None is not taken
+        for one)? Arguments after a ``*args`` are not known to land where they are written."""
+        if not param:
+            return False
+        given = dict(site.kwargs)
+        if param in given:
+            return bool(given[param])
+        index = callee.params.index(param) - (1 if first is not None else 0)
+        if not 0 <= index < len(site.args) or callee.params.index(param) >= callee.npos:
+            return False
+        return all(a is not None for a in site.args[:index + 1]) and bool(site.args[index])
 
     # ----------------------------------------------------------------- summaries and findings
 
@@ -252,7 +292,7 @@ class Index:
         kept: dict[tuple, Entry] = {}
         for site in scope.sites:
             if site.walk:
-                candidates = [Entry((file, scope, site), (), site.receiver, site.tree)]
+                candidates = [Entry((file, scope, site), (), site.receiver, site.tree, site.default_of)]
                 if site.kept and not site.loops:
                     continue  # walked once for the object and kept: not once per call
             else:
@@ -265,9 +305,10 @@ class Index:
                 first_tree = None if first is None else (
                     scope.self_name or "" if site.callee[1] in ("super()", "cls") else site.callee[1])
                 candidates = [Entry(e.origin, (callee.qualname, *e.chain), roots,
-                                    self.bind_tree(e.tree, callee, first_tree, site))
+                                    self.bind_tree(e.tree, callee, first_tree, site), site.default_of)
                               for e in self.summary(callee, cfile, depth + 1)
-                              if (roots := self.bind(e.roots, callee, first, site))]
+                              if not self.supplied(e.unless, callee, first, site)
+                              and (roots := self.bind(e.roots, callee, first, site))]
             for entry in candidates:
                 decision, left = self.decide(scope, site, entry.roots)
                 if decision == EXEMPT:
@@ -276,9 +317,9 @@ class Index:
                     if left is not None and self.once:
                         self.report(entry, left, file, scope, site, once=True)
                     roots = self.summary_roots(scope, entry.roots)
-                    k = (id(entry.origin[2]), roots)
+                    k = (id(entry.origin[2]), roots, entry.unless)
                     if roots is not None and (k not in kept or len(entry.chain) < len(kept[k].chain)):
-                        kept[k] = Entry(entry.origin, entry.chain, roots, entry.tree)
+                        kept[k] = Entry(entry.origin, entry.chain, roots, entry.tree, entry.unless)
                 else:
                     self.report(entry, decision, file, scope, site)
         self.busy.discard(key)
@@ -288,7 +329,7 @@ class Index:
     def report(self, entry: Entry, loop: LoopRef, file: SourceFile, scope: Scope, site: Site,
                once: bool = False) -> None:
         wfile, wscope, walk = entry.origin
-        rule = PATH_RULE if walk.partial else RULE_ID
+        rule = PATH_RULE if walk.partial else DEAD_RULE if self.unreached(file, scope) else RULE_ID
         if rule not in self.rules:
             return
         if (wfile.silenced(walk.line, rule) or file.silenced(loop.line, rule)
@@ -300,7 +341,8 @@ class Index:
                           walk=walk.text, method=walk.walk, loop_path=file.display, loop_line=loop.line,
                           loop_function=scope.qualname, loop_kind=loop.kind, chain=entry.chain,
                           call_line=site.line if entry.chain else None, partial=walk.partial, rule=rule,
-                          code=wfile.lines.get(walk.line, ""), over=loop.over if same_tree else "", once=once)
+                          code=wfile.lines.get(walk.line, ""), over=loop.over if same_tree else "", once=once,
+                          pinned=loop.pinned if once and not loop.leaves else 0)
         self.findings.setdefault((finding.path, finding.line, finding.column, finding.loop_path, finding.loop_line,
                                   finding.call_line, finding.chain), finding)
 

@@ -10,6 +10,9 @@ evaluated, does every path through the rest of the body leave the loop (``break`
 Outcomes of running a block to its end: ``exit`` (return/raise: leaves every loop), ``break``,
 ``continue``, ``through`` (falls off the end). A set of them is what may happen; the loop is surely
 left only when every possibility leaves it.
+
+A branch that holds the loop's item to a few constants (``if name in ("lm_head.weight", "head.weight"):``)
+is reached by at most that many iterations, whatever the loop's length (:func:`pinned`): k walks, not B.
 """
 
 from __future__ import annotations
@@ -148,3 +151,53 @@ def kept_on_the_object(stmt: ast.stmt, parents: Parents) -> bool:
     return (cache_guard(stmt, parents) is not None and isinstance(stmt, (ast.Assign, ast.AnnAssign))
             and all(isinstance(t, ast.Attribute) for t in (stmt.targets if isinstance(stmt, ast.Assign)
                                                            else [stmt.target])))
+
+
+def _pins(test: ast.AST, names: set[str]) -> int:
+    """How many constants ``test`` holds one of ``names`` to (``n == "a"``: 1, ``n in ("a", "b")``: 2), else 0."""
+    if isinstance(test, ast.BoolOp):
+        ks = [_pins(v, names) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return min((k for k in ks if k), default=0)
+        return sum(ks) if all(ks) else 0
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return 0
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(op, ast.Eq):
+        if isinstance(right, ast.Name):
+            left, right = right, left
+        return int(isinstance(left, ast.Name) and left.id in names and isinstance(right, ast.Constant))
+    if (isinstance(op, ast.In) and isinstance(left, ast.Name) and left.id in names
+            and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts
+            and all(isinstance(e, ast.Constant) for e in right.elts)):
+        return len({e.value for e in right.elts})
+    return 0
+
+
+def pinned(loop: ast.For | ast.AsyncFor, stmt: ast.stmt, parents: Parents) -> int:
+    """k when ``stmt`` runs only inside a branch (below ``loop``) that holds the loop's own item to k constants:
+    at most k iterations reach it, the loop's items (names, keys) being distinct; 0 when none does. Only the
+    loop's targets count: a name derived from them (``n = raw.removeprefix(...)``) may repeat."""
+    names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    best, node = 0, stmt
+    while id(node) in parents:
+        owner, block, _ = parents[id(node)]
+        if owner is None:
+            return 0
+        if owner is loop:
+            return best
+        if isinstance(owner, ast.If) and block is owner.body and (k := _pins(owner.test, names)):
+            best = min(best, k) if best else k
+        node = owner
+    return 0
+
+
+def default_of(stmt: ast.stmt, parents: Parents, params: tuple[str, ...]) -> str:
+    """The parameter ``stmt`` gives a value only when the caller left it out (``if device is None: device =
+    find_device(model)``), else ''. A call that passes that argument skips the statement."""
+    guard = cache_guard(stmt, parents)
+    if guard is None:
+        return ""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+    return next((t.id for t in targets if isinstance(t, ast.Name) and t.id in params
+                 and _none_test(guard.test, t.id)), "")  # type: ignore[attr-defined]

@@ -9,7 +9,9 @@ one record, five renderings, nothing recomputed on the way.
 
 Why two rules: a whole-tree walk in a loop costs B·N module visits (OL001); a walk along one dotted
 path (``get_submodule``) costs at most the path's depth per iteration, usually cheap, so it is its own
-rule (OL002), reported only when selected, as a linter user would expect of a noisier rule.
+rule (OL002), reported only when selected, as a linter user would expect of a noisier rule. A walk in a
+loop of a function nothing in the audited sources calls or imports is dead code there: its own rule
+(OL003), off by default, so that OL001 stays precise enough to fail CI on.
 
 Why a severity: a list of findings is read from the top. A walk of a tree inside a loop over a walk of
 the same tree is quadratic in the tree's size whatever the tree (B = N), which the code itself says;
@@ -30,6 +32,7 @@ from ..formatting import count, markdown_table, short_duration
 
 RULE_ID = "OL001"
 PATH_RULE = "OL002"
+DEAD_RULE = "OL003"
 RULES: dict[str, tuple[str, str, str]] = {  # id -> (name, short description, full description)
     RULE_ID: ("whole-tree-walk-in-loop", "whole-tree module walk inside a loop",
               "A whole-tree module walk (state_dict(), named_modules(), named_parameters(), ...) is evaluated once "
@@ -39,8 +42,12 @@ RULES: dict[str, tuple[str, str, str]] = {  # id -> (name, short description, fu
                 "A walk from the root along one dotted path (get_submodule(), get_module_by_name()) is evaluated "
                 "once per loop iteration: at most the path's depth per iteration; build a name -> module map once, "
                 "before the loop, when B is large."),
+    DEAD_RULE: ("walk-in-loop-of-unreached-function", "whole-tree module walk inside a loop nothing calls",
+                "A whole-tree module walk is evaluated once per loop iteration in a module-level function that "
+                "nothing in the audited sources calls or imports, though they import other names from its "
+                "module: dead code, or called only from outside them. Delete it, or hoist the walk."),
 }
-DEFAULT_RULES = (RULE_ID,)  # OL002 is reported only when selected
+DEFAULT_RULES = (RULE_ID,)  # OL002 and OL003 are reported only when selected
 RULE_NAME, RULE_TEXT = RULES[RULE_ID][0], RULES[RULE_ID][2]
 SEVERITIES = ("high", "medium", "low", "note")  # most severe first
 SARIF_LEVELS = {"high": "error", "medium": "warning", "low": "warning", "note": "note"}
@@ -117,6 +124,7 @@ class Finding:
     code: str = ""  # the walk's source line, stripped (a baseline's key: it survives lines moving)
     over: str = ""  # the loop goes over this walk of the same tree (B = N); '' when it does not
     once: bool = False  # the loop is left right after the walk: it runs at most once per call
+    pinned: int = 0  # with once: the walk runs only for the loop items a branch names, at most this many
 
     @property
     def quadratic(self) -> bool:
@@ -130,7 +138,7 @@ class Finding:
         if self.price is not None:
             s = self.price.seconds_total
             return "high" if s >= 1 else "medium" if s >= 0.01 else "low"
-        return "high" if self.quadratic else "low" if self.partial else "medium"
+        return "high" if self.quadratic else "low" if self.partial or self.rule == DEAD_RULE else "medium"
 
     def message(self) -> str:
         what = "walks from the root along a path" if self.partial else "walks the whole module tree"
@@ -139,10 +147,16 @@ class Finding:
                  else f"the {loop} at {self.loop_path}:{self.loop_line}")
         via = f" via {' -> '.join(self.chain)} (called at line {self.call_line} in {self.loop_function})" \
             if self.chain else ""
+        if self.once and self.pinned:
+            times = "once" if self.pinned == 1 else f"{self.pinned} times"
+            return (f"{self.walk} {what} inside {where}{via} but runs at most {times} per call of "
+                    f"{self.loop_function}: only for the loop's items its branch names")
         if self.once:
             return (f"{self.walk} {what} inside {where}{via} but runs at most once per call of "
                     f"{self.loop_function}: the loop is left right after it")
         text = f"{self.walk} {what} once per iteration of {where}{via}; hoist it before the loop"
+        if self.rule == DEAD_RULE:
+            text += f" ({self.loop_function} is neither called nor imported in the audited sources)"
         if self.price is not None:
             bound = "at most " if self.partial else ""
             return f"{text}: {bound}{self.price.sentence()}"

@@ -18,7 +18,7 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
-from .exits import DEFS, kept_on_the_object, leaves_loop, parent_map
+from .exits import DEFS, default_of, kept_on_the_object, leaves_loop, parent_map, pinned
 from .walks import Walk, first_only, match_walk, names_in, roots, walk_text, wrapped_walk
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -34,6 +34,7 @@ class LoopRef:
     leaves: bool = False  # the loop is surely left right after the site runs: once per loop, not per item
     tree: str = ""  # the loop goes over a whole-tree walk of this receiver (``self`` in ``self.named_buffers()``)
     over: str = ""  # that walk as written
+    pinned: int = 0  # the site runs only in a branch holding the loop's item to this many constants
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Site:
     tree: str = ""  # a walk's receiver as a dotted name (``self.model``); '' when it is not one
     arg_trees: tuple[str, ...] = ()  # each positional argument as a dotted name, or ''
     kwarg_trees: tuple[tuple[str, str], ...] = ()
+    default_of: str = ""  # the site computes this parameter's value only when the caller left it out
 
 
 @dataclass
@@ -320,7 +322,8 @@ class _Visitor:
     def loop_refs(self, loops: Stack, stmt: ast.stmt, where: str) -> tuple[LoopRef, ...]:
         return tuple(LoopRef(node.lineno, kind, varying,
                              kind != "comprehension" and leaves_loop(node, stmt, where, self.parents),
-                             *self.tree_of(node))
+                             *self.tree_of(node),
+                             pinned=pinned(node, stmt, self.parents) if kind in ("for", "repeat") else 0)
                      for node, kind, varying in loops)
 
     def tree_of(self, loop: ast.AST) -> tuple[str, str]:
@@ -352,7 +355,8 @@ class _Visitor:
                                          walk=walk.method, partial=walk.partial,
                                          kept=kept_on_the_object(stmt, self.parents),
                                          receiver=roots(walk.receiver, self.self_name),
-                                         tree=_dotted(walk.receiver) if walk.receiver is not None else ""))
+                                         tree=_dotted(walk.receiver) if walk.receiver is not None else "",
+                                         default_of=default_of(stmt, self.parents, self.scope.params)))
             return
         callee = self.callee(n.func, bool(loops))
         if not callee:
@@ -366,7 +370,8 @@ class _Visitor:
             spread=frozenset(set().union(*(names_in(s) for s in starred))) if starred else frozenset(),
             arg_trees=tuple(_dotted(a) for a in n.args),
             kwarg_trees=tuple((k.arg, _dotted(k.value)) for k in n.keywords if k.arg),
-            receiver=roots(n.func.value, self.self_name) if isinstance(n.func, ast.Attribute) else frozenset()))
+            receiver=roots(n.func.value, self.self_name) if isinstance(n.func, ast.Attribute) else frozenset(),
+            default_of=default_of(stmt, self.parents, self.scope.params)))
 
     def callee(self, func: ast.AST, in_loop: bool) -> tuple[str, ...]:
         if isinstance(func, ast.Name):

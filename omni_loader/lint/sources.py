@@ -30,6 +30,7 @@ import stat
 import sys
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +44,10 @@ RULE = "OL001"
 # an omni-loader ignore comment silences every rule on its line; a noqa comment the OL codes it lists
 SUPPRESS = re.compile(rb"#\s*(?:(omni-loader:\s*ignore)\b|noqa:([^#\n]*))", re.IGNORECASE)
 CODES = re.compile(rb"\bOL\d*\b", re.IGNORECASE)
+IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+# string literals and comments, left out when names are counted (an error message naming a function calls
+# nothing); roughly: a name inside an f-string's braces is left out too
+STRINGS = re.compile(rb'(?s)("""|\'\'\').*?\1|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|#[^\n]*')
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages"})
 KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
@@ -59,12 +64,14 @@ class SourceFile:
     display: str  # the path as the user will read it
     module: str
     is_package: bool
-    imports: dict[str, tuple[str, ...]]  # alias -> ('module', name) | ('from', module, name)
+    imports: dict[str, tuple[str, ...]]  # alias -> ('module', name) | ('from', module, name); also
+    # 'a.b.c' -> ('module', 'a.b.c') for ``import a.b.c`` and '*m' -> ('star', m) for ``from m import *``
     suppressed: dict[int, frozenset[str]]  # line -> the codes its comment silences ('*': all)
     scan: FileScan
     lines: dict[int, str]  # the stripped text of every line holding a walk (a baseline's key)
     import_tops: frozenset[str] = frozenset()  # the top-level packages the file imports from
     tops_seen: frozenset[str] = frozenset()  # those among the audited sources when it was scanned (cache check)
+    unnamed: frozenset[str] = frozenset()  # module-level functions whose name the file holds only in their def
 
     def silenced(self, line: int, rule: str) -> bool:
         codes = self.suppressed.get(line)
@@ -185,11 +192,14 @@ def collect_imports(tree: ast.Module, module: str, is_package: bool) -> dict[str
                     imports[a.asname] = ("module", a.name)
                 else:
                     imports.setdefault(a.name.split(".")[0], ("module", a.name.split(".")[0]))
+                    imports.setdefault(a.name, ("module", a.name))  # no alias can hold a dot: no clash
         elif isinstance(node, ast.ImportFrom):
             base = relative_base(module, is_package, node.level, node.module)
             for a in node.names:
                 if a.name != "*":
                     imports.setdefault(a.asname or a.name, ("from", base, a.name))
+                else:
+                    imports.setdefault("*" + base, ("star", base))
     return imports
 
 
@@ -238,8 +248,12 @@ def build(display: str, module: str, package: bool, data: bytes, tops: frozenset
     if walk_lines:
         text = data.split(b"\n")
         lines = {n: text[n - 1].strip().decode("utf-8", "replace") for n in walk_lines if n <= len(text)}
+    unnamed: frozenset[str] = frozenset()
+    if scan.functions:  # a name met once in the file's text is its def alone: nothing in the file calls it
+        seen = Counter(IDENTIFIER.findall(STRINGS.sub(b" ", data)))
+        unnamed = frozenset(n for n in scan.functions if seen[n.encode()] <= 1)
     return SourceFile(display, module, package, imports, suppressions(data), scan, lines, import_tops,
-                      import_tops & tops)
+                      import_tops & tops, unnamed)
 
 
 PARALLEL_MIN = 24  # fewer files to parse than this: parsed here (starting processes would cost more)

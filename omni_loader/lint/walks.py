@@ -41,6 +41,10 @@ FRESH = "<fresh>"  # a receiver made anew where it is used (a constructor call):
 GLOBAL = "<global>"  # a receiver that is the same on every call of the function (a module-level name)
 # calls that hand back (part of) their argument rather than a new object: their roots are their arguments'
 PASS_THROUGH = frozenset({"getattr", "next", "iter", "cast", "super"})
+# methods that hand back the module they are called on, moved or cast (``dac.decoder.to(device)``): the tree is
+# the receiver's, so their arguments (a device, a dtype) are no part of what the walk's receiver is built from
+SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "eval", "train",
+                         "requires_grad_"})
 
 
 @dataclass(frozen=True)
@@ -152,9 +156,12 @@ def is_fresh(node: ast.AST | None) -> bool:
 
 def roots(receiver: ast.AST | None, self_name: str | None = None) -> frozenset[str]:
     """The names a walk's receiver is built from: ``self.model.encoder`` -> {self}; ``layers[i]`` ->
-    {layers, i}; ``super()`` -> {self}; a constructor call -> {FRESH}."""
+    {layers, i}; ``super()`` -> {self}; a constructor call -> {FRESH}; ``m.to(device)`` -> m's."""
     if receiver is None:
         return frozenset({GLOBAL})
+    while (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+           and receiver.func.attr in SAME_MODULE):
+        receiver = receiver.func.value
     if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
         return frozenset({self_name} if self_name else {GLOBAL})
     if is_fresh(receiver):
