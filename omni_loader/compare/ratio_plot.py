@@ -22,7 +22,7 @@ def directories_ratio_figure(result: SideBySide) -> ShownFigure:
     95% interval, the PR's ratio as a dashed line, 1× (no change) as a solid one. Directories that failed
     a check are drawn as crosses."""
     timed = [p for p in result.pr_rows if p != "state_dict_calls"]
-    labels = [e.label for e in result.entries]
+    labels = [f"{e.label}\n{_model(e)}" for e in result.entries]  # the model size: a tiny model's ratio is not the PR's
     fig = ShownFigure(figsize=(max(4.5, 0.9 * len(labels) + 2.5) * len(timed), 4.2), layout="constrained")
     axes = fig.subplots(1, len(timed), squeeze=False)[0]
     for ax, phase in zip(axes, timed):
@@ -39,6 +39,14 @@ def directories_ratio_figure(result: SideBySide) -> ShownFigure:
                fontsize=8)
     fig.suptitle("Speed-up of the optimized loader per results directory, against the PR's")
     return fig
+
+
+def _model(entry: Any) -> str:
+    """"full-size Token2Wav" or "tiny Token2Wav", from the baseline's state_dict() calls (one per named buffer)."""
+    from ..reporting.plots import model_size_words
+
+    calls = entry.comparison("state_dict_calls")
+    return model_size_words(calls.baseline.median if calls else None)
 
 
 def _ratio_panel(ax: Any, result: SideBySide, phase: str) -> None:
@@ -60,7 +68,7 @@ def _ratio_panel(ax: Any, result: SideBySide, phase: str) -> None:
     ref = result.reference_row(phase)
     if ref:
         pr = ref["baseline"] / ref["optimized"]
-        ax.axhline(pr, color="#8d96a3", ls="--", lw=1.4, label="PR 7061 (MI300X, as published)")
+        ax.axhline(pr, color="#8d96a3", ls="--", lw=1.4, label="PR 7061 (released model, MI300X, as published)")
     ax.axhline(1, color="black", lw=0.8, label="no change (1×)")
     # A ratio's label is centred on its point: at the top or bottom of the range half of it stood in the 5% autoscale
     # margin, a few pixels in a short panel (0.18 px over the frame once). 15% of the log range holds it whole.
