@@ -633,3 +633,184 @@ def test_the_claim_the_runs_allow_is_said_before_the_runs(monkeypatch: pytest.Mo
     out = capsys.readouterr().out
     assert "With 15 sampled loads a variant" in out and "over 40 tests (as many as the last diff" in out, out
     assert "can be claimed faster or slower" in out and "test alone" not in out
+
+
+# --------------------------------------------------------------------------- real processes: the planted step, the
+# writer lock, SIGTERM, a full disk
+
+SPIN_STEP = '''
+import time
+from omni_loader.token2wav.discovery import find_persistent_buffers
+
+
+def spin_a_while():
+    end = time.perf_counter() + 0.134
+    while time.perf_counter() < end:
+        pass
+
+
+def find(model):
+    found = find_persistent_buffers(model, "optimized")
+    spin_a_while()
+    return found
+'''
+SLEEPY_STEP = "import time\n\ndef find(model):\n    time.sleep(120)\n"
+
+
+def _diff_argv(python: str, snapshot: Path, out: Path, *extra: str) -> list[str]:
+    return [python, "-m", "omni_loader", "profile", "--diff", "--checkpoint", str(snapshot), "--out", str(out), *extra]
+
+
+def _children(pid: int) -> list[tuple[int, list[str]]]:
+    """The live children of ``pid``, each with its command line."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append((int(stat.parent.name), (stat.parent / "cmdline").read_text().split("\0")))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _sampling_diff(python: str, snapshot: Path, tmp_path: Path) -> tuple:
+    """A real ``profile --diff`` whose first run is sampled and sleeps 120 s in its load: started, and waited on
+    until py-spy samples that load. Returns the process, py-spy's pid, the load's pid, the temp folder and --out."""
+    import os
+    import subprocess
+    import time
+
+    from omni_loader.bench.worker import RUN_DIR_PREFIX
+    from omni_loader.results.planner import plan_runs
+
+    step = tmp_path / "sleepy_step.py"
+    step.write_text(SLEEPY_STEP)
+    labels = ("sleepy", "sleepy-again", "sleepy" + pdiff.UNSAMPLED, "sleepy-again" + pdiff.UNSAMPLED)
+    seed = next(s for s in range(50) if not plan_runs(0, 2, "blocks", s, variants=labels)[0].variant.endswith(
+        pdiff.UNSAMPLED))  # the first run is a sampled one
+    tmp, out = tmp_path / "tmp", tmp_path / "out"
+    tmp.mkdir()
+    proc = subprocess.Popen(_diff_argv(python, snapshot, out, "--runs", "2", "--warmup", "0", "--order-seed",
+                                       str(seed), "--variant", f"sleepy=discovery:{step}:find",
+                                       "--variants", "sleepy,sleepy"),
+                            env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        spies = [argv for _, argv in _children(proc.pid) if argv[0].endswith("py-spy")]
+        if spies and any(p.name.startswith(RUN_DIR_PREFIX) for p in tmp.iterdir()):
+            time.sleep(2)  # py-spy said it samples; the load is let go and sleeps
+            spy = next(pid for pid, argv in _children(proc.pid) if argv[0].endswith("py-spy"))
+            return proc, spy, int(spies[0][spies[0].index("--pid") + 1]), tmp, out
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail(f"py-spy never sampled the load: {proc.communicate()}")
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_sigterm_stops_py_spy_and_its_load_and_removes_the_temp_folder(tiny_snapshot: Path, tmp_path: Path,
+                                                                      python: str) -> None:
+    """SIGTERM to profile's main process (what ``timeout`` and a batch system send) stops it as SIGINT does:
+    py-spy and the sampled load stopped, the private temporary folder removed, "interrupted", exit 130. Left to
+    SIGTERM's default, py-spy and the load were left running and the folder behind."""
+    import signal
+    import time
+
+    from omni_loader.bench.worker import RUN_DIR_PREFIX
+
+    if find_py_spy()[0] is None:
+        pytest.skip("py-spy is not installed")
+    proc, spy, load, tmp, _ = _sampling_diff(python, tiny_snapshot, tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (_running(spy) or _running(load)):
+        time.sleep(0.1)
+    assert proc.returncode == 130 and "interrupted" in err, err
+    assert not _running(spy) and not _running(load)
+    assert not [p for p in tmp.iterdir() if p.name.startswith(RUN_DIR_PREFIX)]
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_second_diff_into_the_same_out_is_refused(tiny_snapshot: Path, tmp_path: Path, python: str) -> None:
+    """Two ``profile --diff`` into one --out both ran and mixed their files: the second is refused in one line
+    naming the first, and the first goes on."""
+    import signal
+    import subprocess
+
+    if find_py_spy()[0] is None:
+        pytest.skip("py-spy is not installed")
+    first, *_, out = _sampling_diff(python, tiny_snapshot, tmp_path)
+    try:
+        second = subprocess.run(_diff_argv(python, tiny_snapshot, out, "--runs", "2", "--variants",
+                                           "optimized,optimized"), capture_output=True, text=True, timeout=120)
+        assert first.poll() is None
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=60)
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 2 and len(lines) == 1, second.stderr
+    assert f"{out / 'diff'} is being written by process {first.pid}" in lines[0]
+    assert "choose another --out" in lines[0] and not (out / "diff" / "functions.csv").exists()
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_full_disk_is_blamed_on_the_disk(tiny_snapshot: Path, tmp_path: Path, python: str) -> None:
+    """--out on an 8 KiB tmpfs: py-spy cannot write its samples there ("No space left on device (os error 28)"), nor
+    the kit its log after it; said as the disk's, in one line, naming the folder (not "--diff: py-spy wrote no
+    speedscope file", nor a bare "OSError: [Errno 28]")."""
+    import subprocess
+
+    if find_py_spy()[0] is None:
+        pytest.skip("py-spy is not installed")
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(full)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (not root)")
+    try:
+        proc = subprocess.run(_diff_argv(python, tiny_snapshot, full, "--runs", "2", "--warmup", "0",
+                                         "--variants", "optimized,optimized"), capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        subprocess.run(["umount", str(full)], check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and lines, proc.stderr
+    assert lines[-1].startswith(f"omni-loader: error: no space left on the disk of {full / 'diff'}"), lines[-1]
+    assert "free some space, or choose another --out" in lines[-1] and "py-spy wrote no" not in proc.stderr
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_step_of_its_own_at_6_runs_appeared(tiny_snapshot: Path, tmp_path: Path, python: str) -> None:
+    """A user step that spends 134 ms in a function of its own, 6 runs a variant: before the runs, that no
+    function can be claimed by its rank test at 6 runs; in diff.md, that the function appeared, with its
+    evidence, and what the runs could claim (its rank test's q was 0.063, and nothing was said)."""
+    import subprocess
+
+    if find_py_spy()[0] is None:
+        pytest.skip("py-spy is not installed")
+    step = tmp_path / "spin_step.py"
+    step.write_text(SPIN_STEP)
+    out = tmp_path / "out"
+    proc = subprocess.run(_diff_argv(python, tiny_snapshot, out, "--runs", "6", "--variant",
+                                     f"spin=discovery:{step}:find", "--variants", "optimized,spin"),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    before = proc.stdout.split("# Differential profile")[0]  # printed before the runs
+    assert "no function can be claimed faster or slower by its rank test alone" in before, proc.stdout
+    text = (out / "diff" / pdiff.DIFF_MD).read_text()
+    spin = next(line for line in text.splitlines() if line.startswith("- `spin_a_while`"))
+    assert "slower by" in spin and "it appeared in spin: sampled in all 6 runs of spin" in spin, text
+    assert "and in none of optimized's 6 (0 of their" in spin and "with Bonferroni over the" in spin
+    assert "With 6 sampled loads a variant, a rank test's smallest p is" in text
