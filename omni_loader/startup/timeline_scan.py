@@ -17,6 +17,8 @@ from ..errors import OmniLoaderError
 from .logfigures import (ANSI, HEADER, PID, SERVE_AB_HEADER, STAMPED, TOKEN2WAV, LogClock, Marker, line_tags,
                          to_seconds)
 
+STAGE_TAG = re.compile(r"\[Stage-(\d+)\]")  # a stage tag (vLLM-Omni's [Stage-N])
+
 SERVER_LANE = "server"
 RESOLUTION = 1.0  # seconds: vLLM's timestamps are to the second
 
@@ -168,13 +170,12 @@ class Scanner:
 
     def _first_stage_tags(self, block: str) -> Iterator[int]:
         """Where each stage tag not seen before first is (``[Stage-0]``, with or without a process tag: vLLM-Omni
-        writes a stage's first lines without one): one C-level search per new stage, not one per line."""
-        at = 0
-        while m := re.compile(rf"\[Stage-(?!(?:{'|'.join(sorted(self.stage_tags) or ['x'])})\])(\d+)\]").search(
-                block, at):
-            self.stage_tags.add(m.group(1))
-            at = m.end()
-            yield m.start()
+        writes a stage's first lines without one): one set lookup per tag. (A pattern that excluded the tags seen,
+        made anew for each new stage, was quadratic in the stages: 1,000 took 33 s.)"""
+        for m in STAGE_TAG.finditer(block):
+            if m.group(1) not in self.stage_tags:
+                self.stage_tags.add(m.group(1))
+                yield m.start()
 
     def _stamp_before(self, block: str, end: int) -> float | None:
         """The timestamp of the last line before ``end`` that has one (else the previous block's), walking back
