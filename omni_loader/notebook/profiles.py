@@ -179,14 +179,10 @@ FLAME_PHASES = {"buffer_discovery": ("_baseline", "_optimized"), "construct": ("
 def flame_note(profiles: dict[str, Any]) -> str:
     """Under 02's flamegraphs, in numbers: how wide buffer discovery and construction are drawn in each variant's
     graph (their share of the samples under ``load_token2wav``) beside their share of the median unprofiled run
-    in the phase table above, and how many MiB of parameters construction writes (the ``[Model Loaded]`` line of
-    that run). Why: the baseline's graph drew discovery about a third as wide as the table's share (the issue's
+    in the phase table above, and how many MiB of parameters construction writes (:func:`_parameter_mib`). Why: the baseline's graph drew discovery about a third as wide as the table's share (the issue's
     12% against 35.8%), and the prose said why in words only; a flamegraph is one first load of a fresh worker
     under a sampler, where construction's first touches of fresh memory cost what the host asks, so every other
     frame is narrower by what construction gains."""
-    import re
-
-    from ..formatting import number
     from ..profiling.flamegraph import load_stacks
     from ..reporting.measurements import label
 
@@ -213,14 +209,26 @@ def flame_note(profiles: dict[str, Any]) -> str:
                              "the table's run")
         if parts:
             lines.append(f"- **{variant}**: " + "; ".join(parts) + ".")
-        found = re.search(r"size=([\d.]+) MB", str(p.reference.get("model_loaded") or ""))
-        size = size or (found and float(found[1]))
+        size = size or _parameter_mib(p.reference)
     if not lines:
         return ""
     return ("How wide each graph draws two phases, beside their share of the median unprofiled run in the phase "
             "table above:\n\n" + "\n".join(lines) + "\n\nThe widths differ because the two count different loads: "
             "a graph is one load, the first in a fresh worker that py-spy stops for every sample, where construction "
-            + (f"writes {number(size)} MiB of fresh parameters" if size else "writes every parameter afresh")
+            + (f"writes {size:,.1f} MiB of fresh parameters" if size else "writes every parameter afresh")
             + " whose first touches the host prices at that moment; whatever construction gains there, every other "
             "frame loses in width. The table's run is unprofiled and its shares are of its own whole load: read the "
             "graph for *what* fills a load, the table for *how much*.")
+
+
+def _parameter_mib(reference: dict[str, Any]) -> float | None:
+    """The MiB of parameters construction writes in a profiled load: the model its baseline's state_dict() calls
+    name (one per named buffer: full-size or tiny, :data:`~omni_loader.reporting.plots.MODEL_BY_BUFFERS`), counted
+    on the meta device in its layout, as notebook 04 weighs it; None for a model of another size."""
+    from ..reporting.plots import MODEL_BY_BUFFERS
+    from ..token2wav.model import inventory
+
+    size = MODEL_BY_BUFFERS.get(int(reference.get("state_dict_calls") or 0))
+    if size is None or reference.get("variant") != "baseline":
+        return None
+    return inventory(reference.get("layout") or "vllm-omni", "full" if size == "full-size" else size).parameter_bytes / 2**20

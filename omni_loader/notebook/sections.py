@@ -472,7 +472,7 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
     for r in rows[1:]:
         b, sd, opt = (r["B"] / first["B"], r["one state dict"] / first["one state dict"], r["optimized"] / first["optimized"])
         lines.append(
-            f"**{r['figure']}**: {_times(r['ratio'])} against {first['figure']}'s {_times(first['ratio'])}, "
+            f"**{r['figure']}**: {_times(r['ratio'])} against {_possessive(first['figure'])} {_times(first['ratio'])}, "
             f"{r['ratio'] / first['ratio']:,.2f} times it. The ratio is B × one state dict ÷ the optimized rule, so "
             f"the factor is {b:,.2f} (B: {r['B']} against {first['B']}"
             + (", another model size" if r["B"] != first["B"] else ", the same model tree") + ") × "
@@ -490,6 +490,11 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
     caption = ("Buffer discovery's ratio, figure by figure: what each was measured on and how. "
                "The count does not move (the baseline builds B state dicts); the prices do.")
     return [table(shown, caption=caption), "\n\n".join(lines)]
+
+
+def _possessive(name: str) -> str:
+    """"this run's", "02's unprofiled runs'": a name's possessive as prose writes it."""
+    return name + ("'" if name.endswith("s") else "'s")
 
 
 def _largest_factor(rows: list[dict[str, Any]]) -> str:

@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from .figures import ShownFigure, log_axis
-from ..formatting import TIME_SCALE, number, short_duration, time_unit, times
+from ..formatting import TIME_SCALE, count, number, short_duration, time_unit, times
 from .measurements import label
 from ..names import LEAF_PHASES, VARIANTS
 from .stats import Comparison, measured, phase_summary, ratio_interval
@@ -123,7 +123,7 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     widest = 0.0
     longest = max([sum(x for x in v if not math.isnan(x)) * scale for v in medians.values()]
                   + [t * scale for t in totals.values() if not math.isnan(t)]) or 1.0
-    # a phase is in the legend when its segment can be seen in some bar; the others are named under it
+    # a phase can be seen when its segment is wide enough in some bar; the legend marks the others
     seen = {k for v in medians.values() for k, x in enumerate(v) if not math.isnan(x) and x * scale >= VISIBLE_SHARE * longest * 1.3}
     unseen = [label(p) for k, p in enumerate(LEAF_PHASES)
               if k not in seen and any(not math.isnan(v[k]) for v in medians.values())]
@@ -133,7 +133,7 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
             if math.isnan(med):
                 continue
             ax.barh(j, med * scale, left=left, color=colors[k], edgecolor="white",
-                    label=label(phase) if j == 0 and k in seen else None)
+                    label=label(phase) if j == 0 else None)
             left += med * scale
         total = totals[variant]
         text = f"Σ phases {short_duration(left / scale)}"
@@ -149,12 +149,15 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     ax.set_xlabel(f"median time ({unit})")
     ax.set_title(f"Where the {_frame_model(frame)} load time goes (median of each phase)")
     handles, names = ax.get_legend_handles_labels()
+    # every phase keeps its colour in the legend (the figure's CSV lists each bar); one no bar shows wide enough to
+    # see says so, so that a reader does not hunt the picture for it
+    names = [f"{n} (too thin to see)" if n in unseen else n for n in names]
     handles.append(Line2D([], [], color="black", lw=1.6))
     names.append("median whole load")
     legend = ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=8)
     # under the legend, however many rows it takes (anchored to it, so the two never overlap)
-    thin = ("\n" + textwrap.fill(f"Too thin to see at this scale (under {100 * VISIBLE_SHARE:g}% of the axis), so not in "
-                                 "the legend: " + ", ".join(unseen) + ".", 118)) if unseen else ""
+    thin = (f"\n{count(len(unseen), 'phase')} of the legend {'is' if len(unseen) == 1 else 'are'} too thin to see at "
+            f"this scale (under {100 * VISIBLE_SHARE:g}% of the axis in both bars).") if unseen else ""
     ax.annotate("The bar adds the median of each phase; the tick is the median of the whole load. They differ "
                 "because medians\ndo not add up (the run with the median total need not have the median of every phase) "
                 "and the clock also runs between phases." + thin, xy=(0.0, 0.0), xycoords=legend, xytext=(0, -4),
@@ -180,7 +183,7 @@ def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> S
     drawn: list[float] = []
     for i, r in enumerate(refs):
         pr, c = r["baseline"] / r["optimized"], mine[r["measurement"]]
-        ax.bar(i - width / 2, pr, width, color="#8d96a3", label="PR (released model, MI300X, ROCm), median" if i == 0 else None)
+        ax.bar(i - width / 2, pr, width, color="#8d96a3", label="PR (MI300X, ROCm), median" if i == 0 else None)
         ax.annotate(times(pr), (i - width / 2, pr), ha="center", va="bottom", fontsize=8)
         claimed = c.differs()
         ax.bar(i + width / 2, c.ratio, width, color="#00798c" if claimed else "white", edgecolor="#00798c",
