@@ -374,6 +374,16 @@ def _promises_06(nb: nbformat.NotebookNode, results: Path) -> None:
 
 def _promises_01(nb: nbformat.NotebookNode, results: Path) -> None:
     assert {"image/png", "text/markdown"} <= _mimes(nb), "01: no plot or table"
+    # The answer first: before the first section heading, one cell shows a saved run's picture and the PR's rows.
+    first_section = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## "))
+    opening = [o for c in nb.cells[:first_section] if c.cell_type == "code" for o in c.outputs]
+    shown = "".join(str(o.get("data", {}).get("text/markdown", "")) + str(o.get("data", {}).get("text/html", ""))
+                    for o in opening)
+    assert "**The answer, from `" in shown and any("image/png" in o.get("data", {}) for o in opening), \
+        "01: the answer (picture and verdicts) is not on the first screen"
+    assert "Buffer discovery" in shown and "Token2Wav weight loading" in shown and re.search(r"no claim|faster|slower",
+                                                                                             shown), \
+        "01: the first screen lacks the PR's two timed rows with their verdicts"
     plots = sorted((results / "plots").glob("*.png"))
     assert plots, f"01: no plots in {results / 'plots'}"
     tables = figure_tables(results)

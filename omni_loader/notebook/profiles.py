@@ -179,7 +179,8 @@ FLAME_PHASES = {"buffer_discovery": ("_baseline", "_optimized"), "construct": ("
 def flame_note(profiles: dict[str, Any]) -> str:
     """Under 02's flamegraphs, in numbers: how wide buffer discovery and construction are drawn in each variant's
     graph (their share of the samples under ``load_token2wav``) beside their share of the median unprofiled run
-    in the phase table above, and how many MiB of parameters construction writes (:func:`_parameter_mib`). Why: the baseline's graph drew discovery about a third as wide as the table's share (the issue's
+    in the phase table above, and how many MiB of parameters construction writes (:func:`_parameter_mib`). Why:
+    the baseline's graph drew discovery about a third as wide as the table's share (the issue's
     12% against 35.8%), and the prose said why in words only; a flamegraph is one first load of a fresh worker
     under a sampler, where construction's first touches of fresh memory cost what the host asks, so every other
     frame is narrower by what construction gains."""
