@@ -885,9 +885,11 @@ def test_a_branch_holding_the_loops_item_to_constants_runs_that_many_times(tmp_p
     "m == 'lm_head.weight'",  # derived from the item: two items may map to it
     "n in names_wanted",  # not a literal
     "n == 'a' or n.endswith('.bias')",  # one side holds nothing
+    "style == 'keep_full_weight'",  # a value: many keys share it
 ])
 def test_a_branch_that_does_not_hold_the_item_still_walks_per_item(tmp_path: Path, test: str) -> None:
-    code = (f"def f(model, names, other, names_wanted):\n    for n in names:\n        m = n.removeprefix('x.')\n"
+    code = (f"def f(model, names, other, names_wanted):\n    for n, style in names.items():\n"
+            f"        m = n.removeprefix('x.')\n"
             f"        if {test}:\n            model.state_dict()\n")
     assert len(found(tmp_path, code)) == 1, test
     orelse = "def f(model, names):\n    for n in names:\n        if n == 'a':\n            pass\n        else:\n" \

@@ -177,8 +177,11 @@ def _pins(test: ast.AST, names: set[str]) -> int:
 def pinned(loop: ast.For | ast.AsyncFor, stmt: ast.stmt, parents: Parents) -> int:
     """k when ``stmt`` runs only inside a branch (below ``loop``) that holds the loop's own item to k constants:
     at most k iterations reach it, the loop's items (names, keys) being distinct; 0 when none does. Only the
-    loop's targets count: a name derived from them (``n = raw.removeprefix(...)``) may repeat."""
-    names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    item, or the first of a tuple of targets (the key of ``for name, style in plan.items()``), counts: a value
+    (``style``) or a name derived from the item (``n = raw.removeprefix(...)``) may repeat."""
+    target = loop.target.elts[0] if isinstance(loop.target, (ast.Tuple, ast.List)) and loop.target.elts \
+        else loop.target
+    names = {target.id} if isinstance(target, ast.Name) else set()
     best, node = 0, stmt
     while id(node) in parents:
         owner, block, _ = parents[id(node)]
