@@ -566,3 +566,65 @@ def test_the_continue_line_is_shell_quoted():
     path = "/results/a b\nc"
     assert shlex.split(resume_command(path, {})) == ["omni-loader", "reproduce", "--resume", "--out", path]
     assert shlex.split(resume_command(path, {}, "serve-ab"))[1] == "serve-ab"
+
+
+# synth whose every shard write then waits: a SIGTERM finds its temporary folder half-written
+SLOW_SYNTH = r"""
+import sys, time
+import safetensors.torch as st
+real = st.save_file
+def save_file(*args, **kwargs):
+    real(*args, **kwargs)
+    time.sleep(600)
+st.save_file = save_file
+from omni_loader.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.subprocess
+def test_sigterm_during_synth_removes_its_temporary_and_a_dead_runs_is_removed_next_time(tmp_path):
+    """SIGTERM while synth writes cleans up as Ctrl-C does (its hidden temporary, GBs for --size full, was left);
+    a temporary left by a run killed outright is removed by the next run, one whose maker lives is not."""
+    import psutil
+
+    from omni_loader.token2wav.checkpoint import synthesize
+
+    out = tmp_path / "snap"
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_SYNTH, "synth", "--size", "tiny", "--out", out], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert _wait_for(lambda: any(p.is_file() for p in tmp_path.glob(".snap.tmp-*/*")), bound=120), proc.stderr
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "omni-loader: interrupted" in stderr.splitlines(), stderr
+    assert sorted(os.listdir(tmp_path)) == []
+
+    dead = 2**22 + 1  # above Linux's largest pid: no process has it
+    assert not psutil.pid_exists(dead)
+    for pid in (dead, os.getpid()):
+        (tmp_path / f".snap.tmp-{pid}-abcdefgh").mkdir()
+        (tmp_path / f".snap.tmp-{pid}-abcdefgh" / "model-00001-of-00002.safetensors").write_bytes(b"x" * 1000)
+    synthesize(out, size="tiny")
+    assert sorted(os.listdir(tmp_path)) == [f".snap.tmp-{os.getpid()}-abcdefgh", "snap"]
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_sigterm_stops_reproduce_as_ctrl_c_does_children_included(tmp_path, tiny_snapshot):
+    """SIGTERM during reproduce: the same "interrupted ... continue with ..." line, exit 130, and no child (the fork
+    server, a worker) left running."""
+    import psutil
+
+    out = tmp_path / "res"
+    proc = subprocess.Popen([sys.executable, "-m", "omni_loader", "reproduce", "--checkpoint", tiny_snapshot,
+                             "--warmup", "0", "--runs", "20", "--out", out], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    runs = out / "runs.csv"
+    assert _wait_for(lambda: runs.is_file() and runs.read_text().count("\n") > 10, bound=240), proc.stderr
+    children = psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert stdout.strip().splitlines()[-1].endswith(f"continue with: omni-loader reproduce --resume --out {out}")
+    assert _wait_for(lambda: not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE],
+                     bound=30), children

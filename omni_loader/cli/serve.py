@@ -9,7 +9,6 @@ then the stage's start, not the kit's.
 from __future__ import annotations
 
 import argparse
-import signal
 from dataclasses import MISSING
 import sys
 from pathlib import Path
@@ -89,18 +88,11 @@ def startup_spec(args: argparse.Namespace) -> StartupSpec:
 
 def cmd_serve_ab(args: argparse.Namespace) -> int:
     spec = startup_spec(args)
-
-    def on_term(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt  # the finally clauses stop the running server's group
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
+    try:  # SIGTERM too (omni_loader.cli.terminate_as_interrupt): the finally clauses stop the running server's group
         out = run_serve_ab(spec, args.out, progress=True, device=args.device, model=args.model, resume=args.resume)
     except KeyboardInterrupt:
         print(f"interrupted: continue with: {resume_command(args.out, {}, 'serve-ab')}", file=sys.stderr)
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     print(f"serve-ab: wrote {Path(out) / 'runs.csv'} and {Path(out) / 'metadata.json'}")
     lines = summarize(out)
     if lines:

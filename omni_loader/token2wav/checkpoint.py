@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from ..errors import CheckpointError, OmniLoaderError
+from ..host.procs import remove_dead_owners_dirs
 from .model import CHECKPOINT_PREFIX, build_model, config_dict, shipped_tensor_specs
 from ..names import SYNTHETIC_KEY, cache_dir
 
@@ -311,7 +312,9 @@ def synthesize(
     specs = shipped_tensor_specs(size)  # the list, without importing transformers' model code (see there)
     plan = _plan_shards(specs, shard_bytes)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    # named after this process, so that the next synthesize removes what one killed with no cleanup left (GBs)
+    remove_dead_owners_dirs(f".{out.name}.tmp-", str(out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     try:
         gen = torch.Generator().manual_seed(seed)
         weight_map: dict[str, str] = {}
