@@ -376,8 +376,8 @@ def _run_row(path: Path, figure: str) -> dict[str, Any] | None:
     warmup = spec.get("warmup", record.get("warmup", 0))
     return {
         "figure": figure, "model": model_words(record), "snapshot": checkpoint.name or "—",
-        "runs": f"{disc.baseline.n} + {disc.optimized.n}" + (f" after {warmup} warm-up{'s' if warmup != 1 else ''} each"
-                                                             if warmup else ", no warm-up"),
+        "runs": f"{disc.baseline.n} + {disc.optimized.n}" + (f", order {spec['order']}" if spec.get("order") else "")
+                + (f", after {warmup} warm-up{'s' if warmup != 1 else ''} each" if warmup else ", no warm-up"),
         "condition": (f"inside a whole load, {'a fresh process per run' if fresh else 'one process for all runs'}, "
                       f"{load.get('cache', 'warm')} page cache, {load.get('device', '?')} "
                       f"({(record.get('environment') or {}).get('cpu_count', '?')}-core machine)"),
