@@ -17,7 +17,8 @@ from pathlib import Path
 from ..formatting import count
 from .calls import Index, Unresolved
 from .findings import RULES, Finding, ordered
-from .sources import MAX_FILE_BYTES, SourceError, gc_paused, read_sources
+from .limits import MAX_FILE_BYTES
+from .sources import SourceError, gc_paused, read_sources
 
 
 @dataclass(frozen=True)
