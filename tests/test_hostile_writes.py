@@ -1,6 +1,6 @@
 """Hostile input, round two (issue 37): files and results.
 
-Every file the kit writes goes through :mod:`omni_loader.results.safe_files` (no symbolic link, no hard
+Every file the kit writes goes through :mod:`omni_loader.safe_files` (no symbolic link, no hard
 link, checked before the first byte); a benchmark notices that its runs.csv was replaced; rows from outside
 a benchmark's time span, absurd durations and totals below their phases are integrity problems; compare
 names what it cannot compare; pack and compare agree; metadata.json of the wrong types is one line.
@@ -202,7 +202,7 @@ def test_no_writer_writes_through_a_hard_link(tmp_path, secret, capsys, one_figu
 def test_a_file_a_tool_writes_by_name_is_moved_into_place_never_through_a_link(tmp_path, secret):
     """py-spy, torch.profiler and pstats write by name: into a private folder, moved into place; a link planted at
     the name while the tool writes is refused at the move, and the file it names is untouched."""
-    from omni_loader.results.safe_files import replaced
+    from omni_loader.safe_files import replaced
 
     target = tmp_path / "prof" / "baseline" / "speedscope.json"
     target.parent.mkdir(parents=True)

@@ -61,7 +61,7 @@ def refuse_linked_out(args: argparse.Namespace) -> None:
     """Every command's ``--out``, checked here once, before the command runs (before its first byte): a symbolic link
     (or a file of several names) is refused in one line. Why here: each writer checked its own folder, and two
     (``reproduce``, ``serve-ab``) wrote into a linked ``--out``'s target; one check for all cannot be left out."""
-    from ..results.safe_files import refuse_link
+    from ..safe_files import refuse_link
 
     if getattr(args, "out", None):
         refuse_link(args.out, OUT_IN_PLACE)

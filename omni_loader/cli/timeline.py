@@ -49,14 +49,14 @@ def write_outputs(timelines: list[Timeline], out: str | Path, min_gap: float) ->
     """``timeline.csv``, ``timeline.json`` and one chart per log (``gantt.png``, ``.svg`` and the ``.csv`` of its
     values; ``gantt-1-<log>.png``... for several logs)."""
     from ..reporting.figures import figure_files
-    from ..results.safe_files import ensure_dir, open_file, refuse_links, write_text
+    from ..safe_files import ensure_dir, open_file, refuse_links, write_text
     from ..startup.timeline_plot import write_gantt
 
     out = ensure_dir(out)  # a linked folder is refused, never written into
     stems = ["gantt" if len(timelines) == 1 else f"gantt-{i}-{Path(t.log).stem}" for i, t in enumerate(timelines, 1)]
     refuse_links(out, ["timeline.csv", "timeline.json", *(name for stem in stems for name in figure_files(stem))])
     table = out / "timeline.csv"
-    with open_file(table, "w", newline="") as fh:  # never through a link (omni_loader.results.safe_files)
+    with open_file(table, "w", newline="") as fh:  # never through a link (omni_loader.safe_files)
         writer = csv.DictWriter(fh, fieldnames=ROW_FIELDS)
         writer.writeheader()
         for timeline in timelines:

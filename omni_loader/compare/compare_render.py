@@ -359,7 +359,7 @@ def write_plot(result: SideBySide, directory: str | os.PathLike[str]) -> list[Pa
 def write_compare(result: SideBySide, out: str | os.PathLike[str]) -> list[Path]:
     """Every form under ``out``: compare.md (with the plot), compare.csv, against.csv, compare.json, plots/."""
     from ..reporting.figures import figure_files
-    from ..results.safe_files import ensure_dir, refuse_links, write_text
+    from ..safe_files import ensure_dir, refuse_links, write_text
 
     out = ensure_dir(out)  # a linked folder is refused, never written into
     names = ["compare.md", "compare.csv", "compare.json", "against.csv"]

@@ -42,7 +42,7 @@ def to_baseline(findings: Sequence[Finding]) -> dict:
 
 def write_baseline(path: str | Path, findings: Sequence[Finding]) -> Path:
     """Write ``findings`` as a baseline (by a rename from a file beside it: a link at ``path`` is refused)."""
-    from ..results.safe_files import replaced
+    from ..safe_files import replaced
 
     with replaced(path) as tmp:
         tmp.write_text(json.dumps(to_baseline(findings), indent=1) + "\n", encoding="utf-8")

@@ -172,7 +172,7 @@ def write_cost(path: Path, text: str) -> None:
     """Write the cost cache by a rename from a file in the same folder (the kit's safe writer), never through a
     link: a link at ``path`` is refused in one line. Any other failure to write costs the next run a few
     seconds, nothing more."""
-    from ..results.safe_files import refuse_link, replaced
+    from ..safe_files import refuse_link, replaced
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -97,7 +97,7 @@ def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
     unknown = sorted(set(parameters) - set(declared))
     if unknown:
         raise OmniLoaderError(f"{source.name} has no parameter {unknown[0]!r} (it declares: {', '.join(declared)})")
-    from ..results.safe_files import ensure_dir, replaced
+    from ..safe_files import ensure_dir, replaced
 
     output = Path(output)
     ensure_dir(output.parent)

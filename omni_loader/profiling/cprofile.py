@@ -22,7 +22,7 @@ from ..token2wav.options import LoadOptions
 from .outputs import PHASE_FUNCTIONS_CSV, TOP_FUNCTIONS_CSV, TOP_FUNCTIONS_MD, frame_markdown
 from .settings import DEFAULT_TOP
 from .sources import function_label, is_profiler_frame
-from ..results.safe_files import refuse_links, replaced, write_text
+from ..safe_files import refuse_links, replaced, write_text
 
 TOP_COLUMNS = ["function", "ncalls", "primitive_calls", "tottime", "cumtime"]
 STATE_DICT_FILE = "torch/nn/modules/module.py"

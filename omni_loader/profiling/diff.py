@@ -44,7 +44,7 @@ from .diff_stats import (APPEARED, FASTER, FDR, FUNCTION_COLUMNS, MIN_SAMPLES, N
 from .diff_words import (disk_blamed, entry_sentence, presence_words, reach_words,
                          sample_totals, signed)
 from ..results.lock import writer_lock
-from ..results.safe_files import ensure_dir, write_text
+from ..safe_files import ensure_dir, write_text
 
 DIFF_DIR = "diff"
 FUNCTIONS_CSV = "functions.csv"

@@ -36,7 +36,7 @@ from zlib import crc32
 
 from ..errors import OmniLoaderError
 from .sources import short_path
-from ..results.safe_files import write_text
+from ..safe_files import write_text
 
 ENTRY = "load_token2wav"
 SKIP_UNDER_ENTRY = ("import_model_code", "_modeling")

@@ -41,8 +41,8 @@ def remove_files(paths: Iterable[Path]) -> None:
     """Delete the files that exist: a run must never leave a previous run's output beside its own.
 
     A link among them (symbolic, or a file with another name) is refused in one line before any is removed:
-    it was planted, not written by a run (:mod:`omni_loader.results.safe_files`)."""
-    from ..results.safe_files import refuse_link
+    it was planted, not written by a run (:mod:`omni_loader.safe_files`)."""
+    from ..safe_files import refuse_link
 
     paths = list(paths)
     for p in paths:

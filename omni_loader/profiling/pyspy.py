@@ -89,9 +89,9 @@ class PySpyJob:
         """Record one worker in format ``fmt`` into ``out``; returns the worker's JSON result.
 
         py-spy writes by name: into a private folder (with the worker's request and result), and what it wrote
-        is moved onto ``out`` once the recording succeeded (:func:`~omni_loader.results.safe_files.replaced`);
+        is moved onto ``out`` once the recording succeeded (:func:`~omni_loader.safe_files.replaced`);
         a link at ``out`` is refused before py-spy starts."""
-        from ..results.safe_files import open_file, replaced
+        from ..safe_files import open_file, replaced
 
         with replaced(out) as written:
             worker_json, request = written.parent / f"py-spy-worker-{fmt}.json", written.parent / f"py-spy-request-{fmt}.json"
@@ -128,7 +128,7 @@ def record_py_spy(job: PySpyJob) -> dict[str, Any]:
     format. Raises :class:`PySpyUnavailable` when py-spy cannot run or may not trace (ptrace), and
     :class:`OmniLoaderError` when the load itself failed in the worker.
     """
-    from ..results.safe_files import ensure_dir, refuse_links, write_text
+    from ..safe_files import ensure_dir, refuse_links, write_text
 
     d, s = ensure_dir(job.directory), job.settings
     refuse_links(d, (SPEEDSCOPE_JSON, FLAME_SVG, PY_SPY_LOG))  # a planted link: refused before any is written

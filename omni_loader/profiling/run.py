@@ -33,7 +33,7 @@ from .settings import SETTING_NAMES, TOOLS, ProfileSettings, resolve_tools, reso
 from .summary import write_summary_report, write_variant_report
 from .time_left import BAR_FORMAT, TICK, TIMED, Countdown, Step, StepBar
 from .torch_trace import profile_torch, torch_note
-from ..results.safe_files import ensure_dir, write_text
+from ..safe_files import ensure_dir, write_text
 
 LOAD_OPTION_NAMES = tuple(f.name for f in fields(LoadOptions))
 SpyLookup = tuple[str | None, str]  # find_py_spy's answer: (executable, "") or (None, why not)

@@ -52,7 +52,7 @@ def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_R
     from .pyspy import PTRACE_HINTS, PySpyUnavailable
     from ..bench.worker import (RUN_DIR_PREFIX, WorkerFailed, ensure_forkserver, forkserver_context,
                                  start_without_main, stop_forked)
-    from ..results.safe_files import open_file, replaced
+    from ..safe_files import open_file, replaced
 
     ctx = forkserver_context()
     ensure_forkserver()

@@ -25,7 +25,7 @@ from .outputs import (FLAME_SVG, LOAD_JSON, PHASE_FUNCTIONS_CSV, PROFILE_MD, SPE
                       TOP_FUNCTIONS_MD, frame_markdown)
 from .result import OTHER_PHASE, VariantProfile, largest_cost
 from .settings import TOOLS, resolve_tools
-from ..results.safe_files import write_text
+from ..safe_files import write_text
 
 
 # profile.md's sections that a notebook also shows as tables of its own (notebook 02's phase shares and

@@ -22,7 +22,7 @@ from ..errors import OmniLoaderError
 from ..token2wav.options import LoadOptions
 from .outputs import TORCH_LOG, TORCH_OPS_CSV, TORCH_OPS_MD, TRACE_JSON, frame_markdown
 from .settings import DEFAULT_TOP
-from ..results.safe_files import open_file, refuse_links, replaced, write_text
+from ..safe_files import open_file, refuse_links, replaced, write_text
 
 # operator_table's columns in words, each time's unit in its header: the notebook's table and profile.md say these
 OPERATOR_HEADERS = {"name": "operator", "calls": "calls", "self_cpu_ms": "self CPU time (ms)",

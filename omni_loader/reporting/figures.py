@@ -88,7 +88,7 @@ def warnings_said_on_success():
 
 def write_figure(fig: Figure, directory: str | Path, stem: str) -> list[Path]:
     """``<stem>.png``, ``<stem>.svg`` and ``<stem>.csv`` (the values drawn: :func:`figure_data`) under ``directory``."""
-    from ..results.safe_files import ensure_dir, open_file, refuse_links
+    from ..safe_files import ensure_dir, open_file, refuse_links
 
     directory = ensure_dir(directory)  # a symlinked plots/ is refused in one line, never written through
     refuse_links(directory, figure_files(stem))  # every file checked before the first is written
@@ -106,7 +106,7 @@ def figure_files(stem: str) -> tuple[str, ...]:
 
 def write_figure_data(fig: Figure, path: Path) -> Path:
     """The rows of :func:`figure_data` as a CSV file at ``path`` (never written through a link)."""
-    from ..results.safe_files import open_file
+    from ..safe_files import open_file
 
     with open_file(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIGURE_DATA_COLUMNS)

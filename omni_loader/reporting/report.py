@@ -69,7 +69,7 @@ def write_report(directory: str | Path, check: ResultsCheck | None = None) -> Pa
     directory already read and checked (:func:`~omni_loader.results.integrity.check_results`), when the
     caller has it: the job reads its results once."""
     from .figures import figure_files, warnings_said_on_success, write_figure
-    from ..results.safe_files import refuse_links, write_text
+    from ..safe_files import refuse_links, write_text
 
     directory = Path(directory)
     check = check if check is not None else check_results(directory)

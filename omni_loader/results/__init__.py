@@ -15,7 +15,7 @@ benchmarks), :mod:`~omni_loader.results.lock` (one writer per directory) and
 :mod:`~omni_loader.results.row_checks` checks runs.csv line by line, :mod:`~omni_loader.results.planner`
 makes the run plan the rows are checked against, :mod:`~omni_loader.results.metadata` records the
 environment, :mod:`~omni_loader.results.archive` packs a directory into one file and
-:mod:`~omni_loader.results.safe_files` opens its files in place, never through a link.
+:mod:`~omni_loader.safe_files` opens its files in place, never through a link.
 """
 
 from ..lazy import exports

@@ -24,7 +24,7 @@ from ..errors import ResultsError
 from .lock import describe_holder, lock_holder
 from .suite import METADATA_FILE, read_metadata
 from .rows import RUNS_FILE
-from .safe_files import ensure_dir, refuse_links, replaced
+from ..safe_files import ensure_dir, refuse_links, replaced
 
 FORMATS = {"tar.gz": (".tar.gz", ".tgz"), "zip": (".zip",)}
 # What an archive holds: the two files the statistics come from, and what was rendered from them.

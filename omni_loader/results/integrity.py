@@ -23,7 +23,7 @@ from .lock import describe_holder, lock_holder
 from .rows import REJECTED_FILE, RESIDENCY_COLUMN, RUNS_FILE
 from .row_checks import (Finding, check_rows, csv_records, rows_frame, run_ids_text, plan_entries, read_lines,
                          planned_runs)
-from .safe_files import open_file, refuse_link
+from ..safe_files import open_file, refuse_link
 from .suite import (DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, REPORT_KEY, benchmark, benchmarks, read_metadata,
                     resumed)
 
@@ -281,7 +281,7 @@ def set_aside_rejected(check: ResultsCheck) -> int:
     keep = [r for n, r in enumerate(records, start=1) if n not in rejected]
     out = [r for n, r in enumerate(records, start=1) if n in rejected]
     side = check.directory / REJECTED_FILE
-    with open_file(side, "a", newline="") as fh:  # never through a link (omni_loader.results.safe_files)
+    with open_file(side, "a", newline="") as fh:  # never through a link (omni_loader.safe_files)
         if fh.tell() == 0:
             csv.writer(fh, lineterminator="\r\n").writerow(records[0])
         csv.writer(fh, lineterminator="\r\n").writerows(out)

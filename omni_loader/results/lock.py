@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ResultsError
 from ..host.procs import pid_alive
-from .safe_files import open_fd, refuse_links
+from ..safe_files import open_fd, refuse_links
 
 # Held (flock) by the one process writing the directory; holds its pid and command while it does.
 LOCK_FILE = "writer.lock"
@@ -30,7 +30,7 @@ LOCK_FILE = "writer.lock"
 _HELD: dict[Path, list[int]] = {}  # directory -> [lock file descriptor, depth, directory descriptor] of this process
 
 
-# What a writer writes in a results directory: none of them may be a link (see omni_loader.results.safe_files).
+# What a writer writes in a results directory: none of them may be a link (see omni_loader.safe_files).
 WRITTEN = ("runs.csv", "runs.rejected.csv", "runs.csv.tmp", "metadata.json", "metadata.json.tmp", "report.md",
            "plots", "logs", "profiles")
 

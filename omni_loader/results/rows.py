@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ResultsError
-from .safe_files import open_fd
+from ..safe_files import open_fd
 
 if TYPE_CHECKING:
     from .planner import PlannedRun
@@ -119,7 +119,7 @@ def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[
                 expect: tuple[int, int] | None = None) -> None:
     """Append rows to runs.csv (header on first write), flushed and synced to disk at once.
 
-    runs.csv is opened without following a link (:mod:`omni_loader.results.safe_files`): a symlinked or
+    runs.csv is opened without following a link (:mod:`omni_loader.safe_files`): a symlinked or
     hard-linked runs.csv is refused in one line, never appended to. ``expect`` (from :func:`runs_file`) is
     the file the writer started with: another file there now is refused in one line, nothing appended.
     """

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import ResultsError
 from .rows import REJECTED_FILE
-from .safe_files import refuse_link, write_text
+from ..safe_files import refuse_link, write_text
 
 SCHEMA_VERSION = 3
 # Versions this kit reads. Version 1 lacks the per-phase counters and the per-run stamps; read, they

@@ -203,12 +203,12 @@ def audit_markdown(rows: list[AuditRow], top: int | None = 10) -> str:
 
 def write_audit(rows: list[AuditRow], out_dir: str | Path) -> dict[str, Path]:
     """Write audit.csv (every architecture, tidy) and audit.md (the whole table) into ``out_dir``."""
-    from ..results.safe_files import ensure_dir, open_file, refuse_links, write_text
+    from ..safe_files import ensure_dir, open_file, refuse_links, write_text
 
     out = ensure_dir(out_dir)  # a linked folder is refused, never written into
     files = {"csv": out / "audit.csv", "markdown": out / "audit.md"}
     refuse_links(out, [p.name for p in files.values()])  # both checked before the first byte is written
-    with open_file(files["csv"], "w", newline="") as fh:  # never through a link (omni_loader.results.safe_files)
+    with open_file(files["csv"], "w", newline="") as fh:  # never through a link (omni_loader.safe_files)
         audit_frame(rows).to_csv(fh, index=False)
     write_text(files["markdown"], audit_markdown(rows, top=None))
     return files

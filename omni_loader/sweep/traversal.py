@@ -299,12 +299,12 @@ def fits_record(result: SweepResult) -> dict[str, Any]:
 
 def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
     """Write traversal.csv, fits.csv, fits.json and the plots (PNG and SVG, wall and CPU) into ``out_dir``."""
-    from ..results.safe_files import ensure_dir, open_file, refuse_links, write_text
+    from ..safe_files import ensure_dir, open_file, refuse_links, write_text
 
     out = ensure_dir(out_dir)  # a linked folder is refused, never written into
     files = {key: out / name for key, name in FILES.items()}
     refuse_links(out, FILES.values())  # every file checked before the first byte is written
-    with open_file(files["rows"], "w", newline="") as fh:  # never through a link (omni_loader.results.safe_files)
+    with open_file(files["rows"], "w", newline="") as fh:  # never through a link (omni_loader.safe_files)
         result.rows.to_csv(fh, index=False)
     with open_file(files["fits_csv"], "w", newline="") as fh:
         result.fits_frame().to_csv(fh, index=False)

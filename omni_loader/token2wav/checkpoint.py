@@ -382,7 +382,7 @@ def place_in_hub_cache(
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(src, target)
-    from ..results.safe_files import ensure_dir, write_text
+    from ..safe_files import ensure_dir, write_text
 
     write_text(ensure_dir(repo / "refs") / "main", digest)  # a planted link there is refused, never written through
     return target

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import ResultsError
+from .errors import ResultsError
 
 # Open modes as os.open flags (always O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK: see _open_fd).
 _FLAGS = {
