@@ -600,7 +600,8 @@ def test_diff_md_says_it_appeared_and_what_the_runs_could_claim(tmp_path: Path) 
     a_total = int(folds[(folds["variant"] == "A") & (folds["function"] == "load_token2wav")]["samples"].sum())
     assert (f"it appeared in B: sampled in all 6 runs of B (at least {b_runs.min()} samples each, {b_runs.sum()} in "
             f"all) and in none of A's 6 (0 of their {a_total:,} samples); were a sample of either variant as likely "
-            "to catch it, the chance of that is p = ") in spin, spin
+            "to catch it, the chance of that is p < 0.000001 (") in spin, spin
+    assert not re.search(r"\d[eE][+-]\d", text)  # no scientific notation: the notebooks show this text
     assert "binomial test on the pooled sample counts" in spin and "with Bonferroni over the 62 functions" in spin
     assert "Appeared or gone: 1 of the claims" in text
     assert "splits so by chance at most once in 2,048 such functions at these runs" in text

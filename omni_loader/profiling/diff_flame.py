@@ -24,6 +24,7 @@ import numpy as np
 
 from ..formatting import short_duration, span
 from . import flamegraph
+from .diff_words import equals
 from .flamegraph import IMPORT, Flame, Node
 
 ProfileDiff = Any  # omni_loader.profiling.diff.ProfileDiff (which imports this module; not the other way round)
@@ -127,7 +128,7 @@ def drawing(diff: ProfileDiff, info: dict[int, dict[str, Any]]) -> dict[str, Any
         if row is None or not row["tested"]:
             return text + "; function too rarely sampled to test"
         return (text + f"; the function, all paths: B − A {short_duration(row['delta_s'])}, 95% interval "
-                f"{span(short_duration(row['ci_low']), short_duration(row['ci_high']))}, q = {row['q']:.2g}"
+                f"{span(short_duration(row['ci_low']), short_duration(row['ci_high']))}, q {equals(row['q'])}"
                 + ("" if np.isnan(row.get("aa_floor_s", np.nan)) else f", A/A floor {short_duration(row['aa_floor_s'])}")
                 + f": {row['verdict']}")
 

@@ -31,9 +31,17 @@ WHOLE_LOAD = "total"  # the phase a run's load is: said in words (label), never 
 ESTIMATED_TESTS = 120
 
 
+TINY = 1e-6  # below it a probability is said as a bound: people read no scientific notation, nor 40 zeros
+
+
 def small(p: float) -> str:
-    """A probability as the sentences write it: two significant digits, ``2.5e-13`` below 0.001."""
-    return f"{p:.1e}" if 0 < p < 1e-3 else number(p, 2)
+    """A probability as the sentences write it: two significant digits, ``below 0.000001`` under :data:`TINY`."""
+    return f"below {number(TINY, 1)}" if 0 < p < TINY else number(p, 2)
+
+
+def equals(p: float) -> str:
+    """``= 0.0013``, or ``< 0.000001``: a probability after its name."""
+    return f"< {number(TINY, 1)}" if 0 < p < TINY else f"= {number(p, 2)}"
 
 
 def reach_words(n_a: int, n_b: int, tests: int, how: str, fdr: float = FDR) -> str:
@@ -96,8 +104,8 @@ def presence_words(r: pd.Series, a: str, b: str, totals: dict[str, tuple[int, in
     return (f"; {verb}: sampled in all {totals[there][0]} runs of {there} (at least {int(r['least_samples'])} "
             f"samples each, {int(count):,} in all) and in none of {never}'s {totals[never][0]} (0 of their "
             f"{totals[never][1]:,} samples); were a sample of either variant as likely to catch it, the chance of "
-            f"that is p = {small(r['presence_p'])} (a binomial test on the pooled sample counts, their "
-            f"dispersion {r['dispersion']:.1f}), q = {small(r['presence_q'])} with Bonferroni over the "
+            f"that is p {equals(r['presence_p'])} (a binomial test on the pooled sample counts, their "
+            f"dispersion {r['dispersion']:.1f}), q {equals(r['presence_q'])} with Bonferroni over the "
             f"{sampled} functions sampled")
 
 
