@@ -544,10 +544,10 @@ def test_report_intro_headline_and_verdicts(rich):
     head = lines[4:lines.index("## Environment")]
     assert head[0] == "- **Calls to state_dict()**: 51 → 0 (removed 51 calls); deterministic count."
     assert head[1] == ("- **Buffer discovery**: 450.000 ms → 2.200 ms (447.800 ms faster, 99.51%); "
-                       "no difference claimed: 3+3 runs cannot reach p < 0.05 (use more runs); PR's rule: ranges separate.")
+                       "no difference claimed: 3+3 runs cannot reach p < 0.05 (their smallest p is 0.1; 4 runs a side can); PR's rule: ranges separate.")
     assert head[2] == (f"- **Token2Wav weight loading**: {duration(1.45, 'ms')} → {duration(1.0022, 'ms')} "
                        "(447.800 ms faster, 30.88%); "
-                       "no difference claimed: 3+3 runs cannot reach p < 0.05 (use more runs); PR's rule: ranges separate.")
+                       "no difference claimed: 3+3 runs cannot reach p < 0.05 (their smallest p is 0.1; 4 runs a side can); PR's rule: ranges separate.")
     assert head[3].startswith("- **Startup to /health**: 105.000 s → 104.000 s (1.000 s faster, 0.95%); "
                               "no difference claimed") and head[3].endswith("; PR's rule: ranges overlap: no claim.")
     # every successful load is hashed, warm-ups included: 8 runs
@@ -559,8 +559,8 @@ def test_report_intro_headline_and_verdicts(rich):
     assert head[5] == "- **Memory**: Peak process RSS: unchanged (within noise)."
     verdicts = _section(text, "## Verdicts")
     assert verdicts[:3] == ["- Calls to state_dict(): deterministic count",
-                            "- Buffer discovery: no difference claimed: 3+3 runs cannot reach p < 0.05 (use more runs)",
-                            "- Token2Wav weight loading: no difference claimed: 3+3 runs cannot reach p < 0.05 (use more runs)"]
+                            "- Buffer discovery: no difference claimed: 3+3 runs cannot reach p < 0.05 (their smallest p is 0.1; 4 runs a side can)",
+                            "- Token2Wav weight loading: no difference claimed: 3+3 runs cannot reach p < 0.05 (their smallest p is 0.1; 4 runs a side can)"]
     assert verdicts[3].startswith("- Startup to /health: no difference claimed")
     assert any(v.startswith("- Server log: weight_loading: no difference claimed") for v in verdicts)
     assert "- Failed runs: 1 (run 8 optimized: worker killed by signal 9)" in verdicts
@@ -917,7 +917,7 @@ ASSIGN_MEMORY = ("parameters are the checkpoint's memory-mapped tensors where dt
                  "written at construction is freed; the fused qkv_proj is a new stacked tensor")
 BEYOND_HEADER = ["Variant", "Measurement", "baseline median", "Variant median", "Change", "Ratio", "Variant min–max",
                  "Verdict"]
-SEPARATE = "no difference claimed: 3+3 runs cannot reach p < 0.05 (use more runs)"  # the kit's verdict at 3+3
+SEPARATE = "no difference claimed: 3+3 runs cannot reach p < 0.05 (their smallest p is 0.1; 4 runs a side can)"  # the kit's verdict at 3+3
 BEYOND_ROWS_ASSIGN = [
     ["assign", "Calls to state_dict()", "51", "51", "unchanged", "—", "51–51", "deterministic count"],
     ["assign", "Buffer discovery", "450.000 ms", "2.200 ms", "447.800 ms faster, 99.51%", "204.55×",

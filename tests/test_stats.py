@@ -258,7 +258,7 @@ def test_comparison_figures_and_every_verdict():
     assert c.difference == pytest.approx(-1.0) and c.percent == pytest.approx(100 / 2.1)
     assert c.ratio == pytest.approx(2.1 / 1.1) and not c.ranges_overlap
     assert c.p_value == pytest.approx(0.1) and not c.significant  # 3 + 3 fully separated: p = 2/20
-    assert c.verdict() == "no difference claimed: 3+3 runs cannot reach p < 0.05 (use more runs)"
+    assert c.verdict() == "no difference claimed: 3+3 runs cannot reach p < 0.05 (their smallest p is 0.1; 4 runs a side can)"
     assert c.pr_rule() == "ranges separate"
     low, high = c.ci_low, c.ci_high
     assert low <= -1.0 <= high
@@ -349,9 +349,9 @@ def test_noise_floor_is_the_aa_difference_or_its_interval_whichever_is_wider():
 def test_a_test_needs_only_two_runs_in_each_arm():
     two, three = Summary("baseline", "t", (2.0, 2.2)), Summary("optimized", "t", (1.0, 1.1, 1.2))
     # 2 + 3 fully separated: exact two-sided p = 2 / C(5, 2) = 0.2
-    assert compare(two, three).verdict() == "no difference claimed: 2+3 runs cannot reach p < 0.05 (use more runs)"
+    assert compare(two, three).verdict() == "no difference claimed: 2+3 runs cannot reach p < 0.05 (their smallest p is 0.2; 4 runs a side can)"
     slow, fast = Summary("baseline", "t", (2.0, 2.1, 2.2)), Summary("optimized", "t", (1.0, 1.1))
-    assert compare(slow, fast).verdict() == "no difference claimed: 3+2 runs cannot reach p < 0.05 (use more runs)"
+    assert compare(slow, fast).verdict() == "no difference claimed: 3+2 runs cannot reach p < 0.05 (their smallest p is 0.2; 4 runs a side can)"
     assert compare(slow, fast).p_value == pytest.approx(0.2)
 
 
@@ -579,7 +579,7 @@ def test_a_verdict_says_when_the_runs_cannot_reach_the_error_rate_even_at_the_bo
     base = Summary("baseline", "t", (1.0, 1.1, 1.2))
     opt = Summary("optimized", "t", (0.1, 0.2, 0.3))
     c = compare(base, opt, alpha=0.1)
-    assert c.verdict() == "no difference claimed: 3+3 runs cannot reach p < 0.1 (use more runs)"
+    assert c.verdict() == "no difference claimed: 3+3 runs cannot reach p < 0.1 (their smallest p is 0.1; 4 runs a side can)"
     wide = compare(Summary("baseline", "t", (1.0, 1.4, 1.1, 1.9, 1.2)),
                    Summary("optimized", "t", (0.1, 0.9, 0.2, 0.5, 0.3)), alpha=0.01)
     assert (wide.ci_low, wide.ci_high) == bootstrap_median_difference(wide.baseline.samples, wide.optimized.samples,

@@ -201,7 +201,7 @@ def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
     reasons = {c.verdict().split(": ", 1)[-1] for _, _, c in comps}
     caption = "Medians per stage and phase (each stage's phases in the order they started), and the kit's verdict"
     if len(reasons) == 1 and "cannot reach" in next(iter(reasons)):
-        caption += f" ({next(iter(reasons)).removesuffix(' (use more runs)')}: no row can be a claim)"
+        caption += f" ({next(iter(reasons)).replace(' (', '; ').removesuffix(')')}: no row can be a claim)"
     if any(c.baseline.median < SHARE_FLOOR_S for _, _, c in comps):
         caption += (f"; saving (%) shows — where the baseline median is under {SHARE_FLOOR_S * 1e3:g} ms: a share of so "
                     "little time is the timer's and the scheduler's noise")

@@ -143,7 +143,8 @@ class Comparison:
             return "within the A/A noise floor: no difference claimed"
         if smallest_p(self.baseline.n, self.optimized.n) >= self.alpha:
             return (f"no difference claimed: {self.baseline.n}+{self.optimized.n} runs cannot reach "
-                    f"p < {self.alpha:g} (use more runs)")
+                    f"p < {self.alpha:g} (their smallest p is {smallest_p(self.baseline.n, self.optimized.n):.2g}; "
+                    f"{runs_to_reach(self.alpha)} runs a side can)")
         return f"no difference claimed ({self.level} CI of Δ median includes 0 or Mann-Whitney p={self.p_value:.3g})"
 
     @property
@@ -163,6 +164,12 @@ class Comparison:
 def smallest_p(n1: int, n2: int) -> float:
     """The smallest two-sided exact Mann-Whitney p ``n1`` + ``n2`` runs can give (3 + 3: 0.1, no claim at 0.05)."""
     return 2 / math.comb(n1 + n2, n1) if n1 and n2 else 1.0  # at most 2 / C(2, 1) = 1 with a run a side
+
+
+def runs_to_reach(alpha: float) -> int:
+    """The fewest runs a side whose smallest p (:func:`smallest_p`) is under ``alpha``: what a benchmark that can
+    claim nothing by design needs, said beside its 'no difference claimed' (as ``profile --diff`` says its own)."""
+    return next(n for n in range(2, 1000) if smallest_p(n, n) < alpha)
 
 
 def ranges_overlap(a: tuple[float, ...] | list[float], b: tuple[float, ...] | list[float]) -> bool:  # any point shared
