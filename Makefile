@@ -32,7 +32,7 @@ TEST_WORKERS ?= 3
 FAST_WORKERS ?= 2
 XDIST = --dist loadscope --no-loadscope-reorder
 test: $(FULL)  ## run the test suite
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(XDIST) -m "not compat" $(PYTEST_ARGS)
 
 # The fast lane for development: every test in tests/ that starts no process and takes no more than a few
 # seconds, chosen by markers (a guard in tests/conftest.py fails a test that starts a process without
@@ -61,9 +61,12 @@ mutation: $(FULL)  ## mutation testing of the core modules (long; not in CI): ma
 gpu-check: $(CORE)  ## run every GPU path of the kit and say what each showed (needs a GPU)
 	$(BIN)/python tests/gpu_check.py $(GPU_CHECK_ARGS)
 
-# The transformers compatibility matrix (tests/compat_matrix.py): each version in a scratch venv beside the lock's
-# torch, the kit's layout counted and both rules run; writes docs/compat.md. Minutes, so not part of `make test`.
-compat: $(CORE)  ## transformers compatibility matrix -> docs/compat.md (not part of the tests)
+# Compatibility, on demand (minutes, so not part of `make test`): the tests marked `compat` (docs/gpu.md's set-up on
+# a stand-in for a ROCm machine's own Python: nothing of it replaced), then the transformers matrix
+# (tests/compat_matrix.py: each version in a scratch venv beside the lock's torch, the kit's layout counted and both
+# rules run; writes docs/compat.md).
+compat: $(FULL)  ## transformers matrix -> docs/compat.md, and the GPU machine's set-up on a stand-in (not in `make test`)
+	$(BIN)/python -m pytest -q -m compat $(PYTEST_ARGS)
 	$(BIN)/python tests/compat_matrix.py $(COMPAT_ARGS)
 
 # JupyterLab with the project's Jupyter configuration (jupyter-config/: no news pop-up), serving the

@@ -36,6 +36,7 @@ def _site(python: Path) -> Path:
                                capture_output=True, text=True, check=True).stdout.strip())
 
 
+@pytest.mark.compat
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_documented_gpu_setup_keeps_the_platforms_torch_and_transformers(tmp_path: Path) -> None:

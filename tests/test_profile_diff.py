@@ -10,6 +10,8 @@ folds and p-values; the refusals in-process through ``cli.main``.
 from __future__ import annotations
 
 import re
+import tempfile
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -682,7 +684,7 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _sampling_diff(python: str, snapshot: Path, tmp_path: Path) -> tuple:
+def _sampling_diff(python: str, snapshot: Path, tmp_path: Path, request: pytest.FixtureRequest) -> tuple:
     """A real ``profile --diff`` whose first run is sampled and sleeps 120 s in its load: started, and waited on
     until py-spy samples that load. Returns the process, py-spy's pid, the load's pid, the temp folder and --out."""
     import os
@@ -697,8 +699,10 @@ def _sampling_diff(python: str, snapshot: Path, tmp_path: Path) -> tuple:
     labels = ("sleepy", "sleepy-again", "sleepy" + pdiff.UNSAMPLED, "sleepy-again" + pdiff.UNSAMPLED)
     seed = next(s for s in range(50) if not plan_runs(0, 2, "blocks", s, variants=labels)[0].variant.endswith(
         pdiff.UNSAMPLED))  # the first run is a sampled one
-    tmp, out = tmp_path / "tmp", tmp_path / "out"
-    tmp.mkdir()
+    # TMPDIR holds the fork server's socket: a short path of its own (a socket's path is at most 107 bytes, and a
+    # pytest worker's tmp_path is longer than that beside the server's own name)
+    tmp, out = Path(tempfile.mkdtemp(prefix="ol-")), tmp_path / "out"
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
     proc = subprocess.Popen(_diff_argv(python, snapshot, out, "--runs", "2", "--warmup", "0", "--order-seed",
                                        str(seed), "--variant", f"sleepy=discovery:{step}:find",
                                        "--variants", "sleepy,sleepy"),
@@ -719,7 +723,7 @@ def _sampling_diff(python: str, snapshot: Path, tmp_path: Path) -> tuple:
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_sigterm_stops_py_spy_and_its_load_and_removes_the_temp_folder(tiny_snapshot: Path, tmp_path: Path,
-                                                                      python: str) -> None:
+                                                                      python: str, request: pytest.FixtureRequest) -> None:
     """SIGTERM to profile's main process (what ``timeout`` and a batch system send) stops it as SIGINT does:
     py-spy and the sampled load stopped, the private temporary folder removed, "interrupted", exit 130. Left to
     SIGTERM's default, py-spy and the load were left running and the folder behind."""
@@ -730,7 +734,7 @@ def test_sigterm_stops_py_spy_and_its_load_and_removes_the_temp_folder(tiny_snap
 
     if find_py_spy()[0] is None:
         pytest.skip("py-spy is not installed")
-    proc, spy, load, tmp, _ = _sampling_diff(python, tiny_snapshot, tmp_path)
+    proc, spy, load, tmp, _ = _sampling_diff(python, tiny_snapshot, tmp_path, request)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     deadline = time.monotonic() + 10
@@ -743,7 +747,8 @@ def test_sigterm_stops_py_spy_and_its_load_and_removes_the_temp_folder(tiny_snap
 
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_a_second_diff_into_the_same_out_is_refused(tiny_snapshot: Path, tmp_path: Path, python: str) -> None:
+def test_a_second_diff_into_the_same_out_is_refused(tiny_snapshot: Path, tmp_path: Path, python: str,
+                                                    request: pytest.FixtureRequest) -> None:
     """Two ``profile --diff`` into one --out both ran and mixed their files: the second is refused in one line
     naming the first, and the first goes on."""
     import signal
@@ -751,7 +756,7 @@ def test_a_second_diff_into_the_same_out_is_refused(tiny_snapshot: Path, tmp_pat
 
     if find_py_spy()[0] is None:
         pytest.skip("py-spy is not installed")
-    first, *_, out = _sampling_diff(python, tiny_snapshot, tmp_path)
+    first, *_, out = _sampling_diff(python, tiny_snapshot, tmp_path, request)
     try:
         second = subprocess.run(_diff_argv(python, tiny_snapshot, out, "--runs", "2", "--variants",
                                            "optimized,optimized"), capture_output=True, text=True, timeout=120)

@@ -96,7 +96,10 @@ def model_size_words(calls: float | None) -> str:
 
 def _frame_model(frame) -> str:
     rows = frame[(frame["variant"] == "baseline") & (frame["phase"] == "total")] if "state_dict_calls" in frame else []
-    return model_size_words(float(rows["state_dict_calls"].median()) if len(rows) else None)
+    import pandas as pd
+
+    calls = pd.to_numeric(rows["state_dict_calls"], errors="coerce").median() if len(rows) else None
+    return model_size_words(None if calls is None or pd.isna(calls) else float(calls))
 
 
 def where_time_goes_figure(frame) -> ShownFigure | None:
