@@ -62,7 +62,8 @@ gpu-check: $(CORE)  ## run every GPU path of the kit and say what each showed (n
 	$(BIN)/python tests/gpu_check.py $(GPU_CHECK_ARGS)
 
 # Compatibility, on demand (minutes, so not part of `make test`): the tests marked `compat` (docs/gpu.md's set-up on
-# a stand-in for a ROCm machine's own Python: nothing of it replaced), then the transformers matrix
+# a stand-in for a ROCm machine's own Python: nothing of it replaced; the vLLM-Omni 0.28.0 and 0.30.0 wheels from the
+# package index read and run as the `installed` variant), then the transformers matrix
 # (tests/compat_matrix.py: each version in a scratch venv beside the lock's torch, the kit's layout counted and both
 # rules run; writes docs/compat.md).
 compat: $(FULL)  ## transformers matrix -> docs/compat.md, and the GPU machine's set-up on a stand-in (not in `make test`)

@@ -197,6 +197,7 @@ def real_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {v: next(folder.glob(f"vllm_omni-{v}-*.whl")) for v in RELEASES}
 
 
+@pytest.mark.compat  # the released wheels from the package index: `make compat`, beside the other real environments
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_real_releases_read_and_run_in_a_tiny_reproduce(real_wheels: dict[str, Path], tmp_path: Path) -> None:
