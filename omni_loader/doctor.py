@@ -75,7 +75,7 @@ def _gib(n: float | None) -> str:
 def _torch_checks() -> list[Check]:
     build, cards = torch_build(), gpus()
     if build["version"] is None:
-        return [Check("torch", "not installed", fix=requirements.Problem("torch", _spec("torch"), None).line())]
+        return [Check("torch", "not installed", fix=_range_fix("torch"))]
     kind = f"ROCm (HIP {build['hip']})" if build["hip"] else f"CUDA {build['cuda']}" if build["cuda"] else "CPU"
     checks = [Check("torch", f"{build['version']}, {kind} build", fix=_range_fix("torch"))]
     vendors = {c["vendor"] for c in cards}
@@ -107,15 +107,12 @@ def _range_fix(name: str) -> str:
 def _transformers_check() -> Check:
     have = _version("transformers")
     if have is None:
-        return Check("transformers", "not installed", fix=requirements.Problem("transformers", _spec("transformers"),
-                                                                            None).line())
+        return Check("transformers", "not installed", fix=_range_fix("transformers"))
     fix, warn = _range_fix("transformers"), ""
     omni = [r for r in (importlib.metadata.requires("vllm-omni") or []) if r.startswith("transformers")] \
         if _version("vllm-omni") else []
-    if omni:
-        req = requirements._packaging()[0].Requirement(omni[0].split(";")[0])
-        if not req.specifier.contains(requirements._public(have), prereleases=True):
-            warn = f"outside the installed vLLM-Omni's own range {requirements.spec_text(req.specifier)}"
+    if omni and (theirs := requirements.outside_range(omni[0], have)):
+        warn = f"outside the installed vLLM-Omni's own range {theirs}"
     return Check("transformers", f"{have}; omni-loader's range, vLLM-Omni's own: {_spec('transformers')}", fix=fix,
                  warn=warn)
 

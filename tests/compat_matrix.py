@@ -46,7 +46,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "docs" / "compat.md"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "omni-loader" / "compat"
-DEFAULT_FIND_LINKS = "/opt/wheels"
 
 # vLLM-Omni's requirements/common.txt ("exactly aligned with the upstream vLLM constraint"), checked 2026-12-06.
 VLLM_OMNI_TRANSFORMERS = ">=4.56.0,!=5.0.*,!=5.1.*,!=5.2.*,!=5.3.*,!=5.4.*,!=5.5.0"
@@ -549,8 +548,8 @@ def main(argv: list[str] | None = None) -> int:
                         "'-' writes no file")
     parser.add_argument("--json", metavar="PATH", nargs="?", const="-",
                         help="also write the raw rows as JSON to PATH ('-' or no PATH: stdout)")
-    parser.add_argument("--find-links", default=os.environ.get("OMNI_COMPAT_FIND_LINKS", DEFAULT_FIND_LINKS),
-                        help=f"where the local torch wheel lies (default {DEFAULT_FIND_LINKS})")
+    parser.add_argument("--find-links", default=os.environ.get("OMNI_COMPAT_FIND_LINKS"),
+                        help="where the local torch wheel lies (default: pip's own find-links, as `make` reads them)")
     parser.add_argument("--no-full-load", dest="full_load", action="store_false",
                         help="skip the full-size load (1.7 GB snapshot; about 10 s a version)")
     parser.add_argument("--rebuild", action="store_true", help="remake the scratch venvs even when cached")
@@ -559,6 +558,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when a version fails or differs (default: 0 once the table is written)")
     args = parser.parse_args(argv)
+    if args.find_links is None:
+        from stand_ins import pip_configuration
+
+        args.find_links = pip_configuration().get("find-links", "").split(" ")[0]
 
     start = time.perf_counter()
     versions = args.versions or default_versions(index_versions("transformers"))

@@ -32,18 +32,25 @@ ROCM_TORCH = "2.13.0+rocm7.1"
 HIP_VERSION = "7.1.25424"
 
 
-def _uv_environment() -> dict[str, str]:
-    """The environment for uv with pip's configuration handed over (find-links, indexes), as the Makefile does:
-    this machine's torch wheel is found only through pip's find-links."""
-    import os
+def pip_configuration() -> dict[str, str]:
+    """pip's configuration (``find-links``, ``extra-index-url``…): where a machine keeps its own torch wheel."""
     import subprocess
     import sys
 
     listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-    config = {}
+    config: dict[str, str] = {}
     for line in listed.splitlines():
         key, _, value = line.partition("=")
         config.setdefault(key.rpartition(".")[2], value.strip("'"))
+    return config
+
+
+def uv_environment() -> dict[str, str]:
+    """The environment for uv with pip's configuration handed over (find-links, indexes), as the Makefile does:
+    this machine's torch wheel is found only through pip's find-links."""
+    import os
+
+    config = pip_configuration()
     env = dict(os.environ, UV_INDEX_STRATEGY="unsafe-best-match")
     for key, var in (("find-links", "UV_FIND_LINKS"), ("extra-index-url", "UV_EXTRA_INDEX_URL")):
         if config.get(key):
@@ -65,7 +72,7 @@ def platform_python(root, transformers: str = "transformers>=4.57,<4.58"):
     subprocess.run([uv, "venv", "--quiet", "--seed", "--python", sys._base_executable, str(root)], check=True)
     python = root / "bin" / "python"
     subprocess.run([uv, "pip", "install", "--quiet", "--python", str(python), "torch==2.13.0", transformers],
-                   check=True, env=_uv_environment())
+                   check=True, env=uv_environment())
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     (old,) = site.glob("torch-*.dist-info")

@@ -124,7 +124,6 @@ class Problem:
 
 def problems(extras: tuple[str, ...] = (), names: tuple[str, ...] | None = None) -> list[Problem]:
     """The kit's requirements (or those of ``names``) that this environment misses or has out of range."""
-    _, version = _packaging()
     have = installed()
     found = []
     for req in kit_requirements(extras):
@@ -134,9 +133,17 @@ def problems(extras: tuple[str, ...] = (), names: tuple[str, ...] | None = None)
         dist = have.get(key)
         if dist is None:
             found.append(Problem(req.name, spec_text(req.specifier), None))
-        elif not req.specifier.contains(version.Version(_public(dist.version)), prereleases=True):
+        elif outside_range(str(req), dist.version):
             found.append(Problem(req.name, spec_text(req.specifier), dist.version, _where(dist)))
     return found
+
+
+def outside_range(requirement: str, have: str) -> str:
+    """``requirement``'s range (bounds first) when ``have`` is outside it, else ''; a build label is the platform's."""
+    requirements, version = _packaging()
+    req = requirements.Requirement(requirement.split(";")[0])
+    inside = req.specifier.contains(version.Version(_public(have)), prereleases=True)
+    return "" if inside else spec_text(req.specifier)
 
 
 def missing_module_line(exc: ModuleNotFoundError) -> str | None:
@@ -190,10 +197,9 @@ def lock_record() -> dict[str, object] | None:
     differs = [f"{have[name].metadata['Name']} {have[name].version} (lock {pinned})"
                for name, pinned in sorted(read_lock(path).items())
                if name in have and _public(have[name].version) != _public(pinned)]
-    kept = {n: have[n].version for n in PLATFORM_PACKAGES if n in have}
     return {"file": LOCK_NAME, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
             "installed_from": "own environment" if own_environment() else "lock",
-            "matches": not differs, "differs": differs, "platform": kept}
+            "matches": not differs, "differs": differs}
 
 
 # --------------------------------------------------------------------------- set-up beside an existing environment
