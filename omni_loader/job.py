@@ -9,40 +9,22 @@ benchmark need not know that profiles exist.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .results.lock import writer_lock
 from .bench.runner import check_variants, run_benchmark
 from .bench.spec import BenchmarkSpec
-from .results.integrity import ResultsCheck, check_results
+from .results.integrity import Results, check_results
 
 if TYPE_CHECKING:
     from .token2wav.checkpoint import Snapshot
 
-__all__ = ["JobResult", "reproduce", "reproduce_job"]
-
-
-@dataclass(frozen=True)
-class JobResult:
-    """What the main job leaves: its results directory and the one check of it that the report was drawn
-    from, so a caller that wants a verdict (the command line's exit status) need not read it again."""
-
-    out: Path
-    check: ResultsCheck
+__all__ = ["reproduce"]
 
 
 def reproduce(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot: Snapshot | None = None,
-              resume: bool = False, profile: bool = False, with_startup: bool = False, progress: bool = True) -> Path:
-    """The main job (:func:`reproduce_job`); returns the results directory."""
-    return reproduce_job(spec, out, snapshot=snapshot, resume=resume, profile=profile, with_startup=with_startup,
-                         progress=progress).out
-
-
-def reproduce_job(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot: Snapshot | None = None,
-                  resume: bool = False, profile: bool = False, with_startup: bool = False,
-                  progress: bool = True) -> JobResult:
+              resume: bool = False, profile: bool = False, with_startup: bool = False, progress: bool = True) -> Results:
     """The main job for ``spec``: the A/B benchmark, optional profiles and startup runs, then report.md and plots.
 
     ``spec`` says what is measured (make a new one with :func:`~omni_loader.bench.runner.benchmark_spec`,
@@ -52,7 +34,9 @@ def reproduce_job(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot:
     the directory's suite that is not complete is continued: on ``resume`` an interrupted startup
     benchmark too, with its saved commands. ``with_startup`` adds one when the directory has none. The
     writer lock is held for the whole job. The directory is read back once after the benchmarks (once
-    more when a startup benchmark ran after that read), and the report and the returned check share it.
+    more when a startup benchmark ran after that read): the report is drawn from it, and it is returned (a
+    :class:`~omni_loader.results.integrity.Results`, a path wherever one is wanted), so a caller that wants a verdict
+    (the command line's exit status) need not read it again.
     """
     from .results.lifecycle import reserve_blas
     from .token2wav.checkpoint import open_snapshot
@@ -78,8 +62,8 @@ def reproduce_job(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot:
         from .results.lifecycle import drawing_report
 
         with drawing_report(out, check) as check:  # metadata.json says "not drawn" until report.md is written
-            write_report(out, check)
-    return JobResult(out, check)
+            write_report(check)
+    return check
 
 
 def _startup(spec: BenchmarkSpec, snapshot: Snapshot, out: Path, wanted: bool, progress: bool,

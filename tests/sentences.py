@@ -158,7 +158,7 @@ def _shared_phases(f: Findings, text: str, frame: pd.DataFrame) -> None:
 
 
 def _discovery_ratios(f: Findings, text: str, frame: pd.DataFrame, first: str) -> None:
-    """The lines under a discovery-ratio table (``kit.report.discovery_ratios``) whose first row is this run: the PR's
+    """The lines under a discovery-ratio table (``kit.discovery_ratios``) whose first row is this run: the PR's
     ratio from its table, this run's from runs.csv, and the three factors that multiply to their quotient."""
     reference = json.loads(REFERENCE.read_text())
     pr = {m["measurement"]: m for m in reference["measurements"]}

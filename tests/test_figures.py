@@ -13,6 +13,7 @@ import pytest
 from omni_loader.reporting.figures import ShownFigure, write_figure
 from omni_loader.formatting import time_unit
 from omni_loader.reporting.stats import Summary, compare
+from omni_loader.results.integrity import Results
 
 
 def _figure() -> ShownFigure:
@@ -181,9 +182,8 @@ def test_a_drawing_that_runs_out_of_memory_says_none_of_its_warnings(tmp_path, m
 
     monkeypatch.setattr(report, "_figures", figures_then_out_of_memory)
     monkeypatch.setattr(report, "plots_wanted", lambda: True)
-    monkeypatch.setattr(report, "check_results", lambda d: None)
     monkeypatch.setattr(report, "comparisons", lambda *a: [])
     monkeypatch.setattr(report, "design_alpha", lambda m: 0.05)
     with pytest.raises(MemoryError):
-        report.write_report(tmp_path, check=type("Check", (), {"frame": None, "metadata": {}})())
+        report.write_report(Results(tmp_path, {}, None))
     assert not [str(w.message) for w in recwarn]

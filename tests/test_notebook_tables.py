@@ -115,9 +115,9 @@ def test_the_notebook_sections_show_tables_not_markdown_walls(arms_dir):
     from omni_loader.reporting.controls import pair_reports
     from omni_loader.results.integrity import check_results
 
-    beyond = sections.beyond_the_pr(arms_dir, "assign", "mine")
-    controls = sections.controls(arms_dir)
-    for shown in (beyond, controls, sections.result_tables(arms_dir)):
+    beyond = sections.results(arms_dir).beyond_the_pr("assign", "mine")
+    controls = sections.results(arms_dir).controls()
+    for shown in (beyond, controls, sections.results(arms_dir).tables()):
         text = [x for x in shown if isinstance(x, str)]
         assert not any("\n|" in x or x.startswith("|") for x in text), [x[:80] for x in text if "|" in x]
         assert sum(1 for x in shown if not isinstance(x, str)) >= 2
@@ -246,7 +246,7 @@ def test_a_verdict_is_one_phrase_that_never_wraps_and_the_legend_says_its_rule_o
                       Summary("aa-2", "buffer_discovery", (1.5, 1.5, 1.5)), -1.0, 1.0)
     floored = by_first_cell(sections.phase_table([apart], {"buffer_discovery": wide}))
     assert floored["Buffer discovery"]["verdict"] == "no\u00a0claim" == ab_tables.verdict_word(apart, wide)
-    shown = sections.result_tables(arms_dir)
+    shown = sections.results(arms_dir).tables()
     checked = check_results(arms_dir)
     verdicts = [row["verdict"] for table in shown if not isinstance(table, str)
                 for row in by_first_cell(table).values() if "verdict" in row]
@@ -278,7 +278,7 @@ def test_the_spread_warnings_are_one_paragraph_computed_from_the_runs(arms_dir):
         shares = [f"{100 * s.relative_iqr:.0f}%" for s in (comp.baseline, comp.optimized)]
         assert f"{label(comp.phase)} {shares[0]}\u00a0/\u00a0{shares[1]}" in line, (comp.phase, shares)
     assert "Construction" not in line and ab_tables.spread_line(comps[1:2]) == ""
-    opening = sections.report_opening(arms_dir)
+    opening = sections.results(arms_dir).opening()
     flagged = [comp for comp in comparisons(check_results(arms_dir).frame) if comp.notes]
     assert flagged, "the fixture has no high spread to show"
     assert "spread is high" not in opening and opening.count("**Spread warnings**") == 1
@@ -341,7 +341,7 @@ def test_a_sentence_cell_keeps_each_quantity_whole_and_its_words_free_to_wrap(ar
     assert kept == ("27.995\u00a0ms [27.995\u00a0…\u00a028.100] → 0.961\u00a0ms [−0.961\u00a0…\u00a00.970]; 29.13x "
                     "[28.50\u00a0…\u00a030.01]; faster than 5 runs")
     assert ab_tables.whole_quantities(3.5) == 3.5
-    html = sections.side_by_side(arms_dir, [])[0].to_html()
+    html = sections.results(arms_dir).side_by_side([])[0].to_html()
     ranges = re.findall(r"\[[^\]<]*\d[^\]<]*\]", unescape(html))
     assert ranges and all("\u00a0…\u00a0" in r and "–" not in r for r in ranges), ranges  # one notation for a range
     assert not re.search(r"\d (ms|s|µs)\b", unescape(html)), "a number and its unit may break apart"
@@ -358,7 +358,7 @@ def test_the_picture_of_where_time_goes_says_whether_the_shared_phases_differ(tm
     """01's Lab run drew construction 1,639 ms against 1,005 ms under prose saying the rest is what both variants
     pay: the line under the picture says which shared phases differ here, with their medians, or that none does."""
     slow = _frame_dir(_frame(slower={"load_parameters": 0.2}), tmp_path / "slow")
-    said = sections.shared_phases(slow)
+    said = sections.results(slow).shared_phases()
     b, o = (_frame(slower={"load_parameters": 0.2}).query("phase == 'load_parameters'")
             .groupby("variant")["seconds"].median()[["baseline", "optimized"]])
     from omni_loader.formatting import short_duration
@@ -366,7 +366,7 @@ def test_the_picture_of_where_time_goes_says_whether_the_shared_phases_differ(tm
     assert said.startswith("Only Buffer discovery differs in code, yet here 1 of the 10 phases both variants run "
                            "unchanged differs too: ")
     assert f"Load parameters {short_duration(b)} → {short_duration(o)}." in said
-    clean = sections.shared_phases(_frame_dir(_frame(), tmp_path / "clean"))
+    clean = sections.results(_frame_dir(_frame(), tmp_path / "clean")).shared_phases()
     assert clean.startswith("Here no phase but Buffer discovery differs") and "what both variants pay" in clean
     # the sixth Lab pass saw construction 300 ms longer in one bar beside "no phase differs": the widest shared gap is
     # named with its medians, and said to be within its runs' spread
@@ -382,7 +382,7 @@ def test_the_picture_of_where_time_goes_says_whether_the_shared_phases_differ(tm
             "runs' spread") in clean, clean
     few = _frame(slower={"load_parameters": 0.2})
     few = few[few["run_id"].isin(sorted(few["run_id"].unique())[:6])]  # 3 + 3 runs: no test can claim
-    assert "cannot be told from 3 + 3 runs" in sections.shared_phases(_frame_dir(few, tmp_path / "few"))
+    assert "cannot be told from 3 + 3 runs" in sections.results(_frame_dir(few, tmp_path / "few")).shared_phases()
 
 
 def test_a_confounded_row_is_said_whole_where_no_controls_section_follows(tmp_path):
@@ -440,7 +440,7 @@ def test_01s_memory_and_pr_tables_head_their_columns_as_its_other_tables_do(arms
     """The Lab pass: 01's memory table read "Baseline median … 3,512 MiB–3,512 MiB" beside tables headed in lower
     case with a range as "a … b". The memory table is the notebook's kind (units in the headers, one figure where a
     range's ends are alike); report.md's Markdown tables shown in 01 head their columns in lower case, acronyms kept."""
-    statement, memory = sections.equivalence_and_memory(arms_dir)
+    statement, memory = sections.results(arms_dir).equivalence_and_memory()
     assert statement.startswith(("equivalent", "NOT equivalent", "not"))
     html = unescape(memory.to_html())
     header = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", html)]
@@ -449,9 +449,9 @@ def test_01s_memory_and_pr_tables_head_their_columns_as_its_other_tables_do(arms
     cells = re.findall(r"<td[^>]*>(.*?)</td>", html)
     assert cells and not [c for c in cells if "MiB" in c or "–" in c], cells  # a range's cell is "a … b", no unit
     # the PR rows beside this run: numbers aligned right in every column but the measurement's
-    assert reference_alignment(sections.pr_reference(arms_dir)) == ["---"] + ["---:"] * 6
-    reference = sections.pr_reference(arms_dir)
+    assert reference_alignment(sections.results(arms_dir).pr_reference()) == ["---"] + ["---:"] * 6
+    reference = sections.results(arms_dir).pr_reference()
     assert reference.splitlines()[0] == ("| measurement | PR baseline | PR optimized | PR ratio | this run baseline "
                                          "| this run optimized | this run ratio |")
-    assert sections.environment(arms_dir).splitlines()[0] == "| item | value |"
+    assert sections.results(arms_dir).environment().splitlines()[0] == "| item | value |"
     assert sections.lower_headers("| A | CPU |\n| --- | --- |\n| Big | Small |") == "| A | CPU |\n| --- | --- |\n| Big | Small |"

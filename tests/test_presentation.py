@@ -414,7 +414,7 @@ def test_a_plot_names_the_model_size_its_baseline_counted() -> None:
 
 
 def test_a_discovery_ratio_is_said_with_its_model_runs_and_condition(tmp_path: Path) -> None:
-    """kit.report.discovery_ratios: the PR's row from its table (the released model, 5 + 5 alternating after 1
+    """kit.discovery_ratios: the PR's row from its table (the released model, 5 + 5 alternating after 1
     warm-up), the quotient of two figures taken apart into B × one state dict ÷ the optimized rule, which multiply
     back to it; the newest saved benchmark is found among results directories, none when there is none."""
     from omni_loader.notebook import sections
@@ -426,15 +426,14 @@ def test_a_discovery_ratio_is_said_with_its_model_runs_and_condition(tmp_path: P
     assert row["model"] == "Qwen/Qwen2.5-Omni-3B (released weights)" and row["B (state dicts)"] == 219
     assert row["runs (baseline + optimized)"] == "5 + 5, alternating, after 1 warm-up each"
     assert row["baseline ÷ optimized"] == "292×" and "MI300X" in row["condition"]
-    assert sections.latest_run(root=tmp_path) is None
+    assert sections.results(root=tmp_path) is None and sections.saved_runs(root=tmp_path) == []
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "metadata.json").write_text(json.dumps({"benchmarks": {"load": {
         "kind": "reproduce", "status": "complete", "started_at": "2026-01-01T00:00:00+00:00"}}}))
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "metadata.json").write_text(json.dumps({"benchmarks": {"load": {
         "kind": "reproduce", "status": "complete", "started_at": "2026-02-01T00:00:00+00:00"}}}))
-    assert sections.latest_run(root=tmp_path) == tmp_path / "b"
-    assert sections.latest_run(exclude=tmp_path / "b", root=tmp_path) == tmp_path / "a"
+    assert sections.saved_runs(root=tmp_path) == [tmp_path / "b", tmp_path / "a"]  # newest first
     first = {"figure": "here", "B": 51, "one state dict": 0.003, "optimized": 0.005, "baseline": 0.153}
     other = {"figure": "there", "B": 219, "one state dict": 0.002, "optimized": 0.0015, "baseline": 0.438}
     for r in (first, other):

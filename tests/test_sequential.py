@@ -210,9 +210,9 @@ def test_a_benchmark_recorded_before_the_design_reads_back_fixed(stopped):
 
 def test_the_notebook_face_reads_the_verdicts_at_the_reports_share(stopped):
     """01's tables and legend say what report.md says: a benchmark that stopped at the first look is read at 0.01."""
-    from omni_loader.notebook.sections import result_tables
+    from omni_loader.notebook.sections import results
 
-    shown = result_tables(stopped[1])
+    shown = results(stopped[1]).tables()
     columns = [c for item in shown if hasattr(item, "data") for c in item.data.columns]
     legends = [item for item in shown if isinstance(item, str) and "*verdict*" in item]
     assert "99% CI of the saving (ms)" in columns and not any("95%" in str(c) for c in columns)

@@ -24,7 +24,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     reserve_blas()  # before the report's memory is taken: out of memory in OpenBLAS would be its exit, not one line
     # drawn from the runs as checked, less the finding that it was not drawn (a drawing that was stopped: out of
     # memory, a kill); once written, metadata.json says it was drawn
-    path = write_report(args.directory, report_check(args.directory))
+    path = write_report(report_check(args.directory))
     report_drawn(args.directory)
     if not args.quiet:
         print(path.read_text(encoding="utf-8"))

@@ -14,7 +14,7 @@ from ..results.metadata import stamped
 from ..host.placement import resolve_cpus
 from ..results.rows import RUNS_FILE
 from ..results.suite import METADATA_FILE, benchmark, read_metadata
-from ..results.integrity import ResultsCheck, resume_command
+from ..results.integrity import Results, resume_command
 from ..bench.spec import IN_PROCESS_TIMEOUT, LOAD_FIELDS, BenchmarkSpec, same_path, spec_conflicts
 from ..token2wav.options import dest, option_fields
 from ..token2wav.variants import parse_variant
@@ -115,8 +115,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace, out: Path) -> int:
     from ..host.devices import device_banner
-    from ..reporting.report import REPORT_FILE
-    from ..job import reproduce_job
+    from ..results.suite import REPORT_FILE
+    from ..job import reproduce
 
     if args.resume:  # the spec comes from DIR/metadata.json; options given must agree with it
         spec, snapshot = resume_spec(args, out)
@@ -130,12 +130,12 @@ def _reproduce(args: argparse.Namespace, out: Path) -> int:
         snapshot = snapshot_from_args(args)
         spec = new_spec(args, snapshot)
     print(f"results: {out}")
-    job = reproduce_job(spec, out, snapshot=snapshot, resume=args.resume, profile=args.profile,
-                        with_startup=args.with_startup)
+    check = reproduce(spec, out, snapshot=snapshot, resume=args.resume, profile=args.profile,
+                      with_startup=args.with_startup)
     report = out / REPORT_FILE
     print(report.read_text(encoding="utf-8"))
     print(f"report: {report}")
-    return 0 if equivalent(job.check) else 1
+    return 0 if equivalent(check) else 1
 
 
 def saved_runs(out: Path) -> int:
@@ -148,7 +148,7 @@ def saved_runs(out: Path) -> int:
         return 0
 
 
-def equivalent(check: ResultsCheck) -> bool:
+def equivalent(check: Results) -> bool:
     """Did every variant load the same tensors? If not, say so on stderr: the timings compare different loads."""
     from ..reporting.measurements import planned_arms
     from ..reporting.stats import equivalence

@@ -21,24 +21,25 @@ At the top level:
   :class:`LoadOptions`, the model built or counted (:func:`build_model`, :func:`config_dict`,
   :func:`inventory`);
 - the benchmark (01, 05): :func:`benchmark_spec`, :func:`plan_runs`, :func:`reproduce`, the built-in
-  variants (:data:`BUILTIN_VARIANTS`) and one of your own (:func:`parse_variant`).
+  variants (:data:`BUILTIN_VARIANTS`) and one of your own (:func:`parse_variant`);
+- the profiles (02): both variants profiled, :func:`profile`, whose methods give each section and the
+  differential profile;
+- the startup A/B (06): stage groups started, :func:`start_stage_groups`, whose methods compare them, and one
+  start's log read into its :func:`timeline` (a log of your own too), which says, tabulates and draws it.
 
 The sub-faces, by the notebook that shows them:
 
 - ``kit.report`` (:mod:`~.report`, 01 and 05): a saved benchmark section by section;
-- ``kit.profiling`` (:mod:`~.profiling`, 02): both variants profiled, their tables, flamegraphs and the
-  differential profile;
 - ``kit.rules`` (:mod:`~.rules`, 03): the two discovery rules on small trees and on Token2Wav;
 - ``kit.traversal`` (:mod:`~.traversal`, 03 and 05): the traversal sweep and its fits;
 - ``kit.explore`` (:mod:`~.explore`, 03 and 04): the module tree's tables and the rules' hazards;
 - ``kit.waveform`` (:mod:`~.waveform`, 04): a real load and a forward pass to audio;
 - ``kit.audits`` (:mod:`~.audits`, 05): transformers architectures and source code audited;
-- ``kit.startup`` (:mod:`~.startup`, 06): stage groups started, their timeline and the startup A/B.
 
 Its own modules besides: :mod:`~.files` (executing notebooks, trust, the pre-save hook that keeps outputs
 out of stored notebooks, which Jupyter's configuration names by its path), :mod:`~.showing`,
 :mod:`~.parameters`, :mod:`~.story` (the two rules as code), :mod:`~.sections` (with the A/B tables of
-:mod:`~.ab_tables`), :mod:`~.profiles` and :mod:`~.stages`, which the sub-faces name.
+:mod:`~.ab_tables`), :mod:`~.profiles` and :mod:`~.stages`, which hold 02's and 06's nouns.
 """
 
 from ..lazy import exports
@@ -47,7 +48,6 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     # the notebook itself
     "check_parameters": "parameters",
     "results_dir": "files",
-    "results_root": "files",
     "execute": "files",
     # showing
     "show": "showing",
@@ -67,17 +67,19 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "inventory": ".token2wav.model",
     # the benchmark
     "benchmark_spec": ".bench.runner",
-    "plan_runs": ".results.planner",
-    "reproduce": ".job",
+    "reproduce": "sections",
+    "results": "sections",
+    "discovery_ratios": "sections",
     "BUILTIN_VARIANTS": ".token2wav.variants",
     "parse_variant": ".token2wav.variants",
+    # the profiles (02) and the startup A/B (06)
+    "profile": "profiles",
+    "start_stage_groups": "stages",
+    "timeline": "stages",
 }, modules={
-    "report": "report",
-    "profiling": "profiling",
     "rules": "rules",
     "traversal": "traversal",
     "explore": "explore",
     "waveform": "waveform",
     "audits": "audits",
-    "startup": "startup",
 })

@@ -1,29 +1,24 @@
-"""A saved results directory, section by section, as a notebook shows it.
+"""A saved benchmark, section by section, as a notebook shows it: ``r = kit.results(out)``, then ``r.controls()``.
 
-Why a module of its own: a notebook reads the same ``report.md`` sections a person reads, one cell
-each, and each cell used to chain three to five calls into the reporting, results and compare
-folders (read the rows, compare the arms, build the floors, render the table). These functions do
-that chain once, from the directory alone, so a notebook cell is one call whose name says what it
-shows, and a move inside those folders does not break the notebooks. Each returns Markdown text (or
-a styled table, or paths); displaying is the notebook's.
+Why a noun: a notebook reads the same ``report.md`` sections a person reads, one cell each, and each cell used to
+take the bare directory and read and check it again (fourteen times in notebook 01). :class:`SavedResults` holds
+the directory read once (:class:`~omni_loader.results.integrity.Results`) and its comparisons made once; each
+method does the chain into the reporting, results and compare folders for one section, so a cell is one call
+whose name says what it shows, and a move inside those folders does not break a notebook. Each returns Markdown
+text (or a styled table, or paths); displaying is the notebook's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..results.integrity import Results
+
 PLOTS = ("phases", "where_time_goes", "ratios_vs_pr", "drift")
-
-
-def _frame_and_metadata(out: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
-    """The rows that pass the integrity checks, and the metadata record: what every section reads."""
-    from ..results.integrity import check_results
-
-    checked = check_results(out)
-    return checked.frame, checked.metadata
 
 
 def lower_headers(markdown: str) -> str:
@@ -40,44 +35,283 @@ def lower_headers(markdown: str) -> str:
     return "\n".join(lines)
 
 
-def report_opening(out: str | os.PathLike[str]) -> str:
-    """``report.md``'s opening (what was measured, the headline bullets), rendered afresh from the saved rows, and
-    its spread warnings in one paragraph (:func:`~.ab_tables.spread_line`: how many phases, each one's IQR as a share
-    of its median in both variants), where ``report.md`` gives each its own line."""
-    from ..reporting.measurements import comparisons
-    from ..reporting.report import render_report
-    from ..reporting.sequential import design_alpha
-    from .ab_tables import spread_line
-
-    text = render_report(out)
-    opening = text.split("\n## Environment", 1)[0].split("\n", 2)[2]
-    frame, meta = _frame_and_metadata(out)
-    spread = spread_line(comparisons(frame, design_alpha(meta)))  # the comparisons report.md's warnings come from
-    return opening.rstrip("\n") + ("\n\n" + spread if spread else "") + "\n"
+def results(out: str | os.PathLike[str] | Results | None = None, *, exclude: str | os.PathLike[str] | None = None,
+            root: str | os.PathLike[str] | None = None) -> SavedResults | None:
+    """A saved benchmark, read and checked once: ``out``'s; without ``out``, the newest complete one saved under
+    the results root (or ``root``) other than ``exclude`` (:func:`saved_runs`), or None when there is none."""
+    if out is None:
+        skip = Path(exclude).resolve() if exclude else None
+        out = next((p for p in saved_runs(root) if p.resolve() != skip), None)
+        if out is None:
+            return None
+    return SavedResults(Results.read(out))
 
 
-def environment(out: str | os.PathLike[str]) -> str:
-    """The report's environment table: the machine, the software, every load option, the command."""
-    from ..reporting.report_environment import environment_table
-    from ..results.suite import read_metadata
+def reproduce(spec: Any, out: str | os.PathLike[str], *, snapshot: Any = None, resume: bool = False) -> SavedResults:
+    """The main job (:func:`omni_loader.job.reproduce`: the benchmark of ``spec`` into ``out``, then its report),
+    its results returned as sections. ``resume`` continues an interrupted benchmark in ``out``."""
+    from ..job import reproduce as job
 
-    return lower_headers(environment_table(read_metadata(out)))
+    return SavedResults(job(spec, out, snapshot=snapshot, resume=resume))
 
 
-def result_tables(out: str | os.PathLike[str]) -> list[Any]:
-    """The PR's rows (:func:`~.ab_tables.pr_rows`: counts, then times with both verdicts), then every phase as one
-    table a reader can scan (:func:`phase_table`) and the per-phase summary: the report's measurement section.
-    ``report.md`` keeps the same figures in Markdown, verdict sentences and all."""
-    from ..reporting.measurements import comparisons, noise_floors
-    from ..reporting.report_tables import styled_summary_table
-    from .ab_tables import pr_rows
+class SavedResults:
+    """One results directory of ``reproduce`` (``kit.reproduce`` returns one), its sections as methods.
 
-    from ..reporting.sequential import design_alpha
+    ``r / "cold"`` is a path inside it and ``os.fspath(r)`` its directory, so it goes wherever a path does."""
 
-    frame, meta = _frame_and_metadata(out)
-    alpha = design_alpha(meta)  # the error rate report.md reads the verdicts at (a sequential design's look)
-    return ["**The PR's rows**", *pr_rows(frame, alpha), "**Every phase**, with its spread, test and interval",
-            phase_table(comparisons(frame, alpha), noise_floors(frame)), styled_summary_table(frame)]
+    def __init__(self, checked: Results) -> None:
+        self.checked = checked
+
+    @property
+    def directory(self) -> Path:
+        return self.checked.directory
+
+    def __fspath__(self) -> str:
+        return str(self.directory)
+
+    def __truediv__(self, other: str) -> Path:
+        return self.directory / other
+
+    def __repr__(self) -> str:
+        return f"SavedResults({str(self.directory)!r})"
+
+    @cached_property
+    def alpha(self) -> float:
+        """The error rate the report reads the verdicts at (a sequential design's look)."""
+        from ..reporting.sequential import design_alpha
+
+        return design_alpha(self.checked.metadata)
+
+    @cached_property
+    def comparisons(self) -> list[Any]:
+        """Every phase compared, baseline against optimized, at :attr:`alpha`."""
+        from ..reporting.measurements import comparisons
+
+        return comparisons(self.checked.frame, self.alpha)
+
+    def headline(self) -> list[Any]:
+        """The answer, for a notebook's first screen: which run it is (model, snapshot, runs, when), its
+        where-the-time-goes picture and the PR's timed rows with both verdicts."""
+        from .ab_tables import pr_rows
+
+        record = self.checked.load
+        disc = next((c for c in self.comparisons if c.phase == "buffer_discovery"), None)
+        runs = f"{disc.baseline.n} + {disc.optimized.n} runs" if disc else "its runs"
+        when = (record.get("started_at") or "")[:16].replace("T", " ")
+        said = (f"**The answer, from `{self.directory.name}`** ({model_words(record)}, {runs}, {when} UTC; how it was "
+                "made, and what it rests on, follow below):")
+        return [said, *self.plots("where_time_goes"), *pr_rows(self.checked.frame, self.alpha)]
+
+    def opening(self) -> str:
+        """``report.md``'s opening (what was measured, the headline bullets), rendered afresh from the saved rows,
+        and its spread warnings in one paragraph (:func:`~.ab_tables.spread_line`: how many phases, each one's IQR
+        as a share of its median in both variants), where ``report.md`` gives each its own line."""
+        from ..reporting.report import render_report
+        from .ab_tables import spread_line
+
+        opening = render_report(self.checked).split("\n## Environment", 1)[0].split("\n", 2)[2]
+        spread = spread_line(self.comparisons)  # the comparisons report.md's warnings come from
+        return opening.rstrip("\n") + ("\n\n" + spread if spread else "") + "\n"
+
+    def environment(self) -> str:
+        """The report's environment table: the machine, the software, every load option, the command."""
+        from ..reporting.report_environment import environment_table
+
+        return lower_headers(environment_table(self.checked.metadata))
+
+    def tables(self) -> list[Any]:
+        """The PR's rows (:func:`~.ab_tables.pr_rows`: counts, then times with both verdicts), then every phase as
+        one table a reader can scan (:func:`phase_table`) and the per-phase summary: the report's measurement
+        section. ``report.md`` keeps the same figures in Markdown, verdict sentences and all."""
+        from ..reporting.measurements import noise_floors
+        from ..reporting.report_tables import styled_summary_table
+        from .ab_tables import pr_rows
+
+        frame = self.checked.frame
+        return ["**The PR's rows**", *pr_rows(frame, self.alpha), "**Every phase**, with its spread, test and interval",
+                phase_table(self.comparisons, noise_floors(frame)), styled_summary_table(frame)]
+
+    def controls(self) -> list[Any]:
+        """The controls section as tables, for each A/B pair: each enclosing row's saving taken apart into the
+        changed step, the controls and what is left between phases, then each phase both arms run unchanged, tested
+        like a headline row (:func:`~.ab_tables.control_tables`; ``report.md`` writes the same in sentences)."""
+        from .ab_tables import control_tables
+
+        return control_tables(self.checked.frame, self.checked.metadata)
+
+    def pr_reference(self) -> str:
+        """This run's headline rows beside the PR's figures (MI300X)."""
+        from ..reporting.measurements import comparisons, load_reference
+        from ..reporting.report_tables import reference_table
+
+        return lower_headers(reference_table(comparisons(self.checked.frame), load_reference()))
+
+    def plots(self, *names: str) -> list[Path]:
+        """The PNG plots the report drew into ``plots/`` (``names``, default all of them), in the report's order."""
+        return self.checked.plots(names or PLOTS)
+
+    def equivalence_and_memory(self) -> list[Any]:
+        """Whether both variants loaded identical tensors (the digest), and the peak memory of each variant as a
+        table like the notebook's others (units in the headers, a range as ``min … max``, one figure where both
+        ends are alike; report.md keeps its Markdown table), with its verdict."""
+        import pandas as pd
+
+        from ..formatting import span, table
+        from ..reporting.stats import equivalence, memory_verdict, run_summary
+
+        def in_mib(nbytes: float) -> str:
+            return f"{nbytes / 2**20:,.0f}"
+
+        frame = self.checked.frame
+        rows = []
+        for column, name in (("rss_peak_bytes", "peak process RSS"), ("device_peak_bytes", "peak device memory")):
+            arms = {v: run_summary(frame, v, column) for v in ("baseline", "optimized")}
+            if all(s.n for s in arms.values()):
+                row: dict[str, Any] = {"memory": name}
+                for v, s in arms.items():
+                    row[f"{v} median (MiB)"] = s.median / 2**20
+                    row[f"{v} min–max (MiB)"] = span(in_mib(s.min), in_mib(s.max))
+                rows.append({**row, "verdict": memory_verdict(arms["baseline"], arms["optimized"])})
+        statement = equivalence(frame)["statement"]
+        if not rows:
+            return [statement, "Memory: not measured."]
+        return [statement, table(pd.DataFrame(rows), decimals={"baseline median (MiB)": 0, "optimized median (MiB)": 0})]
+
+    def beyond_the_pr(self, first: str, second: str) -> list[Any]:
+        """A benchmark of more than two variants, as tables: what the integrity checks found, the PR's rows
+        (baseline against optimized), each other variant against the benchmark's first (with its steps), ``second``
+        against ``first`` over the same rows, and the equivalence of every arm."""
+        from ..reporting.measurements import PR_PAIR, planned_arms, spec_of
+        from ..reporting.stats import equivalence
+        from ..token2wav.variants import variant_from
+        from .ab_tables import pair_tables, pr_rows, verdict_legend
+
+        checked = self.checked
+        frame, meta = checked.frame, checked.metadata
+        spec = spec_of(meta)
+        arms = list(spec.get("variants") or PR_PAIR)
+        custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
+        shown: list[Any] = [f"Integrity: {checked.summary or 'the checks found nothing wrong'}",
+                            "**The PR's rows** (`baseline` against `optimized`)",
+                            *pr_rows(frame[frame["variant"].isin(PR_PAIR)], self.alpha)]
+        for other in [v for v in arms[1:] if {arms[0], v} != set(PR_PAIR)]:
+            variant = variant_from(custom.get(other, other))
+            shown += [f"### `{other}` against `{arms[0]}`, the benchmark's first variant\n\n`{other}`: discovery "
+                      f"`{variant.discovery}`, parameters `{variant.parameters}`; memory: "
+                      f"{variant.memory or 'no change to where parameters live'}.", *pair_tables(frame, meta, arms[0], other)]
+        shown += [f"### `{second}` against `{first}`", *pair_tables(frame, meta, first, second),
+                  verdict_legend(first, second, self.alpha), equivalence(frame, planned_arms(meta))["statement"]]
+        return shown
+
+    def earlier(self) -> list[Path]:
+        """Results directories and packed archives under the results root, other than this one: what a notebook
+        can set beside its own run."""
+        from .files import results_root
+
+        here = self.directory.resolve()
+        return [p for p in sorted(results_root().glob("*")) if p.resolve() != here
+                and ((p / "metadata.json").is_file() or p.name.endswith((".tar.gz", ".zip")))]
+
+    def side_by_side(self, others: list[str | os.PathLike[str]] = ()) -> list[Any]:
+        """This run beside earlier reproductions (``compare``): one column per directory, the checks that each holds
+        the same model, and the ratios' plot; everything is also written to ``compare/`` in this directory."""
+        import pandas as pd
+
+        from ..compare.compare_render import check_lines, table_rows, write_compare
+        from ..compare.reproductions import compare_results
+        from ..formatting import table
+        from .ab_tables import whole_quantities
+
+        side = compare_results([self.directory, *[under_results(p) for p in others]])
+        write_compare(side, self / "compare")
+        header, rows = table_rows(side)
+        # one column per results directory, one row per field: as wide as the page for a few directories
+        frame = pd.DataFrame(rows, columns=header).set_index("Results").T.map(whole_quantities)
+        plot = self / "compare" / "plots" / "compare_ratios.png"
+        return [table(frame, index=True), "\n".join(check_lines(side)), *([plot] if plot.is_file() else [])]
+
+    def largest_phases(self, variant: str = "optimized", n: int = 3) -> str:
+        """One sentence: ``variant``'s largest leaf phases in this run, each with its median and its share of the
+        median whole load: what is left to make faster."""
+        from ..formatting import short_duration
+        from ..names import LEAF_PHASES
+        from ..reporting.measurements import label
+
+        frame = self.checked.frame
+        runs = frame[(frame["variant"] == variant) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
+        medians = runs.groupby("phase")["seconds"].median()
+        total = medians.get("total")
+        leaves = medians[[p for p in medians.index if p in LEAF_PHASES]].sort_values(ascending=False).head(n)
+        parts = [f"{label(p)} {short_duration(s)}" + (f" ({100 * s / total:.1f}%)" if total else "")
+                 for p, s in leaves.items()]
+        return (f"In this run the `{variant}` load's largest phases are " + "; ".join(parts)
+                + (f", of a median whole load of {short_duration(total)}." if total else "."))
+
+    def weight_loading_parts(self) -> str:
+        """Why the weight-loading ratio differs between machines, on this run's medians and the PR's: weight
+        loading is buffer discovery plus the rest of the phase (copying the tensors), and the fix removes only the
+        first, so the ratio is large where the rest is small beside it."""
+        from ..formatting import short_duration
+        from ..reporting.measurements import comparisons, load_reference
+
+        here = {c.phase: (c.baseline.median, c.optimized.median) for c in comparisons(self.checked.frame)}
+        pr = {m["measurement"]: (m["baseline"], m["optimized"]) for m in load_reference()["measurements"]}
+        lines = []
+        for who, medians in (("This run", here), ("The PR (MI300X)", pr)):
+            if "buffer_discovery" not in medians or "weight_loading" not in medians:
+                continue
+            (d_b, d_o), (w_b, w_o) = medians["buffer_discovery"], medians["weight_loading"]
+            lines.append(f"{who}: weight loading {short_duration(w_b)} → {short_duration(w_o)} ({w_b / w_o:.2f}×), "
+                         f"of which buffer discovery {short_duration(d_b)} → {short_duration(d_o)} and the rest "
+                         f"{short_duration(w_b - d_b)} → {short_duration(w_o - d_o)}.")
+        return "\n\n".join(lines)
+
+    def shared_phases(self) -> str:
+        """Under the where-the-time-goes picture: whether the phases both variants run unchanged (the controls)
+        differ here. They run the same code, so a difference is the machine's; said beside the picture, where a
+        reader sees two bars differ by more than buffer discovery, not only in the Controls section further down."""
+        from ..formatting import short_duration
+        from ..reporting.controls import pair_reports
+        from ..reporting.measurements import PR_PAIR, label, noise_floors
+        from ..reporting.stats import smallest_p
+
+        frame, meta = self.checked.frame, self.checked.metadata
+        report = next((r for r in pair_reports(frame, meta, noise_floors(frame), self.alpha)
+                       if (r.first, r.second) == PR_PAIR), None)
+        if report is None:
+            return ""
+        changed = ", ".join(label(p) for p in report.changed) or "no step"
+        differing = [c for c in report.controls if c.differs]
+        runs = [(c.comparison.baseline.n, c.comparison.optimized.n) for c in report.controls]
+        if not differing and runs and all(smallest_p(a, b) >= report.controls[0].comparison.alpha for a, b in runs):
+            a, b = runs[0]
+            return (f"Only {changed} differs in code between the variants; whether the phases both run unchanged "
+                    f"differ here cannot be told from {a} + {b} runs (no test can claim a difference), so read the "
+                    "bars' other segments as unsettled.")
+        if not differing:  # the widest gap the eye finds between the bars' shared segments, said to be within spread
+            widest = max(report.controls, key=lambda c: abs(c.comparison.difference)).comparison
+            gap = (f"; the widest gap between their shared segments, {label(widest.phase)} "
+                   f"{short_duration(widest.baseline.median)} → {short_duration(widest.optimized.median)}, is within "
+                   "its runs' spread" if report.controls else "")
+            return (f"Here no phase but {changed} differs between the variants by the kit's test (each is tested like "
+                    f"a headline row){gap}: the rest of each bar is what both variants pay.")
+        named = "; ".join(f"{label(c.phase)} {short_duration(c.comparison.baseline.median)} → "
+                          f"{short_duration(c.comparison.optimized.median)}" for c in differing)
+        return (f"Only {changed} differs in code, yet here {len(differing)} of the {len(report.controls)} phases both "
+                f"variants run unchanged differ{'s' if len(differing) == 1 else ''} too: {named}. The same code cannot "
+                "have changed speed, so the machine did it (see the Controls below); the bars differ by more than the fix.")
+
+    def cold_and_warm(self, cold: str | os.PathLike[str] | SavedResults) -> str:
+        """What the PR's fix is worth warm (this run) and cold (``cold``'s), in one paragraph
+        (:func:`~omni_loader.reporting.cache_report.cold_and_warm`)."""
+        from ..reporting.cache_report import cold_and_warm
+
+        return cold_and_warm(self.checked, cold.checked if isinstance(cold, SavedResults) else cold)
+
+    def discovery_ratios(self, *others: Any, names: tuple[str, ...] = ()) -> list[Any]:
+        """This run's buffer-discovery ratio beside ``others``' and the PR's (:func:`discovery_ratios`)."""
+        return discovery_ratios(self, *others, names=names)
 
 
 def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> Styler
@@ -116,199 +350,12 @@ def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> S
     return words_only(styler, ["phase"]) if rows else styler
 
 
-def controls(out: str | os.PathLike[str]) -> list[Any]:
-    """The controls section as tables, for each A/B pair: each enclosing row's saving taken apart into the changed
-    step, the controls and what is left between phases, then each phase both arms run unchanged, tested like a
-    headline row (:func:`~.ab_tables.control_tables`; ``report.md`` writes the same in sentences)."""
-    from .ab_tables import control_tables
-
-    frame, meta = _frame_and_metadata(out)
-    return control_tables(frame, meta)
-
-
-def pr_reference(out: str | os.PathLike[str]) -> str:
-    """This run's headline rows beside the PR's figures (MI300X)."""
-    from ..reporting.measurements import comparisons, load_reference
-    from ..reporting.report_tables import reference_table
-
-    frame, _ = _frame_and_metadata(out)
-    return lower_headers(reference_table(comparisons(frame), load_reference()))
-
-
-def saved_plots(out: str | os.PathLike[str], names: tuple[str, ...] = PLOTS) -> list[Path]:
-    """The PNG plots the report drew into ``out/plots/``, in the report's order (those that exist)."""
-    return [p for p in (Path(out) / "plots" / f"{name}.png" for name in names) if p.is_file()]
-
-
-def equivalence_and_memory(out: str | os.PathLike[str]) -> list[Any]:
-    """Whether both variants loaded identical tensors (the digest), and the peak memory of each variant as a table
-    like the notebook's others (units in the headers, a range as ``min … max``, one figure where both ends are
-    alike; report.md keeps its Markdown table), with its verdict."""
-    import pandas as pd
-
-    from ..formatting import span, table
-    from ..reporting.stats import equivalence, memory_verdict, run_summary
-
-    def in_mib(nbytes: float) -> str:
-        return f"{nbytes / 2**20:,.0f}"
-
-    frame, _ = _frame_and_metadata(out)
-    rows = []
-    for column, name in (("rss_peak_bytes", "peak process RSS"), ("device_peak_bytes", "peak device memory")):
-        arms = {v: run_summary(frame, v, column) for v in ("baseline", "optimized")}
-        if all(s.n for s in arms.values()):
-            row: dict[str, Any] = {"memory": name}
-            for v, s in arms.items():
-                low, high = in_mib(s.min), in_mib(s.max)
-                row[f"{v} median (MiB)"] = s.median / 2**20
-                row[f"{v} min–max (MiB)"] = span(low, high)
-            rows.append({**row, "verdict": memory_verdict(arms["baseline"], arms["optimized"])})
-    statement = equivalence(frame)["statement"]
-    if not rows:
-        return [statement, "Memory: not measured."]
-    return [statement, table(pd.DataFrame(rows), decimals={"baseline median (MiB)": 0, "optimized median (MiB)": 0})]
-
-
-def beyond_the_pr(out: str | os.PathLike[str], first: str, second: str) -> list[Any]:
-    """A benchmark of more than two variants, as tables: what the integrity checks found, the PR's rows
-    (baseline against optimized), each other variant against the benchmark's first (with its steps), ``second``
-    against ``first`` over the same rows, and the equivalence of every arm."""
-    from ..reporting.measurements import PR_PAIR, planned_arms, spec_of
-    from ..reporting.stats import equivalence
-    from ..results.integrity import check_results
-    from ..token2wav.variants import variant_from
-    from ..reporting.sequential import design_alpha
-    from .ab_tables import pair_tables, pr_rows, verdict_legend
-
-    checked = check_results(out)
-    frame, meta = checked.frame, checked.metadata
-    spec = spec_of(meta)
-    arms = list(spec.get("variants") or PR_PAIR)
-    custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
-    shown: list[Any] = [f"Integrity: {checked.summary or 'the checks found nothing wrong'}",
-                        "**The PR's rows** (`baseline` against `optimized`)",
-                        *pr_rows(frame[frame["variant"].isin(PR_PAIR)], design_alpha(meta))]
-    for other in [v for v in arms[1:] if {arms[0], v} != set(PR_PAIR)]:
-        variant = variant_from(custom.get(other, other))
-        shown += [f"### `{other}` against `{arms[0]}`, the benchmark's first variant\n\n`{other}`: discovery "
-                  f"`{variant.discovery}`, parameters `{variant.parameters}`; memory: "
-                  f"{variant.memory or 'no change to where parameters live'}.", *pair_tables(frame, meta, arms[0], other)]
-    shown += [f"### `{second}` against `{first}`", *pair_tables(frame, meta, first, second),
-              verdict_legend(first, second, design_alpha(meta)),
-              equivalence(frame, planned_arms(meta))["statement"]]
-    return shown
-
-
-def earlier_results(out: str | os.PathLike[str] | None = None) -> list[Path]:
-    """Results directories and packed archives under the results root, other than ``out``: what a
-    notebook can set beside its own run."""
-    from .files import results_root
-
-    here = Path(out).resolve() if out else None
-    return [p for p in sorted(results_root().glob("*")) if p.resolve() != here
-            and ((p / "metadata.json").is_file() or p.name.endswith((".tar.gz", ".zip")))]
-
-
 def under_results(path: str | os.PathLike[str]) -> Path:
     """A path as given when it is absolute or exists, else under the results root."""
     from .files import results_root
 
     path = Path(path).expanduser()
     return path if path.is_absolute() or path.exists() else results_root() / path
-
-
-def side_by_side(out: str | os.PathLike[str], others: list[str | os.PathLike[str]] = ()) -> list[Any]:
-    """``out`` beside earlier reproductions (``compare``): one column per directory and the checks
-    that each holds the same model; everything is also written to ``out/compare/``."""
-    import pandas as pd
-
-    from ..compare.compare_render import check_lines, table_rows, write_compare
-    from ..compare.reproductions import compare_results
-    from ..formatting import table
-    from .ab_tables import whole_quantities
-
-    side = compare_results([out, *[under_results(p) for p in others]])
-    write_compare(side, Path(out) / "compare")
-    header, rows = table_rows(side)
-    # one column per results directory, one row per field: as wide as the page for a few directories
-    frame = pd.DataFrame(rows, columns=header).set_index("Results").T.map(whole_quantities)
-    return [table(frame, index=True), "\n".join(check_lines(side))]
-
-
-def largest_phases(out: str | os.PathLike[str], variant: str = "optimized", n: int = 3) -> str:
-    """One sentence: ``variant``'s largest leaf phases in this run, each with its median and its share of
-    the median whole load: what is left to make faster."""
-    from ..formatting import short_duration
-    from ..names import LEAF_PHASES
-    from ..reporting.measurements import label
-
-    frame, _ = _frame_and_metadata(out)
-    runs = frame[(frame["variant"] == variant) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
-    medians = runs.groupby("phase")["seconds"].median()
-    total = medians.get("total")
-    leaves = medians[[p for p in medians.index if p in LEAF_PHASES]].sort_values(ascending=False).head(n)
-    parts = [f"{label(p)} {short_duration(s)}" + (f" ({100 * s / total:.1f}%)" if total else "")
-             for p, s in leaves.items()]
-    return (f"In this run the `{variant}` load's largest phases are " + "; ".join(parts)
-            + (f", of a median whole load of {short_duration(total)}." if total else "."))
-
-
-def weight_loading_parts(out: str | os.PathLike[str]) -> str:
-    """Why the weight-loading ratio differs between machines, on this run's medians and the PR's: weight
-    loading is buffer discovery plus the rest of the phase (copying the tensors), and the fix removes
-    only the first, so the ratio is large where the rest is small beside it."""
-    from ..formatting import short_duration
-    from ..reporting.measurements import comparisons, load_reference
-
-    frame, _ = _frame_and_metadata(out)
-    here = {c.phase: (c.baseline.median, c.optimized.median) for c in comparisons(frame)}
-    pr = {m["measurement"]: (m["baseline"], m["optimized"]) for m in load_reference()["measurements"]}
-    lines = []
-    for who, medians in (("This run", here), ("The PR (MI300X)", pr)):
-        if "buffer_discovery" not in medians or "weight_loading" not in medians:
-            continue
-        (d_b, d_o), (w_b, w_o) = medians["buffer_discovery"], medians["weight_loading"]
-        lines.append(f"{who}: weight loading {short_duration(w_b)} → {short_duration(w_o)} ({w_b / w_o:.2f}×), "
-                     f"of which buffer discovery {short_duration(d_b)} → {short_duration(d_o)} and the rest "
-                     f"{short_duration(w_b - d_b)} → {short_duration(w_o - d_o)}.")
-    return "\n\n".join(lines)
-
-
-def shared_phases(out: str | os.PathLike[str]) -> str:
-    """Under the where-the-time-goes picture: whether the phases both variants run unchanged (the controls) differ
-    here. They run the same code, so a difference is the machine's; said beside the picture, where a reader sees
-    two bars differ by more than buffer discovery, not only in the Controls section further down."""
-    from ..formatting import short_duration
-    from ..reporting.controls import pair_reports
-    from ..reporting.measurements import PR_PAIR, label, noise_floors
-    from ..reporting.sequential import design_alpha
-    from ..reporting.stats import smallest_p
-
-    frame, meta = _frame_and_metadata(out)
-    report = next((r for r in pair_reports(frame, meta, noise_floors(frame), design_alpha(meta))
-                   if (r.first, r.second) == PR_PAIR), None)
-    if report is None:
-        return ""
-    changed = ", ".join(label(p) for p in report.changed) or "no step"
-    differing = [c for c in report.controls if c.differs]
-    runs = [(c.comparison.baseline.n, c.comparison.optimized.n) for c in report.controls]
-    if not differing and runs and all(smallest_p(a, b) >= report.controls[0].comparison.alpha for a, b in runs):
-        a, b = runs[0]
-        return (f"Only {changed} differs in code between the variants; whether the phases both run unchanged differ "
-                f"here cannot be told from {a} + {b} runs (no test can claim a difference), so read the bars' other "
-                "segments as unsettled.")
-    if not differing:  # the widest gap the eye finds between the bars' shared segments, said to be within spread
-        widest = max(report.controls, key=lambda c: abs(c.comparison.difference)).comparison
-        gap = (f"; the widest gap between their shared segments, {label(widest.phase)} "
-               f"{short_duration(widest.baseline.median)} → {short_duration(widest.optimized.median)}, is within its "
-               "runs' spread" if report.controls else "")
-        return (f"Here no phase but {changed} differs between the variants by the kit's test (each is tested like a "
-                f"headline row){gap}: the rest of each bar is what both variants pay.")
-    named = "; ".join(f"{label(c.phase)} {short_duration(c.comparison.baseline.median)} → "
-                      f"{short_duration(c.comparison.optimized.median)}" for c in differing)
-    return (f"Only {changed} differs in code, yet here {len(differing)} of the {len(report.controls)} phases both "
-            f"variants run unchanged differ{'s' if len(differing) == 1 else ''} too: {named}. The same code cannot have changed speed, so the machine "
-            "did it (see the Controls below); the bars differ by more than the fix.")
 
 
 # One discovery ratio, several figures (notebooks 01, 02, 03 and 05). Why: buffer discovery's baseline ÷ optimized is
@@ -342,12 +389,6 @@ def saved_runs(root: str | os.PathLike[str] | None = None) -> list[Path]:
     return [p for _, p in sorted(found, reverse=True)]
 
 
-def latest_run(exclude: str | os.PathLike[str] | None = None, root: str | os.PathLike[str] | None = None) -> Path | None:
-    """The newest saved benchmark (:func:`saved_runs`) other than ``exclude``, or None."""
-    skip = Path(exclude).resolve() if exclude else None
-    return next((p for p in saved_runs(root) if p.resolve() != skip), None)
-
-
 def model_words(record: dict[str, Any]) -> str:
     """What a benchmark loaded, in words: "full-size Token2Wav (synthetic weights)", "Qwen/Qwen2.5-Omni-3B"."""
     checkpoint = record.get("checkpoint") or {}
@@ -358,13 +399,13 @@ def model_words(record: dict[str, Any]) -> str:
     return checkpoint.get("model_id") or "Token2Wav from a checkpoint directory"
 
 
-def _run_row(path: Path, figure: str) -> dict[str, Any] | None:
+def _run_row(saved: SavedResults, figure: str) -> dict[str, Any] | None:
     from ..reporting.measurements import comparisons
 
-    record = _load_record(path, kind=None)
-    if record is None:
+    record, path = saved.checked.load, saved.directory
+    if not record:
         return None
-    frame, _ = _frame_and_metadata(path)
+    frame = saved.checked.frame
     comps = {c.phase: c for c in comparisons(frame)}
     disc, calls = comps.get("buffer_discovery"), comps.get("state_dict_calls")
     if disc is None:
@@ -376,7 +417,7 @@ def _run_row(path: Path, figure: str) -> dict[str, Any] | None:
     warmup = spec.get("warmup", record.get("warmup", 0))
     return {
         "figure": figure, "model": model_words(record),
-        "snapshot": f"{checkpoint.name or '—'} (results: {path.name})",
+        "snapshot": f"{checkpoint.name or '—'} (results: {_under_root(path)})",
         "runs": f"{disc.baseline.n} + {disc.optimized.n}" + (f", order {spec['order']}" if spec.get("order") else "")
                 + (f", after {warmup} warm-up{'s' if warmup != 1 else ''} each" if warmup else ", no warm-up"),
         "condition": (f"inside a whole load, {'a fresh process per run' if fresh else 'one process for all runs'}, "
@@ -385,6 +426,16 @@ def _run_row(path: Path, figure: str) -> dict[str, Any] | None:
         "baseline": disc.baseline.median, "optimized": disc.optimized.median, "B": b,
         "where": str(path),
     }
+
+
+def _under_root(path: Path) -> str:
+    """A results directory as named under the results root ("notebook02-…/reference"), else its own name."""
+    from .files import results_root
+
+    try:
+        return path.resolve().relative_to(results_root().resolve()).as_posix()
+    except ValueError:
+        return path.name
 
 
 def _sweep_row(result: Any, figure: str) -> dict[str, Any] | None:
@@ -399,7 +450,7 @@ def _sweep_row(result: Any, figure: str) -> dict[str, Any] | None:
         return None
     config = result.config
     return {
-        "figure": figure, "model": source_words(str(rows.loc["baseline", "source"])) + " (random weights)",
+        "figure": figure, "model": source_words(str(rows.loc["baseline", "source"])) + " (synthetic weights)",
         "snapshot": "none: built in this process", "runs": f"median of {count(config.repeats, 'repeat')}",
         "condition": "the two rules alone on a warm tree, in this kernel (wall clock)",
         "baseline": float(rows.loc["baseline", "median_seconds"]), "optimized": float(rows.loc["optimized", "median_seconds"]),
@@ -452,7 +503,8 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
             missing.append(names[i] if i < len(names) else f"figure {i + 1}")
             continue
         figure = names[i] if i < len(names) else f"figure {i + 1}"
-        row = _sweep_row(item, figure) if hasattr(item, "placement") else _run_row(Path(item), figure)
+        row = _sweep_row(item, figure) if hasattr(item, "placement") else _run_row(
+            item if isinstance(item, SavedResults) else SavedResults(Results.read(item)), figure)
         if row is not None:
             rows.append(row)
     if pr:
@@ -514,35 +566,3 @@ def _largest_factor(rows: list[dict[str, Any]]) -> str:
     name = max(spread, key=spread.get)
     return (f"Of the three factors, {name} moves these figures furthest apart (up to "
             f"{math.exp(spread[name]):,.2f} times either way).")
-
-
-def headline(out: str | os.PathLike[str] | None, *, quick_out: str | os.PathLike[str] | None = None,
-             device: str = "auto") -> list[Any]:
-    """One benchmark's answer, for a notebook's first screen: which run it is (model, snapshot, runs, when), its
-    where-the-time-goes picture and the PR's timed rows with both verdicts. ``out`` None: a quick run of the tiny
-    snapshot (three runs a side, no warm-up) into ``quick_out`` first, said so."""
-    from ..reporting.measurements import comparisons
-    from .ab_tables import pr_rows
-
-    said = ""
-    if out is None:
-        from ..bench.runner import benchmark_spec
-        from ..job import reproduce
-        from ..token2wav.checkpoint import resolve_snapshot
-        from ..token2wav.options import LoadOptions
-        from .files import results_dir
-
-        snapshot = resolve_snapshot(None, None, size="tiny")
-        spec = benchmark_spec(snapshot, LoadOptions(device=device), warmup=0, runs=3)
-        out = reproduce(spec, quick_out or results_dir("notebook01-quick"), snapshot=snapshot)
-        said = ("No saved benchmark under the results root yet, so this is a quick one made just now (the tiny "
-                "snapshot, three runs a side: a first look, not a verdict to quote). ")
-    out = Path(out)
-    record = _load_record(out, kind=None) or {}
-    frame, _ = _frame_and_metadata(out)
-    disc = next((c for c in comparisons(frame) if c.phase == "buffer_discovery"), None)
-    runs = f"{disc.baseline.n} + {disc.optimized.n} runs" if disc else "its runs"
-    when = (record.get("started_at") or "")[:16].replace("T", " ")
-    said += (f"**The answer, from `{out.name}`** ({model_words(record)}, {runs}, {when} UTC; the method and this "
-             "notebook's own run follow below):")
-    return [said, *saved_plots(out, ("where_time_goes",)), *pr_rows(frame)]

@@ -23,6 +23,7 @@ from typing import Any
 from ..bench.checkpoint_cache import CACHE_KEY, COLD_RESIDENT, WARM_RESIDENT, as_condition
 from ..formatting import duration, markdown_table, mib, percent, span
 from ..names import PHASE_TREE, READ_PHASES
+from ..results.integrity import Results
 from ..results.rows import RESIDENCY_COLUMN
 from .measurements import PR_PAIR, described_record, label, spec_of
 from .stats import measured, phase_summary
@@ -189,17 +190,16 @@ def _rate(storage: dict[str, Any]) -> str:
     return f"{rate / (1 << 20):,.0f} MiB/s" if rate else "an unknown rate"
 
 
-def cold_and_warm(warm: str | os.PathLike[str], cold: str | os.PathLike[str]) -> str:
+def cold_and_warm(warm: str | os.PathLike[str] | Results, cold: str | os.PathLike[str] | Results) -> str:
     """A Markdown paragraph on what the PR's fix is worth warm and cold, from a warm and a cold results directory:
     each directory's whole load and saving, the saving's share of each, and what each run found resident; then
     the two side by side, in numbers (the savings need not be equal: the cold one also reads from storage)."""
-    from ..results.integrity import check_results
-
     parts, figures = [], {}
-    checks = [check_results(Path(directory)) for directory in (warm, cold)]
+    checks = [Results.read(directory) for directory in (warm, cold)]
     caches = [cache_check(check.frame, check.metadata) for check in checks]
     alike = caches[0].condition == caches[1].condition  # then the directory's name tells the two apart
-    for directory, check, cache in zip((warm, cold), checks, caches):
+    for check, cache in zip(checks, caches):
+        directory = check.directory
         whole, saving = phase_summary(check.frame, PR_PAIR[0], "total"), _saving(check.frame)
         if not whole.n or saving is None:
             parts.append(f"{Path(directory).name} ({cache.condition}) holds no measured runs of both variants.")

@@ -30,12 +30,12 @@ from .controls import pair_reports
 from .sequential import design_alpha, design_sentence
 from .cache_report import cache_check, cache_headline, cache_marks, cache_section
 from ..host.machine import machine_warnings
-from ..results.integrity import ResultsCheck, check_results
+from ..results.integrity import Results
+from ..results.suite import REPORT_FILE
 from .stats import ALPHA, Comparison, confidence_words, equivalence, run_summary
 
-__all__ = ["PLOTS_DIR", "PLOTS_ENV", "REPORT_FILE", "plots_wanted", "render_report", "write_report"]
+__all__ = ["PLOTS_DIR", "PLOTS_ENV", "plots_wanted", "render_report", "write_report"]
 
-REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
 PLOTS_ENV = "OMNI_LOADER_PLOTS"
 
@@ -53,26 +53,25 @@ def plots_wanted() -> bool:
     return value != "off"
 
 
-def render_report(directory: str | Path) -> str:
-    """report.md's text for ``directory``; writes nothing (its plot links name what :func:`write_report` writes)."""
-    directory = Path(directory)
-    check = check_results(directory)  # rows that cannot be trusted are left out, and said so in the report
+def render_report(results: str | Path | Results) -> str:
+    """report.md's text for a results directory (or its :class:`Results`); writes nothing (its plot links name
+    what :func:`write_report` writes). Rows that cannot be trusted are left out, and said so in the report."""
+    check = Results.read(results)
     comps = comparisons(check.frame, design_alpha(check.metadata))
     from .plots import report_figure_stems
 
     stems = report_figure_stems(check.frame, comps, load_reference()) if plots_wanted() else None
-    return _report_text(directory, check, comps, stems)
+    return _report_text(check.directory, check, comps, stems)
 
 
-def write_report(directory: str | Path, check: ResultsCheck | None = None) -> Path:
-    """Write ``report.md`` and its plots under ``directory``; returns the report's path. ``check`` is the
-    directory already read and checked (:func:`~omni_loader.results.integrity.check_results`), when the
-    caller has it: the job reads its results once."""
+def write_report(results: str | Path | Results) -> Path:
+    """Write ``report.md`` and its plots into a results directory (or its :class:`Results`, when the caller has
+    read it: the job reads its results once); returns the report's path."""
     from .figures import figure_files, warnings_said_on_success, write_figure
     from ..safe_files import refuse_links, write_text
 
-    directory = Path(directory)
-    check = check if check is not None else check_results(directory)
+    check = Results.read(results)
+    directory = check.directory
     refuse_links(directory, (REPORT_FILE, PLOTS_DIR))  # before anything is written: links are never followed
     comps = comparisons(check.frame, design_alpha(check.metadata))
     drawn = plots_wanted()
@@ -85,14 +84,14 @@ def write_report(directory: str | Path, check: ResultsCheck | None = None) -> Pa
     return write_text(directory / REPORT_FILE, _report_text(directory, check, comps, list(figures) if drawn else None))
 
 
-def _figures(check: ResultsCheck, comps: list[Comparison]) -> dict[str, Any]:
+def _figures(check: Results, comps: list[Comparison]) -> dict[str, Any]:
     """The report's figures by file stem (matplotlib is imported here, not with the command line)."""
     from .plots import report_figures
 
     return report_figures(check.frame, comps, load_reference())
 
 
-def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], plots: list[str] | None) -> str:
+def _report_text(directory: Path, check: Results, comps: list[Comparison], plots: list[str] | None) -> str:
     frame, meta = check.frame, check.metadata
     floors = noise_floors(frame)
     equiv = equivalence(frame, planned_arms(meta))
@@ -128,7 +127,7 @@ def _report_text(directory: Path, check: ResultsCheck, comps: list[Comparison], 
     return "\n".join(part.rstrip("\n") for part in parts) + "\n"  # blocks one line apart, tables included
 
 
-def _intro(check: ResultsCheck, meta: dict[str, Any]) -> list[str]:
+def _intro(check: Results, meta: dict[str, Any]) -> list[str]:
     """The opening sentence: every planned variant with its measured runs (not only the PR's pair), the
     design, the runs that failed, the status and what the integrity checks found."""
     record = described_record(meta)

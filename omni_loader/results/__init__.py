@@ -22,7 +22,7 @@ from ..lazy import exports
 
 __all__, __getattr__, __dir__ = exports(__name__, {
     "check_results": "integrity",
-    "ResultsCheck": "integrity",
+    "Results": "integrity",
     "resume_benchmark": "integrity",
     "read_runs": "rows",
     "append_rows": "rows",

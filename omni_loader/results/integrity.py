@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,18 +25,22 @@ from .rows import REJECTED_FILE, RESIDENCY_COLUMN, RUNS_FILE
 from .row_checks import (Finding, check_rows, csv_records, rows_frame, run_ids_text, plan_entries, read_lines,
                          planned_runs)
 from ..safe_files import open_file, refuse_link
-from .suite import (DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, REPORT_KEY, benchmark, benchmarks, read_metadata,
-                    resumed)
+from .suite import (DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, REPORT_KEY, benchmark, benchmarks, flat_spec,
+                    read_metadata, resumed)
 
 
 @dataclass(frozen=True)
-class ResultsCheck:
-    """A results directory read with its integrity checked: what it holds, what was wrong, what was left out.
+class Results:
+    """A results directory, read once with its integrity checked: its files, its record, its trusted rows.
 
-    ``frame`` is runs.csv without the rows that cannot be trusted. ``found`` holds what was wrong,
-    one :class:`~omni_loader.results.row_checks.Finding` each; ``problems`` and ``findings`` are their
-    sentences and their few words, and ``summary`` joins the latter (the report's opening sentence
-    quotes it). ``metadata`` is metadata.json as written: read its benchmarks with :meth:`benchmark`.
+    Why one object: the directory used to travel as a bare path, and each reader re-derived its files and
+    re-read and re-checked its record (a notebook checked one directory fourteen times). Read it once
+    (:meth:`read`) and hand the object on; it stands for its directory wherever a path is wanted (``os.fspath``,
+    ``results / "report.md"``). ``frame`` is runs.csv without the rows that cannot be trusted.
+    ``found`` holds what was wrong, one :class:`~omni_loader.results.row_checks.Finding` each; ``problems``
+    and ``findings`` are their sentences and their few words, and ``summary`` joins the latter (the report's
+    opening sentence quotes it). ``metadata`` is metadata.json as written (any readable schema): its
+    benchmarks through :meth:`benchmark`, the load benchmark's as :attr:`load` and its settings as :attr:`spec`.
     """
 
     directory: Path
@@ -70,8 +75,33 @@ class ResultsCheck:
         """The record of benchmark ``name`` (``load``, ``startup``) of this directory, or None."""
         return benchmark(self.metadata, name)
 
+    @classmethod
+    def read(cls, directory: str | os.PathLike[str] | Results) -> Results:
+        """``directory`` read and checked (:func:`check_results`); a :class:`Results` is returned as it is."""
+        return directory if isinstance(directory, Results) else check_results(directory)
 
-def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
+    def __fspath__(self) -> str:
+        return str(self.directory)
+
+    def __truediv__(self, other: str) -> Path:
+        return self.directory / other
+
+    @property
+    def load(self) -> dict[str, Any]:
+        """The load benchmark's record (``reproduce``'s), empty when the directory holds none."""
+        return self.benchmark("load") or {}
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The load benchmark's settings, its load options among them (:func:`~.suite.flat_spec`)."""
+        return flat_spec(self.load)
+
+    def plots(self, names: Iterable[str]) -> list[Path]:
+        """The PNG plots of ``names`` the report drew into ``plots/``, in that order (those that exist)."""
+        return [p for p in (self.directory / "plots" / f"{name}.png" for name in names) if p.is_file()]
+
+
+def check_results(directory: str | os.PathLike[str]) -> Results:
     """Read a results directory and check it; raise :class:`ResultsError` only when it cannot be read at all.
 
     Checks: a torn last line (a crash mid-write) or any line of the wrong shape, rows of a newer
@@ -99,7 +129,7 @@ def check_results(directory: str | os.PathLike[str]) -> ResultsCheck:
     repairs = [r for record in benchmarks(metadata).values() for r in record.get("repairs", [])]
     notes = tuple(f"{count(int(r.get('rows') or 0), 'row')} set aside by --resume ({REJECTED_FILE})" for r in repairs)
     missing = tuple(sorted(set(planned_runs(metadata)) - _run_ids(frame)))
-    return ResultsCheck(directory, metadata, frame, tuple(found), missing, rejected, because, notes)
+    return Results(directory, metadata, frame, tuple(found), missing, rejected, because, notes)
 
 
 def _run_ids(frame) -> set[int]:
@@ -251,7 +281,7 @@ class Resumption:
 
     record: dict[str, Any]
     done: frozenset[int]  # run ids of its plan with trusted rows (failed runs included: they are not repeated)
-    check: ResultsCheck
+    check: Results
 
 
 def resume_benchmark(directory: str | os.PathLike[str], name: str) -> Resumption:
@@ -266,7 +296,7 @@ def resume_benchmark(directory: str | os.PathLike[str], name: str) -> Resumption
     return Resumption(resumed(record, moved, check.rejected_because), done, check)
 
 
-def set_aside_rejected(check: ResultsCheck) -> int:
+def set_aside_rejected(check: Results) -> int:
     """Move the rows a check left out of runs.csv into runs.rejected.csv; returns how many. Writers only.
 
     Called by ``--resume`` under the writer lock before it appends: the runs those rows belonged to

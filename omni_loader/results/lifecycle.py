@@ -27,7 +27,7 @@ from .rows import RunRow, append_rows, runs_file
 from .suite import REPORT_FILE, REPORT_KEY, read_metadata, store_benchmark, store_report, with_status
 
 if TYPE_CHECKING:
-    from .integrity import ResultsCheck
+    from .integrity import Results
 
 
 class Recording:
@@ -72,7 +72,7 @@ def recording(out: str | os.PathLike[str], member: str, record: dict[str, Any], 
 
 
 @contextmanager
-def drawing_report(out: str | os.PathLike[str], check: ResultsCheck | None = None) -> Iterator[ResultsCheck]:
+def drawing_report(out: str | os.PathLike[str], check: Results | None = None) -> Iterator[Results]:
     """Record the report as ``not drawn``, yield the check to draw it from, and record it ``drawn`` when the block
     ends without an error (out of memory, an interrupt: it stays ``not drawn``, and the integrity check says so).
 
@@ -109,7 +109,7 @@ def reserve_blas() -> None:
     np.linalg.inv(np.eye(3) * 2.0)
 
 
-def report_check(out: str | os.PathLike[str], check: ResultsCheck | None = None) -> ResultsCheck:
+def report_check(out: str | os.PathLike[str], check: Results | None = None) -> Results:
     """The check a report is drawn from: ``check`` (else the directory checked now) without the finding that
     its report was not drawn: the report being drawn must not say of itself that it is missing."""
     import dataclasses

@@ -3,7 +3,7 @@
 Why apart from :mod:`omni_loader.results.integrity`: reading a file that a killed writer may have cut mid-line,
 that a hand may have edited (a 50 MB field, ``nan`` seconds) or that two writers may have interleaved is
 its own concern, with its own tests; :mod:`omni_loader.results.integrity` turns the findings into a
-:class:`~omni_loader.results.integrity.ResultsCheck` and repairs a directory before a resume. Each check
+:class:`~omni_loader.results.integrity.Results` and repairs a directory before a resume. Each check
 returns its :class:`Finding` values with what it read (no list is filled in behind the caller's back);
 nothing here writes a file.
 """

@@ -45,7 +45,7 @@ STATUS_STAMPS = {"complete": "finished_at", "interrupted": "interrupted_at"}
 # ``"report": {"status": "not drawn" | "drawn", "started_at": ..., "drawn_at": ...}``, beside the benchmarks.
 REPORT_KEY = "report"
 REPORT_STATUSES = ("not drawn", "drawn")
-REPORT_FILE = "report.md"  # the report omni_loader.reporting.report draws (its REPORT_FILE)
+REPORT_FILE = "report.md"  # the report omni_loader.reporting.report draws from the two files above
 
 
 def write_metadata(directory: str | os.PathLike[str], metadata: dict[str, Any]) -> Path:
