@@ -319,7 +319,7 @@ UNDER_MUTMUT = "MUTANT_UNDER_TEST" in os.environ
 
 @pytest.mark.skipif(UNDER_MUTMUT, reason="under mutmut each rule's source is mutmut's trampoline")
 def test_the_rules_shown_as_code_are_the_rules_that_run() -> None:
-    """Notebooks 01 and 03 show the two rules as code (``kit.rules.rules_as_code``): each block, executed on its
+    """Notebooks 01 and 03 show the two rules as code (``kit.rules_as_code``): each block, executed on its
     own, finds what the kit's rule finds on a tree with root and nested buffers of both kinds, and the baseline's
     block asks ``state_dict()`` once per named buffer while the optimized one never does; no docstring is shown."""
     import re

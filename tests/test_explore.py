@@ -12,7 +12,7 @@ from omni_loader.token2wav.model import inventory
 
 @pytest.fixture(scope="module")
 def layouts():
-    return explore.compare_layouts("tiny").set_index("count")
+    return explore.tree("tiny").compare_layouts().set_index("count")
 
 
 def test_layout_table_is_the_two_inventories_side_by_side(layouts) -> None:
@@ -29,13 +29,13 @@ def test_layout_table_is_the_two_inventories_side_by_side(layouts) -> None:
 
 
 def test_describe_tree_names_the_tree_and_its_counts() -> None:
-    line = explore.describe_tree(inventory("vllm-omni", "tiny"))
+    line = explore.tree("tiny").describe()
     assert line.startswith("Token2Wav (tiny, vllm-omni layout): ")
     assert "51 named buffers (1 persistent), 186 parameter tensors" in line
 
 
 def test_hazard_examples_disagree_where_a_module_rewrites_its_state_dict() -> None:
-    table = explore.hazard_table().set_index("case")
+    table = explore.hazards().table().set_index("case")
     assert table["agree"].to_dict() == {"plain": True, "post-hook drops a buffer": False,
                                         "_save_to_state_dict override": False}
     assert table.loc["plain", "rule_hazards"] == "(none)"
@@ -66,11 +66,11 @@ def test_04s_and_03s_tables_read_in_words_and_never_break_a_name(capsys) -> None
     from test_notebooks import NOTEBOOK_DIR
 
     namespace = {"kit": kit, "tree_size": "tiny", "layout": "vllm-omni", "bytes_depth": 2,
-                 "tree": kit.build_model(kit.config_dict("tiny"), layout="vllm-omni", device="meta")}
+                 "tree": kit.tree("tiny", layout="vllm-omni")}
     cells = [c.source for c in nbformat.read(NOTEBOOK_DIR / "04_explore_token2wav.ipynb", as_version=4).cells
              if c.cell_type == "code" and c.source.splitlines()[-1].startswith("kit.table(")]
     cells += [c.source for c in nbformat.read(NOTEBOOK_DIR / "03_module_traversal_costs.ipynb", as_version=4).cells
-              if c.cell_type == "code" and "kit.explore.hazard_table()" in c.source]
+              if c.cell_type == "code" and "kit.hazards().table()" in c.source]
     assert len(cells) >= 8
     shown = [_last_value(source, namespace).to_html() for source in cells]
     capsys.readouterr()
@@ -92,7 +92,7 @@ def test_class_by_depth_lists_the_most_numerous_classes_and_ends_with_all_of_the
     from omni_loader.token2wav.model import build_model, config_dict
 
     tree = build_model(config_dict("tiny"), layout="vllm-omni", device="meta")
-    whole, top = explore.class_by_depth(tree), explore.class_by_depth(tree, top=3)
+    whole, top = explore.Tree(tree).class_by_depth(), explore.Tree(tree).class_by_depth(top=3)
     classes = whole.iloc[:-1]
     assert list(whole.columns[:2]) == ["class", "depth 0"] and whole.columns[-1] == "total"
     assert whole.iloc[-1]["class"] == f"all {len(classes)} classes" == top.iloc[-1]["class"]
@@ -272,7 +272,7 @@ def test_the_bytes_plots_labels_are_legible_and_inside_the_frame() -> None:
     9 pt and lies inside the axes, the largest bar's too."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    fig = explore.plot_parameter_bytes(explore.parameter_bytes(explore.build_layouts("full")["vllm-omni"]))
+    fig = explore.tree("full").plot_parameter_bytes()
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     (ax,) = fig.axes

@@ -62,9 +62,10 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "resolve_device": ".host.devices",
     "resolve_snapshot": ".token2wav.checkpoint",
     "LoadOptions": ".token2wav.options",
-    "build_model": ".token2wav.model",
-    "config_dict": ".token2wav.model",
-    "inventory": ".token2wav.model",
+    # module trees and the two rules (03, 04)
+    "rules_as_code": "story",
+    "tree": "explore",
+    "hazards": "explore",
     # the benchmark
     "benchmark_spec": ".bench.runner",
     "reproduce": "sections",
@@ -77,9 +78,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "start_stage_groups": "stages",
     "timeline": "stages",
 }, modules={
-    "rules": "rules",
     "traversal": "traversal",
-    "explore": "explore",
     "waveform": "waveform",
     "audits": "audits",
 })

@@ -1,25 +1,42 @@
-"""Looking inside Token2Wav: tables of its module tree, buffers and parameter bytes, the two
-layouts side by side, and small modules on which the two buffer-discovery rules disagree.
+"""Looking inside a module tree: notebook 04's tables of Token2Wav's modules, buffers and parameter bytes, the two
+layouts side by side, and both discovery rules run on any tree (03); then small modules on which the rules disagree.
 
-Everything returns a pandas DataFrame, a matplotlib Figure (built without pyplot) or a small
-dataclass, so notebooks only call and display. The counts of a whole tree are
-:func:`~omni_loader.token2wav.model.inventory`'s (one definition of "how many modules, buffers, bytes"); the
-forward pass from codec tokens to audio lives in :mod:`~omni_loader.notebook.waveform`.
+Why a noun: 03 and 04 ask the same few questions of a tree (what it holds, what each rule returns on it, how many
+state dicts the baseline builds), of Token2Wav in either layout and size, of a synthetic tree of N modules and B
+buffers, or of a module of your own. ``t = kit.tree(...)`` builds it once and its methods answer; each returns a
+pandas DataFrame, a matplotlib Figure (built without pyplot), a sentence or the rule's own result, so a notebook
+only calls and displays. Token2Wav's whole-tree counts are :func:`~omni_loader.token2wav.model.inventory`'s (one
+definition of "how many modules, buffers, bytes"); the forward pass to audio lives in
+:mod:`~omni_loader.notebook.waveform`.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 
 import torch
 from torch import nn
 
-from ..token2wav.discovery import compare_variants, non_persistent_buffer_names, rule_hazards
+from ..token2wav.discovery import (Agreement, RuleHazard, compare_variants, count_state_dict_calls,
+                                   find_persistent_buffers, non_persistent_buffer_names, rule_hazards)
 from ..token2wav.model import Inventory, build_model, config_dict, inventory
-from ..names import LAYOUTS
+from ..names import LAYOUTS, VARIANTS
 
 
-# =========================================================================== module tree
+def tree(model: str | int | nn.Module = "full", buffers: int | None = None, *, layout: str = "vllm-omni",
+         fanout: int = 4, device: str = "meta") -> Tree:
+    """A tree to look inside: Token2Wav's for a size (``"full"``, ``"tiny"``) in ``layout``, built on ``device``
+    (the meta device by default: the whole tree, no memory, well under a second); a synthetic tree of ``model``
+    modules and ``buffers`` named buffers for a number (:func:`~omni_loader.sweep.trees.build_tree`, ``fanout``
+    children a node); or a module of your own as it is."""
+    if isinstance(model, nn.Module):
+        return Tree(model)
+    if isinstance(model, int):
+        from ..sweep.trees import build_tree
+
+        return Tree(build_tree(model, buffers if buffers is not None else model, fanout=fanout))
+    return Tree(build_model(config_dict(model), layout=layout, device=device), size=model, layout=layout)
 
 
 def module_depth(name: str) -> int:
@@ -27,170 +44,235 @@ def module_depth(name: str) -> int:
     return 0 if not name else name.count(".") + 1
 
 
-def module_table(model: nn.Module):  # -> DataFrame
-    """One row per module of ``named_modules()``: name, class, depth, and what it holds itself
-    (direct children, parameters and buffers, not those of its submodules)."""
-    import pandas as pd
+class Tree:
+    """A module tree (``module``) and, for Token2Wav, which size and layout it is; its tables and the rules on it."""
 
-    rows = []
-    for name, module in model.named_modules():
-        own_params = list(module._parameters.values())
-        own_params = [p for p in own_params if p is not None]
-        rows.append({
-            "module": name or "<root>",
-            "class": type(module).__name__,
-            "depth": module_depth(name),
-            "children": len(module._modules),
-            "parameters": len(own_params),
-            "parameter_elements": sum(p.numel() for p in own_params),
-            "buffers": sum(1 for b in module._buffers.values() if b is not None),
-            "non_persistent_buffers": len(module._non_persistent_buffers_set),
-        })
-    return pd.DataFrame(rows)
+    def __init__(self, module: nn.Module, size: str | None = None, layout: str | None = None) -> None:
+        self.module, self.size, self.layout = module, size, layout
 
+    def __repr__(self) -> str:
+        return repr(self.module)
 
-def modules_by_class(model: nn.Module):  # -> DataFrame
-    """Module count per class, with the depths it occurs at and what its instances hold."""
-    table = module_table(model)
-    out = table.groupby("class").agg(
-        modules=("module", "count"),
-        min_depth=("depth", "min"),
-        max_depth=("depth", "max"),
-        parameters=("parameters", "sum"),
-        buffers=("buffers", "sum"),
-    )
-    return out.sort_values(["modules", "parameters"], ascending=False).reset_index()
+    # ------------------------------------------------------------------- the rules
 
+    def non_persistent(self) -> set[str]:
+        """The qualified names of the non-persistent buffers, as the optimized rule collects them in one walk."""
+        return non_persistent_buffer_names(self.module)
 
-def modules_by_depth(model: nn.Module):  # -> DataFrame
-    """Module count per depth, with its most common classes."""
-    import pandas as pd
+    def persistent(self, variant: str = "optimized") -> dict[str, torch.Tensor]:
+        """The persistent buffers by ``variant``'s rule (``baseline`` or ``optimized``)."""
+        return find_persistent_buffers(self.module, variant)
 
-    table = module_table(model)
-    rows = []
-    for depth, sub in table.groupby("depth"):
-        common = Counter(sub["class"]).most_common(3)
-        rows.append({
-            "depth": depth,
-            "modules": len(sub),
-            "classes": sub["class"].nunique(),
-            "most_common": ", ".join(f"{c}\u00a0×{n}" for c, n in common),  # a class and its count on one line
-            "buffers": int(sub["buffers"].sum()),
-        })
-    return pd.DataFrame(rows)
+    def state_dict_calls(self) -> dict[str, int]:
+        """How many whole state dicts each rule builds on this tree (the baseline: one per named buffer)."""
+        counted = {}
+        for variant in VARIANTS:
+            with count_state_dict_calls(self.module) as calls:
+                find_persistent_buffers(self.module, variant)
+            counted[variant] = calls.calls
+        return counted
 
+    def agreement(self) -> Agreement:
+        """Both rules' answers on this tree, and whether they agree."""
+        return compare_variants(self.module)
 
-def class_by_depth(model: nn.Module, top: int | None = None):  # -> DataFrame
-    """Cross table of module counts: a ``class`` column and one column per depth, a row per class (the ``top``
-    most numerous; all without ``top``), most numerous first, and a last row over all classes (``total`` is the
-    column of row sums). The classes are a column, not the index: a table shows an index's name as a second
-    header row."""
-    import pandas as pd
+    def hazards(self) -> list[RuleHazard]:
+        """The hooks and overrides on this tree that could make the two rules disagree (none on Token2Wav)."""
+        return rule_hazards(self.module)
 
-    table = module_table(model)
-    out = pd.crosstab(table["class"], table["depth"], margins=True, margins_name="total")
-    out = out.rename(columns={d: f"depth {d}" for d in out.columns if d != "total"})
-    classes = out.drop(index="total").sort_values("total", ascending=False, kind="stable")
-    every = out.loc[["total"]].rename(index={"total": f"all {len(classes)} classes"})
-    out = pd.concat([classes.head(top) if top is not None else classes, every])
-    out.columns.name = None
-    return out.rename_axis("class").reset_index()
+    # ------------------------------------------------------------------- modules
 
+    @property
+    def inventory(self) -> Inventory:
+        """Token2Wav's counts for this tree's size and layout (:func:`~omni_loader.token2wav.model.inventory`)."""
+        if self.size is None:
+            raise ValueError("an inventory counts Token2Wav's tree: make it with kit.tree('full') or kit.tree('tiny')")
+        return inventory(self.layout, self.size)
 
-def describe_tree(inv: Inventory) -> str:
-    """One line: which tree, and how many modules, buffers and parameter bytes it has."""
-    from ..formatting import count, mib
+    def describe(self) -> str:
+        """One line: which tree, and how many modules, buffers and parameter bytes it has."""
+        from ..formatting import count, mib
 
-    return (f"Token2Wav ({inv.size}, {inv.layout} layout): {count(inv.modules)} modules, "
-            f"{count(inv.named_buffers)} named buffers ({count(len(inv.persistent_buffers))} persistent), "
-            f"{count(inv.parameters)} parameter tensors, {mib(inv.parameter_bytes)} of parameters")
+        inv = self.inventory
+        return (f"Token2Wav ({inv.size}, {inv.layout} layout): {count(inv.modules)} modules, "
+                f"{count(inv.named_buffers)} named buffers ({count(len(inv.persistent_buffers))} persistent), "
+                f"{count(inv.parameters)} parameter tensors, {mib(inv.parameter_bytes)} of parameters")
 
+    def modules(self):  # -> DataFrame
+        """One row per module of ``named_modules()``: name, class, depth, and what it holds itself (direct
+        children, parameters and buffers, not those of its submodules)."""
+        import pandas as pd
 
-# =========================================================================== buffers
+        rows = []
+        for name, module in self.module.named_modules():
+            own_params = [p for p in module._parameters.values() if p is not None]
+            rows.append({
+                "module": name or "<root>",
+                "class": type(module).__name__,
+                "depth": module_depth(name),
+                "children": len(module._modules),
+                "parameters": len(own_params),
+                "parameter_elements": sum(p.numel() for p in own_params),
+                "buffers": sum(1 for b in module._buffers.values() if b is not None),
+                "non_persistent_buffers": len(module._non_persistent_buffers_set),
+            })
+        return pd.DataFrame(rows)
 
+    def modules_by_class(self):  # -> DataFrame
+        """Module count per class, with the depths it occurs at and what its instances hold."""
+        out = self.modules().groupby("class").agg(
+            modules=("module", "count"),
+            min_depth=("depth", "min"),
+            max_depth=("depth", "max"),
+            parameters=("parameters", "sum"),
+            buffers=("buffers", "sum"),
+        )
+        return out.sort_values(["modules", "parameters"], ascending=False).reset_index()
 
-def buffer_table(model: nn.Module):  # -> DataFrame
-    """One row per named buffer: owner, persistence by each rule, and whether ``state_dict()`` holds it.
+    def modules_by_depth(self):  # -> DataFrame
+        """Module count per depth, with its most common classes."""
+        import pandas as pd
 
-    ``persistent_by_set`` is the optimized rule (not listed in the owner's
-    ``_non_persistent_buffers_set``); ``in_state_dict`` is the ground truth the baseline asks for,
-    computed here from one ``state_dict()`` call.
-    """
-    import pandas as pd
+        rows = []
+        for depth, sub in self.modules().groupby("depth"):
+            common = Counter(sub["class"]).most_common(3)
+            rows.append({
+                "depth": depth,
+                "modules": len(sub),
+                "classes": sub["class"].nunique(),
+                "most_common": ", ".join(f"{c}\u00a0×{n}" for c, n in common),  # a class and its count on one line
+                "buffers": int(sub["buffers"].sum()),
+            })
+        return pd.DataFrame(rows)
 
-    non_persistent = non_persistent_buffer_names(model)
-    state_keys = set(model.state_dict().keys())
-    modules = dict(model.named_modules())
-    rows = []
-    for name, buf in model.named_buffers():
-        owner, _, local = name.rpartition(".")
-        rows.append({
-            "buffer": name,
-            "owner": owner or "<root>",
-            "owner_class": type(modules[owner]).__name__,
-            "local_name": local,
-            "persistent_by_set": name not in non_persistent,
-            "in_state_dict": name in state_keys,
-            "shape": "×".join(map(str, buf.shape)) or "scalar",  # "1×1×12": one cell that never breaks
-            "dtype": str(buf.dtype).removeprefix("torch."),
-            "bytes": buf.numel() * buf.element_size(),
-        })
-    return pd.DataFrame(rows)
+    def class_by_depth(self, top: int | None = None):  # -> DataFrame
+        """Cross table of module counts: a ``class`` column and one column per depth, a row per class (the ``top``
+        most numerous; all without ``top``), most numerous first, and a last row over all classes (``total`` is
+        the column of row sums). The classes are a column, not the index: a table shows an index's name as a
+        second header row."""
+        import pandas as pd
 
+        table = self.modules()
+        out = pd.crosstab(table["class"], table["depth"], margins=True, margins_name="total")
+        out = out.rename(columns={d: f"depth {d}" for d in out.columns if d != "total"})
+        classes = out.drop(index="total").sort_values("total", ascending=False, kind="stable")
+        every = out.loc[["total"]].rename(index={"total": f"all {len(classes)} classes"})
+        out = pd.concat([classes.head(top) if top is not None else classes, every])
+        out.columns.name = None
+        return out.rename_axis("class").reset_index()
 
-def buffers_by_owner(model: nn.Module):  # -> DataFrame
-    """Buffer counts per owner class, local name and persistence."""
-    table = buffer_table(model)
-    out = table.groupby(["owner_class", "local_name", "persistent_by_set", "in_state_dict"]).agg(
-        buffers=("buffer", "count"), bytes=("bytes", "sum"), shape=("shape", "first"), dtype=("dtype", "first")
-    )
-    return out.sort_values("buffers", ascending=False).reset_index()
+    # ------------------------------------------------------------------- buffers
 
+    def buffers(self):  # -> DataFrame
+        """One row per named buffer: owner, persistence by each rule, and whether ``state_dict()`` holds it.
 
-# =========================================================================== parameter bytes
+        ``persistent_by_set`` is the optimized rule (not listed in the owner's ``_non_persistent_buffers_set``);
+        ``in_state_dict`` is the ground truth the baseline asks for, computed here from one ``state_dict()`` call.
+        """
+        import pandas as pd
 
+        non_persistent = self.non_persistent()
+        state_keys = set(self.module.state_dict().keys())
+        modules = dict(self.module.named_modules())
+        rows = []
+        for name, buf in self.module.named_buffers():
+            owner, _, local = name.rpartition(".")
+            rows.append({
+                "buffer": name,
+                "owner": owner or "<root>",
+                "owner_class": type(modules[owner]).__name__,
+                "local_name": local,
+                "persistent_by_set": name not in non_persistent,
+                "in_state_dict": name in state_keys,
+                "shape": "×".join(map(str, buf.shape)) or "scalar",  # "1×1×12": one cell that never breaks
+                "dtype": str(buf.dtype).removeprefix("torch."),
+                "bytes": buf.numel() * buf.element_size(),
+            })
+        return pd.DataFrame(rows)
 
-def parameter_bytes(model: nn.Module, depth: int = 2):  # -> DataFrame
-    """Parameter bytes per submodule, parameters grouped by the first ``depth`` parts of their path."""
-    import pandas as pd
+    def buffers_by_owner(self):  # -> DataFrame
+        """Buffer counts per owner class, local name and persistence."""
+        out = self.buffers().groupby(["owner_class", "local_name", "persistent_by_set", "in_state_dict"]).agg(
+            buffers=("buffer", "count"), bytes=("bytes", "sum"), shape=("shape", "first"), dtype=("dtype", "first")
+        )
+        return out.sort_values("buffers", ascending=False).reset_index()
 
-    if depth < 1:
-        raise ValueError(f"depth must be at least 1, not {depth}")
-    modules = dict(model.named_modules())
-    totals: dict[str, list[int]] = {}
-    for name, param in model.named_parameters():
-        parts = name.split(".")[:-1]  # drop the parameter's own name
-        prefix = ".".join(parts[:depth]) or "<root>"
-        entry = totals.setdefault(prefix, [0, 0, 0])
-        entry[0] += 1
-        entry[1] += param.numel()
-        entry[2] += param.numel() * param.element_size()
-    total_bytes = sum(v[2] for v in totals.values()) or 1
-    rows = [{
-        "submodule": prefix,
-        "class": type(modules[prefix]).__name__ if prefix in modules else "",
-        "tensors": t,
-        "elements": e,
-        "bytes": b,
-        "MiB": b / 2**20,
-        "share": b / total_bytes,
-    } for prefix, (t, e, b) in totals.items()]
-    return pd.DataFrame(rows).sort_values("bytes", ascending=False).reset_index(drop=True)
+    # ------------------------------------------------------------------- parameter bytes
 
+    def parameter_bytes(self, depth: int = 2):  # -> DataFrame
+        """Parameter bytes per submodule, parameters grouped by the first ``depth`` parts of their path."""
+        import pandas as pd
 
-def bytes_of_class(model: nn.Module, class_name: str) -> dict[str, int]:
-    """What the modules of one class hold, counted once each: the modules (themselves and their
-    submodules), their parameters' and buffers' tensors and bytes. For a sentence in notebook 04 that
-    weighs many small modules against few large ones."""
-    roots = [m for m in model.modules() if type(m).__name__ == class_name]
-    inside = {id(sub) for m in roots for sub in m.modules()}
-    tensors = {id(t): t for m in roots for t in [*m.parameters(), *m.buffers()]}
-    return {"modules": len(roots), "with_submodules": len(inside), "tensors": len(tensors),
-            "bytes": sum(t.numel() * t.element_size() for t in tensors.values())}
+        if depth < 1:
+            raise ValueError(f"depth must be at least 1, not {depth}")
+        modules = dict(self.module.named_modules())
+        totals: dict[str, list[int]] = {}
+        for name, param in self.module.named_parameters():
+            parts = name.split(".")[:-1]  # drop the parameter's own name
+            prefix = ".".join(parts[:depth]) or "<root>"
+            entry = totals.setdefault(prefix, [0, 0, 0])
+            entry[0] += 1
+            entry[1] += param.numel()
+            entry[2] += param.numel() * param.element_size()
+        total_bytes = sum(v[2] for v in totals.values()) or 1
+        rows = [{
+            "submodule": prefix,
+            "class": type(modules[prefix]).__name__ if prefix in modules else "",
+            "tensors": t,
+            "elements": e,
+            "bytes": b,
+            "MiB": b / 2**20,
+            "share": b / total_bytes,
+        } for prefix, (t, e, b) in totals.items()]
+        return pd.DataFrame(rows).sort_values("bytes", ascending=False).reset_index(drop=True)
+
+    def bytes_of_class(self, class_name: str) -> dict[str, int]:
+        """What the modules of one class hold, counted once each: the modules (themselves and their submodules),
+        their parameters' and buffers' tensors and bytes. For a sentence in notebook 04 that weighs many small
+        modules against few large ones."""
+        roots = [m for m in self.module.modules() if type(m).__name__ == class_name]
+        inside = {id(sub) for m in roots for sub in m.modules()}
+        tensors = {id(t): t for m in roots for t in [*m.parameters(), *m.buffers()]}
+        return {"modules": len(roots), "with_submodules": len(inside), "tensors": len(tensors),
+                "bytes": sum(t.numel() * t.element_size() for t in tensors.values())}
+
+    def plot_parameter_bytes(self, depth: int = 2, top: int = 20):  # -> Figure
+        """Horizontal bar chart of :meth:`parameter_bytes` (largest ``top`` rows), in MiB, titled with the tree."""
+        what = (f"Token2Wav ({'full-size' if self.size == 'full' else self.size}, {self.layout})" if self.size
+                else type(self.module).__name__)
+        return plot_parameter_bytes(self.parameter_bytes(depth), f"{what}: parameter bytes per submodule "
+                                    f"(depth {depth})", top)
+
+    # ------------------------------------------------------------------- layouts
+
+    def compare_layouts(self):  # -> DataFrame
+        """The inventories of both layouts of this tree's size side by side, with the difference (vllm-omni minus
+        transformers): a row per count, named in the ``count`` column."""
+        import pandas as pd
+
+        table = pd.DataFrame({layout: labelled_counts(inventory(layout, self.inventory.size)) for layout in LAYOUTS})
+        table["vllm-omni − transformers"] = table["vllm-omni"] - table["transformers"]
+        return table.rename_axis("count").reset_index()  # a column: a table shows an index's name as a second header row
+
+    def layout_differences(self):  # -> DataFrame
+        """Module classes and persistent buffers whose counts differ between the layouts of this tree's size."""
+        import pandas as pd
+
+        models = build_layouts(self.inventory.size)
+        counts = {layout: Counter(type(m).__name__ for _, m in model.named_modules()) for layout, model in models.items()}
+        for layout, model in models.items():
+            non_persistent = non_persistent_buffer_names(model)
+            for name, _ in model.named_buffers():
+                kind = "non-persistent" if name in non_persistent else "persistent"
+                counts[layout][f"buffer {name.rpartition('.')[2]} ({kind})"] += 1
+        table = pd.DataFrame(counts).fillna(0).astype(int)
+        differ = table.nunique(axis=1) > 1
+        table.index.name = "module class / buffer"
+        return table[differ].sort_index().reset_index()  # the names a column, as compare_layouts' counts
 
 
 def plot_parameter_bytes(table, title: str = "Parameter bytes per submodule", top: int = 20):  # -> Figure
-    """Horizontal bar chart of :func:`parameter_bytes` (largest ``top`` rows), in MiB."""
+    """Horizontal bar chart of a :meth:`Tree.parameter_bytes` table (largest ``top`` rows), in MiB."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import StrMethodFormatter
 
@@ -213,9 +295,6 @@ def plot_parameter_bytes(table, title: str = "Parameter bytes per submodule", to
     return fig
 
 
-# =========================================================================== layouts
-
-
 def build_layouts(size: str = "full") -> dict[str, nn.Module]:
     """Both layouts of Token2Wav built on the meta device: the full tree, no memory, well under a second."""
     return {layout: build_model(config_dict(size), layout=layout, device="meta") for layout in LAYOUTS}
@@ -234,32 +313,6 @@ def labelled_counts(inv: Inventory) -> dict[str, int]:
         "parameter bytes": inv.parameter_bytes,
     }
 
-
-def compare_layouts(size: str = "full"):  # -> DataFrame
-    """The inventories of both layouts side by side, with the difference (vllm-omni minus transformers): a row
-    per count, named in the ``count`` column."""
-    import pandas as pd
-
-    table = pd.DataFrame({layout: labelled_counts(inventory(layout, size)) for layout in LAYOUTS})
-    table["vllm-omni − transformers"] = table["vllm-omni"] - table["transformers"]
-    return table.rename_axis("count").reset_index()  # a column: a table shows an index's name as a second header row
-
-
-def layout_differences(size: str = "full"):  # -> DataFrame
-    """Module classes and persistent buffers whose counts differ between the layouts."""
-    import pandas as pd
-
-    models = build_layouts(size)
-    counts = {layout: Counter(type(m).__name__ for _, m in model.named_modules()) for layout, model in models.items()}
-    for layout, model in models.items():
-        non_persistent = non_persistent_buffer_names(model)
-        for name, _ in model.named_buffers():
-            kind = "non-persistent" if name in non_persistent else "persistent"
-            counts[layout][f"buffer {name.rpartition('.')[2]} ({kind})"] += 1
-    table = pd.DataFrame(counts).fillna(0).astype(int)
-    differ = table.nunique(axis=1) > 1
-    table.index.name = "module class / buffer"
-    return table[differ].sort_index().reset_index()  # the names a column, as compare_layouts' counts
 
 
 # =========================================================================== when the rules disagree
@@ -310,30 +363,45 @@ class PlainBuffers(nn.Module):
         self.register_buffer("filter", torch.zeros(12), persistent=False)
 
 
-def hazard_examples() -> dict[str, nn.Module]:
-    """Small models, each with its root-level case nested as ``block`` under a plain root."""
-    examples = {}
-    for name, cls in (("plain", PlainBuffers), ("post-hook drops a buffer", DropsBufferOnSave),
-                      ("_save_to_state_dict override", SavesNonPersistent)):
-        root = nn.Module()
-        root.register_buffer("step", torch.zeros((), dtype=torch.long))  # root-level persistent buffer
-        root.block = cls()
-        examples[name] = root
-    return examples
+def hazards() -> Hazards:
+    """Small models on which the two rules disagree, and one on which they agree (:class:`Hazards`)."""
+    return Hazards()
 
 
-def hazard_table(examples: dict[str, nn.Module] | None = None):  # -> DataFrame
-    """Both rules on each example: what each returns, whether they agree, and what ``rule_hazards`` flags."""
-    import pandas as pd
+class Hazards:
+    """Small models, each with its root-level case nested as ``block`` under a plain root: a plain one, a
+    post-hook that drops a persistent buffer from the state dict, a ``_save_to_state_dict`` that writes a
+    non-persistent one. Why: Token2Wav has neither, so the rules agree on it; these show where they would not."""
 
-    rows = []
-    for case, model in (examples or hazard_examples()).items():
-        agreement = compare_variants(model)
-        rows.append({
-            "case": case,
-            "baseline (in state_dict)": ", ".join(agreement.baseline),
-            "optimized (not in the set)": ", ".join(agreement.optimized),
-            "agree": agreement.agree,
-            "rule_hazards": "; ".join(map(str, rule_hazards(model))) or "(none)",
-        })
-    return pd.DataFrame(rows)
+    CASES = {"plain": PlainBuffers, "post-hook drops a buffer": DropsBufferOnSave,
+             "_save_to_state_dict override": SavesNonPersistent}
+
+    def examples(self) -> dict[str, nn.Module]:
+        """Each case as a model: a plain root with a persistent ``step`` buffer and the case as ``block``."""
+        examples = {}
+        for name, cls in self.CASES.items():
+            root = nn.Module()
+            root.register_buffer("step", torch.zeros((), dtype=torch.long))  # root-level persistent buffer
+            root.block = cls()
+            examples[name] = root
+        return examples
+
+    def source(self) -> str:
+        """The two cases that make the rules disagree, as their code."""
+        return "\n".join(inspect.getsource(cls) for cls in (DropsBufferOnSave, SavesNonPersistent))
+
+    def table(self):  # -> DataFrame
+        """Both rules on each example: what each returns, whether they agree, and what ``rule_hazards`` flags."""
+        import pandas as pd
+
+        rows = []
+        for case, model in self.examples().items():
+            agreement = compare_variants(model)
+            rows.append({
+                "case": case,
+                "baseline (in state_dict)": ", ".join(agreement.baseline),
+                "optimized (not in the set)": ", ".join(agreement.optimized),
+                "agree": agreement.agree,
+                "rule_hazards": "; ".join(map(str, rule_hazards(model))) or "(none)",
+            })
+        return pd.DataFrame(rows)
