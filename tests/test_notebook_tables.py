@@ -199,7 +199,7 @@ def test_06s_stage_table_holds_one_number_a_cell_and_says_the_shared_reason_once
     and broke between number and unit), the verdict in a word, and the reason no row of 3 + 3 runs can be a claim in
     the caption, once; a saving that rounds to zero shows as 0.000, never -0.000."""
     import omni_loader.startup.serve_ab as serve_ab
-    from omni_loader.notebook.stages import stage_comparison_table
+    from omni_loader.notebook.stages import Starts
     from omni_loader.reporting.stats import Summary
 
     def c(phase, a, b):
@@ -209,7 +209,7 @@ def test_06s_stage_table_holds_one_number_a_cell_and_says_the_shared_reason_once
              ("stage-0", "init_engine", c("init_engine", (1e-6, 1.2e-6, 0.9e-6), (1.1e-6, 1e-6, 1.3e-6))),
              ("stage-2", "token2wav_weight_loading", c("t", (0.0361, 0.0350, 0.0370), (0.0059, 0.0055, 0.0060)))]
     monkeypatch.setattr(serve_ab, "stage_phase_comparisons", lambda out, frame=None: comps)
-    styler = stage_comparison_table("unused")
+    styler = Starts("unused").comparison_table()
     header, *rows = cells(styler)
     assert header == ["stage", "phase", "baseline median (ms)", "optimized median (ms)", "saving (ms)", "saving (%)",
                       "verdict"]
@@ -291,7 +291,7 @@ def test_02s_summary_sits_under_the_notebooks_heading_without_the_tables_it_show
     shows as tables above it: in the notebook its title is gone (the notebook's "## Where the time goes" says it), the
     two repeats are gone, the sentence setting discovery beside the whole load stays, and its sections are ###; the
     file keeps everything."""
-    from omni_loader.notebook.profiles import where_time_goes
+    from omni_loader.notebook.profiles import Profile
     from omni_loader.profiling.result import VariantProfile
     from omni_loader.profiling.summary import PHASE_SHARES, STATE_DICT_CALLS, read_summary, write_summary_report
 
@@ -302,8 +302,9 @@ def test_02s_summary_sits_under_the_notebooks_heading_without_the_tables_it_show
                               state_dict_calls={"primitive": 51 if variant == "baseline" else 0, "ncalls": 99,
                                                 "counter": 51 if variant == "baseline" else 0})
 
-    write_summary_report({"baseline": profile("baseline", 0.04), "optimized": profile("optimized", 0.001)}, tmp_path)
-    whole, shown = read_summary(tmp_path, tmp_path), where_time_goes(tmp_path, tmp_path)
+    profiles = Profile({"baseline": profile("baseline", 0.04), "optimized": profile("optimized", 0.001)}, tmp_path)
+    write_summary_report(profiles, tmp_path)
+    whole, shown = read_summary(tmp_path, tmp_path), profiles.where_time_goes(tmp_path)
     assert whole.startswith("# Where the time goes") and PHASE_SHARES in whole and STATE_DICT_CALLS in whole
     headings = re.findall(r"^(#+) (.*)$", shown, re.M)
     assert headings and all(level == "###" for level, _ in headings), headings
@@ -414,22 +415,26 @@ def test_profiled_loads_ranked_against_their_unprofiled_runs_are_explained_besid
     of the unprofiled runs, with nothing beside the table. Now a sentence says so with the memory work's times,
     read from the files; where the profiled order agrees with the unprofiled one, none."""
     from omni_loader.formatting import duration
-    from omni_loader.notebook.profiles import profiled_against_unprofiled, top_functions
+    from omni_loader.notebook.profiles import Profile
+    from omni_loader.profiling.result import VariantProfile
+
+    def profiles(out: Path) -> Profile:
+        return Profile({v: VariantProfile(v, out / v) for v in ("baseline", "optimized")}, out)
 
     _profiled(tmp_path, "baseline", 2.450861, 2.308954, 0.329587, 0.215436)
     _profiled(tmp_path, "optimized", 4.512022, 1.613814, 2.158664, 1.896065)
-    said = profiled_against_unprofiled(tmp_path, ["baseline", "optimized"])
+    said = profiles(tmp_path).profiled_against_unprofiled()
     assert said.startswith(f"Profiled, the optimized load took {duration(4.512022)} against the baseline load's "
                            f"{duration(2.450861)}, the other way round from their unprofiled runs above "
                            f"({duration(1.613814)} against {duration(2.308954)})")
     assert f"took {duration(2.158664)} + {duration(1.896065)} (optimized) against {duration(0.329587)} + " \
            f"{duration(0.215436)} (baseline)" in said
-    assert top_functions(tmp_path, ["baseline", "optimized"])[-1] == said  # shown under the two tables
+    assert profiles(tmp_path).top_functions()[-1] == said  # shown under the two tables
 
     agrees = tmp_path / "agrees"
     _profiled(agrees, "baseline", 2.45, 2.31, 0.33, 0.22)
     _profiled(agrees, "optimized", 1.5, 1.61, 0.3, 0.2)
-    assert profiled_against_unprofiled(agrees, ["baseline", "optimized"]) is None
+    assert profiles(agrees).profiled_against_unprofiled() is None
 
 
 def reference_alignment(markdown: str) -> list[str]:

@@ -416,11 +416,11 @@ def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path)
     import re
     from html import unescape
 
-    from omni_loader.notebook.profiles import diff_table
+    from omni_loader.notebook.profiles import Diff
 
     ab, _ = _with_floor()
-    diff = _in_process_diff(ab, stats.compare_functions(ab, "A", "B"), {"aa": False}, tmp_path)
-    html = diff_table(diff).to_html()
+    diff = Diff.of(_in_process_diff(ab, stats.compare_functions(ab, "A", "B"), {"aa": False}, tmp_path))
+    html = diff.table().to_html()
     header = [unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", html)]
     column = next(i for i, h in enumerate(header) if h.startswith("95% interval of B − A"))
     cells = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{column}"[^>]*>(.*?)</td>', html)]
@@ -432,18 +432,18 @@ def test_the_notebook_diff_table_keeps_each_interval_on_one_line(tmp_path: Path)
     from dataclasses import replace
 
     quiet = replace(diff, functions=diff.functions.assign(verdict=stats.NO_CLAIM))  # nothing claimed: the largest
-    html = diff_table(quiet).to_html()  # tested differences are shown, each "no difference claimed" in diff.md
+    html = quiet.table().to_html()  # tested differences are shown, each "no difference claimed" in diff.md
     verdicts = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{header.index("verdict")}"[^>]*>(.*?)</td>',
                                                 html)]
     assert "no\u00a0claim" in verdicts and set(verdicts) <= {"faster", "slower", "no\u00a0claim"}, verdicts
 
     faster = _arms({"faster": (-0.03, 0.002), "null": (0.0, 0.002)}, ("A", "B"))  # B 30 ms faster: negative ends
-    faster_diff = _in_process_diff(faster, stats.compare_functions(faster, "A", "B"), {"aa": False}, tmp_path)
+    faster_diff = Diff.of(_in_process_diff(faster, stats.compare_functions(faster, "A", "B"), {"aa": False}, tmp_path))
     sentence, = faster_diff.sentences()
     # a range as the kit writes it ("a … b", non-breaking spaces), not "a to b" (the Lab pass)
     assert re.search(r"95% interval of B − A −\d+\u00a0ms\u00a0…\u00a0−\d+\u00a0ms,", sentence) and "-" not in sentence, sentence
     assert " to " not in sentence, sentence
-    html = diff_table(faster_diff).to_html()
+    html = faster_diff.table().to_html()
     cells = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{column}"[^>]*>(.*?)</td>', html)]
     delta = [unescape(c) for c in re.findall(rf'<td[^>]*class="data row\d+ col{header.index("B − A (ms)")}"[^>]*>(.*?)'
                                              r'</td>', html)]
@@ -460,14 +460,14 @@ def test_the_notebook_diff_table_shows_times_to_the_sampling_resolution(tmp_path
     from html import unescape
 
     from omni_loader.formatting import short_duration
-    from omni_loader.notebook.profiles import diff_section, diff_table
+    from omni_loader.notebook.profiles import Diff
 
     def cells_of(styler) -> list[str]:
         return re.findall(r"<td[^>]*>(.*?)</td>", styler.to_html())
 
     ab, _ = _with_floor()
-    diff = _in_process_diff(ab, stats.compare_functions(ab, "A", "B"), {"aa": False, "rate": rate}, tmp_path)
-    styler = diff_table(diff)
+    diff = Diff.of(_in_process_diff(ab, stats.compare_functions(ab, "A", "B"), {"aa": False, "rate": rate}, tmp_path))
+    styler = diff.table()
     html = styler.to_html()
     header = [unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", html)]
     rows = [[unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
@@ -488,7 +488,7 @@ def test_the_notebook_diff_table_shows_times_to_the_sampling_resolution(tmp_path
                        f"{short_duration(1 / rate)}")
     assert html.count("sampled at") == 1
     diff.flamegraph = lambda: "the flamegraph"  # drawn from speedscope files, which these folds have none of
-    sentences, table, flame = diff_section(diff)
+    sentences, table, flame = diff.section()
     assert sentences.startswith("### Differential profile: A (A) against B (B)\n")
     assert not re.search(r"^#{1,2} ", sentences, re.M) and flame == "the flamegraph"
     assert cells_of(table) == cells_of(styler)

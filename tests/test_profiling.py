@@ -297,10 +297,10 @@ def test_notebook_02_names_each_phase_in_words_and_each_share_in_percent(tmp_pat
     import re
     from html import unescape
 
-    from omni_loader.notebook.profiles import where_time_goes
+    from omni_loader.notebook.profiles import Profile
     from omni_loader.profiling.result import VariantProfile
     from omni_loader.profiling.summary import write_summary_report
-    from omni_loader.profiling.tables import phase_range_table, phase_share_table
+    from omni_loader.profiling.tables import phase_range_table
 
     def cells(styler) -> list[list[str]]:
         return [[unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
@@ -312,8 +312,9 @@ def test_notebook_02_names_each_phase_in_words_and_each_share_in_percent(tmp_pat
                   "load_parameters": 0.03, "total": construct + 0.045}
         return VariantProfile(variant, tmp_path / variant, reference={"phases": phases})
 
-    profiles = {"baseline": profile("baseline", 0.06), "optimized": profile("optimized", 0.02)}
-    header, *rows = cells(phase_share_table(profiles))
+    profiles = Profile({"baseline": profile("baseline", 0.06), "optimized": profile("optimized", 0.02)}, tmp_path)
+    shares, *_ = profiles.phase_shares()
+    header, *rows = cells(shares)
     assert header == ["phase", "baseline (ms)", "baseline share (%)", "optimized (ms)", "optimized share (%)"]
     by_phase = {r[0]: r[1:] for r in rows}
     assert list(by_phase)[:4] == [LABELS[p] for p in ("construct", "read_checkpoint", "buffer_discovery",
@@ -323,7 +324,7 @@ def test_notebook_02_names_each_phase_in_words_and_each_share_in_percent(tmp_pat
                              for ts, p in ((10, "construct"), (20, "load_parameters"))]}
     assert [r[0] for r in cells(phase_range_table(trace))[1:]] == [LABELS["construct"], LABELS["load_parameters"]]
     write_summary_report(profiles, tmp_path)
-    shown = where_time_goes(tmp_path, tmp_path)
+    shown = profiles.where_time_goes(tmp_path)
     assert (f"**Largest cost of the baseline load:** {LABELS['construct']}, 57.1% of the load "
             "(60.00 ms)") in shown
     assert (f"**Next bottleneck of the optimized load:** {LABELS['load_parameters']}, 46.2% "
@@ -350,7 +351,8 @@ def test_notebook_02s_operator_table_holds_operators_only_with_headers_in_words(
 
     import pandas as pd
 
-    from omni_loader.notebook.profiles import torch_operators
+    from omni_loader.notebook.profiles import Profile
+    from omni_loader.profiling.result import VariantProfile
 
     (tmp_path / "baseline").mkdir()
     ops = pd.DataFrame({"name": ["phase::buffer_discovery", "aten::fill_", "phase::total", "aten::copy_", "aten::view"],
@@ -360,7 +362,8 @@ def test_notebook_02s_operator_table_holds_operators_only_with_headers_in_words(
     trace = {"traceEvents": [{"name": f"phase::{p}", "ph": "X", "cat": "user_annotation", "ts": ts, "dur": 5}
                              for ts, p in ((10, "total"), (12, "buffer_discovery"))]}
     (tmp_path / "baseline" / "trace.json").write_text(json.dumps(trace))
-    heading, operators, ranges = torch_operators(tmp_path, ["baseline"], top=2)
+    heading, operators, ranges = Profile({"baseline": VariantProfile("baseline", tmp_path / "baseline")},
+                                         tmp_path).torch_operators(top=2)
     header, *rows = _cells(operators)
     assert heading == "### baseline"
     assert header == ["operator", "calls", "self CPU time (ms)", "CPU time incl. children (ms)"]
@@ -376,18 +379,18 @@ def test_notebook_02s_operator_table_holds_operators_only_with_headers_in_words(
 def test_the_state_dict_table_says_whose_count_its_third_row_is(tmp_path: Path) -> None:
     """02's ``state_dict`` table named its third row "loader's counter": whose count, of what. The row says the kit's
     loader counted the ``state_dict()`` calls (whole state dicts built), and so does each ``profile.md``."""
+    from omni_loader.notebook.profiles import Profile
     from omni_loader.profiling.result import VariantProfile
     from omni_loader.profiling.summary import write_summary_report, write_variant_report
-    from omni_loader.profiling.tables import state_dict_call_table
 
     def profile(variant: str, calls: dict[str, int]) -> VariantProfile:
         (tmp_path / variant).mkdir()
         return VariantProfile(variant, tmp_path / variant, state_dict_calls=calls,
                               reference={"phases": {"construct": 0.05, "buffer_discovery": 0.01, "total": 0.06}})
 
-    profiles = {"baseline": profile("baseline", {"primitive": 219, "ncalls": 239_148, "counter": 219}),
-                "optimized": profile("optimized", {"primitive": 0, "ncalls": 0, "counter": 0})}
-    header, *rows = _cells(state_dict_call_table(profiles))
+    profiles = Profile({"baseline": profile("baseline", {"primitive": 219, "ncalls": 239_148, "counter": 219}),
+                        "optimized": profile("optimized", {"primitive": 0, "ncalls": 0, "counter": 0})}, tmp_path)
+    header, *rows = _cells(profiles.state_dict_calls())
     assert header[1:] == ["baseline", "optimized"]
     assert rows == [["primitive calls (whole state dicts)", "219", "0"], ["all calls (with recursion)", "239,148", "0"],
                     ["state_dict() calls counted by the kit's loader (whole state dicts built)", "219", "0"]]
@@ -598,9 +601,11 @@ def test_the_profile_bars_steps_are_short_enough_for_one_line(monkeypatch: pytes
 def test_the_real_runs_operator_tables_leave_the_phase_ranges_to_the_table_under_them(profiled: Path) -> None:
     """On the suite's real profile: each variant's operator table holds no ``phase::`` row while its
     ``torch_ops.csv`` holds one per phase; the phase-range table under it holds them, in words."""
-    from omni_loader.notebook.profiles import torch_operators
+    from omni_loader.notebook.profiles import Profile
+    from omni_loader.profiling.result import VariantProfile
 
-    shown = torch_operators(profiled, list(VARIANTS))
+    shown = Profile({v: VariantProfile(v, profiled / v) for v in VARIANTS}, profiled).torch_operators()
+    shown = shown[:3 * len(VARIANTS)]  # the tables; the sentence on which load was slower under them
     assert shown[::3] == [f"### {v}" for v in VARIANTS]
     for variant, operators, ranges in zip(VARIANTS, shown[1::3], shown[2::3]):
         names = [r[0] for r in _cells(operators)[1:]]

@@ -92,12 +92,12 @@ def test_serve_ab_of_two_three_stage_groups_finds_the_token2wav_stages_weight_lo
     # notebook 06's face of the same A/B (second Lab pass): the startup row points at the phase whose medians differ
     # most and says whether the loader change runs in it; no phase of 0 ms in every start takes a row; the imports,
     # a line in whole milliseconds, show no decimals
-    from omni_loader.notebook.stages import stage_comparison_table, startup_row
+    from omni_loader.notebook.stages import Starts
 
     assert re.search(r"The stage table's largest difference of medians is stage-\d's [^:]+: [\d,.]+ ms in the baseline "
                      r"starts, [\d,.]+ ms in the optimized \([\d,.]+ ms (faster|slower)\), a phase (that holds the "
-                     r"loader change \(buffer discovery\)|the loader change does not touch)", startup_row(out))
-    html = stage_comparison_table(out).to_html()
+                     r"loader change \(buffer discovery\)|the loader change does not touch)", Starts(out).startup_row())
+    html = Starts(out).comparison_table().to_html()
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)[1:]]
     assert not [c for c in cells if c[2:5] == ["0", "0", "0"] or c[2:5] == ["0.000", "0.000", "0.000"]], cells
     imports = next(c for c in cells if "imports" in c[1])

@@ -617,7 +617,7 @@ def test_gantt_keeps_its_labels_inside_the_frame_and_names_phases_in_words() -> 
 def test_06s_timeline_table_starts_nothing_before_the_first_line_and_says_units() -> None:
     """06's table printed "-0.0" for a phase starting on the first line and "-0.4" for imports whose reported 4.4 s
     ends at 4 s on a clock of whole seconds; headers had no unit, phases were snake_case, rows in log order."""
-    from omni_loader.notebook.stages import timeline_table
+    from omni_loader.notebook.stages import timeline
 
     text = "".join([
         line("00:00", "stage-server: listening", stage=2, pid=40),
@@ -627,7 +627,7 @@ def test_06s_timeline_table_starts_nothing_before_the_first_line_and_says_units(
         line("00:04", "Loading weights took 0.069 seconds", stage=2, pid=40),
         line("00:02", "Loading weights took 2.000089 seconds", stage=0, pid=20),
     ])
-    styler = timeline_table(parse_text(text))
+    styler = timeline(parse_text(text)).table()
     header, *rows = table_cells(styler)
     assert header == ["lane", "phase", "start (s)", "end (s)", "time (ms)", "source", "log line"]
     assert [r[:4] for r in rows] == [["stage-0", "weight loading", "0.0", "2.0"],
@@ -656,8 +656,8 @@ def test_06s_stage_table_orders_phases_as_they_started_and_gives_no_share_of_not
     monkeypatch.setattr(serve_ab, "stage_phase_comparisons", lambda out, frame=None: comps)
     log = tmp_path / "1-baseline.log"
     log.write_text(stage_server_start() + line("00:09", "Loading weights took 3.0 seconds", stage=10, pid=50))
-    monkeypatch.setattr(stages, "first_start_log", lambda out: log)
-    styler = stages.stage_comparison_table(tmp_path)
+    monkeypatch.setattr(stages.Starts, "timeline", lambda self: stages.timeline(log))
+    styler = stages.Starts(tmp_path).comparison_table()
     header, *rows = table_cells(styler)
     assert [(r[0], r[1]) for r in rows] == [("stage-2", "imports and snapshot"), ("stage-2", "weight loading"),
                                             ("stage-2", "init engine"), ("stage-10", "weight loading")]
@@ -682,8 +682,8 @@ def test_06s_detectability_is_two_sentences_at_the_measured_spread(monkeypatch) 
     import omni_loader.notebook.stages as stages
 
     base, opt = [5.45, 8.20, 5.53], [7.54, 7.01, 6.12]
-    monkeypatch.setattr(stages, "measured_starts", lambda out: starts_frame(base, opt))
-    text = stages.detectable_sentences("unused")
+    monkeypatch.setattr(stages.Starts, "measured", lambda self: starts_frame(base, opt))
+    text = stages.Starts("unused").detectable_sentences()
     spread = pooled_spread(base, opt)
     first, second = text.split("\n\n")
     five = detectable_difference(spread, 5)
@@ -700,25 +700,25 @@ def test_06s_detectability_is_two_sentences_at_the_measured_spread(monkeypatch) 
     assert "1 s" not in text and text.count(". ") <= 1  # no spread typed in; two sentences, one a paragraph
     assert "where this many" not in text and "with the PR's" not in text
     base, opt = [5.0, 5.1, 5.2, 5.3, 5.1], [4.0, 4.1, 4.2, 4.3, 4.1]  # five a side calls something: no fallback
-    monkeypatch.setattr(stages, "measured_starts", lambda out: starts_frame(base, opt))
-    text = stages.detectable_sentences("unused")
+    monkeypatch.setattr(stages.Starts, "measured", lambda self: starts_frame(base, opt))
+    text = stages.Starts("unused").detectable_sentences()
     assert "the PR's 5 + 5" not in text and text.startswith("At this spread (SD ") and " 5 + 5 runs call a " in text
 
 
 def test_06s_startup_row_names_its_columns_and_keeps_the_prs_verdict_out_of_the_starts(monkeypatch) -> None:
     import omni_loader.notebook.stages as stages
 
-    monkeypatch.setattr(stages, "measured_starts", lambda out: starts_frame([5.45, 8.2, 5.53], [7.54, 7.01, 6.12]))
+    monkeypatch.setattr(stages.Starts, "measured", lambda self: starts_frame([5.45, 8.2, 5.53], [7.54, 7.01, 6.12]))
     monkeypatch.setattr("omni_loader.startup.serve_ab.stage_phase_comparisons", lambda out, frame=None: [])
-    text = stages.startup_row("unused")
+    text = stages.Starts("unused").startup_row()
     rows = [ln for ln in text.splitlines() if ln.startswith("|")]
     assert rows[0] == "| variant | starts to /health (s), in the order they ran | median (s) |"
     assert rows[-1] == "| the PR (MI300X) | — (5 a side, not published) | 105.738 → 104.322 |"
     assert "The PR's verdict on its 5 + 5 starts: ranges overlapped." in text and "ranges overlapped |" not in text
     assert "Here the optimized starts' median is 1.48 s slower than the baseline's" in text  # seconds, as the table
     # the difference of the medians as the table shows them: 6.60 − 6.34 = 0.26, not the 0.254 that reads "0.25"
-    monkeypatch.setattr(stages, "measured_starts", lambda out: starts_frame([6.343, 6.2, 6.5], [6.597, 6.4, 6.9]))
-    text = stages.startup_row("unused")
+    monkeypatch.setattr(stages.Starts, "measured", lambda self: starts_frame([6.343, 6.2, 6.5], [6.597, 6.4, 6.9]))
+    text = stages.Starts("unused").startup_row()
     assert "| 6.34 |" in text and "| 6.60 |" in text and "median is 0.26 s slower than the baseline's" in text, text
 
 
@@ -779,8 +779,8 @@ def stub_ab(monkeypatch, tmp_path: Path, comps) -> None:
     log = tmp_path / "1-baseline.log"
     log.write_text(model_loaded_log())
     monkeypatch.setattr(serve_ab, "stage_phase_comparisons", lambda out, frame=None: comps)
-    monkeypatch.setattr(stages, "first_start_log", lambda out: log)
-    monkeypatch.setattr(stages, "measured_starts", lambda out: starts_frame([6.53, 6.56, 6.34], [8.07, 5.97, 7.99]))
+    monkeypatch.setattr(stages.Starts, "timeline", lambda self: stages.timeline(log))
+    monkeypatch.setattr(stages.Starts, "measured", lambda self: starts_frame([6.53, 6.56, 6.34], [8.07, 5.97, 7.99]))
 
 
 def test_06s_stage_table_shows_log_milliseconds_whole_aligns_the_share_and_leaves_out_phases_of_no_length(
@@ -790,7 +790,7 @@ def test_06s_stage_table_shows_log_milliseconds_whole_aligns_the_share_and_leave
     import omni_loader.notebook.stages as stages
 
     stub_ab(monkeypatch, tmp_path, lab_comparisons())
-    styler = stages.stage_comparison_table(tmp_path)
+    styler = stages.Starts(tmp_path).comparison_table()
     header, *rows = table_cells(styler)
     by = {r[1]: r for r in rows}
     assert by["imports and snapshot"][2:6] == ["5,604", "7,011", "\u22121,407", "\u221225.1"]  # a minus, no decimals
@@ -803,9 +803,9 @@ def test_06s_stage_table_shows_log_milliseconds_whole_aligns_the_share_and_leave
 
 
 def test_06s_timeline_table_leaves_out_an_inferred_phase_of_no_length_and_shows_log_milliseconds_whole() -> None:
-    from omni_loader.notebook.stages import timeline_table
+    from omni_loader.notebook.stages import timeline
 
-    styler = timeline_table(parse_text(model_loaded_log()))
+    styler = timeline(parse_text(model_loaded_log())).table()
     header, *rows = table_cells(styler)
     by = {r[1]: r for r in rows}
     assert "up to [Model Loaded]" not in by
@@ -822,18 +822,18 @@ def test_06s_startup_row_names_the_phase_that_moved_most_and_whether_the_change_
     import omni_loader.notebook.stages as stages
 
     stub_ab(monkeypatch, tmp_path, lab_comparisons())
-    text = stages.startup_row(tmp_path)
+    text = stages.Starts(tmp_path).startup_row()
     assert ("Here the optimized starts' median is 1.46 s slower than the baseline's. The stage table's largest "
             "difference of medians is stage-2's imports and snapshot: 5,604 ms in the baseline starts, 7,011 ms in the "
             "optimized (1,407 ms slower), a phase the loader change does not touch (it changes buffer discovery only, "
             "inside stage-2's Token2Wav weight loading): a difference there is the machine's, not the change's.") in text
     stub_ab(monkeypatch, tmp_path, lab_comparisons("stage-2 token2wav_weight_loading"))
-    text = stages.startup_row(tmp_path)
+    text = stages.Starts(tmp_path).startup_row()
     assert ("largest difference of medians is stage-2's Token2Wav weight loading: 63.406 ms in the baseline starts, "
             "1,563.406 ms in the optimized (1,500 ms slower), a phase that holds the loader change (buffer discovery): "
             "whether the starts' difference is the change or the spread") in text
     stub_ab(monkeypatch, tmp_path, lab_comparisons("stage-0 weight_loading"))
-    assert "stage-0's weight loading" in stages.startup_row(tmp_path) and "does not touch" in stages.startup_row(tmp_path)
+    assert "stage-0's weight loading" in stages.Starts(tmp_path).startup_row() and "does not touch" in stages.Starts(tmp_path).startup_row()
 
 
 def test_which_startup_phases_hold_the_loader_change() -> None:

@@ -1,225 +1,190 @@
-"""A profile of both variants, table by table, as notebook 02 shows it.
+"""Both variants profiled, and their differential profile, section by section as notebook 02 shows them.
 
-Why a module of its own: each of the notebook's tables is a file one tool wrote for each variant, and
-a tool that did not run (py-spy without permission, torch.profiler left out) leaves no file; here each
-function returns the tables that exist, each under its variant's heading, so a cell is one call.
+Why a module of its own: each of the notebook's tables is a file one tool wrote for each variant, and a tool that
+did not run (py-spy without permission, torch.profiler left out) leaves no file; here each section is one method
+that returns the tables that exist, each under its variant's heading, with the sentences beside them, so a cell is
+one call.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from ..profiling.diff import ProfileDiff
+from ..profiling.notes import Profiles
 from ..profiling.settings import DEFAULT_TOP
 
 Q = "q (BH-adjusted p)"  # the differential table's q-value column: Benjamini-Hochberg's adjusted p-value
-
-
-def top_functions(out: str | os.PathLike[str], variants: list[str], top: int = DEFAULT_TOP) -> list[Any]:
-    """cProfile's top functions by cumulative time, for each variant that cProfile profiled."""
-    from ..profiling.outputs import TOP_FUNCTIONS_CSV
-    from ..profiling.tables import top_function_table
-
-    shown = [x for v in variants if (Path(out) / v / TOP_FUNCTIONS_CSV).exists()
-             for x in (f"### {v}", top_function_table(out, v, top))]
-    return shown + ([] if (said := profiled_against_unprofiled(out, variants)) is None else [said])
-
-
 MEMORY_WORK = ("'zero_'", "'copy_'")  # the tensor methods that write fresh memory: construction, the parameters' copies
-
-
-def profiled_against_unprofiled(out: str | os.PathLike[str], variants: list[str]) -> str | None:
-    """A sentence under the top functions when cProfile's whole loads rank the variants the other way round from
-    their unprofiled runs: each load profiled and unprofiled, and its memory work (``zero_``, ``copy_``).
-
-    Why: in the second Lab pass 02's optimized load took 4,512 ms under cProfile against the baseline's 2,451 ms,
-    the reverse of its unprofiled runs, and nothing beside the table said why: almost all the difference was in
-    ``zero_`` and ``copy_``, first touches of fresh memory, whose price on a virtual machine varies from load to
-    load (the flamegraphs' note). ``None`` when the order agrees or a figure is missing."""
-    import json
-
-    from ..formatting import duration
-    from ..profiling.outputs import LOAD_JSON, read_top_functions
-
-    figures = {}
-    for v in variants:
-        try:
-            top = read_top_functions(out, v)
-            unprofiled = json.loads((Path(out) / v / LOAD_JSON).read_text())["phases"]["total"]
-        except (OSError, ValueError, KeyError):
-            return None
-        load = top[top["function"].str.endswith("(load_token2wav)")]["cumtime"]
-        memory = [top[top["function"].str.contains(m, regex=False)]["tottime"].sum() for m in MEMORY_WORK]
-        if load.empty:
-            return None
-        figures[v] = (float(load.iloc[0]), float(unprofiled), memory)
-    if len(figures) != 2:
-        return None
-    (a, (pa, ua, ma)), (b, (pb, ub, mb)) = figures.items()
-    if (pa > pb) == (ua > ub):
-        return None
-    return (f"Profiled, the {b} load took {duration(pb)} against the {a} load's {duration(pa)}, the other way round "
-            f"from their unprofiled runs above ({duration(ub)} against {duration(ua)}). Of the whole loads, "
-            f"`zero_` and `copy_` took {duration(mb[0])} + {duration(mb[1])} ({b}) against {duration(ma[0])} + "
-            f"{duration(ma[1])} ({a}): writing fresh memory, whose first touch on a virtual machine costs what the "
-            "host asks at that moment (the flamegraphs' note below), not the Python code the fix changed.")
-
-
-def torch_operators(out: str | os.PathLike[str], variants: list[str], top: int = DEFAULT_TOP) -> list[Any]:
-    """torch.profiler's operators by self time (the operators alone, headers in words: see
-    :func:`~omni_loader.profiling.tables.torch_ops_table` for why the kit's ``phase::`` ranges are not among them)
-    and under them the load's phase ranges, each phase in words, for each variant it profiled."""
-    from ..profiling.outputs import TORCH_OPS_CSV, TRACE_JSON
-    from ..profiling.tables import phase_range_table, torch_ops_table
-
-    return [x for v in variants if (Path(out) / v / TORCH_OPS_CSV).exists()
-            for x in (f"### {v}", torch_ops_table(out, v, top), phase_range_table(Path(out) / v / TRACE_JSON))]
-
-
-def flamegraphs(profiles: dict[str, Any]) -> list[Any]:
-    """Each variant's interactive flamegraph of the load, or a line saying why there is none."""
-    shown: list[Any] = []
-    for variant, p in profiles.items():
-        flame = p.flamegraph()
-        shown += [f"### {variant}", flame if flame is not None else
-                  f"no flamegraph: {p.py_spy.get('skipped', 'py-spy was not run')}"]
-    return shown
-
-
-def where_time_goes(out: str | os.PathLike[str], link_from: str | os.PathLike[str] | None = None) -> str:
-    """``profile.md``'s attribution (:func:`~omni_loader.profiling.summary.read_summary`, links relative to the
-    notebook) as a section of notebook 02: without its title, which the notebook's own heading says, and without the
-    phase-share table and the ``state_dict()`` counts, which the notebook's cells above show as tables (the sentence
-    setting discovery beside the whole load stays); its sections one level under the notebook's (``###`` under
-    ``##``). The file keeps all of it."""
-    import re
-
-    from ..profiling.summary import PHASE_SHARES, STATE_DICT_CALLS, read_summary
-    from .showing import nested
-
-    kept, section = [], ""
-    for line in read_summary(out, link_from).splitlines():
-        if line.startswith("# "):  # the title
-            continue
-        if line.startswith("## "):
-            section = line
-            if line.startswith((PHASE_SHARES, STATE_DICT_CALLS)):
-                continue
-        if section.startswith(STATE_DICT_CALLS) or (section.startswith(PHASE_SHARES) and line.startswith("|")):
-            continue
-        kept.append(line)
-    return nested(re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip() + "\n", under=2)
-
-
-def diff_section(diff: Any) -> list[Any]:
-    """The differential profile as notebook 02's last section shows it: its sentences (``diff.md`` without the
-    table, its heading one level under the notebook's), its table (:func:`diff_table`) and its flamegraph."""
-    from .showing import nested
-
-    return [nested(diff.markdown(with_table=False), under=2), diff_table(diff), diff.flamegraph()]
-
-
-def sampling_digits(step_seconds: float, unit: str) -> int:
-    """Decimals of a time in ``unit`` that are no finer than one sample of ``step_seconds``: 0 for py-spy's
-    4 ms in ms (250 Hz), 1 for 0.5 ms, 2 for 4 ms written in seconds."""
-    import math
-
-    from ..formatting import TIME_SCALE
-
-    return max(0, math.floor(-math.log10(step_seconds * TIME_SCALE[unit])))
-
-
-def diff_table(diff: Any):  # -> Styler
-    """A differential profile's table (``diff.md``'s rows) as a notebook table: a function's name over its file in
-    one cell, broken only at dots and slashes, the medians in one unit, the interval of B − A as one cell, the verdict
-    in 01's words (``no claim``, never wrapped); every time
-    to the precision py-spy's sampling resolves (one sample every 1/rate s, the rate the diff recorded: whole ms at
-    250 Hz), which the caption says once."""
-    import numpy as np
-    import pandas as pd
-
-    from ..formatting import TIME_SCALE, number, short_duration, table, time_unit
-    from ..profiling.diff_stats import NO_CLAIM as NOT_CLAIMED
-    from ..profiling.settings import DEFAULT_RATE
-    from .ab_tables import NO_CLAIM, TO, unbroken
-
-    shown = diff.shown()
-    unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
-    rate = float(diff.settings.get("rate") or DEFAULT_RATE)
-    digits = sampling_digits(1 / rate, unit)
-
-    def shown_in_unit(seconds: Any) -> Any:  # a time or a column of them, rounded to what is shown, a -0 made 0
-        return np.round(seconds * TIME_SCALE[unit], digits) + 0.0
-
-    def bare_shown(value: float) -> str:  # with a minus sign, as the sentences write one, not a hyphen
-        return f"{value:,.{digits}f}".replace("-", "\u2212")
-
-    def bare(seconds: float) -> str:
-        return bare_shown(shown_in_unit(seconds))
-
-    times = {f"A median ({unit})": "a_median_s", f"B median ({unit})": "b_median_s", f"B − A ({unit})": "delta_s"}
-    frame = pd.DataFrame({
-        "function (file)": [f"{r['function']}\n{r['file']}" for _, r in shown.iterrows()],
-        **{name: shown_in_unit(shown[column]) for name, column in times.items()},
-        f"95% interval of B − A ({unit})": [bare(r["ci_low"]) + TO + bare(r["ci_high"]) for _, r in shown.iterrows()],
-        Q: shown["q"], "verdict": [unbroken(NO_CLAIM if v == NOT_CLAIMED else v) for v in shown["verdict"]],
-        "role": shown["role"]})
-    caption = (f"Times to the nearest {10.0 ** -digits:g} {unit}: py-spy sampled at {number(rate)} Hz, "
-               f"one sample every {short_duration(1 / rate)}")
-    styler = table(frame.reset_index(drop=True), decimals={**{name: digits for name in times}, Q: 4},
-                   names=["function (file)"], caption=caption)
-    return styler.format(bare_shown, subset=[f"B − A ({unit})"])  # a minus sign, as in the interval beside it
-
-
 # The frames a flamegraph's phases are read from: the discovery rules' functions, the model's construction.
 FLAME_PHASES = {"buffer_discovery": ("_baseline", "_optimized"), "construct": ("build_model",)}
 
 
-def flame_note(profiles: dict[str, Any]) -> str:
-    """Under 02's flamegraphs, in numbers: how wide buffer discovery and construction are drawn in each variant's
-    graph (their share of the samples under ``load_token2wav``) beside their share of the median unprofiled run
-    in the phase table above, and how many MiB of parameters construction writes (:func:`_parameter_mib`). Why:
-    the baseline's graph drew discovery about a third as wide as the table's share (the issue's
-    12% against 35.8%), and the prose said why in words only; a flamegraph is one first load of a fresh worker
-    under a sampler, where construction's first touches of fresh memory cost what the host asks, so every other
-    frame is narrower by what construction gains."""
-    from ..profiling.flamegraph import load_stacks
-    from ..reporting.measurements import label
+def profile(snapshot: Any, variants: Any = "both", tools: Any = "all", out_dir: str | os.PathLike[str] = "profile", *,
+            progress: bool = True, on_skip: Any = None, **overrides: Any) -> Profile:
+    """Profile each variant into ``out_dir`` as ``omni-loader profile`` does
+    (:func:`~omni_loader.profiling.run.profile_variants`: unprofiled reference loads, then cProfile, py-spy and
+    torch.profiler; keywords such as ``layout=``, ``device=``, ``top=``, ``reference_runs=`` set single fields of the
+    load options and the tools' settings) and return the run, section by section (:class:`Profile`)."""
+    from ..profiling.run import profile_variants, with_overrides
 
-    lines, size = [], None
-    for variant, p in profiles.items():
-        speedscope = p.files.get("speedscope")
-        if not speedscope or not Path(speedscope).is_file():
-            continue
-        try:
-            stacks, _ = load_stacks(speedscope)
-            shares = p.phase_shares().set_index("phase")["share"]
-        except Exception:  # noqa: BLE001 - a note, not a table: no file, no sentence
-            continue
-        total = sum(w for _, w in stacks)
-        if not total:
-            continue
-        parts = []
-        for phase, functions in FLAME_PHASES.items():
-            drawn = sum(w for path, w in stacks if any(name.split(".")[-1].split(" ")[0] in functions
-                                                       for name, _ in path))
-            if phase in shares:
-                parts.append(f"{label(phase).lower() if phase == 'construct' else label(phase)} "
-                             f"{100 * drawn / total:.1f}% of the graph's width against {100 * shares[phase]:.1f}% of "
-                             "the table's run")
-        if parts:
-            lines.append(f"- **{variant}**: " + "; ".join(parts) + ".")
-        size = size or _parameter_mib(p.reference)
-    if not lines:
-        return ""
-    return ("How wide each graph draws two phases, beside their share of the median unprofiled run in the phase "
-            "table above:\n\n" + "\n".join(lines) + "\n\nThe widths differ because the two count different loads: "
-            "a graph is one load, the first in a fresh worker that py-spy stops for every sample, where construction "
-            + (f"writes {size:,.1f} MiB of fresh parameters" if size else "writes every parameter afresh")
-            + " whose first touches the host prices at that moment; whatever construction gains there, every other "
-            "frame loses in width. The table's run is unprofiled and its shares are of its own whole load: read the "
-            "graph for *what* fills a load, the table for *how much*.")
+    options, settings = with_overrides(None, None, overrides)
+    profiles = profile_variants(snapshot, variants, tools, out_dir, options, settings, progress=progress,
+                                on_skip=on_skip)
+    return Profile(profiles, out_dir, snapshot, options, settings.top)
+
+
+class Profile(Profiles):
+    """One profiling run of the variants (:func:`profile`), section by section as notebook 02 shows it: the run's
+    :class:`~omni_loader.profiling.notes.Profiles` (each variant's profile by name) and where, on what and how it ran.
+
+    Why: every section reads that run's files, and the differential profile (:meth:`diff`) runs on the same snapshot
+    and load options into the same directory, so a notebook names them once; where one profiled load disagrees with
+    the unprofiled runs, the section says so beside its tables."""
+
+    def __init__(self, profiles: dict[str, Any], out: str | os.PathLike[str], snapshot: Any = None,
+                 options: Any = None, top: int = DEFAULT_TOP) -> None:
+        super().__init__(profiles)
+        self.out, self.snapshot, self.options, self.top = Path(out), snapshot, options, top
+
+    def phase_shares(self) -> list[Any]:
+        """The unprofiled runs' phase times and shares side by side, and which untouched phase differs most."""
+        from ..profiling.tables import phase_share_table
+
+        return [phase_share_table(self), *self.phase_notes()]
+
+    def state_dict_calls(self):  # -> Styler
+        """``Module.state_dict``'s calls per variant: cProfile's primitive and total counts and the kit's own."""
+        from ..profiling.tables import state_dict_call_table
+
+        return state_dict_call_table(self)
+
+    def top_functions(self, top: int | None = None) -> list[Any]:
+        """cProfile's top functions by cumulative time for each variant it profiled, and a word if they rank oddly."""
+        from ..profiling.outputs import TOP_FUNCTIONS_CSV
+        from ..profiling.tables import top_function_table
+
+        shown = [x for v in self if (self.out / v / TOP_FUNCTIONS_CSV).exists()
+                 for x in (f"### {v}", top_function_table(self.out, v, top or self.top))]
+        return shown + ([] if (said := self.profiled_against_unprofiled()) is None else [said])
+
+    def profiled_against_unprofiled(self) -> str | None:
+        """Where cProfile ranks the whole loads unlike their unprofiled runs: both, and the loads' memory work."""
+        import json
+
+        from ..formatting import duration
+        from ..profiling.outputs import LOAD_JSON, read_top_functions
+
+        figures = {}
+        for v in self:
+            try:
+                top = read_top_functions(self.out, v)
+                unprofiled = json.loads((self.out / v / LOAD_JSON).read_text())["phases"]["total"]
+            except (OSError, ValueError, KeyError):
+                return None
+            load = top[top["function"].str.endswith("(load_token2wav)")]["cumtime"]
+            memory = [top[top["function"].str.contains(m, regex=False)]["tottime"].sum() for m in MEMORY_WORK]
+            if load.empty:
+                return None
+            figures[v] = (float(load.iloc[0]), float(unprofiled), memory)
+        if len(figures) != 2:
+            return None
+        (a, (pa, ua, ma)), (b, (pb, ub, mb)) = figures.items()
+        if (pa > pb) == (ua > ub):
+            return None
+        return (f"Profiled, the {b} load took {duration(pb)} against the {a} load's {duration(pa)}, the other way round "
+                f"from their unprofiled runs above ({duration(ub)} against {duration(ua)}). Of the whole loads, "
+                f"`zero_` and `copy_` took {duration(mb[0])} + {duration(mb[1])} ({b}) against {duration(ma[0])} + "
+                f"{duration(ma[1])} ({a}): writing fresh memory, whose first touch on a virtual machine costs what the "
+                "host asks at that moment (the flamegraphs' note below), not the Python code the fix changed.")
+
+    def torch_operators(self, top: int | None = None) -> list[Any]:
+        """torch.profiler's operators by self time and phase ranges for each variant it profiled; which was slower."""
+        from ..profiling.outputs import TORCH_OPS_CSV, TRACE_JSON
+        from ..profiling.tables import phase_range_table, torch_ops_table
+
+        return [*(x for v in self if (self.out / v / TORCH_OPS_CSV).exists()
+                  for x in (f"### {v}", torch_ops_table(self.out, v, top or self.top),
+                            phase_range_table(self.out / v / TRACE_JSON))), *self.torch_notes()]
+
+    def flamegraphs(self) -> list[Any]:
+        """Each variant's interactive flamegraph of the load (or why there is none) and how wide it draws two phases."""
+        shown: list[Any] = []
+        for variant, p in self.items():
+            flame = p.flamegraph()
+            shown += [f"### {variant}", flame if flame is not None else
+                      f"no flamegraph: {p.py_spy.get('skipped', 'py-spy was not run')}"]
+        return [*shown, self.flame_note()]
+
+    def flame_note(self) -> str:
+        """How wide each flamegraph draws buffer discovery and construction, beside their unprofiled shares."""
+        from ..profiling.flamegraph import load_stacks
+        from ..reporting.measurements import label
+
+        lines, size = [], None
+        for variant, p in self.items():
+            speedscope = p.files.get("speedscope")
+            if not speedscope or not Path(speedscope).is_file():
+                continue
+            try:
+                stacks, _ = load_stacks(speedscope)
+                shares = p.phase_shares().set_index("phase")["share"]
+            except Exception:  # noqa: BLE001 - a note, not a table: no file, no sentence
+                continue
+            total = sum(w for _, w in stacks)
+            if not total:
+                continue
+            parts = []
+            for phase, functions in FLAME_PHASES.items():
+                drawn = sum(w for path, w in stacks if any(name.split(".")[-1].split(" ")[0] in functions
+                                                           for name, _ in path))
+                if phase in shares:
+                    parts.append(f"{label(phase).lower() if phase == 'construct' else label(phase)} "
+                                 f"{100 * drawn / total:.1f}% of the graph's width against {100 * shares[phase]:.1f}% "
+                                 "of the table's run")
+            if parts:
+                lines.append(f"- **{variant}**: " + "; ".join(parts) + ".")
+            size = size or _parameter_mib(p.reference)
+        if not lines:
+            return ""
+        return ("How wide each graph draws two phases, beside their share of the median unprofiled run in the phase "
+                "table above:\n\n" + "\n".join(lines) + "\n\nThe widths differ because the two count different loads: "
+                "a graph is one load, the first in a fresh worker that py-spy stops for every sample, where construction "
+                + (f"writes {size:,.1f} MiB of fresh parameters" if size else "writes every parameter afresh")
+                + " whose first touches the host prices at that moment; whatever construction gains there, every other "
+                "frame loses in width. The table's run is unprofiled and its shares are of its own whole load: read the "
+                "graph for *what* fills a load, the table for *how much*.")
+
+    def where_time_goes(self, link_from: str | os.PathLike[str] | None = None) -> str:
+        """``profile.md``'s attribution under the notebook's heading, without the tables the cells above show."""
+        # The sentence setting discovery beside the whole load stays; its sections go one level under the notebook's.
+        import re
+
+        from ..profiling.summary import PHASE_SHARES, STATE_DICT_CALLS, read_summary
+        from .showing import nested
+
+        kept, section = [], ""
+        for line in read_summary(self.out, link_from).splitlines():
+            if line.startswith("# "):  # the title
+                continue
+            if line.startswith("## "):
+                section = line
+                if line.startswith((PHASE_SHARES, STATE_DICT_CALLS)):
+                    continue
+            if section.startswith(STATE_DICT_CALLS) or (section.startswith(PHASE_SHARES) and line.startswith("|")):
+                continue
+            kept.append(line)
+        return nested(re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip() + "\n", under=2)
+
+    def diff(self, runs: int, *, progress: bool = True, **more: Any) -> Diff:
+        """The differential profile of the two variants profiled here: ``runs`` sampled loads each, in ``diff/``."""
+        from ..profiling.diff import profile_diff
+
+        return Diff.of(profile_diff(self.snapshot, tuple(self), runs=runs, out_dir=self.out, options=self.options,
+                                    progress=progress, **more))
 
 
 def _parameter_mib(reference: dict[str, Any]) -> float | None:
@@ -233,3 +198,77 @@ def _parameter_mib(reference: dict[str, Any]) -> float | None:
     if size is None or reference.get("variant") != "baseline":
         return None
     return inventory(reference.get("layout") or "vllm-omni", "full" if size == "full-size" else size).parameter_bytes / 2**20
+
+
+class Diff(ProfileDiff):
+    """A differential profile (:class:`~omni_loader.profiling.diff.ProfileDiff`) as 02's last section shows it.
+
+    Why: ``diff.md`` is written for a file; a notebook shows its sentences under its own heading and its table as a
+    notebook table, every time to the precision py-spy's sampling resolves (one sample every 1/rate s: whole ms at
+    250 Hz), so that no digit claims more than the samples hold."""
+
+    @classmethod
+    def of(cls, diff: ProfileDiff) -> Diff:
+        """``diff``, to show."""
+        return cls(**{f.name: getattr(diff, f.name) for f in fields(diff) if f.init})
+
+    @classmethod
+    def read(cls, out_dir: str | os.PathLike[str]) -> Diff:
+        """A differential profile written before (``out_dir`` or ``out_dir/diff``), to show."""
+        from ..profiling.diff import read_profile_diff
+
+        return cls.of(read_profile_diff(out_dir))
+
+    def section(self) -> list[Any]:
+        """Its sentences (``diff.md`` without the table, under the notebook's heading), its table, its flamegraph."""
+        from .showing import nested
+
+        return [nested(self.markdown(with_table=False), under=2), self.table(), self.flamegraph()]
+
+    def table(self):  # -> Styler
+        """Its functions as a notebook table: medians, B − A and its interval in one unit, q, 01's verdict words."""
+        import numpy as np
+        import pandas as pd
+
+        from ..formatting import TIME_SCALE, number, short_duration, table, time_unit
+        from ..profiling.diff_stats import NO_CLAIM as NOT_CLAIMED
+        from ..profiling.settings import DEFAULT_RATE
+        from .ab_tables import NO_CLAIM, TO, unbroken
+
+        shown = self.shown()
+        unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
+        rate = float(self.settings.get("rate") or DEFAULT_RATE)
+        digits = sampling_digits(1 / rate, unit)
+
+        def shown_in_unit(seconds: Any) -> Any:  # a time or a column of them, rounded to what is shown, a -0 made 0
+            return np.round(seconds * TIME_SCALE[unit], digits) + 0.0
+
+        def bare_shown(value: float) -> str:  # with a minus sign, as the sentences write one, not a hyphen
+            return f"{value:,.{digits}f}".replace("-", "\u2212")
+
+        def bare(seconds: float) -> str:
+            return bare_shown(shown_in_unit(seconds))
+
+        times = {f"A median ({unit})": "a_median_s", f"B median ({unit})": "b_median_s", f"B − A ({unit})": "delta_s"}
+        frame = pd.DataFrame({
+            "function (file)": [f"{r['function']}\n{r['file']}" for _, r in shown.iterrows()],
+            **{name: shown_in_unit(shown[column]) for name, column in times.items()},
+            f"95% interval of B − A ({unit})": [bare(r["ci_low"]) + TO + bare(r["ci_high"])
+                                                for _, r in shown.iterrows()],
+            Q: shown["q"], "verdict": [unbroken(NO_CLAIM if v == NOT_CLAIMED else v) for v in shown["verdict"]],
+            "role": shown["role"]})
+        caption = (f"Times to the nearest {10.0 ** -digits:g} {unit}: py-spy sampled at {number(rate)} Hz, "
+                   f"one sample every {short_duration(1 / rate)}")
+        styler = table(frame.reset_index(drop=True), decimals={**{name: digits for name in times}, Q: 4},
+                       names=["function (file)"], caption=caption)
+        return styler.format(bare_shown, subset=[f"B − A ({unit})"])  # a minus sign, as in the interval beside it
+
+
+def sampling_digits(step_seconds: float, unit: str) -> int:
+    """Decimals of a time in ``unit`` that are no finer than one sample of ``step_seconds``: 0 for py-spy's
+    4 ms in ms (250 Hz), 1 for 0.5 ms, 2 for 4 ms written in seconds."""
+    import math
+
+    from ..formatting import TIME_SCALE
+
+    return max(0, math.floor(-math.log10(step_seconds * TIME_SCALE[unit])))

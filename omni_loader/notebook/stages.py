@@ -1,9 +1,10 @@
-"""A startup A/B of stage groups, as notebook 06 shows it: start, read the first start, compare, detect.
+"""A startup A/B of stage groups and one start's timeline, as notebook 06 shows them.
 
-Why a module of its own: the notebook's cells chained the stage group's commands, ``serve_ab``, the
-integrity checks, the run plan's columns and the startup phase's name; here each step is one call
-that returns what the cell displays (a path, a table, a sentence), so the notebook reads as the
-story and the startup folder can change underneath it.
+Why a module of its own: the notebook's cells chained the stage group's commands, ``serve_ab``, the integrity checks,
+the run plan's columns and the startup phase's name; here two nouns hold that, the starts (:class:`Starts`, what
+:func:`start_stage_groups` returns) and one start's timeline (:class:`StartTimeline`, what :func:`timeline` reads from
+any startup log, a ``vllm serve`` log of your own too), each method returning what a cell displays (a table, a chart,
+a sentence), so the notebook reads as the story and the startup folder can change underneath it.
 """
 
 from __future__ import annotations
@@ -11,18 +12,22 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from ..startup.timeline import Timeline
+
 VARIANTS = ("baseline", "optimized")
+SHARE_FLOOR_S = 0.005  # a baseline median under 5 ms gets no saving (%): a share of so little is timer and scheduler noise
 
 
 def start_stage_groups(out: str | os.PathLike[str], *, size: str = "tiny", stages: int = 3, token2wav_stage: int = 2,
                        simulate_seconds: Sequence[float] = (2.0, 3.0), warmup: int = 1, runs: int = 3,
-                       device: str = "cpu", timeout: float = 600.0) -> Path:
+                       device: str = "cpu", timeout: float = 600.0) -> Starts:
     """Start two stage groups in turn (alike but for the Token2Wav stage's loader variant), ``warmup`` +
     ``runs`` starts of each, timed to ``/health`` and logged into ``out`` (``serve-ab`` of two
-    ``stage-group`` commands). Returns ``out``."""
+    ``stage-group`` commands), and return the starts (:class:`Starts`)."""
     from ..startup.serve_ab import serve_ab
     from ..startup.stage_group import stage_group_commands
     from ..token2wav.checkpoint import resolve_snapshot
@@ -31,66 +36,237 @@ def start_stage_groups(out: str | os.PathLike[str], *, size: str = "tiny", stage
     snapshot = resolve_snapshot(size=size)
     base, opt, url = stage_group_commands(snapshot.root, stages=stages, token2wav_stage=token2wav_stage,
                                           simulate_seconds=tuple(simulate_seconds), options=LoadOptions(device=device))
-    return serve_ab(base, opt, url, out, warmup=warmup, runs=runs, timeout=timeout, progress=True, device=device)
+    return Starts(serve_ab(base, opt, url, out, warmup=warmup, runs=runs, timeout=timeout, progress=True,
+                           device=device))
 
 
-def measured_starts(out: str | os.PathLike[str]):  # -> DataFrame
-    """Each measured start's time to ``/health`` (warm-ups and failed starts left out)."""
-    from ..results.integrity import check_results
-    from ..startup.one_run import PHASE
+def timeline(log: str | os.PathLike[str] | Timeline) -> StartTimeline:
+    """The timeline of one start's log (a stage group's, a ``vllm serve`` log of your own, or one read already)."""
+    from ..startup.timeline import read_timeline
 
-    frame = check_results(out).frame
-    return frame[(frame["phase"] == PHASE) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
-
-
-def first_start_log(out: str | os.PathLike[str]) -> Path:
-    """The log of the first measured baseline start."""
-    starts = measured_starts(out)
-    first = starts[starts["variant"] == VARIANTS[0]].iloc[0]
-    return Path(out) / "logs" / f"{int(first['run_id'])}-{VARIANTS[0]}.log"
+    read = log if isinstance(log, Timeline) else read_timeline(log)
+    return StartTimeline(**{f.name: getattr(read, f.name) for f in fields(read) if f.init})
 
 
-def timeline_sentence(log: str | os.PathLike[str], timeline: Any) -> str:
-    """One sentence on a start's timeline: its lines, its lanes and which stage gated readiness."""
-    from ..startup.timeline_plot import path_words
+class StartTimeline(Timeline):
+    """One start's timeline (:class:`~omni_loader.startup.timeline.Timeline`: a lane per stage, phases keyed by
+    stage) as notebook 06 shows it: a sentence, a table and a chart.
 
-    path = timeline.critical_path()
-    return (f"**{log}**: {timeline.lines} lines, lanes {', '.join(timeline.lane_names())}. "
-            + (f"Critical path: {path_words(path)}" if path else "No stage reported ready."))
+    Why: a log's clock is to the second and some of its lines say whole milliseconds, so the table shows what the
+    log gives and no more, its caption saying what it left out; and it reads any log, so a log of your own needs
+    nothing else."""
+
+    def sentence(self) -> str:
+        """One sentence on the start: its log's lines, its lanes and which stage gated readiness."""
+        from ..startup.timeline_plot import path_words
+
+        path = self.critical_path()
+        return (f"**{self.log}**: {self.lines} lines, lanes {', '.join(self.lane_names())}. "
+                + (f"Critical path: {path_words(path)}" if path else "No stage reported ready."))
+
+    def table(self):  # -> Styler
+        """The start's phases, a row each, lane by lane and in the order they started, with their extents' source."""
+        # A phase reported to start under a second before the first line is shown from 0, as the chart draws it.
+        import pandas as pd
+
+        from ..formatting import table, time_unit
+        from ..startup.timeline_plot import phase_words
+        from ..startup.timeline_scan import RESOLUTION
+
+        lanes = {name: i for i, name in enumerate(self.lane_names())}
+        phases = sorted(self.phases(), key=lambda r: (lanes.get(r.lane, len(lanes)), r.start, -r.end, r.line))
+        empty = [r for r in phases if r.source == "inferred" and r.seconds == 0]
+        phases = [r for r in phases if r not in empty]
+        clamped = [r for r in phases if -RESOLUTION <= r.start < -0.05]  # what prints as 0.0 is no clamp to mention
+        rows = pd.DataFrame([{
+            "lane": r.lane, "phase": phase_words(r.phase),
+            "start (s)": max(r.start, 0.0) if r.start >= -RESOLUTION else r.start, "end (s)": r.end,
+            "seconds": r.seconds, "source": r.source, "log line": r.line} for r in phases],
+            columns=["lane", "phase", "start (s)", "end (s)", "seconds", "source", "log line"])
+        caption = "Phases of this start, in the order they started (start and end: seconds from the log's first line)"
+        if clamped:
+            caption += (f"; {_listed(f'{r.lane} {phase_words(r.phase)}' for r in clamped)} reported a length that "
+                        "puts its start up to a second before the log's first line, whose clock is to the second: "
+                        "shown from 0")
+        if empty:
+            caption += f"; {_no_length(f'{r.lane} {phase_words(r.phase)}' for r in empty)}"
+        unit = time_unit([r.seconds for r in phases])
+        styled = table(rows, seconds=["seconds"], unit=unit, decimals={"start (s)": 1, "end (s)": 1}, caption=caption)
+        return whole_ms_rows(styled, [[r.seconds] for r in phases], ["time (ms)"]) if unit == "ms" else styled
+
+    def gantt(self, **options: Any):  # -> ShownFigure
+        """The start's chart, a lane per stage, the Token2Wav stage and the critical path marked (``title=`` ...)."""
+        from ..startup.timeline_plot import gantt
+
+        return gantt(self, **options)
 
 
-def timeline_table(timeline: Any):  # -> Styler
-    """The phases of one start, a row each, lane by lane and in the order they started: phase (in words), start
-    and end (seconds from the log's first line), duration, whether its extent was reported or inferred, and its
-    line. A phase whose reported length puts its start under a second before the log's first line (the log's
-    clock is to the second) is shown from 0, as the chart draws it, and the caption says so; an inferred phase of
-    no length (its line and the one it is inferred from in the same second) takes no row, and the caption names it.
-    A row whose time is whole milliseconds (a line that says ms) shows no decimals: it has none."""
-    import pandas as pd
+class Starts:
+    """The starts of a startup A/B of stage groups (``serve-ab``'s directory ``out``), as notebook 06 shows them.
 
-    from ..formatting import table, time_unit
-    from ..startup.timeline_plot import phase_words
-    from ..startup.timeline_scan import RESOLUTION
+    Why: a start's time to ``/health`` holds every stage's imports, loads and waits, so its spread is seconds where
+    the loader's saving is a fraction of one; each method reads what it needs from ``out`` and says its answer with
+    that spread in view."""
 
-    lanes = {name: i for i, name in enumerate(timeline.lane_names())}
-    phases = sorted(timeline.phases(), key=lambda r: (lanes.get(r.lane, len(lanes)), r.start, -r.end, r.line))
-    empty = [r for r in phases if r.source == "inferred" and r.seconds == 0]
-    phases = [r for r in phases if r not in empty]
-    clamped = [r for r in phases if -RESOLUTION <= r.start < -0.05]  # what prints as 0.0 is no clamp to mention
-    rows = pd.DataFrame([{
-        "lane": r.lane, "phase": phase_words(r.phase),
-        "start (s)": max(r.start, 0.0) if r.start >= -RESOLUTION else r.start, "end (s)": r.end,
-        "seconds": r.seconds, "source": r.source, "log line": r.line} for r in phases],
-        columns=["lane", "phase", "start (s)", "end (s)", "seconds", "source", "log line"])
-    caption = "Phases of this start, in the order they started (start and end: seconds from the log's first line)"
-    if clamped:
-        caption += (f"; {_listed(f'{r.lane} {phase_words(r.phase)}' for r in clamped)} reported a length that puts "
-                    "its start up to a second before the log's first line, whose clock is to the second: shown from 0")
-    if empty:
-        caption += f"; {_no_length(f'{r.lane} {phase_words(r.phase)}' for r in empty)}"
-    unit = time_unit([r.seconds for r in phases])
-    styled = table(rows, seconds=["seconds"], unit=unit, decimals={"start (s)": 1, "end (s)": 1}, caption=caption)
-    return whole_ms_rows(styled, [[r.seconds] for r in phases], ["time (ms)"]) if unit == "ms" else styled
+    def __init__(self, out: str | os.PathLike[str]) -> None:
+        self.out = Path(out)
+
+    def measured(self):  # -> DataFrame
+        """Each measured start's time to ``/health`` (warm-ups and failed starts left out)."""
+        from ..results.integrity import check_results
+        from ..startup.one_run import PHASE
+
+        frame = check_results(self.out).frame
+        return frame[(frame["phase"] == PHASE) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
+
+    def timeline(self) -> StartTimeline:
+        """The timeline of the first measured baseline start's log."""
+        starts = self.measured()
+        first = starts[starts["variant"] == VARIANTS[0]].iloc[0]
+        return timeline(self.out / "logs" / f"{int(first['run_id'])}-{VARIANTS[0]}.log")
+
+    def compared_phases(self) -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, Any]], Any]:
+        """``(shown, empty, first)``: the ``(lane, phase, Comparison)`` both variants have, and those of no length."""
+        # In the order the first measured start (``first``) ran them; ``empty``: 0 s in every start, or inferred (to
+        # the log's second) with medians of 0 s in both variants.
+        from ..errors import OmniLoaderError
+        from ..startup.serve_ab import stage_phase_comparisons
+
+        try:
+            first = self.timeline()
+        except (OSError, OmniLoaderError, IndexError, KeyError):
+            first = None
+        order: dict[tuple[str, str], tuple[float, float]] = {}
+        for r in first.phases() if first is not None else ():
+            order.setdefault((r.lane, r.phase), (r.start, -r.end))
+        inferred = {(r.lane, r.phase) for r in first.phases() if r.source == "inferred"} if first else set()
+        comps = sorted(stage_phase_comparisons(self.out),
+                       key=lambda t: (_lane_rank(t[0]), order.get((t[0], t[1].partition("#")[0]), (math.inf, 0.0))))
+        empty = [(lane, phase, c) for lane, phase, c in comps if not any((*c.baseline.samples, *c.optimized.samples))
+                 or ((lane, phase.partition("#")[0]) in inferred and c.baseline.median == 0 == c.optimized.median)]
+        return [t for t in comps if t not in empty], empty, first
+
+    def comparison_table(self):  # -> Styler
+        """Every (stage, phase) both variants have: medians, the saving and its share, and the kit's verdict."""
+        # A reason no row can be a claim is said once in the caption, as are the phases of 0 ms.
+        import pandas as pd
+
+        from ..formatting import table
+        from ..startup.timeline_plot import phase_words
+        from .ab_tables import verdict_word
+
+        def shown(value: float, last: float) -> float:  # what rounds to zero at the decimals shown is 0, never "-0.000"
+            return 0.0 if abs(value) < last / 2 else value
+
+        def share(c: Any) -> str:
+            if c.baseline.median < SHARE_FLOOR_S:
+                return "—"
+            return f"{shown(-100 * c.difference / c.baseline.median, 0.1):,.1f}"
+
+        comps, empty, first = self.compared_phases()
+        frame = pd.DataFrame([{
+            "stage": lane, "phase": phase_words(phase), "baseline median": c.baseline.median,
+            "optimized median": c.optimized.median, "saving": shown(-c.difference, 1e-6), "saving (%)": share(c),
+            "verdict": verdict_word(c)} for lane, phase, c in comps])
+        reasons = {c.verdict().split(": ", 1)[-1] for _, _, c in comps}
+        caption = "Medians per stage and phase (each stage's phases in the order they started), and the kit's verdict"
+        if len(reasons) == 1 and "cannot reach" in next(iter(reasons)):
+            caption += f" ({next(iter(reasons)).replace(' (', '; ').removesuffix(')')}: no row can be a claim)"
+        if any(c.baseline.median < SHARE_FLOOR_S for _, _, c in comps):
+            caption += (f"; saving (%) shows — where the baseline median is under {SHARE_FLOOR_S * 1e3:g} ms: a share "
+                        "of so little time is the timer's and the scheduler's noise")
+        if empty:
+            inferred = {(r.lane, r.phase) for r in first.phases() if r.source == "inferred"} if first else set()
+            names = [f"{lane} {phase_words(phase)}" for lane, phase, _ in empty]
+            caption += (f"; {_listed(names)} {'has' if len(names) == 1 else 'have'} no row: a median of 0 ms in both "
+                        "variants"
+                        + (" (inferred from timestamps to the second): one start whose two lines straddled a second's "
+                           "turn gives it a whole second, as the timeline table above may show, while the median of "
+                           "the starts is 0 ms"
+                           if all((lane, phase) in inferred for lane, phase, _ in empty) else ""))
+        if frame.empty:
+            return table(frame, caption=caption)
+        columns = ["baseline median", "optimized median", "saving"]
+        styled = table(frame, seconds=columns, unit="ms", caption=caption)
+        styled = whole_ms_rows(styled, [[c.baseline.median, c.optimized.median] for _, _, c in comps],
+                               [f"{name} (ms)" for name in columns])
+        styled = styled.set_properties(subset=["saving (%)"], **{"text-align": "right", "white-space": "nowrap",
+                                                                  "font-variant-numeric": "tabular-nums"})
+        return styled.set_properties(subset=["stage"], **{"white-space": "nowrap"})  # "stage-0", never "stage-" "0"
+
+    def detectable_sentences(self, pr_runs: int = 5) -> str:
+        """What these starts could detect at their own spread, and the runs a side the PR's saving would need."""
+        # where this design can call no difference, the PR's ``pr_runs`` a side at the same spread
+        from ..startup.detectable import PR_SAVING_S, detectability
+
+        starts = self.measured()
+        samples = [list(starts[starts["variant"] == v]["seconds"]) for v in VARIANTS]
+        if min(len(x) for x in samples) < 2:
+            fewest = min(len(x) for x in samples)
+            return f"{fewest} measured {'start' if fewest == 1 else 'starts'} a side: the spread needs two or more."
+        here = detectability(*samples, saving=PR_SAVING_S)
+        design = (detectability(spread=here.spread, n=pr_runs, saving=PR_SAVING_S) if math.isinf(here.detectable)
+                  else None)
+        return f"{here.calls(design)}\n\n{here.needs()}"
+
+    def startup_row(self) -> str:
+        """The PR's fourth row for this A/B beside the PR's: each variant's starts, their medians, which is faster."""
+        from ..formatting import markdown_table
+        from ..reporting.measurements import load_reference
+
+        starts = self.measured().sort_values("run_id")
+        rows, medians = [], {}
+        for v in VARIANTS:
+            seconds = starts[starts["variant"] == v]["seconds"]
+            medians[v] = float(seconds.median()) if len(seconds) else None
+            rows.append([v, ", ".join(f"{s:,.2f}" for s in seconds) or "none",
+                         f"{medians[v]:,.2f}" if len(seconds) else ""])
+        pr = next(m for m in load_reference()["measurements"] if m["measurement"] == "startup_to_health")
+        rows.append(["the PR (MI300X)", "— (5 a side, not published)",
+                     f"{pr['baseline']:,.3f} → {pr['optimized']:,.3f}"])
+        # One unit for every cell, said in the header: a start is seconds whatever its size (a list reading
+        # "10.6 s, 7,397 ms" makes a person compare digits across units). The PR's verdict is a sentence, not a start.
+        table = markdown_table(rows, ["variant", "starts to /health (s), in the order they ran", "median (s)"],
+                               right=(2,))
+        table += f"\n\nThe PR's verdict on its 5 + 5 starts: {pr.get('note', 'none published')}."
+        b, o = medians["baseline"], medians["optimized"]
+        if b is None or o is None:
+            return table
+        # the difference of the medians as the table shows them (6.60 − 6.34 = 0.26, never a rounded 0.254 that
+        # reads "0.25" beside them)
+        shown = round(round(o, 2) - round(b, 2), 2)
+        said = (f"Here the optimized starts' median is {abs(shown):,.2f} s {'faster' if shown < 0 else 'slower'} than "
+                "the baseline's." if shown else "Here the two medians are the same to a hundredth of a second.")
+        return f"{table} {said} {self.largest_difference()}"
+
+    def largest_difference(self) -> str:
+        """The (stage, phase) whose medians differ most, both medians, and whether the loader change runs in it."""
+        # A difference outside the change is the machine's; inside it, the change's or the spread's.
+        from ..startup.timeline_plot import ENCLOSED, changed_load_phases, holds_change, phase_words
+
+        try:
+            comps, empty, first = self.compared_phases()
+        except OSError:
+            comps, empty, first = [], [], None
+        if not comps:
+            return "Whether that is the change or the spread is the next section's question."
+        lane, phase, c = max(comps, key=lambda t: abs(t[2].difference))
+        changed = changed_load_phases()
+        token2wav = set(first.token2wav_lanes() if first is not None else ()) | {
+            ln for ln, ph, _ in comps + empty if ph.partition("#")[0] == "token2wav_weight_loading"}
+        change = _listed([phase_words(p).lower() for p in changed])
+        head = (f"The stage table's largest difference of medians is {lane}'s {phase_words(phase)}: "
+                f"{ms_text(c.baseline.median)} ms in the baseline starts, {ms_text(c.optimized.median)} ms in the "
+                f"optimized ({ms_text(abs(c.difference))} ms {'faster' if c.difference < 0 else 'slower'}), ")
+        if holds_change(lane, phase, token2wav, changed):
+            return head + (f"a phase that holds the loader change ({change}): whether the starts' difference is the "
+                           "change or the spread is the next section's question.")
+        holding = sorted((len(ENCLOSED[ph.partition("#")[0]]), ln, ph) for ln, ph, _ in comps
+                         if holds_change(ln, ph, token2wav, changed))  # the innermost first
+        where = f", inside {holding[0][1]}'s {phase_words(holding[0][2])}" if holding else ""
+        return head + (f"a phase the loader change does not touch (it changes {change} only{where}): a difference "
+                       "there is the machine's, not the change's. How large a difference such spread hides is the "
+                       "next section's question.")
 
 
 def _no_length(names: Any) -> str:
@@ -132,174 +308,7 @@ def _listed(items: Any) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-SHARE_FLOOR_S = 0.005  # a baseline median under 5 ms gets no saving (%): a share of so little is timer and scheduler noise
-
-
-def _first_timeline(out: str | os.PathLike[str]) -> Any:
-    """The first measured start's timeline (the one section 1 shows), or None where there is none to read."""
-    from ..errors import OmniLoaderError
-    from ..startup.timeline import read_timeline
-
-    try:
-        return read_timeline(first_start_log(out))
-    except (OSError, OmniLoaderError, IndexError, KeyError):
-        return None
-
-
 def _lane_rank(lane: str) -> tuple[int, str]:
     """stage-2 before stage-10, then other lanes by name."""
     head, _, number = lane.partition("/")[0].rpartition("-")
     return (int(number), lane) if head == "stage" and number.isdigit() else (1 << 30, lane)
-
-
-def compared_phases(out: str | os.PathLike[str]) -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, Any]], Any]:
-    """``(shown, empty, timeline)``: the ``(lane, phase, Comparison)`` of every (stage, phase) both variants have, stage
-    by stage and each stage's phases in the order they started in the first measured start (``timeline``, None where
-    there is none to read); ``empty``: those 0 s long in every start, and the inferred ones (a length to the log's
-    second) whose medians are 0 s in both variants (their lines fell in the same second in most starts): nothing to
-    compare."""
-    from ..startup.serve_ab import stage_phase_comparisons
-
-    timeline = _first_timeline(out)
-    order: dict[tuple[str, str], tuple[float, float]] = {}
-    for r in timeline.phases() if timeline is not None else ():
-        order.setdefault((r.lane, r.phase), (r.start, -r.end))
-    inferred = {(r.lane, r.phase) for r in timeline.phases() if r.source == "inferred"} if timeline else set()
-    comps = sorted(stage_phase_comparisons(out),
-                   key=lambda t: (_lane_rank(t[0]), order.get((t[0], t[1].partition("#")[0]), (math.inf, 0.0))))
-    empty = [(lane, phase, c) for lane, phase, c in comps if not any((*c.baseline.samples, *c.optimized.samples))
-             or ((lane, phase.partition("#")[0]) in inferred and c.baseline.median == 0 == c.optimized.median)]
-    return [t for t in comps if t not in empty], empty, timeline
-
-
-def stage_comparison_table(out: str | os.PathLike[str]):  # -> Styler
-    """Every (stage, phase) both variants have, stage by stage and each stage's phases in the order they started:
-    the medians and the saving in ms (the unit in the header, one number a cell, as 01's tables; a row of whole
-    milliseconds, a line that says ms, without decimals), the saving's share (right-aligned as the other numbers; "—"
-    where the baseline median is under :data:`SHARE_FLOOR_S`) and the kit's verdict in a word; when no row can be a
-    claim for the same reason (3 + 3 runs cannot reach p < 0.05), the caption says it once instead of every row. A
-    phase of 0 ms (in every start, or an inferred one in the median of both) takes no row; the caption names it."""
-    import pandas as pd
-
-    from ..formatting import table
-    from ..startup.timeline_plot import phase_words
-    from .ab_tables import verdict_word
-
-    def shown(value: float, last: float) -> float:  # what rounds to zero at the decimals shown is 0, never "-0.000"
-        return 0.0 if abs(value) < last / 2 else value
-
-    def share(c: Any) -> str:
-        if c.baseline.median < SHARE_FLOOR_S:
-            return "—"
-        return f"{shown(-100 * c.difference / c.baseline.median, 0.1):,.1f}"
-
-    comps, empty, timeline = compared_phases(out)
-    frame = pd.DataFrame([{
-        "stage": lane, "phase": phase_words(phase), "baseline median": c.baseline.median,
-        "optimized median": c.optimized.median, "saving": shown(-c.difference, 1e-6), "saving (%)": share(c),
-        "verdict": verdict_word(c)} for lane, phase, c in comps])
-    reasons = {c.verdict().split(": ", 1)[-1] for _, _, c in comps}
-    caption = "Medians per stage and phase (each stage's phases in the order they started), and the kit's verdict"
-    if len(reasons) == 1 and "cannot reach" in next(iter(reasons)):
-        caption += f" ({next(iter(reasons)).replace(' (', '; ').removesuffix(')')}: no row can be a claim)"
-    if any(c.baseline.median < SHARE_FLOOR_S for _, _, c in comps):
-        caption += (f"; saving (%) shows — where the baseline median is under {SHARE_FLOOR_S * 1e3:g} ms: a share of so "
-                    "little time is the timer's and the scheduler's noise")
-    if empty:
-        inferred = {(r.lane, r.phase) for r in timeline.phases() if r.source == "inferred"} if timeline else set()
-        names = [f"{lane} {phase_words(phase)}" for lane, phase, _ in empty]
-        caption += (f"; {_listed(names)} {'has' if len(names) == 1 else 'have'} no row: a median of 0 ms in both "
-                    "variants"
-                    + (" (inferred from timestamps to the second): one start whose two lines straddled a second's "
-                       "turn gives it a whole second, as the timeline table above may show, while the median of the "
-                       "starts is 0 ms"
-                       if all((lane, phase) in inferred for lane, phase, _ in empty) else ""))
-    if frame.empty:
-        return table(frame, caption=caption)
-    columns = ["baseline median", "optimized median", "saving"]
-    styled = table(frame, seconds=columns, unit="ms", caption=caption)
-    styled = whole_ms_rows(styled, [[c.baseline.median, c.optimized.median] for _, _, c in comps],
-                           [f"{name} (ms)" for name in columns])
-    styled = styled.set_properties(subset=["saving (%)"], **{"text-align": "right", "white-space": "nowrap",
-                                                              "font-variant-numeric": "tabular-nums"})
-    return styled.set_properties(subset=["stage"], **{"white-space": "nowrap"})  # "stage-0", never "stage-" over "0"
-
-
-def detectable_sentences(out: str | os.PathLike[str] | None, pr_runs: int = 5) -> str:
-    """What this A/B's starts could detect, at their own spread, in two sentences: the smallest difference this
-    design calls (where it can call none, the PR's ``pr_runs`` a side at the same spread), and the runs a side the
-    PR's saving would need."""
-    from ..startup.detectable import PR_SAVING_S, detectability
-
-    if out is None:
-        return "A log of your own has no A/B: start the stage groups (leave `log` empty) for this part."
-    starts = measured_starts(out)
-    samples = [list(starts[starts["variant"] == v]["seconds"]) for v in VARIANTS]
-    if min(len(x) for x in samples) < 2:
-        fewest = min(len(x) for x in samples)
-        return f"{fewest} measured {'start' if fewest == 1 else 'starts'} a side: the spread needs two or more."
-    here = detectability(*samples, saving=PR_SAVING_S)
-    design = detectability(spread=here.spread, n=pr_runs, saving=PR_SAVING_S) if math.isinf(here.detectable) else None
-    return f"{here.calls(design)}\n\n{here.needs()}"
-
-
-def startup_row(out: str | os.PathLike[str]) -> str:
-    """The PR's fourth row, "startup to /health", for this A/B beside the PR's: each variant's measured
-    starts in the order they ran, their median, and whether the optimized median is the faster one."""
-    from ..formatting import markdown_table
-    from ..reporting.measurements import load_reference
-
-    starts = measured_starts(out).sort_values("run_id")
-    rows, medians = [], {}
-    for v in VARIANTS:
-        seconds = starts[starts["variant"] == v]["seconds"]
-        medians[v] = float(seconds.median()) if len(seconds) else None
-        rows.append([v, ", ".join(f"{s:,.2f}" for s in seconds) or "none",
-                     f"{medians[v]:,.2f}" if len(seconds) else ""])
-    pr = next(m for m in load_reference()["measurements"] if m["measurement"] == "startup_to_health")
-    rows.append(["the PR (MI300X)", "— (5 a side, not published)", f"{pr['baseline']:,.3f} → {pr['optimized']:,.3f}"])
-    # One unit for every cell, said in the header: a start is seconds whatever its size (a list reading
-    # "10.6 s, 7,397 ms" makes a person compare digits across units). The PR's verdict is a sentence, not a start.
-    table = markdown_table(rows, ["variant", "starts to /health (s), in the order they ran", "median (s)"], right=(2,))
-    table += f"\n\nThe PR's verdict on its 5 + 5 starts: {pr.get('note', 'none published')}."
-    b, o = medians["baseline"], medians["optimized"]
-    if b is None or o is None:
-        return table
-    # the difference of the medians as the table shows them (6.60 − 6.34 = 0.26, never a rounded 0.254 that reads
-    # "0.25" beside them: the fourth Lab pass)
-    shown = round(round(o, 2) - round(b, 2), 2)
-    said = (f"Here the optimized starts' median is {abs(shown):,.2f} s {'faster' if shown < 0 else 'slower'} than the "
-            "baseline's." if shown else "Here the two medians are the same to a hundredth of a second.")  # not "0.00"
-    return f"{table} {said} {largest_difference_sentence(out)}"
-
-
-def largest_difference_sentence(out: str | os.PathLike[str]) -> str:
-    """Where the stage table above points: the (stage, phase) whose medians differ most, both medians, and whether the
-    loader change runs inside it (:func:`omni_loader.startup.timeline_plot.holds_change`). A difference outside the change is the
-    machine's; inside it, whether it is the change or the spread is the next section's question."""
-    from ..startup.timeline_plot import ENCLOSED, changed_load_phases, holds_change
-    from ..startup.timeline_plot import phase_words
-
-    try:
-        comps, empty, timeline = compared_phases(out)
-    except OSError:
-        comps, empty, timeline = [], [], None
-    if not comps:
-        return "Whether that is the change or the spread is the next section's question."
-    lane, phase, c = max(comps, key=lambda t: abs(t[2].difference))
-    changed = changed_load_phases()
-    token2wav = set(timeline.token2wav_lanes() if timeline is not None else ()) | {
-        ln for ln, ph, _ in comps + empty if ph.partition("#")[0] == "token2wav_weight_loading"}
-    change = _listed([phase_words(p).lower() for p in changed])
-    head = (f"The stage table's largest difference of medians is {lane}'s {phase_words(phase)}: "
-            f"{ms_text(c.baseline.median)} ms in the baseline starts, {ms_text(c.optimized.median)} ms in the optimized "
-            f"({ms_text(abs(c.difference))} ms {'faster' if c.difference < 0 else 'slower'}), ")
-    if holds_change(lane, phase, token2wav, changed):
-        return head + (f"a phase that holds the loader change ({change}): whether the starts' difference is the change "
-                       "or the spread is the next section's question.")
-    holding = sorted((len(ENCLOSED[ph.partition("#")[0]]), ln, ph) for ln, ph, _ in comps
-                     if holds_change(ln, ph, token2wav, changed))  # the innermost first
-    where = f", inside {holding[0][1]}'s {phase_words(holding[0][2])}" if holding else ""
-    return head + (f"a phase the loader change does not touch (it changes {change} only{where}): a difference there "
-                   "is the machine's, not the change's. How large a difference such spread hides is the next "
-                   "section's question.")
