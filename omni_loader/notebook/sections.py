@@ -496,6 +496,7 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
     import pandas as pd
 
     from ..formatting import short_duration, table
+    from .ab_tables import words_only
 
     rows, missing = [], []
     for i, item in enumerate(measured):
@@ -542,7 +543,8 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
                      "`omni-loader reproduce` saves one there, and this table shows it the next time it runs).")
     caption = ("Buffer discovery's ratio, figure by figure: what each was measured on and how. "
                "The count does not move (the baseline builds B state dicts); the prices do.")
-    return [table(shown, caption=caption), "\n\n".join(lines)]
+    words = ["figure", "model", "snapshot", "runs (baseline + optimized)", "condition"]  # break between words only
+    return [words_only(table(shown, caption=caption), words), "\n\n".join(lines)]
 
 
 def _possessive(name: str) -> str:

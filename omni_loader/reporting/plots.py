@@ -73,7 +73,8 @@ def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
     handles = [Line2D([], [], marker="o", ls="", color=COLORS[v], label=f"{v}: runs") for v in VARIANTS]
     handles.append(Line2D([], [], marker="D", ls="-", color="gray", label="median with min–max"))
     fig.legend(handles=handles, loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.02))
-    fig.suptitle("Every measured run per phase: median and min–max spread", fontsize=13)
+    calls = next((c.baseline.median for c in comps if c.phase == "state_dict_calls"), None)
+    fig.suptitle(f"Every measured run per phase, {model_size_words(calls)}: median and min–max spread", fontsize=13)
     fig.tight_layout(rect=(0, 0.04, 1, 0.97))
     return fig
 
@@ -228,6 +229,7 @@ def drift_figure(frame) -> ShownFigure | None:
     if drift_rows is None:
         return None
     rows, phases = drift_rows
+    model = _frame_model(frame)
     # One panel a row, the width of a notebook's output: side by side (1,413 px shown at 1,008) its text read at 8 px.
     fig = ShownFigure(figsize=(8, 3.2 * len(phases)))
     axes = fig.subplots(len(phases), 1, squeeze=False)
@@ -243,7 +245,7 @@ def drift_figure(frame) -> ShownFigure | None:
                 ax.scatter(part["run_id"] + 1, part["seconds"] * scale, s=24, zorder=3, color=color,
                            facecolors="none" if warm else color,
                            label=f"{variant} warm-up" if warm else f"{variant}")
-        ax.set_title(f"{label(phase)}: each run in the order it ran", fontsize=10)
+        ax.set_title(f"{label(phase)}, {model}: each run in the order it ran", fontsize=10)
         ax.set_xlabel("run, as the progress bar counts them (warm-ups hollow)")
         ax.set_ylabel(f"time ({unit})")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: number(value)))  # "2,000" as the tables write it
