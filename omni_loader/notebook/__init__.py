@@ -66,6 +66,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "rules_as_code": "story",
     "tree": "explore",
     "hazards": "explore",
+    "load_model": "waveform",
     # the benchmark
     "benchmark_spec": ".bench.runner",
     "reproduce": "sections",
@@ -79,6 +80,5 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "timeline": "stages",
 }, modules={
     "traversal": "traversal",
-    "waveform": "waveform",
     "audits": "audits",
 })

@@ -26,32 +26,48 @@ SAMPLE_RATE = 24_000  # Qwen2.5-Omni's Token2Wav writes 24 kHz audio
 
 
 def load_model(size: str = "tiny", layout: str = "vllm-omni", checkpoint: str | None = None,
-               model_id: str | None = None, device: str = "auto"):
-    """``(model, snapshot, load_result)``: the snapshot (``checkpoint``, ``model_id`` in the local
-    cache, or the embedded synthetic one of ``size``) loaded with the optimized rule onto ``device``
-    (``auto``: the GPU when torch sees one; the forward pass then runs there too)."""
+               model_id: str | None = None, device: str = "auto") -> LoadedModel:
+    """The snapshot (``checkpoint``, ``model_id`` in the local cache, or the embedded synthetic one of ``size``)
+    loaded with the optimized rule onto ``device`` (``auto``: the GPU when torch sees one; the forward pass then
+    runs there too)."""
     from ..token2wav.checkpoint import resolve_snapshot
     from ..token2wav.loader import load_token2wav
 
     snapshot = resolve_snapshot(checkpoint=checkpoint, model_id=model_id, size=size)
     model, result = load_token2wav(snapshot, "optimized", LoadOptions(layout=layout, device=device))
-    return model, snapshot, result
+    return LoadedModel(model, snapshot, result)
 
 
-def describe_load(snapshot: Any, result: Any) -> str:
-    """Which snapshot was loaded, what the load cost and which persistent buffers it found: each path and
-    buffer name on a line of its own, so that a narrow output area wraps between words, never inside a name."""
-    from ..formatting import count
+@dataclass(frozen=True)
+class LoadedModel:
+    """Token2Wav with real tensors, the snapshot they came from and what the load cost: 04's forward pass starts
+    here (:meth:`synthesize`)."""
 
-    seconds = result.phase_seconds()
-    buffers = result.persistent_buffers
-    return "\n".join([
-        f"snapshot ({snapshot.source}):", f"    {snapshot.root}",
-        f"load on {result.device}: {short_duration(seconds['total'])} in total, buffer discovery "
-        f"{short_duration(seconds['buffer_discovery'])}, {count(result.state_dict_calls)} state_dict() calls, "
-        f"{count(result.weights_loaded)} weights loaded",
-        f"persistent buffers ({count(len(buffers))}):" + ("" if buffers else " (none)"),
-        *(f"    {name}" for name in buffers)])
+    model: nn.Module
+    snapshot: Any
+    result: Any  # the loader's LoadResult
+
+    def describe(self) -> str:
+        """Which snapshot was loaded, what the load cost and which persistent buffers it found: each path and
+        buffer name on a line of its own, so that a narrow output area wraps between words, never inside a name."""
+        from ..formatting import count
+
+        snapshot, result = self.snapshot, self.result
+        seconds = result.phase_seconds()
+        buffers = result.persistent_buffers
+        return "\n".join([
+            f"snapshot ({snapshot.source}):", f"    {snapshot.root}",
+            f"load on {result.device}: {short_duration(seconds['total'])} in total, buffer discovery "
+            f"{short_duration(seconds['buffer_discovery'])}, {count(result.state_dict_calls)} state_dict() calls, "
+            f"{count(result.weights_loaded)} weights loaded",
+            f"persistent buffers ({count(len(buffers))}):" + ("" if buffers else " (none)"),
+            *(f"    {name}" for name in buffers)])
+
+    def synthesize(self, n_codes: int = 50, num_steps: int = 4, speaker: str | None = None, seed: int = 0,
+                   **more: Any) -> Waveform:
+        """One forward pass from codec tokens to audio (:func:`synthesize_waveform`)."""
+        return synthesize_waveform(self.model, self.snapshot, n_codes=n_codes, num_steps=num_steps, speaker=speaker,
+                                   seed=seed, **more)
 
 
 def clip_length(seconds: float) -> str:
@@ -162,6 +178,7 @@ class Waveform:
     device: str = "cpu"
     dit_seconds: float | None = None  # the part of ``seconds`` before the vocoder started
     vocoder: VocoderPrecision | None = None
+    model: str = "Token2Wav"  # which model made it, in words ("tiny Token2Wav")
 
     @property
     def duration(self) -> float:
@@ -187,6 +204,24 @@ class Waveform:
         else:
             text = "Weights from the checkpoint: with codec tokens from the talker, this is speech."
         return text + (f"\n\n{self.vocoder.sentence()}" if self.vocoder else "")
+
+    def plot(self):  # -> Figure
+        """The clip against time (seconds), titled with its model, its speaker and whether the weights are random."""
+        import numpy as np
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(10, 2.6), layout="constrained")
+        ax = fig.subplots()
+        t = np.arange(len(self.audio)) / self.sample_rate
+        ax.plot(t, self.audio, lw=0.5, label=f"speaker {self.speaker}")
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("amplitude")
+        ax.set_xlim(0, max(self.duration, 1 / self.sample_rate))
+        # the speaker in the title, not a legend: a clip fills its axes, and a legend box would sit on the trace
+        ax.set_title(f"{self.model} output, speaker {self.speaker}: {clip_length(self.duration)} at "
+                     f"{self.sample_rate:,} Hz" + (" (random weights: noise)" if self.random_weights else ""))
+        ax.grid(True, alpha=0.3)
+        return fig
 
     def save(self, path: str | Path) -> Path:
         """Write the clip as a 16-bit PCM WAV file (``path`` a file, or a directory for ``token2wav.wav``)."""
@@ -274,23 +309,10 @@ def synthesize_waveform(
     return Waveform(audio=audio, sample_rate=SAMPLE_RATE, random_weights=snapshot.synthetic is not None,
                     speaker=speaker, n_codes=int(code.shape[-1]), num_steps=num_steps, seconds=seconds,
                     device=str(device), dit_seconds=marks["vocoder"] - start if "vocoder" in marks else None,
-                    vocoder=precision)
+                    vocoder=precision, model=_model_words(snapshot))
 
 
-def plot_waveform(wave: Waveform):  # -> Figure
-    """The clip against time (seconds), labelled with its speaker and whether the weights are random."""
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(10, 2.6), layout="constrained")
-    ax = fig.subplots()
-    t = np.arange(len(wave.audio)) / wave.sample_rate
-    ax.plot(t, wave.audio, lw=0.5, label=f"speaker {wave.speaker}")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("amplitude")
-    ax.set_xlim(0, max(wave.duration, 1 / wave.sample_rate))
-    # the speaker in the title, not a legend: a clip fills its axes, and a legend box would sit on the trace
-    ax.set_title(f"Token2Wav output, speaker {wave.speaker}: {clip_length(wave.duration)} at {wave.sample_rate:,} Hz"
-                 + (" (random weights: noise)" if wave.random_weights else ""))
-    ax.grid(True, alpha=0.3)
-    return fig
+def _model_words(snapshot: Any) -> str:
+    """"full-size Token2Wav", "tiny Token2Wav" for a synthetic snapshot; the checkpoint's name otherwise."""
+    size = (snapshot.synthetic or {}).get("size")
+    return f"{'full-size' if size == 'full' else size} Token2Wav" if size else f"Token2Wav ({Path(snapshot.root).name})"
