@@ -15,14 +15,23 @@ at 76% because the final redraw is a clear). So :func:`progress_bar` picks one o
               bar finished. In a kernel they go to stdout, so a notebook has no stderr output.
 
 ``OMNI_LOADER_PROGRESS=widget|terminal|lines|off`` overrides the choice.
+
+Every bar's time left comes from one clock, :class:`Countdown` (its doc gives the rules), and reads alike:
+``profile: 3/8 |bar| 01:46 elapsed, 01:01 left, optimized: cProfile``, ``? left`` where it is not known yet. A bar
+of like steps (:func:`progress_bar`: the A/B runs, the starts) times each update; a bar of steps of several kinds
+(:class:`StepBar`: the profile, the sweep, the audit, 04's forward-pass bar) is told each step as it starts.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import statistics
 import sys
 import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm.std import tqdm as _std_tqdm
@@ -30,10 +39,12 @@ from tqdm.std import tqdm as _std_tqdm
 MODES = ("widget", "terminal", "lines", "off")
 ENV = "OMNI_LOADER_PROGRESS"
 LINE_STEPS = 4  # lines mode: a line at 0%, 25%, 50%, 75% and a final one
-# Every bar of the kit reads the same: what, how far, the time spent and the time left in words, then the step now.
-# tqdm's own "30/30 [00:27<00:00, 4.24step/s, ...]" leaves a reader to decode the brackets and the rate, and a
-# notebook of several bars would show two formats. A bar whose time left is its own (the profile's) passes its own.
-BAR_FORMAT = "{desc}: {n}/{total} |{bar}| {elapsed} elapsed, {remaining} left{postfix}"
+# Every bar of the kit reads the same: what, how far, the time spent, then its text: the time left in words and the
+# step now. tqdm's own "30/30 [00:27<00:00, 4.24step/s, ...]" leaves a reader to decode the brackets and the rate,
+# and a notebook of several bars would show two formats. A StepBar's text holds its time left; a bar of like steps
+# has it drawn before its text (LEFT_FORMAT).
+BAR_FORMAT = "{desc}: {n}/{total} |{bar}| {elapsed} elapsed{postfix}"
+LEFT_FORMAT = BAR_FORMAT.replace("{postfix}", ", {remaining} left{postfix}")
 OPEN_FORMAT = "{desc}: {n} so far, {elapsed} elapsed{postfix}"  # no total: no bar to fill, no time left to give
 
 
@@ -66,48 +77,179 @@ def progress_mode(stream: Any = None) -> str:
         return "lines"
 
 
-def counted_down(estimate: float, since: float, after: float = 0.0) -> float:
-    """The time left, counted down: ``estimate`` (the running step and the steps after it) less the ``since`` seconds
-    since the running step started (or the last update), never under ``after`` (the steps after the running one),
-    nor under 0. The one rule of every bar of the kit (:class:`Ticking`, the profile's, 04's and the sweep's).
+# ----------------------------------------------------------------------------------------------------- the one clock
 
-    Why: tqdm's time left is (steps left) / (rate), fixed from one update to the next: a bar refreshed each second
-    while a start waits for /health would read "00:47 left" at 00:08 and at 00:11. Once the step
-    now running is overdue, what is left is the steps after it, which the run still has to pay.
+TICK = 1.0  # seconds between two redraws of a bar while a step runs (tqdm redraws on an update only)
+TIMED = "unprofiled"  # the kind whose median per variant scales the other kinds from one variant to another
+OVERDUE = 0.1  # a running step is given at least this share of its time so far again (see Countdown)
+Prior = float | tuple[str, float]  # seconds a load, or (another kind, times its price)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a run: its ``kind`` (:data:`TIMED`, ``"torch.profiler"``, ``"DiT"``...), the ``variant`` it runs
+    (a variant of the load, a model of the sweep) and the ``loads`` it makes (py-spy's worker makes several)."""
+
+    kind: str
+    variant: str = ""
+    loads: int = 1
+
+
+class Countdown:
+    """The time left of a run of steps, planned (``remaining``), running and done, timed by ``clock``.
+
+    Each step left is priced, per load, by the first of:
+
+    1. the ended steps of its kind and variant: their median;
+    2. the ended steps of its kind on other variants, each scaled by its variant's :attr:`scale` (each variant's
+       unprofiled load, or the sweep's warm-up price of a model; when none is given, the median of the variant's
+       :data:`TIMED` steps): the median ratio, times this variant's scale; with no scale, the kind's median;
+    3. its kind's prior (``priors``): seconds a load, or ``(kind, factor)``: ``factor`` times a step of that kind;
+    4. nothing: the time left is unknown (``? left``), never a sum that leaves a step out.
+
+    Why each rule. The steps of a run differ a hundredfold (a reference load in a fresh process under a second, a
+    torch.profiler load half a minute; a DiT evaluation and a vocoder block), so a rate per step, or the first
+    step's time, priced every later kind wrong (a bar ran low by half, or said "at least 00:08" of 20 s left). The
+    first ended step of a kind and variant leaves its median once another has ended: it paid the kind's one-off
+    costs (a first load's reads, a first call's allocations); ``warm_ups`` first steps of each never price any.
+    The step in flight counts: while it runs past its price, its time so far joins the samples of the steps after
+    it, and its own time left is at least :data:`OVERDUE` of its time so far (the time left rises while a step
+    overruns, where it used to sit at 00:00 while work went on).
     """
-    return max(estimate - since, after, 0.0)
+
+    def __init__(self, steps: Iterable[Step] = (), clock: Callable[[], float] = time.perf_counter,
+                 priors: Mapping[str, Prior] | None = None, warm_ups: int = 0) -> None:
+        self.remaining, self.done, self.clock = list(steps), [], clock
+        self.priors, self.warm_ups = dict(priors or {}), warm_ups
+        self.scale: dict[str, float] | None = None
+        self.running: tuple[Step, float] | None = None
+
+    def begin(self, step: Step) -> None:
+        """``step`` starts now (the one running, if any, has ended): it leaves the plan (its first step of the
+        same kind and variant, or else its first step)."""
+        self.end()
+        match = next((i for i, s in enumerate(self.remaining) if (s.kind, s.variant) == (step.kind, step.variant)), 0)
+        if self.remaining:
+            del self.remaining[match]
+        self.running = (step, self.clock())
+
+    def end(self) -> None:
+        """The running step has ended: its duration is measured."""
+        if self.running is not None:
+            step, began = self.running
+            self.done.append((step, self.clock() - began))
+            self.running = None
+
+    def revise(self, step: Step) -> None:
+        """A planned step is now known better (py-spy's loads, once the reference loads said how long one takes)."""
+        self.remaining = [step if (s.kind, s.variant) == (step.kind, step.variant) else s for s in self.remaining]
+
+    def drop(self, kind: str) -> int:
+        """Planned steps of ``kind`` that will not run (reference runs that never started); how many."""
+        kept = [s for s in self.remaining if s.kind != kind]
+        dropped, self.remaining = len(self.remaining) - len(kept), kept
+        return dropped
+
+    def samples(self, kind: str, flight: tuple[Step, float] | None = None) -> dict[str, list[float]]:
+        """Seconds a load of ``kind``'s ended steps, by variant, less each variant's warm-ups (see the class doc);
+        ``flight``: the running step and its time so far, counted too."""
+        times: dict[str, list[float]] = {}
+        for step, seconds in self.done:
+            if step.kind == kind:
+                times.setdefault(step.variant, []).append(seconds / max(step.loads, 1))
+        out = {v: t[max(self.warm_ups, int(len(t) > 1)):] for v, t in times.items()}
+        if flight is not None and flight[0].kind == kind:
+            out.setdefault(flight[0].variant, []).append(flight[1] / max(flight[0].loads, 1))
+        return {v: t for v, t in out.items() if t}
+
+    def price(self, step: Step, flight: tuple[Step, float] | None = None) -> float | None:
+        """Seconds ``step`` should take (the class doc's rules), or None when nothing prices it."""
+        kind = self.samples(step.kind, flight)
+        if step.variant in kind:
+            return statistics.median(kind[step.variant]) * step.loads
+        if kind:
+            scale = {v: self._scale(v) for v in {step.variant, *kind}}
+            factors = [t / scale[v] for v, times in kind.items() if scale[v] for t in times]
+            if scale[step.variant] and factors:
+                return statistics.median(factors) * scale[step.variant] * step.loads
+            return statistics.median(t for times in kind.values() for t in times) * step.loads
+        prior = self.priors.get(step.kind)
+        if isinstance(prior, tuple):
+            other = self.price(Step(prior[0], step.variant), flight)
+            return None if other is None else other * prior[1] * step.loads
+        return None if prior is None else prior * step.loads
+
+    def _scale(self, variant: str) -> float | None:
+        if self.scale is not None:
+            return self.scale.get(variant)
+        timed = self.samples(TIMED).get(variant)
+        return statistics.median(timed) if timed else None
+
+    def left(self) -> float | None:
+        """Seconds left: the running step's rest and the planned steps; None while one of them has no price."""
+        flight = None
+        own = 0.0
+        if self.running is not None:
+            step, began = self.running
+            running_for, price = self.clock() - began, self.price(self.running[0])
+            if price is None:
+                return None
+            own = max(price - running_for, OVERDUE * running_for)
+            flight = (step, running_for) if running_for > price else None
+        prices = [self.price(s, flight) for s in self.remaining]
+        return None if None in prices else own + sum(prices)
+
+    def clock_words(self) -> str:
+        """The time left as every bar of the kit says it (:func:`left_words`)."""
+        return left_words(self.left())
 
 
-def left_words(seconds: float | None, at_least: bool = False) -> str:
-    """The time left as the kit's bars say it: ``00:17 left``, ``at least 00:08 left`` (``at_least``: some steps to
-    come are not priced, ``seconds`` is the priced rest), ``? left`` (None: nothing priced; or only unpriced steps
-    are left, the priced rest rounding to 0, where "at least 00:00 left" would say nothing). The time is written as
-    tqdm writes the bar's elapsed time beside it (``01:01``, ``1:02:03``), rounded to the second."""
-    if seconds is None or (at_least and round(seconds) == 0):
-        return "? left"
-    return f"{'at least ' if at_least else ''}{_std_tqdm.format_interval(round(seconds))} left"
+def clock_text(seconds: float) -> str:
+    """``00:17``, ``01:01``, ``1:02:03``: as tqdm writes the elapsed time beside it, to the second; a time left above
+    zero is never written 00:00 (that reads as done while work goes on)."""
+    return _std_tqdm.format_interval(max(round(seconds), 1) if seconds > 0 else 0)
+
+
+def left_words(seconds: float | None) -> str:
+    """The time left as the kit's bars say it: ``00:17 left``, or ``? left`` where it is not known."""
+    return "? left" if seconds is None else f"{clock_text(seconds)} left"
+
+
+LIKE = Step("step")  # every step of a bar of like steps
 
 
 class Ticking:
-    """A bar whose time left counts down between updates (a mixin before a tqdm class), as :func:`counted_down`
-    says: tqdm's estimate less the time since the last update, never under the steps after the one running.
-    """
+    """A bar of like steps (a mixin before a tqdm class) whose time left is the one clock's (:class:`Countdown`): each
+    update times the steps it counts since the last (or since :func:`rate_from_now`), the steps up to ``initial``
+    untimed (resumed, or warm-ups), and the time left counts down between updates.
+
+    Why not tqdm's own: a moving average of the rate, fed an update right after a reset as a step of no time,
+    priced the A/B runs left at half their time after a warm-up."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.countdown: Countdown | None = None  # tqdm draws once in its __init__, before there is one
+        super().__init__(*args, **kwargs)
+        self.countdown = Countdown(clock=lambda: self._time())  # type: ignore[attr-defined]
+        self.timed_from = getattr(self, "start_t", 0.0)
 
     def update(self, n: float = 1) -> bool | None:
-        if not getattr(self, "disable", True):
-            self._tick_n, self._tick_at = self.n + n, self._time() - self.start_t  # type: ignore[attr-defined]
+        if self.countdown is not None and not self.disable:  # type: ignore[attr-defined]
+            now = self._time()  # type: ignore[attr-defined]
+            timed = int(self.n + n - max(self.n, self.initial))  # type: ignore[attr-defined]
+            if timed > 0:
+                self.countdown.done += [(LIKE, (now - self.timed_from) / timed)] * timed
+            self.timed_from = now
         return super().update(n)  # type: ignore[misc]
 
     @property
     def format_dict(self) -> dict[str, Any]:
         d = super().format_dict  # type: ignore[misc]
-        now, n, total = d["elapsed"], d["n"], d["total"]
-        if getattr(self, "_tick_n", None) != n:
-            self._tick_n, self._tick_at = n, now
-        rate = d["rate"] or ((n - d["initial"]) / now if now else None)
-        if total and rate and n < total:
-            left = counted_down((total - n) / rate, now - self._tick_at, (total - n - 1) / rate)
-            d["remaining"] = _std_tqdm.format_interval(left)
+        total, n = d["total"], d["n"]
+        if total and self.countdown is not None:
+            self.countdown.remaining = [LIKE] * max(int(total - n) - 1, 0)
+            self.countdown.running = (LIKE, self.timed_from) if n < total else None
+            left = self.countdown.left()
+            d["remaining"] = "?" if left is None else clock_text(left)
         return d
 
 
@@ -153,7 +295,6 @@ class LineProgress(Ticking, _std_tqdm):
     def close(self) -> None:
         if not self.disable and not self._final:
             with self._lock:
-                self._ema_dt = lambda: None  # the final line shows the overall rate
                 self._final = True
                 self._write_line()
         self.leave = False  # the line is written; tqdm must not clear or repeat it
@@ -165,21 +306,16 @@ class TickingTerminal(Ticking, _std_tqdm):
 
 
 def rate_from_now(bar: Any, forget: bool = False) -> None:
-    """Count ``bar``'s rate, and so its time left, from now: what it waited on so far was set-up, not a step;
-    ``forget``: the steps so far were of another kind too, and their rate is forgotten.
+    """Time ``bar``'s steps from now: what it waited on so far was set-up, not a step; ``forget``: the steps timed so
+    far were of another kind (warm-ups), and price none of the steps left.
 
-    Why: the A/B bar's first run also paid for reading the storage once and starting the worker server, and
-    tqdm's rate is a moving average of the time between updates; 01's bar said "00:55 left" at 3/12 of a
-    36 s benchmark. 04's forward-pass bar priced BigVGAN's quick blocks at the DiT's slow evaluations (2.5x
-    the time left). Its elapsed time still counts from its first line.
-    """
-    if getattr(bar, "disable", False):
-        return
-    bar.last_print_t, bar.last_print_n = bar._time(), bar.n
-    if forget:
-        from tqdm.std import EMA
-
-        bar._ema_dn, bar._ema_dt = EMA(bar.smoothing), EMA(bar.smoothing)
+    Why: the A/B bar's first run also paid for reading the storage once and starting the worker server (01's bar said
+    "00:55 left" at 3/12 of a 36 s benchmark), and a warm-up pays the first reads and the first fork. Its elapsed
+    time still counts from its first line."""
+    if isinstance(bar, Ticking) and bar.countdown is not None and not bar.disable:
+        bar.timed_from = bar._time()
+        if forget:
+            bar.countdown.done.clear()
 
 
 class Redrawer:
@@ -212,12 +348,88 @@ class Redrawer:
         self.close()
 
 
+class StepBar:
+    """A bar whose text is "<time left>, <what runs now>": the time left its :class:`Countdown`'s, the step named
+    before it starts (a step can take half a minute); ``unknown``: the words for a time left not known yet.
+    With ``tick`` (seconds), a :class:`Redrawer` redraws it that often until :meth:`close`, its time left counted
+    down to now, so its elapsed time moves through a long step; a bar that is off (``disable``) is not redrawn.
+    A step's text is short: the bar is one line in Lab (a long one wrapped "py-/spy")."""
+
+    def __init__(self, bar: Any, countdown: Countdown | None = None, tick: float | None = None,
+                 unknown: str = left_words(None)) -> None:
+        self.bar, self.countdown = bar, countdown if countdown is not None else Countdown()
+        self.text, self.unknown, self.timed = "", unknown, True
+        self.lock = threading.RLock()
+        self.redrawer = Redrawer(self, tick) if tick else None
+
+    @property
+    def disable(self) -> bool:
+        """The bar is off (nothing to redraw)."""
+        return bool(getattr(self.bar, "disable", True))
+
+    def words(self) -> str:
+        """What the bar says now: the time left and the step, or the last words alone (:meth:`finish`)."""
+        if not self.timed:
+            return self.text
+        left = self.countdown.left()
+        return f"{self.unknown if left is None else left_words(left)}, {self.text}"
+
+    def refresh(self) -> None:
+        """Drawn again with the time left counted down to now (what the redrawer calls each tick)."""
+        if self.text:
+            self.say(self.text)
+        else:
+            self.bar.refresh()
+
+    def say(self, text: str, refresh: bool = True) -> None:
+        with self.lock:
+            self.text = text
+            self.bar.set_postfix_str(self.words(), refresh=refresh)
+
+    def begin(self, step: Step, text: str) -> None:
+        """``step`` starts now; ``text`` names it. A step still running has ended: the bar advances, and the line a
+        bar in line mode writes then names the step that starts."""
+        with self.lock:
+            ran = self.countdown.running is not None
+            self.countdown.begin(step)
+            self.say(text, refresh=not ran)
+            if ran:
+                self.bar.update(1)
+
+    def end(self, text: str | None = None) -> None:
+        """The running step ended; ``text`` says what it found (none: the step's name stays)."""
+        with self.lock:
+            ran = self.countdown.running is not None
+            self.countdown.end()
+            self.say(self.text if text is None else text, refresh=False)
+            if ran:
+                self.bar.update(1)
+
+    def finish(self, text: str) -> None:
+        """The last step ended and nothing is left to time: ``text`` alone, the bar's last words."""
+        with self.lock:
+            self.timed = False
+            self.end(text)
+
+    def close(self) -> None:
+        """The redrawing stops, then the bar closes (its last line)."""
+        if self.redrawer is not None:
+            self.redrawer.close()
+        self.bar.close()
+
+    def __enter__(self) -> StepBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", initial: int = 0,
                  enabled: bool = True, leave: bool = True, **kwargs: Any) -> Any:
     """A tqdm bar in the form :func:`progress_mode` chooses; use it like tqdm (``update``,
     ``set_postfix_str``, ``close`` or a ``with`` block). ``enabled=False`` gives a silent bar."""
     mode = progress_mode() if enabled else "off"
-    kwargs.setdefault("bar_format", BAR_FORMAT if total else OPEN_FORMAT)
+    kwargs.setdefault("bar_format", LEFT_FORMAT if total else OPEN_FORMAT)
     common = dict(total=total, desc=desc, unit=unit, initial=initial, **kwargs)
     if mode == "off":
         return _std_tqdm(disable=True, **common)

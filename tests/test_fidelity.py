@@ -256,42 +256,47 @@ def test_a_hub_id_is_resolved_again_inside_the_load_as_its_own_phase(tiny_snapsh
 
 
 def test_the_forward_bar_prices_each_part_at_its_own_pace() -> None:
-    """The Lab pass: at 00:06 of a 23 s pass the bar said "00:44 left" with 17 s left, its 18 vocoder blocks priced
-    at the DiT's evaluations. On a fake clock (evaluations 1.5 s, blocks 0.25 s): during the DiT the time left is the
-    DiT's evaluations to come, said as a lower bound while no block has ended; once one has, every block to come is
-    priced at the blocks' pace, not the evaluations'; the running step's time so far counts it down."""
-    from omni_loader.notebook.forward_bar import PartClock
+    """At 00:06 of a 23 s pass the bar said "00:44 left" with 17 s left, its 18 vocoder blocks priced at the DiT's
+    evaluations; then "at least 00:12 left", the blocks left out. On a fake clock (evaluations 1.5 s, blocks 0.25 s):
+    during the DiT every block is priced by the stated prior (a share of the DiT's time), so the time left is a
+    whole estimate, not a floor; once a block has ended, every block to come is priced at the blocks' pace; the
+    running step's time so far counts it down."""
+    from omni_loader.notebook.forward_bar import DIT, VOCODER, VOCODER_SHARE
+    from omni_loader.progress import Countdown, Step
 
     now = [0.0]
-    clock = PartClock(["DiT"] * 12 + ["BigVGAN"] * 18, clock=lambda: now[0])
-    assert clock.words() == "? left"
-    clock.start()
-    assert clock.words() == "? left"  # no step has ended: nothing to price by
+    clock = Countdown([Step(DIT)] * 12 + [Step(VOCODER)] * 18, clock=lambda: now[0],
+                      priors={VOCODER: (DIT, VOCODER_SHARE * 12 / 18)})
+    assert clock.clock_words() == "? left"  # no step has ended: nothing to price by
+    clock.begin(Step(DIT))
+    assert clock.clock_words() == "? left"
     for _ in range(4):
         now[0] += 1.5
-        clock.ended()
-    assert clock.left() == (pytest.approx(8 * 1.5), 18)
-    assert clock.words() == "at least 00:12 left"
+        clock.begin(Step(DIT))
+    prior = 18 * 1.5 * VOCODER_SHARE * 12 / 18
+    assert clock.left() == pytest.approx(8 * 1.5 + prior)
     now[0] += 1.0  # the fifth evaluation has run for 1 s
-    assert clock.left()[0] == pytest.approx(8 * 1.5 - 1.0)
-    for _ in range(8):
-        now[0] += 0.5 if _ == 0 else 1.5
-        clock.ended()
-    assert clock.left() == (0.0, 18) and clock.words() == "? left"  # only the unpriced blocks are left
+    assert clock.left() == pytest.approx(8 * 1.5 - 1.0 + prior)
+    for k in range(8):
+        now[0] += 0.5 if k == 0 else 1.5
+        clock.begin(Step(DIT) if k < 7 else Step(VOCODER))
     now[0] += 0.25  # the vocoder's first block (its interval: from the DiT's last end)
-    clock.ended()
-    assert clock.left() == (pytest.approx(17 * 0.25), 0)
-    assert clock.words() == "00:04 left"
-    now[0] += 1.0  # the second block is overdue: only the 16 after it are left
-    assert clock.left()[0] == pytest.approx(16 * 0.25)
-    for _ in range(17):
+    clock.begin(Step(VOCODER))
+    assert clock.left() == pytest.approx(17 * 0.25)
+    assert clock.clock_words() == "00:04 left"
+    now[0] += 0.2  # the second block has run for 0.2 s
+    assert clock.left() == pytest.approx(17 * 0.25 - 0.2)
+    for _ in range(16):
         now[0] += 0.25
-        clock.ended()
-    assert clock.words() == "00:00 left"
+        clock.begin(Step(VOCODER))
+    assert clock.clock_words() == "00:01 left"  # the last block runs: not "00:00 left" while it does
+    now[0] += 0.25
+    clock.end()
+    assert clock.clock_words() == "00:00 left"
 
 
 def test_the_forward_bars_count_and_postfix_name_the_same_step(monkeypatch) -> None:
-    """The Lab pass read "forward pass: 7/30 ... DiT evaluation 8/12": the count is the steps done, so the postfix
+    """04's bar read "forward pass: 7/30 ... DiT evaluation 8/12": the count is the steps done, so the postfix
     says the step it names is running ("DiT evaluation 3 of 4 running" beside 2/8), and in the vocoder names the
     residual block the bar counts, with its upsample stage. The time left there is the blocks' own (fake clock)."""
     import io
@@ -344,15 +349,16 @@ def test_the_forward_bars_count_and_postfix_name_the_same_step(monkeypatch) -> N
             dit(torch.zeros(1))
         vocoder(torch.zeros(1))
     assert ended == ["00:01 left, residual block 3 of 4 running in BigVGAN upsample stage 2/2 (upsamples ×2)"]
+    # during the DiT, each block is priced by the prior: 0.4 of the DiT's 4 evaluations over 4 blocks, 4 s each
     assert seen[:4] == [(0, "? left, DiT evaluation 1 of 4 running"),
-                        (1, "at least 00:30 left, DiT evaluation 2 of 4 running"),
-                        (2, "at least 00:20 left, DiT evaluation 3 of 4 running"),
-                        (3, "at least 00:10 left, DiT evaluation 4 of 4 running")], seen
-    assert seen[4] == (4, "? left, residual block 1 of 4 running in BigVGAN upsample stage 1/2 "
+                        (1, "00:46 left, DiT evaluation 2 of 4 running"),
+                        (2, "00:36 left, DiT evaluation 3 of 4 running"),
+                        (3, "00:26 left, DiT evaluation 4 of 4 running")], seen
+    assert seen[4] == (4, "00:16 left, residual block 1 of 4 running in BigVGAN upsample stage 1/2 "
                           "(upsamples ×5)"), seen
     assert seen[5:] == [(5, "00:02 left, residual block 2 of 4 running in BigVGAN upsample stage 1/2 (upsamples ×5)"),
                         (6, "00:01 left, residual block 3 of 4 running in BigVGAN upsample stage 2/2 (upsamples ×2)"),
-                        (7, "00:00 left, residual block 4 of 4 running in BigVGAN upsample stage 2/2 (upsamples ×2)")]
+                        (7, "00:01 left, residual block 4 of 4 running in BigVGAN upsample stage 2/2 (upsamples ×2)")]
     assert made[0].n == 8 and made[0].postfix == "00:00 left, all 4 residual blocks done"
 
 

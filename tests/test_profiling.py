@@ -448,9 +448,10 @@ class _Bar:
 def test_the_profile_bars_time_left_reads_as_the_kits_bars_and_counts_down_while_a_step_runs() -> None:
     """02's bar read "01:46 elapsed, about 1 min 01 s left of about 2 min 48 s; optimized: cProfile load", and before
     anything ran "time left not known yet (...)": every other bar reads "mm:ss elapsed, mm:ss left, step" (``? left``
-    when unknown). On a fake clock: unknown, at least (some steps not estimated), then counting down while a step
-    runs, and once it is overdue only the steps after it."""
-    from omni_loader.profiling.time_left import TIMED, Countdown, Step
+    when unknown). On a fake clock: unknown while a kind to come has not run (not "at least" the part priced), then
+    counting down while a step runs; a step that overruns raises the time left, and the last one never reads 00:00
+    while it runs."""
+    from omni_loader.progress import TIMED, Countdown, Step
 
     now = [0.0]
     countdown = Countdown([Step(TIMED, "baseline"), Step("cProfile", "baseline"), Step(TIMED, "baseline"),
@@ -459,19 +460,21 @@ def test_the_profile_bars_time_left_reads_as_the_kits_bars_and_counts_down_while
     countdown.begin(Step(TIMED, "baseline"))
     now[0] += 10.0
     countdown.end()
-    assert countdown.clock_words() == "at least 00:20 left"  # 2 unprofiled runs of 10 s; cProfile not known
-    countdown.begin(Step(TIMED, "baseline"))
-    now[0] += 4.0
-    assert countdown.clock_words() == "at least 00:16 left"  # the running one: 6 of its 10 s left
-    now[0] += 30.0
-    assert countdown.clock_words() == "at least 00:10 left"  # overdue: the step after it
-    countdown.end()
+    assert countdown.clock_words() == "? left"  # no cProfile load has run: not "at least 00:20 left"
     countdown.begin(Step("cProfile", "baseline"))
     now[0] += 5.0
-    assert countdown.clock_words() == "at least 00:22 left"  # the last run, the median of 10 and 34; cProfile unknown
     countdown.end()
-    assert countdown.clock_words() == "00:22 left"  # every step estimated
+    assert countdown.clock_words() == "00:20 left"  # 2 unprofiled runs of 10 s
     countdown.begin(Step(TIMED, "baseline"))
+    now[0] += 4.0
+    assert countdown.clock_words() == "00:16 left"  # the running one: 6 of its 10 s left
+    now[0] += 30.0
+    assert countdown.clock_words() == "00:25 left"  # overdue at 34 s: 3.4 s for itself, the next at the median of 10, 34
+    countdown.end()
+    assert countdown.clock_words() == "00:34 left"  # the first run (a fresh process's warm-up) prices no other now
+    countdown.begin(Step(TIMED, "baseline"))
+    now[0] += 40.0
+    assert countdown.clock_words() == "00:04 left"  # the last step, overdue: a tenth of its time so far, not 00:00
     countdown.end()
     assert countdown.clock_words() == "00:00 left"
 
@@ -483,7 +486,7 @@ def test_the_profile_bar_is_redrawn_while_a_step_runs_and_stops_when_closed() ->
     import threading
     import time
 
-    from omni_loader.profiling.time_left import TIMED, Countdown, Step, StepBar
+    from omni_loader.progress import TIMED, Countdown, Step, StepBar
 
     bar = _Bar()
     with StepBar(bar, Countdown([Step(TIMED, "baseline")]), tick=0.01) as steps:
@@ -513,7 +516,7 @@ def test_the_profile_bars_lines_read_as_the_kits_bars(monkeypatch: pytest.Monkey
     import sys
 
     from omni_loader import progress
-    from omni_loader.profiling.time_left import BAR_FORMAT, TIMED, Countdown, Step, StepBar
+    from omni_loader.progress import BAR_FORMAT, TIMED, Countdown, Step, StepBar
 
     monkeypatch.setenv(progress.ENV, "lines")
     stream = io.StringIO()

@@ -610,8 +610,8 @@ def test_a_server_helper_that_left_its_group_is_stopped_and_named(tmp_path):
 def test_the_startup_bars_time_left_ticks_while_a_start_waits_for_health(monkeypatch, tmp_path):
     """Second Lab pass: 06's bar read "00:47" left at 00:08 and at 00:11: tqdm's time left is (total - n) / rate, and
     neither moves between two starts. On a fake clock (the first start 10 s, 4 starts) each wait's refresh draws the
-    estimate at the last step (30 s) less the time since (29 s, then 26), held at the starts after this one's (20 s)
-    when a start runs long."""
+    estimate at the last step (30 s) less the time since (29 s, then 26); a start that runs long (25 s) raises it:
+    a tenth of its time so far for itself, and the two starts after it at the median of 10 s and its 25 s so far."""
     import io
     import re
     import sys
@@ -642,5 +642,5 @@ def test_the_startup_bars_time_left_ticks_while_a_start_waits_for_health(monkeyp
     for now in (11.0, 14.0, 35.0):
         clock[0] = now
         wait(now - 10.0)
-    assert waits == ["?", "00:29", "00:26", "00:20"], waits
+    assert waits == ["?", "00:29", "00:26", "00:38"], waits
     report.close()

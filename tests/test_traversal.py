@@ -335,7 +335,7 @@ def test_05s_slope_is_set_beside_03s_saved_sweep_from_both_fits(tmp_path) -> Non
     notebook = nbformat.read(NOTEBOOK_DIR / "05_beyond_the_pr.ipynb", as_version=4)
     prose = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
     assert not re.search(r"slope[^.]*(differs|hundredths)", prose), "05's prose claims how far the slopes are apart"
-    assert any("kit.traversal.slope_beside_saved(sweep" in c.source for c in notebook.cells if c.cell_type == "code")
+    assert any("sweep.slope_beside_saved(" in c.source for c in notebook.cells if c.cell_type == "code")
 
 
 def test_the_sweep_bar_prices_each_model_left_by_its_own_cost_on_a_fake_clock(monkeypatch) -> None:
@@ -345,7 +345,6 @@ def test_the_sweep_bar_prices_each_model_left_by_its_own_cost_on_a_fake_clock(mo
     far were off), so on a fake clock where every round takes 1.5x its warm-up price, every time left shown is the
     true one, from the first timed model on."""
     from omni_loader import progress
-    from omni_loader.sweep.sweep_bar import RoundsLeft
 
     config = traversal.SweepConfig.quick(repeats=3, n_values=tuple(range(10, 21)), b_values=(4,), token2wav=None)
     estimate = {(n, 4): 30.0 if n == 20 else 1.0 for n in config.n_values}  # ten small trees and one big model
@@ -382,11 +381,13 @@ def test_the_sweep_bar_prices_each_model_left_by_its_own_cost_on_a_fake_clock(mo
     for words, left in zip(timing, shown):
         minutes, seconds = re.match(r"(\d\d):(\d\d) left", words).groups()
         assert abs(int(minutes) * 60 + int(seconds) - left) <= 1, (words, left)
-    # without any warm-up price, each model left is priced at the mean round so far
-    prices = RoundsLeft([math.nan, 0.0], repeats=2)
-    assert prices.seconds() is None
-    prices.timed(0, 4.0)
-    assert prices.seconds() == 3 * 4.0
+    # without any warm-up price, each model left is priced at the median round so far
+    rounds = progress.Countdown([progress.Step("round", "0"), progress.Step("round", "1")] * 2, clock=lambda: now[0])
+    assert rounds.left() is None
+    rounds.begin(progress.Step("round", "0"))
+    now[0] += 4.0
+    rounds.end()
+    assert rounds.left() == 3 * 4.0
 
 
 def test_where_the_real_model_sits_is_one_computed_line_and_03_writes_it_one_way() -> None:
@@ -411,13 +412,13 @@ def test_where_the_real_model_sits_is_one_computed_line_and_03_writes_it_one_way
     prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert not re.search(r"239,|240,000|1,311|≈ 1,092", prose) and "measured ÷ fit" not in prose + code
-    assert 'measured_over_fit="median ÷ predicted"' in code and "kit.traversal.placement_sentence(result.placement" in code
+    assert 'measured_over_fit="median ÷ predicted"' in code and "result.placement_sentence(" in code
 
 
 def test_the_sweep_bars_count_and_its_last_words_agree() -> None:
     """03's bar read "264/264 ... done: 7 repeats of 33 models": it counts a warm-up round (each model built and
     warmed up) and then each repeat, and its last words name the warm-up round too."""
-    from omni_loader.sweep.sweep_bar import done_words
+    from omni_loader.sweep.traversal import done_words
 
     words = done_words(7, 33)
     assert words == "done: a warm-up round and 7 repeats of 33 models"
@@ -429,8 +430,9 @@ def test_the_sweep_bars_count_and_its_last_words_agree() -> None:
 def test_the_sweep_bars_time_left_counts_down_between_two_models_on_a_fake_clock() -> None:
     """03's bar read "00:44 left" at 00:15 and "00:43 left" at 00:24: the sweep updates its bar once per model and
     its text stood still while a model was timed. Redrawn (as the kit's Redrawer does each second), the time left is
-    the one set at the last model less the time since, and no less than what the models after the next one take."""
-    from omni_loader.sweep.sweep_bar import SweepBarText
+    the one priced as the model started less the time since; once the model runs past its price, the estimate rises
+    (it never sits at the models after it, nor at 00:00, while a model is still being timed)."""
+    from omni_loader.progress import Countdown, Step, StepBar
 
     now, shown = [100.0], []
 
@@ -440,20 +442,25 @@ def test_the_sweep_bars_time_left_counts_down_between_two_models_on_a_fake_clock
         def set_postfix_str(self, text: str, refresh: bool = True) -> None:
             shown.append(text)
 
-        def refresh(self) -> None:
+        def update(self, n: int = 1) -> None:
             pass
 
-    text = SweepBarText(Bar(), repeats=7, clock=lambda: now[0])
-    assert not text.disable
-    text.at_repeat(1, None)
-    text.refresh()
-    assert shown[-1] == "time left after the first model is timed, repeat 1/7"
-    text.at_repeat(2, 44.0, after=35.0, refresh=False)
-    assert shown[-1] == "00:44 left, repeat 2/7"
-    for seconds, left in [(1, "00:43"), (5, "00:39"), (9, "00:35"), (15, "00:35")]:  # the next model is overdue at 9
-        now[0] = 100.0 + seconds
-        text.refresh()
-        assert shown[-1] == f"{left} left, repeat 2/7", seconds
+    steps = StepBar(Bar(), Countdown([Step("round", "a"), Step("round", "b")] * 2, clock=lambda: now[0]),
+                    unknown="time left after the first model is timed")
+    assert not steps.disable
+    steps.begin(Step("round", "a"), "repeat 1/2")
+    steps.refresh()
+    assert shown[-1] == "time left after the first model is timed, repeat 1/2"
+    now[0] += 10.0
+    steps.begin(Step("round", "b"), "repeat 1/2")  # three models left at 10 s each
+    assert shown[-1] == "00:30 left, repeat 1/2"
+    for seconds, left in [(1, "00:29"), (5, "00:25"), (9, "00:21"), (20, "00:32")]:
+        # overdue at 10 s; at 20 s: a tenth of its 20 s for itself, model a at 10 s, model b again at its 20 s so far
+        now[0] = 110.0 + seconds
+        steps.refresh()
+        assert shown[-1] == f"{left} left, repeat 1/2", seconds
+    steps.finish("done")
+    assert shown[-1] == "done"
 
 
 def test_the_sweeps_time_axes_read_1_s_at_a_second() -> None:

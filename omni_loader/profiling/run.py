@@ -22,7 +22,7 @@ from typing import Any
 from ..formatting import count
 from ..errors import OmniLoaderError
 from ..token2wav.options import LoadOptions
-from ..progress import progress_bar
+from ..progress import BAR_FORMAT, TICK, TIMED, Countdown, Step, StepBar, progress_bar
 from .cprofile import profile_cprofile
 from .outputs import LOAD_JSON, remove_files, variant_files
 from .pyspy import PySpyJob, PySpyUnavailable, find_py_spy, record_py_spy
@@ -31,7 +31,6 @@ from .reference import reference_loads, reference_spec
 from .result import VariantProfile
 from .settings import SETTING_NAMES, TOOLS, ProfileSettings, resolve_tools, resolve_variants
 from .summary import write_summary_report, write_variant_report
-from .time_left import BAR_FORMAT, TICK, TIMED, Countdown, Step, StepBar
 from .torch_trace import profile_torch, torch_note
 from ..safe_files import ensure_dir, write_text
 
@@ -82,7 +81,7 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
     countdown = Countdown([*(Step(TIMED, r.variant) for r in plan), *(Step(WARM_UP, variants[0]),) * settings.warmup,
                            *(Step(kind, v) for v in variants for t, kind in TOOL_KINDS.items() if t in tools)])
     first = f"{countdown.clock_words()}, starting the worker server"  # the bar's first line says it too
-    with StepBar(progress_bar(total=countdown.left().steps, desc="profile", unit="step", enabled=progress,
+    with StepBar(progress_bar(total=len(countdown.remaining), desc="profile", unit="step", enabled=progress,
                               bar_format=BAR_FORMAT, postfix=first), countdown, tick=TICK) as bar:
         bar.text = "starting the worker server"  # a step per reference run, warm-up load and tool
         reference = ReferenceProgress(bar)
@@ -164,7 +163,7 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
     """Profile one variant with the chosen tools into ``out_dir/<variant>/`` and write its profile.md.
 
     ``spy`` is a py-spy lookup already made (:func:`~omni_loader.profiling.pyspy.find_py_spy`);
-    ``bar`` a progress bar that advances one step per load (a :class:`~omni_loader.profiling.time_left.StepBar`
+    ``bar`` a progress bar that advances one step per load (a :class:`~omni_loader.progress.StepBar`
     or a plain one; none: silent); ``reference`` the
     variant's median unprofiled run (:func:`~omni_loader.profiling.reference.reference_loads`;
     none: its reference loads are run here).

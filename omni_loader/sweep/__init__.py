@@ -1,6 +1,6 @@
 """What module traversal costs, apart from Token2Wav: the synthetic sweep and the architecture audit.
 
-:mod:`~.traversal` (the sweep), :mod:`~.sweep_bar` (its bar's words and time left), :mod:`~.trees`
+:mod:`~.traversal` (the sweep), :mod:`~.trees`
 (synthetic module trees), :mod:`~.fits` (log-log fits and the cost model), :mod:`~.traversal_plots` (its figure), :mod:`~.discovery_timing` (one
 discovery rule timed) and :mod:`~.audit` (any transformers architecture audited for the
 ``state_dict()``-per-buffer cost).

@@ -94,75 +94,32 @@ def audit_arch(arch: str, repeats: int = 3) -> AuditRow:
     return audit_model(arch, model, repeats, time.perf_counter() - start)
 
 
-class ModelsLeft:
-    """The time the audit's models still to come will take: each at the mean time of the models audited so far, the
-    first one left out once a second is done, and no figure before (:meth:`seconds` is None after the first alone).
-
-    Why: the first model also pays what one process pays once (transformers' auto classes and the first meta-device
-    model built), and tqdm's rate would charge that to every model left. The auto classes are imported before the
-    first model; the rest of its one-off cost is not priced into the others."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.times = total, []
-
-    def timed(self, seconds: float) -> None:
-        self.times.append(seconds)
-
-    def price(self) -> float | None:
-        """Seconds per model to come, or None before a second model is done."""
-        later = self.times[1:]
-        return sum(later) / len(later) if later else None
-
-    def seconds(self) -> float | None:
-        price = self.price()
-        return None if price is None else price * (self.total - len(self.times))
-
-
-def audit_words(arch: str, left: float | None) -> str:
-    """The audit bar's text: ``00:05 left, bert`` (the model audited now), ``time left after the second model,
-    resnet`` before a price is known."""
-    from tqdm import tqdm
-
-    if left is None:
-        return f"time left after the second model, {arch}"
-    return f"{tqdm.format_interval(left)} left, {arch}"
-
-
 def audit(archs: Iterable[str], repeats: int = 3, progress: bool = True,
           clock: Any = time.perf_counter) -> list[AuditRow]:
     """Audit every architecture in ``archs`` (one process: transformers' modules import once each); the bar's time
-    left prices the models to come at the time of those audited so far, the first left out (:class:`ModelsLeft`)."""
+    left prices the models to come at the median time of those audited so far, the first left out.
+
+    Why not the first: it also pays what one process pays once (transformers' auto classes and the first meta-device
+    model built), and tqdm's rate charged that to every model left (05's bar said "00:20 left" at 00:02 and ended at
+    00:09). The auto classes are imported before the first model; the rest of its one-off cost prices no other."""
     from transformers.utils import logging as hf_logging
 
-    from ..profiling.time_left import BAR_FORMAT
-    from ..progress import Redrawer, progress_bar
-    from .sweep_bar import CountdownText
+    from ..progress import BAR_FORMAT, TICK, Countdown, Redrawer, Step, StepBar, progress_bar
 
     hf_logging.set_verbosity_error()
     archs = list(archs)
-    rows, left = [], ModelsLeft(len(archs))
+    rows, model = [], Step("model")
     with progress_bar(total=len(archs), desc="audit, models", unit="model", enabled=progress, bar_format=BAR_FORMAT,
                       postfix="importing transformers' auto classes") as bar:
         from transformers import AutoConfig, AutoModel  # noqa: F401 - a one-off cost, paid before the first model
 
-        text = CountdownText(bar, clock)
-
-        def next_words(k: int, refresh: bool) -> None:  # the bar's text as the k-th model starts
-            if k == len(archs):
-                text.set(lambda s: f"done: {k} model{'' if k == 1 else 's'} audited", None, refresh=refresh)
-                return
-            seconds, price = left.seconds(), left.price()
-            text.set(lambda s: audit_words(archs[k], s), seconds, 0.0 if seconds is None else seconds - price,
-                     refresh=refresh)
-
-        next_words(0, True)
-        with Redrawer(text):
-            for k, arch in enumerate(archs):
-                start = clock()
+        steps = StepBar(bar, Countdown([model] * len(archs), clock, warm_ups=1),
+                        unknown="time left after the second model")
+        with Redrawer(steps, TICK):
+            for arch in archs:  # the bar's text: "00:05 left, bert", the model audited now
+                steps.begin(model, arch)
                 rows.append(audit_arch(arch, repeats))
-                left.timed(clock() - start)
-                next_words(k + 1, False)  # shown with this tick: the next model and the time left now
-                bar.update(1)
+            steps.finish(f"done: {len(archs)} model{'' if len(archs) == 1 else 's'} audited")
     return rows
 
 

@@ -34,7 +34,6 @@ from torch import nn
 from .discovery_timing import calibration, experiment_calls, per_call_seconds, round_estimate
 from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, baseline_over_state_dicts, experiment_x,
                    fit_sweep, linear_costs, place_points, source_words)
-from .sweep_bar import RoundsLeft, SweepBarText, building_words, done_words
 from .traversal_plots import plot_sweep
 from .trees import build_tree, token2wav_model, tree_counts
 
@@ -146,7 +145,7 @@ class Subject:
     model: nn.Module
     counts: tuple[int, int]
     number: dict[str, int]
-    round_estimate: float = math.nan  # seconds one timed round should take, from the warm-up (see RoundsLeft)
+    round_estimate: float = math.nan  # seconds one timed round should take, from the warm-up (see run_sweep)
 
 
 def subjects(config: SweepConfig, bar: Any) -> list[Subject]:
@@ -169,6 +168,19 @@ def subjects(config: SweepConfig, bar: Any) -> list[Subject]:
     return out
 
 
+def building_words(built: int, models: int) -> str:
+    """The sweep bar's text while it builds: no time left yet (the trees grow, so the first builds' pace says
+    nothing of the last ones', nor of the timing)."""
+    return f"{built}/{models} models built and warmed up; time left once the timing starts"
+
+
+def done_words(repeats: int, models: int) -> str:
+    """The sweep bar's last text. Its count is models × (repeats + 1): every model is built and warmed up once (the
+    first round of ticks) and then timed ``repeats`` times, so the words name the warm-up round too: "264/264 ...
+    done: 7 repeats of 33 models" would not add up."""
+    return f"done: a warm-up round and {repeats} repeat{'' if repeats == 1 else 's'} of {models} models"
+
+
 def run_sweep(config: SweepConfig | None = None, progress: bool = True,
               clock: Callable[[], float] = time.perf_counter):  # -> pandas.DataFrame
     """Measure every tree of ``config`` (and the real Token2Wav); one tidy row per timed repeat.
@@ -177,12 +189,13 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
     fresh random order per round (seeded by ``config.seed``). A burst of load from another process
     therefore lands on different trees in different rounds, and the medians discard it, instead of
     spoiling every repeat of one tree. The bar's time left prices each model's rounds by that model's own cost
-    (:class:`RoundsLeft`, on ``clock``).
+    (the kit's :class:`~omni_loader.progress.Countdown` on ``clock``, each model a variant scaled by its warm-up
+    price): the models range from a 16-module tree to the real Token2Wav, timed in a random order, so the mean of
+    the models timed first priced the real model's second-long rounds at a small tree's.
     """
     import pandas as pd
 
-    from ..profiling.time_left import BAR_FORMAT
-    from ..progress import Redrawer, progress_bar
+    from ..progress import BAR_FORMAT, TICK, Countdown, Redrawer, Step, StepBar, progress_bar
 
     config = config or SweepConfig.full()
     models = len(config.trees()) + bool(config.token2wav)
@@ -193,23 +206,17 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
         plan = subjects(config, bar)
         rng = random.Random(config.seed)
         queue = [(repeat, i) for repeat in range(config.repeats) for i in rng.sample(range(len(plan)), len(plan))]
-        prices = RoundsLeft([s.round_estimate for s in plan], config.repeats)
-        text = SweepBarText(bar, config.repeats, clock)
-        text.at_repeat(1, None)
-        with Redrawer(text):  # the time left counts down while one model is timed
-            for k, (repeat, i) in enumerate(queue):
-                s, start = plan[i], clock()
+        rounds = [Step("round", str(i)) for _, i in queue]
+        countdown = Countdown(rounds, clock)
+        countdown.scale = {str(i): s.round_estimate for i, s in enumerate(plan)
+                           if s.round_estimate > 0 and math.isfinite(s.round_estimate)}
+        steps = StepBar(bar, countdown, unknown="time left after the first model is timed")
+        with Redrawer(steps, TICK):  # the time left counts down while one model is timed
+            for (repeat, i), step in zip(queue, rounds):
+                steps.begin(step, f"repeat {repeat + 1}/{config.repeats}")  # the bar ticks as the model before ends
+                s = plan[i]
                 rows += measure_round(s.model, s.number, repeat, s.source, s.counts, touch=config.touch)
-                prices.timed(i, clock() - start)
-                # the text the bar shows with this tick: the repeat the next model is timed in, the time left now,
-                # and the part of it the models after the next one take (the floor of its countdown)
-                if k + 1 < len(queue):
-                    after, each = queue[k + 1], prices.prices()
-                    left = prices.seconds()
-                    text.at_repeat(after[0] + 1, left, left - each[after[1]], refresh=False)
-                else:
-                    bar.set_postfix_str(done_words(config.repeats, models), refresh=False)
-                bar.update(1)
+            steps.finish(done_words(config.repeats, models))
     order = {e: i for i, e in enumerate(EXPERIMENTS)}
     frame = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
     frame = frame.assign(_src=frame.source != SYNTHETIC, _exp=frame.experiment.map(order))
