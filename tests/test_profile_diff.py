@@ -329,8 +329,8 @@ def test_profile_diff_aa_reaches_profile_diff(monkeypatch: pytest.MonkeyPatch, t
 
     asked = []
 
-    def fake(snapshot, variants, runs, out, **kw):
-        asked.append(kw["aa"])
+    def fake(snapshot, spec, **kw):
+        asked.append(spec.aa)
         raise pdiff.OmniLoaderError("stopped here")
 
     monkeypatch.setattr(pdiff, "profile_diff", fake)
@@ -820,3 +820,94 @@ def test_a_step_of_its_own_at_6_runs_appeared(tiny_snapshot: Path, tmp_path: Pat
     assert "slower by" in spin and "it appeared in spin: sampled in all 6 runs of spin" in spin, text
     assert "and in none of optimized's 6 (0 of their" in spin and "with Bonferroni over the" in spin
     assert "With 6 sampled loads a variant, a rank test's smallest p is" in text
+
+
+# --------------------------------------------------------------------------- interrupted, then continued
+
+
+def _verdicts(directory: Path) -> dict[str, str]:
+    table = pd.read_csv(directory / pdiff.FUNCTIONS_CSV, keep_default_na=False, na_values=[""])
+    return dict(zip(table["function"], table["verdict"]))
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_an_interrupted_diff_is_continued_with_resume(tiny_snapshot: Path, tmp_path: Path, python: str,
+                                                      request: pytest.FixtureRequest) -> None:
+    """SIGTERM once runs.csv holds some runs: exit 130 and the one line that continues it, shell-quoted (an --out
+    with a space); the same command without --resume is refused (it would throw the runs away); with --resume it
+    runs the others, each planned run once in runs.csv, and its verdicts are the ones its saved rows give. The
+    baseline's state_dict discovery is claimed by it and by a diff that ran straight through."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import time
+
+    from omni_loader.results.planner import plan_runs
+
+    if find_py_spy()[0] is None:
+        pytest.skip("py-spy is not installed")
+    tmp = Path(tempfile.mkdtemp(prefix="ol-"))  # the fork server's socket: a short path (see _sampling_diff)
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    env = {**os.environ, "TMPDIR": str(tmp), "OMNI_LOADER_PROGRESS": "lines"}
+    settings = ("--runs", "4", "--warmup", "0", "--rate", "1000")
+    out, straight = tmp_path / "out dir", tmp_path / "straight"
+    proc = subprocess.Popen(_diff_argv(python, tiny_snapshot, out, *settings), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    runs_csv, deadline = out / "diff" / pdiff.RUNS_CSV, time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        if runs_csv.is_file() and runs_csv.read_text().count("\n") > 4:  # the header and at least 4 runs
+            proc.send_signal(signal.SIGTERM)
+            break
+        time.sleep(0.05)
+    _, err = proc.communicate(timeout=120)
+    saved = pd.read_csv(runs_csv)
+    command = shlex.join(["omni-loader", "profile", "--diff", "--resume", "--out", str(out)])
+    assert proc.returncode == 130, err
+    assert f"\ninterrupted: {len(saved)} runs saved in {out / 'diff'}; continue with: {command}\n" in err, err
+    assert "Traceback" not in err, err
+    plan = plan_runs(0, 4, "blocks", 0, variants=("baseline", "optimized", "baseline" + pdiff.UNSAMPLED,
+                                                   "optimized" + pdiff.UNSAMPLED))
+    assert 4 <= len(saved) < len(plan)
+
+    again = subprocess.run(_diff_argv(python, tiny_snapshot, out, *settings), env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 2 and f"continue with: {command}" in again.stderr, again.stderr
+    resumed = subprocess.run(_diff_argv(python, tiny_snapshot, out, *settings, "--resume"), env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    runs = pd.read_csv(runs_csv)
+    assert sorted(runs["run_id"]) == [r.run_id for r in plan]  # each planned run once
+    assert list(runs["run_id"][: len(saved)]) == list(saved["run_id"])  # the saved runs kept, not run again
+
+    folds = pd.read_csv(out / "diff" / pdiff.RUN_FUNCTIONS_CSV, keep_default_na=False, na_values=[""])
+    assert set(folds["run_id"]) == set(runs.loc[runs["sampled"], "run_id"])
+    again = stats.compare_functions(folds.assign(file=folds["file"].fillna("").astype(str)), "baseline", "optimized")
+    assert _verdicts(out / "diff") == dict(zip(again["function"], again["verdict"]))
+
+    through = subprocess.run(_diff_argv(python, tiny_snapshot, straight, *settings), env=env, capture_output=True,
+                             text=True, timeout=600)
+    assert through.returncode == 0, through.stderr
+    for d in (out / "diff", straight / "diff"):
+        assert _verdicts(d)["Module.state_dict"] == stats.FASTER, (d, pd.read_csv(d / pdiff.RUN_FUNCTIONS_CSV).query(
+            "function == 'Module.state_dict'")[["run_id", "samples"]].to_dict("records"))
+
+
+def test_a_resume_with_other_settings_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--resume takes the settings saved in plan.json; one typed that differs is refused in one line naming it, and
+    a folder with no diff to continue is said to have none."""
+    import json
+
+    from omni_loader.profiling.spec import ProfileSpec
+
+    assert cli.main(["profile", "--diff", "--resume", "--out", str(tmp_path)]) == 2
+    assert "holds no differential profile to continue" in capsys.readouterr().err
+    (tmp_path / "diff").mkdir()
+    spec = ProfileSpec(diff=True, runs=4, checkpoint=str(tmp_path))
+    (tmp_path / "diff" / pdiff.PLAN_JSON).write_text(json.dumps({"status": "running", "spec": spec.record()}))
+    assert cli.main(["profile", "--diff", "--resume", "--runs", "5", "--aa", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--runs 5 (saved: 4), --aa (saved: off)" in err, err
+    assert cli.main(["profile", "--resume", "--out", str(tmp_path)]) == 2
+    assert "--resume: only with --diff" in capsys.readouterr().err

@@ -6,27 +6,25 @@ from __future__ import annotations
 import argparse
 import math
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 from .. import profiling
-from ..bench.spec import BenchmarkSpec
-from ..errors import OmniLoaderError
+from ..bench.spec import LOAD_FIELDS
+from ..errors import OmniLoaderError, ResultsError
 from ..formatting import percent
-from ..profiling.settings import (DEFAULT_RATE, DEFAULT_TOP, MAX_AUTO_REPEAT, MAX_RATE, MIN_RATE, PY_SPY_ENV,
-                                  RATE_MEANING, SAMPLES_WANTED, TOOLS, VARIANT_CHOICES, ProfileSettings, resolve_tools)
-from ..token2wav.options import option_fields
-from .options import (MAX_RUNS, Default, add_checkpoint_options, add_field_options, add_load_options, bounded_int,
-                      comma_list, given_options, load_options, snapshot_from_args)
+from ..profiling.settings import MAX_RATE, MIN_RATE, RATE_MEANING, VARIANT_CHOICES, resolve_tools
+from ..profiling.spec import DIFF, PROFILE, ProfileSpec
+from ..token2wav.options import dest, flag, option_conflicts, option_fields
+from .options import (MAX_RUNS, add_checkpoint_options, add_field_options, bounded_int, given_options, load_options,
+                      snapshot_from_args)
+from .reproduce import CHECKPOINT_DESTS
 
 # Bounds of profile's other numbers (--rate's are py-spy's, settings.MIN_RATE/MAX_RATE; --runs' the kit's MAX_RUNS):
 # rows of a table, loads per py-spy worker, a seed that random.Random and metadata's JSON keep whole, and a worker
 # timeout that a wait can take (multiprocessing's join of 1e300 s raises OverflowError)
 MAX_TOP, MAX_REPEAT, MAX_SEED, MAX_TIMEOUT_S = 10_000, 1_000, 2**63 - 1, 7 * 24 * 3600.0
-
-# profile's options that only the one-load-per-tool profile takes, and those only --diff takes
-PROFILE_ONLY = ("tool", "top", "native", "repeat", "py_spy_svg", "reference_runs")
-DIFF_ONLY = ("runs", "variants", "order_seed", "worker_timeout", "aa")
 
 
 def timeout_seconds(option: str) -> Any:
@@ -46,22 +44,12 @@ def timeout_seconds(option: str) -> Any:
     return parse
 
 
-def profile_settings(args: argparse.Namespace) -> ProfileSettings:
-    """The :class:`ProfileSettings` that ``--top``/``--rate``/``--native``/``--repeat``/``--py-spy``… select."""
-    return ProfileSettings(top=args.top, rate=args.rate, native=args.native, repeat=args.repeat, py_spy=args.py_spy,
-                           py_spy_svg=args.py_spy_svg, warmup=args.warmup, reference_runs=args.reference_runs)
-
-
 def variant_value(text: str) -> Any:
     """``--variant``: a name (baseline, optimized, both; with --diff any known variant) or a custom variant's
     definition ``NAME=STEP:REF[,STEP:REF]`` (with --diff), as reproduce takes it."""
     from ..token2wav.variants import parse_variant
 
     return parse_variant(text) if "=" in text else text.strip()
-
-
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -81,62 +69,109 @@ def _profile(args: argparse.Namespace) -> int:
     from ..profiling.outputs import PROFILE_MD  # imported when the command runs: the parser stays free of pandas
     from ..profiling.run import profile_variants
 
-    given = given_options(args)
-    chosen = args.variant or []
-    names = [v for v in chosen if isinstance(v, str)]
-    if args.diff:
-        return cmd_profile_diff(args, given, names)
-    wrong = [d for d in DIFF_ONLY if d in given] + (["variant NAME=STEP:REF"] if len(names) < len(chosen) else [])
+    given, spec = given_options(args), profile_spec(args)
+    names = [v for v in spec.variant if isinstance(v, str)]
+    if spec.diff:
+        return cmd_profile_diff(args, spec, given, names)
+    wrong = typed_only(DIFF, given) + ["--resume"] * args.resume + (
+        ["--variant NAME=STEP:REF"] if len(names) < len(spec.variant) else [])
     if wrong:
-        raise OmniLoaderError(f"{', '.join(_flag(d) for d in wrong)}: only with --diff (a differential profile)")
+        raise OmniLoaderError(f"{', '.join(wrong)}: only with --diff (a differential profile)")
     if len(names) > 1 or (names and names[0] not in VARIANT_CHOICES):
         raise OmniLoaderError(f"--variant {' '.join(names)}: choose one of {', '.join(VARIANT_CHOICES)}")
-    args.variant = names[0] if names else "both"
-    options, settings = load_options(args), profile_settings(args)  # checked before the snapshot is made
+    variant, settings = names[0] if names else "both", spec.settings()  # checked before the snapshot is made
     snapshot = snapshot_from_args(args)
-    print(f"profiling {args.variant} on {snapshot.root} ({snapshot.source}), tools: "
-          f"{', '.join(resolve_tools(args.tool))}", flush=True)
-    profiles = profile_variants(snapshot, args.variant, args.tool, args.out, options, settings, progress=True)
+    print(f"profiling {variant} on {snapshot.root} ({snapshot.source}), tools: "
+          f"{', '.join(resolve_tools(spec.tool))}", flush=True)
+    profiles = profile_variants(snapshot, variant, spec.tool, args.out, spec.load, settings, progress=True)
     print()
-    for variant, vp in profiles.items():
-        print_variant(variant, vp)
+    for name, vp in profiles.items():
+        print_variant(name, vp)
     print(f"summary: {Path(args.out) / PROFILE_MD}")
     return 0
 
 
-def cmd_profile_diff(args: argparse.Namespace, given: set[str], names: list[str]) -> int:
-    """``profile --diff``: the differential profile of two variants (:func:`~omni_loader.profiling.diff.profile_diff`)."""
-    from ..profiling.diff import DEFAULT_RUNS, DIFF_DIR, DIFF_JSON, profile_diff, two_variants
+def profile_spec(args: argparse.Namespace) -> ProfileSpec:
+    """The :class:`ProfileSpec` the options select (one option per field), checked as it is made."""
+    values = {name: getattr(args, dest(f)) for name, f in option_fields(ProfileSpec).items()
+              if name != "checkpoint" and name not in LOAD_FIELDS}
+    tool = values.pop("tool")
+    return ProfileSpec(**{**values, "variant": tuple(values["variant"] or ()), "variants": tuple(values["variants"])},
+                       tool=tuple(tool) if tool else None, load=load_options(args))
+
+
+def typed_only(mode: str, given: set[str]) -> list[str]:
+    """The options typed that only ``mode`` takes (ProfileSpec's fields marked so), as their flags."""
+    return [flag(f) for f in option_fields(ProfileSpec).values() if f.metadata.get("only") == mode and dest(f) in given]
+
+
+def cmd_profile_diff(args: argparse.Namespace, spec: ProfileSpec, given: set[str], names: list[str]) -> int:
+    """``profile --diff``: the differential profile of two variants (:func:`~omni_loader.profiling.diff.profile_diff`);
+    ``--resume`` continues an interrupted one with its saved settings."""
+    from ..bench.driver import Interrupted
+    from ..profiling.diff import DIFF_DIR, DIFF_JSON, profile_diff, two_variants
     from ..profiling.diff_words import estimated_tests, reach_words
     from ..profiling.pyspy import PySpyUnavailable
 
-    wrong = [d for d in PROFILE_ONLY if d in given]
+    wrong = typed_only(PROFILE, given)
     if wrong:
-        raise OmniLoaderError(f"--diff samples with py-spy only, one load per fresh process: "
-                              f"{', '.join(_flag(d) for d in wrong)} cannot be used with it")
+        raise OmniLoaderError(f"--diff samples with py-spy only, one load per fresh process: {', '.join(wrong)} "
+                              "cannot be used with it")
     if names:
         raise OmniLoaderError(f"--diff --variant {names[0]}: name the two variants with --variants A,B (--variant "
                               "takes a definition NAME=STEP:REF[,STEP:REF] with --diff)")
-    variants = two_variants(args.variants or ("baseline", "optimized"))
-    custom = [v for v in (args.variant or []) if not isinstance(v, str)]
-    options = load_options(args)
-    snapshot = snapshot_from_args(args)
+    if args.resume:
+        spec, snapshot = resumed_spec(args, spec, given)
+    else:
+        two_variants(spec.variants)
+        snapshot = snapshot_from_args(args)
+    variants = two_variants(spec.variants)
     print(f"differential profile of {' against '.join(variants)} on {snapshot.root} ({snapshot.source}): "
-          f"{args.runs or DEFAULT_RUNS} py-spy-sampled loads per variant, each in a fresh process"
-          + (", and as many of an A/A for each function's noise floor" if args.aa else ""), flush=True)
-    runs = args.runs or DEFAULT_RUNS
-    print(reach_words(runs, runs, *estimated_tests(Path(args.out) / DIFF_DIR / DIFF_JSON)), flush=True)
+          f"{spec.runs} py-spy-sampled loads per variant, each in a fresh process"
+          + (", and as many of an A/A for each function's noise floor" if spec.aa else ""), flush=True)
+    print(reach_words(spec.runs, spec.runs, *estimated_tests(Path(args.out) / DIFF_DIR / DIFF_JSON)), flush=True)
     try:
-        diff = profile_diff(snapshot, variants, args.runs or DEFAULT_RUNS, args.out, options=options,
-                            custom_variants=custom, warmup=args.warmup, rate=args.rate, seed=args.order_seed or 0,
-                            py_spy=args.py_spy, worker_timeout=args.worker_timeout, aa=args.aa, progress=True)
+        diff = profile_diff(snapshot, spec, out_dir=args.out, resume=args.resume, progress=True)
     except PySpyUnavailable as exc:  # --diff is nothing but py-spy's samples: without them there is no diff
         raise OmniLoaderError(f"--diff: {exc}") from None
+    except Interrupted as exc:  # every run that ended is saved: the line says how to continue
+        print(exc.line, file=sys.stderr)
+        return 130
     print()
     print(diff.markdown())
     for name in ("functions.csv", "diff.md", "flame-diff.svg"):
         print(f"  {diff.directory / name}")
     return 0
+
+
+def resumed_spec(args: argparse.Namespace, typed: ProfileSpec, given: set[str]) -> tuple[ProfileSpec, Any]:
+    """``--diff --resume --out DIR``: the settings and snapshot saved in DIR/diff; options typed that contradict them
+    are refused in one line naming each (``--runs 6 (saved: 5)``), as ``reproduce --resume`` refuses them."""
+    from ..bench.spec import same_path
+    from ..profiling.diff import DIFF_DIR, PLAN_JSON, read_plan
+    from ..token2wav.checkpoint import open_snapshot
+
+    directory = Path(args.out) / DIFF_DIR
+    saved = read_plan(directory).get("spec")
+    if not isinstance(saved, dict):
+        raise ResultsError(f"--resume: {directory} holds no differential profile to continue (drop --resume to start "
+                           "one there)")
+    record = typed.record()
+    if "device" in given:
+        from ..host.devices import resolve_device
+
+        record["device"] = str(resolve_device(record["device"]))
+    fields = option_fields(ProfileSpec)
+    conflicts = option_conflicts(ProfileSpec, saved, {n: record[n] for n in record
+                                                      if dest(fields[n]) in given and n != "checkpoint"})
+    if given & set(CHECKPOINT_DESTS) and not same_path(str(snapshot_from_args(args).root), saved.get("checkpoint")):
+        conflicts.insert(0, f"the checkpoint options (saved: {saved.get('checkpoint')})")
+    if conflicts:
+        raise ResultsError(f"--resume --out {args.out}: options that contradict the saved differential profile: "
+                           f"{', '.join(conflicts)}; drop them (the settings come from {directory / PLAN_JSON}) or "
+                           "choose another --out")
+    spec = ProfileSpec.from_record(saved)
+    return spec, open_snapshot(spec.checkpoint)
 
 
 def print_variant(variant: str, vp: Any) -> None:
@@ -152,49 +187,41 @@ def print_variant(variant: str, vp: Any) -> None:
         print(f"  {key:<20} {path}")
 
 
+# argparse's part of each option (its type and metavar, how it repeats); the rest is its ProfileSpec field's
+EXTRAS: dict[str, dict[str, Any]] = {
+    "variant": {"type": variant_value, "action": "append", "default": None, "metavar": "NAME|NAME=STEP:REF"},
+    "tool": {"action": "append"},
+    "top": {"type": bounded_int("--top", 1, MAX_TOP), "metavar": "N"},
+    "rate": {"type": bounded_int("--rate", MIN_RATE, MAX_RATE, RATE_MEANING), "metavar": "HZ"},
+    "repeat": {"type": bounded_int("--repeat", 1, MAX_REPEAT), "metavar": "N"},
+    "py_spy": {"metavar": "PATH"},
+    "warmup": {"type": bounded_int("--warmup", 0, MAX_RUNS), "metavar": "N"},
+    "reference_runs": {"type": bounded_int("--reference-runs", 1, MAX_RUNS), "metavar": "N"},
+    "variants": {"metavar": "A,B"},
+    "runs": {"type": bounded_int("--runs", 2, MAX_RUNS), "metavar": "N"},
+    "order_seed": {"type": bounded_int("--order-seed", 0, MAX_SEED), "metavar": "SEED"},
+    "worker_timeout": {"type": timeout_seconds("--worker-timeout"), "metavar": "S"},
+}
+
+
 def add_command(subparsers: Any) -> None:
     p = subparsers.add_parser("profile", help="profile one load per variant with cProfile, py-spy and torch.profiler",
                               description=profiling.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--variant", type=variant_value, action="append", metavar="NAME|NAME=STEP:REF",
-                   help=f"variant(s) to profile: {', '.join(VARIANT_CHOICES)} (default both); with --diff, "
-                        "NAME=STEP:REF[,STEP:REF] defines a variant of your own for --variants, as in reproduce")
-    p.add_argument("--tool", choices=(*TOOLS, "all"), action="append",
-                   help="profiler to run; repeat for several (default all)")
+    fields, into = option_fields(ProfileSpec), {}
+
+    def add(first: str | None, last: str | None) -> None:  # the fields from first up to last, in --help's order
+        names = list(fields)[list(fields).index(first) if first else 0:list(fields).index(last) if last else None]
+        add_field_options(p, ProfileSpec, skip=tuple(n for n in fields if n not in names or n == "checkpoint"),
+                          extras=EXTRAS, into=into)
+
+    add(None, "checkpoint")
     add_checkpoint_options(p)
-    add_load_options(p)
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory (DIR/<variant>/ and DIR/profile.md)")
-    p.add_argument("--top", type=bounded_int("--top", 1, MAX_TOP), default=Default(DEFAULT_TOP), metavar="N", help=f"rows in the tables (default {DEFAULT_TOP})")
-    p.add_argument("--rate", type=bounded_int("--rate", MIN_RATE, MAX_RATE, RATE_MEANING), default=DEFAULT_RATE,
-                   metavar="HZ", help=f"py-spy samples per second, {MIN_RATE} to {MAX_RATE:,} (default {DEFAULT_RATE})")
-    p.add_argument("--native", action="store_true", help="py-spy: also record native (C/C++) frames")
-    p.add_argument("--repeat", type=bounded_int("--repeat", 1, MAX_REPEAT), default=None, metavar="N",
-                   help=f"py-spy: loads per worker process (default: enough for ~{SAMPLES_WANTED} samples, at most "
-                        f"{MAX_AUTO_REPEAT})")
-    p.add_argument("--py-spy", dest="py_spy", metavar="PATH",
-                   help=f"py-spy executable (default ${PY_SPY_ENV}, this Python's bin directory, then PATH)")
-    p.add_argument("--py-spy-svg", action="store_true",
-                   help="record flame.svg with a second py-spy run in its own interactive format (default: draw it "
-                        "from the speedscope samples of the one recording)")
-    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), default=1, metavar="N",
-                   help="unprofiled loads before profiling, and warm-ups of the reference runs (default 1)")
-    p.add_argument("--reference-runs", type=bounded_int("--reference-runs", 1, MAX_RUNS), default=Default(3), metavar="N",
-                   help="unprofiled runs per variant, each in a fresh process, that the phase shares come from: "
-                        "the median run's (default 3)")
     d = p.add_argument_group("differential profile (--diff)")
-    d.add_argument("--diff", action="store_true",
-                   help="which functions B made faster or slower than A: randomized blocks of fresh-process loads, "
-                        "each sampled by py-spy, per-function medians, intervals and rank tests with "
-                        "Benjamini-Hochberg at 5%%; writes DIR/diff/functions.csv, diff.md, flame-diff.svg")
-    d.add_argument("--variants", type=comma_list, metavar="A,B",
-                   help="the two variants (default baseline,optimized; the same name twice: an A/A diff)")
-    d.add_argument("--runs", type=bounded_int("--runs", 2, MAX_RUNS), metavar="N",
-                   help="sampled loads per variant (default 15), and as many unsampled ones for py-spy's cost")
-    d.add_argument("--order-seed", type=bounded_int("--order-seed", 0, MAX_SEED), metavar="SEED", help="seed of the randomized blocks (default 0)")
-    d.add_argument("--worker-timeout", type=timeout_seconds("--worker-timeout"), metavar="S",
-                   help="kill a load after S seconds")
-    # --aa as reproduce declares it (BenchmarkSpec's field): its flag and its words, said of functions here
-    spec_fields = option_fields(BenchmarkSpec)
-    add_field_options(d, BenchmarkSpec, skip=tuple(n for n in spec_fields if n != "aa"), extras={"aa": {
-        "help": spec_fields["aa"].metadata["help"] + ", per function: two more arms in each block, sampled alike; "
-                "a function's difference within its A/A floor is not claimed (functions.csv aa_floor_s)"}})
+    into.update((n, d) for n, f in fields.items() if f.metadata.get("only") == DIFF or n == "diff")
+    add(LOAD_FIELDS[0], "top")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (DIR/<variant>/ and DIR/profile.md)")
+    add("top", None)
+    d.add_argument("--resume", action="store_true",
+                   help="continue the interrupted differential profile in --out with its saved settings (options "
+                        "given must agree with them)")
     p.set_defaults(func=cmd_profile)

@@ -15,14 +15,18 @@ difference is each function's A/A floor, and a difference within it is not claim
 Each block also holds one unsampled load per variant (the kit's ordinary forked run), so the
 report states what py-spy's sampling costs a load, from the same runs. Written under ``DIR/diff/``:
 ``functions.csv``, ``diff.md``, ``flame-diff.svg`` (:mod:`~omni_loader.profiling.diff_flame`), ``runs.csv`` (every
-run's load total), ``run_functions.csv`` (every run's fold) and each sampled run's speedscope file (``speedscope/``).
+run's load total), ``run_functions.csv`` (every run's fold) and each sampled run's speedscope file (``speedscope/``),
+each run's as it ends, after ``plan.json`` (the settings and the plan): ``profile --diff --resume`` continues an
+interrupted diff (:mod:`~omni_loader.bench.driver`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,14 +41,15 @@ from ..token2wav.options import LoadOptions
 from .pyspy import PySpyUnavailable, find_py_spy
 from .sampled import sampled_load
 from .settings import DEFAULT_RATE, MAX_RATE, MIN_RATE, RATE_LIMITS
-from .time_left import BAR_FORMAT, TICK, TIMED, Countdown, Step, StepBar
+from ..progress import BAR_FORMAT, TICK, TIMED, Countdown, Step, StepBar
 from ..bench.spec import AA_ARMS, AA_VARIANT
 from .diff_stats import (APPEARED, FASTER, FDR, FUNCTION_COLUMNS, MIN_SAMPLES, NO_CLAIM, PRESENCE, SLOWER,
                          assign_roles, compare_functions, fold_samples, function_floors)
 from .diff_words import (disk_blamed, entry_sentence, presence_words, reach_words,
                          sample_totals, signed)
 from ..results.lock import writer_lock
-from ..safe_files import ensure_dir, write_text
+from ..safe_files import ensure_dir, open_file, write_text
+from .spec import DEFAULT_RUNS, ProfileSpec
 
 DIFF_DIR = "diff"
 FUNCTIONS_CSV = "functions.csv"
@@ -54,7 +59,7 @@ FLAME_DIFF_SVG = "flame-diff.svg"
 RUNS_CSV = "runs.csv"
 RUN_FUNCTIONS_CSV = "run_functions.csv"
 SPEEDSCOPE_DIR = "speedscope"
-DEFAULT_RUNS = 15  # sampled loads per variant: enough for a rank test to survive ~300 tests at 5% FDR
+PY_SPY_LOG = "py-spy.log"
 ROLE_WORDS = {"caller": "a caller: its time moved in the functions it calls",
               "unexplained": "no callee's own time is claimed to move with it"}
 UNSAMPLED = ":unsampled"  # the plan's label of a variant's unsampled load (the overhead's yardstick)
@@ -271,104 +276,228 @@ def read_profile_diff(out_dir: str | os.PathLike[str]) -> ProfileDiff:
 # --------------------------------------------------------------------------- running it
 
 
-def profile_diff(snapshot: Any, variants: tuple[str, str] | list[str] = VARIANTS, runs: int = DEFAULT_RUNS,
+def profile_diff(snapshot: Any, spec: ProfileSpec | tuple[str, str] | list[str] = VARIANTS, runs: int = DEFAULT_RUNS,
                  out_dir: str | os.PathLike[str] = "results/profile-diff", *, options: LoadOptions | None = None,
-                 custom_variants: tuple[Any, ...] | list[Any] = (), warmup: int = 1, rate: int = DEFAULT_RATE,
-                 seed: int = 0, py_spy: str | None = None, worker_timeout: float | None = None, fdr: float = FDR,
-                 aa: bool = False, progress: bool = True) -> ProfileDiff:
-    """Run the differential profile of ``variants`` (A, B; the same name twice is an A/A diff) on
-    ``snapshot`` into ``out_dir/diff/`` and return it (see the module doc). ``runs``: sampled loads per
-    variant (and as many unsampled ones, for py-spy's cost); ``custom_variants``: ``--variant`` values
-    (:func:`~omni_loader.token2wav.variants.parse_variant`) the names may refer to; ``aa``: also sample an A/A
-    of :data:`~omni_loader.bench.spec.AA_VARIANT` in each block, each function's floor."""
+                 resume: bool = False, progress: bool = True) -> ProfileDiff:
+    """Run (or, with ``resume``, continue) the differential profile ``spec`` on ``snapshot`` into ``out_dir/diff/``
+    and return it (see the module doc). A notebook may pass the two variants, ``runs`` and ``options`` instead of a
+    :class:`~omni_loader.profiling.spec.ProfileSpec`.
+
+    Each run's row (``runs.csv``) and fold (``run_functions.csv``) is saved as it ends, after the settings and the
+    plan (``plan.json``): an interrupted diff keeps its runs, and ``resume`` runs the others, with the saved
+    settings (others are refused in one line naming the option), then compares them all. A new diff into a folder
+    whose diff was interrupted is refused: it would throw those runs away."""
+    from ..bench.driver import Interrupted, drive
     from ..bench.runner import benchmark_spec, check_variants
-    from ..bench.worker import WorkerFailed, run_isolated, start_forkserver
+    from ..bench.worker import start_forkserver, stop_forkserver
     from ..progress import progress_bar
     from ..results.planner import plan_runs
+
+    if not isinstance(spec, ProfileSpec):
+        spec = ProfileSpec(variants=tuple(spec), runs=runs, load=options or LoadOptions(), diff=True)
+    a, b, custom = diff_arms(spec)
+    exe, why = find_py_spy(spec.py_spy)
+    if exe is None:
+        raise PySpyUnavailable(why)
+    bench = benchmark_spec(snapshot, spec.load, variants=(a, b), custom_variants=custom, warmup=spec.warmup,
+                           runs=spec.runs, order="blocks", seed=spec.order_seed, workers="forkserver",
+                           worker_timeout=spec.worker_timeout)
+    check_variants(bench.variants, custom, bench.load.device, spec.worker_timeout)
+    spec = dataclasses.replace(spec, checkpoint=str(snapshot.root), load=bench.load)
+    directory = Path(out_dir) / DIFF_DIR
+    command = ["omni-loader", "profile", "--diff", "--resume", "--out", str(out_dir)]
+    labels = (a, b, a + UNSAMPLED, b + UNSAMPLED, *(AA_ARMS if spec.aa else ()))
+    plan = plan_runs(spec.warmup, spec.runs, "blocks", spec.order_seed, variants=labels)
+    with writer_lock(directory), disk_blamed(directory):  # one writer: a second diff into it is refused
+        done = begun(directory, spec, plan, resume, command)
+        ensure_dir(directory / SPEEDSCOPE_DIR)
+        steps = {run.run_id: Step(TIMED if run.variant.endswith(UNSAMPLED) or run.warmup else SAMPLED,
+                                  run.variant.removesuffix(UNSAMPLED)) for run in plan}  # what the time left reads
+        countdown = Countdown(steps[r.run_id] for r in plan if r.run_id not in done)
+        first = "starting the worker server"
+        bar = StepBar(progress_bar(total=len(plan), initial=len(done), desc="profile --diff", unit="run",
+                                   enabled=progress, bar_format=BAR_FORMAT,
+                                   postfix=f"{countdown.clock_words()}, {first}"), countdown, tick=TICK)
+        bar.text = first
+        arm = DiffArm(bench, directory, exe, spec.rate, len(plan))
+
+        def save(run: Any, result: tuple[dict[str, Any], pd.DataFrame | None]) -> None:
+            row, fold = result
+            if fold is not None:  # the fold first: a run is saved once its row is (a kill between leaves no row)
+                append_csv(directory / RUN_FUNCTIONS_CSV, fold[list(FOLD_COLUMNS)])
+            append_csv(directory / RUNS_CSV, pd.DataFrame([row], columns=RUN_COLUMNS))
+
+        try:
+            if len(done) < len(plan):
+                start_forkserver()
+            drive(directory, plan, arm, save, done=done, resume=command, bar=bar, step=lambda r: steps[r.run_id],
+                  words=arm.words)
+            countdown.begin(Step(COMPARING))  # its time is not known: "? left", not a false 00:00
+            bar.say(f"all {len(plan)} runs done: comparing the functions")
+            diff = compared(directory, a, b, spec)
+            countdown.end()
+            write_text(directory / PLAN_JSON, json.dumps({**read_plan(directory), "status": "complete"}, indent=2))
+            bar.say(f"done: {int(diff.functions['tested'].sum())} functions tested, {len(diff.claimed)} moved")
+        except KeyboardInterrupt:  # after the plan was saved: what is saved is continued
+            stop_forkserver()  # nothing of the diff is left behind
+            raise Interrupted(len(pd.read_csv(directory / RUNS_CSV)) if (directory / RUNS_CSV).is_file() else 0,
+                              directory, command) from None
+        finally:
+            bar.close()
+    return diff
+
+
+COMPARING = "comparison"  # the kind of the bar's last step: the functions compared, after the runs
+PLAN_JSON = "plan.json"  # the diff's settings and its plan, written before its first run: what --resume continues
+RUN_COLUMNS = ("run_id", "variant", "sampled", "warmup", "status", "error", "load_s", "state_dict_calls", "speedscope")
+FOLD_COLUMNS = ("run_id", "variant", "function", "file", "inclusive_s", "self_s", "samples")
+
+
+def diff_arms(spec: ProfileSpec) -> tuple[str, str, list[Any]]:
+    """A, B and the custom variants of ``spec``, checked (one line each); the same name twice is an A/A diff, its B
+    the same variant under a second name, so that the plan can tell the arms apart."""
     from ..token2wav.variants import BUILTIN_VARIANTS, Variant
 
-    a, b = two_variants(variants)
-    custom = list(custom_variants)
-    if a == b:  # an A/A diff: the same variant under a second name, so the plan can tell the arms apart
+    a, b = two_variants(spec.variants)
+    custom = [v for v in spec.variant if not isinstance(v, str)]
+    if a == b:
         base = {v.name: v for v in custom}.get(a) or BUILTIN_VARIANTS.get(a)
         if base is None:
             raise OmniLoaderError(f"--variants: unknown variant {a!r}")
         b = f"{a}-again"
         custom.append(Variant(b, discovery=base.discovery, parameters=base.parameters, needs_gpu=base.needs_gpu))
-    if aa and {a, b} & set(AA_ARMS):
+    if spec.aa and {a, b} & set(AA_ARMS):
         raise OmniLoaderError(f"--aa: {', '.join(AA_ARMS)} name the A/A arms; name your variants otherwise")
-    if not MIN_RATE <= rate <= MAX_RATE:
-        raise OmniLoaderError(f"--rate {rate}: must be a whole number {RATE_LIMITS}")
-    if runs < 2:
+    if not MIN_RATE <= spec.rate <= MAX_RATE:
+        raise OmniLoaderError(f"--rate {spec.rate}: must be a whole number {RATE_LIMITS}")
+    if spec.runs < 2:
         raise OmniLoaderError(f"--runs must be at least 2 for a differential profile (a rank test needs two runs "
-                              f"per variant), not {runs}")
-    exe, why = find_py_spy(py_spy)
-    if exe is None:
-        raise PySpyUnavailable(why)
-    spec = benchmark_spec(snapshot, options, variants=(a, b), custom_variants=custom, warmup=warmup, runs=runs,
-                          order="blocks", seed=seed, workers="forkserver", worker_timeout=worker_timeout)
-    check_variants(spec.variants, custom, spec.load.device, worker_timeout)
-    directory = Path(out_dir) / DIFF_DIR
-    with writer_lock(directory), disk_blamed(directory):  # one writer: a second diff into it is refused
-        ensure_dir(directory / SPEEDSCOPE_DIR)
-        log = directory / "py-spy.log"
-        write_text(log, "")
-        labels = (a, b, a + UNSAMPLED, b + UNSAMPLED, *(AA_ARMS if aa else ()))
-        plan = plan_runs(warmup, runs, "blocks", seed, variants=labels)
-        steps = [Step(TIMED if run.variant.endswith(UNSAMPLED) or run.warmup else SAMPLED,
-                      run.variant.removesuffix(UNSAMPLED)) for run in plan]  # each run's kind, which the time left reads
-        countdown = Countdown(steps)
-        bar = StepBar(progress_bar(total=len(plan), desc="profile --diff", unit="run", enabled=progress,
-                                   bar_format=BAR_FORMAT, postfix=f"{countdown.clock_words()}, starting the worker server"),
-                      countdown, tick=TICK)
-        bar.text = "starting the worker server"
-        rows, folds = [], []
+                              f"per variant), not {spec.runs}")
+    return a, b, custom
+
+
+class DiffArm:
+    """One run of the diff's plan: a load sampled by py-spy (its fold and speedscope file) or an unsampled one (the
+    yardstick of py-spy's cost), each in a process forked from the fork server; a failed load is a failed row."""
+
+    def __init__(self, bench: Any, directory: Path, exe: str, rate: int, total: int) -> None:
+        self.bench, self.directory, self.exe, self.rate, self.total = bench, directory, exe, rate, total
+
+    def __call__(self, run: Any) -> tuple[dict[str, Any], pd.DataFrame | None]:
+        from ..bench.worker import WorkerFailed, run_isolated
+
+        variant, sampled = run.variant.removesuffix(UNSAMPLED), not (run.variant.endswith(UNSAMPLED) or run.warmup)
+        request = self.bench.request(dataclasses.replace(run, variant=AA_VARIANT if variant in AA_ARMS else variant))
+        row = {"run_id": run.run_id, "variant": variant, "sampled": sampled, "warmup": run.warmup, "status": "ok",
+               "error": "", "load_s": np.nan, "state_dict_calls": np.nan}
+        fold = None
         try:
-            start_forkserver()
-            for run, step in zip(plan, steps):
-                variant, sampled = step.variant, step.kind == SAMPLED
-                request = spec.request(dataclasses.replace(run, variant=AA_VARIANT if variant in AA_ARMS else variant))
-                label = (f"run {run.run_id + 1}/{len(plan)} {variant}{', sampled' if sampled else ''}"
-                         f"{' (warm-up)' if run.warmup else ''}")
-                bar.begin(step, label)
-                row = {"run_id": run.run_id, "variant": variant, "sampled": sampled, "warmup": run.warmup,
-                       "status": "ok", "error": "", "load_s": np.nan, "state_dict_calls": np.nan}
-                try:
-                    if sampled:
-                        path = directory / SPEEDSCOPE_DIR / f"run-{run.run_id:04d}-{variant}.json"
-                        result = sampled_load(request, path, exe, rate, spec.worker_timeout, log)
-                        fold = fold_samples(path)
-                        folds.append(fold.assign(run_id=run.run_id, variant=variant))
-                        row["speedscope"] = str(path.relative_to(directory))
-                    else:
-                        result = run_isolated(request, "forkserver", spec.worker_timeout)
-                    row.update(load_s=result["phases"]["total"], state_dict_calls=result.get("state_dict_calls"))
-                except (WorkerFailed, OmniLoaderError) as exc:
-                    row.update(status="failed", error=str(exc).splitlines()[0])
-                rows.append(row)
-                bar.end(f"{label}: {row['load_s']:.2f} s" if row["status"] == "ok" else f"{label}: failed")
-            bar.say(f"all {len(plan)} runs done: comparing the functions")  # 02's bar froze 22 s on its last run here
-            runs_frame = pd.DataFrame(rows)
-            write_text(directory / RUNS_CSV, runs_frame.to_csv(index=False))
-            if not folds:
-                errors = runs_frame.loc[runs_frame["status"] != "ok", "error"]
-                raise OmniLoaderError("no sampled load succeeded" + (f": {errors.iloc[0]}" if len(errors) else ""))
-            fold_frame = pd.concat(folds, ignore_index=True)[["run_id", "variant", "function", "file", "inclusive_s",
-                                                              "self_s", "samples"]]
-            write_text(directory / RUN_FUNCTIONS_CSV, fold_frame.to_csv(index=False))
-            sampled = runs_frame[runs_frame["sampled"] & (runs_frame["status"] == "ok") & runs_frame["variant"].isin([a, b])]
-            floors = function_floors(fold_frame, AA_ARMS) if aa else None
-            functions = assign_roles(compare_functions(fold_frame, a, b, fdr, floors=floors),
-                                     [directory / f for f in sampled["speedscope"]])
-            diff = ProfileDiff(a, b, functions, runs_frame, fold_frame, directory,
-                               {"rate": rate, "fdr": fdr, "runs": runs, "warmup": warmup, "seed": seed, "aa": aa,
-                                "tests": int(functions["tested"].sum() + functions["self_tested"].sum()),
-                                **({"aa_variant": AA_VARIANT} if aa else {})})
-            diff.write()
-            bar.say(f"done: {int(functions['tested'].sum())} functions tested, {len(diff.claimed)} moved")
-        finally:
-            bar.close()
-        return diff
+            if sampled:
+                path = self.directory / SPEEDSCOPE_DIR / f"run-{run.run_id:04d}-{variant}.json"
+                result = sampled_load(request, path, self.exe, self.rate, self.bench.worker_timeout,
+                                      self.directory / PY_SPY_LOG)
+                fold = fold_samples(path).assign(run_id=run.run_id, variant=variant)
+                row["speedscope"] = str(path.relative_to(self.directory))
+            else:
+                result = run_isolated(request, "forkserver", self.bench.worker_timeout)
+            row.update(load_s=result["phases"]["total"], state_dict_calls=result.get("state_dict_calls"))
+        except (WorkerFailed, OmniLoaderError) as exc:
+            row.update(status="failed", error=str(exc).splitlines()[0])
+        return row, fold
+
+    def words(self, run: Any, result: tuple[dict[str, Any], Any] | None) -> str:
+        """The run on the bar: before it, its name; after, its load or its failure."""
+        variant, sampled = run.variant.removesuffix(UNSAMPLED), not (run.variant.endswith(UNSAMPLED) or run.warmup)
+        label = f"run {run.run_id + 1}/{self.total} {variant}{', sampled' if sampled else ''}{' (warm-up)' if run.warmup else ''}"
+        if result is None:
+            return label
+        return f"{label}: {result[0]['load_s']:.2f} s" if result[0]["status"] == "ok" else f"{label}: failed"
+
+
+def append_csv(path: Path, frame: pd.DataFrame) -> None:
+    """Append ``frame``'s rows to the CSV ``path`` (its header first, when new), on the disk before it returns."""
+    with open_file(path, "a", newline="") as fh:
+        frame.to_csv(fh, header=fh.tell() == 0, index=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_plan(directory: Path) -> dict[str, Any]:
+    """``plan.json`` of a diff folder: its settings (``spec``), its plan and its status; {} when there is none."""
+    try:
+        record = json.loads((directory / PLAN_JSON).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def begun(directory: Path, spec: ProfileSpec, plan: list[Any], resume: bool, command: list[str]) -> frozenset[int]:
+    """The runs of ``plan`` already saved in ``directory`` (none for a new diff, whose settings and plan are saved
+    now); a line torn by a kill, and the folds of a run whose row was never saved, are dropped first."""
+    from ..token2wav.options import option_conflicts
+
+    saved = read_plan(directory)
+    done = saved_runs(directory) if saved else frozenset()
+    if resume:
+        if not saved:
+            raise OmniLoaderError(f"--resume: {directory} holds no differential profile to continue (drop --resume "
+                                  "to start one there)")
+        conflicts = option_conflicts(ProfileSpec, saved.get("spec") or {}, spec.record())
+        if conflicts:
+            raise OmniLoaderError(f"--resume: {directory} holds a differential profile made with other settings: "
+                                  f"{', '.join(conflicts)}; drop them (the settings come from {PLAN_JSON}) or choose "
+                                  "another --out")
+        return frozenset(done & {r.run_id for r in plan})
+    if saved.get("status") == "running" and done:
+        raise OmniLoaderError(f"{directory} holds an interrupted differential profile ({len(done)} of "
+                              f"{len(saved.get('plan') or [])} runs saved): continue with: {shlex.join(command)}, or "
+                              "choose another --out")
+    for name in (RUNS_CSV, RUN_FUNCTIONS_CSV, PY_SPY_LOG):  # a diff written before: this one starts over
+        (directory / name).unlink(missing_ok=True)
+    write_text(directory / PLAN_JSON, json.dumps({"status": "running", "spec": spec.record(),
+                                                 "plan": [r.to_dict() for r in plan]}, indent=2))
+    return frozenset()
+
+
+def saved_runs(directory: Path) -> frozenset[int]:
+    """The run ids whose rows ``runs.csv`` holds whole; both files rewritten without what a kill left half done."""
+    frames = {}
+    for name in (RUNS_CSV, RUN_FUNCTIONS_CSV):
+        text = (directory / name).read_text() if (directory / name).is_file() else ""
+        whole = text[: text.rfind("\n") + 1]  # a line without its end was torn by a kill
+        frames[name] = pd.read_csv(io.StringIO(whole), keep_default_na=False, na_values=[""]) if whole else None
+    runs = frames[RUNS_CSV]
+    done = frozenset(int(i) for i in runs["run_id"]) if runs is not None else frozenset()
+    for name, frame in frames.items():
+        path = directory / name
+        if frame is None:
+            path.unlink(missing_ok=True)
+        else:
+            write_text(path, frame[frame["run_id"].isin(done)].to_csv(index=False))
+    return done
+
+
+def compared(directory: Path, a: str, b: str, spec: ProfileSpec, fdr: float = FDR) -> ProfileDiff:
+    """The diff of the runs saved in ``directory``, written (functions.csv, diff.md, flame-diff.svg, diff.json): the
+    same from an interrupted and continued diff as from one that ran straight through."""
+    runs_frame = pd.read_csv(directory / RUNS_CSV, keep_default_na=False, na_values=[""])
+    runs_frame["error"] = runs_frame["error"].fillna("").astype(str)
+    folds_path = directory / RUN_FUNCTIONS_CSV
+    if not folds_path.is_file():
+        errors = runs_frame.loc[runs_frame["status"] != "ok", "error"]
+        raise OmniLoaderError("no sampled load succeeded" + (f": {errors.iloc[0]}" if len(errors) else ""))
+    fold_frame = pd.read_csv(folds_path, keep_default_na=False, na_values=[""])
+    fold_frame["file"] = fold_frame["file"].fillna("").astype(str)
+    sampled = runs_frame[runs_frame["sampled"] & (runs_frame["status"] == "ok") & runs_frame["variant"].isin([a, b])]
+    floors = function_floors(fold_frame, AA_ARMS) if spec.aa else None
+    functions = assign_roles(compare_functions(fold_frame, a, b, fdr, floors=floors),
+                             [directory / f for f in sampled["speedscope"]])
+    diff = ProfileDiff(a, b, functions, runs_frame, fold_frame, directory,
+                       {"rate": spec.rate, "fdr": fdr, "runs": spec.runs, "warmup": spec.warmup, "seed": spec.order_seed,
+                        "aa": spec.aa, "tests": int(functions["tested"].sum() + functions["self_tested"].sum()),
+                        **({"aa_variant": AA_VARIANT} if spec.aa else {})})
+    diff.write()
+    return diff
 
 
 def two_variants(variants: Any) -> tuple[str, str]:

@@ -1,0 +1,64 @@
+"""One loop for a plan of runs: the runs not saved yet, each through an arm, each saved the moment it ends.
+
+Why one: ``profile --diff`` kept a loop of its own that saved nothing until its last run, so a kill lost every
+sampled run and the diff could not be continued, while the A/B benchmarks, which could, kept theirs. Here the rule
+is written once: under the directory's writer lock, each planned run whose id is not among those already saved
+goes through the *arm* (a run -> its result) and is saved by ``save`` as soon as it ends, so a kill loses at most
+the run in flight; the bar (a step bar: ``begin(step, text)``, ``end(text)``) says each run. An interrupt (Ctrl-C,
+or SIGTERM, which the command line turns into one) ends in :class:`Interrupted`, whose :attr:`~Interrupted.line`
+is the kit's one "interrupted … continue with …" line, the command shell-quoted.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..formatting import count
+from ..results.lock import writer_lock
+from ..results.planner import PlannedRun
+
+
+class Interrupted(KeyboardInterrupt):
+    """A plan stopped by an interrupt after ``saved`` of its runs were saved in ``out``; ``command`` continues it.
+    A KeyboardInterrupt still: whatever stops on Ctrl-C (a fork server, a py-spy) stops on it too."""
+
+    def __init__(self, saved: int, out: str | os.PathLike[str], command: Sequence[str]) -> None:
+        super().__init__(saved)
+        self.saved, self.out, self.command = saved, Path(out), list(command)
+
+    @property
+    def line(self) -> str:
+        return f"interrupted: {count(self.saved, 'run')} saved in {self.out}; continue with: {shlex.join(self.command)}"
+
+
+def drive(out: str | os.PathLike[str], plan: Sequence[PlannedRun], arm: Callable[[PlannedRun], Any],
+          save: Callable[[PlannedRun, Any], None], *, done: Collection[int] = (), resume: Sequence[str] = (),
+          bar: Any = None, step: Callable[[PlannedRun], Any] = str,
+          words: Callable[[PlannedRun, Any], str] = lambda run, result: f"run {run.run_id + 1}") -> int:
+    """Run ``plan``'s runs whose ids are not in ``done`` into ``out``, in order; returns how many runs are saved.
+
+    ``arm(run)`` makes a run and returns its result, which ``save(run, result)`` appends durably before the next
+    run starts. ``bar``, when given, is told each run as it starts (``step(run)`` its kind for the time left,
+    ``words(run, None)`` its name) and ends (``words(run, result)``). ``resume`` is the command that continues
+    ``out`` after an interrupt (:class:`Interrupted`). The writer lock of ``out`` is held throughout (re-entrant:
+    a caller that prepared the directory under it keeps it).
+    """
+    with writer_lock(out):
+        todo = [r for r in plan if r.run_id not in set(done)]
+        saved = len(plan) - len(todo)
+        try:
+            for run in todo:
+                if bar is not None:
+                    bar.begin(step(run), words(run, None))
+                result = arm(run)
+                save(run, result)
+                saved += 1
+                if bar is not None:
+                    bar.end(words(run, result))
+        except KeyboardInterrupt:
+            raise Interrupted(saved, out, resume) from None
+    return saved
