@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from omni_loader.token2wav.checkpoint import (CONFIG_FILE, INDEX_FILE, SINGLE_FI
                                               resolve_snapshot, synthesize)
 from omni_loader.errors import CheckpointError
 from omni_loader.token2wav.model import build_model, config_dict, shipped_tensor_specs
+from omni_loader.token2wav.options import CheckpointOptions
 
 SHARD_RE = re.compile(r"model-(\d{5})-of-(\d{5})\.safetensors")
 INV_FREQ_KEY = "token2wav.code2wav_dit_model.rotary_embed.inv_freq"
@@ -403,8 +405,7 @@ def test_resolve_snapshot_defaults_and_precedence(tiny_snapshot: Path, tmp_path:
     import inspect
 
     defaults = {k: p.default for k, p in inspect.signature(resolve_snapshot).parameters.items()}
-    assert defaults == {"checkpoint": None, "model_id": None, "size": "full", "seed": 0, "cache_dir": None,
-                        "download": False, "progress": False}
+    assert defaults == {**asdict(CheckpointOptions()), "progress": False}  # the options' fields, as declared
     snap = resolve_snapshot(checkpoint=tiny_snapshot, model_id="Org/Name", size="nope")  # --checkpoint wins
     assert (snap.root, snap.source, snap.model_id) == (tiny_snapshot, "directory", "Org/Name")
     capsys.readouterr()

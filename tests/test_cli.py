@@ -308,6 +308,27 @@ def test_malformed_model_id(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     assert "'not/a/valid id'" in one_error_line(err)
 
 
+def test_the_checkpoint_options_are_the_fields_of_checkpoint_options(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each CheckpointOptions field is one option of the commands that load, with its help and default, parsed back
+    into the same value (one declaration: a hand-written copy kept its own flags and defaults)."""
+    from omni_loader.cli import parse_args
+    from omni_loader.cli.options import checkpoint_options
+    from omni_loader.token2wav.options import CheckpointOptions, flag, option_fields
+
+    assert checkpoint_options(parse_args(["load"])) == CheckpointOptions()
+    given = parse_args(["load", "--checkpoint", "/s", "--model", "a/b", "--size", "tiny", "--seed", "3", "--hf-cache",
+                        "/h", "--download"])
+    assert checkpoint_options(given) == CheckpointOptions("/s", "a/b", "tiny", 3, "/h", True)
+    with pytest.raises(SystemExit):
+        parse_args(["load", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for f in option_fields(CheckpointOptions).values():
+        assert f"{flag(f)} " in shown and f.metadata["help"] in shown, flag(f)
+    with pytest.raises(SystemExit) as info:
+        main(["load", "--size", "huge"])
+    assert info.value.code == 2 and "--size" in capsys.readouterr().err
+
+
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["load", "--variant", "fastest"])

@@ -10,6 +10,7 @@ import statistics
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,7 +102,7 @@ def test_two_reproductions_side_by_side(runs):
     assert result.pr_rows == ("state_dict_calls", "buffer_discovery", "weight_loading")  # no startup measured
     for entry, directory in ((alt, runs["alt"]), (abba, runs["abba"])):
         assert entry.runs == {"baseline": 3, "optimized": 3}
-        assert (entry.layout, entry.construct, entry.workers) == ("vllm-omni", "resident", "in-process")
+        assert (entry.layout, entry.setting("construct"), entry.workers) == ("vllm-omni", "resident", "in-process")
         own = {c.phase: c for c in comparisons(read_runs(directory))}
         for phase in ("buffer_discovery", "weight_loading"):
             c = entry.comparison(phase)
@@ -249,6 +250,31 @@ def test_digest_or_counts_that_differ_are_flagged(runs, tmp_path):
     assert row.verdict() == "not compared: model differs; digest differs (see the checks)"
 
 
+def _set_spec(directory: Path, **changes: Any) -> None:
+    """Rewrite a directory's load record as if it had run with other load options (``construct="empty"``...)."""
+    from omni_loader.results.suite import benchmark, read_metadata, store_benchmark
+
+    record = benchmark(read_metadata(directory), "load")
+    spec = {**record["spec"], "load": {**record["spec"]["load"], **changes}}
+    store_benchmark(directory, "load", {**record, "spec": spec})
+
+
+def test_another_construction_mode_is_a_mismatch_named_by_its_flag(runs, tmp_path):
+    """Two directories alike but for --construct time different loads: compare says so, naming the option, and sets
+    no ratio of one beside the other's. The checked settings are the options declared compared, not a list here."""
+    empty = _copy(runs["alt"], tmp_path / "empty")
+    _set_spec(empty, construct="empty")
+    result = compare_results([runs["alt"], empty], against=runs["alt"])
+    (check,) = result.checks_for("empty")
+    assert (check.kind, check.what) == ("mismatch", "--construct") and result.mismatched("empty")
+    assert check.message.startswith("--construct empty here, resident in alt: ")
+    (row,) = result.against_rows
+    assert row.verdict() == "not compared: --construct differs (see the checks)"
+    text = render_markdown(result)
+    assert "| empty ✗ |" in text and "✗ MISMATCH (--construct)" in text
+    assert "- **empty**: ✗ mismatch (--construct): --construct empty here, resident in alt: " in text
+
+
 def test_digests_of_another_algorithm_are_a_note_not_a_mismatch(runs, tmp_path):
     """Results of an older omni-loader hold bare SHA-256 digests: they cannot equal an xxh3 digest, so comparing
     them would flag every old directory as another checkpoint. Said once, as a note; the counts are still compared."""
@@ -287,10 +313,11 @@ def test_schema_2_and_3_directories_are_read_alike(runs, tmp_path):
     assert result.checks_for("schema2") == []
     new, flat = result.entry("alt"), result.entry("schema2")
     assert (new.schema_version, flat.schema_version) == (3, 2)
-    described = ("model", "machine", "layout", "dtype", "construct", "workers", "kit_commit")
+    described = ("model", "machine", "layout", "dtype", "workers", "kit_commit")
     assert [getattr(flat, k) for k in described] == [getattr(new, k) for k in described]
     assert NOT_RECORDED not in [getattr(new, k) for k in described]
-    assert new.layout == "vllm-omni" and new.dtype == "float32" and new.construct == "resident"
+    assert flat.setting("construct") == new.setting("construct") == "resident"
+    assert new.layout == "vllm-omni" and new.dtype == "float32"
     rows = list(csv.DictReader(io.StringIO(render(result, "csv"))))
     keep = ("model", "device", "cpu", "torch", "layout", "dtype", "construct", "workers", "kit_commit")
     assert [{k: r[k] for k in keep} for r in rows[1:]] == [{k: rows[1][k] for k in keep}] * 2
@@ -303,7 +330,7 @@ def test_schema_1_directory_is_read_construction_not_recorded(runs, tmp_path):
     frame[list(RUN_COLUMNS[: RUN_COLUMNS.index("minor_faults")])].to_csv(old / "runs.csv", index=False)
     result = compare_results([runs["alt"], old])
     entry = result.entry("schema1")
-    assert entry.schema_version == 1 and entry.construct == NOT_RECORDED
+    assert entry.schema_version == 1 and entry.setting("construct") == NOT_RECORDED
     assert entry.comparison("buffer_discovery").baseline.samples == \
         result.entry("alt").comparison("buffer_discovery").baseline.samples
     assert f"| {NOT_RECORDED} |" in render_markdown(result)

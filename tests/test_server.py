@@ -209,6 +209,31 @@ def test_stage_server_commands(tiny_snapshot):
                                                                   construct="empty", read="eager")
 
 
+def test_a_stage_groups_argv_carries_every_checkpoint_and_load_option():
+    """The Token2Wav stage's argv and serve-ab's group commands are made from the CheckpointOptions and LoadOptions
+    fields: parsed by the CLI's own parser they give back the group's choice, every field of both."""
+    from omni_loader.cli import parse_args
+    from omni_loader.cli.options import checkpoint_options
+    from omni_loader.startup.stage_group import StageGroupOptions, stage_group_commands
+    from omni_loader.token2wav.options import CheckpointOptions
+
+    snapshot = CheckpointOptions(checkpoint="/snap", model_id="org/name", size="tiny", seed=7, cache_dir="/hf",
+                                 download=True)
+    load = LoadOptions(layout="transformers", device="cpu", dtype="bfloat16", construct="empty", read="eager",
+                       cache="cold")
+    group = StageGroupOptions("optimized", 0, snapshot=snapshot, load=load)
+    argv = group.stage_argv(group.token2wav_stage)
+    assert argv[1:4] == ["-m", "omni_loader.cli.serve", "stage-server"]
+    args = parse_args(argv[3:])
+    assert (checkpoint_options(args), load_options(args)) == (snapshot, load)
+    assert checkpoint_options(parse_args(StageGroupOptions("baseline", 0).stage_argv(2)[3:])) == CheckpointOptions()
+    assert "--checkpoint" not in group.stage_argv(0)  # a simulated stage loads nothing
+
+    for cmd in stage_group_commands("/snap", 1, options=load)[:2]:
+        args = parse_args(shlex.split(cmd)[3:])
+        assert (checkpoint_options(args), load_options(args)) == (CheckpointOptions(checkpoint="/snap"), load)
+
+
 # --------------------------------------------------------------------------- stage-server
 
 

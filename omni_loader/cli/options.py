@@ -1,33 +1,30 @@
 """Option groups that several commands share, and their translation into typed values.
 
 Every command that loads Token2Wav takes the same checkpoint options (``--checkpoint``,
-``--model``, ``--size``…) and load options (``--layout``, ``--device``…); they are declared once
-here and turned into a :class:`~omni_loader.token2wav.checkpoint.Snapshot` and a
-:class:`~omni_loader.token2wav.options.LoadOptions` here, so that no library function sees a Namespace.
+``--model``, ``--size``…) and load options (``--layout``, ``--device``…); they are declared once, as the
+fields of :class:`~omni_loader.token2wav.options.CheckpointOptions` and
+:class:`~omni_loader.token2wav.options.LoadOptions`, added to a parser from those fields here and turned back
+into those values here, so that no library function sees a Namespace.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import MISSING
+from dataclasses import MISSING, asdict
 import json
+import math
 import sys
 from typing import Any
 
-from ..names import SIZES
-from ..token2wav.options import LoadOptions, dest, flag, option_fields
+from ..token2wav.options import CheckpointOptions, LoadOptions, dest, flag, option_fields
 
 
 def add_checkpoint_options(p: argparse.ArgumentParser) -> None:
+    """``--checkpoint``, ``--model``, ``--size``...: one per :class:`CheckpointOptions` field."""
     g = p.add_argument_group("checkpoint (default: the embedded synthetic snapshot)")
-    g.add_argument("--checkpoint", metavar="DIR", help="a snapshot directory in the Hub layout")
-    g.add_argument("--model", metavar="ID", help="a model id resolved in the local Hugging Face cache, offline")
-    g.add_argument("--size", choices=SIZES, default=Default("full"), help="synthetic snapshot size (default full)")
-    g.add_argument("--seed", type=int, default=Default(0), help="synthetic snapshot seed (default 0)")
-    g.add_argument("--hf-cache", metavar="DIR", help="Hugging Face cache directory for --model")
-    g.add_argument("--download", action="store_true", default=Default(False),
-                   help="allow --model to download the Token2Wav shards")
+    add_field_options(g, CheckpointOptions, extras={"checkpoint": {"metavar": "DIR"}, "model_id": {"metavar": "ID"},
+                                                    "cache_dir": {"metavar": "DIR"}})
 
 
 def comma_list(text: str) -> tuple[str, ...]:
@@ -81,13 +78,17 @@ def load_options(args: argparse.Namespace) -> LoadOptions:
     return LoadOptions(**{name: getattr(args, dest(f)) for name, f in option_fields(LoadOptions).items()})
 
 
+def checkpoint_options(args: argparse.Namespace) -> CheckpointOptions:
+    """The :class:`CheckpointOptions` that the checkpoint options select (:func:`add_checkpoint_options`)."""
+    return CheckpointOptions(**{name: getattr(args, dest(f)) for name, f in option_fields(CheckpointOptions).items()})
+
+
 def snapshot_from_args(args: argparse.Namespace, progress: bool = True) -> Any:
     """The snapshot that ``--checkpoint`` / ``--model`` / ``--size`` select (made or found; never downloaded
     without ``--download``)."""
     from ..token2wav.checkpoint import resolve_snapshot
 
-    return resolve_snapshot(checkpoint=args.checkpoint, model_id=args.model, size=args.size, seed=args.seed,
-                            cache_dir=args.hf_cache, download=args.download, progress=progress)
+    return resolve_snapshot(**asdict(checkpoint_options(args)), progress=progress)
 
 
 class Default:
@@ -143,64 +144,43 @@ MAX_RUNS = 10_000
 MAX_THREADS = 4096
 
 
-def bounded_int(option: str, low: int, high: int, meaning: str = "") -> Any:
-    """An argparse ``type=``: an integer from ``low`` to ``high``, else one line naming ``option`` (exit 2).
+def _checked(option: str, convert: Any, ok: Any, must: str) -> Any:
+    """An argparse ``type=``: ``convert(text)`` where ``ok`` of it, else one line naming ``option`` (exit 2).
 
     The error is an :class:`~omni_loader.errors.OmniLoaderError`, which argparse does not catch
     (only ValueError and TypeError): :func:`omni_loader.cli.main` prints it as its one line.
     """
     from ..errors import OmniLoaderError
 
-    def parse(text: str) -> int:
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = convert(text)
         except ValueError:
             value = None
-        if value is None or not low <= value <= high:
-            raise OmniLoaderError(f"{option} {text}: must be a whole number from {low:,} to {high:,}{meaning}")
+        if value is None or not ok(value):
+            raise OmniLoaderError(f"{option} {text}: {must}")
         return value
 
-    parse.__name__ = "int"
+    parse.__name__ = convert.__name__
     return parse
+
+
+def bounded_int(option: str, low: int, high: int, meaning: str = "") -> Any:
+    """An argparse ``type=``: an integer from ``low`` to ``high``."""
+    return _checked(option, int, lambda v: low <= v <= high,
+                    f"must be a whole number from {low:,} to {high:,}{meaning}")
 
 
 def positive_seconds(option: str) -> Any:
-    """An argparse ``type=``: a finite number of seconds above 0, else one line naming ``option`` (exit 2)."""
-    import math
-
-    from ..errors import OmniLoaderError
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = None
-        if value is None or not math.isfinite(value) or value <= 0:
-            raise OmniLoaderError(f"{option} {text}: must be a finite number of seconds above 0")
-        return value
-
-    parse.__name__ = "float"
-    return parse
+    """An argparse ``type=``: a finite number of seconds above 0."""
+    return _checked(option, float, lambda v: math.isfinite(v) and v > 0, "must be a finite number of seconds above 0")
 
 
 def seconds_at_least_zero(option: str) -> Any:
-    """An argparse ``type=``: a finite number of seconds, 0 or more, else one line naming ``option`` (exit 2).
+    """An argparse ``type=``: a finite number of seconds, 0 or more.
 
     Why: ``float()`` takes ``nan``, ``inf`` and ``-5``; a wait of nan seconds never ends (every comparison
     with it is false) and is written into metadata.json as ``NaN``, which no JSON reader but Python's takes.
     """
-    import math
-
-    from ..errors import OmniLoaderError
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = None
-        if value is None or not math.isfinite(value) or value < 0:
-            raise OmniLoaderError(f"{option} {text}: must be a finite number of seconds, 0 or more")
-        return value
-
-    parse.__name__ = "float"
-    return parse
+    return _checked(option, float, lambda v: math.isfinite(v) and v >= 0,
+                    "must be a finite number of seconds, 0 or more")

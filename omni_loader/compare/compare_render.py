@@ -105,19 +105,26 @@ def _reference_env(result: SideBySide) -> dict[str, str]:
             "cache": "warm (the PR: model files already cached)"}
 
 
+# The settings the main table shows, field name -> title: each option declared with a ``column``, and the run counts
+# before the page cache, the condition each of those runs met.
+_SHOWN = {n: f.metadata["column"] for n, f in option_fields(BenchmarkSpec).items() if "column" in f.metadata}
+TABLE_SETTINGS = {**{n: t for n, t in _SHOWN.items() if n != "cache"}, "runs": "Runs", "cache": _SHOWN["cache"]}
+
+
 def table_rows(result: SideBySide) -> tuple[list[str], list[list[str]]]:
     """The main table: the PR's figures first, then one row per results directory."""
-    header = ["Results", "Machine", "torch", "transformers", "Kit commit", "Layout", "Construction", "Runs",
-              "Page cache", *[LABELS[p] for p in result.pr_rows], "Checks"]
+    header = ["Results", "Machine", "torch", "transformers", "Kit commit", *TABLE_SETTINGS.values(),
+              *[LABELS[p] for p in result.pr_rows], "Checks"]
     ref = _reference_env(result)
-    rows = [[REFERENCE_LABEL, ref["machine"], ref["torch"], ref["transformers"], ref["kit_commit"], ref["layout"],
-             ref["construct"], ref["runs"], ref["cache"], *[reference_cell(result, p) for p in result.pr_rows], "—"]]
+    rows = [[REFERENCE_LABEL, ref["machine"], ref["torch"], ref["transformers"], ref["kit_commit"],
+             *[ref.get(n, "not published") for n in TABLE_SETTINGS],
+             *[reference_cell(result, p) for p in result.pr_rows], "—"]]
     for e in result.entries:
         name = e.label + (" (archive)" if e.archive else "") + (" ✗" if result.mismatched(e.label) else "")
         rows.append([name, e.machine, str(e.environment.get("torch") or NOT_RECORDED),
-                     str(e.environment.get("transformers") or NOT_RECORDED), _short_commit(e.kit_commit), e.layout,
-                     e.construct, _runs_cell(e), e.cache, *[measurement_cell(result, e, p) for p in result.pr_rows],
-                     checks_cell(result, e)])
+                     str(e.environment.get("transformers") or NOT_RECORDED), _short_commit(e.kit_commit),
+                     *[_runs_cell(e) if n == "runs" else e.setting(n) for n in TABLE_SETTINGS],
+                     *[measurement_cell(result, e, p) for p in result.pr_rows], checks_cell(result, e)])
     return header, rows
 
 

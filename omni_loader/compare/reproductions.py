@@ -8,9 +8,9 @@ unknown one is refused in one line), takes each directory's own statistics for t
 states them) and adds:
 
 - the PR's own figures as a reference row (``data/reference/pr7061.json``);
-- checks before anything is set side by side: the same model, the same tensor digest (the same
-  checkpoint loads the same bytes on any device) and the same counts as the first directory (or
-  the ``against`` one). A mismatch is shown in the table and explained, never silently mixed; a
+- checks before anything is set side by side: the same model, tensor digest (the same checkpoint loads
+  the same bytes on any device), counts and settings (each option declared ``compared``: ``--construct``...)
+  as the first directory (or the ``against`` one). A mismatch is shown in the table and explained, never silently mixed; a
   directory of another layout or dtype loads another module tree, so its digest and counts are not
   compared, and the table says so;
 - with ``against``: every other directory against that one, phase by phase and variant by variant,

@@ -4,8 +4,8 @@
 :func:`omni_loader.results.check_results` and keeps its own statistics for every row
 (:func:`omni_loader.reporting.measurements.comparisons`: the same rows its report.md states);
 :func:`consistency_checks` says what sets it apart from the anchor directory (model, tensor digest,
-counts, layout); :func:`against_rows` compares it with the anchor phase by phase. A
-:class:`SideBySide` holds all of it for :mod:`omni_loader.compare.compare_render` to format.
+counts, layout, every setting whose option is declared compared); :func:`against_rows` compares it with the
+anchor phase by phase. A :class:`SideBySide` holds all of it for :mod:`omni_loader.compare.compare_render` to format.
 
 A directory's model, environment and spec are read from its benchmark's record
 (:func:`omni_loader.reporting.measurements.described_record`), never from the top of metadata.json.
@@ -27,6 +27,8 @@ from ..results.archive import archive_format, opened
 from ..reporting.measurements import PR_ROWS, comparisons, described_record, planned_arms
 from ..reporting.sequential import design_alpha
 from ..results.suite import benchmark, flat_spec
+from ..bench.spec import BenchmarkSpec
+from ..token2wav.options import flag, option_fields, same_setting, spelled
 from ..names import VARIANTS, digest_algorithm, short_digest
 from ..results.integrity import check_results
 from ..reporting.stats import Comparison, Summary, compare, equivalence, measured, ratio_interval, run_summary
@@ -79,26 +81,13 @@ class Entry:
     def model(self) -> str:
         return str(self.record.get("model") or NOT_RECORDED)
 
-    def _setting(self, key: str) -> str:
+    def setting(self, key: str) -> str:
+        """One setting by its field's name, as a cell: :data:`NOT_RECORDED` where an older kit did not record it."""
         return str(self.spec.get(key) or self.record.get(key) or NOT_RECORDED)
 
-    @property
-    def layout(self) -> str:
-        return self._setting("layout")
-
-    @property
-    def dtype(self) -> str:
-        return self._setting("dtype")
-
-    @property
-    def construct(self) -> str:
-        return self._setting("construct")  # absent in schema-1 directories
-
-    @property
-    def cache(self) -> str:
-        """The page-cache condition (``--cache``): warm or cold; an older directory without it ran warm,
-        unmeasured."""
-        return self._setting("cache")
+    layout = property(lambda self: self.setting("layout"))
+    dtype = property(lambda self: self.setting("dtype"))
+    cache = property(lambda self: self.setting("cache"))  # --cache: warm or cold
 
     @property
     def workers(self) -> str:
@@ -150,7 +139,7 @@ class Check:
 
     entry: str
     kind: str  # mismatch | problem | note
-    what: str  # model | digest | counts | layout | results | variants | benchmark
+    what: str  # model | digest | counts | layout | cache | results | variants | benchmark | an option's flag
     message: str
 
 
@@ -333,6 +322,7 @@ def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
                                 f"page cache {e.cache} against {anchor.label}'s {anchor.cache}: a cold load reads the "
                                 "checkpoint from storage in the phases that read it, a warm one copies it from the page "
                                 "cache; the fix's saving is the same work, a different share of each whole load"))
+        checks += setting_mismatches(e, anchor)
         if not same_tree:
             checks.append(Check(e.label, "note", "layout",
                                 f"layout {e.layout} / {e.dtype} against {anchor.label}'s {anchor.layout} / "
@@ -355,6 +345,21 @@ def consistency_checks(entries: Sequence[Entry], anchor: Entry) -> list[Check]:
         if differ:
             checks.append(Check(e.label, "mismatch", "counts",
                                 f"counts differ ({'; '.join(differ)}): not the same model tree or checkpoint"))
+    return checks
+
+
+def setting_mismatches(e: Entry, anchor: Entry) -> list[Check]:
+    """A mismatch, named by its flag, for each setting declared ``compared=True`` (another ``--construct`` times
+    another load) in which ``e`` differs from ``anchor``; one an older kit did not record is not compared."""
+    checks = []
+    for name, f in option_fields(BenchmarkSpec).items():
+        if f.metadata.get("compared") is not True or name not in e.spec or name not in anchor.spec:
+            continue
+        mine, theirs = e.spec[name], anchor.spec[name]
+        if not same_setting(f, mine, theirs):
+            checks.append(Check(e.label, "mismatch", flag(f),
+                                f"{flag(f)} {spelled(f, mine)} here, {spelled(f, theirs)} in {anchor.label}: another "
+                                "load was timed, so its times are not comparable"))
     return checks
 
 

@@ -31,13 +31,13 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import OmniLoaderError
 from ..names import VARIANTS
-from ..token2wav.options import LoadOptions
-from .server import DEFAULT_HOST, MAX_SIMULATE, READY_MESSAGE, SnapshotChoice, StageLog, StageState, bind_server
+from ..token2wav.options import CheckpointOptions, LoadOptions, command_words
+from .server import DEFAULT_HOST, MAX_SIMULATE, READY_MESSAGE, StageLog, StageState, bind_server
 from .one_run import free_port
 from ..host.procs import PARENT_ENV
 
@@ -54,7 +54,7 @@ class StageGroupOptions:
     stages: int = 3
     token2wav_stage: int = 2
     simulate_seconds: tuple[float, ...] = (2.0,)
-    snapshot: SnapshotChoice = field(default_factory=SnapshotChoice)
+    snapshot: CheckpointOptions = field(default_factory=CheckpointOptions)
     load: LoadOptions = field(default_factory=LoadOptions)
     host: str = DEFAULT_HOST
     digest: bool = False
@@ -92,13 +92,7 @@ class StageGroupOptions:
         seconds = self.simulated(stage)
         if seconds is not None:
             return argv + ["--simulate", f"{seconds:g}"]
-        snap, load = self.snapshot, self.load
-        argv += ["--variant", self.variant, "--size", snap.size, "--seed", str(snap.seed)]
-        argv += ["--checkpoint", snap.checkpoint] if snap.checkpoint else []
-        argv += ["--model", snap.model_id] if snap.model_id else []
-        argv += ["--hf-cache", snap.cache_dir] if snap.cache_dir else []
-        argv += ["--download"] if snap.download else []
-        argv += load.argv()
+        argv += ["--variant", self.variant, *command_words(CheckpointOptions, asdict(self.snapshot)), *self.load.argv()]
         return argv + (["--digest"] if self.digest else [])
 
 
@@ -247,8 +241,8 @@ def stage_group_commands(
         StageGroupOptions(variant, port, stages, token2wav_stage, simulate_seconds)  # checked here, not in a run
         argv = [python or sys.executable, *STAGE_ENTRY, "stage-group", "--stages", str(stages), "--token2wav-stage",
                 str(token2wav_stage), "--simulate-seconds", ",".join(f"{s:g}" for s in simulate_seconds),
-                "--variant", variant, "--checkpoint", str(checkpoint_dir), *opts.argv(), "--host", host, "--port",
-                str(port), *extra]
+                "--variant", variant, *command_words(CheckpointOptions, {"checkpoint": str(checkpoint_dir)}),
+                *opts.argv(), "--host", host, "--port", str(port), *extra]
         cmds.append(shlex.join(argv))
     url_host = f"[{host}]" if ":" in host else host
     return cmds[0], cmds[1], f"http://{url_host}:{port}/health"

@@ -9,9 +9,10 @@ benchmark spec embeds it, so ``metadata.json`` records exactly what every load w
 Why the field helpers live here too: a spec's fields *are* its options. Each field of ``LoadOptions``,
 ``BenchmarkSpec`` and ``StartupSpec`` is declared with :func:`option` (its flag, help, choices, and how a
 command line spells its value), and everything that lists options (the parser, the shell command a
-report prints, the stage server's argv, the conflict check of ``--resume``) walks :func:`option_fields`
-instead of keeping a list of names: a list kept by hand once dropped ``--read``, and a report said lazy
-of an eager run. This module imports no torch: a spec can be read and compared without it.
+report prints, the stage server's argv, the conflict check of ``--resume``, compare's checks and columns) walks
+:func:`option_fields` instead of keeping a list of names: a list kept by hand once dropped ``--read``, and a report
+said lazy of an eager run (:class:`CheckpointOptions` too). This module imports no torch: a spec can be read and
+compared without it.
 """
 
 from __future__ import annotations
@@ -21,20 +22,25 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replac
 from typing import Any
 
 from ..errors import check_choice
-from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, LEGACY_CONSTRUCT_MODES, READ_STRATEGIES
+from ..names import CONSTRUCT_MODES, DTYPE_NAMES, LAYOUTS, LEGACY_CONSTRUCT_MODES, READ_STRATEGIES, SIZES
+
+NOTED = "noted"  # option(compared=NOTED): a difference compare explains in a note of its own
 
 
 def option(default: Any = MISSING, *, default_factory: Any = MISSING, flag: str | None = None, help: str = "",
            choices: tuple[str, ...] | None = None, spell: Callable[[Any], str] | None = None,
            shell: Callable[[Any], list[str]] | None = None, same: Callable[[Any, Any], bool] | None = None,
-           nested: type | None = None) -> Any:
+           nested: type | None = None, compared: bool | str | None = None, column: str | None = None) -> Any:
     """A dataclass field that is an option: ``flag`` (default ``--<name>``, underscores as dashes), ``help``,
     ``choices``; ``spell`` (value -> the option's argument: default ``str``, sequences comma-joined),
     ``shell`` (value -> its words on a command line: default ``[flag, spell(value)]``, a flag for ``True``,
     nothing for ``None`` or ``False``), ``same`` (when two values are the same setting), ``nested`` (a
-    dataclass whose fields stand in this one's place, as ``BenchmarkSpec.load`` holds ``LoadOptions``)."""
+    dataclass whose fields stand in this one's place, as ``BenchmarkSpec.load`` holds ``LoadOptions``).
+    ``compared``: what ``compare`` makes of two reproductions that differ in it, declared by every option of a
+    measured spec (``True``: they timed different loads, a mismatch; ``NOTED``: a difference it explains, as another
+    module tree; ``False``: it may differ, as runs, seeds or the machine's device); ``column``: its table title."""
     meta = {"flag": flag, "help": help, "choices": choices, "spell": spell, "shell": shell, "same": same,
-            "nested": nested}
+            "nested": nested, "compared": compared, "column": column}
     return field(default=default, default_factory=default_factory,
                  metadata={k: v for k, v in meta.items() if v is not None and v != ""})
 
@@ -155,18 +161,21 @@ class LoadOptions:
     argv and the records take them from here.
     """
 
-    layout: str = option("vllm-omni", choices=LAYOUTS, help="module tree to build (default vllm-omni)")
-    device: str = option("auto", help="auto (default: the GPU when torch sees one, else the CPU), cpu, cuda or "
-                                      "cuda:N (ROCm GPUs are cuda)")
-    dtype: str = option("float32", choices=DTYPE_NAMES,
+    layout: str = option("vllm-omni", choices=LAYOUTS, help="module tree to build (default vllm-omni)",
+                         compared=NOTED, column="Layout")
+    device: str = option("auto", compared=False, help="auto (default: the GPU when torch sees one, else the CPU), "
+                                                      "cpu, cuda or cuda:N (ROCm GPUs are cuda)")
+    dtype: str = option("float32", choices=DTYPE_NAMES, compared=NOTED,
                         help="stage dtype (default float32): every parameter's in the transformers layout; the "
                              "vllm-omni layout builds each half in vLLM-Omni's (DiT float32, BigVGAN bfloat16)")
-    construct: str = option("resident", choices=CONSTRUCT_MODES, help=CONSTRUCT_HELP)
-    read: str = option("lazy", choices=READ_STRATEGIES,
+    construct: str = option("resident", choices=CONSTRUCT_MODES, help=CONSTRUCT_HELP, compared=True,
+                            column="Construction",
+                            same=lambda a, b: LEGACY_CONSTRUCT_MODES.get(a, a) == LEGACY_CONSTRUCT_MODES.get(b, b))
+    read: str = option("lazy", choices=READ_STRATEGIES, compared=True,
                        help="how the shards are read, as vLLM's --safetensors-load-strategy: lazy (default: "
                             "memory-mapped, each tensor read on first use) or eager (each shard read whole into "
                             "memory first)")
-    cache: str = option("warm", choices=("warm", "cold"),
+    cache: str = option("warm", choices=("warm", "cold"), compared=NOTED, column="Page cache",
                         help="the checkpoint's page-cache condition before each load: warm (default, the PR's: "
                              "left as it is, its residency measured and a run that finds it not resident named) "
                              "or cold (its pages evicted before each run of a benchmark, so each load reads from "
@@ -190,6 +199,7 @@ class LoadOptions:
         return self.replace(device=str(resolve_device(self.device)))
 
     def to_dict(self) -> dict[str, str]:
+        """The options as ``metadata.json`` records them (a benchmark spec's ``load``)."""
         return asdict(self)
 
     def argv(self) -> list[str]:
@@ -201,3 +211,19 @@ class LoadOptions:
     def from_dict(cls, data: Mapping[str, Any]) -> LoadOptions:
         """The options saved by :meth:`to_dict` (or the same keys among a flat spec's); unknown keys ignored."""
         return cls(**{k: data[k] for k in option_fields(cls) if k in data})
+
+
+@dataclass(frozen=True)
+class CheckpointOptions:
+    """Which snapshot a command loads (a directory, a model id in the Hugging Face cache, or the synthetic one of
+    ``size`` and ``seed``): one option per field, so the parser and a stage group's argv are made from here; the
+    fields are :func:`~.checkpoint.resolve_snapshot`'s keywords. A choice, not a snapshot: a stage server resolves
+    it after binding its port, as finding or making one takes time that ``/health`` must already cover."""
+
+    checkpoint: str | None = option(None, help="a snapshot directory in the Hub layout")
+    model_id: str | None = option(None, flag="--model",
+                                  help="a model id resolved in the local Hugging Face cache, offline")
+    size: str = option("full", choices=SIZES, help="synthetic snapshot size (default full)")
+    seed: int = option(0, help="synthetic snapshot seed (default 0)")
+    cache_dir: str | None = option(None, flag="--hf-cache", help="Hugging Face cache directory for --model")
+    download: bool = option(False, help="allow --model to download the Token2Wav shards")
