@@ -20,8 +20,8 @@ from omni_loader.errors import ResultsError
 from omni_loader.reporting import report_environment
 from omni_loader.results.suite import benchmark, flat_spec, read_metadata, store_benchmark
 from omni_loader.startup.serve_ab import StartupSpec, serve_ab_conflicts
-from omni_loader.token2wav.options import (LoadOptions, command_words, flag, option, option_conflicts, option_fields,
-                                           shell_words, spelled)
+from omni_loader.token2wav.options import (NOTED, LoadOptions, command_words, flag, option, option_conflicts,
+                                           option_fields, shell_words, spelled)
 
 TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
 
@@ -134,6 +134,37 @@ def test_resume_names_every_changed_option(name: str, tmp_path: Path, no_machine
     with pytest.raises(ResultsError, match="contradict the saved benchmark") as refused:
         resume_spec(parse_args(["reproduce", "--resume", "--out", str(out), *words]), out)
     assert f": {flag(f)} " in str(refused.value), (words, str(refused.value))
+
+
+def compare_entry(label: str, meta: dict[str, Any]) -> Any:
+    """compare's entry of a results directory holding ``meta`` and no runs: what its checks read of the spec."""
+    from omni_loader.compare.side_by_side import Entry
+    from omni_loader.reporting.measurements import planned_arms
+
+    return Entry(label, Path(label), False, meta, (), {},
+                 variants=tuple(v for v in planned_arms(meta) if not v.startswith("aa-")))
+
+
+@pytest.mark.parametrize("name", sorted(CHANGED))
+def test_compare_checks_every_option_that_changes_what_is_measured(name: str, tmp_path: Path,
+                                                                   no_machine_probe: None) -> None:
+    """Two reproductions alike but for one option: compare names it in a mismatch (``compared=True``: it times
+    another load), explains it in a note (``NOTED``: another module tree, another page cache, other arms), or says
+    nothing (``False``: runs, seeds, the machine's own values may differ). Every option declares which, so a new
+    one is neither checked nor let through by omission."""
+    from omni_loader.compare.side_by_side import consistency_checks
+
+    f = option_fields(BenchmarkSpec)[name]
+    assert f.metadata.get("compared") in (True, NOTED, False), f"{name}: declare option(compared=True, NOTED or False)"
+    anchor = compare_entry("base", saved(BASE, tmp_path / "base"))
+    other = compare_entry("one", saved(with_one(name), tmp_path / "one"))
+    found = [(c.kind, c.what) for c in consistency_checks([anchor, other], anchor)]
+    if f.metadata["compared"] is True:
+        assert found == [("mismatch", flag(f))], name
+    elif f.metadata["compared"] == NOTED:
+        assert found and {kind for kind, _ in found} == {"note"}, (name, found)
+    else:
+        assert found == [], (name, found)
 
 
 def test_serve_ab_names_every_changed_option() -> None:
