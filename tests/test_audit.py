@@ -140,7 +140,7 @@ def test_05_shows_the_computed_lines_and_its_prose_names_phases_in_words() -> No
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert 'measured_over_fit="baseline ÷ predicted"' in code and "measured ÷ fit" not in code + prose
-    assert "kit.audits.factor_sentence(placed, fit)" in code and "kit.audits.price_beside_sweep(findings, sweep)" in code
+    assert "placed.factor_sentence()" in code and "findings.price_beside(sweep)" in code
     assert "`construct`" not in prose and "`load_parameters`" not in prose and "Load parameters" in prose
 
 

@@ -119,7 +119,7 @@ def test_describe_load_puts_each_path_and_buffer_name_on_a_line_of_its_own(tiny_
     from omni_loader.notebook import waveform
 
     model, snapshot, result = tiny_model
-    lines = waveform.describe_load(snapshot, result).splitlines()
+    lines = waveform.LoadedModel(model, snapshot, result).describe().splitlines()
     assert f"    {snapshot.root}" in lines and "    code2wav_dit_model.rotary_embed.inv_freq" in lines
     assert "persistent buffers (1):" in lines
     assert all(len(line) <= 100 for line in lines if not line.startswith("    ")), lines

@@ -186,19 +186,7 @@ def _notebook_code(notebook: Path) -> ast.Module:
     return ast.parse("\n".join("#" + ln if ln.lstrip().startswith(("%", "!")) else ln for ln in code.split("\n")))
 
 
-FACE_MAX_NAMES = 40  # a few dozen names at the top; the rest in sub-faces, one per subject
-
-
-def _sub_faces(face) -> dict[str, object]:
-    """The face's names that are modules offered whole (``kit.rules``, ``kit.explore``), by name."""
-    return {n: getattr(face, n) for n in face.__all__ if isinstance(getattr(face, n), type(ast))}
-
-
-def _face_names(module) -> list[str]:
-    """What a sub-face offers: the names a face module lists, or a whole module's public definitions."""
-    if hasattr(module, "__all__"):
-        return list(module.__all__)
-    return sorted(n for n in _defined(Path(module.__file__)) if not n.startswith("_"))
+FACE_MAX_NAMES = 30  # a few nouns, the verbs that make them and the helpers that show: their methods do the rest
 
 
 def _undocumented(value: object) -> bool:
@@ -212,14 +200,15 @@ def _undocumented(value: object) -> bool:
 
 def test_notebooks_call_the_kit_through_its_notebook_face_alone() -> None:
     """The notebooks import one thing from the kit, its face for notebooks (``from omni_loader import notebook
-    as kit``), and use only the names it lists, at its top level or in a sub-face (``kit.rules.build_tree``):
-    an internal move cannot break a notebook."""
+    as kit``), and use only the names it lists (``kit.tree``, then the tree's methods): an internal move cannot
+    break a notebook."""
     import importlib
 
     face = importlib.import_module(FACE)
-    subs = {name: set(_face_names(module)) for name, module in _sub_faces(face).items()}
     offenders = []
-    for notebook in sorted((PACKAGE.parent / "notebooks").glob("*.ipynb")):
+    stored = [*(PACKAGE.parent / "notebooks").glob("*.ipynb"), *(PACKAGE.parent / "docs").glob("*.ipynb")]
+    assert any(p.parent.name == "docs" for p in stored), "docs/ shows a notebook of your own written with the face"
+    for notebook in sorted(stored):
         tree = _notebook_code(notebook)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("omni_loader"):
@@ -230,41 +219,39 @@ def test_notebooks_call_the_kit_through_its_notebook_face_alone() -> None:
             elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "kit"
                   and node.attr not in face.__all__):
                 offenders.append(f"{notebook.name}: kit.{node.attr} is not in the face")
-            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
-                  and isinstance(node.value.value, ast.Name) and node.value.value.id == "kit"
-                  and node.value.attr in subs and node.attr not in subs[node.value.attr]):
-                offenders.append(f"{notebook.name}: kit.{node.value.attr}.{node.attr} is not in kit.{node.value.attr}")
         assert FACE_IMPORT in ast.unparse(tree) or "kit" not in ast.unparse(tree), notebook.name
     assert not offenders, f"notebooks reaching past {FACE}: {offenders}"
 
 
-def test_the_notebook_face_is_a_few_dozen_names_each_documented() -> None:
-    """The face's top level stays small (issue 31: a few dozen names at most); every name in it and in each
-    sub-face resolves and is documented, and a sub-face says what its notebook shows with it."""
+def test_the_notebook_face_is_a_vocabulary_of_a_few_nouns_each_documented() -> None:
+    """The whole face a person learns is at most 30 names, none of them a module of tools offered whole (a
+    sub-face is a catalogue by another name): nouns whose methods do the work, the verbs that make them, and the
+    helpers that show. Every name resolves and is documented, and so is every public method of the nouns."""
     import importlib
+    import inspect
 
     face = importlib.import_module(FACE)
-    assert len(face.__all__) <= FACE_MAX_NAMES, \
-        f"{FACE} offers {len(face.__all__)} names at its top level (at most {FACE_MAX_NAMES}): group them in a sub-face"
-    assert len(set(face.__all__)) == len(face.__all__), "a face name listed twice"
-    assert sorted(dir(face)) == sorted(face.__all__)
-    undocumented = [n for n in face.__all__ if _undocumented(getattr(face, n))]
-    subs = _sub_faces(face)
-    assert set(subs) >= {"explore", "waveform"} and len(subs) <= 10, sorted(subs)
-    for sub, module in subs.items():
-        names = _face_names(module)
-        assert names, f"kit.{sub} offers nothing"
-        assert hasattr(module, "__all__") or sub in ("explore", "waveform"), \
-            f"kit.{sub}: a sub-face is a face module that lists its names (lazy.exports), or explore/waveform"
-        if hasattr(module, "__all__"):
-            assert sorted(dir(module)) == sorted(names), f"kit.{sub}: dir() is not its names"
-            assert f"``kit.{sub}``" in module.__doc__, f"kit.{sub}'s docstring does not name it as a notebook calls it"
-        undocumented += [f"{sub}.{n}" for n in names if _undocumented(getattr(module, n))]
-    assert not undocumented, f"face names without a docstring: {undocumented}"
+    names = list(face.__all__)
+    assert len(names) <= FACE_MAX_NAMES, f"{FACE} offers {len(names)} names (at most {FACE_MAX_NAMES}): make a noun"
+    assert len(set(names)) == len(names), "a face name listed twice"
+    assert sorted(dir(face)) == sorted(names)
+    modules = [n for n in names if isinstance(getattr(face, n), type(ast))]
+    assert not modules, f"modules offered whole as face names: {modules}"
+    undocumented = [n for n in names if _undocumented(getattr(face, n))]
+    nouns = {n: getattr(face, n) for n in names if inspect.isclass(getattr(face, n))}
+    for n, function in [(n, getattr(face, n)) for n in names if inspect.isfunction(getattr(face, n))]:
+        returned = str(inspect.signature(function).return_annotation)  # "SavedResults | None", as written
+        for word in re.findall(r"\w+", returned):
+            cls = function.__globals__.get(word)
+            if inspect.isclass(cls) and cls.__module__.startswith("omni_loader"):
+                nouns[cls.__name__] = cls
+    assert {"SavedResults", "Tree"} <= set(nouns), sorted(nouns)
+    undocumented += [f"{cls.__name__}.{m}" for cls in nouns.values() for m, member in vars(cls).items()
+                     if not m.startswith("_") and inspect.isfunction(member) and _undocumented(member)]
+    assert not undocumented, f"face names or noun methods without a docstring: {undocumented}"
     # A name that is also a module of the folder is replaced by that module once the module is imported
     # (Python sets the attribute on the package), so kit.show would stop being the function after first use.
-    shadowed = [n for n in face.__all__ if (PACKAGE / "notebook" / f"{n}.py").exists()
-                and not isinstance(getattr(face, n), type(ast))]
+    shadowed = [n for n in names if (PACKAGE / "notebook" / f"{n}.py").exists()]
     assert not shadowed, f"face names that are also modules of omni_loader/notebook/: {shadowed}"
 
 
@@ -320,9 +307,6 @@ def test_docs_layout_names_every_folder_and_module() -> None:
 
 
 HISTORY = re.compile(r"\bissues? #?\d|\b(lab|review) pass\b|\bpass\)", re.IGNORECASE)
-# TODO: folders edited elsewhere that still cite a pass or an issue; rewrite each as its reason. Only shrinks.
-HISTORY_LEFT = {"notebook/ab_tables.py", "notebook/explore.py", "notebook/profiles.py", "notebook/stages.py",
-                "profiling/diff.py", "profiling/notes.py", "profiling/tables.py"}
 
 
 def test_comments_say_why_not_which_pass_or_issue() -> None:
@@ -330,5 +314,4 @@ def test_comments_say_why_not_which_pass_or_issue() -> None:
     found = {str(p.relative_to(PACKAGE)): [f"{n}: {line.strip()}" for n, line in enumerate(p.read_text().split("\n"), 1)
                                            if HISTORY.search(line)] for p in PACKAGE.rglob("*.py")}
     found = {path: lines for path, lines in found.items() if lines}
-    assert set(found) <= HISTORY_LEFT, {p: lines for p, lines in found.items() if p not in HISTORY_LEFT}
-    assert HISTORY_LEFT <= set(found), f"no citation left: drop from HISTORY_LEFT: {sorted(HISTORY_LEFT - set(found))}"
+    assert not found, found

@@ -253,3 +253,4 @@ def findings_markdown(findings: Sequence[Finding], relative_to: str | Path | Non
             for f in findings]
     return markdown_table(rows, ["walk at", "walk", "in", "loop", "through", "module visits", "≈ time"],
                           right=(5, 6))
+

@@ -67,6 +67,10 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "tree": "explore",
     "hazards": "explore",
     "load_model": "waveform",
+    # what module traversal costs (03, 05)
+    "sweep": ".sweep.traversal",
+    "audit": ".sweep.audit",
+    "audit_sources": ".lint.source_audit",
     # the benchmark
     "benchmark_spec": ".bench.runner",
     "reproduce": "sections",
@@ -78,7 +82,4 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "profile": "profiles",
     "start_stage_groups": "stages",
     "timeline": "stages",
-}, modules={
-    "traversal": "traversal",
-    "audits": "audits",
 })

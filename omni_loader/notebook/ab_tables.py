@@ -155,8 +155,8 @@ def time_tables(comps: list[Comparison], first: str = "baseline", second: str = 
 
 
 def ratio_cells(styler, columns: list[str]):  # (Styler, ...) -> Styler
-    """``columns`` of ratios written as the PR's table writes one, ``252.66×`` (the sixth Lab pass read "252.66" in a
-    "baseline ÷ optimized" column under the PR table's "252.66×")."""
+    """``columns`` of ratios written as the PR's table writes one, ``252.66×``: a bare "252.66" in a
+    "baseline ÷ optimized" column under the PR table's "252.66×" reads as another quantity."""
     return styler.format(lambda v: "" if not math.isfinite(v) else f"{v:,.2f}×", subset=columns)
 
 
@@ -173,8 +173,8 @@ def count_table(comps: list[Comparison], first: str = "baseline", second: str = 
         verdict = verdict_word(c) if c.unit == "calls" else memory_verdict(c.baseline, c.optimized).split(" ")[0]
         rows.append({"measurement": name, f"{first} median": round(c.baseline.median / scale),
                      f"{second} median": round(c.optimized.median / scale),
-                     # a saving, as the time tables under it give one (the fifth Lab pass read "change" −219 over
-                     # "saving" 622.719): positive where the second needs fewer calls or less memory
+                     # a saving, as the time tables under it give one (a "change" of −219 over a "saving" of
+                     # 622.719 read as two signs for one thing): positive where the second needs fewer calls or less memory
                      "saving": round(-c.difference / scale), "verdict": verdict})
     return words_only(table(pd.DataFrame(rows)), ["measurement"]) if rows else None
 

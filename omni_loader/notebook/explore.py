@@ -277,7 +277,7 @@ def plot_parameter_bytes(table, title: str = "Parameter bytes per submodule", to
     from matplotlib.ticker import StrMethodFormatter
 
     rows = table.head(top).iloc[::-1]
-    # Text at 10 pt (the Lab pass read 7 px labels at display size): rows tall enough to hold it.
+    # Text at 10 pt (7 pt labels read at about 7 px at display size): rows tall enough to hold it.
     fig = Figure(figsize=(10, 0.4 * len(rows) + 1.6), layout="constrained")
     ax = fig.subplots()
     bars = ax.barh(rows["submodule"], rows["MiB"], color="C0", label="parameter bytes")

@@ -41,7 +41,6 @@ A, over randomized blocks of fresh-process loads each sampled by py-spy: ``DIR/d
 #   summary      profile.md, per variant and side by side
 #   tables       the notebook's Styler tables
 #   notes        the sentences beside notebook 02's tables; Profiles, profile_variants' result (a dict)
-#   time_left    the whole run's time left on its bar, each kind of step from the measured ones of its kind
 #   run          profile_variants: reference loads, warm-up, every tool, the reports
 #   sampled      one load forked from the fork server, sampled by py-spy from its first line (stdlib only)
 #   diff_stats   profile --diff's statistics: samples folded per function, rank tests, intervals, BH, roles

@@ -63,7 +63,7 @@ PY_SPY_LOG = "py-spy.log"
 ROLE_WORDS = {"caller": "a caller: its time moved in the functions it calls",
               "unexplained": "no callee's own time is claimed to move with it"}
 UNSAMPLED = ":unsampled"  # the plan's label of a variant's unsampled load (the overhead's yardstick)
-NO_SLOWER = ": no slower sampled, its cost within the loads' spread"  # not a profiler that sped a load up (Lab pass)
+NO_SLOWER = ": no slower sampled, its cost within the loads' spread"  # a ratio under 1 is spread, not a profiler that speeds a load
 SAMPLED = "sampled"  # the kind of step of a load sampled by py-spy, on the bar's time left
 
 

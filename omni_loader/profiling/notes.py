@@ -1,7 +1,7 @@
 """Sentences beside notebook 02's tables, each computed from the files the run saved (never a typed number).
 
 Why: a table whose figures run against what a reader expects needs a word beside it, true whichever way the figures
-fall. The Lab pass found two: under torch.profiler the optimized load came out slower than the baseline ("Load
+fall. Two such: under torch.profiler the optimized load came out slower than the baseline ("Load
 parameters" 2,063 ms against 714 ms, ``aten::copy_``'s self time 2,010 ms against 668 ms) with nothing beside the
 table, and in the phase shares Construction differed more between the two median runs (1,144 ms against 1,759 ms)
 than buffer discovery's saving, a phase the change does not touch. :class:`Profiles` (what

@@ -82,7 +82,7 @@ def torch_ops_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFA
     Why leave the ranges out rather than name them in words among the operators: a range is not an operator but
     the span of one load phase (:class:`~omni_loader.host.timing.PhaseClock` marks each), and its "self time" is
     whatever Python ran in that span outside any operator. Sorted with the operators, the kit's ranges led the
-    table (the second Lab pass: ``phase::buffer_discovery`` above every ``aten::`` op) and a reader had to tell
+    table (``phase::buffer_discovery`` above every ``aten::`` op) and a reader had to tell
     which rows were torch's. :func:`phase_range_table`, shown under this table, gives each phase in words with its
     start and duration; ``torch_ops.csv`` still holds every row, ranges included. The caption says both."""
     every = read_torch_ops(out_dir, variant)

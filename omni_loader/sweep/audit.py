@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,9 +94,55 @@ def audit_arch(arch: str, repeats: int = 3) -> AuditRow:
     return audit_model(arch, model, repeats, time.perf_counter() - start)
 
 
-def audit(archs: Iterable[str], repeats: int = 3, progress: bool = True,
-          clock: Any = time.perf_counter) -> list[AuditRow]:
-    """Audit every architecture in ``archs`` (one process: transformers' modules import once each); the bar's time
+@dataclass(frozen=True)
+class ArchitectureAudit:
+    """Both discovery rules timed on transformers architectures, one :class:`AuditRow` each (it iterates over them):
+    as a table (:meth:`frame`) and placed on a traversal sweep's B·N line (:meth:`on_curve`)."""
+
+    rows: tuple[AuditRow, ...]
+
+    def __iter__(self) -> Iterator[AuditRow]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def frame(self):  # -> pandas.DataFrame
+        """Tidy rows (one per architecture), costliest baseline first, failures last (:func:`audit_frame`)."""
+        return audit_frame(list(self.rows))
+
+    def on_curve(self, sweep: Any) -> OnCurve:
+        """The architectures placed on ``sweep``'s baseline line (a traversal ``SweepResult``), beside the sweep's
+        own real model."""
+        fit = sweep.fits["baseline"]
+        return OnCurve(with_placed_models(place_on_curve(list(self.rows), fit), sweep.placement), fit)
+
+
+@dataclass(frozen=True)
+class OnCurve:
+    """Architectures (and the sweep's real model) on a sweep's baseline B·N line: ``frame``, one row each with the
+    measured time over the line's prediction; ``fit``, the line."""
+
+    frame: Any  # pandas.DataFrame
+    fit: LogLogFit
+
+    def range_sentence(self) -> str:
+        """The range of B·N and of measured ÷ predicted the models span (:func:`range_sentence`)."""
+        return range_sentence(self.frame, self.fit)
+
+    def factor_sentence(self, factor: float = 2.0) -> str:
+        """Which models lie within ``factor`` of the line (:func:`factor_sentence`)."""
+        return factor_sentence(self.frame, self.fit, factor)
+
+    def plot(self):  # -> Figure
+        """The models on the line, labelled (:func:`plot_on_curve`)."""
+        return plot_on_curve(self.frame, self.fit)
+
+
+def audit(archs: Iterable[str] | None = None, repeats: int = 3, progress: bool = True,
+          clock: Any = time.perf_counter) -> ArchitectureAudit:
+    """Audit every architecture in ``archs`` (default: every one transformers' AutoModel knows,
+    :func:`architectures`; one process: transformers' modules import once each); the bar's time
     left prices the models to come at the median time of those audited so far, the first left out.
 
     Why not the first: it also pays what one process pays once (transformers' auto classes and the first meta-device
@@ -107,7 +153,7 @@ def audit(archs: Iterable[str], repeats: int = 3, progress: bool = True,
     from ..progress import BAR_FORMAT, TICK, Countdown, Redrawer, Step, StepBar, progress_bar
 
     hf_logging.set_verbosity_error()
-    archs = list(archs)
+    archs = list(architectures() if archs is None else archs)
     rows, model = [], Step("model")
     with progress_bar(total=len(archs), desc="audit, models", unit="model", enabled=progress, bar_format=BAR_FORMAT,
                       postfix="importing transformers' auto classes") as bar:
@@ -120,7 +166,7 @@ def audit(archs: Iterable[str], repeats: int = 3, progress: bool = True,
                 steps.begin(model, arch)
                 rows.append(audit_arch(arch, repeats))
             steps.finish(f"done: {len(archs)} model{'' if len(archs) == 1 else 's'} audited")
-    return rows
+    return ArchitectureAudit(tuple(rows))
 
 
 def audit_frame(rows: list[AuditRow]):  # -> pandas.DataFrame

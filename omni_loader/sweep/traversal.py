@@ -32,8 +32,9 @@ from typing import Any
 from torch import nn
 
 from .discovery_timing import calibration, experiment_calls, per_call_seconds, round_estimate
-from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, baseline_over_state_dicts, experiment_x,
-                   fit_sweep, linear_costs, place_points, source_words)
+from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, baseline_over_state_dicts, cost_summary,
+                   experiment_x, fit_sweep, linear_costs, place_points, placement_sentence, slope_beside_saved,
+                   source_words)
 from .traversal_plots import plot_sweep
 from .trees import build_tree, token2wav_model, tree_counts
 
@@ -246,12 +247,35 @@ class SweepResult:
     files: dict[str, Path] = field(default_factory=dict)
 
     def fits_for(self, clock: str) -> dict[str, LogLogFit]:
+        """The log-log fits on ``clock`` (``wall`` or ``cpu``), by experiment."""
         return self.fits if clock == "wall" else self.fits_cpu
 
     def placement_for(self, clock: str) -> Any:
+        """Where the real model sits on ``clock``'s fitted lines (a DataFrame, one row per experiment)."""
         return self.placement if clock == "wall" else self.placement_cpu
 
+    def plot(self, clock: str = "wall"):  # -> ShownFigure
+        """The sweep's medians against N, B and B·N on ``clock`` with their log-log fits."""
+        return plot_sweep(self.rows, self.fits_for(clock), clock)
+
+    def cost_summary(self, clock: str = "cpu") -> str:
+        """The optimized rule's cost split into per-module, per-buffer and fixed terms (:func:`~.fits.cost_summary`)."""
+        return cost_summary(self.rows, clock)
+
+    def baseline_over_state_dicts(self, clock: str = "cpu"):  # -> DataFrame
+        """The baseline beside B state dicts, tree by tree (:func:`~.fits.baseline_over_state_dicts`)."""
+        return baseline_over_state_dicts(self.rows, clock)
+
+    def placement_sentence(self, clock: str = "wall") -> str:
+        """Where the real model sits on the fitted lines, in words (:func:`~.fits.placement_sentence`)."""
+        return placement_sentence(self.placement_for(clock), "wall clock" if clock == "wall" else "CPU time")
+
+    def slope_beside_saved(self, saved: str | Path) -> str:
+        """This sweep's baseline slope beside the one saved in ``saved`` (:func:`~.fits.slope_beside_saved`)."""
+        return slope_beside_saved(self, saved)
+
     def fits_frame(self):  # -> DataFrame
+        """Every fit on both clocks, one row each: what fits.csv holds."""
         import pandas as pd
 
         return pd.DataFrame([
@@ -260,6 +284,7 @@ class SweepResult:
         ])
 
     def summary(self) -> str:
+        """A few lines for a terminal: the trees, each fit's slope and R², where the real model sits."""
         from ..formatting import short_duration
 
         lines = [(f"traversal sweep: {len(self.config.trees())} synthetic trees, {self.config.repeats} repeat{'' if self.config.repeats == 1 else 's'}, "
@@ -322,6 +347,14 @@ def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
             with open_file(files[key], "w", binary=True) as fh:
                 fig.savefig(fh, format=files[key].suffix[1:], dpi=dpi, bbox_inches="tight")  # a wide title kept whole
     return files
+
+
+def sweep(quick: bool = False, out_dir: str | Path | None = None, *, repeats: int | None = None,
+          token2wav: str | None = "full") -> SweepResult:
+    """The traversal sweep of the full or ``quick`` preset (:meth:`SweepConfig.preset`: ``repeats`` timed repeats a
+    point, the real Token2Wav of size ``token2wav`` placed among the synthetic trees, None to leave it out),
+    written into ``out_dir`` when given; the result's methods plot it and say what it shows."""
+    return traversal_sweep(SweepConfig.preset(quick, repeats=repeats, token2wav=token2wav), out_dir)
 
 
 def traversal_sweep(config: SweepConfig | None = None, out_dir: str | Path | None = None,

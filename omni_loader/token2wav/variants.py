@@ -52,6 +52,7 @@ class Variant:
         return resolve_step(getattr(self, which), which)
 
     def to_dict(self) -> dict[str, Any]:
+        """The variant as a spec records it (``custom_variants``); a release only when it names one."""
         return {k: v for k, v in self.__dict__.items() if k != "release" or v is not None}
 
 
