@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..formatting import count
 from .calls import Index, Unresolved
