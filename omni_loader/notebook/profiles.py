@@ -25,16 +25,13 @@ FLAME_PHASES = {"buffer_discovery": ("_baseline", "_optimized"), "construct": ("
 
 def profile(snapshot: Any, variants: Any = "both", tools: Any = "all", out_dir: str | os.PathLike[str] = "profile", *,
             progress: bool = True, on_skip: Any = None, **overrides: Any) -> Profile:
-    """Profile each variant into ``out_dir`` as ``omni-loader profile`` does
-    (:func:`~omni_loader.profiling.run.profile_variants`: unprofiled reference loads, then cProfile, py-spy and
-    torch.profiler; keywords such as ``layout=``, ``device=``, ``top=``, ``reference_runs=`` set single fields of the
-    load options and the tools' settings) and return the run, section by section (:class:`Profile`)."""
+    """Profile each variant into ``out_dir`` as ``omni-loader profile`` does (keywords such as ``layout=``, ``top=``
+    set single load options and settings: :func:`~omni_loader.profiling.run.profile_variants`) and return the run."""
     from ..profiling.run import profile_variants, with_overrides
 
     options, settings = with_overrides(None, None, overrides)
-    profiles = profile_variants(snapshot, variants, tools, out_dir, options, settings, progress=progress,
-                                on_skip=on_skip)
-    return Profile(profiles, out_dir, snapshot, options, settings.top)
+    return Profile(profile_variants(snapshot, variants, tools, out_dir, options, settings, progress=progress,
+                                    on_skip=on_skip), out_dir, snapshot, options, settings.top)
 
 
 class Profile(Profiles):
@@ -188,9 +185,8 @@ class Profile(Profiles):
 
 
 def _parameter_mib(reference: dict[str, Any]) -> float | None:
-    """The MiB of parameters construction writes in a profiled load: the model its baseline's state_dict() calls
-    name (one per named buffer: full-size or tiny, :data:`~omni_loader.reporting.plots.MODEL_BY_BUFFERS`), counted
-    on the meta device in its layout, as notebook 04 weighs it; None for a model of another size."""
+    """The MiB of parameters construction writes in a profiled load of the model its baseline's state_dict() calls
+    name (:data:`~omni_loader.reporting.plots.MODEL_BY_BUFFERS`), weighed as notebook 04 does; None for another."""
     from ..reporting.plots import MODEL_BY_BUFFERS
     from ..token2wav.model import inventory
 

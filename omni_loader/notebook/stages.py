@@ -89,7 +89,9 @@ class StartTimeline(Timeline):
                         "puts its start up to a second before the log's first line, whose clock is to the second: "
                         "shown from 0")
         if empty:
-            caption += f"; {_no_length(f'{r.lane} {phase_words(r.phase)}' for r in empty)}"
+            caption += (f"; {_listed(f'{r.lane} {phase_words(r.phase)}' for r in empty)} "
+                        f"{'has' if len(empty) == 1 else 'have'} no row: inferred from timestamps to the second, its "
+                        "line fell in the same second as the one it is inferred from (0 ms)")
         unit = time_unit([r.seconds for r in phases])
         styled = table(rows, seconds=["seconds"], unit=unit, decimals={"start (s)": 1, "end (s)": 1}, caption=caption)
         return whole_ms_rows(styled, [[r.seconds] for r in phases], ["time (ms)"]) if unit == "ms" else styled
@@ -267,12 +269,6 @@ class Starts:
         return head + (f"a phase the loader change does not touch (it changes {change} only{where}): a difference "
                        "there is the machine's, not the change's. How large a difference such spread hides is the "
                        "next section's question.")
-
-
-def _no_length(names: Any) -> str:
-    names = list(names)
-    return (f"{_listed(names)} {'has' if len(names) == 1 else 'have'} no row: inferred from timestamps to the "
-            "second, its line fell in the same second as the one it is inferred from (0 ms)")
 
 
 def whole_ms(seconds: float) -> bool:
