@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import OmniLoaderError, ResultsError
 from ..names import VARIANTS
-from ..token2wav.options import LoadOptions, option, option_conflicts, option_fields
+from ..token2wav.options import NOTED, LoadOptions, option, option_conflicts, option_fields
 from ..token2wav.variants import BUILTIN_VARIANTS, variant_text
 from ..results.planner import DEFAULT_ORDER, DESIGNS, FIRST_LOOK, ORDERS, PlannedRun, looks, plan_runs
 from ..results.suite import METADATA_FILE, benchmark, flat_spec
@@ -49,44 +49,47 @@ class BenchmarkSpec:
     spec from flat names (``layout=``, ``runs=``...).
     """
 
-    checkpoint: str = option(same=same_path, help="the snapshot directory")
+    checkpoint: str = option(same=same_path, help="the snapshot directory", compared=False)  # compare checks its digest
     load: LoadOptions = option(default_factory=lambda: LoadOptions(device="cpu"), nested=LoadOptions)
-    warmup: int = option(DEFAULT_WARMUP, help=f"warm-up runs per variant (default {DEFAULT_WARMUP})")
+    warmup: int = option(DEFAULT_WARMUP, help=f"warm-up runs per variant (default {DEFAULT_WARMUP})", compared=False)
     runs: int = option(DEFAULT_RUNS, help=f"measured runs per variant (default {DEFAULT_RUNS}; the PR used 5); typed, it "
-                                          "asks for the fixed design")
+                                          "asks for the fixed design", compared=False)
     design: str = option(DESIGNS[0], choices=DESIGNS,
                          help=f"sequential (default): stop after {FIRST_LOOK} runs a side when every headline verdict "
                               "is claimed and no control confounds one, else run all --runs, each look at its share of the "
-                              "error rate; fixed: always --runs (the PR's design, and what typing --runs asks for)")
+                              "error rate; fixed: always --runs (the PR's design, and what typing --runs asks for)",
+                         compared=False)
     order: str = option(DEFAULT_ORDER, choices=ORDERS,
                         help="run order (default blocks: each round a seeded random permutation of the variants, so "
-                             "carry-over from the run before is not tied to one variant; alternate: ABAB..., the PR's)")
-    seed: int = option(0, flag="--order-seed", help="seed for --order blocks and shuffle")
+                             "carry-over from the run before is not tied to one variant; alternate: ABAB..., the PR's)",
+                        compared=False)
+    seed: int = option(0, flag="--order-seed", help="seed for --order blocks and shuffle", compared=False)
     workers: str = option("forkserver", help="process per run: forkserver (default: forked from a server that imported "
                                              "torch and the model code once), spawn (a new interpreter, imports "
-                                             "included) or in-process")
-    worker_timeout: float | None = option(None, help="kill a worker after S seconds")
-    aa: bool = option(False, help=f"also run an A/A benchmark ({AA_VARIANT} in both arms) for this machine's noise floor")
+                                             "included) or in-process", compared=True)
+    worker_timeout: float | None = option(None, help="kill a worker after S seconds", compared=False)
+    aa: bool = option(False, help=f"also run an A/A benchmark ({AA_VARIANT} in both arms) for this machine's noise floor",
+                      compared=False)
     reference_copy: bool = option(False, help="also time a plain strict load_state_dict of the same tensors after "
-                                              "each load (a yardstick)")
+                                              "each load (a yardstick)", compared=False)
     # torch intra-op threads per load (see placement.intra_op_threads); None: torch's default (--threads 0)
     threads: int | None = option(1, spell=lambda v: str(v or 0),
                                  help="torch intra-op threads per load (default 1: a busy neighbour core cannot stall "
-                                      "a copy's thread barrier; 0: torch's default)")
+                                      "a copy's thread barrier; 0: torch's default)", compared=True)
     # the CPUs each load's process may run on (placement.cpu_affinity); empty: any
     cpus: tuple[int, ...] = option((), spell=lambda v: ",".join(map(str, v)) or "any",
                                    help="the CPUs each load's process may run on (default auto: pinned to the last "
                                         "core when it runs on one thread, so that the scheduler does not move it; "
-                                        "any: not pinned; or e.g. 1 or 0,2)")
+                                        "any: not pinned; or e.g. 1 or 0,2)", compared=False)
     variants: tuple[str, ...] = option(VARIANTS, help=f"the arms, compared with the first (default {','.join(VARIANTS)};"
                                                       f" built-ins: {', '.join(BUILTIN_VARIANTS)}, or names given "
-                                                      "with --variant)")
+                                                      "with --variant)", compared=NOTED)
     # Variant dicts of the arms that name their own steps
     custom_variants: tuple[dict[str, Any], ...] = option(
         (), flag="--variant", spell=lambda v: ",".join(d["name"] for d in v) or "none",
         shell=lambda v: [w for d in v for w in ("--variant", variant_text(d))],
         help="define a variant with your own step(s): STEP is discovery or parameters, REF is module:function or "
-             "file.py:function, imported in each worker (repeatable)")
+             "file.py:function, imported in each worker (repeatable)", compared=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.load, Mapping):
