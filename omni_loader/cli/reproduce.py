@@ -16,7 +16,7 @@ from ..results.rows import RUNS_FILE
 from ..results.suite import METADATA_FILE, benchmark, read_metadata
 from ..results.integrity import Results, resume_command
 from ..bench.spec import IN_PROCESS_TIMEOUT, LOAD_FIELDS, BenchmarkSpec, same_path, spec_conflicts
-from ..token2wav.options import dest, option_fields
+from ..token2wav.options import CheckpointOptions, dest, option_fields
 from ..token2wav.variants import parse_variant
 from .options import (MAX_RUNS, MAX_THREADS, Default, add_checkpoint_options, add_field_options, bounded_int,
                       given_options, load_options, positive_seconds, snapshot_from_args)
@@ -31,7 +31,7 @@ def default_out_dir(args: argparse.Namespace) -> Path:
 # reproduce's options that set a spec setting (argparse dest -> BenchmarkSpec's flat name, see BenchmarkSpec.value):
 # one per field (add_field_options declares them), and those that pick the checkpoint.
 SPEC_DESTS = {dest(f): name for name, f in option_fields(BenchmarkSpec).items() if name != "checkpoint"}
-CHECKPOINT_DESTS = ("checkpoint", "model", "size", "seed", "hf_cache", "download")
+CHECKPOINT_DESTS = tuple(dest(f) for f in option_fields(CheckpointOptions).values())
 
 
 def resume_spec(args: argparse.Namespace, out: Path) -> tuple[BenchmarkSpec, Any]:

@@ -20,22 +20,17 @@ from ..names import VARIANTS
 from ..results.integrity import resume_command
 from ..startup.logfigures import parse_pattern_args
 from ..startup.serve_ab import StartupSpec, run_serve_ab, saved_serve_ab, serve_ab_conflicts, summarize
-from ..startup.server import DEFAULT_HOST, SnapshotChoice, StageServerOptions, run_stage_server
+from ..startup.server import DEFAULT_HOST, StageServerOptions, run_stage_server
 from ..startup.stage_group import StageGroupOptions, run_stage_group
 from ..token2wav.options import dest, option_fields
-from .options import (MAX_RUNS, Default, add_checkpoint_options, add_field_options, add_load_options, bounded_int,
+from .options import (MAX_RUNS, Default, add_checkpoint_options, checkpoint_options, add_field_options, add_load_options, bounded_int,
                       given_options, load_options, positive_seconds, seconds_at_least_zero, take_defaults)
-
-
-def _snapshot_choice(args: argparse.Namespace) -> SnapshotChoice:
-    return SnapshotChoice(checkpoint=args.checkpoint, model_id=args.model, size=args.size, seed=args.seed,
-                          cache_dir=args.hf_cache, download=args.download)
 
 
 def cmd_stage_server(args: argparse.Namespace) -> int:
     if args.variant is None and args.simulate is None:
         raise OmniLoaderError("stage-server needs --variant (or --simulate S for a stage that is not Token2Wav)")
-    return run_stage_server(StageServerOptions(args.variant or "simulated", args.port, _snapshot_choice(args),
+    return run_stage_server(StageServerOptions(args.variant or "simulated", args.port, checkpoint_options(args),
                                                load_options(args), host=args.host, digest=args.digest, tag=args.tag,
                                                stage=args.stage, replica=args.replica, simulate=args.simulate))
 
@@ -46,7 +41,7 @@ def cmd_stage_group(args: argparse.Namespace) -> int:
     except ValueError:
         raise OmniLoaderError(f"--simulate-seconds {args.simulate_seconds}: seconds, or seconds,seconds,...") from None
     return run_stage_group(StageGroupOptions(args.variant, args.port, args.stages, args.token2wav_stage, seconds,
-                                             _snapshot_choice(args), load_options(args), host=args.host,
+                                             checkpoint_options(args), load_options(args), host=args.host,
                                              digest=args.digest, tag=args.tag, replica_tags=args.replica_tags,
                                              grace=args.grace))
 

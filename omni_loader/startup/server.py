@@ -53,7 +53,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -61,35 +61,12 @@ from urllib.parse import urlsplit
 from ..errors import OmniLoaderError
 from ..host.procs import die_with_parent
 from ..names import OUTER_LOAD_WEIGHTS
-from ..token2wav.options import LoadOptions
+from ..token2wav.options import CheckpointOptions, LoadOptions
 
-__all__ = ["READY_MESSAGE", "SnapshotChoice", "StageLog", "StageServerOptions", "run_stage_server"]
+__all__ = ["READY_MESSAGE", "StageLog", "StageServerOptions", "run_stage_server"]
 
 DEFAULT_HOST = "127.0.0.1"
 READY_MESSAGE = "stage-server: ready, /health answers 200"  # what a stage group waits for in a stage's log
-
-
-@dataclass(frozen=True)
-class SnapshotChoice:
-    """Which snapshot a stage server loads, as the checkpoint options name it (a directory, a model id
-    in the Hugging Face cache, or the synthetic one of ``size`` and ``seed``).
-
-    A choice, not a snapshot: it is resolved in the loader thread, after the port is bound, because
-    making a synthetic snapshot or finding a model takes time that ``/health`` must already cover.
-    """
-
-    checkpoint: str | None = None
-    model_id: str | None = None
-    size: str = "full"
-    seed: int = 0
-    cache_dir: str | None = None
-    download: bool = False
-
-    def resolve(self) -> Any:  # -> checkpoint.Snapshot
-        from ..token2wav.checkpoint import resolve_snapshot
-
-        return resolve_snapshot(checkpoint=self.checkpoint, model_id=self.model_id, size=self.size, seed=self.seed,
-                                cache_dir=self.cache_dir, download=self.download, progress=False)
 
 
 MAX_SIMULATE = 3600.0  # seconds: the longest simulated load (time.sleep cannot take 1e10; an hour is plenty)
@@ -101,7 +78,7 @@ class StageServerOptions:
 
     variant: str
     port: int
-    snapshot: SnapshotChoice = field(default_factory=SnapshotChoice)
+    snapshot: CheckpointOptions = field(default_factory=CheckpointOptions)
     load: LoadOptions = field(default_factory=LoadOptions)
     host: str = DEFAULT_HOST
     digest: bool = False  # also hash every tensor (reported in /stats; adds to the startup time)
@@ -301,11 +278,12 @@ def load_in_background(options: StageServerOptions, state: StageState, bound_at:
             return
         began = time.perf_counter()
         from ..host.devices import resolve_device
+        from ..token2wav.checkpoint import resolve_snapshot
         from ..token2wav.loader import load_token2wav
         from ..token2wav.model import import_model_code
 
         import_model_code()  # the loader would (outside its phases): here, so that the log says what it took
-        snapshot = options.snapshot.resolve()
+        snapshot = resolve_snapshot(**asdict(options.snapshot), progress=False)
         log(f"Initializing Token2Wav (model_stage=code2wav), variant {options.variant}, layout {options.load.layout}, "
             f"from {snapshot.root} (torch and the model code imported, snapshot found: "
             f"{time.perf_counter() - began:.3f} s)")
