@@ -14,25 +14,17 @@ from collections.abc import Callable
 from typing import Any
 
 
-def exports(package: str, api: dict[str, str], modules: dict[str, str] | None = None, *,
-            relative_to: str | None = None) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
+def exports(package: str, api: dict[str, str]) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` for ``package``, whose names ``api`` maps to the module
     that defines each, relative to the package (``"files"``; ``".token2wav.options"`` from a folder: a
-    leading dot climbs one level, as in a relative import). ``modules`` maps names to whole modules,
-    for a face that offers a module of tools as one name (``kit.explore.buffer_table``). A face that is
-    a module, not a folder's ``__init__`` (``kit.rules``), passes its folder as ``relative_to``
-    (``exports(__name__, {...}, relative_to=__package__)``), so that its paths read as its folder's do."""
-    modules = modules or {}
-    anchor = relative_to or package
+    leading dot climbs one level, as in a relative import)."""
 
     def __getattr__(name: str) -> Any:
         if name in api:
-            return getattr(importlib.import_module("." + api[name], anchor), name)
-        if name in modules:
-            return importlib.import_module("." + modules[name], anchor)
+            return getattr(importlib.import_module("." + api[name], package), name)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:
-        return sorted([*api, *modules])
+        return sorted(api)
 
-    return [*api, *modules], __getattr__, __dir__
+    return list(api), __getattr__, __dir__

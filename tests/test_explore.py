@@ -101,7 +101,7 @@ def test_class_by_depth_lists_the_most_numerous_classes_and_ends_with_all_of_the
     assert list(top["class"][:-1]) == list(classes["class"][:3]) and len(top) == 4
 
 
-# --------------------------------------------------------------------------- the forward pass (kit.waveform)
+# --------------------------------------------------------------------------- the forward pass (kit.load_model)
 
 
 @pytest.fixture(scope="module")

@@ -144,4 +144,4 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     # torch_trace
     "profile_torch": "torch_trace",
     "trace_phase_ranges": "torch_trace",
-}, modules={"flamegraph": "flamegraph"})
+})

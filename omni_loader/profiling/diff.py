@@ -175,7 +175,7 @@ class ProfileDiff:
 
     def markdown(self, with_table: bool = True) -> str:
         """``diff.md``: the claims, one sentence each, then how many were tested and moved, and py-spy's cost,
-        and (``with_table``) the table of the claimed functions (a notebook shows ``kit.profiling.diff_table``)."""
+        and (``with_table``) the table of the claimed functions (a notebook shows the table apart: ``profiles.diff(...).table()``)."""
         f = self.functions
         tested, claimed = int(f["tested"].sum()), self.claimed
         n = {v: int(((self.runs["variant"] == v) & self.runs["sampled"] & ~self.runs["warmup"]

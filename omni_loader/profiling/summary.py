@@ -29,7 +29,7 @@ from ..safe_files import write_text
 
 
 # profile.md's sections that a notebook also shows as tables of its own (notebook 02's phase shares and
-# state_dict() calls): kit.profiling.where_time_goes leaves them out there
+# state_dict() calls): Profile.where_time_goes leaves them out there
 PHASE_SHARES = "## Phase shares"
 STATE_DICT_CALLS = "## Module.state_dict() calls"
 
