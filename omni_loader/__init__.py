@@ -43,7 +43,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "read_metadata": "results.suite",
     "benchmark": "results.suite",
     "pack": "results.archive",
-    "BenchmarkSpec": "bench.spec",
+    "BenchmarkSpec": "results.spec",
     "run_benchmark": "bench.runner",
     "reproduce": "job",
     "benchmark_spec": "bench.runner",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .results.lock import writer_lock
 from .bench.runner import check_variants, run_benchmark
-from .bench.spec import BenchmarkSpec
+from .results.spec import BenchmarkSpec
 from .results.integrity import Results, check_results
 
 if TYPE_CHECKING:

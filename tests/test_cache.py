@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_loader.bench.checkpoint_cache import (COLD_RESIDENT, WARM_RESIDENT, as_condition, checkpoint_residency,
+from omni_loader.host.checkpoint_cache import (COLD_RESIDENT, WARM_RESIDENT, as_condition, checkpoint_residency,
                                                  prepare_checkpoint, safetensors_ranges)
 from omni_loader.host.pagecache import evict, read_seconds, resident_fraction
 

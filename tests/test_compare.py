@@ -23,7 +23,7 @@ from omni_loader.errors import ResultsError
 from omni_loader.reporting.measurements import comparisons, load_reference
 from omni_loader.reporting.report import write_report
 from omni_loader.results.rows import RUN_COLUMNS, read_runs
-from omni_loader.bench.spec import BenchmarkSpec
+from omni_loader.results.spec import BenchmarkSpec
 from omni_loader.token2wav.options import option_fields
 from omni_loader.bench.runner import run_benchmark
 from omni_loader.reporting.stats import mann_whitney

@@ -171,7 +171,7 @@ def test_write_metadata_refuses_a_symlinked_metadata_json_and_its_temporary_file
 
 def test_resume_refuses_a_symlinked_writer_lock_or_runs_csv(tiny_snapshot, tmp_path, secret, capsys):
     from omni_loader.bench.runner import run_benchmark
-    from omni_loader.bench.spec import BenchmarkSpec
+    from omni_loader.results.spec import BenchmarkSpec
 
     out = run_benchmark(BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, workers="in-process"),
                         tmp_path / "res", progress=False)

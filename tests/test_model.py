@@ -222,7 +222,7 @@ def test_upstream_cpu_construction_leaves_only_qkv_proj_untouched() -> None:
 def test_construction_modes_by_name() -> None:
     """``resident`` is the default everywhere a load is set up; the old name ``upstream`` reads as ``upstream-cpu``."""
     from omni_loader.token2wav.options import LoadOptions
-    from omni_loader.bench.spec import BenchmarkSpec
+    from omni_loader.results.spec import BenchmarkSpec
 
     assert LoadOptions().construct == "resident" and BenchmarkSpec("ckpt").construct == "resident"
     assert LoadOptions(construct="upstream").construct == "upstream-cpu"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from omni_loader.bench.runner import started_record
-from omni_loader.bench.spec import BenchmarkSpec, spec_conflicts
+from omni_loader.results.spec import BenchmarkSpec, spec_conflicts
 from omni_loader.errors import ResultsError
 from omni_loader.reporting import report_environment
 from omni_loader.results.suite import benchmark, flat_spec, read_metadata, store_benchmark

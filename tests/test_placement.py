@@ -76,7 +76,7 @@ def test_reproduce_records_the_cpus_it_pinned_to_and_refuses_others_in_one_line(
     from omni_loader.results.suite import read_metadata
     from omni_loader.bench.runner import benchmark_spec
     from omni_loader.job import reproduce
-    from omni_loader.bench.spec import BenchmarkSpec
+    from omni_loader.results.spec import BenchmarkSpec
     from omni_loader.token2wav.options import LoadOptions
     from omni_loader.token2wav.checkpoint import open_snapshot
 

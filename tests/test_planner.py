@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from omni_loader.results.planner import DEFAULT_ORDER, ORDERS, plan_runs
-from omni_loader.bench.spec import BenchmarkSpec
+from omni_loader.results.spec import BenchmarkSpec
 
 
 def _measured(plan) -> str:

@@ -220,7 +220,7 @@ def test_a_function_absent_from_some_runs_counts_zero_there() -> None:
 
 # --------------------------------------------------------------------------- the A/A floor, in-process
 
-AA = ("aa-1", "aa-2")  # the A/A arms' names (bench.spec.AA_ARMS)
+AA = ("aa-1", "aa-2")  # the A/A arms' names (results.spec.AA_ARMS)
 
 
 def _arms(functions: dict[str, tuple[float, float]], arms: tuple[str, str], runs: int = 12, seed: int = 5,

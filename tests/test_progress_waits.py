@@ -308,7 +308,7 @@ def test_the_ab_bars_time_left_is_priced_from_the_runs_not_the_set_up_before_the
     import tqdm.std
 
     from omni_loader.bench import runner, worker
-    from omni_loader.bench.spec import BenchmarkSpec
+    from omni_loader.results.spec import BenchmarkSpec
     from omni_loader.token2wav.options import LoadOptions
 
     clock = [1000.0]
@@ -354,7 +354,7 @@ def test_the_ab_bars_time_left_prices_no_run_from_a_warm_up(tiny_snapshot, tmp_p
     import tqdm.std
 
     from omni_loader.bench import runner, worker
-    from omni_loader.bench.spec import BenchmarkSpec
+    from omni_loader.results.spec import BenchmarkSpec
 
     clock = [1000.0]
     monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])

@@ -23,7 +23,7 @@ from omni_loader.results.suite import METADATA_FILE, benchmark, read_metadata
 from omni_loader.results.rows import REJECTED_FILE, RUNS_FILE
 from omni_loader.results.integrity import check_results
 from omni_loader.results.lock import lock_holder
-from omni_loader.bench.spec import BenchmarkSpec
+from omni_loader.results.spec import BenchmarkSpec
 from omni_loader.bench.runner import run_benchmark
 
 TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)

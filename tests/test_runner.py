@@ -17,7 +17,7 @@ import pytest
 from omni_loader.token2wav.options import LoadOptions
 from omni_loader.results.suite import benchmark, read_metadata
 from omni_loader.results.rows import read_runs
-from omni_loader.bench.spec import BenchmarkSpec
+from omni_loader.results.spec import BenchmarkSpec
 from omni_loader.results.planner import plan_runs
 from omni_loader.bench.runner import run_benchmark
 from omni_loader.bench.worker import RUN_DIR_PREFIX
@@ -337,7 +337,7 @@ def test_a_spec_embeds_its_load_options_and_reads_back_the_old_flat_one():
     flat = {k: v for k, v in spec.to_dict().items() if k != "load"} | spec.to_dict()["load"]
     assert BenchmarkSpec.from_metadata({"schema_version": 2, "kind": "reproduce", "spec": flat}) == spec
     from omni_loader.errors import ResultsError
-    from omni_loader.bench.spec import spec_conflicts
+    from omni_loader.results.spec import spec_conflicts
 
     with pytest.raises(ResultsError, match="schema 1"):
         BenchmarkSpec.from_metadata({"schema_version": 1, "spec": {"checkpoint": "/snap", "in_process": True}})

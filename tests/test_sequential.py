@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from omni_loader.bench.runner import run_benchmark
-from omni_loader.bench.spec import BenchmarkSpec
+from omni_loader.results.spec import BenchmarkSpec
 from omni_loader.results.integrity import check_results
 from omni_loader.results.planner import FIRST_LOOK, LOOK_ALPHAS, look_alpha, looks
 from omni_loader.results.suite import benchmark, read_metadata

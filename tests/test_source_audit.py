@@ -22,8 +22,8 @@ import pytest
 from omni_loader.cli import main
 from omni_loader.errors import OmniLoaderError
 from omni_loader.lint.findings import Finding, findings_markdown
-from omni_loader.lint.price import COST_FILE, TreeSize, VisitCost, price_findings, visit_cost
-from omni_loader.lint.source_audit import SourceAudit, audit_sources, scan_sources
+from omni_loader.sweep.price import COST_FILE, TreeSize, VisitCost, audit_sources, price_findings, visit_cost
+from omni_loader.lint.source_audit import SourceAudit, scan_sources
 from omni_loader.lint.sources import SourceError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -490,7 +490,7 @@ def test_the_findings_price_is_set_beside_the_sweeps_line_and_its_measured_model
 
     import pandas as pd
 
-    from omni_loader.lint.price import cost_from_rows, price_beside_sweep
+    from omni_loader.sweep.price import cost_from_rows, price_beside_sweep
     from omni_loader.sweep.fits import LogLogFit
 
     rows = pd.DataFrame([{"experiment": "state_dict", "source": "synthetic", "N": n, "B": b, "x": n, "repeat": 0,

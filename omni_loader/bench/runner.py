@@ -11,7 +11,7 @@ the same way. Its two arms differ only by chance, so the difference between them
 change this machine can resolve for each phase: the noise floor the report quotes beside each
 A/B difference.
 
-What is measured is one :class:`~omni_loader.bench.spec.BenchmarkSpec`; the benchmark is the ``load``
+What is measured is one :class:`~omni_loader.results.spec.BenchmarkSpec`; the benchmark is the ``load``
 member of the results directory's suite (:mod:`omni_loader.results.suite`), and ``--with-startup`` adds
 serve-ab's ``startup`` member beside it.
 """
@@ -36,8 +36,8 @@ from ..results.planner import PlannedRun
 from ..results.lifecycle import Recording, recording
 from ..results.rows import failed_row, rows_for_run
 from .phase_watch import PhaseWatch
-from .spec import BenchmarkSpec, spec_conflicts
-from .checkpoint_cache import CACHE_KEY, recorded_run, storage_throughput
+from ..results.spec import BenchmarkSpec, spec_conflicts
+from ..host.checkpoint_cache import CACHE_KEY, recorded_run, storage_throughput
 from ..results.suite import METADATA_FILE, benchmark_record, read_metadata
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
              look: Callable[[Path, int, float], tuple[bool, str]] | None = None) -> None:
     """Run ``todo``, appending each run's rows (or its failure) the moment it ends; stop at a look that settles."""
     from ..progress import Redrawer, progress_bar, rate_from_now  # a widget in Lab, whole lines in logs and notebooks
-    from .worker import WorkerFailed, run_isolated, start_forkserver
+    from .worker import LoadRequest, WorkerFailed, run_isolated, start_forkserver
 
     looks = Looks(spec, plan, {r.run_id for r in plan} - {r.run_id for r in todo}, look)
     # the bar counts to the first look (its time left too), from its first line; more if that look does not settle
@@ -128,7 +128,7 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
                 # the run's failure names it (Timeout.explain) and the option that sets it
                 with PhaseWatch(bar, label, "",
                                 (lambda pid, run=run: on_start(run, pid)) if on_start else None) as phases:
-                    result = run_isolated(spec.request(run), spec.workers, watch.seconds, on_start=phases.started)
+                    result = run_isolated(LoadRequest.of(spec, run), spec.workers, watch.seconds, on_start=phases.started)
                 rec.ran(rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
                 rec.update(**{CACHE_KEY: recorded_run(_cache_record(rec), run.run_id, run.warmup, result)})
                 if run.warmup:
@@ -207,7 +207,7 @@ def _cache_record(rec: Recording) -> dict[str, Any]:
 
 
 def _storage_throughput(spec: BenchmarkSpec) -> dict[str, Any]:
-    """The storage's read throughput, once per benchmark (:func:`~.checkpoint_cache.storage_throughput`)."""
+    """The storage's read throughput, once per benchmark (:func:`~omni_loader.host.checkpoint_cache.storage_throughput`)."""
     from ..token2wav.checkpoint import open_snapshot
 
     return {**storage_throughput(open_snapshot(spec.checkpoint)), "measured_at": now_iso(precise=True)}

@@ -38,14 +38,18 @@ import types
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import OmniLoaderError
 from ..token2wav.options import LoadOptions
-from .checkpoint_cache import prepare_checkpoint
+from ..host.checkpoint_cache import prepare_checkpoint
 from ..host.placement import cpu_affinity, intra_op_threads
 from ..host.procs import remove_dead_owners_dirs, stop_children, stop_group
 from ..host.procs import announce_phases
+
+if TYPE_CHECKING:
+    from ..results.planner import PlannedRun
+    from ..results.spec import BenchmarkSpec
 
 WORKER_MODES = ("forkserver", "spawn", "in-process")
 # Imported once by the fork server, before any child is forked (none of them touches a device).
@@ -75,12 +79,22 @@ class LoadRequest:
     threads: int | None = None  # torch intra-op threads for the load; None: torch's default
     cpus: tuple[int, ...] = ()  # the CPUs the load's process may run on; empty: any (see placement.cpu_affinity)
 
+    @classmethod
+    def of(cls, spec: BenchmarkSpec, run: PlannedRun) -> LoadRequest:
+        """The load of one planned run of ``spec``: an A/A run loads :data:`~omni_loader.results.spec.AA_VARIANT`,
+        a variant of the user's its own steps."""
+        from ..results.spec import AA_VARIANT
+
+        custom = {v["name"]: v for v in spec.custom_variants}
+        variant = AA_VARIANT if run.source == "aa" else custom.get(run.variant, run.variant)
+        return cls(spec.checkpoint, variant, spec.load, spec.reference_copy, threads=spec.threads, cpus=spec.cpus)
+
 
 def run_load(request: str | LoadRequest, variant: str = "optimized", options: LoadOptions | None = None) -> dict[str, Any]:
     """Open the snapshot and load it once (``run_load(request)``, or ``run_load(checkpoint, variant,
     options)``); the dict is what runs.csv rows are made from. Before the load, outside its phases, the
     checkpoint's page-cache residency is measured (after evicting it, with ``--cache cold``):
-    ``checkpoint_residency`` (:mod:`omni_loader.bench.checkpoint_cache`)."""
+    ``checkpoint_residency`` (:mod:`omni_loader.host.checkpoint_cache`)."""
     from ..token2wav.checkpoint import open_snapshot
     from ..token2wav.loader import load_token2wav
     from ..token2wav.variants import variant_from

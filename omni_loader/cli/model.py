@@ -110,7 +110,7 @@ def cmd_source_audit(args: argparse.Namespace) -> int:
     from ..lint.baseline import new_findings, read_baseline, write_baseline
     from ..lint.findings import github_lines, ordered, selected_rules, text_lines, to_json, to_sarif
     from ..lint.limits import MAX_FILE_BYTES
-    from ..lint.price import VisitCost, price_findings, tree_size, visit_cost
+    from ..sweep.price import VisitCost, price_findings, tree_size, visit_cost
     from ..lint.source_audit import scan_sources
     from .options import given_options
 
@@ -219,7 +219,7 @@ def check_sweep_columns(results: str) -> None:
 
 def _visit_cost(text: str) -> float:
     """--visit-cost's type: finite, above 0, at most a second (one line naming the option otherwise)."""
-    from ..lint.price import check_visit_cost
+    from ..sweep.price import check_visit_cost
 
     return check_visit_cost(text)
 
@@ -227,7 +227,7 @@ def _visit_cost(text: str) -> float:
 def _count(option: str) -> Any:
     """--modules' and --items' type: a whole number from 1 to 10^7 (one line naming the option otherwise)."""
     def parse(text: str) -> int:
-        from ..lint.price import check_count
+        from ..sweep.price import check_count
 
         try:
             value: object = int(text)

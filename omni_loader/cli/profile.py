@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import profiling
-from ..bench.spec import LOAD_FIELDS
+from ..results.spec import LOAD_FIELDS
 from ..errors import OmniLoaderError, ResultsError
 from ..formatting import percent
 from ..profiling.settings import MAX_RATE, MIN_RATE, RATE_MEANING, VARIANT_CHOICES, resolve_tools
@@ -147,7 +147,7 @@ def cmd_profile_diff(args: argparse.Namespace, spec: ProfileSpec, given: set[str
 def resumed_spec(args: argparse.Namespace, typed: ProfileSpec, given: set[str]) -> tuple[ProfileSpec, Any]:
     """``--diff --resume --out DIR``: the settings and snapshot saved in DIR/diff; options typed that contradict them
     are refused in one line naming each (``--runs 6 (saved: 5)``), as ``reproduce --resume`` refuses them."""
-    from ..bench.spec import same_path
+    from ..results.spec import same_path
     from ..profiling.diff import DIFF_DIR, PLAN_JSON, read_plan
     from ..token2wav.checkpoint import open_snapshot
 

@@ -15,7 +15,7 @@ from ..host.placement import resolve_cpus
 from ..results.rows import RUNS_FILE
 from ..results.suite import METADATA_FILE, benchmark, read_metadata
 from ..results.integrity import Results, resume_command
-from ..bench.spec import IN_PROCESS_TIMEOUT, LOAD_FIELDS, BenchmarkSpec, same_path, spec_conflicts
+from ..results.spec import IN_PROCESS_TIMEOUT, LOAD_FIELDS, BenchmarkSpec, same_path, spec_conflicts
 from ..token2wav.options import CheckpointOptions, dest, option_fields
 from ..token2wav.variants import parse_variant
 from .options import (MAX_RUNS, MAX_THREADS, Default, add_checkpoint_options, add_field_options, bounded_int,

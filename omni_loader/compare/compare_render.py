@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..bench.spec import BenchmarkSpec
+from ..results.spec import BenchmarkSpec
 from ..errors import ResultsError
 from ..formatting import TIME_SCALE, duration, format_seconds, markdown_table, time_unit
 from ..reporting.measurements import LABELS, PR_ROWS, label, phase_unit

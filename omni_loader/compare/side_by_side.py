@@ -27,7 +27,7 @@ from ..results.archive import archive_format, opened
 from ..reporting.measurements import PR_ROWS, comparisons, described_record, planned_arms
 from ..reporting.sequential import design_alpha
 from ..results.suite import benchmark, flat_spec
-from ..bench.spec import BenchmarkSpec
+from ..results.spec import BenchmarkSpec
 from ..token2wav.options import flag, option_fields, same_setting, spelled
 from ..names import VARIANTS, digest_algorithm, short_digest
 from ..results.integrity import check_results

@@ -6,8 +6,9 @@ walks, calls and loops), :mod:`~.sources` (paths walked, files read with a bound
 imports, ignore comments, parsing in processes), :mod:`~.cache` (scans kept by content),
 :mod:`~.calls` (calls resolved across the sources, functions summarised, findings),
 :mod:`~.findings` (the ``Finding`` record, its rule and severity: text, JSON, SARIF, GitHub,
-Markdown), :mod:`~.baseline` (findings already known), :mod:`~.price` (B·N module visits at the
-cost measured here), :mod:`~.limits` (the bounds) and :mod:`~.source_audit` (the one call).
+Markdown), :mod:`~.baseline` (findings already known), :mod:`~.limits` (the bounds) and
+:mod:`~.source_audit` (the one call). A finding's price, B·N module visits at the cost measured here, is the
+traversal sweep's (:mod:`omni_loader.sweep.price`).
 Every module here imports the standard library only (and the kit's own stdlib-only helpers): the
 pre-commit hook runs it where torch is not installed.
 """
@@ -15,7 +16,6 @@ pre-commit hook runs it where torch is not installed.
 from ..lazy import exports
 
 __all__, __getattr__, __dir__ = exports(__name__, {
-    "audit_sources": "source_audit",
     "scan_sources": "source_audit",
     "SourceAudit": "source_audit",
     "Finding": "findings",
@@ -24,9 +24,4 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "to_json": "findings",
     "to_sarif": "findings",
     "findings_markdown": "findings",
-    "TreeSize": "price",
-    "VisitCost": "price",
-    "tree_size": "price",
-    "visit_cost": "price",
-    "price_findings": "price",
 })

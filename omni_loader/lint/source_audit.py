@@ -13,13 +13,12 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..formatting import count
 from .calls import Index, Unresolved
-from .findings import RULES, Finding, findings_markdown, ordered
+from .findings import RULES, Finding, ordered
 from .limits import MAX_FILE_BYTES
-from .sources import SourceError, gc_paused, read_sources
+from .sources import gc_paused, read_sources
 
 
 @dataclass(frozen=True)
@@ -54,21 +53,6 @@ class SourceAudit:
         return "; ".join(parts)
 
 
-class Findings(tuple):
-    """A source audit's findings (a tuple of :class:`Finding`, in order) and what a notebook shows of them."""
-
-    def markdown(self, relative_to: str | Path | None = None) -> str:
-        """One row per finding (:func:`findings_markdown`)."""
-        return findings_markdown(self, relative_to)
-
-    def price_beside(self, sweep: Any) -> str:
-        """Why a finding's price is neither ``sweep``'s B·N line nor its measured real model
-        (:func:`~omni_loader.lint.price.price_beside_sweep`)."""
-        from .price import price_beside_sweep
-
-        return price_beside_sweep(self, sweep)
-
-
 def scan_sources(paths: Iterable[str | Path], exclude: Sequence[str] = (), *, rules: Iterable[str] = tuple(RULES),
                  once: bool = False, max_bytes: int = MAX_FILE_BYTES, workers: int | None = None,
                  cache: bool = True) -> SourceAudit:
@@ -89,26 +73,3 @@ def scan_sources(paths: Iterable[str | Path], exclude: Sequence[str] = (), *, ru
     return SourceAudit(tuple(ordered(findings)), tuple(unresolved), len(files),
                        sum(len(f.scan.scopes) - 1 for f in files), index.suppressed, time.perf_counter() - start,
                        tuple(failures), store.used if store else 0, store.problem if store else "")
-
-
-def audit_sources(paths: Sequence[str | Path] | str | Path, *, modules: int | None = None,
-                  items: int | None = None, like: str | None = None, seconds_per_visit: float | None = None,
-                  results: str | Path | None = None, exclude: Sequence[str] = ()) -> Findings:
-    """The findings of the Python files under ``paths``, priced when a tree is given (``modules`` and
-    ``items``, or ``like='token2wav'`` or a transformers model type); ``seconds_per_visit`` fixes the
-    per-module-visit cost, else it comes from ``results`` (a saved sweep), the cache or a quick sweep."""
-    from .price import VisitCost, price_findings, tree_size, visit_cost
-
-    from .price import check_visit_cost
-
-    if seconds_per_visit is not None:
-        check_visit_cost(seconds_per_visit)
-    size = tree_size(modules, items, like)
-    audit = scan_sources([paths] if isinstance(paths, (str, Path)) else paths, exclude)
-    if audit.failures:
-        raise SourceError("; ".join(audit.failures))
-    found = list(audit.findings)
-    if size is None or not found:
-        return Findings(found)
-    cost = VisitCost(seconds_per_visit, "given") if seconds_per_visit else visit_cost(results)
-    return Findings(ordered(price_findings(found, size, cost)))

@@ -54,7 +54,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     # what module traversal costs (03, 05)
     "sweep": ".sweep.traversal",
     "audit": ".sweep.audit",
-    "audit_sources": ".lint.source_audit",
+    "audit_sources": ".sweep.price",
     # the benchmark
     "benchmark_spec": ".bench.runner",
     "reproduce": "sections",

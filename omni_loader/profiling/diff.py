@@ -9,7 +9,7 @@ server and are not sampled). Each run's samples are folded into per-function tim
 function by function, with a rank test, a bootstrap interval and Benjamini-Hochberg
 (:mod:`~omni_loader.profiling.diff_stats` holds the statistics and says how a claim is made);
 :class:`ProfileDiff` holds the result and says it (``diff.md``). With ``aa`` (``--aa``), as ``reproduce --aa``,
-two more arms of each block load :data:`~omni_loader.bench.spec.AA_VARIANT`, sampled alike: their
+two more arms of each block load :data:`~omni_loader.results.spec.AA_VARIANT`, sampled alike: their
 difference is each function's A/A floor, and a difference within it is not claimed.
 
 Each block also holds one unsampled load per variant (the kit's ordinary forked run), so the
@@ -42,7 +42,7 @@ from .pyspy import PySpyUnavailable, find_py_spy
 from .sampled import sampled_load
 from .settings import DEFAULT_RATE, MAX_RATE, MIN_RATE, RATE_LIMITS
 from ..progress import BAR_FORMAT, TICK, TIMED, Countdown, Step, StepBar
-from ..bench.spec import AA_ARMS, AA_VARIANT
+from ..results.spec import AA_ARMS, AA_VARIANT
 from .diff_stats import (APPEARED, FASTER, FDR, FUNCTION_COLUMNS, MIN_SAMPLES, NO_CLAIM, PRESENCE, SLOWER,
                          assign_roles, compare_functions, fold_samples, function_floors)
 from .diff_words import (disk_blamed, entry_sentence, presence_words, reach_words,
@@ -384,10 +384,10 @@ class DiffArm:
         self.bench, self.directory, self.exe, self.rate, self.total = bench, directory, exe, rate, total
 
     def __call__(self, run: Any) -> tuple[dict[str, Any], pd.DataFrame | None]:
-        from ..bench.worker import WorkerFailed, run_isolated
+        from ..bench.worker import LoadRequest, WorkerFailed, run_isolated
 
         variant, sampled = run.variant.removesuffix(UNSAMPLED), not (run.variant.endswith(UNSAMPLED) or run.warmup)
-        request = self.bench.request(dataclasses.replace(run, variant=AA_VARIANT if variant in AA_ARMS else variant))
+        request = LoadRequest.of(self.bench, dataclasses.replace(run, variant=AA_VARIANT if variant in AA_ARMS else variant))
         row = {"run_id": run.run_id, "variant": variant, "sampled": sampled, "warmup": run.warmup, "status": "ok",
                "error": "", "load_s": np.nan, "state_dict_calls": np.nan}
         fold = None

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..bench.spec import BenchmarkSpec, same_path
+from ..results.spec import BenchmarkSpec, same_path
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions, option, option_fields
 from ..token2wav.variants import Variant

@@ -1,7 +1,7 @@
 """Cold and warm loads in report.md: the checkpoint's page-cache residency as a control, and what the fix is worth.
 
 Every run records, before its load, which share of the checkpoint's bytes was in the page cache
-(runs.csv ``checkpoint_resident``; :mod:`omni_loader.bench.checkpoint_cache`). A benchmark names its condition
+(runs.csv ``checkpoint_resident``; :mod:`omni_loader.host.checkpoint_cache`). A benchmark names its condition
 (``--cache warm``, the PR's, or ``cold``); a measured run that did not load under it (warm: less than 99%
 resident; cold: more than 5% still resident after the eviction) is named here, and the headline rows that
 enclose the phases that read the checkpoint are marked, as a control that differs marks a confounded row.
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bench.checkpoint_cache import CACHE_KEY, COLD_RESIDENT, WARM_RESIDENT, as_condition
+from ..host.checkpoint_cache import CACHE_KEY, COLD_RESIDENT, WARM_RESIDENT, as_condition
 from ..formatting import duration, markdown_table, mib, percent, span
 from ..names import PHASE_TREE, READ_PHASES
 from ..results.integrity import Results

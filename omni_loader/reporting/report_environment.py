@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..formatting import markdown_table
-from ..bench.spec import BenchmarkSpec
+from ..results.spec import BenchmarkSpec
 from .measurements import described_record, planned_arms, spec_of
 from ..host.machine import describe_activity, describe_machine
 from ..host.placement import describe_cpus

@@ -13,7 +13,8 @@ benchmarks), :mod:`~omni_loader.results.lock` (one writer per directory) and
 :mod:`~omni_loader.results.integrity` (reading it checked, repairing it before a resume).
 
 :mod:`~omni_loader.results.row_checks` checks runs.csv line by line, :mod:`~omni_loader.results.planner`
-makes the run plan the rows are checked against, :mod:`~omni_loader.results.metadata` records the
+makes the run plan the rows are checked against, :mod:`~omni_loader.results.spec` is what a benchmark measured
+(``BenchmarkSpec``, from which the plan is made and a resume is checked), :mod:`~omni_loader.results.metadata` records the
 environment, :mod:`~omni_loader.results.archive` packs a directory into one file and
 :mod:`~omni_loader.safe_files` opens its files in place, never through a link.
 """
@@ -36,6 +37,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "SCHEMA_VERSION": "suite",
     "writer_lock": "lock",
     "plan_runs": "planner",
+    "BenchmarkSpec": "spec",
     "PlannedRun": "planner",
     "ORDERS": "planner",
     "DEFAULT_ORDER": "planner",

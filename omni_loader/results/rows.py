@@ -29,7 +29,7 @@ REJECTED_FILE = "runs.rejected.csv"
 SOURCES = ("load", "aa", "server")
 # Per-phase getrusage deltas (see timing.PhaseClock), in RUN_COLUMNS and in the loader's phase records.
 PHASE_COUNTERS = ("minor_faults", "major_faults", "voluntary_switches", "involuntary_switches")
-# Per-phase bytes read from storage (timing.IoCounter), and the run's checkpoint residency (bench.checkpoint_cache).
+# Per-phase bytes read from storage (timing.IoCounter), and the run's checkpoint residency (host.checkpoint_cache).
 IO_COUNTERS = ("read_bytes",)
 RESIDENCY_COLUMN = "checkpoint_resident"
 

@@ -3,7 +3,8 @@
 :mod:`~.traversal` (the sweep), :mod:`~.trees`
 (synthetic module trees), :mod:`~.fits` (log-log fits and the cost model), :mod:`~.traversal_plots` (its figure), :mod:`~.discovery_timing` (one
 discovery rule timed) and :mod:`~.audit` (any transformers architecture audited for the
-``state_dict()``-per-buffer cost).
+``state_dict()``-per-buffer cost) and :mod:`~.price` (a source-audit finding priced at the per-visit cost measured
+here).
 """
 
 from ..lazy import exports

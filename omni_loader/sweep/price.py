@@ -21,12 +21,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ..errors import OmniLoaderError
 from ..formatting import count, short_duration
-from .findings import Finding, Price
-from .limits import MAX_COUNT, MAX_VISIT_SECONDS
-from .sources import read_bounded
+from ..lint.findings import Finding, Price, findings_markdown, ordered
+from ..lint.limits import MAX_COUNT, MAX_VISIT_SECONDS
+from ..lint.sources import SourceError, read_bounded
 
 COST_FILE = "visit-cost.json"
 TOKEN2WAV = "token2wav"
@@ -79,8 +80,8 @@ def tree_like(name: str) -> TreeSize:
 
         inv = inventory("vllm-omni", "full")
         return TreeSize(TOKEN2WAV, inv.modules, inv.named_buffers, "named buffers")
-    from ..sweep.audit import architectures, build_on_meta
-    from ..sweep.trees import tree_counts
+    from .audit import architectures, build_on_meta
+    from .trees import tree_counts
 
     if name not in architectures():
         raise OmniLoaderError(f"--like {name!r} is neither {TOKEN2WAV} nor a transformers model type "
@@ -117,7 +118,7 @@ def _machine() -> dict[str, str]:
 
 
 def cost_from_rows(rows, basis: str) -> VisitCost:  # rows: the traversal sweep's tidy DataFrame
-    from ..sweep.fits import linear_costs
+    from .fits import linear_costs
 
     per_module = linear_costs(rows, "state_dict", "wall")["per_module_seconds"]
     if not per_module > 0:
@@ -127,7 +128,7 @@ def cost_from_rows(rows, basis: str) -> VisitCost:  # rows: the traversal sweep'
 
 def measure_cost() -> VisitCost:
     """A quick traversal sweep of small synthetic trees (seconds), fitted for state_dict()'s per-module cost."""
-    from ..sweep.traversal import SweepConfig, run_sweep
+    from .traversal import SweepConfig, run_sweep
 
     start = time.perf_counter()
     config = SweepConfig.quick(token2wav=None, b_values=(4, 16), repeats=3)
@@ -198,7 +199,7 @@ def price_beside_sweep(findings: Sequence[Finding], sweep) -> str:  # sweep: a t
     not quite 1, possibly extended past its range) and its measurement of the real model. The three differ
     by what each rests on, so the line says which is which; empty when no finding is priced."""
     from ..formatting import count, times
-    from ..sweep.fits import source_words
+    from .fits import source_words
 
     priced = [f.price for f in findings if f.price is not None]
     if not priced:
@@ -231,3 +232,37 @@ def price_beside_sweep(findings: Sequence[Finding], sweep) -> str:  # sweep: a t
                          "synthetic ones. For that model the measurement is the figure to trust; the finding's "
                          "price is the estimate for code that has not run.")
     return " ".join(lines)
+
+
+class Findings(tuple):
+    """A source audit's findings (a tuple of :class:`Finding`, in order) and what a notebook shows of them."""
+
+    def markdown(self, relative_to: str | Path | None = None) -> str:
+        """One row per finding (:func:`findings_markdown`)."""
+        return findings_markdown(self, relative_to)
+
+    def price_beside(self, sweep: Any) -> str:
+        """Why a finding's price is neither ``sweep``'s B·N line nor its measured real model
+        (:func:`price_beside_sweep`)."""
+        return price_beside_sweep(self, sweep)
+
+
+def audit_sources(paths: Sequence[str | Path] | str | Path, *, modules: int | None = None,
+                  items: int | None = None, like: str | None = None, seconds_per_visit: float | None = None,
+                  results: str | Path | None = None, exclude: Sequence[str] = ()) -> Findings:
+    """The findings of the Python files under ``paths``, priced when a tree is given (``modules`` and
+    ``items``, or ``like='token2wav'`` or a transformers model type); ``seconds_per_visit`` fixes the
+    per-module-visit cost, else it comes from ``results`` (a saved sweep), the cache or a quick sweep."""
+    if seconds_per_visit is not None:
+        check_visit_cost(seconds_per_visit)
+    size = tree_size(modules, items, like)
+    from ..lint.source_audit import scan_sources
+
+    audit = scan_sources([paths] if isinstance(paths, (str, Path)) else paths, exclude)
+    if audit.failures:
+        raise SourceError("; ".join(audit.failures))
+    found = list(audit.findings)
+    if size is None or not found:
+        return Findings(found)
+    cost = VisitCost(seconds_per_visit, "given") if seconds_per_visit else visit_cost(results)
+    return Findings(ordered(price_findings(found, size, cost)))

@@ -22,7 +22,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from ..host.pagecache import evict, read_seconds, resident_bytes, resident_fraction
+from .pagecache import evict, read_seconds, resident_bytes, resident_fraction
 
 CONDITIONS = ("warm", "cold")
 WARM_RESIDENT = 0.99  # a warm run found at least this share of the checkpoint's bytes resident

@@ -19,8 +19,8 @@ from ..errors import OmniLoaderError, ResultsError
 from ..names import VARIANTS
 from ..token2wav.options import NOTED, LoadOptions, option, option_conflicts, option_fields
 from ..token2wav.variants import BUILTIN_VARIANTS, variant_text
-from ..results.planner import DEFAULT_ORDER, DESIGNS, FIRST_LOOK, ORDERS, PlannedRun, looks, plan_runs
-from ..results.suite import METADATA_FILE, benchmark, flat_spec
+from .planner import DEFAULT_ORDER, DESIGNS, FIRST_LOOK, ORDERS, PlannedRun, looks, plan_runs
+from .suite import METADATA_FILE, benchmark, flat_spec
 
 # The A/A benchmark's two arms (rows with source "aa"); both load AA_VARIANT.
 AA_ARMS = ("aa-1", "aa-2")
@@ -121,15 +121,6 @@ class BenchmarkSpec:
             plan += plan_runs(self.warmup, self.runs, self.order, self.seed, first_id=len(plan), variants=AA_ARMS,
                               source="aa")
         return plan
-
-    def request(self, run: PlannedRun) -> Any:
-        """The :class:`~omni_loader.bench.worker.LoadRequest` of one planned run."""
-        from .worker import LoadRequest
-
-        custom = {v["name"]: v for v in self.custom_variants}
-        variant = AA_VARIANT if run.source == "aa" else custom.get(run.variant, run.variant)
-        return LoadRequest(self.checkpoint, variant, self.load, self.reference_copy, threads=self.threads,
-                           cpus=self.cpus)
 
     def to_dict(self) -> dict[str, Any]:
         """As saved in metadata.json: the fields, ``load`` nested."""
