@@ -595,10 +595,10 @@ import matplotlib, matplotlib.pyplot, matplotlib.backends.backend_agg, pandas, s
 import omni_loader.reporting.report as report, omni_loader.reporting.plots
 from omni_loader.cli import main
 drawn = report.write_report
-def capped(directory, check=None):
+def capped(results):
     vm = int(next(l for l in open('/proc/self/status') if l.startswith('VmSize')).split()[1]) * 1024
     resource.setrlimit(resource.RLIMIT_AS, (vm + int(sys.argv[2]) * 2**20, resource.RLIM_INFINITY))
-    return drawn(directory, check)
+    return drawn(results)
 report.write_report = capped
 sys.exit(main(['report', sys.argv[1], '--quiet']))
 """

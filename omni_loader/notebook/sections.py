@@ -543,7 +543,7 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
                      "`omni-loader reproduce` saves one there, and this table shows it the next time it runs).")
     caption = ("Buffer discovery's ratio, figure by figure: what each was measured on and how. "
                "The count does not move (the baseline builds B state dicts); the prices do.")
-    words = ["figure", "model", "snapshot", "runs (baseline + optimized)", "condition"]  # break between words only
+    words = ["figure", "model", "runs (baseline + optimized)", "condition"]  # between words only (a path may break)
     return [words_only(table(shown, caption=caption), words), "\n\n".join(lines)]
 
 
