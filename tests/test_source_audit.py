@@ -445,7 +445,7 @@ def test_the_per_visit_cost_from_a_saved_sweep(tmp_path: Path) -> None:
 
 
 def test_the_per_visit_cost_is_cached_per_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from omni_loader.lint import price
+    from omni_loader.sweep import price
 
     calls = []
     monkeypatch.setattr(price, "measure_cost", lambda: calls.append(1) or VisitCost(5e-6, "measured"))
@@ -642,7 +642,7 @@ def test_pricing_inputs_out_of_bounds_are_one_line(tmp_path: Path, capsys, argv:
 
 
 def test_the_cost_cache_is_never_written_through_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from omni_loader.lint import price
+    from omni_loader.sweep import price
 
     monkeypatch.setattr(price, "measure_cost", lambda: VisitCost(5e-6, "measured"))
     victim = tmp_path / "victim.txt"
