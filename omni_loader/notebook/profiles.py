@@ -112,7 +112,8 @@ class Profile(Profiles):
         shown: list[Any] = []
         for variant, p in self.items():
             flame = p.flamegraph()
-            shown += [f"### {variant}", flame if flame is not None else
+            shown += [f"### {variant}" + (f", {self.snapshot.model}" if self.snapshot is not None else ""),
+                      flame if flame is not None else
                       f"no flamegraph: {p.py_spy.get('skipped', 'py-spy was not run')}"]
         return [*shown, self.flame_note()]
 

@@ -390,13 +390,11 @@ def saved_runs(root: str | os.PathLike[str] | None = None) -> list[Path]:
 
 
 def model_words(record: dict[str, Any]) -> str:
-    """What a benchmark loaded, in words: "full-size Token2Wav (synthetic weights)", "Qwen/Qwen2.5-Omni-3B"."""
-    checkpoint = record.get("checkpoint") or {}
-    synthetic = checkpoint.get("synthetic") or {}
-    if synthetic.get("size"):
-        size = "full-size" if synthetic["size"] == "full" else synthetic["size"]
-        return f"{size} Token2Wav (synthetic weights)"
-    return checkpoint.get("model_id") or "Token2Wav from a checkpoint directory"
+    """What a benchmark loaded, in words (:func:`~omni_loader.token2wav.checkpoint.model_words` of its checkpoint)."""
+    from ..token2wav.checkpoint import model_words as words
+
+    checkpoint = record.get("checkpoint")
+    return words(checkpoint if isinstance(checkpoint, dict) else {})
 
 
 def _run_row(saved: SavedResults, figure: str) -> dict[str, Any] | None:

@@ -309,10 +309,5 @@ def synthesize_waveform(
     return Waveform(audio=audio, sample_rate=SAMPLE_RATE, random_weights=snapshot.synthetic is not None,
                     speaker=speaker, n_codes=int(code.shape[-1]), num_steps=num_steps, seconds=seconds,
                     device=str(device), dit_seconds=marks["vocoder"] - start if "vocoder" in marks else None,
-                    vocoder=precision, model=_model_words(snapshot))
+                    vocoder=precision, model=snapshot.model)
 
-
-def _model_words(snapshot: Any) -> str:
-    """"full-size Token2Wav", "tiny Token2Wav" for a synthetic snapshot; the checkpoint's name otherwise."""
-    size = (snapshot.synthetic or {}).get("size")
-    return f"{'full-size' if size == 'full' else size} Token2Wav" if size else f"Token2Wav ({Path(snapshot.root).name})"

@@ -58,6 +58,11 @@ class Snapshot:
     def shards(self) -> list[str]:
         return sorted(set(self.weight_map.values()))
 
+    @property
+    def model(self) -> str:
+        """What it holds in a few words, for a title: "tiny Token2Wav", a model id, a directory's name."""
+        return model_words(self.describe(), weights=False)
+
     def describe(self) -> dict[str, Any]:
         """The checkpoint-source fields of the metadata record."""
         return {
@@ -69,6 +74,19 @@ class Snapshot:
             "checkpoint_tensors": len(self.weight_map),
             "checkpoint_shards": self.shards,
         }
+
+
+def model_words(described: dict[str, Any], weights: bool = True) -> str:
+    """What a snapshot holds in words, from its record (:meth:`Snapshot.describe`, a benchmark's ``checkpoint``):
+    "full-size Token2Wav (synthetic weights)" (``weights``: say that they are synthetic), a model id, or the
+    checkpoint directory's name. Every title and table that names the model says it so."""
+    synthetic = described.get("synthetic") or {}
+    if isinstance(synthetic, dict) and synthetic.get("size"):
+        size = "full-size" if synthetic["size"] == "full" else synthetic["size"]
+        return f"{size} Token2Wav" + (" (synthetic weights)" if weights else "")
+    directory = Path(str(described.get("checkpoint_dir") or "")).name
+    return described.get("model_id") or (f"Token2Wav from {directory}" if directory else "Token2Wav")
+
 
 # --------------------------------------------------------------------------- finding
 
