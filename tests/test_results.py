@@ -162,6 +162,24 @@ def test_check_results_of_a_clean_directory(tmp_path):
     assert check.frame.equals(read_runs(tmp_path))
 
 
+def test_a_results_object_is_read_once_and_stands_for_its_directory(tmp_path):
+    """Results.read checks a directory once and hands the object on as it is; it goes where a path goes and finds
+    the report's plots by name, in the order asked, those that exist."""
+    import os
+
+    from omni_loader.results.integrity import Results
+
+    check = Results.read(_results(tmp_path, n=2))
+    assert Results.read(check) is check
+    assert os.fspath(check) == str(tmp_path) and check / "runs.csv" == tmp_path / "runs.csv"
+    assert check.load["kind"] == "reproduce" and check.spec == {}
+    (tmp_path / "plots").mkdir()
+    for name in ("drift", "phases"):
+        (tmp_path / "plots" / f"{name}.png").write_bytes(b"png")
+    assert check.plots(["phases", "where_time_goes", "drift"]) == [tmp_path / "plots" / "phases.png",
+                                                                   tmp_path / "plots" / "drift.png"]
+
+
 def test_check_results_leaves_out_a_duplicated_run_and_a_torn_last_line(tmp_path):
     from omni_loader.results.integrity import check_results
 
