@@ -687,7 +687,9 @@ def test_report_plots_and_profiles_are_linked(rich, tmp_path):
 
 
 @pytest.mark.slow  # over a few seconds (the fast lane's budget is 90 s)
-def test_render_report_writes_nothing_and_write_report_writes_what_it_links(rich, tmp_path):
+def test_render_report_writes_nothing_and_write_report_writes_what_it_links(rich, tmp_path, monkeypatch):
+    """Written again over the plots it drew, the same report (each plot file checked before any is written); with
+    $OMNI_LOADER_PLOTS=off, the text alone, rendered and written alike, and no plot drawn again."""
     import shutil
 
     out, text = rich
@@ -701,6 +703,12 @@ def test_render_report_writes_nothing_and_write_report_writes_what_it_links(rich
     assert len(linked) == 4 and all((copy / p).is_file() for p in linked)
     assert sorted(p.name for p in (copy / "plots").iterdir()) == sorted(
         f"{Path(p).stem}.{ext}" for p in linked for ext in ("png", "svg", "csv"))
+    assert write_report(copy).read_text() == text
+    drawn = {p.name: p.stat().st_mtime_ns for p in (copy / "plots").iterdir()}
+    monkeypatch.setenv("OMNI_LOADER_PLOTS", "off")
+    off = write_report(copy).read_text()
+    assert "![" not in off and "Not drawn ($OMNI_LOADER_PLOTS=off)" in off and render_report(copy) == off
+    assert {p.name: p.stat().st_mtime_ns for p in (copy / "plots").iterdir()} == drawn
 
 
 def test_a_rendered_report_links_its_plots_without_drawing_them(rich, monkeypatch):

@@ -306,6 +306,12 @@ def test_set_aside_moves_rejected_rows_and_keeps_the_rest(tmp_path):
     assert set_aside_rejected(after) == 0 and len((out / REJECTED_FILE).read_text().splitlines()) == 6
     append_rows(out, _run_rows(1))  # the run again: now once
     assert check_results(out).ok
+    with (out / RUNS_FILE).open("a") as fh:  # a second resume's torn line: set aside after the first's, not over it
+        fh.write("2,baseline")
+    moved = set_aside_rejected(check_results(out))  # the torn line, and run 2's rows it left incomplete
+    assert (out / REJECTED_FILE).read_text().splitlines()[:6] == rejected and moved > 0
+    assert (out / REJECTED_FILE).read_text().splitlines()[-1] == "2,baseline" and len(
+        (out / REJECTED_FILE).read_text().splitlines()) == 6 + moved
 
 
 def test_a_run_whose_last_row_was_cut_short_is_left_out_whole(tmp_path):
