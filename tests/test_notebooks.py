@@ -374,7 +374,7 @@ def _promises_06(nb: nbformat.NotebookNode, results: Path) -> None:
 
 def _promises_01(nb: nbformat.NotebookNode, results: Path) -> None:
     assert {"image/png", "text/markdown"} <= _mimes(nb), "01: no plot or table"
-    # The answer first: before the first section heading, one cell shows a saved run's picture and the PR's rows.
+    # The answer first: before the first section heading, one cell shows this notebook's run's PR rows and picture.
     first_section = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## "))
     opening = [o for c in nb.cells[:first_section] if c.cell_type == "code" for o in c.outputs]
     shown = "".join(str(o.get("data", {}).get("text/markdown", "")) + str(o.get("data", {}).get("text/html", ""))

@@ -91,8 +91,8 @@ class SavedResults:
         return comparisons(self.checked.frame, self.alpha)
 
     def headline(self) -> list[Any]:
-        """The answer, for a notebook's first screen: which run it is (model, snapshot, runs, when), its
-        where-the-time-goes picture and the PR's timed rows with both verdicts."""
+        """The answer, for a notebook's first screen: which run it is (model, snapshot, runs, when), the PR's rows
+        with both verdicts, then its where-the-time-goes picture."""
         from .ab_tables import pr_rows
 
         record = self.checked.load
@@ -101,7 +101,7 @@ class SavedResults:
         when = (record.get("started_at") or "")[:16].replace("T", " ")
         said = (f"**The answer, from `{self.directory.name}`** ({model_words(record)}, {runs}, {when} UTC; how it was "
                 "made, and what it rests on, follow below):")
-        return [said, *self.plots("where_time_goes"), *pr_rows(self.checked.frame, self.alpha)]
+        return [said, *pr_rows(self.checked.frame, self.alpha), *self.plots("where_time_goes")]
 
     def opening(self) -> str:
         """``report.md``'s opening (what was measured, the headline bullets), rendered afresh from the saved rows,
