@@ -415,7 +415,7 @@ def _run_row(saved: SavedResults, figure: str) -> dict[str, Any] | None:
     warmup = spec.get("warmup", record.get("warmup", 0))
     return {
         "figure": figure, "model": model_words(record),
-        "snapshot": f"{checkpoint.name or '—'} (results: {_under_root(path)})",
+        "snapshot": f"{checkpoint.name or '—'}; results in {_under_root(path)}",
         "runs": f"{disc.baseline.n} + {disc.optimized.n}" + (f", order {spec['order']}" if spec.get("order") else "")
                 + (f", after {warmup} warm-up{'s' if warmup != 1 else ''} each" if warmup else ", no warm-up"),
         "condition": (f"inside a whole load, {'a fresh process per run' if fresh else 'one process for all runs'}, "
