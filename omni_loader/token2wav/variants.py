@@ -51,6 +51,10 @@ class Variant:
         """The callable behind a step, imported now (in the process that loads)."""
         return resolve_step(getattr(self, which), which)
 
+    def __str__(self) -> str:
+        """The variant as ``--variant`` takes it (``once=discovery:steps.py:find_once``), not its dataclass repr."""
+        return variant_text(self.to_dict())
+
     def to_dict(self) -> dict[str, Any]:
         """The variant as a spec records it (``custom_variants``); a release only when it names one."""
         return {k: v for k, v in self.__dict__.items() if k != "release" or v is not None}
