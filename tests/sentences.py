@@ -149,8 +149,9 @@ def _shared_phases(f: Findings, text: str, frame: pd.DataFrame) -> None:
     for s in re.finditer(r"cannot be told from (\d+) \+ (\d+) runs", text):
         n = frame[frame["phase"] == "total"].groupby("variant")["run_id"].nunique()
         f.expect((int(s[1]), int(s[2])) == (n["baseline"], n["optimized"]), s[0], "the runs of each variant")
-    for s in re.finditer(r"yet here (\d+) of the (\d+) phases both variants run unchanged differs? too: (.*?)\. ", text):
-        parts = [re.fullmatch(rf"(.+) {DURATION} → {DURATION}", part) for part in s[3].split("; ")]
+    for s in re.finditer(r"here (\d+) of the (\d+) phases both variants run unchanged differs? too"
+                         r"(?:: (.*?)\. | by the kit's test \((.*?)\), each by less)", text):
+        parts = [re.fullmatch(rf"(.+) {DURATION} → {DURATION}", part) for part in (s[3] or s[4]).split("; ")]
         f.expect(all(parts) and len(parts) == int(s[1]) and all(
             agrees_duration(m[2], m[3], medians(frame, words[m[1]])["baseline"])
             and agrees_duration(m[4], m[5], medians(frame, words[m[1]])["optimized"]) for m in parts), s[0],
