@@ -99,8 +99,3 @@ class ProfileSpec:
         spec = cls(**{k: v for k, v in values.items() if k not in option_fields(LoadOptions)}, load=load)
         return replace(spec, variant=tuple(v if isinstance(v, str) else Variant(**v) for v in spec.variant),
                        variants=tuple(spec.variants))
-
-
-def only_for(mode: str) -> tuple[str, ...]:
-    """The options (flat names) that only ``mode`` takes."""
-    return tuple(name for name, f in option_fields(ProfileSpec).items() if f.metadata.get("only") == mode)
