@@ -11,7 +11,8 @@ So the reference is a small benchmark of its own (``DIR/reference/``: the kit's 
 blocks order, a fresh process per run, pinned like ``reproduce``), and each variant's reference
 load is its *median run*: the measured run whose whole load is the median of that variant's runs.
 A real run, so its phases add up to its total (medians of phases would not), and the spread of
-the other runs is kept beside it (``reference`` in ``load.json``).
+the other runs is kept beside it (``reference`` in ``load.json``), with each phase's median over the runs: a
+ratio of one phase is read from those, as every other ratio of the kit is.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def median_run(frame: Any, variant: str, options: LoadOptions, directory: Path) 
                            **{k: _number(r.get(k)) for k in RECORD_FIELDS}} for _, r in rows.iterrows()],
         **{k: _number(first.get(k)) for k in COUNT_FIELDS}, "digest": first.get("digest"),
         "reference": {"run_id": chosen, "runs": len(totals), "totals": [float(s) for s in totals["seconds"]],
+                      "medians": {k: float(v) for k, v in ok.groupby("phase")["seconds"].median().items()},
                       "how": "the median run of fresh worker processes (blocks order), as reproduce runs them",
                       "results": str(directory)},
     }
