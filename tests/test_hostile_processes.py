@@ -496,9 +496,19 @@ def test_hub_cache_and_download_faults_and_notebook_parameters(tmp_path, tiny_sn
                                      ("in_process", "False", bool, "is a str; it needs True or False"),
                                      ("runs", True, int, "is a bool; it needs a whole number"),
                                      ("seconds", float("nan"), float, "is a float; it needs a number"),
-                                     ("out_dir", 5, (str, None), "is a int; it needs a string or None")):
+                                     ("out_dir", 5, (str, None), "is an int; it needs a string or None")):
         with pytest.raises(OmniLoaderError, match="^notebook parameter " + name + "=.* " + needs.replace("(", r"\(")):
             check_parameters(**{name: (value, kind)})
+    cell = {}  # a parameters cell as a notebook writes it, then what papermill injects under it
+    exec("from typing import Optional\nruns: int = 5\nout: Optional[str] = None\ntags: list[str] = []\n"
+         "runs = '3'", cell)
+    with pytest.raises(OmniLoaderError, match="^notebook parameter runs='3' is a str; it needs a whole number$"):
+        check_parameters(cell)
+    cell.update(runs=3, out=7)
+    with pytest.raises(OmniLoaderError, match="^notebook parameter out=7 is an int; it needs a string or None$"):
+        check_parameters(cell)
+    cell["out"] = "here"
+    assert check_parameters(cell) == {"runs": 3, "out": "here", "tags": []}
 
 
 @pytest.mark.subprocess

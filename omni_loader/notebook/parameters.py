@@ -3,17 +3,21 @@
 Why: papermill injects parameters as they were typed (``-p runs 3`` is an int, but ``-y 'runs: "3"'`` or a
 JupyterLab form gives the string ``"3"``), and Python takes most of them silently: ``in_process="False"`` is a
 non-empty string, so true, and ``runs="3"`` fails deep in the kit with a message that names no parameter.
-A notebook calls :func:`check_parameters` with its parameters cell's values and the types they need::
+A notebook's parameters cell says each type once, as an annotation (papermill reads them too)::
 
-    check_parameters(runs=(runs, int), warmup=(warmup, int), in_process=(in_process, bool),
-                     out_dir=(out_dir, (str, None)), seconds=(seconds, float))
+    runs: int = 5                       # measured runs per variant
+    out_dir: Optional[str] = None       # results directory (papermill reads Optional[...], not ``str | None``)
 
-and a wrong one is one line: ``notebook parameter in_process='False' is a str; it needs True or False``.
+and its next cell calls ``check_parameters(globals())``: a wrong one is one line,
+``notebook parameter in_process='False' is a str; it needs True or False``.
 """
 
 from __future__ import annotations
 
 import math
+import types
+import typing
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import OmniLoaderError
@@ -46,23 +50,32 @@ def _wanted(kinds: tuple[Any, ...]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def check_parameters(**parameters: tuple[Any, Any]) -> dict[str, Any]:
-    """Check each ``name=(value, type)`` (a type, ``None``, or a tuple of them: ``(str, None)``); return the values.
+def check_parameters(namespace: Mapping[str, Any] | None = None, /, **parameters: tuple[Any, Any]) -> dict[str, Any]:
+    """Check each annotated name of ``namespace`` (a notebook's ``globals()``: its parameters cell's
+    ``name: type = value`` lines) against its annotation, or each ``name=(value, type)``; return the values.
 
+    A type is a class, ``None``, or a union of them (``Optional[str]``, ``str | None``; ``list[str]`` is checked as a list).
     ``bool`` takes only ``True``/``False`` (not ``"False"``, not ``0``), ``int`` no ``bool``, ``float`` any finite
     int or float. The first parameter that does not fit raises :class:`ParameterError`, one line naming it,
     its value and the type it needs (``notebook parameter runs='3' is a str; it needs a whole number``).
     """
+    if namespace is not None:
+        parameters = {name: (namespace[name], eval(kind, dict(namespace)) if isinstance(kind, str) else kind)
+                      for name, kind in namespace.get("__annotations__", {}).items() if name in namespace}
+        # a string is an annotation postponed (``from __future__ import annotations``): the cell's own names read it
     values = {}
     for name, spec in parameters.items():
         if not (isinstance(spec, tuple) and len(spec) == 2):
             raise TypeError(f"check_parameters({name}=...) takes (value, type), not {spec!r}")
         value, kind = spec
-        kinds = kind if isinstance(kind, tuple) else (kind,)
+        kinds = tuple(None if k is type(None) else typing.get_origin(k) or k
+                      for k in (typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType) else
+                                kind if isinstance(kind, tuple) else (kind,)))
         if not any(_fits(value, k) for k in kinds):
             shown = repr(value)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
-            raise ParameterError(f"notebook parameter {name}={shown} is a {type(value).__name__}; it needs "
-                                 f"{_wanted(kinds)}")
+            got = type(value).__name__
+            raise ParameterError(f"notebook parameter {name}={shown} is {'an' if got[0] in 'aeiou' else 'a'} {got}; "
+                                 f"it needs {_wanted(kinds)}")
         values[name] = value
     return values
