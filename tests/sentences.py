@@ -407,7 +407,7 @@ def _notebook_06(f: Findings, text: str, results: Path) -> None:
             f.expect((int(none[1]), int(none[2])) == tuple(map(len, arms)) and called(1e3, int(none[1])) == 0.0,
                      s[0], "that these runs call no difference")
         for t in re.finditer(rf"(?:the PR's )?(\d+) \+ (\d+) runs (?:would )?call a difference of medians of ({NUM}) s "
-                             rf"or more 80% of the time under (?:the PR's|its) separate-ranges rule, ({NUM}) times the "
+                             rf"or more 80% of the time under (?:the PR's|its) separate-ranges rule, ({NUM}) times the (?:PR's )?"
                              rf"({NUM}) s saving", said):
             n = int(t[1])
             f.expect(t[0].startswith("the PR's") or (n, int(t[2])) == tuple(map(len, arms)), s[0], "the runs counted")

@@ -219,8 +219,9 @@ def test_06s_stage_table_holds_one_number_a_cell_and_says_the_shared_reason_once
         assert row[:4] == [lane, phase_words(phase), ms(comp.baseline.median), ms(comp.optimized.median)]
         assert row[6] == "no\u00a0claim"
     assert rows[0][4] == ms(-comps[0][2].difference) and rows[1][4] == "0.000"  # -0.0001 ms: not "-0.000"
-    assert ("(3+3 runs cannot reach p < 0.05; their smallest p is 0.1; 4 runs a side can: no row can be a claim)"
+    assert ("No row can be a claim: 3+3 runs cannot reach p < 0.05 (their smallest p is 0.1; 4 runs a side can)."
             in styler.to_html())
+    assert styler.caption.index("<br>") < 60  # one short bold line; the notes in plain text under it
 
 
 def test_a_verdict_is_one_phrase_that_never_wraps_and_the_legend_says_its_rule_once(arms_dir):

@@ -36,3 +36,48 @@ def test_discovery_ratio_is_of_the_medians_over_the_runs_as_the_ratio_table_take
     assert said.startswith("Buffer discovery, each variant's median of its 3 runs (as ratio tables take it): "
                            "1,345.00 ms → 6.85 ms, 196× less time; whole load, the median runs: 3,000.00 ms → "
                            "1,500.00 ms"), said
+
+
+def test_06s_tables_name_the_model_the_token2wav_stage_loaded(tmp_path: Path, tiny_snapshot: Path,
+                                                               monkeypatch) -> None:
+    """06 ran the tiny synthetic model, and its "85.256 → 6.798 ms" stood unnamed beside the PR's released model's
+    1,100 → 620 ms: the timeline table, the A/B table and the startup row name it (read from the saved command),
+    and the A/B's caption is one short bold line over plain notes, not six bold lines."""
+    import omni_loader.notebook.stages as stages
+    import omni_loader.startup.serve_ab as serve_ab
+    from test_timeline import lab_comparisons, model_loaded_log, starts_frame
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "0-baseline.log").write_text(model_loaded_log())
+    monkeypatch.setattr(serve_ab, "stage_phase_comparisons", lambda out, frame=None: lab_comparisons())
+    monkeypatch.setattr(stages.Starts, "measured", lambda self: starts_frame([6.53, 6.56, 6.34], [8.07, 5.97, 7.99]))
+    monkeypatch.setattr(serve_ab, "saved_serve_ab", lambda out: {"spec": {
+        "baseline_cmd": f"python -m omni_loader.cli.serve stage-group --variant baseline --checkpoint '{tiny_snapshot}'"}})
+    starts = stages.Starts(tmp_path)
+    named = "stage-2 loading the tiny Token2Wav (synthetic weights)"
+    assert named in starts.timeline().table().caption
+    caption = starts.comparison_table().caption
+    head, notes = caption.split("<br>")
+    assert head == f"Medians per stage and phase, {named}, and the kit's verdict"
+    assert 'font-weight: normal' in notes and "no row" in notes
+    assert starts.startup_row().startswith("Starts to `/health` with the tiny Token2Wav (synthetic weights) in the "
+                                           "Token2Wav stage; the PR's, with Qwen/Qwen2.5-Omni-3B (released weights).")
+    monkeypatch.setattr(serve_ab, "saved_serve_ab", lambda out: {})  # a directory that names no command
+    assert starts.model() is None and "loading" not in starts.timeline().table().caption
+
+
+def test_06s_whole_milliseconds_keep_the_decimal_column(tmp_path: Path) -> None:
+    """06's "6,305" (a log's whole ms) stood three places right of the "2,000.398" above it: the decimals it lacks
+    are hidden space after it, so the digits align and no decimals are claimed that the log did not give."""
+    import re
+
+    import omni_loader.notebook.stages as stages
+    from test_timeline import model_loaded_log
+
+    from omni_loader.startup.timeline import parse_text
+
+    html = stages.timeline(parse_text(model_loaded_log())).table().to_html()
+    whole = re.search(r'<td [^>]*class="([^"]*)"[^>]*>5,604</td>', html)
+    assert whole and "short-ms0" in whole[1].split()
+    assert re.search(r'td\.short-ms0::after \{\s*content: "\.000";\s*visibility: hidden;', html)
+    assert not re.search(r'class="[^"]*short-ms0[^"]*"[^>]*>63\.406<', html)

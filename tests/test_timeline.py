@@ -391,7 +391,7 @@ def test_detectability_from_samples() -> None:
     assert d.detectable == pytest.approx(3.108 * d.spread, rel=1e-3)
     assert d.sentence() == f"{d.calls()} {d.needs()}" and d.calls().endswith(
         f"5 + 5 runs call a difference of medians of {d.detectable:.2f} s or more 80% of the time under the PR's "
-        f"separate-ranges rule, {d.detectable / PR_SAVING_S:.1f} times the 0.48 s saving.")
+        f"separate-ranges rule, {d.detectable / PR_SAVING_S:.1f} times the PR's 0.48 s saving.")
     assert detectability(spread=0.1, n=5).runs == 4
 
 
@@ -691,7 +691,7 @@ def test_06s_detectability_is_two_sentences_at_the_measured_spread(monkeypatch) 
     # clause; the first sentence now says the PR's design's smallest difference first, then why 3 + 3 call none
     assert first == (f"At this spread (SD {spread:.2f} s of one run), the PR's 5 + 5 runs would call a difference of "
                      f"medians of {five:.2f} s or more 80% of the time under its separate-ranges rule, "
-                     f"{five / PR_SAVING_S:.1f} times the 0.48 s saving; 3 + 3 runs call none, however large (by chance "
+                     f"{five / PR_SAVING_S:.1f} times the PR's 0.48 s saving; 3 + 3 runs call none, however large (by chance "
                      "alone they have separate ranges 10% of the time, over the 5% the rule allows).")
     best_n, best_p = detectability(base, opt).best
     assert second == (f"No number of runs calls a 0.48 s saving 80% of the time under that rule (its best chance is "

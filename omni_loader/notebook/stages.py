@@ -56,6 +56,14 @@ class StartTimeline(Timeline):
     log gives and no more, its caption saying what it left out; and it reads any log, so a log of your own needs
     nothing else."""
 
+    model: str | None = None  # what its Token2Wav stage loads, in words (:meth:`Starts.model`); None: not known
+
+    def loads(self) -> str:
+        """", stage-2 loading the tiny Token2Wav (synthetic weights)": which model the start's times are of, for a
+        caption (empty where not known), so that a synthetic model's milliseconds never read as the PR's."""
+        lanes = self.token2wav_lanes()
+        return f", {_listed(lanes) if lanes else 'its Token2Wav stage'} loading the {self.model}" if self.model else ""
+
     def sentence(self) -> str:
         """One sentence on the start: its log's lines, its lanes and which stage gated readiness."""
         from ..startup.timeline_plot import path_words
@@ -83,15 +91,16 @@ class StartTimeline(Timeline):
             "start (s)": max(r.start, 0.0) if r.start >= -RESOLUTION else r.start, "end (s)": r.end,
             "seconds": r.seconds, "source": r.source, "log line": r.line} for r in phases],
             columns=["lane", "phase", "start (s)", "end (s)", "seconds", "source", "log line"])
-        caption = "Phases of this start, in the order they started (start and end: seconds from the log's first line)"
+        notes = ["In the order they started; start and end are seconds from the log's first line."]
         if clamped:
-            caption += (f"; {_listed(f'{r.lane} {phase_words(r.phase)}' for r in clamped)} reported a length that "
-                        "puts its start up to a second before the log's first line, whose clock is to the second: "
-                        "shown from 0")
+            notes.append(f"{_listed(f'{r.lane} {phase_words(r.phase)}' for r in clamped)} reported a length that "
+                         "puts its start up to a second before the log's first line, whose clock is to the second: "
+                         "shown from 0.")
         if empty:
-            caption += (f"; {_listed(f'{r.lane} {phase_words(r.phase)}' for r in empty)} "
-                        f"{'has' if len(empty) == 1 else 'have'} no row: inferred from timestamps to the second, its "
-                        "line fell in the same second as the one it is inferred from (0 ms)")
+            notes.append(f"{_listed(f'{r.lane} {phase_words(r.phase)}' for r in empty)} "
+                         f"{'has' if len(empty) == 1 else 'have'} no row: inferred from timestamps to the second, its "
+                         "line fell in the same second as the one it is inferred from (0 ms).")
+        caption = captioned(f"Phases of this start{self.loads()}", notes)
         unit = time_unit([r.seconds for r in phases])
         styled = table(rows, seconds=["seconds"], unit=unit, decimals={"start (s)": 1, "end (s)": 1}, caption=caption)
         return whole_ms_rows(styled, [[r.seconds] for r in phases], ["time (ms)"]) if unit == "ms" else styled
@@ -121,11 +130,30 @@ class Starts:
         frame = check_results(self.out).frame
         return frame[(frame["phase"] == PHASE) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
 
+    def model(self) -> str | None:
+        """What the Token2Wav stage loaded, in the kit's words (:func:`~omni_loader.token2wav.checkpoint.model_words`:
+        "tiny Token2Wav (synthetic weights)"), from the ``--checkpoint`` of the saved baseline command; None where
+        the starts name none. Why: the PR's startup row is of the released model, and a stage's milliseconds with no
+        model beside them read as the PR's."""
+        import shlex
+
+        from ..errors import OmniLoaderError
+        from ..startup.serve_ab import saved_serve_ab
+        from ..token2wav.checkpoint import model_words, open_snapshot
+
+        try:
+            words = shlex.split(saved_serve_ab(self.out)["spec"]["baseline_cmd"])
+            return model_words(open_snapshot(words[words.index("--checkpoint") + 1]).describe())
+        except (OSError, ValueError, KeyError, IndexError, TypeError, OmniLoaderError):
+            return None
+
     def timeline(self) -> StartTimeline:
-        """The timeline of the first measured baseline start's log."""
+        """The timeline of the first measured baseline start's log, which knows the model its stage loaded."""
         starts = self.measured()
         first = starts[starts["variant"] == VARIANTS[0]].iloc[0]
-        return timeline(self.out / "logs" / f"{int(first['run_id'])}-{VARIANTS[0]}.log")
+        read = timeline(self.out / "logs" / f"{int(first['run_id'])}-{VARIANTS[0]}.log")
+        read.model = self.model()
+        return read
 
     def compared_phases(self) -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, Any]], Any]:
         """``(shown, empty, first)``: the ``(lane, phase, Comparison)`` both variants have, and those of no length."""
@@ -171,21 +199,22 @@ class Starts:
             "optimized median": c.optimized.median, "saving": shown(-c.difference, 1e-6), "saving (%)": share(c),
             "verdict": verdict_word(c)} for lane, phase, c in comps])
         reasons = {c.verdict().split(": ", 1)[-1] for _, _, c in comps}
-        caption = "Medians per stage and phase (each stage's phases in the order they started), and the kit's verdict"
+        notes = ["Each stage's phases are in the order they started."]
         if len(reasons) == 1 and "cannot reach" in next(iter(reasons)):
-            caption += f" ({next(iter(reasons)).replace(' (', '; ').removesuffix(')')}: no row can be a claim)"
+            notes.append(f"No row can be a claim: {next(iter(reasons))}.")
         if any(c.baseline.median < SHARE_FLOOR_S for _, _, c in comps):
-            caption += (f"; saving (%) shows — where the baseline median is under {SHARE_FLOOR_S * 1e3:g} ms: a share "
-                        "of so little time is the timer's and the scheduler's noise")
+            notes.append(f"The column saving (%) shows — where the baseline median is under {SHARE_FLOOR_S * 1e3:g} ms: "
+                         "a share of so little time is the timer's and the scheduler's noise.")
         if empty:
             inferred = {(r.lane, r.phase) for r in first.phases() if r.source == "inferred"} if first else set()
             names = [f"{lane} {phase_words(phase)}" for lane, phase, _ in empty]
-            caption += (f"; {_listed(names)} {'has' if len(names) == 1 else 'have'} no row: a median of 0 ms in both "
-                        "variants"
-                        + (" (inferred from timestamps to the second): one start whose two lines straddled a second's "
-                           "turn gives it a whole second, as the timeline table above may show, while the median of "
-                           "the starts is 0 ms"
-                           if all((lane, phase) in inferred for lane, phase, _ in empty) else ""))
+            notes.append(f"{_listed(names)} {'has' if len(names) == 1 else 'have'} no row: a median of 0 ms in both "
+                         "variants"
+                         + (" (inferred from timestamps to the second): one start whose two lines straddled a second's "
+                            "turn gives it a whole second, as the timeline table above may show, while the median of "
+                            "the starts is 0 ms."
+                            if all((lane, phase) in inferred for lane, phase, _ in empty) else "."))
+        caption = captioned(f"Medians per stage and phase{first.loads() if first else ''}, and the kit's verdict", notes)
         if frame.empty:
             return table(frame, caption=caption)
         columns = ["baseline median", "optimized median", "saving"]
@@ -231,6 +260,10 @@ class Starts:
         table = markdown_table(rows, ["variant", "starts to /health (s), in the order they ran", "median (s)"],
                                right=(2,))
         table += f"\n\nThe PR's verdict on its 5 + 5 starts: {pr.get('note', 'none published')}."
+        if (model := self.model()) is not None:  # the starts' model, beside the PR's released one
+            released = load_reference()["environment"].get("Model", "Qwen/Qwen2.5-Omni-3B")
+            table = (f"Starts to `/health` with the {model} in the Token2Wav stage; the PR's, with {released} "
+                     f"(released weights).\n\n{table}")
         b, o = medians["baseline"], medians["optimized"]
         if b is None or o is None:
             return table
@@ -285,18 +318,30 @@ def ms_text(seconds: float) -> str:
 def whole_ms_rows(styled: Any, values: Sequence[Sequence[float]], columns: Sequence[str]) -> Any:
     """``styled`` (a :func:`omni_loader.formatting.table` of times in ms) with the rows whose ``values`` (seconds,
     one list per row) a log gives in whole milliseconds shown with the precision :func:`ms_text` gives them in
-    ``columns``: "5,604", or "5,300.5" where a median of two whole ones falls between, never "5,604.000"."""
+    ``columns``: "5,604", or "5,300.5" where a median of two whole ones falls between, never "5,604.000". The
+    decimals they lack are held as hidden space after them, so that their digits stand under the "2,000.398" of the
+    other rows, not three places to the right of them."""
     import pandas as pd
 
     from ..formatting import with_minus
 
+    classes = pd.DataFrame("", index=styled.data.index, columns=styled.data.columns)
     for decimals in (0, 1):
         rows = [i for i, row in enumerate(values)
                 if row and all(whole_ms(v * 2) for v in row) and decimals == (not all(whole_ms(v) for v in row))]
         if rows:
             styled = styled.format(lambda ms, d=decimals: with_minus(f"{ms + 0.0:,.{d}f}"),
                                    subset=pd.IndexSlice[rows, list(columns)])
-    return styled
+            classes.iloc[rows, [classes.columns.get_loc(c) for c in columns]] = f"short-ms{decimals}"
+    hidden = [{"selector": f"td.short-ms{d}::after", "props": [("content", f'"{pad}"'), ("visibility", "hidden")]}
+              for d, pad in ((0, ".000"), (1, "00"))]
+    return styled.set_td_classes(classes).set_table_styles(hidden, overwrite=False)
+
+
+def captioned(head: str, notes: Sequence[str]) -> str:
+    """A table's caption as one bold line saying what the table is of, then ``notes`` in plain text under it: a
+    caption of six bold lines read as a wall, and its one line that mattered (which model) was lost in it."""
+    return f'{head}<br><span style="font-weight: normal">{" ".join(notes)}</span>'
 
 
 def _listed(items: Any) -> str:

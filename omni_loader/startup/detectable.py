@@ -221,7 +221,9 @@ class Detectability:
         return f"a difference of medians of {self.detectable:.2f} s or more{floor} {self.power:.0%} of the time"
 
     def _times(self) -> str:
-        return f", {self.detectable / self.saving:.1f} times the {self.saving:.2f} s saving"
+        # whose saving: beside this run's own medians, a bare "the 0.48 s saving" read as this run's
+        whose = "the PR's" if self.saving == PR_SAVING_S else "the"
+        return f", {self.detectable / self.saving:.1f} times {whose} {self.saving:.2f} s saving"
 
     def needs(self) -> str:
         """The runs a side ``saving`` needs at this spread, in one sentence (the same for any n: the spread decides)."""
