@@ -379,8 +379,10 @@ def _promises_01(nb: nbformat.NotebookNode, results: Path) -> None:
     opening = [o for c in nb.cells[:first_section] if c.cell_type == "code" for o in c.outputs]
     shown = "".join(str(o.get("data", {}).get("text/markdown", "")) + str(o.get("data", {}).get("text/html", ""))
                     for o in opening)
-    assert "**The answer, from `" in shown and any("image/png" in o.get("data", {}) for o in opening), \
+    assert "**The answer** (`" in shown and any("image/png" in o.get("data", {}) for o in opening), \
         "01: the answer (picture and verdicts) is not on the first screen"
+    assert shown.index("Buffer discovery") < shown.index("Calls to state_dict()"), \
+        "01: the counts come before the timed verdicts, which then fall below the first screen"
     assert "Buffer discovery" in shown and "Token2Wav weight loading" in shown and re.search(r"no claim|faster|slower",
                                                                                              shown), \
         "01: the first screen lacks the PR's two timed rows with their verdicts"

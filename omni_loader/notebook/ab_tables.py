@@ -180,12 +180,12 @@ def count_table(comps: list[Comparison], first: str = "baseline", second: str = 
 
 
 def pr_rows(frame, alpha: float = ALPHA) -> list[Any]:
-    """The PR's rows (``baseline`` against ``optimized``) as tables: the counts, then the times with the kit's
-    verdict (at ``alpha``: :func:`~omni_loader.reporting.sequential.design_alpha`) beside the PR's rule, then the
-    legend."""
+    """The PR's rows (``baseline`` against ``optimized``) as tables: the times with the kit's verdict (at ``alpha``:
+    :func:`~omni_loader.reporting.sequential.design_alpha`) beside the PR's rule, the counts, then the legend. The
+    timed verdicts come first: they are what a reader of the answer looks for, on its first screen."""
     comps = [c for c in comparisons(frame, alpha) if c.phase in PR_ROWS]
     counts = count_table(comps)
-    return [*([counts] if counts is not None else []), *time_tables(comps, floors=noise_floors(frame), pr_rule=True),
+    return [*time_tables(comps, floors=noise_floors(frame), pr_rule=True), *([counts] if counts is not None else []),
             verdict_legend(alpha=alpha)]
 
 

@@ -99,8 +99,7 @@ class SavedResults:
         disc = next((c for c in self.comparisons if c.phase == "buffer_discovery"), None)
         runs = f"{disc.baseline.n} + {disc.optimized.n} runs" if disc else "its runs"
         when = (record.get("started_at") or "")[:16].replace("T", " ")
-        said = (f"**The answer, from `{self.directory.name}`** ({model_words(record)}, {runs}, {when} UTC; how it was "
-                "made, and what it rests on, follow below):")
+        said = f"**The answer** (`{self.directory.name}`: {model_words(record)}, {runs}, {when} UTC):"
         return [said, *pr_rows(self.checked.frame, self.alpha), *self.plots("where_time_goes")]
 
     def opening(self) -> str:
@@ -121,7 +120,7 @@ class SavedResults:
         return lower_headers(environment_table(self.checked.metadata))
 
     def tables(self) -> list[Any]:
-        """The PR's rows (:func:`~.ab_tables.pr_rows`: counts, then times with both verdicts), then every phase as
+        """The PR's rows (:func:`~.ab_tables.pr_rows`: times with both verdicts, then counts), then every phase as
         one table a reader can scan (:func:`phase_table`) and the per-phase summary: the report's measurement
         section. ``report.md`` keeps the same figures in Markdown, verdict sentences and all."""
         from ..reporting.measurements import noise_floors
