@@ -80,9 +80,10 @@ def progress_mode(stream: Any = None) -> str:
 # ----------------------------------------------------------------------------------------------------- the one clock
 
 TICK = 1.0  # seconds between two redraws of a bar while a step runs (tqdm redraws on an update only)
-TIMED = "unprofiled"  # the kind whose median per variant scales the other kinds from one variant to another
+TIMED = "unprofiled"  # the kind whose pace per variant scales the other kinds from one variant to another
 OVERDUE = 0.1  # a running step is given at least this share of its time so far again (see Countdown)
-Prior = float | tuple[str, float]  # seconds a load, or (another kind, times its price)
+SCALE = "scale"  # a prior (SCALE, factor): factor times the step's variant's scale (see Countdown)
+Prior = float | tuple[str, float]  # seconds a load, or (another kind or SCALE, times its price)
 
 
 @dataclass(frozen=True)
@@ -100,21 +101,26 @@ class Countdown:
 
     Each step left is priced, per load, by the first of:
 
-    1. the ended steps of its kind and variant: their median;
+    1. the ended steps of its kind and variant: their :func:`pace`;
     2. the ended steps of its kind on other variants, each scaled by its variant's :attr:`scale` (each variant's
-       unprofiled load, or the sweep's warm-up price of a model; when none is given, the median of the variant's
-       :data:`TIMED` steps): the median ratio, times this variant's scale; with no scale, the kind's median;
-    3. its kind's prior (``priors``): seconds a load, or ``(kind, factor)``: ``factor`` times a step of that kind;
+       unprofiled load, or the sweep's warm-up price of a model; when none is given, the pace of the variant's
+       :data:`TIMED` steps): the pace of the ratios, times this variant's scale; with no scale, the kind's pace;
+    3. its kind's prior (``priors``): seconds a load, ``(kind, factor)``: ``factor`` times a step of that kind, or
+       ``(SCALE, factor)``: ``factor`` times its variant's scale;
     4. nothing: the time left is unknown (``? left``), never a sum that leaves a step out.
 
     Why each rule. The steps of a run differ a hundredfold (a reference load in a fresh process under a second, a
     torch.profiler load half a minute; a DiT evaluation and a vocoder block), so a rate per step, or the first
-    step's time, priced every later kind wrong (a bar ran low by half, or said "at least 00:08" of 20 s left). The
-    first ended step of a kind and variant leaves its median once another has ended: it paid the kind's one-off
-    costs (a first load's reads, a first call's allocations); ``warm_ups`` first steps of each never price any.
-    The step in flight counts: while it runs past its price, its time so far joins the samples of the steps after
-    it, and its own time left is at least :data:`OVERDUE` of its time so far (the time left rises while a step
-    overruns, where it used to sit at 00:00 while work went on).
+    step's time, priced every later kind wrong. A pace is a mean, not a median: the time left is a sum, and on a
+    shared machine a step in three is slowed (04's DiT evaluations ran 1, 3, 1 s...), which a median of a few steps
+    prices at 1 s or 3 s by turns. No step is left out unless the caller says it is a warm-up (``warm_ups`` first
+    steps of each kind and variant price none): dropping every kind's first step by rule priced 04's DiT from its
+    one slow second evaluation alone (00:47 left of 21 s) and 06's starts from one fast one.
+    The step in flight counts: while it runs past its price, its time so far, up to twice that price, joins the
+    samples of the steps after it (the time left rises while a step overruns, where it used to sit at 00:00 while
+    work went on; one step's overrun raises a pace of one sample by half at most, where 05's one large model
+    doubled the price of the small ones after it), and its own time left is at least :data:`OVERDUE` of its time so
+    far.
     """
 
     def __init__(self, steps: Iterable[Step] = (), clock: Callable[[], float] = time.perf_counter,
@@ -151,13 +157,13 @@ class Countdown:
         return dropped
 
     def samples(self, kind: str, flight: tuple[Step, float] | None = None) -> dict[str, list[float]]:
-        """Seconds a load of ``kind``'s ended steps, by variant, less each variant's warm-ups (see the class doc);
+        """Seconds a load of ``kind``'s ended steps, by variant, less each variant's ``warm_ups`` first ones;
         ``flight``: the running step and its time so far, counted too."""
         times: dict[str, list[float]] = {}
         for step, seconds in self.done:
             if step.kind == kind:
                 times.setdefault(step.variant, []).append(seconds / max(step.loads, 1))
-        out = {v: t[max(self.warm_ups, int(len(t) > 1)):] for v, t in times.items()}
+        out = {v: t[self.warm_ups:] for v, t in times.items()}
         if flight is not None and flight[0].kind == kind:
             out.setdefault(flight[0].variant, []).append(flight[1] / max(flight[0].loads, 1))
         return {v: t for v, t in out.items() if t}
@@ -166,16 +172,16 @@ class Countdown:
         """Seconds ``step`` should take (the class doc's rules), or None when nothing prices it."""
         kind = self.samples(step.kind, flight)
         if step.variant in kind:
-            return statistics.median(kind[step.variant]) * step.loads
+            return pace(kind[step.variant]) * step.loads
         if kind:
             scale = {v: self._scale(v) for v in {step.variant, *kind}}
             factors = [t / scale[v] for v, times in kind.items() if scale[v] for t in times]
             if scale[step.variant] and factors:
-                return statistics.median(factors) * scale[step.variant] * step.loads
-            return statistics.median(t for times in kind.values() for t in times) * step.loads
+                return pace(factors) * scale[step.variant] * step.loads
+            return pace([t for times in kind.values() for t in times]) * step.loads
         prior = self.priors.get(step.kind)
         if isinstance(prior, tuple):
-            other = self.price(Step(prior[0], step.variant), flight)
+            other = self._scale(step.variant) if prior[0] == SCALE else self.price(Step(prior[0], step.variant), flight)
             return None if other is None else other * prior[1] * step.loads
         return None if prior is None else prior * step.loads
 
@@ -183,7 +189,7 @@ class Countdown:
         if self.scale is not None:
             return self.scale.get(variant)
         timed = self.samples(TIMED).get(variant)
-        return statistics.median(timed) if timed else None
+        return pace(timed) if timed else None
 
     def left(self) -> float | None:
         """Seconds left: the running step's rest and the planned steps; None while one of them has no price."""
@@ -195,13 +201,20 @@ class Countdown:
             if price is None:
                 return None
             own = max(price - running_for, OVERDUE * running_for)
-            flight = (step, running_for) if running_for > price else None
+            flight = (step, min(running_for, 2 * price)) if running_for > price else None
         prices = [self.price(s, flight) for s in self.remaining]
         return None if None in prices else own + sum(prices)
 
     def clock_words(self) -> str:
         """The time left as every bar of the kit says it (:func:`left_words`)."""
         return left_words(self.left())
+
+
+def pace(samples: list[float]) -> float:
+    """The price of one step from ``samples``: their mean (the time left is their sum), each counted as at most
+    twice their median, so that one step of a burst of other work prices the later ones little."""
+    cap = 2 * statistics.median(samples)
+    return statistics.fmean(min(t, cap) for t in samples)
 
 
 def clock_text(seconds: float) -> str:

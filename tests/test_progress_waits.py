@@ -111,32 +111,48 @@ def test_a_kind_not_run_yet_is_priced_by_its_stated_prior_and_else_said_unknown(
     assert clocked(steps, done, priors={"torch.profiler": (TIMED, 10.0)})[0].left() == pytest.approx(30.0)
 
 
-def test_the_first_step_of_a_kind_prices_no_later_one_once_another_has_ended() -> None:
-    """A first step pays its kind's one-off costs (the first call's allocations, a fresh process's first reads): 04's
-    first DiT evaluation priced the others high, and the bar said "at least" a floor that was none. Once a second
-    step of the kind has ended, the first leaves the median; ``warm_ups`` first steps never price any (05's audit)."""
+def test_a_kinds_pace_is_the_mean_of_its_steps_none_left_out_but_declared_warm_ups() -> None:
+    """No step is dropped by rule: dropping each kind's first priced 04's DiT from its one slow second evaluation
+    alone ("00:47 left" with 21 s left). A pace is the steps' mean (the time left is a sum), each step counted at
+    most twice the median, so one slow step among several prices the others little; ``warm_ups`` first steps of
+    each kind and variant, said so by the caller, never price any (05's audit)."""
     steps = [Step("DiT")] * 3
     assert clocked(steps, [(Step("DiT"), 10.0)])[0].left() == pytest.approx(30.0)  # one step: all there is
-    assert clocked(steps, [(Step("DiT"), 10.0), (Step("DiT"), 1.0)])[0].left() == pytest.approx(3.0)
+    assert clocked(steps, [(Step("DiT"), 10.0), (Step("DiT"), 1.0)])[0].left() == pytest.approx(16.5)
+    three = [(Step("DiT"), 10.0), (Step("DiT"), 1.0), (Step("DiT"), 1.0)]
+    assert clocked(steps, three)[0].left() == pytest.approx(4.0)  # 10 s counted as 2 s: a pace of 4/3 s
     assert clocked(steps, [(Step("DiT"), 10.0)], warm_ups=1)[0].left() is None
+    assert clocked(steps, three, warm_ups=1)[0].left() == pytest.approx(3.0)
 
 
 def test_a_step_running_past_its_price_raises_the_time_left_and_never_reads_00_00() -> None:
     """A bar sat at "00:00 left" while its last step went on, and at the steps after the one running while that one
     overran. The running step's time so far counts: it is given at least a tenth of it again, and once past its
-    price it joins its kind's median for the steps after it."""
+    price it joins its kind's samples for the steps after it, up to twice its price: 05's one large model, running,
+    doubled the price of the small ones after it ("00:06 left" to "00:14 left", done at 00:08)."""
     countdown, now = clocked([Step("run")] * 2, [(Step("run"), 10.0)])
     countdown.begin(Step("run"))
     shown = []
     for running_for in (5.0, 9.5, 20.0, 40.0):
         now[0] = 10.0 + running_for
         shown.append(countdown.left())
-    # 5 + 10; a tenth of 9.5 + 10; then 2 + the median of 10 and 20; 4 + the median of 10 and 40
-    assert shown == [pytest.approx(15.0), pytest.approx(10.95), pytest.approx(17.0), pytest.approx(29.0)]
-    countdown.begin(Step("run"))  # the last one, priced at 40 s (the first left out now)
+    # 5 + 10; a tenth of 9.5 + 10; then 2 + the mean of 10 and 20; 4 + the mean of 10 and 20 (40 s counted as 20)
+    assert shown == [pytest.approx(15.0), pytest.approx(10.95), pytest.approx(17.0), pytest.approx(19.0)]
+    countdown.begin(Step("run"))  # the last one, priced at 25 s (the mean of 10 and 40)
     now[0] += 60.0
     assert countdown.clock_words() == "00:06 left"  # not 00:00 while it runs
     assert progress.left_words(0.3) == "00:01 left" and progress.left_words(0.0) == "00:00 left"
+
+
+def test_a_prior_can_be_a_factor_of_the_variants_scale() -> None:
+    """03's sweep knows each model's round in seconds from its warm-up (its scale) before any round is timed: a prior
+    ``(SCALE, factor)`` prices a kind with no step that counts yet, so that declared warm-ups leave no "? left"."""
+    rounds = [Step("round", "small"), Step("round", "big")] * 2
+    countdown, _ = clocked(rounds, [], priors={"round": (progress.SCALE, 1.0)}, warm_ups=1)
+    countdown.scale = {"small": 0.5, "big": 3.0}
+    assert countdown.left() == pytest.approx(7.0)
+    countdown.scale = {"small": 0.5}
+    assert countdown.left() is None  # a model with no price: not known
 
 
 def test_countdown_measures_each_step_with_its_clock_and_keeps_the_plan() -> None:
@@ -183,7 +199,7 @@ def test_profile_bar_says_what_runs_before_it_runs_beside_the_whole_runs_time_le
         return run
 
     monkeypatch.setattr(profile_run, "progress_bar", lambda **kw: bar.__init__(**kw) or bar)
-    monkeypatch.setattr(profile_run, "Countdown", lambda steps: Countdown(steps, clock=lambda: now[0]))
+    monkeypatch.setattr(profile_run, "Countdown", lambda steps, **kw: Countdown(steps, clock=lambda: now[0], **kw))
     monkeypatch.setattr(profile_run, "reference_spec", lambda *a, **k: SimpleNamespace(
         plan=lambda: [SimpleNamespace(variant=v) for v in plan]), raising=False)
     monkeypatch.setattr(profile_run, "reference_loads", reference_loads)
@@ -197,13 +213,15 @@ def test_profile_bar_says_what_runs_before_it_runs_beside_the_whole_runs_time_le
 
     assert bar.kwargs["total"] == 4 + 2 * 2  # a step per reference run and per tool
     assert "{remaining}" not in bar.kwargs["bar_format"]  # no rate per step of steps that differ 100-fold
-    # the kit's words for a time left: "? left" while a kind still to come has not run (no sum of the steps priced,
-    # said as a floor), then the whole; the step running now is named short (one line in Lab)
+    # the kit's words for a time left: "? left" until a step has ended (no sum of the steps priced, said as a floor);
+    # then every kind not run yet is priced by its prior, a factor of its variant's reference run (02's bar read
+    # "? left" for 87 of its 105 s, until py-spy had run once): after the baseline's 2 s runs, cProfile at 1.5 x 2 s
+    # and torch.profiler at 5 x 2 s each variant; the step running now is named short (one line in Lab)
     assert seen["before references"] == "? left, starting the worker server"
     assert seen["run 1"] == ("? left, reference run 1/4 baseline (warm-up)", 0)
-    assert seen["run 3"] == ("? left, reference run 3/4 optimized", 2)
-    assert seen["cprofile baseline"] == "? left, baseline: cProfile"
-    assert seen["torch baseline"] == "? left, baseline: torch.profiler"
+    assert seen["run 3"] == ("00:30 left, reference run 3/4 optimized", 2)  # 2 + 2 s of runs, 2 x (3 + 10) s of tools
+    assert seen["cprofile baseline"] == "00:20 left, baseline: cProfile"  # the runs of 1 s price the optimized ones
+    assert seen["torch baseline"] == "00:18 left, baseline: torch.profiler"
     # Every kind has run: the optimized variant's steps at half the baseline's (it loads twice as fast unprofiled):
     # its cProfile (3 s) and torch.profiler (10 s) loads are 13 s left
     assert seen["cprofile optimized"] == "00:13 left, optimized: cProfile"
@@ -402,7 +420,7 @@ def test_every_bar_reads_alike_unless_it_brings_its_own_format(monkeypatch: pyte
 def test_the_time_left_counts_down_between_updates(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     """06's bar, refreshed every second while a start waited for /health, said "00:47 left" at 00:08 and at 00:11.
     On a fake clock (10 s a run): the time left falls as the wait goes on, and once the run is overdue it rises (a
-    tenth of its 15 s so far for itself, the run after it at the median of 10 s and 15 s), never down to the price
+    tenth of its 15 s so far for itself, the run after it at the mean of 10, 10 and 15 s), never down to the price
     of the runs after it alone."""
     import tqdm.std
 
@@ -419,7 +437,7 @@ def test_the_time_left_counts_down_between_updates(monkeypatch: pytest.MonkeyPat
         clock[0] = 20.0 + wait
         shown.append(re.search(r"(\d\d:\d\d) left", str(bar)).group(1))
     bar.close()
-    assert shown == ["00:18", "00:15", "00:11", "00:14"], shown
+    assert shown == ["00:18", "00:15", "00:11", "00:13"], shown
 
 
 def test_every_bar_says_its_time_left_in_one_set_of_words() -> None:

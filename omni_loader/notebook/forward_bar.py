@@ -1,8 +1,8 @@
 """04's forward-pass bar: the DiT's evaluations, then BigVGAN's residual blocks, counted by forward hooks.
 
 The kit's one clock (:class:`~omni_loader.progress.Countdown`) prices each part's steps at its own pace: a pass's 30
-steps are 12 DiT evaluations and 18 residual blocks that take far less each, so one rate for both said "00:44 left"
-at 00:06 of a 23 s pass. Until a block has ended, the blocks are priced by a stated prior (:data:`VOCODER_SHARE` of
+steps are 12 DiT evaluations and 18 residual blocks that take far less each, so one rate for both priced the blocks
+as evaluations. Until a block has ended, the blocks are priced by a stated prior (:data:`VOCODER_SHARE` of
 the DiT's time), not left out: a bar that left them out said "at least 00:08 left", a floor that was no floor once
 the DiT's first, slower evaluation priced the others. Why not a guess from the model's arithmetic:
 multiply-accumulates price the full vocoder at a tenth of the DiT, and its blocks at halving costs stage after stage;
@@ -24,7 +24,7 @@ from ..progress import BAR_FORMAT, TICK, Countdown, Step, StepBar
 
 DIT, VOCODER = "DiT", "BigVGAN"
 # The whole vocoder's time as a share of the DiT's, until a block has ended: 0.26 on a GPU in Lab (DiT 18.7 s,
-# BigVGAN 4.94 s), 0.4 on a 2-core CPU; the larger, so that the first estimates do not run low.
+# BigVGAN 4.94 s), 0.25 to 0.4 on a 2-core CPU; the larger, so that the first estimates do not run low.
 VOCODER_SHARE = 0.4
 
 

@@ -38,6 +38,10 @@ LOAD_OPTION_NAMES = tuple(f.name for f in fields(LoadOptions))
 SpyLookup = tuple[str | None, str]  # find_py_spy's answer: (executable, "") or (None, why not)
 TOOL_KINDS = {"cprofile": "cProfile", "torch": "torch.profiler", "py-spy": "py-spy"}  # as profile_variant runs them
 WARM_UP = "warm-up"
+# Each kind's price until one of its steps has ended, in a variant's reference run (a fresh process's load): 02 in
+# Lab on 2 cores took 2.1x for the warm-up, 0.8 to 1.8x for cProfile, 0.8 to 9x for torch.profiler and 3.6 to 4.4x
+# for py-spy's worker. Without them the bar read "? left" for 87 of its 105 s, until py-spy had run once.
+PRIORS = {WARM_UP: (TIMED, 2.0), "cProfile": (TIMED, 1.5), "torch.profiler": (TIMED, 5.0), "py-spy": (TIMED, 4.0)}
 
 
 def with_overrides(options: LoadOptions | None, settings: ProfileSettings | None,
@@ -79,7 +83,8 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
     profiles = Profiles()  # a dict, and the sentences beside 02's tables
     plan = reference_spec(snapshot, variants, options, runs=settings.reference_runs, warmup=settings.warmup).plan()
     countdown = Countdown([*(Step(TIMED, r.variant) for r in plan), *(Step(WARM_UP, variants[0]),) * settings.warmup,
-                           *(Step(kind, v) for v in variants for t, kind in TOOL_KINDS.items() if t in tools)])
+                           *(Step(kind, v) for v in variants for t, kind in TOOL_KINDS.items() if t in tools)],
+                          priors=PRIORS)
     first = f"{countdown.clock_words()}, starting the worker server"  # the bar's first line says it too
     with StepBar(progress_bar(total=len(countdown.remaining), desc="profile", unit="step", enabled=progress,
                               bar_format=BAR_FORMAT, postfix=first), countdown, tick=TICK) as bar:
@@ -87,8 +92,8 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
         reference = ReferenceProgress(bar)
         references = reference_loads(snapshot, variants, options, out, runs=settings.reference_runs,
                                      warmup=settings.warmup, on_run=reference)
-        reference.finish(len(plan), "reference loads: " + ", ".join(f"{v} {r['phases']['total']:.2f} s"
-                                                                     for v, r in references.items()))
+        reference.finish(len(plan), "references: " + ", ".join(f"{v} {r['phases']['total']:.2f} s"
+                                                                for v, r in references.items()))
         # The tools' steps scale by each variant's reference load, and py-spy's worker makes as many as it asks for.
         countdown.scale = {v: r["phases"]["total"] for v, r in references.items()}
         if "py-spy" in tools:
