@@ -469,9 +469,10 @@ def test_the_profile_bars_time_left_reads_as_the_kits_bars_and_counts_down_while
     now[0] += 4.0
     assert countdown.clock_words() == "00:16 left"  # the running one: 6 of its 10 s left
     now[0] += 30.0
-    assert countdown.clock_words() == "00:25 left"  # overdue at 34 s: 3.4 s for itself, the next at the median of 10, 34
+    assert countdown.clock_words() == "00:18 left"  # overdue at 34 s: 3.4 s for itself, the next at the mean of 10 and 20
+    # (34 s counted as twice its price)
     countdown.end()
-    assert countdown.clock_words() == "00:34 left"  # the first run (a fresh process's warm-up) prices no other now
+    assert countdown.clock_words() == "00:22 left"  # the mean of 10 and 34: no run is dropped unless declared a warm-up
     countdown.begin(Step(TIMED, "baseline"))
     now[0] += 40.0
     assert countdown.clock_words() == "00:04 left"  # the last step, overdue: a tenth of its time so far, not 00:00
