@@ -39,20 +39,6 @@ def archive_format(path: str | os.PathLike[str]) -> str | None:
     return next((fmt for fmt, endings in FORMATS.items() if name.endswith(endings)), None)
 
 
-def archive_stem(path: str | os.PathLike[str]) -> str:
-    """The name without its archive ending: ``res.tar.gz`` -> ``res``."""
-    name = Path(path).name
-    fmt = archive_format(path)
-    for ending in FORMATS.get(fmt, ()) if fmt else ():
-        if name.lower().endswith(ending):
-            return name[: -len(ending)]
-    return name
-
-
-def is_archive(path: str | os.PathLike[str]) -> bool:
-    return Path(path).is_file() and archive_format(path) is not None
-
-
 def packed_files(directory: Path) -> list[Path]:
     """The files :func:`pack` puts in the archive, relative to ``directory`` (links and special files left out)."""
     files = [Path(name) for name in PACKED_FILES if (directory / name).is_file()]

@@ -109,12 +109,6 @@ def calibration(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
     return number, last_seconds
 
 
-def calibrate(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
-              min_time: float = 0.0) -> dict[str, int]:
-    """The calls per timed repeat of each experiment (:func:`calibration` without the warm-up times)."""
-    return calibration(model, experiments, warmup, min_time)[0]
-
-
 def round_estimate(number: dict[str, int], last_seconds: dict[str, float], touch: int) -> float:
     """What one timed round of a model will take, from its warm-up: ``touch`` untimed ``state_dict()`` calls,
     then each experiment's calls per repeat; NaN without warm-up times."""
