@@ -297,9 +297,10 @@ class SweepResult:
             placement = self.placement_for(clock)
             for rec in ([] if placement is None else placement.itertuples(index=False)):
                 where = "inside" if rec.inside_fitted_range else "outside"
+                # under 110 characters: Lab does not wrap printed lines, and its output area ends near there
                 lines.append(f"  {clock:<4} {source_words(rec.source)} {rec.experiment:<10} x={rec.x:>8,}  median "
-                             f"{short_duration(rec.median_seconds):>9} = {rec.measured_over_fit:.2f}× the fitted "
-                             f"line ({where} the fitted x range)")
+                             f"{short_duration(rec.median_seconds):>9} = {rec.measured_over_fit:.2f}× the line "
+                             f"({where} its x range)")
         return "\n".join(lines)
 
 
