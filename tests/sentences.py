@@ -334,6 +334,14 @@ def _notebook_05(f: Findings, text: str, results: Path) -> None:
                  == [saved["n_points"], saved["x_min"], saved["x_max"], record["config"]["repeats"]],
                  s[0], f"the fit saved in {s[1]}")
         f.expect(agrees(s[8], abs(own.slope - saved["slope"])), s[0], "this sweep's slope less the saved one")
+        point = next((p for p in record.get("placement", []) if p["experiment"] == "baseline"), None)
+        for t in [] if point is None else re.finditer(rf"\(B·N = ([\d,]+)\) this sweep's line predicts {DURATION} \(its \d+ repeats?' median: "
+                             rf"{DURATION}\), the saved one's {DURATION} \({DURATION}, \d+ repeats?\): ({NUM}) times", text):
+            x, ours = int(t[1].replace(",", "")), 10 ** own.intercept * int(t[1].replace(",", "")) ** own.slope
+            f.expect(x == point["x"] and agrees_duration(t[2], t[3], ours)
+                     and agrees_duration(t[6], t[7], point["predicted_seconds"])
+                     and agrees_duration(t[8], t[9], point["median_seconds"])
+                     and agrees(t[10], ours / point["predicted_seconds"]), t[0], "the lines' levels at Token2Wav")
     def line(x: float) -> float:  # this sweep's baseline power law at x = B·N, in seconds
         return 10 ** own.intercept * x ** own.slope
 

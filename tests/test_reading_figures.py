@@ -81,3 +81,39 @@ def test_06s_whole_milliseconds_keep_the_decimal_column(tmp_path: Path) -> None:
     assert whole and "short-ms0" in whole[1].split()
     assert re.search(r'td\.short-ms0::after \{\s*content: "\.000";\s*visibility: hidden;', html)
     assert not re.search(r'class="[^"]*short-ms0[^"]*"[^>]*>63\.406<', html)
+
+
+def test_05s_line_is_set_beside_03s_at_token2wav_and_says_when_the_machine_ran_in_another_mode(tmp_path: Path) -> None:
+    """03 and 05 timed the same baseline rule on the full-size Token2Wav at 1,244 and 642 ms and said nothing of it:
+    the host has a fast and a slow mode. 05's line now sets the point beside 03's saved one, and where the pooled
+    repeats fall in two clusters with the sweeps in different ones, says it is the machine's mode, not the code."""
+    from types import SimpleNamespace
+
+    from omni_loader.sweep.fits import level_beside_saved, two_modes
+
+    def rows(seconds: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"experiment": "baseline", "source": "token2wav-full", "x": 239148, "repeat": range(len(seconds)),
+                             "seconds": seconds, "cpu_seconds": seconds})
+
+    def point(median: float, predicted: float) -> dict:
+        return {"experiment": "baseline", "source": "token2wav-full", "x": 239148, "median_seconds": median,
+                "predicted_seconds": predicted}
+
+    saved = [0.708, 0.859, 1.173, 1.244, 1.25, 1.3, 1.328]
+    rows(saved).to_csv(tmp_path / "traversal.csv", index=False)
+    record = {"placement": [point(1.244, 1.158)]}
+
+    def result(seconds: list[float], predicted: float) -> SimpleNamespace:
+        return SimpleNamespace(rows=rows(seconds), placement_for=lambda clock: pd.DataFrame(
+            [point(float(pd.Series(seconds).median()), predicted)]))
+
+    said = level_beside_saved(result([0.64, 0.642, 0.65], 0.626), record, tmp_path)
+    assert said.startswith(" At the full-size Token2Wav (B·N = 239,148) this sweep's line predicts 626 ms (its 3 "
+                           "repeats' median: 642 ms), the saved one's 1,158 ms (1,244 ms, 7 repeats): 0.54 times as "
+                           "high."), said
+    assert "this sweep's ran mostly at the fast one (3 of 3 fast), the saved sweep's at the slow one (2 of 7 fast), " \
+           "so their levels differ by the machine's speed, not by the code" in said
+    same = level_beside_saved(result([1.2, 1.21, 1.3], 1.1), record, tmp_path)
+    assert same.endswith(", the same speed.") and "not by the code" not in same
+    assert two_modes([0.83, 0.84, 0.86, 0.89, 1.1, 1.34, 2.38]) is None  # no gap of 1.3×; a lone outlier is no mode
+    assert level_beside_saved(result([0.64], 0.626), {"placement": []}, tmp_path) == ""  # nothing saved to set it beside

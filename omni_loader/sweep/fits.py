@@ -252,4 +252,64 @@ def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", cl
     repeats = record.get("config", {}).get("repeats")
     return (f"{here} The sweep saved in {path.parent} ({record.get('created', 'undated')}) fits "
             f"{other['slope']:.3f} ± {other['stderr']:.3f} ({fitted(other, repeats)}): the slopes differ by "
-            f"{abs(difference):.3f}{errors} and this sweep's fitted range {reach}.")
+            f"{abs(difference):.3f}{errors} and this sweep's fitted range {reach}."
+            + level_beside_saved(result, record, Path(saved), experiment, clock))
+
+
+def level_beside_saved(result: Any, record: dict[str, Any], saved: Any, experiment: str = "baseline",
+                       clock: str = "wall") -> str:
+    """The real model's point on both sweeps' lines (each line's prediction there and the repeats' median), and
+    whether the two sweeps ran in different modes of the machine: its repeats of both, pooled, that fall in two
+    clusters a gap apart (:func:`two_modes`). Why: a host with a fast and a slow mode once put 05's line at half of
+    03's for the same code, and slopes side by side said nothing of it. Empty where either lacks the point."""
+    import pandas as pd
+
+    from ..formatting import count, short_duration
+
+    column = "seconds" if clock == "wall" else "cpu_seconds"
+    try:
+        place = next(p for p in record["placement" if clock == "wall" else "placement_cpu"]
+                     if p["experiment"] == experiment)
+        saved_rows = pd.read_csv(saved / "traversal.csv")
+        ours = result.placement_for(clock).set_index("experiment").loc[experiment]
+    except (OSError, ValueError, KeyError, StopIteration, AttributeError):
+        return ""
+
+    def repeats(rows: Any) -> list[float]:
+        return list(rows[(rows["experiment"] == experiment) & (rows["source"] == place["source"])][column])
+
+    here, there = repeats(result.rows), repeats(saved_rows)
+    if ours["source"] != place["source"] or not here or not there:
+        return ""
+    x = EXPERIMENTS[experiment][1].split(" (")[0]
+    said = (f" At the {source_words(place['source'])} ({x} = {place['x']:,}) this sweep's line predicts "
+            f"{short_duration(ours['predicted_seconds'])} (its {count(len(here), 'repeat')}' median: "
+            f"{short_duration(ours['median_seconds'])}), the saved one's {short_duration(place['predicted_seconds'])} "
+            f"({short_duration(place['median_seconds'])}, {count(len(there), 'repeat')}): "
+            f"{ours['predicted_seconds'] / place['predicted_seconds']:.2f} times as high.")
+    modes = two_modes(here + there)
+    if modes is None:
+        return said
+    fast, slow, cut = modes
+    mode = {True: "slow", False: "fast"}
+    ran = [mode[pd.Series(r).median() > cut] for r in (here, there)]
+    said += (f" Their repeats fall in two clusters, around {short_duration(fast)} and around {short_duration(slow)}, "
+             f"two speeds of the machine (its modes, or other work on it): this sweep's ran mostly at the {ran[0]} one "
+             f"({sum(x <= cut for x in here)} of {len(here)} fast), the saved sweep's at the {ran[1]} one "
+             f"({sum(x <= cut for x in there)} of {len(there)} fast)")
+    return said + (", so their levels differ by the machine's speed, not by the code: set their slopes side by side, "
+                   "not their levels." if ran[0] != ran[1] else ", the same speed.")
+
+
+def two_modes(values: Sequence[float], gap: float = 1.3) -> tuple[float, float, float] | None:
+    """``(fast, slow, cut)``: the medians of two clusters of ``values`` and the time between them, where the
+    widest gap between sorted neighbours with two or more values on each side is ``gap`` times or more (a lone
+    outlier is no mode); None where there is no such gap."""
+    import statistics
+
+    v = sorted(x for x in values if x > 0)
+    splits = [(v[i + 1] / v[i], i) for i in range(1, len(v) - 2)]
+    if not splits or max(splits)[0] < gap:
+        return None
+    i = max(splits)[1]
+    return statistics.median(v[:i + 1]), statistics.median(v[i + 1:]), (v[i] * v[i + 1]) ** 0.5
