@@ -1,11 +1,7 @@
 """A baseline: the findings a project already has, so a CI job fails only on new ones.
 
-Why keyed by file, rule and the walk's source line (stripped), not by line number: an edit above a
-finding moves it without changing it, and a baseline keyed by line would report it as new and forget
-the old one. The same line text twice in one file is counted: a baseline of one such finding lets one
-through, not two. The paths are kept relative to the folder the audit runs in (where CI runs it) so a
-baseline written on one checkout reads on another.
-"""
+Keyed by file, rule and the walk's stripped source line, not its number: an edit above a finding must
+not make it new. Repeated lines are counted; paths are relative to the folder the audit runs in."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
 """What an earlier audit made of a file, kept by the file's content so an unchanged file is not parsed again.
 
-Why by content: a path's modification time says nothing after a checkout, a copy or an unpacked wheel;
-the bytes do. The key is the sha256 of the audit's own version (the package's version and the bytes
-of this package's sources: a changed rule makes every entry stale), the Python version (whose parser
-made the tree), the file's module name (its imports are read relative to it) and the file's bytes.
-
-Why written with care: an entry is a pickle, and a pickle that someone else wrote can run code when
-read. So the cache folder (``$OMNI_LOADER_CACHE/audit``, else ``~/.cache/omni-loader/audit``) is made
-private (mode 0700) and used only while it is a real folder owned by this user that nobody else can
-write; an entry is read only if it is a regular file owned by this user, and written to a temporary
-file in the same folder and renamed into place (``os.replace`` replaces a name, never writes through a
-link). A cache that cannot be used costs time, never a finding: the audit goes on without it.
-"""
+Keyed by content (a modification time says nothing after a checkout), with the audit's own version,
+the Python version and the module name. An entry is a pickle, which can run code when read, so the
+folder must be private and this user's, entries regular files of this user, written by rename. A
+cache that cannot be used costs time, never a finding."""
 
 from __future__ import annotations
 

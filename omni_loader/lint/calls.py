@@ -1,24 +1,14 @@
 """Across the given sources: which call reaches which function, which functions walk, and the findings.
 
-Why summaries: a walk hidden in a helper (``is_persistent(model, name)`` doing
-``name in model.state_dict()``) costs the same B·N when the helper is called once per buffer. So
-each function is summarised once: the walks it evaluates once per call (directly, or through the
-functions it calls), with the receiver of each walk said in terms of the function's parameters.
-A call inside a loop then binds those parameters to its arguments: if an argument is the loop's item
-(or derived from it) the walk is on a different tree each time and is not a finding; otherwise the
-loop walks the same tree again on every iteration.
+Each function is summarised once: the walks it evaluates once per call (directly or through its
+callees), each receiver said in terms of its parameters, because a walk hidden in a helper costs the
+same B·N when the helper is called once per item. A call in a loop binds those parameters to its
+arguments: one derived from the loop's item walks a different tree each time and is no finding.
 
-Only calls that resolve without guessing are followed: ``self.method()`` in the same class (and its
-bases found in the sources), module-level functions of the same file, nested functions, and
-``from x import f`` / ``import x; x.f()`` among the given files. A call on any other receiver is not
-followed; when its name is that of a walking function it is noted as unresolved, never reported.
-
-Two more ways a walk in a loop is not walked once per item. ``if device is None: device =
-find_device(model)`` computes a default the caller may give: an entry from it is dropped where the call
-passes that argument. And a module-level function that nothing in the sources calls or imports, in a
-module other audited files import names from (so its users are among them), is dead code: its findings
-are OL003, off by default, not OL001.
-"""
+Only calls that resolve without guessing are followed (``self.method()`` in the class and its bases,
+same-file functions, nested functions, imports among the given files); any other call to a walking
+function's name is noted as unresolved, never reported. A walk that computes a default the caller
+passes is dropped there, and a walk in a function nothing calls is OL003, not OL001."""
 
 from __future__ import annotations
 

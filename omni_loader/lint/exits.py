@@ -1,19 +1,10 @@
 """Whether a walk written inside a loop runs on every iteration, or once before the loop is left.
 
-Why: "look a name up, stop at the first match" is a common and harmless shape. In
-``for x in xs: sd = model.state_dict(); return sd[x]`` the body runs once, so the walk costs one
-walk, not B. But ``for x in xs: if model.state_dict()[x] is t: break`` walks on every iteration
-until the match: the walk is evaluated before the exit is decided. The rule: after the walk is
-evaluated, does every path through the rest of the body leave the loop (``break``, ``return``,
-``raise``) before its next iteration? Then it is not a per-iteration walk.
-
-Outcomes of running a block to its end: ``exit`` (return/raise: leaves every loop), ``break``,
-``continue``, ``through`` (falls off the end). A set of them is what may happen; the loop is surely
-left only when every possibility leaves it.
-
-A branch that holds the loop's item to a few constants (``if name in ("lm_head.weight", "head.weight"):``)
-is reached by at most that many iterations, whatever the loop's length (:func:`pinned`): k walks, not B.
-"""
+"Look a name up, return the first match" walks once, not B times; ``if sd()[x] is t: break`` walks on
+every iteration until the match. The rule: once the walk is evaluated, does every path through the rest
+of the body leave the loop (``break``, ``return``, ``raise``)? Outcomes of a block: ``exit``, ``break``,
+``continue``, ``through``. A branch holding the loop's item to k constants runs at most k times
+(:func:`pinned`)."""
 
 from __future__ import annotations
 
@@ -128,13 +119,15 @@ def _none_test(test: ast.AST, target: str) -> bool:
             and test.comparators[0].value is None)
 
 
+def targets(stmt: ast.stmt) -> list[ast.expr]:
+    """What an assignment statement assigns to (none for any other statement)."""
+    return stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+
+
 def cache_guard(stmt: ast.stmt, parents: Parents, stop: ast.AST | None = None) -> ast.AST | None:
     """The ``if kept is None:`` (below ``stop``) that guards ``kept = model.state_dict()``: a walk made on first
     need and kept. None when ``stmt`` assigns no name or attribute, or nothing guards it."""
-    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-        return None
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-    kept = {ast.unparse(t) for t in targets if isinstance(t, (ast.Name, ast.Attribute))}
+    kept = {ast.unparse(t) for t in targets(stmt) if isinstance(t, (ast.Name, ast.Attribute))}
     node: ast.AST = stmt
     while kept and id(node) in parents:
         owner, block, _ = parents[id(node)]
@@ -148,9 +141,7 @@ def cache_guard(stmt: ast.stmt, parents: Parents, stop: ast.AST | None = None) -
 
 def kept_on_the_object(stmt: ast.stmt, parents: Parents) -> bool:
     """``if self._sd is None: self._sd = self.state_dict()``: walked once for the object, not once per call."""
-    return (cache_guard(stmt, parents) is not None and isinstance(stmt, (ast.Assign, ast.AnnAssign))
-            and all(isinstance(t, ast.Attribute) for t in (stmt.targets if isinstance(stmt, ast.Assign)
-                                                           else [stmt.target])))
+    return cache_guard(stmt, parents) is not None and all(isinstance(t, ast.Attribute) for t in targets(stmt))
 
 
 def _pins(test: ast.AST, names: set[str]) -> int:
@@ -175,10 +166,8 @@ def _pins(test: ast.AST, names: set[str]) -> int:
 
 
 def pinned(loop: ast.For | ast.AsyncFor, stmt: ast.stmt, parents: Parents) -> int:
-    """k when ``stmt`` runs only inside a branch (below ``loop``) that holds the loop's own item to k constants:
-    at most k iterations reach it, the loop's items (names, keys) being distinct; 0 when none does. Only the
-    item, or the first of a tuple of targets (the key of ``for name, style in plan.items()``), counts: a value
-    (``style``) or a name derived from the item (``n = raw.removeprefix(...)``) may repeat."""
+    """k when ``stmt`` runs only inside a branch (below ``loop``) that holds the loop's own item to k constants,
+    else 0. Only the item, or the first of a tuple of targets (a key), counts: any other name may repeat."""
     target = loop.target.elts[0] if isinstance(loop.target, (ast.Tuple, ast.List)) and loop.target.elts \
         else loop.target
     names = {target.id} if isinstance(target, ast.Name) else set()
@@ -201,6 +190,5 @@ def default_of(stmt: ast.stmt, parents: Parents, params: tuple[str, ...]) -> str
     guard = cache_guard(stmt, parents)
     if guard is None:
         return ""
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
-    return next((t.id for t in targets if isinstance(t, ast.Name) and t.id in params
+    return next((t.id for t in targets(stmt) if isinstance(t, ast.Name) and t.id in params
                  and _none_test(guard.test, t.id)), "")  # type: ignore[attr-defined]

@@ -1,23 +1,10 @@
-"""A finding of the source audit, its rule and severity, and the ways it is written out: text lines, JSON,
-SARIF, GitHub annotations, Markdown.
+"""A finding of the source audit, its rule and severity, and its renderings: text lines, JSON, SARIF,
+GitHub annotations, Markdown.
 
-Why a frozen record with plain fields: the same finding is printed for a person
-(``path:line: OL001 message``, the shape editors and pre-commit jump to), read by a script
-(``--json``), uploaded to a code-scanning service (``--format sarif``, SARIF 2.1.0), shown on a pull
-request (``--format github``: workflow commands) and shown in a notebook (:func:`findings_markdown`);
-one record, five renderings, nothing recomputed on the way.
-
-Why two rules: a whole-tree walk in a loop costs B·N module visits (OL001); a walk along one dotted
-path (``get_submodule``) costs at most the path's depth per iteration, usually cheap, so it is its own
-rule (OL002), reported only when selected, as a linter user would expect of a noisier rule. A walk in a
-loop of a function nothing in the audited sources calls or imports is dead code there: its own rule
-(OL003), off by default, so that OL001 stays precise enough to fail CI on.
-
-Why a severity: a list of findings is read from the top. A walk of a tree inside a loop over a walk of
-the same tree is quadratic in the tree's size whatever the tree (B = N), which the code itself says;
-a price given by the user (``--modules``/``--items`` or ``--like``) ranks by seconds; a path walk
-ranks below a whole-tree walk; a walk that runs at most once per call (reported only on request) is
-a note.
+One frozen record, five renderings, nothing recomputed on the way. OL001 is a whole-tree walk in a loop
+(B·N module visits); OL002 a walk along one dotted path (``get_submodule``: cheap, reported only when
+selected); OL003 a walk in a function nothing audited calls (dead code, off by default, so that OL001
+stays precise enough to fail CI on). The severity ranks a list read from the top.
 """
 
 from __future__ import annotations
@@ -48,7 +35,6 @@ RULES: dict[str, tuple[str, str, str]] = {  # id -> (name, short description, fu
                 "module: dead code, or called only from outside them. Delete it, or hoist the walk."),
 }
 DEFAULT_RULES = (RULE_ID,)  # OL002 and OL003 are reported only when selected
-RULE_NAME, RULE_TEXT = RULES[RULE_ID][0], RULES[RULE_ID][2]
 SEVERITIES = ("high", "medium", "low", "note")  # most severe first
 SARIF_LEVELS = {"high": "error", "medium": "warning", "low": "warning", "note": "note"}
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -167,15 +153,9 @@ class Finding:
         return f"{text} [unpriced: {why}; give --modules N --items M, or --like token2wav]"
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k != "price"}
-        out["chain"] = list(self.chain)
-        out["message"] = self.message()
-        out["severity"] = self.severity
-        out["quadratic"] = self.quadratic
-        out["priced"] = self.price is not None
-        if self.price is not None:
-            out.update(self.price.to_dict())
-        return out
+        return {**{k: v for k, v in asdict(self).items() if k != "price"}, "chain": list(self.chain),
+                "message": self.message(), "severity": self.severity, "quadratic": self.quadratic,
+                "priced": self.price is not None, **(self.price.to_dict() if self.price is not None else {})}
 
 
 def ordered(findings: Sequence[Finding]) -> list[Finding]:
@@ -219,7 +199,7 @@ def to_sarif(findings: Sequence[Finding]) -> dict[str, Any]:
     ids = list(RULES)
     results = []
     for f in findings:
-        result: dict[str, Any] = {
+        results.append({
             "ruleId": f.rule, "ruleIndex": ids.index(f.rule), "level": SARIF_LEVELS[f.severity],
             "message": {"text": f.message()},
             "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(f.path)},
@@ -227,9 +207,8 @@ def to_sarif(findings: Sequence[Finding]) -> dict[str, Any]:
             "relatedLocations": [{"id": 1, "message": {"text": f"the {f.loop_kind} loop in {f.loop_function}"},
                                   "physicalLocation": {"artifactLocation": {"uri": _uri(f.loop_path)},
                                                        "region": {"startLine": f.loop_line}}}],
-        }
-        result["properties"] = {"severity": f.severity, **(f.price.to_dict() if f.price is not None else {})}
-        results.append(result)
+            "properties": {"severity": f.severity, **(f.price.to_dict() if f.price is not None else {})},
+        })
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0",
             "runs": [{"tool": {"driver": {"name": "omni-loader", "version": __version__, "rules": rules}},
                       "results": results}]}

@@ -1,16 +1,9 @@
 """One file's functions, each reduced to its walks and calls and the loops around them.
 
-Why reduce: the audit runs over whole installed packages (transformers is ~3,000 files), and
-whether a call leads to a walk is only known once every file is read. So each file is parsed once,
-each function scanned once, and what the cross-file pass needs is kept in small records (a
-:class:`Site` per walk or call, the loops around it with what varies in them and whether the loop
-is left right after it) while the syntax tree is dropped.
-
-What varies in a loop (:func:`loop_varying`): its targets, and every name assigned in its body from
-something that varies, from a call (each iteration's own object) or from itself (``m = m.parent``).
-A walk on such a receiver walks a different (sub)tree each time: the fix, not the mistake. A plain
-alias assigned in the body (``m = self.model``) does not vary.
-"""
+Whether a call leads to a walk is known only once every file is read, so each file is parsed once and
+reduced to small records (a :class:`Site` per walk or call, with its loops) and its syntax tree dropped.
+What varies in a loop (:func:`loop_varying`): its targets and every name assigned in its body from
+something varying, from a call or from itself; a plain alias (``m = self.model``) does not vary."""
 
 from __future__ import annotations
 
@@ -18,7 +11,7 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
-from .exits import DEFS, default_of, kept_on_the_object, leaves_loop, parent_map, pinned
+from .exits import DEFS, default_of, kept_on_the_object, leaves_loop, parent_map, pinned, targets
 from .walks import Walk, first_only, match_walk, names_in, roots, walk_text, wrapped_walk
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -113,21 +106,14 @@ def statements(stmts: list[ast.stmt], into_defs: bool = False):
             stack.extend(reversed(case.body))
 
 
-def all_statements(stmts: list[ast.stmt]):
-    """Every statement, those in function and class bodies included (imports anywhere in a file)."""
-    return statements(stmts, into_defs=True)
-
-
 def assignments(stmts: list[ast.stmt]) -> tuple[set[str], list[tuple[set[str], ast.AST]]]:
     """(names always rebound: loop targets, with-as, augmented, except-as; (names, value) pairs).
     An assignment expression (``:=``) is not seen: statements are walked, not expressions."""
     always: set[str] = set()
     pairs: list[tuple[set[str], ast.AST]] = []
     for n in statements(stmts):
-        if isinstance(n, ast.Assign):
-            pairs.append((set().union(*(target_names(t) for t in n.targets)), n.value))
-        elif isinstance(n, ast.AnnAssign) and n.value is not None:
-            pairs.append((target_names(n.target), n.value))
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+            pairs.append((set().union(*map(target_names, targets(n))), n.value))
         elif isinstance(n, (ast.AugAssign, ast.For, ast.AsyncFor)):
             always |= target_names(n.target)
         elif isinstance(n, (ast.With, ast.AsyncWith)):
@@ -159,7 +145,7 @@ def local_roots(stmts: list[ast.stmt]) -> dict[str, frozenset[str]]:
     for n in statements(stmts):
         if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
             value_roots = roots(n.value)
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+            for t in targets(n):
                 for name in target_names(t):
                     out.setdefault(name, set()).update(value_roots)
         elif isinstance(n, (ast.For, ast.AsyncFor)):

@@ -1,11 +1,5 @@
-"""The source audit in one call: read the sources, summarise their functions, return the findings.
-
-Why a result object as well as a list: the command line needs more than the findings (how many
-files and functions were read, which paths could not be audited, how many findings an ignore
-comment silenced, which calls inside loops could not be followed, how many files came from the
-cache, how long it took) to say what was and was not checked; a notebook usually wants just
-:func:`audit_sources`'s list, which raises on a path it could not audit.
-"""
+"""The source audit in one call: read the sources, summarise their functions, return the findings, with what
+was read and what was not (the command line says both; a notebook usually wants just the findings)."""
 
 from __future__ import annotations
 
@@ -37,10 +31,10 @@ class SourceAudit:
 
     def summary(self) -> str:
         """One line: findings, files and functions read, silenced findings, unresolved calls, time."""
-        parts = [f"{count(len(self.findings))} finding{'s' if len(self.findings) != 1 else ''} in "
-                 f"{count(self.files)} files ({count(self.functions)} functions) in {self.seconds:.1f} s"]
+        parts = [f"{count(len(self.findings), 'finding')} in {count(self.files)} files "
+                 f"({count(self.functions)} functions) in {self.seconds:.1f} s"]
         if self.failures:
-            parts.append(f"{count(len(self.failures))} path{'s' if len(self.failures) != 1 else ''} not audited")
+            parts.append(f"{count(len(self.failures), 'path')} not audited")
         if self.cached:
             parts.append(f"{count(self.cached)} read from the cache")
         if self.cache_problem:
@@ -56,12 +50,10 @@ class SourceAudit:
 def scan_sources(paths: Iterable[str | Path], exclude: Sequence[str] = (), *, rules: Iterable[str] = tuple(RULES),
                  once: bool = False, max_bytes: int = MAX_FILE_BYTES, workers: int | None = None,
                  cache: bool = True) -> SourceAudit:
-    """Audit the Python files under ``paths`` (files or folders; nothing is imported or run), less the files
-    an ``exclude`` glob matches (``*/testing/*``). ``rules``: the ids to report (every rule unless told; the
-    command reports OL002 only when selected); ``once``: also the walks that run at most once per call, as
+    """Audit the Python files under ``paths`` (nothing is imported or run), less those an ``exclude`` glob
+    matches. ``rules``: the ids to report (default: all); ``once``: also walks run at most once per call, as
     notes; ``max_bytes``: the size cap per file (0: none); ``workers``: processes to parse in (default: every
-    CPU); ``cache``: reuse (and keep) earlier scans of the same bytes. Paths that cannot be audited are in
-    ``failures``, the rest audited."""
+    CPU); ``cache``: reuse earlier scans of the same bytes. Paths not audited are in ``failures``."""
     from .cache import Cache
 
     start = time.perf_counter()

@@ -1,22 +1,10 @@
 """The files an audit reads: paths walked, each file read (bounded) and parsed, its module name, imports and
 suppression comments.
 
-Why module names: ``from .helpers import is_persistent`` in one file and ``def is_persistent`` in
-another are the same function only if both files are placed in their packages, so each file is
-named as Python would import it (its folders up to the first without an ``__init__.py``). Nothing
-is imported or run: every file is read and parsed with :mod:`ast`, once (or not at all when the
-cache, :mod:`~.cache`, holds what an earlier audit made of the same bytes).
-
-Why failures are collected, not raised: an audit that skipped a file would report "nothing found"
-for code it never read, and one that stopped at the first bad file would hide the rest. So every
-path that cannot be audited (missing, unreadable, a folder ``os.walk`` cannot list, a FIFO, a device
-or a socket, a file over the size cap, one that does not parse, one nested too deeply) becomes one
-line naming it; the audit goes on with the others and the command exits 2.
-
-Why reads are bounded: a pre-commit hook or CI job runs the audit on whatever paths it is handed. A
-FIFO opened for reading waits for a writer forever and ``/dev/zero`` never ends, so only regular
-files are read (checked on the open descriptor, opened non-blocking), and at most the size cap.
-"""
+Each file is named as Python would import it, so that an import in one file resolves to a def in
+another; nothing is imported or run. A path that cannot be audited becomes one failure line and the
+audit goes on (a skipped file would read as "nothing found"). Only regular files are read, opened
+non-blocking and up to the size cap: a FIFO or ``/dev/zero`` handed to a hook must not hang it."""
 
 from __future__ import annotations
 
@@ -38,7 +26,7 @@ from pathlib import Path
 
 from ..errors import OmniLoaderError
 from .limits import MAX_FILE_BYTES
-from .scan import FileScan, all_statements
+from .scan import FileScan, statements
 
 RULE = "OL001"
 # an omni-loader ignore comment silences every rule on its line; a noqa comment the OL codes it lists
@@ -97,8 +85,8 @@ def _why(exc: OSError) -> str:
 
 def expand(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> tuple[list[Path], list[str]]:
     """(files named, and every ``*.py`` below folders named, hidden folders and ``__pycache__`` skipped, less
-    those an ``exclude`` glob matches; one line per path that cannot be audited). Symbolic links to folders
-    are not followed (no cycles); a ``*.py`` met in a walk that is not a regular file is a failure, not a skip."""
+    those an ``exclude`` glob matches; one line per path that cannot be audited). Links to folders are not
+    followed."""
     out: dict[Path, Path] = {}
     failures: list[str] = []
     for given in paths:
@@ -130,10 +118,8 @@ def expand(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> tuple[li
 
 
 def read_bounded(path: str | Path, limit: int = MAX_FILE_BYTES, option: str = "--max-file-size") -> bytes:
-    """The bytes of the regular file ``path``, at most ``limit`` of them (0: no cap), or a :class:`SourceError`.
-
-    Opened non-blocking (a FIFO does not wait for a writer), checked on the descriptor (what was opened is what is
-    read), read with a bound (a file that grows, or a device, cannot exhaust memory)."""
+    """The bytes of the regular file ``path``, at most ``limit`` of them (0: no cap), or a :class:`SourceError`;
+    opened non-blocking (a FIFO does not wait) and checked on the descriptor (what was opened is what is read)."""
     try:
         kind = not_regular(os.stat(path).st_mode)  # a socket cannot even be opened: said for what it is
         if kind:
@@ -185,7 +171,7 @@ def relative_base(module: str, is_package: bool, level: int, name: str | None) -
 def collect_imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, tuple[str, ...]]:
     """Every import in the file (top level or inside functions: one table for the file)."""
     imports: dict[str, tuple[str, ...]] = {}
-    for node in all_statements(tree.body):
+    for node in statements(tree.body, into_defs=True):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
@@ -204,8 +190,7 @@ def collect_imports(tree: ast.Module, module: str, is_package: bool) -> dict[str
 
 
 def parse(display: str, data: bytes) -> ast.Module:
-    """The syntax tree of ``data`` (its coding cookie honoured), or one line naming the file and what is wrong.
-    A parser that runs out of stack (``a+a+...`` 100,000 long) raises RecursionError or MemoryError: said so."""
+    """The syntax tree of ``data`` (its coding cookie honoured), or one line naming the file and what is wrong."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences and the like are not ours to report
@@ -261,10 +246,8 @@ PARALLEL_MIN = 24  # fewer files to parse than this: parsed here (starting proce
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for a block. Why: parsing makes millions of objects, and each
-    allocation burst sets off a collection that walks every object alive (the scans kept so far, a chunk of
-    pickles): measured, parsing and unpickling ran 2-10x slower with it on. Syntax trees hold no cycles and
-    are freed by reference counting as each file is reduced; the collector runs again after."""
+    """The cyclic garbage collector off for a block: with it on, parsing and unpickling ran 2-10x slower
+    (each allocation burst walked every object alive); syntax trees hold no cycles."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -277,12 +260,9 @@ def gc_paused() -> Iterator[None]:
 def _scan_job(job: tuple[str, str, bool, bytes, frozenset[str]]) -> bytes | str:
     """In a worker: the pickled :class:`SourceFile` of one file, or its one failure line."""
     gc.disable()  # a worker's whole life is parsing (see gc_paused)
-    try:
-        return pickle.dumps(build(*job), pickle.HIGHEST_PROTOCOL)
-    except SourceError as exc:
-        return str(exc)
-    except RecursionError:  # pickling a tree of nested functions deeper than the interpreter's stack
-        return f"{job[0]}: too deeply nested for the audit: not audited"
+    result = _scan_serial(job)
+    return result if isinstance(result, str) else (
+        _pickled(result) or f"{job[0]}: too deeply nested for the audit: not audited")
 
 
 def _scan_serial(job: tuple[str, str, bool, bytes, frozenset[str]]) -> SourceFile | str:
@@ -293,17 +273,15 @@ def _scan_serial(job: tuple[str, str, bool, bytes, frozenset[str]]) -> SourceFil
 
 
 def scan_jobs(jobs: list[tuple[str, str, bool, bytes, frozenset[str]]], workers: int | None = None) -> list:
-    """Each job's :class:`SourceFile` (pickled, from a worker) or failure line, in order. In parallel across
-    ``workers`` processes (default: every CPU) in chunks large enough that starting them is paid back; here,
-    one by one, for a handful of files, one worker, or where processes cannot be started."""
+    """Each job's :class:`SourceFile` (pickled, from a worker) or failure line, in order: across ``workers``
+    processes (default: every CPU), or here for a handful of files or where processes cannot be started."""
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) // 8 or 1))
     if workers > 1 and len(jobs) >= PARALLEL_MIN:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool
 
-        # fork: no interpreter to start and nothing to import again; only from a single thread (forking a
-        # threaded process can copy a held lock)
+        # fork: nothing to import again; only from a single thread (a fork can copy a held lock)
         method = "fork" if ("fork" in multiprocessing.get_all_start_methods()
                             and threading.active_count() == 1 and sys.platform != "darwin") else None
         try:

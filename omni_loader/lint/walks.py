@@ -1,18 +1,9 @@
 """What counts as a whole-tree walk of a module, and what a walk's receiver depends on.
 
-Why these calls: ``nn.Module.state_dict()``, ``modules()``, ``parameters()``, ``buffers()`` and their
-``named_*`` forms each visit every module below the receiver, so one of them inside a loop over B
-names costs B·N module visits (vLLM-Omni's Token2Wav loader asked ``name in model.state_dict()``
-once per buffer: 239,148 visits to find 2 buffers). ``named_children()`` visits one level and is
-left out; so is any walk given ``recurse=False``. ``get_submodule(path)`` and a helper named
-``get_module_by_name`` walk from the root along a path: counted, and the finding says they walk a
-path rather than the whole tree.
-
-The receiver matters as much as the call: ``m.buffers()`` on the loop's own item walks a subtree
-that changes every iteration, which is the fix, not the mistake. :func:`roots` names what a receiver
-is built from, so the scan can tell the loop's item (or something derived from it) from a model
-that stays the same across iterations.
-"""
+``state_dict()``, ``modules()``, ``parameters()``, ``buffers()`` and their ``named_*`` forms visit every
+module below the receiver (``named_children()`` and ``recurse=False`` do not); ``get_submodule`` and
+``get_module_by_name`` walk one path. The receiver matters as much as the call: a walk of the loop's
+own item is the fix, not the mistake, so :func:`roots` names what a receiver is built from."""
 
 from __future__ import annotations
 
