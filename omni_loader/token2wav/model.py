@@ -1,30 +1,21 @@
 """Qwen2.5-Omni Token2Wav, built from transformers' own classes in one of two layouts.
 
 ``transformers``
-    The module tree exactly as the installed transformers builds it.
+    The module tree exactly as the installed transformers builds it, float32 throughout (or the ``dtype``
+    asked for), as transformers' Qwen2.5-Omni calls ``token2wav.float()``.
 ``vllm-omni`` (default)
-    The tree as vLLM-Omni loads it: the DiT's rotary ``inv_freq`` is a *persistent* buffer (so
-    it appears in ``state_dict()`` and in the checkpoint), ``original_inv_freq`` is absent (219
-    named buffers), and each DiT attention block holds one fused ``qkv_proj`` instead of
-    ``to_q``/``to_k``/``to_v`` (720 parameter tensors). The fused block computes the same
-    function, so on equal weights both layouts produce the same output. Each submodule's parameters
-    have the dtype vLLM-Omni 0.30.0's code2wav stage gives them (:data:`VLLM_OMNI_SUBMODULE_DTYPES`):
-    the DiT float32, the BigVGAN bfloat16, 1,492.80 MiB in all, the ``size`` its ``[Model Loaded]``
-    line prints. The checkpoint stores float32, so loading casts the BigVGAN's tensors.
+    The tree as vLLM-Omni loads it: the DiT's rotary ``inv_freq`` is a *persistent* buffer (in
+    ``state_dict()`` and the checkpoint), ``original_inv_freq`` is absent (219 named buffers), and each DiT
+    attention block holds one fused ``qkv_proj`` instead of ``to_q``/``to_k``/``to_v`` (720 parameter
+    tensors), computing the same function. Each half has the dtype vLLM-Omni 0.30.0's code2wav stage gives
+    it (:data:`VLLM_OMNI_SUBMODULE_DTYPES`): the DiT float32, the BigVGAN bfloat16, 1,492.80 MiB in all, the
+    ``size`` of its ``[Model Loaded]`` line; loading casts the checkpoint's float32.
 
-Where the dtypes come from (vLLM-Omni 0.30.0, ``qwen2_5_omni_token2wav.py``): no line of the
-Token2Wav code casts a parameter. ``Qwen2_5OmniToken2WavModel.__init__`` builds each half with
-transformers' ``_from_config(config.dit_config)`` / ``_from_config(config.bigvgan_config)``, which
-constructs under the sub-config's own dtype where it has one, and otherwise under the default
-dtype the stage constructs in (vLLM's ``--dtype``; the Qwen2.5-Omni deploy file sets none, so
-``auto``: the checkpoint's bfloat16). The sizes decide which half is which: the full model's DiT
-holds 333,607,760 elements and its BigVGAN 115,443,504; float32 + bfloat16 gives 1,492.80 MiB to
-the hundredth, the logged figure (all float32: 1,712.99; all bfloat16: 856.50; the other mix:
-1,076.69). The code agrees: the DiT is the half that "must inference with fp32", and the forward
-casts the DiT's mel spectrogram to ``code2wav_bigvgan_model.dtype`` before the vocoder, whose
-anti-alias filters (float32 buffers) compute in their own dtype and cast back. transformers' own
-Qwen2.5-Omni model, by contrast, calls ``token2wav.float()``: the ``transformers`` layout is
-float32 throughout (or the ``dtype`` asked for).
+Why those dtypes: no line of 0.30.0's Token2Wav casts a parameter; each half is built by transformers'
+``_from_config`` under its sub-config's dtype, else the stage's default (``auto`` in the deploy file: the
+checkpoint's bfloat16). The sizes decide which half is which: DiT 333,607,760 elements in float32 plus BigVGAN
+115,443,504 in bfloat16 give the logged 1,492.80 MiB to the hundredth (all float32: 1,712.99; all bfloat16:
+856.50; the other mix: 1,076.69), and the DiT is the half that "must inference with fp32".
 """
 
 from __future__ import annotations
@@ -40,13 +31,11 @@ from torch import nn
 
 from ..errors import check_choice
 from ..names import CONSTRUCT_MODES, DATA_DIR, LAYOUTS, SIZES
-from .options import VLLM_OMNI_HALF_DTYPES
+from .options import VLLM_OMNI_HALF_DTYPES, half_dtypes
 
 CHECKPOINT_PREFIX = "token2wav."
 
-# The dtype of each Token2Wav submodule's parameters in the vllm-omni layout: what vLLM-Omni 0.30.0's
-# code2wav stage builds them in (see the module docstring). Part of the layout, like the fused qkv_proj:
-# the stage dtype (``build_model``'s ``dtype``) decides no parameter of this tree.
+# The vllm-omni layout's dtype per submodule (see the module docstring): the stage dtype decides none of them.
 VLLM_OMNI_SUBMODULE_DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, dtype) for name, dtype in VLLM_OMNI_HALF_DTYPES.items()}  # DiT float32, BigVGAN bfloat16
 
@@ -74,12 +63,10 @@ def config_dict(size: str) -> dict[str, Any]:
 
 def shipped_tensor_specs(size: str) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """Names, shapes and dtypes of the checkpoint's tensors for the shipped ``size``, as
-    :func:`~omni_loader.token2wav.checkpoint.checkpoint_tensor_specs` derives them from transformers' model.
+    :func:`~omni_loader.token2wav.checkpoint.checkpoint_tensor_specs` derives them (a test holds the two alike).
 
-    Why a file: deriving them builds the model on the meta device, which first imports transformers'
-    Qwen2.5-Omni code (seconds, and on a fresh install its bytecode compile too); the synthetic snapshot
-    needs only the list, and the benchmark's fork server imports that code at the same time on the other
-    core. A test holds the file to the derivation.
+    Why a file: deriving them imports transformers' Qwen2.5-Omni code (seconds), which the synthetic snapshot
+    does not need.
     """
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, not {size!r}")
@@ -93,11 +80,8 @@ def make_config(token2wav_config: dict[str, Any]) -> Any:
 
 
 class FusedQKVDiTAttention(nn.Module):
-    """DiT attention with one ``qkv_proj`` matmul, as vLLM-Omni stacks q/k/v into one weight.
-
-    The rows of ``qkv_proj.weight`` are ``[to_q; to_k; to_v]``, so splitting its output gives the
-    three projections of the unfused block and the rest of the computation is unchanged.
-    """
+    """DiT attention with one ``qkv_proj`` matmul, as vLLM-Omni stacks q/k/v into one weight: its rows are
+    ``[to_q; to_k; to_v]``, so splitting its output gives the unfused block's three projections."""
 
     def __init__(self, config: Any, to_out: nn.ModuleList | None = None) -> None:
         super().__init__()
@@ -130,12 +114,8 @@ class FusedQKVDiTAttention(nn.Module):
 
 
 def _to_vllm_omni_layout(model: nn.Module) -> None:
-    """Rewrite a transformers-built Token2Wav in place into vLLM-Omni's module tree.
-
-    Called under the same device, dtype and no-init context as the construction, so the new
-    ``qkv_proj`` is allocated like every other weight (and not randomly initialised: ~10% of an
-    optimized load on CPU when it was).
-    """
+    """Rewrite a transformers-built Token2Wav in place into vLLM-Omni's module tree, under the construction's
+    device, dtype and no-init context, so the new ``qkv_proj`` is allocated like every other weight."""
     dit = model.code2wav_dit_model
     rotary = dit.rotary_embed
     # transformers 5.x registers inv_freq as non-persistent beside an original_inv_freq; 4.x kept one persistent inv_freq
@@ -158,14 +138,9 @@ def _output_to(module: nn.Module, args: tuple[Any, ...], output: torch.Tensor, d
 
 
 def _cast_like_vllm_omni(model: nn.Module) -> None:
-    """The casts vLLM-Omni's forward makes where the DiT and the BigVGAN differ in dtype.
-
-    transformers' Token2Wav assumes one dtype throughout (it is made float32). vLLM-Omni's casts the
-    DiT's mel spectrogram to the vocoder's dtype and the waveform back to the model's, and its
-    anti-alias resamplers compute in their float32 filter's dtype and cast back. Hooks do the same
-    here, so the module tree (names, classes, state dict) stays transformers' own. Nothing is
-    hooked where the two halves already agree.
-    """
+    """The casts vLLM-Omni's forward makes where the DiT and the BigVGAN differ in dtype: the mel spectrogram to
+    the vocoder's dtype and the waveform back, the anti-alias resamplers in their float32 filter's dtype. Hooks,
+    so the module tree stays transformers' own; none where the two halves agree."""
     vocoder = model.code2wav_bigvgan_model
     inner, outer = next(vocoder.parameters()).dtype, next(model.code2wav_dit_model.parameters()).dtype
     if inner == outer:
@@ -185,41 +160,25 @@ def build_model(
     dtype: torch.dtype = torch.float32,
     construct: str = "empty",
 ) -> nn.Module:
-    """Construct Token2Wav directly on ``device`` under default ``dtype``, as a serving stage does.
+    """Construct Token2Wav directly on ``device`` under default ``dtype`` (the stage dtype), as a serving stage does.
 
-    ``dtype`` is the stage dtype: the default dtype during construction. The ``transformers``
-    layout builds every parameter in it. The ``vllm-omni`` layout builds each submodule in the
-    dtype vLLM-Omni 0.30.0 gives it (:data:`VLLM_OMNI_SUBMODULE_DTYPES`: DiT float32, BigVGAN
-    bfloat16), whatever ``dtype`` is, the way upstream does it: each half is made by
-    transformers' ``_from_config`` under its sub-config's dtype. The checkpoint's float32 tensors
-    are then cast where the dtypes differ (the BigVGAN), inside the parameter copy.
+    The ``transformers`` layout builds every parameter in ``dtype``; the ``vllm-omni`` layout each half in
+    vLLM-Omni 0.30.0's (:data:`VLLM_OMNI_SUBMODULE_DTYPES`), whatever ``dtype``, through ``_from_config`` under
+    the sub-config's dtype as upstream. ``construct`` decides where parameter memory is first written, and so
+    which phase pays the page faults on a CPU (about 460,000 for the full model):
 
-    ``construct`` decides where the first write of the parameter memory happens, which on a CPU
-    decides which phase pays the page faults (about 460,000 of them for the full model):
-
-    ``resident``      every parameter written here, the fused ``qkv_proj`` included, so that
-                      ``load_weights`` copies into resident memory, as it does on the GPU the PR
-                      measured: device memory is backed when the caching allocator takes it from
-                      the driver, so upstream's ``torch.empty`` has no first-touch cost there.
-                      On a CPU virtual machine that hands freed memory back to its host (free
-                      page reporting), a first touch is a host fault whose price varies from run
-                      to run; leaving it inside ``load_parameters`` made a phase both variants
-                      share look 2× faster in one variant. The kit's default.
-    ``upstream-cpu``  upstream's constructors as they behave on a CPU: plain ``nn.Linear``/
-                      ``nn.Conv1d``/… run their default init, so their memory is written before
-                      ``load_weights``; the fused ``qkv_proj`` stays ``torch.empty`` as vLLM's
-                      ``QKVParallelLinear`` allocates it, and its ~69,000 first touches land in
+    ``resident``      every parameter written here, the fused ``qkv_proj`` included, so ``load_weights`` copies
+                      into resident memory as on the GPU the PR measured. On a virtual machine with free page
+                      reporting a first touch is a host fault priced differently run to run: left inside
+                      ``load_parameters``, it made a phase both variants share look 2× faster in one. Default.
+    ``upstream-cpu``  upstream's constructors on a CPU: layers run their default init, the fused ``qkv_proj``
+                      stays ``torch.empty`` (``QKVParallelLinear``), its ~69,000 first touches in
                       ``load_parameters``. (Called ``upstream`` before; that name still reads.)
-    ``empty``         nothing written: every first touch lands in ``load_parameters``. Cheapest to
-                      build; the right choice for module-tree studies and the meta device.
-    ``init``          transformers' full default (random) init of every parameter, ``qkv_proj``
-                      too (about 7 s on two cores for the full model): for study.
+    ``empty``         nothing written: every first touch in ``load_parameters``; for tree studies and meta.
+    ``init``          transformers' full random init, ``qkv_proj`` too (about 7 s for the full model).
 
-    The writes of ``resident`` and ``upstream-cpu`` are a cheap zero fill instead of a random init:
-    the load overwrites the values either way; what matters is in which phase the first touch is
-    timed.
-    The anti-alias filters and rotary frequencies are computed by the constructors in every mode,
-    because they are buffers the checkpoint does not hold.
+    ``resident`` and ``upstream-cpu`` write zeros instead of random values: the load overwrites them anyway.
+    The anti-alias filters and rotary frequencies, buffers the checkpoint lacks, are computed in every mode.
     """
     check_choice("--layout", layout, LAYOUTS)
     check_choice("--construct", construct, CONSTRUCT_MODES)
@@ -230,9 +189,8 @@ def build_model(
         from transformers.modeling_utils import no_init_weights
 
     config = make_config(token2wav_config)
-    # transformers' _from_config builds each half under its sub-config's dtype (a real snapshot's
-    # config.json may carry one): set here, per layout, so that the layout alone decides.
-    dtypes = submodule_dtypes(layout, dtype)
+    # each half is built under its sub-config's dtype (a real config.json may carry one): the layout alone decides
+    dtypes = {name: getattr(torch, d) for name, d in half_dtypes(layout, str(dtype).removeprefix("torch.")).items()}
     config.dit_config.dtype = dtypes["code2wav_dit_model"]
     config.bigvgan_config.dtype = dtypes["code2wav_bigvgan_model"]
     previous = torch.get_default_dtype()
@@ -253,14 +211,6 @@ def build_model(
     return model.eval()
 
 
-def submodule_dtypes(layout: str = "vllm-omni", dtype: torch.dtype = torch.float32) -> dict[str, torch.dtype]:
-    """The dtype of each Token2Wav submodule's parameters that ``build_model`` gives ``layout`` under
-    stage dtype ``dtype``."""
-    if layout == "vllm-omni":
-        return dict(VLLM_OMNI_SUBMODULE_DTYPES)
-    return dict.fromkeys(VLLM_OMNI_SUBMODULE_DTYPES, dtype)
-
-
 def parameter_bytes(model: nn.Module) -> int:
     """The bytes the parameters hold: ``numel() * element_size()`` summed over ``named_parameters()``,
     as vLLM-Omni's ``[Model Loaded]`` line sums them (meta tensors count their would-be size)."""
@@ -268,12 +218,8 @@ def parameter_bytes(model: nn.Module) -> int:
 
 
 def write_initialised_parameters(model: nn.Module, include_fused: bool = False) -> int:
-    """Write every parameter an upstream constructor would have initialised; returns bytes written.
-
-    The fused ``qkv_proj`` is skipped unless ``include_fused``: upstream allocates it with
-    ``torch.empty``, which on a GPU is resident memory and on a CPU is not. Nothing is written on
-    the meta device, which holds no memory.
-    """
+    """Write (zero) every parameter an upstream constructor would have initialised; returns bytes written. The
+    fused ``qkv_proj`` only with ``include_fused`` (upstream's ``torch.empty``); nothing on the meta device."""
     written = 0
     with torch.no_grad():
         for name, param in model.named_parameters():

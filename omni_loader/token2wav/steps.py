@@ -1,10 +1,8 @@
 """The steps of Token2Wav's ``load_weights``, each a function a variant can name or replace.
 
-Why apart from :mod:`omni_loader.token2wav.loader`: a :class:`~omni_loader.token2wav.variants.Variant` names its steps
-(``builtin:assign``, ``mypkg.mod:fn``), and the loader runs whichever variant it is given. With the
-steps here, the dependencies run one way: ``loader`` → ``variants`` → ``steps``. Every step takes
-the model, the checkpoint entries and the snapshot (to name a file in an error) and returns what it
-loaded, so that ``post_load`` can check that nothing was missed.
+Apart from :mod:`omni_loader.token2wav.loader` so that dependencies run one way: ``loader`` → ``variants`` →
+``steps``. Every step takes the model, the checkpoint entries and the snapshot (to name a file in an error) and
+returns what it loaded, so that ``post_load`` can check that nothing was missed.
 """
 
 from __future__ import annotations
@@ -42,11 +40,8 @@ def load_parameters(
     model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool,
     non_blocking: bool = False,
 ) -> dict[str, set[int]]:
-    """Copy checkpoint tensors into parameters; returns parameter name -> shards loaded.
-
-    This is the ``copy`` implementation of the ``parameters`` step (see :mod:`omni_loader.token2wav.variants`):
-    what vLLM's default weight loader does, a ``copy_`` that casts and moves.
-    """
+    """The ``copy`` parameters step, as vLLM's default weight loader: a ``copy_`` that casts and moves each
+    checkpoint tensor into its parameter; returns parameter name -> shards loaded."""
     params = dict(model.named_parameters())
     skippable = {n for n, _ in model.named_buffers()}  # e.g. inv_freq where it is not persistent
     loaded: dict[str, set[int]] = defaultdict(set)
@@ -70,12 +65,10 @@ def load_parameters(
 def load_parameters_assign(
     model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
 ) -> dict[str, set[int]]:
-    """The ``assign`` parameters step: make the checkpoint's tensors *be* the parameters.
+    """The ``assign`` parameters step: the checkpoint's tensors *become* the parameters.
 
-    safetensors hands out tensors backed by the memory-mapped file; where one already has the
-    parameter's dtype and device, it replaces the parameter (as ``load_state_dict(assign=True)``
-    does) and no byte is copied until something reads it. The fused ``qkv_proj`` still needs its
-    q/k/v stacked into one new tensor; a dtype or device mismatch falls back to a copy.
+    A memory-mapped tensor of the parameter's dtype and device replaces it (as ``load_state_dict(assign=True)``),
+    so no byte is copied until read. The fused ``qkv_proj`` is stacked into a new tensor; a mismatch is copied.
     """
     params = dict(model.named_parameters())
     copies: list[tuple[str, torch.Tensor]] = []
@@ -109,9 +102,8 @@ def load_parameters_assign(
 def load_parameters_pinned(
     model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
 ) -> dict[str, set[int]]:
-    """The ``pinned`` parameters step (GPU only): stage each host tensor in pinned memory, then copy it
-    to the device without blocking, so host-side staging and device transfers overlap; the phase clock
-    synchronises at the end of the step, so the figure includes every transfer."""
+    """The ``pinned`` parameters step (GPU only): each host tensor staged in pinned memory, then copied without
+    blocking, so staging and transfers overlap (the phase clock synchronises at the step's end)."""
     staged = [(key, tensor.pin_memory() if tensor.device.type == "cpu" else tensor) for key, tensor in weights]
     return load_parameters(model, staged, snapshot, fused, non_blocking=True)
 
@@ -119,13 +111,9 @@ def load_parameters_pinned(
 def load_parameters_fastsafetensors(
     model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
 ) -> dict[str, set[int]]:
-    """The ``fastsafetensors`` parameters step: vLLM's optional loader library reads the shards.
-
-    fastsafetensors reads whole shard files straight into one buffer on the parameters' device
-    (through GPUDirect Storage where the machine has it; here ``nogds``, through host bounce
-    buffers) instead of safetensors' per-tensor memory map; its tensors are then assigned, as in
-    :func:`load_parameters_assign`, so the bytes are moved once. The tensors the read_checkpoint
-    step listed serve only as the list of keys.
+    """The ``fastsafetensors`` parameters step: vLLM's optional loader library reads whole shards into one buffer
+    on the parameters' device (``nogds``: through host bounce buffers), whose tensors are then assigned
+    (:func:`load_parameters_assign`). The listed entries serve only as the keys.
     """
     try:
         from fastsafetensors import fastsafe_open
@@ -152,12 +140,8 @@ def _assign(model: nn.Module, name: str, tensor: torch.Tensor, old: nn.Parameter
 
 
 def model_loaded_line(model: nn.Module, name: str = "Qwen2_5OmniToken2WavForConditionalGenerationVLLM") -> str:
-    """The summary vLLM-Omni logs after the parameters are loaded, before the buffers are reloaded.
-
-    0.30.0's ``load_weights_without_buffers`` walks ``named_parameters()`` once more, sums
-    ``numel() * element_size()`` and logs ``[Model Loaded] name=…, success=…, size=… MB, device=…``
-    (MB = 1024² bytes); the code2wav stage's logs show ``size=1492.80 MB``. The walk and the line are
-    timed as their own phase, inside weight loading, where upstream runs them.
+    """The ``[Model Loaded] name=…, success=…, size=… MB, device=…`` line (MB = 1024² bytes) that 0.30.0's
+    ``load_weights_without_buffers`` logs after one more ``named_parameters()`` walk, before the buffers reload.
     """
     total = 0
     for _, param in model.named_parameters():
@@ -172,15 +156,9 @@ def model_loaded_line(model: nn.Module, name: str = "Qwen2_5OmniToken2WavForCond
 def load_buffers(
     model: nn.Module, persistent: dict[str, torch.Tensor], entries: list[tuple[str, torch.Tensor]], snapshot: Snapshot
 ) -> set[str]:
-    """Reload every persistent buffer, as vLLM-Omni's ``reload_buffers_to_model`` does.
-
-    Walks ``named_buffers()`` once more; each persistent buffer is copied from its set-aside
-    checkpoint entry, or onto itself where the checkpoint has none, and counted as loaded in both
-    cases (so "weights loaded" counts 721 whether or not the checkpoint saved ``inv_freq``).
-    """
-    saved = {}
-    for key, tensor in entries:
-        saved[_strip(key)] = (key, tensor)
+    """Reload every persistent buffer, as vLLM-Omni's ``reload_buffers_to_model`` does: one more ``named_buffers()``
+    walk, each copied from its checkpoint entry or onto itself, and counted as loaded either way."""
+    saved = {_strip(key): (key, tensor) for key, tensor in entries}
     done = set()
     with torch.no_grad():
         for name, buf in model.named_buffers():
@@ -197,14 +175,9 @@ def load_buffers(
 def hub_check(snapshot: Snapshot) -> Path:
     """Where ``spk_dict.pt`` lives, found as the outer Qwen2.5-Omni ``load_weights`` finds it.
 
-    vLLM-Omni 0.30.0 takes the model path as it is when it exists on disk; a Hub id goes through
-    ``download_weights_from_hf_specific(model, download_dir, allow_patterns=["*.pt"])``: a file lock
-    named after the model, ``snapshot_download`` of the ``*.pt`` files (offline only when
-    ``HF_HUB_OFFLINE`` is set: otherwise a request to the Hub, inside the timed load), and a glob of
-    the folder for a match. A snapshot the kit found in a Hugging Face cache (``--model``) takes
-    that path, through the real ``huggingface_hub``, against the same cache, always offline (as
-    upstream with ``HF_HUB_OFFLINE=1``: no request leaves a timed load); any other snapshot is a
-    directory, and costs one ``exists()``.
+    0.30.0 takes a path that exists as it is; a Hub id goes through ``download_weights_from_hf_specific``: a
+    file lock named after the model, ``snapshot_download`` of ``*.pt`` and a glob. A snapshot found in a Hugging
+    Face cache (``--model``) takes that path, always offline; any other costs one ``exists()``.
     """
     if snapshot.source != "hub-cache" or not snapshot.model_id:
         snapshot.root.exists()
@@ -238,15 +211,13 @@ def load_speaker_dict(snapshot: Snapshot, device: torch.device) -> dict[str, Any
             "or not a torch dictionary; restore spk_dict.pt from the model snapshot") from None
 
 
-# What the released checkpoint stores for Token2Wav: float32 (then cast to the parameter's dtype inside copy_,
-# as upstream does: bfloat16 for the BigVGAN). A tensor in the parameter's own dtype needs no cast either.
+# What the released checkpoint stores for Token2Wav (cast inside copy_ to the BigVGAN's bfloat16, as upstream).
 CHECKPOINT_DTYPE = torch.float32
 
 
 def check_dtypes(model: nn.Module, entries: list[tuple[str, torch.Tensor]], fused: bool) -> None:
-    """Every checkpoint tensor holds what the model expects: float32 (the released checkpoint's dtype, which
-    upstream casts where the parameter differs) or the parameter's own dtype. Another dtype (float16, an
-    integer type) would be cast as silently as an expected one, and the load would compare something else."""
+    """Every checkpoint tensor is float32 (the released checkpoint's) or the parameter's own dtype: another would
+    be cast as silently, and the load would compare something else."""
     params = dict(model.named_parameters())
     for key, tensor in entries:
         name = _strip(key)
