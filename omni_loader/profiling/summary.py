@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import OmniLoaderError
-from ..formatting import code, count, percent, short_duration
+from ..formatting import code, count, percent, short_duration, times
 from ..names import LEAF_PHASES
 from ..reporting.measurements import label as words
 from ..token2wav.options import LoadOptions
@@ -214,7 +214,7 @@ def _discovery_change(profiles: dict[str, VariantProfile]) -> list[str]:
     medians = [r.get("reference", {}).get("medians") for r in refs]
     b, o = (m["buffer_discovery"] if m else r["phases"]["buffer_discovery"] for m, r in zip(medians, refs))
     tb, to = (r["phases"]["total"] for r in refs)
-    ratio = f", {b / o:,.0f}× less time" if o > 0 else ""
+    ratio = f", {times(b / o)} less time" if o > 0 else ""  # as the ratio tables write it
     change = f"{percent(abs(tb - to) / tb)} {'less' if to <= tb else 'more'}"
     runs = refs[0].get("reference", {}).get("runs")
     which = (f", each variant's median of its {count(runs, 'run')} (as ratio tables take it)" if all(medians) and runs
