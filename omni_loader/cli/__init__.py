@@ -1,9 +1,8 @@
 """The ``omni-loader`` command line: the one layer that knows about argparse.
 
-Each command module here turns options into typed values (a :class:`~omni_loader.token2wav.options.LoadOptions`,
-a benchmark spec, paths) and makes one call into the library; no library module takes an
-``argparse.Namespace`` or prints a command's output. This package owns the parser, the one-line
-error policy (:func:`main`) and which options the user typed (for ``--resume``: :func:`parse_args`).
+Each command module turns options into typed values and makes one call into the library, which never sees a
+``Namespace``. This package owns the parser, the one-line error policy (:func:`main`) and which options were
+typed (for ``--resume``: :func:`parse_args`).
 """
 
 from __future__ import annotations
@@ -20,12 +19,8 @@ from typing import Any
 from .. import __version__
 from ..errors import OmniLoaderError, one_line
 
-# The command modules, in the order ``--help`` lists their commands; each adds its subcommands
-# through ``add_command(subparsers)``.
+# The command modules, in --help's order; each adds its subcommands through ``add_command(subparsers)``.
 COMMAND_MODULES: tuple[str, ...] = ("doctor", "model", "reproduce", "report", "profile", "traversal", "serve", "timeline")
-
-
-# --------------------------------------------------------------------------- parser
 
 
 __all__ = ["build_parser", "main", "parse_args"]
@@ -58,9 +53,8 @@ OUT_IN_PLACE = ("omni-loader writes --out in place, never through a link; name t
 
 
 def refuse_linked_out(args: argparse.Namespace) -> None:
-    """Every command's ``--out``, checked here once, before the command runs (before its first byte): a symbolic link
-    (or a file of several names) is refused in one line. Why here: each writer checked its own folder, and two
-    (``reproduce``, ``serve-ab``) wrote into a linked ``--out``'s target; one check for all cannot be left out."""
+    """Every command's ``--out``, checked once before the command runs: a symbolic link (or a file of several
+    names) is refused in one line; one check for all cannot be left out by a writer."""
     from ..safe_files import refuse_link
 
     if getattr(args, "out", None):
@@ -102,9 +96,7 @@ def _debug(argv: list[str]) -> tuple[bool, list[str]]:
 
 def _from_library(exc: BaseException) -> bool:
     """Was ``exc`` raised inside torch, safetensors, json...? (Then it is a file's problem, told in one line.)"""
-    if type(exc).__module__.split(".")[0] in ONE_LINE_MODULES:
-        return True
-    return _innermost_package(exc) in ONE_LINE_MODULES
+    return type(exc).__module__.split(".")[0] in ONE_LINE_MODULES or _innermost_package(exc) in ONE_LINE_MODULES
 
 
 def _innermost_package(exc: BaseException) -> str:
@@ -116,9 +108,9 @@ def _innermost_package(exc: BaseException) -> str:
     return last.split(".")[0]
 
 
-# Written with no allocation left to make: the last resort of main's out-of-memory handler.
-OUT_OF_MEMORY_LINE = (b"omni-loader: error: out of memory: the machine, or this process's memory limit, ran out; "
-                      b"free memory (or lift the limit) and run again\n")
+OUT_OF_MEMORY_ADVICE = "the machine, or this process's memory limit, ran out; free memory (or lift the limit) and run again"
+# Made in advance, written with no allocation left to make: the last resort of main's out-of-memory handler.
+OUT_OF_MEMORY_LINE = f"omni-loader: error: out of memory: {OUT_OF_MEMORY_ADVICE}\n".encode()
 
 
 def _where(exc: BaseException) -> str:
@@ -128,12 +120,8 @@ def _where(exc: BaseException) -> str:
 
 
 def tolerate_narrow_terminals() -> None:
-    """Let stdout and stderr write what their encoding cannot (``LC_ALL=C``: ASCII) as escapes, not a traceback.
-
-    Why: the kit's text holds Δ, ·, →, ≈ and —; printed to an ASCII terminal they raised
-    UnicodeEncodeError in the middle of a command. A character the encoding lacks becomes ``\\u2014``
-    (backslashreplace); a UTF-8 stream is left as it is.
-    """
+    """Let stdout and stderr write what their encoding cannot (``LC_ALL=C``: ASCII) as escapes (``\\u2014``),
+    not a UnicodeEncodeError in the middle of a command: the kit's text holds Δ, ·, →, ≈ and —."""
     for stream in (sys.stdout, sys.stderr):
         encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
         if encoding.startswith("utf") or not hasattr(stream, "reconfigure"):
@@ -145,14 +133,9 @@ def tolerate_narrow_terminals() -> None:
 
 
 class _UnraisableMemoryErrors:
-    """Hold back the ``MemoryError`` a native callback could not raise (``Exception ignored in:`` and a traceback).
-
-    Why: matplotlib's FreeType reads a font through a Python callback; when memory runs out there, Python prints
-    the error and its traceback on stderr and the C++ side goes on until it fails with ``std::bad_alloc``, which
-    the command words in one line. Those printed tracebacks came first, so a report drawn under a memory limit
-    ended in a screenful instead of one line. Other unraisable errors, and all of them under ``--debug``, go to
-    the hook that was there before.
-    """
+    """Hold back the ``MemoryError`` a native callback could not raise (``Exception ignored in:`` and a traceback),
+    such as matplotlib's FreeType reading a font, so that a report drawn under a memory limit ends in one line.
+    Other unraisable errors, and all of them under ``--debug``, go to the hook that was there before."""
 
     def __init__(self, debug: bool) -> None:
         self.debug, self.held, self.previous = debug, [], sys.unraisablehook
@@ -173,11 +156,8 @@ class _UnraisableMemoryErrors:
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops every command as Ctrl-C does: its finally clauses run (a half-written synthetic snapshot's
-    temporary removed, a benchmark's worker and fork server stopped, serve-ab's server group stopped, the results
-    recorded interrupted) and it ends in its "interrupted" line. Why: ``timeout``, a batch system and ``kill`` send
-    SIGTERM, whose default ends the process with no cleanup (a 1.7 GB temporary of ``synth --size full`` was left).
-    A child forked from this process that inherited the handler is ended by SIGTERM as before."""
+    """SIGTERM (``timeout``, a batch system, ``kill``) stops every command as Ctrl-C does, so that its finally
+    clauses clean up; a child forked from this process that inherited the handler is ended by SIGTERM as before."""
     import signal
 
     owner = os.getpid()
@@ -207,9 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             code = _main(argv, debug)
         except MemoryError:
-            # out of memory again while an error was being worded (an OmniLoaderError's message, or the out-of-memory
-            # line itself): a CI run under a memory cap ended in a chain of MemoryError tracebacks. The line made in
-            # advance, as _main's last resort; --debug still shows the traceback.
+            # out of memory again while an error was being worded: the line made in advance
             if debug:
                 raise
             os.write(2, OUT_OF_MEMORY_LINE)
@@ -222,8 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: list[str], debug: bool) -> int:
     try:
-        # An option's value that its type= refuses with an OmniLoaderError (a malformed --variant, --runs out of
-        # range...) is not caught by argparse: it is said here in one line, before anything is made.
+        # an option's type= may raise OmniLoaderError, which argparse does not catch: said here in one line
         args = parse_args(argv)
         refuse_linked_out(args)
         if getattr(args, "command", None) not in READS_SAVED_FILES and not getattr(args, "source", None):
@@ -247,15 +224,12 @@ def _main(argv: list[str], debug: bool) -> int:
         if debug or (isinstance(exc, ImportError) and "failed to map segment" not in str(exc)):
             raise
         try:
-            print(f"omni-loader: error: out of memory{_where(exc)} ({str(exc) or type(exc).__name__}): the machine, "
-                  "or this process's memory limit, ran out; free memory (or lift the limit) and run again",
-                  file=sys.stderr)
+            print(f"omni-loader: error: out of memory{_where(exc)} ({str(exc) or type(exc).__name__}): "
+                  f"{OUT_OF_MEMORY_ADVICE}", file=sys.stderr)
         except MemoryError:  # so little left that even naming where it struck failed: the line made in advance
             os.write(2, OUT_OF_MEMORY_LINE)
         return 2
-    except SystemError as exc:  # native code returned failure without an exception: the interpreter's SystemError
-        # Seen in CI: `report` under a 48 MiB address-space cap, a C call in matplotlib's drawing returned NULL with
-        # no MemoryError set. The kit's Python never raises SystemError, so it is a native library's: one line.
+    except SystemError as exc:  # native code returned failure without an exception (the kit's Python never does)
         if debug:
             raise
         print(f"omni-loader: error: a native library failed without saying why (SystemError: {one_line(str(exc))}); "

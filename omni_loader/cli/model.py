@@ -96,8 +96,7 @@ def cmd_discovery_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-SOURCE_PRICING = ("modules", "items", "like", "visit_cost", "results")
-SOURCE_ONLY = (*SOURCE_PRICING, "baseline", "write_baseline", "max_file_size", "jobs")
+SOURCE_ONLY = ("modules", "items", "like", "visit_cost", "results", "baseline", "write_baseline", "max_file_size", "jobs")
 SOURCE_FLAGS = ("unresolved", "once", "no_cache")
 ARCH_ONLY = ("out", "top", "repeats")  # the architecture audit's; a source audit would ignore them
 
@@ -176,7 +175,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise OmniLoaderError(f"{given[0]} belongs to a source audit: give --source PATH")
     from ..sweep.audit import architectures, audit, audit_markdown, write_audit
 
-
     known = architectures()
     archs = known if args.all else args.arch
     unknown = [a for a in archs if a not in known]
@@ -202,7 +200,7 @@ SWEEP_COLUMNS = ("experiment", "source", "N", "B", "x", "seconds")
 
 def check_sweep_columns(results: str) -> None:
     """``--results``' traversal.csv has every column the cost is fitted from, else one line naming the file and the
-    first one missing (it was a KeyError deep in pandas). A file that is not there is said by the fit's reader."""
+    first one missing (not a KeyError deep in pandas); a missing file is the fit's reader's to say."""
     import csv
     from pathlib import Path
 

@@ -1,10 +1,8 @@
 """Option groups that several commands share, and their translation into typed values.
 
-Every command that loads Token2Wav takes the same checkpoint options (``--checkpoint``,
-``--model``, ``--size``…) and load options (``--layout``, ``--device``…); they are declared once, as the
-fields of :class:`~omni_loader.token2wav.options.CheckpointOptions` and
-:class:`~omni_loader.token2wav.options.LoadOptions`, added to a parser from those fields here and turned back
-into those values here, so that no library function sees a Namespace.
+The checkpoint and load options are declared once, as the fields of
+:class:`~omni_loader.token2wav.options.CheckpointOptions` and :class:`~omni_loader.token2wav.options.LoadOptions`:
+added to a parser from those fields and turned back into those values here.
 """
 
 from __future__ import annotations
@@ -37,11 +35,9 @@ def add_field_options(p: Any, cls: Any, *, skip: tuple[str, ...] = (), extras: M
     """One option per field of the spec dataclass ``cls`` (a nested ``load``'s fields too), and the map of their
     dests to the fields' flat names (what a ``--resume`` compares).
 
-    The flag, help and choices come from the field (:func:`~omni_loader.token2wav.options.option`), the default
-    (marked :class:`Default`) and a type from the field's default (a flag for a bool, ``int``/``float``, a comma
-    list for a tuple); ``extras[name]`` (argparse keywords: ``type``, ``metavar``, another ``default``...) goes on
-    top, and ``into[name]`` is the group to add it to. So a field gains its option with no edit here: only one
-    that argparse cannot take as it is needs an extra. ``skip``: fields another group sets (``checkpoint``).
+    Flag, help and choices come from the field (:func:`~omni_loader.token2wav.options.option`), the default (marked
+    :class:`Default`) and a type from its default; ``extras[name]`` (argparse keywords) goes on top, ``into[name]``
+    is the group to add it to, ``skip`` fields another group sets (``checkpoint``).
     """
     dests = {}
     for name, f in option_fields(cls).items():
@@ -73,14 +69,18 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     add_field_options(p, LoadOptions)
 
 
+def _from_fields(cls: Any, args: argparse.Namespace) -> Any:
+    return cls(**{name: getattr(args, dest(f)) for name, f in option_fields(cls).items()})
+
+
 def load_options(args: argparse.Namespace) -> LoadOptions:
     """The :class:`LoadOptions` that the load options select: one option per field (:func:`add_load_options`)."""
-    return LoadOptions(**{name: getattr(args, dest(f)) for name, f in option_fields(LoadOptions).items()})
+    return _from_fields(LoadOptions, args)
 
 
 def checkpoint_options(args: argparse.Namespace) -> CheckpointOptions:
     """The :class:`CheckpointOptions` that the checkpoint options select (:func:`add_checkpoint_options`)."""
-    return CheckpointOptions(**{name: getattr(args, dest(f)) for name, f in option_fields(CheckpointOptions).items()})
+    return _from_fields(CheckpointOptions, args)
 
 
 def snapshot_from_args(args: argparse.Namespace, progress: bool = True) -> Any:
@@ -94,12 +94,9 @@ def snapshot_from_args(args: argparse.Namespace, progress: bool = True) -> Any:
 class Default:
     """An option's default, marked as one: ``add_argument(..., default=Default(10))``.
 
-    Why: ``--resume`` takes every setting the user did not type from the saved spec and refuses a typed
-    one that contradicts it, so the command layer must know which options were typed. argparse does not
-    say; a marked default does, with nothing but its public API: after parsing, a value that is still a
-    ``Default`` was not typed (:func:`take_defaults` unwraps it). Options whose default is ``None``, and
-    flags (``store_true``: ``False`` until typed), need no mark. The commands whose ``--resume`` compares
-    settings (``reproduce``, ``serve-ab``) mark every other default; a test holds them to it.
+    ``--resume`` refuses a typed setting that contradicts the saved spec, so the command layer must know which
+    options were typed, which argparse does not say: after parsing, a value still a ``Default`` was not typed
+    (:func:`take_defaults` unwraps it). Defaults of ``None`` and ``store_true`` flags need no mark.
     """
 
     def __init__(self, value: Any) -> None:
@@ -125,8 +122,7 @@ def take_defaults(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def given_options(args: argparse.Namespace) -> set[str]:
-    """The dests of the options the user typed (not defaults), as :func:`take_defaults` recorded them in
-    ``args.explicit``. A Namespace built without it has typed nothing."""
+    """The dests of the options the user typed, as :func:`take_defaults` recorded them (none without it)."""
     return set(getattr(args, "explicit", ()))
 
 
@@ -137,19 +133,13 @@ def print_json(obj: Any) -> None:
 
 # --------------------------------------------------------------------------- checked option values
 
-# The most runs (per variant) and warm-ups a benchmark may plan: a plan is kept in memory and in
-# metadata.json, and 10,000 loads of even the tiny model take hours.
-MAX_RUNS = 10_000
-# The most torch threads a load may ask for.
-MAX_THREADS = 4096
+MAX_RUNS = 10_000  # runs (per variant) and warm-ups a plan may hold: 10,000 loads of the tiny model take hours
+MAX_THREADS = 4096  # torch threads a load may ask for
 
 
-def _checked(option: str, convert: Any, ok: Any, must: str) -> Any:
-    """An argparse ``type=``: ``convert(text)`` where ``ok`` of it, else one line naming ``option`` (exit 2).
-
-    The error is an :class:`~omni_loader.errors.OmniLoaderError`, which argparse does not catch
-    (only ValueError and TypeError): :func:`omni_loader.cli.main` prints it as its one line.
-    """
+def checked(option: str, convert: Any, ok: Any, must: str) -> Any:
+    """An argparse ``type=``: ``convert(text)`` where ``ok`` of it, else an
+    :class:`~omni_loader.errors.OmniLoaderError` naming ``option``, which :func:`omni_loader.cli.main` prints."""
     from ..errors import OmniLoaderError
 
     def parse(text: str) -> Any:
@@ -167,20 +157,17 @@ def _checked(option: str, convert: Any, ok: Any, must: str) -> Any:
 
 def bounded_int(option: str, low: int, high: int, meaning: str = "") -> Any:
     """An argparse ``type=``: an integer from ``low`` to ``high``."""
-    return _checked(option, int, lambda v: low <= v <= high,
+    return checked(option, int, lambda v: low <= v <= high,
                     f"must be a whole number from {low:,} to {high:,}{meaning}")
 
 
 def positive_seconds(option: str) -> Any:
     """An argparse ``type=``: a finite number of seconds above 0."""
-    return _checked(option, float, lambda v: math.isfinite(v) and v > 0, "must be a finite number of seconds above 0")
+    return checked(option, float, lambda v: math.isfinite(v) and v > 0, "must be a finite number of seconds above 0")
 
 
 def seconds_at_least_zero(option: str) -> Any:
-    """An argparse ``type=``: a finite number of seconds, 0 or more.
-
-    Why: ``float()`` takes ``nan``, ``inf`` and ``-5``; a wait of nan seconds never ends (every comparison
-    with it is false) and is written into metadata.json as ``NaN``, which no JSON reader but Python's takes.
-    """
-    return _checked(option, float, lambda v: math.isfinite(v) and v >= 0,
+    """An argparse ``type=``: a finite number of seconds, 0 or more (``float()`` takes ``nan``, a wait that never
+    ends and a ``NaN`` in metadata.json that no JSON reader but Python's takes)."""
+    return checked(option, float, lambda v: math.isfinite(v) and v >= 0,
                     "must be a finite number of seconds, 0 or more")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,31 +16,13 @@ from ..formatting import percent
 from ..profiling.settings import MAX_RATE, MIN_RATE, RATE_MEANING, VARIANT_CHOICES, resolve_tools
 from ..profiling.spec import DIFF, PROFILE, ProfileSpec
 from ..token2wav.options import dest, flag, option_conflicts, option_fields
-from .options import (MAX_RUNS, add_checkpoint_options, add_field_options, bounded_int, given_options, load_options,
-                      snapshot_from_args)
+from .options import (MAX_RUNS, add_checkpoint_options, add_field_options, bounded_int, checked, given_options,
+                      load_options, snapshot_from_args)
 from .reproduce import CHECKPOINT_DESTS
 
-# Bounds of profile's other numbers (--rate's are py-spy's, settings.MIN_RATE/MAX_RATE; --runs' the kit's MAX_RUNS):
-# rows of a table, loads per py-spy worker, a seed that random.Random and metadata's JSON keep whole, and a worker
-# timeout that a wait can take (multiprocessing's join of 1e300 s raises OverflowError)
+# Bounds of rows of a table, loads per py-spy worker, a seed that metadata's JSON keeps whole, and a worker timeout
+# that a wait can take (multiprocessing's join of 1e300 s raises OverflowError)
 MAX_TOP, MAX_REPEAT, MAX_SEED, MAX_TIMEOUT_S = 10_000, 1_000, 2**63 - 1, 7 * 24 * 3600.0
-
-
-def timeout_seconds(option: str) -> Any:
-    """An argparse ``type=``: a finite number of seconds above 0 and at most :data:`MAX_TIMEOUT_S` (a week)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
-            raise OmniLoaderError(f"{option} {text}: must be a number of seconds above 0 and at most "
-                                  f"{MAX_TIMEOUT_S:,.0f} (a week)")
-        return value
-
-    parse.__name__ = "float"
-    return parse
 
 
 def variant_value(text: str) -> Any:
@@ -53,19 +34,7 @@ def variant_value(text: str) -> Any:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    """``omni-loader profile``; SIGTERM stops it as SIGINT does (a batch system or ``timeout`` sends SIGTERM: it
-    once left py-spy, its worker and the private temporary folder behind)."""
-    def on_term(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt  # as SIGINT: the finally clauses stop py-spy and its worker, remove the temp folders
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        return _profile(args)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _profile(args: argparse.Namespace) -> int:
+    """``omni-loader profile``; SIGTERM stops it as SIGINT does (:func:`omni_loader.cli.terminate_as_interrupt`)."""
     from ..profiling.outputs import PROFILE_MD  # imported when the command runs: the parser stays free of pandas
     from ..profiling.run import profile_variants
 
@@ -146,7 +115,7 @@ def cmd_profile_diff(args: argparse.Namespace, spec: ProfileSpec, given: set[str
 
 def resumed_spec(args: argparse.Namespace, typed: ProfileSpec, given: set[str]) -> tuple[ProfileSpec, Any]:
     """``--diff --resume --out DIR``: the settings and snapshot saved in DIR/diff; options typed that contradict them
-    are refused in one line naming each (``--runs 6 (saved: 5)``), as ``reproduce --resume`` refuses them."""
+    are refused in one line naming each, as ``reproduce --resume`` refuses them."""
     from ..results.spec import same_path
     from ..profiling.diff import DIFF_DIR, PLAN_JSON, read_plan
     from ..token2wav.checkpoint import open_snapshot
@@ -200,7 +169,9 @@ EXTRAS: dict[str, dict[str, Any]] = {
     "variants": {"metavar": "A,B"},
     "runs": {"type": bounded_int("--runs", 2, MAX_RUNS), "metavar": "N"},
     "order_seed": {"type": bounded_int("--order-seed", 0, MAX_SEED), "metavar": "SEED"},
-    "worker_timeout": {"type": timeout_seconds("--worker-timeout"), "metavar": "S"},
+    "worker_timeout": {"type": checked("--worker-timeout", float, lambda v: math.isfinite(v) and 0 < v <= MAX_TIMEOUT_S,
+                                       f"must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:,.0f} (a week)"),
+                       "metavar": "S"},
 }
 
 

@@ -1,6 +1,7 @@
 """Commands on saved results: ``report`` (re-render), ``compare`` (several side by side), ``pack`` (one archive).
 
-None of them loads a model, and none imports torch (a test checks ``sys.modules``).
+None of them loads a model or imports torch; each imports what it runs when it runs, so that building the parser
+stays free of numpy and pandas.
 """
 
 from __future__ import annotations
@@ -10,10 +11,7 @@ import sys
 from typing import Any
 
 from ..formatting import count
-
-
-# Each command imports what it runs when it runs: building the parser (``omni-loader --help``) stays free of
-# numpy and pandas.
+from .reproduce import equivalent
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -22,29 +20,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..results.lifecycle import report_check, report_drawn, reserve_blas
 
     reserve_blas()  # before the report's memory is taken: out of memory in OpenBLAS would be its exit, not one line
-    # drawn from the runs as checked, less the finding that it was not drawn (a drawing that was stopped: out of
-    # memory, a kill); once written, metadata.json says it was drawn
+    # less the finding that it was not drawn (a drawing stopped); once written, metadata.json says it was drawn
     path = write_report(report_check(args.directory))
     report_drawn(args.directory)
     if not args.quiet:
         print(path.read_text(encoding="utf-8"))
     print(f"report: {path}")
     check = check_results(args.directory)
-    problems = check.problems
-    if args.strict and problems:
-        print(f"omni-loader: error: {args.directory}: {count(len(problems), 'integrity problem')}: "
-              f"{' | '.join(problems)}",
-              file=sys.stderr)
+    if args.strict and check.problems:
+        print(f"omni-loader: error: {args.directory}: {count(len(check.problems), 'integrity problem')}: "
+              f"{' | '.join(check.problems)}", file=sys.stderr)
         return 1
-    if args.strict and check.benchmark("load"):
-        from ..reporting.measurements import planned_arms
-        from ..reporting.stats import equivalence
-
-        equiv = equivalence(check.frame, planned_arms(check.metadata))
-        if not equiv["equivalent"]:  # the timings compare different loads: nothing to stand behind
-            print(f"omni-loader: error: {args.directory}: {equiv['statement']}", file=sys.stderr)
-            return 1
-    return 0
+    # the variants' timings compare different loads: nothing to stand behind
+    return 1 if args.strict and check.benchmark("load") and not equivalent(check, args.directory) else 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

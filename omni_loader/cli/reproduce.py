@@ -28,18 +28,15 @@ def default_out_dir(args: argparse.Namespace) -> Path:
     return Path("results") / stamped(f"reproduce-{label}")
 
 
-# reproduce's options that set a spec setting (argparse dest -> BenchmarkSpec's flat name, see BenchmarkSpec.value):
-# one per field (add_field_options declares them), and those that pick the checkpoint.
+# reproduce's options that set a spec setting (argparse dest -> BenchmarkSpec's flat name), and those that pick the
+# checkpoint.
 SPEC_DESTS = {dest(f): name for name, f in option_fields(BenchmarkSpec).items() if name != "checkpoint"}
 CHECKPOINT_DESTS = tuple(dest(f) for f in option_fields(CheckpointOptions).values())
 
 
 def resume_spec(args: argparse.Namespace, out: Path) -> tuple[BenchmarkSpec, Any]:
-    """``--resume --out DIR``: the spec and snapshot saved in DIR; options given that contradict them are refused.
-
-    Options the user did not type are taken from metadata.json; those typed must agree with it.
-    The refusal is one line naming each differing option: ``--runs 6 (saved: 5)``.
-    """
+    """``--resume --out DIR``: the spec and snapshot saved in DIR; options typed that contradict them are refused in
+    one line naming each (``--runs 6 (saved: 5)``)."""
     from ..token2wav.checkpoint import open_snapshot
     from ..host.devices import resolve_device
 
@@ -104,8 +101,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         return _reproduce(args, out)
     except KeyboardInterrupt:
-        # Said with the standard library alone: a Ctrl-C that struck inside an import (pandas, at a sequential
-        # design's look) leaves that library half made, and touching it again raised AttributeError or crashed.
+        # said with the standard library alone: a Ctrl-C inside an import (pandas) leaves that library half made
         if not (out / METADATA_FILE).is_file():  # stopped before the benchmark began: there is nothing to resume
             print(f"interrupted before the benchmark started: nothing was saved{'' if out.exists() else f' ({out} was not made)'}")
             return 130
@@ -121,8 +117,7 @@ def _reproduce(args: argparse.Namespace, out: Path) -> int:
     if args.resume:  # the spec comes from DIR/metadata.json; options given must agree with it
         spec, snapshot = resume_spec(args, out)
     else:
-        print(device_banner(args.device))  # resolves --device (auto: the GPU torch sees): fails fast, before a
-        # multi-GB snapshot is made, and says which device the run will use
+        print(device_banner(args.device))  # resolves --device: fails before a multi-GB snapshot is made
         if args.workers == "forkserver" and not (args.checkpoint or args.model):
             from ..bench.worker import ensure_forkserver
 
@@ -140,7 +135,7 @@ def _reproduce(args: argparse.Namespace, out: Path) -> int:
 
 def saved_runs(out: Path) -> int:
     """How many load runs ``out`` holds rows of (0 when runs.csv cannot be read), read with the csv module: after an
-    interrupt, pandas may be a half-imported module that must not be touched."""
+    interrupt, pandas may be half imported."""
     try:
         with open(out / RUNS_FILE, newline="", encoding="utf-8") as fh:
             return len({row.get("run_id") for row in csv.DictReader(fh) if row.get("source") in ("load", "aa")})
@@ -148,14 +143,15 @@ def saved_runs(out: Path) -> int:
         return 0
 
 
-def equivalent(check: Results) -> bool:
-    """Did every variant load the same tensors? If not, say so on stderr: the timings compare different loads."""
+def equivalent(check: Results, name: str | Path | None = None) -> bool:
+    """Did every variant load the same tensors? If not, say so on stderr (naming the directory ``name``, else
+    ``check``'s): the timings compare different loads."""
     from ..reporting.measurements import planned_arms
     from ..reporting.stats import equivalence
 
     equiv = equivalence(check.frame, planned_arms(check.metadata))
     if not equiv["equivalent"]:
-        print(f"omni-loader: error: {check.directory}: {equiv['statement']}", file=sys.stderr)
+        print(f"omni-loader: error: {name or check.directory}: {equiv['statement']}", file=sys.stderr)
     return bool(equiv["equivalent"])
 
 

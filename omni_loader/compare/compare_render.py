@@ -1,10 +1,7 @@
 """``omni-loader compare`` as text and files: the side-by-side table in Markdown, CSV and JSON, and its plot.
 
-Everything here formats a :class:`omni_loader.compare.side_by_side.SideBySide` that
-:func:`omni_loader.compare.reproductions.compare_results` built; nothing reads a results directory. Times in a
-column share one unit, the PR's for that row (:func:`omni_loader.reporting.measurements.phase_unit`: the
-kit's one rule, startup in seconds); tables are written by :func:`omni_loader.formatting.markdown_table`.
-"""
+Everything here formats a :class:`~omni_loader.compare.side_by_side.SideBySide`; nothing reads a results
+directory. Times in a column share one unit, the PR's for that row."""
 
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -272,28 +268,10 @@ def setting_cell(entry: Entry, name: str) -> Any:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
 
 
-@dataclass(frozen=True)
-class AgainstRecord:
-    """One row of the against table with raw values: ``results``' ``phase`` of ``variant`` beside ``against``'s (seconds;
-    the interval is of median(results) − median(against)). Empty but for the names where a side lacks the phase."""
-
-    results: str
-    against: str
-    phase: str
-    variant: str
-    against_n: int | None = None
-    n: int | None = None
-    against_median: float | None = None
-    median: float | None = None
-    ratio: float | None = None
-    p_value: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    significant: bool | None = None
-    verdict: str = ""
-
-
-AGAINST_COLUMNS = tuple(f.name for f in fields(AgainstRecord))
+# One row of the against table with raw values (seconds; the interval is of median(results) − median(against)),
+# empty but for the names where a side lacks the phase.
+AGAINST_COLUMNS = ("results", "against", "phase", "variant", "against_n", "n", "against_median", "median", "ratio",
+                   "p_value", "ci_low", "ci_high", "significant", "verdict")
 
 
 def against_records(result: SideBySide) -> list[dict[str, Any]]:
@@ -304,7 +282,8 @@ def against_records(result: SideBySide) -> list[dict[str, Any]]:
             "against_n": c.baseline.n, "n": c.optimized.n, "against_median": c.baseline.median,
             "median": c.optimized.median, "ratio": r.ratio, "p_value": c.p_value, "ci_low": c.ci_low,
             "ci_high": c.ci_high, "significant": c.significant}
-        out.append(asdict(AgainstRecord(r.entry, r.against, r.phase, r.variant, **measured, verdict=r.verdict())))
+        out.append({**dict.fromkeys(AGAINST_COLUMNS), "results": r.entry, "against": r.against, "phase": r.phase,
+                    "variant": r.variant, **measured, "verdict": r.verdict()})
     return out
 
 

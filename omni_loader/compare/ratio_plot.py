@@ -1,9 +1,5 @@
-"""``compare``'s figure: the speed-up of each results directory beside the PR's, one panel per timed row.
-
-Apart from the report's figures (:mod:`omni_loader.reporting.plots`) because it draws reproductions side by
-side, which the report of one directory knows nothing about; matplotlib is imported only when
-``compare`` draws.
-"""
+"""``compare``'s figure: the speed-up of each results directory beside the PR's, one panel per timed row
+(matplotlib is imported only when ``compare`` draws)."""
 
 from __future__ import annotations
 
@@ -73,8 +69,7 @@ def _ratio_panel(ax: Any, result: SideBySide, phase: str) -> None:
         pr = ref["baseline"] / ref["optimized"]
         ax.axhline(pr, color="#8d96a3", ls="--", lw=1.4, label="PR 7061 (released model, MI300X, as published)")
     ax.axhline(1, color="black", lw=0.8, label="no change (1×)")
-    # A ratio's label is centred on its point: at the top or bottom of the range half of it stood in the 5% autoscale
-    # margin, a few pixels in a short panel (0.18 px over the frame once). 15% of the log range holds it whole.
+    # a ratio's label is centred on its point: at the range's ends 15% of margin holds it whole (5% did not)
     ax.margins(y=0.15)
     log_axis(ax, "y")  # 10, 100, 6: not 10¹, 10², 6×10⁰
     ax.set_ylabel("baseline / optimized (median ratio, log)")

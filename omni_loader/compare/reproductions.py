@@ -1,27 +1,11 @@
 """Reproductions side by side: several results directories (or packed archives of them) in one table.
 
-One results directory answers "what happened on my machine"; :func:`compare_results` answers "does
-it hold on other machines, other torch versions, the other layout, the next commit". It reads every
-directory with :func:`omni_loader.results.check_results` (any schema this kit reads; a newer or
-unknown one is refused in one line), takes each directory's own statistics for the PR's rows
-(:func:`omni_loader.reporting.measurements.comparisons`: medians, spread, ratio, verdict, as its report.md
-states them) and adds:
-
-- the PR's own figures as a reference row (``data/reference/pr7061.json``);
-- checks before anything is set side by side: the same model, tensor digest (the same checkpoint loads
-  the same bytes on any device), counts and settings (each option declared ``compared``: ``--construct``...)
-  as the first directory (or the ``against`` one). A mismatch is shown in the table and explained, never silently mixed; a
-  directory of another layout or dtype loads another module tree, so its digest and counts are not
-  compared, and the table says so;
-- with ``against``: every other directory against that one, phase by phase and variant by variant,
-  as pyperf's ``compare_to`` does: the ratio of medians and a Mann-Whitney verdict on the raw
-  samples (e.g. one machine before and after a torch upgrade).
-
-This module is the entry point and the names a notebook or script uses. The data lives in
-:mod:`omni_loader.compare.side_by_side` (:class:`SideBySide`), the rendering in
-:mod:`omni_loader.compare.compare_render` (:func:`render_markdown`, :func:`render_csv`, :func:`to_json`,
-:func:`write_compare`), the plot in :func:`omni_loader.compare.ratio_plot.directories_ratio_figure`.
-"""
+One results directory answers "what happened on my machine"; :func:`compare_results` answers "does it hold
+on other machines, versions, layouts, commits". Each directory's rows are its own statistics, as its
+report.md states them, beside the PR's published figures; checks (same model, tensor digest, counts and
+compared settings as the anchor) flag what is not comparable instead of mixing it silently; with
+``against``, every other directory against that one, phase by phase, as pyperf's ``compare_to`` does.
+The data is :mod:`~.side_by_side`'s, the rendering :mod:`~.compare_render`'s, the plot :mod:`~.ratio_plot`'s."""
 
 from __future__ import annotations
 
@@ -51,11 +35,9 @@ def compare_results(paths: Sequence[str | os.PathLike[str]],
     entries = tuple(read_entry(p, lab) for p, lab in zip(ordered, unique_labels(ordered)))
     anchor = entries[0]
     checks = tuple(consistency_checks(entries, anchor))
-    result = SideBySide(entries, load_reference(), anchor.label, anchor.label if against_path else None, checks)
-    if against_path is None:
-        return result
-    rows = tuple(row for e in entries[1:] for row in against_rows(anchor, e, result.checks_for(e.label)))
-    return SideBySide(entries, result.reference, anchor.label, anchor.label, checks, rows)
+    rows = () if against_path is None else tuple(
+        row for e in entries[1:] for row in against_rows(anchor, e, [c for c in checks if c.entry == e.label]))
+    return SideBySide(entries, load_reference(), anchor.label, anchor.label if against_path else None, checks, rows)
 
 
 def unique_labels(paths: Sequence[Path]) -> list[str]:

@@ -1,15 +1,8 @@
 """The data of ``omni-loader compare``: each results directory read and summarised, checked against the others.
 
-:func:`read_entry` reads one results directory (or a packed archive of one) with
-:func:`omni_loader.results.check_results` and keeps its own statistics for every row
-(:func:`omni_loader.reporting.measurements.comparisons`: the same rows its report.md states);
-:func:`consistency_checks` says what sets it apart from the anchor directory (model, tensor digest,
-counts, layout, every setting whose option is declared compared); :func:`against_rows` compares it with the
-anchor phase by phase. A :class:`SideBySide` holds all of it for :mod:`omni_loader.compare.compare_render` to format.
-
-A directory's model, environment and spec are read from its benchmark's record
-(:func:`omni_loader.reporting.measurements.described_record`), never from the top of metadata.json.
-"""
+An :class:`Entry` keeps a directory's own statistics for every row; :func:`consistency_checks` says what sets
+it apart from the anchor, :func:`against_rows` compares it with the anchor phase by phase. A directory's model,
+environment and spec come from its benchmark's record, never from the top of metadata.json."""
 
 from __future__ import annotations
 
@@ -37,9 +30,6 @@ NOT_RECORDED = "not recorded"
 COUNT_COLUMNS = {"state_dict_calls": "state_dict() calls", "weights_loaded": "weights loaded",
                  "persistent_buffers": "persistent buffers"}
 ALL_PHASES = "all phases"  # the phase of an AgainstRow that stands for a pair not compared
-
-
-# --------------------------------------------------------------------------- data
 
 
 @dataclass(frozen=True)
@@ -205,9 +195,6 @@ class SideBySide:
         return next((r for r in self.reference["measurements"] if r["measurement"] == phase), None)
 
 
-# --------------------------------------------------------------------------- reading
-
-
 def read_results(path: str | os.PathLike[str]):  # -> results.ResultsCheck
     """A results directory or archive, read and checked (unknown schemas refused in one line)."""
     with opened(path) as directory:
@@ -268,12 +255,8 @@ def default_label(path: Path) -> str:
     return path.name if path.is_file() and archive_format(path) else (path.resolve().name or str(path))
 
 
-# --------------------------------------------------------------------------- checking
-
-
 def _model_mismatch(e: Entry, anchor: Entry) -> Check:
-    """``e`` measured another model than ``anchor``, or one of them records none (a serve-ab run without --model):
-    then which, and how to record it, not a comparison with the words "not recorded"."""
+    """``e`` measured another model than ``anchor``, or one of them records none: then which, and how to record it."""
     unnamed = next((x for x in (e, anchor) if x.model == NOT_RECORDED), None)
     if unnamed is None:
         return Check(e.label, "mismatch", "model", f"model {e.model!r} is not {anchor.label}'s {anchor.model!r}: "
