@@ -1,13 +1,10 @@
 """Checkpoints in the Hugging Face snapshot layout: find them, check them, read them, make them.
 
-A snapshot is a directory holding ``config.json`` (with a ``token2wav_config``),
-``model.safetensors.index.json`` (tensor name -> shard file), the shards
-``model-0000N-of-0000M.safetensors`` and ``spk_dict.pt``. Token2Wav tensors keep their
-``token2wav.`` prefix in the checkpoint, as in the released Qwen2.5-Omni files.
-
-The real checkpoint cannot be downloaded on every machine, so :func:`synthesize` writes one with
-the exact names, shapes and dtypes of the real one (random values from a seed). The same reading
-code then serves both.
+A snapshot is a directory holding ``config.json`` (with a ``token2wav_config``), ``model.safetensors.index.json``
+(tensor name -> shard file), the shards ``model-0000N-of-0000M.safetensors`` and ``spk_dict.pt``; Token2Wav
+tensors keep their ``token2wav.`` prefix, as in the released files. Since the real checkpoint cannot be
+downloaded everywhere, :func:`synthesize` writes one with its exact names, shapes and dtypes (seeded random
+values), read by the same code.
 """
 
 from __future__ import annotations
@@ -77,9 +74,8 @@ class Snapshot:
 
 
 def model_words(described: dict[str, Any], weights: bool = True) -> str:
-    """What a snapshot holds in words, from its record (:meth:`Snapshot.describe`, a benchmark's ``checkpoint``):
-    "full-size Token2Wav (synthetic weights)" (``weights``: say that they are synthetic), a model id, or the
-    checkpoint directory's name. Every title and table that names the model says it so."""
+    """What a snapshot holds in words, from its record (:meth:`Snapshot.describe`, a benchmark's ``checkpoint``),
+    as every title names it: "full-size Token2Wav (synthetic weights)" (``weights``), a model id, a directory."""
     synthetic = described.get("synthetic") or {}
     if isinstance(synthetic, dict) and synthetic.get("size"):
         size = "full-size" if synthetic["size"] == "full" else synthetic["size"]
@@ -147,18 +143,16 @@ def _shard_keys(path: Path) -> list[str]:
         with safe_open(str(path), framework="pt") as fh:
             return list(fh.keys())
     except Exception as exc:  # safetensors raises its own error type for bad files
-        raise read_failure(path, exc, "shard") or CheckpointError(f"truncated or corrupt shard {path}: {exc}") \
-            from None
+        raise _shard_error(path, exc) from None
 
 def find_in_hub_cache(
     model_id: str, cache_dir: str | os.PathLike[str] | None = None, revision: str | None = None, download: bool = False
 ) -> Snapshot:
     """Resolve ``model_id`` to a local snapshot through huggingface_hub, offline unless ``download``.
 
-    With ``download``, only the config, the index, the speaker dictionary and the shards that hold
-    ``token2wav.`` tensors are fetched, not the whole multi-GB model, within one deadline of the kit's and one
-    line when a Hub does not answer or stalls (:func:`~omni_loader.token2wav.hub.download_snapshot`). A
-    ``refs/main`` that is not a commit hash is refused before it is followed.
+    ``download`` fetches only the config, the index, the speaker dictionary and the shards holding ``token2wav.``
+    tensors, within one deadline (:func:`~omni_loader.token2wav.hub.download_snapshot`). A ``refs/main`` that is
+    not a commit hash is refused before it is followed.
     """
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
@@ -205,12 +199,10 @@ def resolve_snapshot(
 # --------------------------------------------------------------------------- reading
 
 def iter_token2wav_weights(snapshot: Snapshot, read: str = "lazy") -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield ``(key, tensor)`` for every ``token2wav.`` tensor, one shard at a time.
+    """Yield ``(key, tensor)`` for every ``token2wav.`` tensor, one shard at a time, on the CPU.
 
-    As vLLM's safetensors iterator: ``lazy`` (its default) memory-maps each shard, so a tensor's
-    pages are read when its bytes are first used; ``eager`` (its ``--safetensors-load-strategy eager``,
-    meant for network file systems) reads each shard whole into memory and deserializes it. Either
-    way the tensors are on the CPU, and each parameter's loader moves them later.
+    As vLLM's safetensors iterator: ``lazy`` (its default) memory-maps each shard, a tensor's pages read on first
+    use; ``eager`` (``--safetensors-load-strategy eager``) reads each shard whole into memory first.
     """
     from safetensors import safe_open
     from safetensors.torch import load as load_bytes
@@ -235,14 +227,16 @@ def iter_token2wav_weights(snapshot: Snapshot, read: str = "lazy") -> Iterator[t
         except CheckpointError:
             raise
         except Exception as exc:
-            raise read_failure(path, exc, "shard") or CheckpointError(f"truncated or corrupt shard {path}: {exc}") \
-                from None
+            raise _shard_error(path, exc) from None
+
+
+def _shard_error(path: Path, exc: BaseException) -> OmniLoaderError:
+    return read_failure(path, exc, "shard") or CheckpointError(f"truncated or corrupt shard {path}: {exc}")
 
 
 def read_failure(path: Path, exc: BaseException, what: str) -> OmniLoaderError | None:
-    """The error that names the real cause when reading ``path`` failed for a reason other than its content:
-    memory ran out (the machine's problem, not the file's) or the file system refused it (missing, not a
-    file, not readable). None when the content is to blame: the caller says it is damaged."""
+    """The error naming the real cause when reading ``path`` failed for a reason other than its content (memory
+    ran out, the file system refused it); None when the content is to blame."""
     if isinstance(exc, MemoryError):
         return OmniLoaderError(f"out of memory reading {what} {path} ({exc}): the machine ran out, the file is not "
                                "to blame; free memory (or lift the process's memory limit) and run again")
@@ -278,11 +272,8 @@ def ensure_synthetic(size: str = "full", seed: int = 0, progress: bool = False) 
     return path
 
 def checkpoint_tensor_specs(token2wav_config: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-    """Names, shapes and dtypes of the real checkpoint's ``token2wav.`` tensors.
-
-    They are the transformers layout's parameters (unfused q/k/v) plus the DiT's rotary
-    ``inv_freq``, which the released checkpoint stores.
-    """
+    """Names, shapes and dtypes of the real checkpoint's ``token2wav.`` tensors: the transformers layout's
+    parameters (unfused q/k/v) plus the DiT's rotary ``inv_freq``, which the released checkpoint stores."""
     model = build_model(token2wav_config, layout="transformers", device="meta")
     specs = {CHECKPOINT_PREFIX + n: (tuple(p.shape), p.dtype) for n, p in model.named_parameters()}
     inv_freq = model.code2wav_dit_model.rotary_embed.inv_freq
@@ -315,11 +306,8 @@ def synthesize(
     progress: bool = False,
     overwrite: bool = False,
 ) -> Path:
-    """Write a deterministic snapshot in the Hub layout, atomically.
-
-    Everything is written into a temporary sibling directory that is renamed into place at the
-    end, so an interrupted run never leaves a half-written snapshot where a reader would find it.
-    """
+    """Write a deterministic snapshot in the Hub layout, atomically: into a temporary sibling directory renamed
+    into place at the end, so an interrupted run never leaves a half-written snapshot where a reader looks."""
     from safetensors.torch import save_file
 
     out = Path(out)
@@ -376,8 +364,8 @@ def _hub_config(t2w_config: dict[str, Any], size: str, seed: int) -> dict[str, A
     }
 
 def _speaker_dict(dit: dict[str, Any], gen: torch.Generator) -> dict[str, dict[str, Any]]:
-    """Speaker conditioning as the released ``spk_dict.pt`` holds it: per speaker a ``cond`` vector,
-    a reference mel spectrogram and the codec's BOS token (``dit``: the config's ``dit_config``)."""
+    """Speaker conditioning as the released ``spk_dict.pt`` holds it: per speaker a ``cond`` vector, a reference
+    mel spectrogram and the codec's BOS token."""
     return {
         name: {
             "cond": torch.randn(1, dit["enc_emb_dim"], generator=gen),
@@ -405,8 +393,8 @@ def place_in_hub_cache(
     write_text(ensure_dir(repo / "refs") / "main", digest)  # a planted link there is refused, never written through
     return target
 
+
 def _progress(total: int, desc: str, enabled: bool) -> Any:
     from ..progress import progress_bar  # a widget in JupyterLab, a few whole lines in logs and saved notebooks
 
     return progress_bar(total=total, desc=desc, enabled=enabled, unit="tensor", leave=False)
-

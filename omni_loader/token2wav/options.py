@@ -1,18 +1,13 @@
 """``LoadOptions``: how one Token2Wav load is set up, as one frozen value; and how a spec's fields are options.
 
-Why one value: the module tree, device, dtype and construction mode used to travel as four loose
-arguments through some fifteen signatures (CLI → runner → worker → loader, and the profilers and
-the stage server beside them). Now the command layer or a notebook builds a ``LoadOptions`` once,
-checks it here (one line naming the option that is wrong), and hands it down unchanged; the
-benchmark spec embeds it, so ``metadata.json`` records exactly what every load was told.
+Why one value: the command layer or a notebook builds a ``LoadOptions`` once, checks it here (one line naming
+the wrong option) and hands it down unchanged through CLI → runner → worker → loader; the benchmark spec
+embeds it, so ``metadata.json`` records exactly what every load was told.
 
-Why the field helpers live here too: a spec's fields *are* its options. Each field of ``LoadOptions``,
-``BenchmarkSpec`` and ``StartupSpec`` is declared with :func:`option` (its flag, help, choices, and how a
-command line spells its value), and everything that lists options (the parser, the shell command a
-report prints, the stage server's argv, the conflict check of ``--resume``, compare's checks and columns) walks
-:func:`option_fields` instead of keeping a list of names: a list kept by hand once dropped ``--read``, and a report
-said lazy of an eager run (:class:`CheckpointOptions` too). This module imports no torch: a spec can be read and
-compared without it.
+Why the field helpers live here too: each field of ``LoadOptions``, ``BenchmarkSpec`` and ``StartupSpec`` is
+declared with :func:`option`, and everything that lists options (the parser, a report's shell command, the
+stage server's argv, ``--resume``'s conflict check, compare) walks :func:`option_fields`: a list kept by hand
+once dropped ``--read``. This module imports no torch: a spec can be read and compared without it.
 """
 
 from __future__ import annotations
@@ -31,14 +26,11 @@ def option(default: Any = MISSING, *, default_factory: Any = MISSING, flag: str 
            choices: tuple[str, ...] | None = None, spell: Callable[[Any], str] | None = None,
            shell: Callable[[Any], list[str]] | None = None, same: Callable[[Any, Any], bool] | None = None,
            nested: type | None = None, compared: bool | str | None = None, column: str | None = None) -> Any:
-    """A dataclass field that is an option: ``flag`` (default ``--<name>``, underscores as dashes), ``help``,
-    ``choices``; ``spell`` (value -> the option's argument: default ``str``, sequences comma-joined),
-    ``shell`` (value -> its words on a command line: default ``[flag, spell(value)]``, a flag for ``True``,
-    nothing for ``None`` or ``False``), ``same`` (when two values are the same setting), ``nested`` (a
-    dataclass whose fields stand in this one's place, as ``BenchmarkSpec.load`` holds ``LoadOptions``).
-    ``compared``: what ``compare`` makes of two reproductions that differ in it, declared by every option of a
-    measured spec (``True``: they timed different loads, a mismatch; ``NOTED``: a difference it explains, as another
-    module tree; ``False``: it may differ, as runs, seeds or the machine's device); ``column``: its table title."""
+    """A dataclass field that is an option: ``flag`` (default ``--<name>``), ``help``, ``choices``; ``spell``
+    (value -> its argument, default :func:`spelled`), ``shell`` (value -> its words, default :func:`shell_words`),
+    ``same`` (when two values are the same setting), ``nested`` (a dataclass whose fields stand in this one's
+    place). ``compared``: what ``compare`` makes of two reproductions that differ in it (``True``: a mismatch;
+    ``NOTED``: a difference it explains; ``False``: may differ, as runs or seeds); ``column``: its table title."""
     meta = {"flag": flag, "help": help, "choices": choices, "spell": spell, "shell": shell, "same": same,
             "nested": nested, "compared": compared, "column": column}
     return field(default=default, default_factory=default_factory,
@@ -110,11 +102,9 @@ def same_setting(f: Field | None, value: Any, old: Any) -> bool:
 
 
 def option_conflicts(cls: Any, saved: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
-    """One phrase per setting of ``given`` that differs from ``saved`` (both flat name -> value, the options of
-    the dataclass ``cls``), named by its option: ``--runs 6 (saved: 5)``, ``--aa (saved: off)``.
-
-    Settings absent from ``given`` are not compared: they are taken from ``saved``.
-    """
+    """One phrase per setting of ``given`` that differs from ``saved`` (flat name -> value, options of ``cls``),
+    named by its option: ``--runs 6 (saved: 5)``, ``--aa (saved: off)``; settings absent from ``given`` are not
+    compared."""
     known = option_fields(cls)
     lines = []
     for name, value in given.items():
@@ -151,14 +141,9 @@ CONSTRUCT_HELP = ("where parameter memory is first written: resident (default: e
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """What a load is told: the module tree, the device, the stage dtype, where parameters are first written.
-
-    ``device`` is ``auto`` (the GPU torch sees, else the CPU), ``cpu``, ``cuda``, ``cuda:N`` or
-    ``meta``; a benchmark resolves ``auto`` once (:meth:`resolved`) so that its records name the
-    device used. ``construct`` is ``upstream`` (parameters resident before weight loading, as
-    vLLM-Omni's constructors leave them; the fused ``qkv_proj`` left empty), ``empty`` or ``init``.
-    Each field is the option of its name (``--layout`` sets ``layout``): the parser, the stage server's
-    argv and the records take them from here.
+    """What a load is told: the module tree, the device, the stage dtype, where parameters are first written, how
+    the shards are read, the page cache. Each field is the option of its name (``--layout`` sets ``layout``); a
+    benchmark resolves ``device`` ``auto`` once (:meth:`resolved`) so that its records name the device used.
     """
 
     layout: str = option("vllm-omni", choices=LAYOUTS, help="module tree to build (default vllm-omni)",
@@ -216,9 +201,8 @@ class LoadOptions:
 @dataclass(frozen=True)
 class CheckpointOptions:
     """Which snapshot a command loads (a directory, a model id in the Hugging Face cache, or the synthetic one of
-    ``size`` and ``seed``): one option per field, so the parser and a stage group's argv are made from here; the
-    fields are :func:`~.checkpoint.resolve_snapshot`'s keywords. A choice, not a snapshot: a stage server resolves
-    it after binding its port, as finding or making one takes time that ``/health`` must already cover."""
+    ``size`` and ``seed``), one option per field, :func:`~.checkpoint.resolve_snapshot`'s keywords. A choice, not a
+    snapshot: a stage server resolves it after binding its port, a time ``/health`` must already cover."""
 
     checkpoint: str | None = option(None, help="a snapshot directory in the Hub layout")
     model_id: str | None = option(None, flag="--model",

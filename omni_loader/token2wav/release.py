@@ -1,11 +1,10 @@
 """A vLLM-Omni release's own ``find_all_registers``, read from its source and run on the kit's model.
 
-Why: ``baseline`` and ``optimized`` are the kit's copies of what vLLM-Omni 0.28.0 and 0.30.0 ship; running
-the release's own function checks those copies and measures whatever a later release ships. The module that
-holds it imports ``vllm`` at the top, so it is never imported: :func:`read_release` reads the source (an
-installed package, a wheel, an unpacked tree or the file itself) and :meth:`Release.discovery` compiles that
-one function alone, to be called with ``self`` = the model. Standard library only at import time:
-``omni-loader doctor`` calls :func:`read_release` and must stay fast.
+Why: ``baseline`` and ``optimized`` are the kit's copies of what 0.28.0 and 0.30.0 ship; running the release's
+own function checks those copies and measures whatever a later release ships. Its module imports ``vllm``, so
+it is never imported: :func:`read_release` reads the source (an installed package, a wheel, an unpacked tree or
+the file) and :meth:`Release.discovery` compiles that one function alone. Standard library only at import
+time: ``omni-loader doctor`` calls :func:`read_release`.
 """
 
 from __future__ import annotations

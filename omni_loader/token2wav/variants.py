@@ -1,20 +1,14 @@
-"""Loader variants: named combinations of implementations for the load path's extension points.
-
-The load path (:mod:`omni_loader.token2wav.loader`) has two steps worth swapping:
+"""Loader variants: named combinations of implementations for the load path's two swappable steps.
 
 ``discovery``   ``fn(model) -> {name: buffer}``: the persistent buffers (``find_all_registers``)
 ``parameters``  ``fn(model, entries, snapshot, fused) -> {parameter name: shards loaded}``: put the
                 checkpoint's ``(key, tensor)`` entries into the model's parameters
 
-A :class:`Variant` names one implementation of each. The PR's two variants differ only in
-``discovery``; ``assign``, ``fastsafetensors`` and ``pinned`` (GPU only) keep the PR's fix and
-attack what remains after it, moving the parameters' bytes. A user's own step is a reference ``module:function`` (an importable module) or
-``path/to/file.py:function``, imported where the load runs (in the worker process), so a variant
-travels between processes as plain strings.
-
-A vLLM-Omni release's own ``find_all_registers`` is the discovery reference ``installed:`` (the installed
-release, read without importing it) or ``installed:/abs/path`` (a wheel, an unpacked package or the .py):
-:mod:`omni_loader.token2wav.release`. The built-in variant ``installed`` runs the installed release's.
+The PR's two variants differ only in ``discovery``; ``assign``, ``fastsafetensors`` and ``pinned`` (GPU only)
+keep its fix and attack the parameters' bytes. A user's step is ``module:function`` or
+``path/to/file.py:function``, imported in the worker process, so a variant travels as plain strings; a
+vLLM-Omni release's own ``find_all_registers`` is ``installed:`` (the installed one, read without importing
+it) or ``installed:/abs/path`` (:mod:`omni_loader.token2wav.release`).
 
 On the command line: ``--variant NAME=discovery:REF[,parameters:REF]`` or ``--variant NAME=installed[:PATH]``;
 a step not given is the optimized variant's.
@@ -82,9 +76,8 @@ BUILTIN_VARIANTS: dict[str, Variant] = {
 }
 
 
-# Which vLLM-Omni releases the PR's two variants are, for the report and ``compare`` to quote. Read from
-# the released wheels on PyPI: in ``qwen2_5_omni_token2wav.py`` 0.28.0 and 0.30.0 differ only in
-# ``find_all_registers`` (PyPI has no 0.29); the outer Qwen2.5-Omni ``load_weights`` is unchanged.
+# Which vLLM-Omni releases the PR's two variants are, for the report and ``compare`` to quote, read from the wheels
+# on PyPI (no 0.29): their ``qwen2_5_omni_token2wav.py`` differ only in ``find_all_registers``.
 VARIANT_RELEASES: dict[str, dict[str, str]] = {
     "baseline": {
         "rule": "find_all_registers tests `name in self.state_dict()` for every named buffer "
@@ -130,18 +123,17 @@ def resolve_step(ref: str, which: str = "step") -> Callable[..., Any]:
         if attr not in steps:
             raise OmniLoaderError(f"{which} step {ref!r}: no built-in {attr!r} (built-ins: {', '.join(steps)})")
         return steps[attr]
-    module = _import_file(where) if where.endswith(".py") else _import_module(where, ref)
+    if where.endswith(".py"):
+        module = _import_file(where)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            raise OmniLoaderError(f"step {ref!r}: cannot import {where} ({exc})") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise OmniLoaderError(f"{which} step {ref!r}: {where} has no function {attr!r}")
     return fn
-
-
-def _import_module(name: str, ref: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        raise OmniLoaderError(f"step {ref!r}: cannot import {name} ({exc})") from None
 
 
 def _import_file(path: str) -> Any:
@@ -234,7 +226,7 @@ def variant_from(value: str | Variant | dict[str, Any]) -> Variant:
 
 
 def refuse_off_gpu(variant: Variant, device: str, what: str = "this load") -> None:
-    """The one check that a GPU-only variant (``needs_gpu``: pinned host memory) runs on a GPU: the
-    benchmark asks it before any run, the loader again for a caller that went straight to it."""
+    """The one check that a GPU-only variant (``needs_gpu``) runs on a GPU: the benchmark asks it before any run,
+    the loader again for a caller that went straight to it."""
     if variant.needs_gpu and not str(device).startswith("cuda"):
         raise OmniLoaderError(f"variant {variant.name} needs a GPU (--device cuda); {what} is on {device}")
