@@ -1,16 +1,11 @@
 """The checkpoint's page-cache condition around each load: measured before every run, made cold on demand.
 
-A load's reading phases (``read_checkpoint``, ``load_parameters``, the two ``spk_dict.pt`` loads) take what
-the storage gives when the checkpoint is not in the page cache, and what copying gives when it is. So
-before every load, outside its timed phases, the worker measures which share of the bytes the load will
-read is resident (:func:`checkpoint_residency`): of each shard the safetensors header and the ranges of
-its ``token2wav.`` tensors (a real checkpoint's shard also holds the thinker's and talker's tensors, which
-the load never reads), and all of ``spk_dict.pt``. With ``--cache cold`` it first evicts every one of those
-files (:func:`prepare_checkpoint`), and the measurement then says whether the eviction took.
-
-The measurement is a control: a warm run that found less than :data:`WARM_RESIDENT` of the bytes resident,
-or a cold run that found more than :data:`COLD_RESIDENT`, did not load under the condition the benchmark
-names; the report names it (:mod:`omni_loader.reporting.cache_report`). Nothing here imports torch.
+A load's reading phases take what the storage gives when the checkpoint is not in the page cache, and what
+copying gives when it is. So before every load, outside its timed phases, the worker measures which share of
+the bytes the load will read is resident (:func:`checkpoint_residency`: each shard's header and ``token2wav.``
+tensor ranges, and all of ``spk_dict.pt``); with ``--cache cold`` it first evicts those files
+(:func:`prepare_checkpoint`), and the measurement says whether the eviction took. A warm run below
+:data:`WARM_RESIDENT`, or a cold one above :data:`COLD_RESIDENT`, is named in the report. No torch here.
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ from typing import Any
 
 from .pagecache import evict, read_seconds, resident_bytes, resident_fraction
 
-CONDITIONS = ("warm", "cold")
 WARM_RESIDENT = 0.99  # a warm run found at least this share of the checkpoint's bytes resident
 COLD_RESIDENT = 0.05  # a cold run found at most this share resident (its eviction took)
 CACHE_KEY = "checkpoint_cache"  # the load benchmark record's field (metadata.json)
@@ -32,8 +26,8 @@ TOKEN2WAV_PREFIX = "token2wav."
 
 
 def safetensors_ranges(path: str | os.PathLike[str], prefix: str = TOKEN2WAV_PREFIX) -> list[tuple[int, int]]:
-    """The byte ranges ``[start, end)`` of a safetensors file that a reader of its ``prefix`` tensors reads: the
-    header, and each such tensor's data. The whole file when the header cannot be read."""
+    """The byte ranges ``[start, end)`` a reader of the ``prefix`` tensors reads of a safetensors file: the header
+    and each such tensor's data (the whole file when the header cannot be read)."""
     size = os.path.getsize(path)
     try:
         with open(path, "rb", buffering=0) as fh:
@@ -54,8 +48,7 @@ def safetensors_ranges(path: str | os.PathLike[str], prefix: str = TOKEN2WAV_PRE
 
 
 def checkpoint_files(snapshot: Any) -> dict[str, list[tuple[int, int]] | None]:
-    """The files a load of ``snapshot`` (a :class:`~omni_loader.token2wav.checkpoint.Snapshot`) reads, by their name
-    in the snapshot, with the byte ranges it reads of each (None: the whole file)."""
+    """The files a load of ``snapshot`` reads, by name, with the byte ranges it reads of each (None: whole)."""
     files: dict[str, list[tuple[int, int]] | None] = {
         shard: safetensors_ranges(Path(snapshot.root) / shard) for shard in snapshot.shards}
     files[Path(snapshot.spk_dict_path).name] = None
@@ -63,9 +56,9 @@ def checkpoint_files(snapshot: Any) -> dict[str, list[tuple[int, int]] | None]:
 
 
 def checkpoint_residency(snapshot: Any, files: dict[str, list[tuple[int, int]] | None] | None = None) -> dict[str, Any]:
-    """What share of the bytes a load of ``snapshot`` reads is in the page cache now: ``resident`` (byte-weighted
-    over the files; None when it cannot be told), per file ``files`` (fraction) and ``bytes`` (bytes read).
-    ``files``: :func:`checkpoint_files`, read before an eviction (reading a header reads its pages back)."""
+    """What share of the bytes a load of ``snapshot`` reads is in the page cache now: ``resident`` (byte-weighted;
+    None when it cannot be told), per file ``files`` (fraction) and ``bytes``. ``files``: :func:`checkpoint_files`,
+    read before an eviction (reading a header reads its pages back)."""
     fractions: dict[str, float | None] = {}
     sizes: dict[str, int] = {}
     resident = total = 0
@@ -103,9 +96,8 @@ def as_condition(condition: str, resident: float | None) -> bool | None:
 
 
 def storage_throughput(snapshot: Any) -> dict[str, Any]:
-    """The storage's read throughput, measured once: the largest file a load reads, evicted, then read whole.
-    The file is resident afterwards (a warm benchmark loses nothing). ``resident_before`` says what the
-    eviction left: a file that stayed resident (tmpfs, mapped by another process) measured the page cache."""
+    """The storage's read throughput, measured once: the largest file a load reads, evicted, then read whole (and
+    resident afterwards). ``resident_before``: what the eviction left (tmpfs, another's mapping: the page cache)."""
     files = checkpoint_files(snapshot)
     name = max(files, key=lambda n: os.path.getsize(Path(snapshot.root) / n))
     path = Path(snapshot.root) / name
@@ -120,8 +112,8 @@ def storage_throughput(snapshot: Any) -> dict[str, Any]:
 
 
 def recorded_run(saved: dict[str, Any] | None, run_id: int, warmup: bool, result: dict[str, Any]) -> dict[str, Any]:
-    """The record's ``checkpoint_cache`` field with one more run's residency (``result`` is the worker's dict):
-    per run the byte-weighted share and each file's, and the summary of the measured runs so far."""
+    """The record's ``checkpoint_cache`` field with one more run's residency (``result``: the worker's dict), and
+    the summary of the measured runs so far."""
     record = dict(saved or {})
     measured = result.get("checkpoint_residency")
     if not isinstance(measured, dict):

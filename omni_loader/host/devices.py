@@ -1,9 +1,8 @@
 """Device choice, synchronisation and memory figures.
 
-A ROCm GPU is ``torch.cuda`` in PyTorch (``torch.version.hip`` tells ROCm apart), so one code
-path serves both vendors. GPU work is asynchronous: a clock read without synchronising first
-measures how fast kernels were *queued*, not run, so :func:`synchronize` is called at every
-phase edge.
+A ROCm GPU is ``torch.cuda`` in PyTorch (``torch.version.hip`` tells it apart), so one path serves both. GPU
+work is asynchronous, so :func:`synchronize` is called at every phase edge: otherwise a clock measures how
+fast kernels were queued, not run.
 """
 
 from __future__ import annotations
@@ -22,26 +21,15 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "meta")
 AUTO = "auto"
 
 
-def auto_device() -> torch.device:
-    """The GPU when torch sees one (CUDA or ROCm: both are ``torch.cuda``), else the CPU.
-
-    ``auto`` is the default of the CLI and the notebooks so that a person with a GPU measures on it
-    without knowing the flag, and a person without one is not stopped by a missing GPU.
-    """
-    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-
-
 def resolve_device(name: str | torch.device) -> torch.device:
     """Turn a ``--device`` value into a ``torch.device``, or explain in one line why not.
 
-    ``auto`` resolves here, once, to :func:`auto_device`; everything downstream (the loader, the
-    metadata, runs.csv) sees and records the resolved device, never the word ``auto``.
+    ``auto`` (the default, so a GPU is used without knowing the flag) resolves here, once, to the GPU torch sees,
+    else the CPU: everything downstream records the resolved device, never the word ``auto``.
     """
-    if isinstance(name, torch.device):
-        name = str(name)
     name = str(name).strip()
     if name == AUTO:
-        return auto_device()
+        return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     kind = name.split(":", 1)[0]
     if kind not in DEVICE_CHOICES or kind == AUTO:
         raise DeviceError(f"--device {name!r} is not one of {', '.join(DEVICE_CHOICES)} (ROCm GPUs are 'cuda')")
@@ -93,12 +81,8 @@ def gpu_backend() -> str | None:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident set size of this process's own address space so far.
-
-    On Linux this is ``VmHWM`` from /proc, not ``ru_maxrss``: Linux keeps ``ru_maxrss`` across exec, so a
-    worker started from a large parent (a notebook kernel that loaded the model in-process, a test
-    runner) would report the parent's peak as its own. ``ru_maxrss`` (KiB on Linux, bytes on macOS)
-    is the fallback where /proc is missing.
+    """Peak resident set size of this process's own address space so far: ``VmHWM`` from /proc, since Linux keeps
+    ``ru_maxrss`` across exec (a worker would report a large parent's peak); ``ru_maxrss`` where /proc is missing.
     """
     try:
         with open("/proc/self/status") as fh:

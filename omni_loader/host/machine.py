@@ -1,16 +1,12 @@
 """What the machine was and what it was doing: the conditions that make a benchmark noisy.
 
-Why: the same code timed on the same machine must give the same verdicts, and when it does not,
-the reader needs to know whether the machine was fit to measure on. pyperf warns about an unstable
-system; the kit records the facts that decided figures on its own development machine: a virtual
-machine (steal time), free page reporting (freed memory goes back to the host, and its next first
-touch is a host fault priced differently run to run), transparent huge pages, the CPU frequency
-policy, the load average, and how much CPU other processes used while the benchmark ran.
-
-:func:`machine_profile` is read once when a benchmark starts; :class:`Activity` brackets the runs
-(:meth:`Activity.start` / :meth:`Activity.finish`) and returns plain numbers for ``metadata.json``.
-:func:`machine_warnings` turns a saved record into the report's warnings. Linux files are read where
-they exist; elsewhere a field is ``None`` ("not known"), never a guess.
+Why: when the same code on the same machine does not give the same verdicts, the reader needs to know whether
+the machine was fit to measure on. The kit records the facts that decided figures on its own development
+machine: a virtual machine (steal time), free page reporting (a first touch of freed memory is a host fault
+priced differently run to run), transparent huge pages, the CPU frequency policy, the load average, and other
+processes' CPU during the runs. :func:`machine_profile` is read once per benchmark, :class:`Activity` brackets
+the runs, :func:`machine_warnings` turns a saved record into the report's warnings. Where a Linux file is
+missing a field is ``None`` ("not known"), never a guess.
 """
 
 from __future__ import annotations
@@ -205,8 +201,8 @@ def machine_warnings(profile: dict[str, Any] | None, activity: dict[str, Any] | 
         warnings.append(f"busy: other processes used {activity['other_cores']:.2f} of a core on "
                         "average while the benchmark ran; their work lands in whichever runs they overlap. Run "
                         "again on a quiet machine, or judge the differences against an A/A run (--aa).")
-    steal = (activity or {}).get("steal_seconds")
-    if steal and activity.get("seconds") and steal / (activity["seconds"] * (profile or {}).get("cpu_count", 1) or 1) > STEAL_SHARE:
+    steal, cores = (activity or {}).get("steal_seconds"), (profile or {}).get("cpu_count", 1)
+    if steal and activity.get("seconds") and steal / (activity["seconds"] * cores or 1) > STEAL_SHARE:
         warnings.append(f"the host took {steal:,.1f} s of CPU from this virtual machine (steal time): its other "
                         "guests were busy. Run again later, or on a dedicated machine.")
     fpr = (profile or {}).get("free_page_reporting") or ""

@@ -1,16 +1,11 @@
 """Which of a file's pages are in the page cache, dropping them, and how fast the storage reads.
 
-Why: a load whose checkpoint is in the page cache (a *warm* load, the PR's condition) is bound by copying;
-one that must read it from storage (a *cold* load, what a user deploying a model meets first) is bound by
-the storage. The two differ by seconds, so which one a run was is a control: it is measured before every
-load, here, without root.
-
-:func:`resident_bytes` maps the file read-only (``mmap(2)`` through ctypes: Python's ``mmap`` hands out no
-address for a read-only mapping) and asks ``mincore(2)`` which of its pages are resident; mapping a file
-reads none of it, so the measurement does not warm what it measures. :func:`evict` asks the kernel to drop
-the file's clean pages (``posix_fadvise(POSIX_FADV_DONTNEED)``): pages another process has mapped, and on
-some file systems (tmpfs: the page cache *is* the storage) every page, stay, which is why a cold run
-measures residency after evicting instead of trusting it. :func:`read_seconds` reads a file once, whole.
+Why: a warm load (the checkpoint in the page cache, the PR's condition) is bound by copying, a cold one by the
+storage, seconds apart; which one a run was is a control, measured before every load without root.
+:func:`resident_bytes` maps the file read-only (``mmap(2)`` through ctypes: Python's ``mmap`` gives no address
+for a read-only mapping) and asks ``mincore(2)``: mapping reads nothing, so the measurement does not warm what it
+measures. :func:`evict` asks ``posix_fadvise(POSIX_FADV_DONTNEED)``; pages another process maps, and tmpfs's,
+stay, which is why a cold run measures residency after evicting.
 """
 
 from __future__ import annotations
@@ -23,13 +18,12 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-_PROT_READ, _MAP_SHARED = mmap.PROT_READ, mmap.MAP_SHARED
 _LOW_BIT = bytes(i & 1 for i in range(256))  # mincore's vector: bit 0 of each byte says "resident"
 
 
 @lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, libc's among them (find_library runs ldconfig)
+    libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, libc's among them (not ldconfig's)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
     libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
@@ -50,7 +44,7 @@ def resident_pages(path: str | os.PathLike[str]) -> bytes:
         size = os.fstat(fd).st_size
         if size == 0:
             return b""
-        address = libc.mmap(None, size, _PROT_READ, _MAP_SHARED, fd, 0)
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
         if address in (None, ctypes.c_void_p(-1).value):
             err = ctypes.get_errno()
             raise OSError(err, f"mmap: {os.strerror(err)}", str(path))
@@ -91,8 +85,8 @@ def resident_fraction(path: str | os.PathLike[str], ranges: Iterable[tuple[int, 
 
 
 def evict(path: str | os.PathLike[str]) -> None:
-    """Ask the kernel to drop ``path``'s pages from the page cache (written back first, so that none is held as
-    dirty). Whether it did is for :func:`resident_fraction` to say: mapped pages, and tmpfs, stay."""
+    """Ask the kernel to drop ``path``'s pages from the page cache (written back first); whether it did is for
+    :func:`resident_fraction` to say."""
     fd = os.open(path, os.O_RDONLY)
     try:
         try:
@@ -105,8 +99,7 @@ def evict(path: str | os.PathLike[str]) -> None:
 
 
 def read_seconds(path: str | os.PathLike[str], block: int = 8 << 20) -> tuple[int, float]:
-    """Read ``path`` once, whole, in ``block``-sized reads: ``(bytes, seconds)``. From an evicted file this is the
-    storage's read throughput; the file is resident afterwards."""
+    """Read ``path`` once, whole, in ``block``-sized reads: ``(bytes, seconds)``."""
     buffer = bytearray(block)
     view = memoryview(buffer)
     total = 0

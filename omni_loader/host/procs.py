@@ -1,13 +1,10 @@
 """Stopping a child process and everything it started: the one way the kit does it.
 
-Why one helper: a server under serve-ab forks its own workers, a load worker may start threads
-or helpers, and a benchmark that is interrupted or times out must leave nothing running behind
-it (a leftover server keeps the next run's port; a leftover worker keeps its memory). Every such
-child is started as the leader of a process group of its own (``start_new_session=True``, or
-``os.setsid()`` in a forked worker), so stopping it means stopping its group: SIGTERM to every
-member, SIGKILL to whatever is left after a grace period, the leader reaped. Members are found
-with psutil. A process that leaves the group (``setsid`` in a server's child) is caught by
-:func:`adopting_orphans`: the kit becomes its subreaper, so it comes back to the kit when its parent dies.
+Why one helper: an interrupted or timed-out benchmark must leave nothing running (a leftover server keeps the
+next run's port, a worker its memory). Every child leads a process group of its own (``start_new_session=True``,
+or ``os.setsid()`` in a forked worker), so stopping it means SIGTERM to every member (found with psutil),
+SIGKILL to what is left after a grace period, the leader reaped. A process that leaves the group is caught by
+:func:`adopting_orphans`; :class:`ChildGuard` and :func:`die_with_parent` cover a kit that dies without cleanup.
 """
 
 from __future__ import annotations
@@ -100,12 +97,8 @@ def stop_group(pgid: int, grace: float = 10.0, leader: subprocess.Popen | None =
 
 
 def stop_children(pid: int, grace: float = 1.0) -> list[int]:
-    """Stop every descendant of ``pid`` (not ``pid`` itself): SIGTERM, SIGKILL after ``grace`` s.
-
-    For a process whose children share its group (the multiprocessing fork server's workers that
-    have not made their own yet): its group cannot be signalled without signalling the caller.
-    Returns the pids still alive.
-    """
+    """Stop every descendant of ``pid`` (not ``pid`` itself): SIGTERM, SIGKILL after ``grace`` s; returns the pids
+    still alive. For a process whose children share its group, which cannot be signalled without the caller."""
     import psutil
 
     try:
@@ -143,12 +136,8 @@ def pid_alive(pid: int) -> bool:
 
 @functools.cache
 def remove_dead_owners_dirs(prefix: str, root: str | None = None) -> tuple[str, ...]:
-    """Remove the folders ``PREFIX<pid>-*`` in the temporary directory whose process is gone; once per process.
-
-    Why: a process killed with SIGKILL runs no cleanup, so a temporary folder it made stays. Naming
-    each folder after its maker's pid lets the next one remove what the dead left. Returns the
-    folders removed.
-    """
+    """Remove the folders ``PREFIX<pid>-*`` in the temporary directory whose process is gone, once per process;
+    returns them. Why: a process killed with SIGKILL runs no cleanup, and the pid names what the dead left."""
     removed = []
     for path in Path(root or tempfile.gettempdir()).glob(f"{prefix}*-*"):
         pid = path.name[len(prefix):].split("-", 1)[0]
@@ -161,10 +150,10 @@ def remove_dead_owners_dirs(prefix: str, root: str | None = None) -> tuple[str, 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
-def _set_subreaper(on: bool) -> bool:
-    """Make this process the reaper of its orphaned descendants (Linux); False where it cannot."""
+def _prctl(option: int, arg: int) -> bool:
+    """``prctl(option, arg)`` (Linux); False where it fails or there is none."""
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+        return ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 
@@ -174,17 +163,14 @@ def adopting_orphans() -> Iterator[Callable[[], list[str]]]:
     """While inside, processes that a child leaves behind come back to this process; the function yielded
     kills and reaps those that appeared since entry and names them (``pid 123 (cmd...)``).
 
-    Why: a server may start a helper in a session of its own, out of its process group, so stopping the
-    group leaves the helper running (holding a port, memory, a GPU). As a subreaper (``prctl
-    PR_SET_CHILD_SUBREAPER``), this process inherits such a helper when its parent dies, so it can be
-    found among this process's children and stopped. Without prctl (not Linux) nothing is adopted and
-    the function finds only the children this process started itself.
+    Why: a server's helper in a session of its own survives its group's stop; as a subreaper (``prctl
+    PR_SET_CHILD_SUBREAPER``) this process inherits it when its parent dies. Without prctl, only own children.
     """
     import psutil
 
     me = psutil.Process()
     before = {p.pid for p in me.children()}
-    enabled = _set_subreaper(True)
+    enabled = _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
     def survivors() -> list[str]:
         named = []
@@ -203,7 +189,7 @@ def adopting_orphans() -> Iterator[Callable[[], list[str]]]:
         yield survivors
     finally:
         if enabled:
-            _set_subreaper(False)
+            _prctl(PR_SET_CHILD_SUBREAPER, 0)
 
 
 # --------------------------------------------------------------------------- children that die with the kit
@@ -212,10 +198,8 @@ GUARD_ENV = "OMNI_LOADER_GUARD"  # in a guarded child's environment (and so its 
 PARENT_ENV = "OMNI_LOADER_PARENT"  # set by a parent whose children call die_with_parent(): its pid
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
-# The watcher: reads "+PGID" / "-PGID" lines from its stdin, a pipe whose only writer is the kit. At EOF (the
-# kit exited, or was killed: the kernel closes its end either way) it stops every group still registered
-# (SIGTERM, SIGKILL after GRACE s), then SIGKILLs every process whose environment carries the kit's token (a
-# helper that left its group). Plain Python, no imports of the kit's: it starts in milliseconds.
+# The watcher (ChildGuard's): reads "+PGID" / "-PGID" lines from a pipe only the kit writes; at EOF it stops the
+# groups still registered, then every process carrying the kit's token. No imports of the kit's: it starts fast.
 _WATCHER = r"""
 import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -255,15 +239,11 @@ for entry in os.listdir("/proc"):
 class ChildGuard:
     """Children that die with this process even when it cannot clean up (SIGKILL, a crash, out of memory).
 
-    Why: the kit stops what it started on every path it runs (:func:`stop_group`), but a process killed
-    with SIGKILL runs no path at all, and a server started in a session of its own (serve-ab's) is no
-    child the kernel stops with it. So a small watcher process holds the read end of a pipe whose write
-    end only this process holds: when this process ends, however it ends, the watcher reads EOF and stops
-    every process group registered with :meth:`watch` (SIGTERM, SIGKILL after ``grace`` s), then every
-    process whose environment carries this guard's token (:meth:`env`: a helper that left its group
-    keeps its environment). The watcher is started once, before anything is timed, and waits in a read:
-    it costs a run nothing. Where it cannot start (no ``/proc``, no interpreter), it is absent and the
-    kit is as before; :attr:`active` says which.
+    Why: a process killed with SIGKILL runs no cleanup, and a server in a session of its own is no child the
+    kernel stops with it. A watcher process holds the read end of a pipe only this process writes: when this
+    process ends, however, the watcher reads EOF and stops every group registered with :meth:`watch` (SIGTERM,
+    SIGKILL after ``grace`` s), then every process whose environment carries this guard's token (:meth:`env`).
+    It waits in a read, costing a run nothing; where it cannot start, :attr:`active` is False.
     """
 
     def __init__(self, grace: float = 5.0) -> None:
@@ -328,28 +308,22 @@ class ChildGuard:
 
 def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     """Ask the kernel to send ``sig`` to this process when its parent ends (Linux ``PR_SET_PDEATHSIG``), if the
-    parent asked for it by setting :data:`PARENT_ENV` to its pid; a parent that already ended gets ``sig`` sent
-    at once. Returns whether the request was made.
+    parent set :data:`PARENT_ENV` to its pid (one already ended: ``sig`` at once). Returns whether it was made.
 
-    Why: a stage-group's stages are its children; killed with SIGKILL, the group stops none of them, and
-    they would keep their ports and memory. The signal is tied to the parent's thread that started the
-    child: stage-group starts its stages from its main thread, which lives as long as it does.
+    Why: a stage-group killed with SIGKILL stops none of its stages, which would keep their ports and memory.
+    The signal is tied to the parent's thread that started the child: stage-group's main thread.
     """
     expected = os.environ.get(PARENT_ENV, "")
     if not expected.isdigit():
         return False
-    try:
-        made = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    made = _prctl(PR_SET_PDEATHSIG, int(sig))
     if made and os.getppid() != int(expected):  # the parent ended before the request: it will not be sent
         os.kill(os.getpid(), sig)
     return made
 
 
-# What a worker process is doing, told by its name as the kernel keeps it (/proc/PID/comm: 15 bytes, what
-# ``ps`` and ``top`` show): the benchmark's progress bar reads it while it waits, with no channel to the worker
-# and nothing inside a timed phase (the name is set before a phase's clock starts). Only the top-level steps.
+# What a worker is doing, told by its name as the kernel keeps it (/proc/PID/comm, 15 bytes): the progress bar
+# reads it with no channel to the worker; set before a phase's clock starts. Only the top-level steps.
 PHASE_NAMES = {"construct": "ol:construct", "outer_load_weights": "ol:load-weights", "post_load": "ol:post-load",
                "digest": "ol:digest", "reference_copy": "ol:ref-copy"}
 _ANNOUNCING = [False]  # on in a worker process only: a notebook's kernel keeps its own name

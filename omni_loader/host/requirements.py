@@ -1,14 +1,10 @@
 """What the kit requires of a Python environment, what the environment has, and set-up beside one that exists.
 
-Why: the kit's users measure on a GPU machine whose torch (a ROCm or CUDA build), transformers and vLLM-Omni
-came with the platform. The kit's metadata states ranges (``pyproject.toml``); the exact versions of the
-embedded default live in the lock (``requirements.lock``). Set-up on a Python that already has torch layers
-the kit's venv over that environment (a ``.pth`` line) and installs only what is missing, so nothing there
-is replaced; a package there that is out of the kit's range is refused in one line before anything is
-installed. Everything here is the standard library (and ``packaging``, which pip carries), because set-up
-runs it with the user's Python before the kit's dependencies exist, and ``omni-loader doctor`` must not
-import torch.
-
+Why: on a GPU machine torch (ROCm or CUDA), transformers and vLLM-Omni come with the platform. The kit states
+ranges (``pyproject.toml``) and locks the embedded default's versions (``requirements.lock``); set-up on a Python
+that has torch layers the kit's venv over that environment (a ``.pth`` line) and installs only what is missing,
+refusing a package out of range in one line first. Standard library only (and ``packaging``, which pip
+carries): set-up runs it before the kit's dependencies exist, and ``doctor`` must not import torch.
 The Makefile runs :func:`keep` through ``python -m omni_loader.cli.setup_env keep --venv DIR --extras lab,dev``.
 """
 
@@ -57,11 +53,8 @@ def _toml(text: str) -> dict:
 
 
 def kit_requirements(extras: tuple[str, ...] = ()) -> list:
-    """The kit's requirements (``packaging`` Requirement objects), core plus ``extras``.
-
-    Read from ``pyproject.toml`` beside the package (a checkout, before or after install), else from the
-    installed distribution's metadata: one list, never typed twice.
-    """
+    """The kit's requirements (``packaging`` Requirement objects), core plus ``extras``: from ``pyproject.toml``
+    beside the package, else from the installed distribution's metadata (one list, never typed twice)."""
     requirements, _ = _packaging()
     pyproject = REPO / "pyproject.toml"
     if pyproject.is_file():
@@ -177,7 +170,7 @@ def read_lock(path: Path | None = None) -> dict[str, str]:
 
 def own_environment() -> list[str]:
     """The site directories of an existing environment this venv is layered over (empty for a venv of its own)."""
-    for directory in dict.fromkeys(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))):
+    for directory in _site_dirs(existing=False):
         pth = Path(directory) / OWN_ENV_PTH
         if pth.is_file():
             return [line for line in pth.read_text().splitlines() if line and not line.startswith("#")]
@@ -185,11 +178,9 @@ def own_environment() -> list[str]:
 
 
 def lock_record() -> dict[str, object] | None:
-    """What ``metadata.json`` says of the lock: its file and digest, and how this environment differs from it.
-
-    ``differs`` names each locked package installed at another version (``transformers 4.57.6 (lock 5.24.0)``);
-    a build label alone (``2.13.0+rocm7.1`` against ``2.13.0``) is no difference. None outside a checkout.
-    """
+    """What ``metadata.json`` says of the lock: its file and digest, and ``differs``, each locked package installed
+    at another version (``transformers 4.57.6 (lock 5.24.0)``; a build label is no difference). None outside a
+    checkout."""
     path = REPO / LOCK_NAME
     if not path.is_file():
         return None
@@ -205,9 +196,9 @@ def lock_record() -> dict[str, object] | None:
 # --------------------------------------------------------------------------- set-up beside an existing environment
 
 
-def _site_dirs() -> list[str]:
+def _site_dirs(existing: bool = True) -> list[str]:
     return list(dict.fromkeys(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))
-                              and Path(p).is_dir()))
+                              and (not existing or Path(p).is_dir())))
 
 
 def _say(text: str) -> None:
@@ -215,12 +206,10 @@ def _say(text: str) -> None:
 
 
 def keep(venv: Path, extras: tuple[str, ...], python: str, uv: str | None) -> int:
-    """Layer ``venv`` over this Python's environment and install into it only what the kit misses.
-
-    Run by the Python that has the platform's torch. Out-of-range packages are refused before anything is
-    written. pip decides what is missing (it sees the layered environment as imports do, and keeps what
-    satisfies a requirement); uv installs it (seconds, where pip takes a minute). What is missing is pinned to
-    the lock where the lock has it, and everything already there to its own version.
+    """Layer ``venv`` over this Python's environment (the one with the platform's torch) and install into it only
+    what the kit misses, pinned to the lock (everything already there to its own version). Out-of-range packages
+    are refused before anything is written. pip decides what is missing (it sees the layered environment as
+    imports do); uv installs it (seconds, where pip takes a minute).
     """
     bad = [p for p in problems(extras) if p.have is not None]
     if bad:

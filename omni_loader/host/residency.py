@@ -1,32 +1,25 @@
 """Which pages of a tensor are resident: where a CPU load's first touches have (not yet) landed.
 
-Freshly allocated memory is only address space until it is written: the first write of each
-4 KiB page is a page fault in which the kernel finds and zeroes a page. Whether a model's
-parameters are resident before loading starts decides whether ``load_parameters`` pays those
-faults, so the kit can look, on Linux, through ``/proc/self/pagemap`` (bit 63 of each page's
-entry: present in RAM). Readable without privileges; the page frame numbers, which need them,
-are not used.
+Fresh memory is only address space until written: each page's first write is a fault in which the kernel finds
+and zeroes a page, so whether parameters are resident decides whether ``load_parameters`` pays those faults.
+Read, without privileges, from ``/proc/self/pagemap`` (bit 63 of each page's entry: present in RAM).
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from functools import lru_cache
 
 import torch
 
+from .pagecache import page_size
+
 _ENTRY = struct.Struct("<Q")
 _PRESENT = 1 << 63
 
 
-def page_size() -> int:
-    return os.sysconf("SC_PAGE_SIZE")
-
-
 def resident_fraction(tensor: torch.Tensor) -> float | None:
-    """Fraction of the pages under ``tensor``'s bytes that are resident, or None where it cannot be
-    told (not on the CPU, empty, or no ``/proc/self/pagemap``)."""
+    """Fraction of the pages under ``tensor``'s bytes that are resident, or None where it cannot be told."""
     if tensor.device.type != "cpu" or tensor.numel() == 0:
         return None
     size = page_size()
@@ -44,19 +37,15 @@ def resident_fraction(tensor: torch.Tensor) -> float | None:
 
 
 def parameter_residency(model: torch.nn.Module, min_bytes: int = 1 << 20) -> dict[str, float | None]:
-    """``{name: resident fraction}`` of every parameter of at least ``min_bytes``.
-
-    Meaningful in a fresh process: memory freed by an earlier model may be handed out again while
-    still resident, which is one reason each measured load gets a process of its own.
-    """
+    """``{name: resident fraction}`` of every parameter of at least ``min_bytes``; meaningful in a fresh process,
+    as memory an earlier model freed may come back resident."""
     return {name: resident_fraction(p) for name, p in model.named_parameters()
             if p.numel() * p.element_size() >= min_bytes}
 
 
 def backing_file(tensor: torch.Tensor) -> str | None:
-    """The file a CPU tensor's memory is mapped from (``/proc/self/maps``), or None for anonymous
-    memory (an ordinary allocation) or where it cannot be told. A tensor that safetensors handed out
-    and that was assigned, not copied, into a model is backed by its shard file."""
+    """The file a CPU tensor's memory is mapped from (``/proc/self/maps``: an assigned safetensors tensor's shard),
+    or None for anonymous memory or where it cannot be told."""
     if tensor.device.type != "cpu" or tensor.numel() == 0:
         return None
     address = tensor.data_ptr()
@@ -75,17 +64,12 @@ def backing_file(tensor: torch.Tensor) -> str | None:
 
 @lru_cache(maxsize=1)
 def first_touch_seconds(nbytes: int = 64 << 20, trials: int = 5) -> float:
-    """What one minor page fault costs on this machine now, measured once per process (every sentence
-    that prices faults then quotes the same figure).
+    """What one minor page fault costs on this machine now, measured once per process (every sentence quotes it).
 
-    Each trial maps ``nbytes`` of fresh anonymous memory (``mmap``, small pages: ``MADV_NOHUGEPAGE``, as
-    the loads' faults are counted) and writes it twice with ``memset``: the first write pays the
-    faults, the second does not, so their difference divided by the faults the first write *counted*
-    (``getrusage``) is one fault's price. Why not a tensor: in a long-lived process (a notebook kernel
-    after several loads) a ``torch.empty`` block can come back already backed, its first write then
-    faulting little, and a price per page came out at 0.06 µs there against 1.2 µs in a fresh process.
-    The median of ``trials``; a trial whose second write was preempted (a difference of 0 or below)
-    prices the first write whole instead: an upper bound, never 0.
+    Each trial maps ``nbytes`` of fresh anonymous small-page memory and ``memset``s it twice: the difference over
+    the faults the first write counted is one fault's price (a preempted second write: the first whole, an upper
+    bound). Not a tensor: in a long-lived kernel ``torch.empty`` can come back already backed (0.06 µs against
+    1.2 µs fresh). The median of ``trials``.
     """
     import ctypes
     import mmap

@@ -1,18 +1,10 @@
-"""Named phases timed with a monotonic clock, with the memory each one reached and what the
-kernel did meanwhile.
+"""Named phases timed with a monotonic clock, with the memory each one reached and what the kernel did meanwhile.
 
-Each phase is also a ``torch.profiler.record_function`` range, so a profile taken around a load
-shows the same phase names as the timing table (the call costs nothing without a profiler).
-
-Beside the clock, every phase records ``getrusage`` deltas: minor and major page faults (where the
-first touch of fresh memory lands: on a CPU, writing 1.8 GB of never-touched parameters costs
-about 460,000 minor faults, and a busy neighbour makes each dearer) and voluntary and involuntary
-context switches (an involuntary switch is the scheduler taking the CPU away: a neighbour stole
-time from the phase). They are the evidence of *why* a phase took what it took.
-
-And the bytes the process made the kernel fetch from storage (``read_bytes`` of ``/proc/self/io``, read
-with one ``pread`` of a descriptor held open: about 2 µs): nothing in a warm load, the checkpoint's
-bytes in a cold one (:mod:`omni_loader.host.pagecache`). None where the file cannot be read.
+Each phase is also a ``torch.profiler.record_function`` range, so a profile shows the timing table's names. Every
+phase records ``getrusage`` deltas, the evidence of *why* it took what it took: minor and major page faults
+(where first touches land: about 460,000 minor faults for 1.8 GB of fresh parameters) and voluntary and
+involuntary context switches (a neighbour taking the CPU); and the bytes fetched from storage (``read_bytes`` of
+``/proc/self/io``, one ``pread``: about 2 µs), nothing in a warm load (:mod:`omni_loader.host.pagecache`).
 """
 
 from __future__ import annotations
@@ -96,11 +88,8 @@ class PhaseClock:
 
 
 class IoCounter:
-    """``read_bytes`` of ``/proc/self/io``: what this process (all its threads) had the kernel fetch from storage.
-
-    The file is opened once, by the process that counts (a forked worker opens its own), and read again with
-    ``pread`` at offset 0, which makes the kernel write it anew.
-    """
+    """``read_bytes`` of ``/proc/self/io``: what this process had the kernel fetch from storage. Opened once by the
+    process that counts and read with ``pread`` at offset 0, which makes the kernel write it anew."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
@@ -125,11 +114,8 @@ class IoCounter:
 
 
 def phase_tree(records: list[PhaseRecord]) -> list[tuple[int, PhaseRecord]]:
-    """The phases as an outline: (depth, record), each enclosing phase right above the phases it encloses.
-
-    Records come in the order the phases *ended* (an enclosing phase after its children); siblings
-    end in the order they ran, so a depth-first walk from the outermost phase gives the reading order.
-    """
+    """The phases as an outline: (depth, record), each enclosing phase right above those it encloses (records
+    come in the order phases *ended*: a depth-first walk from the outermost gives the reading order)."""
     children: dict[str | None, list[PhaseRecord]] = {}
     for r in records:
         children.setdefault(r.parent, []).append(r)
