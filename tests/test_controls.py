@@ -149,7 +149,7 @@ def test_a_step_that_slows_shared_phases_is_named_in_the_report(tiny_snapshot, t
     from omni_loader.results.integrity import check_results
 
     check = check_results(out)
-    slowed = next(r for r in pair_reports(check.frame, check.metadata) if r.second == "slowed")
+    slowed = next(r for r in pair_reports(check.frame, check.suite) if r.second == "slowed")
     assert slowed.changed == ("buffer_discovery",)
     assert "load_parameters" in [c.phase for c in slowed.confounders]
     assert slowed.row("weight_loading").confounded

@@ -14,6 +14,7 @@ from omni_loader.reporting.figures import ShownFigure, write_figure
 from omni_loader.formatting import time_unit
 from omni_loader.reporting.stats import Summary, compare
 from omni_loader.results.integrity import Results
+from omni_loader.results.suite import Suite
 
 
 def _figure() -> ShownFigure:
@@ -185,5 +186,5 @@ def test_a_drawing_that_runs_out_of_memory_says_none_of_its_warnings(tmp_path, m
     monkeypatch.setattr(report, "comparisons", lambda *a: [])
     monkeypatch.setattr(report, "design_alpha", lambda m: 0.05)
     with pytest.raises(MemoryError):
-        report.write_report(Results(tmp_path, {}, None))
+        report.write_report(Results(tmp_path, Suite({}), None))
     assert not [str(w.message) for w in recwarn]

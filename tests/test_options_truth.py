@@ -18,7 +18,7 @@ from omni_loader.bench.runner import started_record
 from omni_loader.results.spec import BenchmarkSpec, spec_conflicts
 from omni_loader.errors import ResultsError
 from omni_loader.reporting import report_environment
-from omni_loader.results.suite import benchmark, flat_spec, read_metadata, store_benchmark
+from omni_loader.results.suite import Suite, flat_spec, store_benchmark
 from omni_loader.startup.serve_ab import StartupSpec, serve_ab_conflicts
 from omni_loader.token2wav.options import (NOTED, LoadOptions, command_words, flag, option, option_conflicts,
                                            option_fields, shell_words, spelled)
@@ -55,10 +55,10 @@ def no_machine_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(metadata, "command_line", lambda: "ipykernel_launcher.py -f /tmp/kernel.json")
 
 
-def saved(spec: BenchmarkSpec, out: Path) -> dict[str, Any]:
+def saved(spec: BenchmarkSpec, out: Path) -> Suite:
     """metadata.json as the runner writes it for ``spec`` (its own record function), read back."""
     store_benchmark(out, "load", started_record(spec, out, spec.plan(), None))
-    return read_metadata(out)
+    return Suite.read(out)
 
 
 def with_one(name: str) -> BenchmarkSpec:
@@ -72,7 +72,7 @@ def everything() -> BenchmarkSpec:
 def test_the_record_holds_every_option(tmp_path: Path, no_machine_probe: None) -> None:
     spec = everything()
     meta = saved(spec, tmp_path / "r")
-    recorded = flat_spec(benchmark(meta, "load"))
+    recorded = flat_spec(meta.benchmark("load"))
     for name in CHANGED:
         assert recorded[name] == (list(CHANGED[name]) if isinstance(CHANGED[name], tuple) else CHANGED[name]), name
     assert BenchmarkSpec.from_metadata(meta) == spec
@@ -101,8 +101,8 @@ def test_reproduce_read_eager_reports_eager(tmp_path: Path, no_machine_probe: No
     assert "| Shards read | eager |" in table
 
 
-def shell_command(meta: dict[str, Any]) -> list[str]:
-    text = report_environment.command_text(benchmark(meta, "load"))
+def shell_command(meta: Suite) -> list[str]:
+    text = report_environment.command_text(meta.benchmark("load"))
     assert text.startswith("a notebook (Jupyter kernel); the same run from a shell: `")
     return shlex.split(text.split("`")[1])
 
@@ -200,7 +200,7 @@ def test_a_new_load_option_appears_everywhere_with_no_other_edit(tmp_path: Path,
     assert parser.parse_args(["--checkpoint", "/s", "--prefetch", "on"]).prefetch == "on"  # the parser
     assert load.argv()[-2:] == ["--prefetch", "on"]  # the stage server's argv
     meta = saved(spec, tmp_path / "r")  # the record
-    assert flat_spec(benchmark(meta, "load"))["prefetch"] == "on"
+    assert flat_spec(meta.benchmark("load"))["prefetch"] == "on"
     assert "--prefetch on" in " ".join(command_words(spec_cls, spec.flat()))  # the shell command
     assert option_conflicts(spec_cls, spec.flat(), {"prefetch": "off"}) == ["--prefetch off (saved: on)"]
     monkeypatch.setattr(report_environment, "BenchmarkSpec", spec_cls)  # the report's class, as if grown in place

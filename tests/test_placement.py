@@ -9,6 +9,7 @@ import pytest
 
 from omni_loader.errors import OmniLoaderError
 from omni_loader.host.placement import cpu_affinity, describe_cpus, resolve_cpus
+from omni_loader.results.suite import Suite
 
 TEXT_ONLY_REPORTS = True  # report.md without plots here: these tests read its text (conftest._text_only_reports)
 
@@ -45,7 +46,7 @@ def test_the_environment_table_says_where_loads_ran():
     from omni_loader.reporting.report_environment import environment_table
 
     def row(spec):
-        lines = environment_table({"kind": "reproduce", "spec": spec}).splitlines()
+        lines = environment_table(Suite({"kind": "reproduce", "spec": spec})).splitlines()
         return next(line for line in lines if line.startswith("| CPUs per load"))
 
     assert row({"cpus": [1]}) == "| CPUs per load | 1 (pinned) |"

@@ -572,9 +572,9 @@ def test_report_intro_headline_and_verdicts(rich):
 
 def test_report_environment_table(rich_dir):
     from omni_loader.reporting.report_environment import environment_table
-    from omni_loader.results.suite import read_metadata
+    from omni_loader.results.suite import Suite
 
-    rows = _md_tables("\n" + environment_table(read_metadata(rich_dir)), "\n")
+    rows = _md_tables("\n" + environment_table(Suite.read(rich_dir)), "\n")
     assert rows[0] == ["Item", "Value"]
     table = dict(rows[1:])
     assert table["Model"] == "Test model"
@@ -597,14 +597,15 @@ def test_report_environment_table(rich_dir):
 
 def test_environment_table_without_a_gpu_or_details():
     from omni_loader.reporting.report_environment import environment_table
+    from omni_loader.results.suite import Suite
 
-    table = dict(_md_tables("\n" + environment_table({"spec": {"in_process": True}}), "\n")[1:])
+    table = dict(_md_tables("\n" + environment_table(Suite({"spec": {"in_process": True}})), "\n")[1:])
     assert table["CUDA"] == "none (CPU build)" and table["Device"] == "()" and table["Memory"] == "?"
     assert table["CPU"] == "(? cores)" and table["omni-loader"] == "(no git commit)"  # cells are stripped
     assert table["Repeats"] == "None per variant, order None, in-process (later runs see a warm process)"
     assert table["Started / finished"] == "? / ?" and table["Checkpoint"] == "?:"
-    cuda = dict(_md_tables("\n" + environment_table({"kind": "reproduce", "environment": {"cuda": "12.4"},
-                                                       "status": "running"}), "\n")[1:])
+    cuda = dict(_md_tables("\n" + environment_table(Suite({"kind": "reproduce", "environment": {"cuda": "12.4"},
+                                                             "status": "running"})), "\n")[1:])
     assert cuda["CUDA"] == "12.4" and cuda["Started / finished"] == "? / running"
     assert cuda["Repeats"].endswith(", a fresh interpreter per run (imports included)")  # schema 1: spawn
 
@@ -957,9 +958,9 @@ BEYOND_ROWS_MINE = [
 
 def test_beyond_pr_section_compares_every_other_variant_with_the_first(arms_dir):
     from omni_loader.reporting.report_tables import beyond_pr_section
-    from omni_loader.results.suite import read_metadata
+    from omni_loader.results.suite import Suite
 
-    lines = beyond_pr_section(read_runs(arms_dir), read_metadata(arms_dir))
+    lines = beyond_pr_section(read_runs(arms_dir), Suite.read(arms_dir))
     table = lines[4]
     assert lines[:4] == ["## Beyond the PR", "",
                          "Each other variant against `baseline`, the first of this benchmark's variants, in the same "
@@ -1377,11 +1378,12 @@ def test_beyond_pr_section_follows_the_recorded_variants(arms_dir):
     """The first recorded variant is the reference; the PR's pair alone has no section; a spec without custom
     variants names built-ins only."""
     from omni_loader.reporting.report_tables import beyond_pr_section
+    from omni_loader.results.suite import Suite
 
     frame = read_runs(arms_dir)
 
     def section(variants):
-        return beyond_pr_section(frame, {"schema_version": 3, "benchmarks": {"load": {"spec": {"variants": variants}}}})
+        return beyond_pr_section(frame, Suite({"schema_version": 3, "benchmarks": {"load": {"spec": {"variants": variants}}}}))
 
     assert section(["optimized", "baseline"]) == [] and section(None) == []
     lines = section(["baseline", "optimized", "assign"])

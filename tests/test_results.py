@@ -418,13 +418,13 @@ def test_a_record_is_started_and_moved_on_by_one_set_of_functions():
 
 def test_check_results_reads_every_benchmark_of_a_suite(tmp_path):
     from omni_loader.results.integrity import check_results, resume_command
-    from omni_loader.results.row_checks import planned_runs
+    from omni_loader.results.suite import Suite
     from omni_loader.results.suite import store_benchmark
 
     store_benchmark(tmp_path, "load", _record("reproduce", _plan(2)))
     store_benchmark(tmp_path, "startup", _record("serve-ab", [{k: v for k, v in e.items() if k != "source"}
                                                               for e in _startup_plan(2, n=4)], status="interrupted"))
-    assert {i: e["source"] for i, e in planned_runs(read_metadata(tmp_path)).items()} == {
+    assert {i: e["source"] for i, e in Suite.read(tmp_path).plan.items()} == {
         0: "load", 1: "load", 2: "server", 3: "server", 4: "server", 5: "server"}  # serve-ab's default source
     append_rows(tmp_path, [row for i in range(2) for row in _run_rows(i)])
     append_rows(tmp_path, [_row(e["run_id"], variant=e["variant"], order=e["order"], phase="startup_to_health",
@@ -438,7 +438,7 @@ def test_check_results_reads_every_benchmark_of_a_suite(tmp_path):
     store_benchmark(tmp_path, "startup", _record("serve-ab", _startup_plan(2, n=4), status="running"))
     assert check_results(tmp_path).findings[-1] == "its writer died"  # a member still running, nobody writing
     alone = {"schema_version": 3, "benchmarks": {"startup": _record("serve-ab", [])}}
-    assert resume_command(tmp_path, alone) == f"omni-loader serve-ab --resume --out {tmp_path}"
+    assert resume_command(tmp_path, Suite(alone)) == f"omni-loader serve-ab --resume --out {tmp_path}"
 
 
 def test_resume_benchmark_sets_bad_rows_aside_and_names_the_runs_done(tmp_path):
@@ -531,15 +531,15 @@ def test_benchmark_record_keeps_the_spec_as_plain_data():
 
 
 def test_suite_status_is_the_first_unfinished_benchmark():
-    from omni_loader.results.integrity import suite_status
+    from omni_loader.results.suite import Suite
 
     def suite(*statuses):
         names = ("load", "startup")
-        return {"schema_version": 3, "benchmarks": {n: {"status": s} for n, s in zip(names, statuses)}}
+        return Suite({"schema_version": 3, "benchmarks": {n: {"status": s} for n, s in zip(names, statuses)}})
 
-    assert suite_status(suite("complete", "complete")) == "complete"
-    assert suite_status(suite("complete", "interrupted")) == "interrupted"
-    assert suite_status({"schema_version": 3, "benchmarks": {}}) is None
+    assert suite("complete", "complete").status == "complete"
+    assert suite("complete", "interrupted").status == "interrupted"
+    assert suite().status is None
 
 
 def test_run_id_lists_are_cut_after_twelve():

@@ -9,6 +9,7 @@ from omni_loader.bench.runner import run_benchmark
 from omni_loader.results.spec import BenchmarkSpec
 from omni_loader.results.integrity import check_results
 from omni_loader.results.planner import FIRST_LOOK, LOOK_ALPHAS, look_alpha, looks
+from omni_loader.results.suite import Suite
 from omni_loader.results.suite import benchmark, read_metadata
 from omni_loader.reporting.report import render_report
 from omni_loader.reporting.sequential import design_alpha, design_sentence, look_at, settled
@@ -36,18 +37,18 @@ def test_the_looks_spend_at_most_the_kits_error_rate():
 
 
 def test_a_clear_pair_with_quiet_controls_is_settled_at_the_first_look():
-    ok, why = settled(_frame(runs=FIRST_LOOK), {}, LOOK_ALPHAS[0])
+    ok, why = settled(_frame(runs=FIRST_LOOK), Suite({}), LOOK_ALPHAS[0])
     assert ok, why
     assert why == f"every headline row claimed and no control confounds at α={LOOK_ALPHAS[0]:g}"
 
 
 def test_a_control_that_differs_keeps_the_benchmark_going():
-    ok, why = settled(_frame(slower={"load_parameters": 0.2}, runs=FIRST_LOOK), {}, LOOK_ALPHAS[0])
+    ok, why = settled(_frame(slower={"load_parameters": 0.2}, runs=FIRST_LOOK), Suite({}), LOOK_ALPHAS[0])
     assert not ok and why == "control Load parameters (optimized) confounds: it differs by at least 1% of an enclosing row"
 
 
 def test_a_control_that_differs_too_little_to_confound_does_not():
-    ok, why = settled(_frame(slower={"split_buffers": 0.0001}, runs=FIRST_LOOK), {}, LOOK_ALPHAS[0])
+    ok, why = settled(_frame(slower={"split_buffers": 0.0001}, runs=FIRST_LOOK), Suite({}), LOOK_ALPHAS[0])
     assert ok, why
 
 
@@ -59,8 +60,8 @@ def test_a_control_is_read_at_the_looks_share_too():
     lower = 0.3020 - frame[(frame["run_id"] == one) & (frame["phase"] == "load_parameters")]["seconds"].iloc[0]
     frame.loc[(frame["run_id"] == one) & frame["phase"].isin(["load_parameters", "weight_loading", "total"]),
               "seconds"] += lower  # above four baseline runs' 0.3000-0.3018 s, below the fifth's 0.3024 s
-    assert settled(frame, {}, LOOK_ALPHAS[0])[0]
-    ok, why = settled(frame, {}, 0.05)
+    assert settled(frame, Suite({}), LOOK_ALPHAS[0])[0]
+    ok, why = settled(frame, Suite({}), 0.05)
     assert not ok and why.startswith("control Load parameters (optimized) confounds")
 
 
@@ -70,13 +71,13 @@ def test_a_pair_that_runs_the_same_steps_is_never_settled():
     frame = _frame(runs=FIRST_LOOK)
     frame = frame[frame["variant"] == "optimized"].copy()
     again = frame.assign(variant="again", run_id=frame["run_id"] + 1000)
-    meta = {"spec": {"variants": ["optimized", "again"], "custom_variants": [{"name": "again"}]}}
+    meta = Suite({"spec": {"variants": ["optimized", "again"], "custom_variants": [{"name": "again"}]}})
     ok, why = settled(pd.concat([frame, again]), meta, LOOK_ALPHAS[0])
     assert not ok and why == "optimized and again run the same steps: nothing to claim"
 
 
 def test_a_headline_row_not_yet_claimed_keeps_the_benchmark_going():
-    ok, why = settled(_frame(runs=4), {}, LOOK_ALPHAS[0])  # 4 + 4 runs cannot reach p < 0.01
+    ok, why = settled(_frame(runs=4), Suite({}), LOOK_ALPHAS[0])  # 4 + 4 runs cannot reach p < 0.01
     assert not ok
     assert why.startswith("Buffer discovery (optimized) not claimed; Token2Wav weight loading (optimized) not claimed")
 
@@ -183,7 +184,7 @@ def test_a_look_reads_the_warmups_and_each_arms_first_runs(stopped, monkeypatch)
     read = []
     monkeypatch.setattr(sequential, "settled", lambda frame, meta, alpha: read.append((frame, meta, alpha)) or (True, ""))
     look_at(stopped[1], 3, 0.01)
-    assert read[0][1] == read_metadata(stopped[1]) and read[0][2] == 0.01  # the record and the look's share
+    assert read[0][1].raw == read_metadata(stopped[1]) and read[0][2] == 0.01  # the record and the look's share
     runs = read[0][0].drop_duplicates("run_id")
     assert sorted(runs[~runs["warmup"]].groupby("variant").size().tolist()) == [3, 3]
     assert runs["warmup"].sum() == 2

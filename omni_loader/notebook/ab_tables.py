@@ -16,7 +16,8 @@ from typing import Any
 
 from ..formatting import TIME_SCALE, table, time_unit
 from ..reporting.controls import MATERIAL, ControlReport, control_report, pair_reports
-from ..reporting.measurements import PR_ROWS, comparisons, label, noise_floors, row_unit, spec_of
+from ..reporting.measurements import PR_ROWS, comparisons, label, noise_floors, row_unit
+from ..results.suite import Suite
 from ..reporting.report_tables import BEYOND_ROWS
 from ..reporting.sequential import design_alpha
 from ..reporting.stats import (ALPHA, HIGH_SPREAD, Comparison, NoiseFloor, compare, confidence_words,
@@ -203,12 +204,12 @@ def _pair_comparisons(frame, first: str, second: str, alpha: float = ALPHA) -> l
     return comps
 
 
-def pair_tables(frame, metadata: dict[str, Any], first: str, second: str) -> list[Any]:
+def pair_tables(frame, suite: Suite, first: str, second: str) -> list[Any]:
     """``second`` against ``first`` from the same runs, as tables (counts and memory, then times) and, where a
     control both run unchanged moved one of the rows, which."""
-    spec = spec_of(metadata)
+    spec = suite.spec
     custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
-    comps = _pair_comparisons(frame, first, second, design_alpha(metadata))
+    comps = _pair_comparisons(frame, first, second, design_alpha(suite))
     counts = count_table(comps, first, second)
     shown = [*([counts] if counts is not None else []), *time_tables(comps, first, second)]
     report = control_report(frame, custom.get(first, first), custom.get(second, second), noise_floors(frame))
@@ -260,11 +261,11 @@ def control_table(report: ControlReport):  # -> Styler
     return _timed(pd.DataFrame(rows), [f"{first} median", f"{second} median", "saving"], unit)
 
 
-def control_tables(frame, metadata: dict[str, Any]) -> list[Any]:
+def control_tables(frame, suite: Suite) -> list[Any]:
     """Every A/B pair's controls, as tables: each enclosing row's saving taken apart, then each control."""
     shown: list[Any] = []
-    alpha = design_alpha(metadata)
-    for report in pair_reports(frame, metadata, noise_floors(frame), alpha):
+    alpha = design_alpha(suite)
+    for report in pair_reports(frame, suite, noise_floors(frame), alpha):
         changed = ", ".join(label(p) for p in report.changed) or "no step"
         shown += [f"### `{report.first}` against `{report.second}`\n\nThey differ only in {changed}. A control that "
                   f"differs by at least {100 * MATERIAL:.0f}% of an enclosing row's `{report.first}` median marks that "

@@ -81,7 +81,7 @@ class SavedResults:
         """The error rate the report reads the verdicts at (a sequential design's look)."""
         from ..reporting.sequential import design_alpha
 
-        return design_alpha(self.checked.metadata)
+        return design_alpha(self.checked.suite)
 
     @cached_property
     def comparisons(self) -> list[Any]:
@@ -117,7 +117,7 @@ class SavedResults:
         """The report's environment table: the machine, the software, every load option, the command."""
         from ..reporting.report_environment import environment_table
 
-        return lower_headers(environment_table(self.checked.metadata))
+        return lower_headers(environment_table(self.checked.suite))
 
     def tables(self) -> list[Any]:
         """The PR's rows (:func:`~.ab_tables.pr_rows`: times with both verdicts, then counts), then every phase as
@@ -137,7 +137,7 @@ class SavedResults:
         like a headline row (:func:`~.ab_tables.control_tables`; ``report.md`` writes the same in sentences)."""
         from .ab_tables import control_tables
 
-        return control_tables(self.checked.frame, self.checked.metadata)
+        return control_tables(self.checked.frame, self.checked.suite)
 
     def pr_reference(self) -> str:
         """This run's headline rows beside the PR's figures (MI300X)."""
@@ -181,14 +181,14 @@ class SavedResults:
         """A benchmark of more than two variants, as tables: what the integrity checks found, the PR's rows
         (baseline against optimized), each other variant against the benchmark's first (with its steps), ``second``
         against ``first`` over the same rows, and the equivalence of every arm."""
-        from ..reporting.measurements import PR_PAIR, planned_arms, spec_of
+        from ..reporting.measurements import PR_PAIR, planned_arms
         from ..reporting.stats import equivalence
         from ..token2wav.variants import variant_from
         from .ab_tables import pair_tables, pr_rows, verdict_legend
 
         checked = self.checked
-        frame, meta = checked.frame, checked.metadata
-        spec = spec_of(meta)
+        frame, suite = checked.frame, checked.suite
+        spec = suite.spec
         arms = list(spec.get("variants") or PR_PAIR)
         custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
         shown: list[Any] = [f"Integrity: {checked.summary or 'the checks found nothing wrong'}",
@@ -198,9 +198,9 @@ class SavedResults:
             variant = variant_from(custom.get(other, other))
             shown += [f"### `{other}` against `{arms[0]}`, the benchmark's first variant\n\n`{other}`: discovery "
                       f"`{variant.discovery}`, parameters `{variant.parameters}`; memory: "
-                      f"{variant.memory or 'no change to where parameters live'}.", *pair_tables(frame, meta, arms[0], other)]
-        shown += [f"### `{second}` against `{first}`", *pair_tables(frame, meta, first, second),
-                  verdict_legend(first, second, self.alpha), equivalence(frame, planned_arms(meta))["statement"]]
+                      f"{variant.memory or 'no change to where parameters live'}.", *pair_tables(frame, suite, arms[0], other)]
+        shown += [f"### `{second}` against `{first}`", *pair_tables(frame, suite, first, second),
+                  verdict_legend(first, second, self.alpha), equivalence(frame, planned_arms(suite))["statement"]]
         return shown
 
     def earlier(self) -> list[Path]:
@@ -275,8 +275,8 @@ class SavedResults:
         from ..reporting.measurements import PR_PAIR, label, noise_floors
         from ..reporting.stats import smallest_p
 
-        frame, meta = self.checked.frame, self.checked.metadata
-        report = next((r for r in pair_reports(frame, meta, noise_floors(frame), self.alpha)
+        frame = self.checked.frame
+        report = next((r for r in pair_reports(frame, self.checked.suite, noise_floors(frame), self.alpha)
                        if (r.first, r.second) == PR_PAIR), None)
         if report is None:
             return ""

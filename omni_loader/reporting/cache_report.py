@@ -25,7 +25,8 @@ from ..formatting import duration, markdown_table, mib, percent, span
 from ..names import PHASE_TREE, READ_PHASES
 from ..results.integrity import Results
 from ..results.rows import RESIDENCY_COLUMN
-from .measurements import PR_PAIR, described_record, label, spec_of
+from .measurements import PR_PAIR, label
+from ..results.suite import Suite
 from .stats import measured, phase_summary
 
 TOUCHED_ROWS = PHASE_TREE.reading_rows  # the headline rows enclosing a phase that reads the checkpoint's files
@@ -57,11 +58,11 @@ class CacheCheck:
         return "; ".join(f"run {i} ({v}) found {percent(r)} of the checkpoint resident" for i, v, r in self.off)
 
 
-def cache_check(frame, metadata: dict[str, Any]) -> CacheCheck:
-    """The :class:`CacheCheck` of a results directory's rows (``check_results(...).frame``) and metadata."""
-    record = described_record(metadata)
+def cache_check(frame, suite: Suite) -> CacheCheck:
+    """The :class:`CacheCheck` of a results directory's rows (``check_results(...).frame``) and metadata.json."""
+    record = suite.described
     saved = record.get(CACHE_KEY) if isinstance(record.get(CACHE_KEY), dict) else {}
-    condition = str(spec_of(metadata).get("cache") or saved.get("condition") or "warm")
+    condition = str(suite.spec.get("cache") or saved.get("condition") or "warm")
     runs = []
     if RESIDENCY_COLUMN in frame and len(frame):
         ok = measured(frame)
@@ -115,10 +116,10 @@ def _saving(frame, phase: str = SAVING_ROW) -> float | None:
     return a.median - b.median if a.n and b.n else None
 
 
-def cache_section(frame, metadata: dict[str, Any]) -> list[str]:
+def cache_section(frame, suite: Suite) -> list[str]:
     """``## Page cache``: the condition, each measured run's residency, the reading phases' faults and bytes,
     the storage's throughput and what the fix is worth here. Nothing for a directory that recorded no residency."""
-    check = cache_check(frame, metadata)
+    check = cache_check(frame, suite)
     if not check.recorded:
         return []
     limit = (f"at least {percent(WARM_RESIDENT, 0)} resident" if check.condition == "warm"
@@ -196,7 +197,7 @@ def cold_and_warm(warm: str | os.PathLike[str] | Results, cold: str | os.PathLik
     the two side by side, in numbers (the savings need not be equal: the cold one also reads from storage)."""
     parts, figures = [], {}
     checks = [Results.read(directory) for directory in (warm, cold)]
-    caches = [cache_check(check.frame, check.metadata) for check in checks]
+    caches = [cache_check(check.frame, check.suite) for check in checks]
     alike = caches[0].condition == caches[1].condition  # then the directory's name tells the two apart
     for check, cache in zip(checks, caches):
         directory = check.directory

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..names import ENCLOSING, LEAF_PHASES, STEP_PHASES
+from ..results.suite import Suite
 from .stats import ALPHA, Comparison, NoiseFloor, compare, phase_summary
 
 # A control's difference smaller than this share of the enclosing row's baseline median cannot change
@@ -109,13 +110,11 @@ class ControlReport:
         return next((r for r in self.rows if r.phase == phase), None)
 
 
-def pair_reports(frame, metadata: dict[str, Any], floors: dict[str, NoiseFloor] | None = None,
+def pair_reports(frame, suite: Suite, floors: dict[str, NoiseFloor] | None = None,
                  alpha: float = ALPHA) -> list[ControlReport]:
     """One :class:`ControlReport` per A/B pair of a results directory: its first variant against each
     other one (the PR's pair first where the benchmark ran it), as the report compares them, at ``alpha``."""
-    from .measurements import spec_of
-
-    spec = spec_of(metadata)
+    spec = suite.spec
     arms = list(spec.get("variants") or ("baseline", "optimized"))
     custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
     reports = []

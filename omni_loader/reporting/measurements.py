@@ -5,8 +5,8 @@ the same statistics (a directory's row in the side-by-side table is its report's
 take them from here rather than one renderer importing the other. Nothing here writes text
 beyond a row's label; nothing imports torch.
 
-The record a table describes is read through :func:`omni_loader.results.benchmark`, the one
-reader of a directory's named benchmarks, so these functions read any schema that module reads.
+The record a table describes is read through :class:`omni_loader.results.suite.Suite`, the one
+reader of a directory's named benchmarks, so these functions read any schema it reads.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..formatting import time_unit
 from ..names import DATA_DIR, PHASE_LABELS
-from ..results.suite import benchmark, flat_spec
+from ..results.suite import Suite
 from .stats import ALPHA, Comparison, NoiseFloor, compare, measured, noise_floor, phase_summary, run_summary
 
 REFERENCE_FILE = DATA_DIR / "reference" / "pr7061.json"
@@ -40,26 +40,19 @@ def load_reference() -> dict[str, Any]:
     return json.loads(REFERENCE_FILE.read_text())
 
 
-def described_record(metadata: dict[str, Any]) -> dict[str, Any]:
-    """The benchmark record a report or a comparison describes: the load benchmark's, else the
-    startup benchmark's (a serve-ab directory of its own), else an empty record.
-
-    Every table that needs the model, the environment, the spec or the plan reads them from this
-    record, never from the top of ``metadata.json``: where they sit on disk is the concern of
-    :func:`omni_loader.results.benchmark` alone.
-    """
-    return benchmark(metadata, "load") or benchmark(metadata, "startup") or {}
+def described_record(metadata: Suite | dict[str, Any]) -> dict[str, Any]:
+    """:attr:`Suite.described <omni_loader.results.suite.Suite.described>` of ``metadata``."""
+    return Suite.of(metadata).described
 
 
-def spec_of(metadata: dict[str, Any]) -> dict[str, Any]:
-    """What the benchmark in ``metadata`` was asked to measure (layout, dtype, variants, workers, ...),
-    flat (:func:`~omni_loader.results.suite.flat_spec`); ``{}`` when not recorded."""
-    return flat_spec(described_record(metadata))
+def spec_of(metadata: Suite | dict[str, Any]) -> dict[str, Any]:
+    """:attr:`Suite.spec <omni_loader.results.suite.Suite.spec>` of ``metadata``."""
+    return Suite.of(metadata).spec
 
 
-def planned_arms(metadata: dict[str, Any]) -> list[str]:
+def planned_arms(suite: Suite | dict[str, Any]) -> list[str]:
     """The variants a benchmark planned (schema 1: the PR's two), then the A/A arms if it had them."""
-    spec = spec_of(metadata)
+    spec = Suite.of(suite).spec
     arms = list(spec.get("variants") or PR_PAIR)
     return arms + (["aa-1", "aa-2"] if spec.get("aa") else [])
 

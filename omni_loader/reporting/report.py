@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import OmniLoaderError
 from ..formatting import duration
 
-from .measurements import PR_PAIR, comparisons, described_record, label, load_reference, noise_floors, planned_arms
+from .measurements import PR_PAIR, comparisons, label, load_reference, noise_floors, planned_arms
 from ..results.suite import flat_spec
 from .report_environment import environment_table
 from .timers import timer_lines
@@ -57,7 +57,7 @@ def render_report(results: str | Path | Results) -> str:
     """report.md's text for a results directory (or its :class:`Results`); writes nothing (its plot links name
     what :func:`write_report` writes). Rows that cannot be trusted are left out, and said so in the report."""
     check = Results.read(results)
-    comps = comparisons(check.frame, design_alpha(check.metadata))
+    comps = comparisons(check.frame, design_alpha(check.suite))
     from .plots import report_figure_stems
 
     stems = report_figure_stems(check.frame, comps, load_reference()) if plots_wanted() else None
@@ -73,7 +73,7 @@ def write_report(results: str | Path | Results) -> Path:
     check = Results.read(results)
     directory = check.directory
     refuse_links(directory, (REPORT_FILE, PLOTS_DIR))  # before anything is written: links are never followed
-    comps = comparisons(check.frame, design_alpha(check.metadata))
+    comps = comparisons(check.frame, design_alpha(check.suite))
     drawn = plots_wanted()
     with warnings_said_on_success():  # a drawing that runs out of memory ends in one line, not a glyph warning each
         figures = _figures(check, comps) if drawn else {}
@@ -92,26 +92,26 @@ def _figures(check: Results, comps: list[Comparison]) -> dict[str, Any]:
 
 
 def _report_text(directory: Path, check: Results, comps: list[Comparison], plots: list[str] | None) -> str:
-    frame, meta = check.frame, check.metadata
+    frame, suite = check.frame, check.suite
     floors = noise_floors(frame)
-    equiv = equivalence(frame, planned_arms(meta))
+    equiv = equivalence(frame, planned_arms(suite))
     mem_table, mem_verdict = memory_table(frame)
-    pairs = pair_reports(frame, meta, floors, design_alpha(meta))
+    pairs = pair_reports(frame, suite, floors, design_alpha(suite))
     controls = next((r for r in pairs if (r.first, r.second) == PR_PAIR), None)
-    cache = cache_check(frame, meta)
+    cache = cache_check(frame, suite)
     parts = [
-        *_intro(check, meta),
-        *_machine_lines(described_record(meta)),
+        *_intro(check),
+        *_machine_lines(suite.described),
         *headline(comps, equiv, mem_verdict, floors, controls, cache_marks(cache)),
         *cache_headline(cache),
         "",
         "## Environment",
         "",
-        environment_table(meta),
+        environment_table(suite),
         "",
         *_measurements_section(comps, floors),
         *controls_section(pairs),
-        *beyond_pr_section(frame, meta, pairs),
+        *beyond_pr_section(frame, suite, pairs),
         *_verdicts_section(frame, comps, equiv, mem_verdict, floors),
         "## Memory",
         "",
@@ -119,7 +119,7 @@ def _report_text(directory: Path, check: Results, comps: list[Comparison], plots
         "",
         *_against_pr_section(comps),
         *_where_time_goes_section(frame),
-        *cache_section(frame, meta),
+        *cache_section(frame, suite),
         *yardstick_lines(frame),
         *_plots_section(plots),
         *_profiles_section(directory),
@@ -127,11 +127,11 @@ def _report_text(directory: Path, check: Results, comps: list[Comparison], plots
     return "\n".join(part.rstrip("\n") for part in parts) + "\n"  # blocks one line apart, tables included
 
 
-def _intro(check: Results, meta: dict[str, Any]) -> list[str]:
+def _intro(check: Results) -> list[str]:
     """The opening sentence: every planned variant with its measured runs (not only the PR's pair), the
     design, the runs that failed, the status and what the integrity checks found."""
-    record = described_record(meta)
-    variants = [a for a in planned_arms(meta) if not a.startswith("aa-")]
+    record = check.suite.described
+    variants = [a for a in planned_arms(check.suite) if not a.startswith("aa-")]
     n = [run_summary(check.frame, v, "state_dict_calls").n for v in variants]
     failed = check.frame[check.frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
     which = "both loader variants" if len(variants) == 2 else f"{len(variants)} loader variants"
@@ -146,7 +146,7 @@ def _intro(check: Results, meta: dict[str, Any]) -> list[str]:
         + f"status {record.get('status')}; {check.summary or 'integrity checks found nothing wrong'}."
         + took(record),
         "",
-        *([f"Design: {design}.", ""] if (design := design_sentence(meta)) else []),
+        *([f"Design: {design}.", ""] if (design := design_sentence(check.suite)) else []),
         *([*(f"- Integrity: {p}" for p in check.problems), ""] if check.problems else []),
     ]
 

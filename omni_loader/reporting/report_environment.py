@@ -15,10 +15,10 @@ from typing import Any
 
 from ..formatting import markdown_table
 from ..results.spec import BenchmarkSpec
-from .measurements import described_record, planned_arms, spec_of
+from .measurements import planned_arms
 from ..host.machine import describe_activity, describe_machine
 from ..host.placement import describe_cpus
-from ..results.suite import flat_spec
+from ..results.suite import Suite, flat_spec
 from ..token2wav.options import HALF_NAMES, command_words, half_dtypes, option_fields
 from ..token2wav.variants import VARIANT_RELEASES
 
@@ -43,10 +43,10 @@ OWN_ROWS = frozenset({"checkpoint", "device", "layout", "dtype", "read", "constr
                       "runs", "order", "workers", "variants"})
 
 
-def environment_table(meta: dict[str, Any]) -> str:
-    """Machine, versions, settings and command of the benchmark in ``meta`` (a directory's metadata.json)."""
-    record = described_record(meta)
-    env, ck, spec = record.get("environment") or {}, record.get("checkpoint") or {}, flat_spec(record)
+def environment_table(suite: Suite) -> str:
+    """Machine, versions, settings and command of the benchmark ``suite`` describes (a directory's metadata.json)."""
+    record = suite.described
+    env, ck, spec = record.get("environment") or {}, record.get("checkpoint") or {}, suite.spec
     mem = env.get("device_memory_bytes")
     gpu = env.get("gpu_backend")
     workers = workers_of(spec)
@@ -66,7 +66,7 @@ def environment_table(meta: dict[str, Any]) -> str:
         ["omni-loader", f"{env.get('kit_version', '')} ({env.get('kit_commit') or 'no git commit'})"],
         ["Installed from", lock_text(env.get("lock"))],
         ["vLLM-Omni installed", vllm_omni_text(env)],
-        ["Variants", variants_text(meta)],
+        ["Variants", variants_text(suite)],
         ["Layout / dtypes", layout_text(spec)],
         ["Shards read", spec.get("read", "lazy (not recorded: kits before --read read lazily)")],
         ["Construction", CONSTRUCT_NOTES.get(spec.get("construct", ""), spec.get("construct", "not recorded"))],
@@ -107,13 +107,12 @@ def vllm_omni_text(env: dict[str, Any]) -> str:
             f"({Path(str(found.get('file'))).name}:{found.get('line')})")
 
 
-def variants_text(meta: dict[str, Any]) -> str:
+def variants_text(suite: Suite) -> str:
     """Each arm with the vLLM-Omni code it stands for: a reader of the PR's rows should not have to know that
     ``optimized`` is what vLLM-Omni 0.30.0 ships and ``baseline`` what 0.28.0 and earlier shipped."""
     notes = []
-    custom = {v["name"]: v for v in spec_of(meta).get("custom_variants") or []
-              if isinstance(v, dict)}
-    for arm in planned_arms(meta):
+    custom = {v["name"]: v for v in Suite.of(suite).spec.get("custom_variants") or [] if isinstance(v, dict)}
+    for arm in planned_arms(suite):
         release = VARIANT_RELEASES.get(arm)
         if release:
             notes.append(f"{arm} = {release['releases']} (code: {release['source']})")

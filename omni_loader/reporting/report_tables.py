@@ -13,7 +13,8 @@ import statistics
 from typing import Any
 
 from ..formatting import duration, format_seconds, markdown_table, mib, percent, table, time_unit
-from .measurements import LABELS, PR_PAIR, PR_ROWS, YARDSTICKS, label, row_unit, spec_of
+from .measurements import LABELS, PR_PAIR, PR_ROWS, YARDSTICKS, label, row_unit
+from ..results.suite import Suite
 from ..names import LEAF_PHASES
 from ..results.rows import PHASE_COUNTERS
 from .controls import MATERIAL, ControlReport
@@ -327,9 +328,9 @@ def _pair_controls(report: ControlReport) -> list[str]:
                                   "Inside"]), "", *accounts, ""]
 
 
-def beyond_pr_section(frame, meta: dict[str, Any], controls: list[ControlReport] | None = None) -> list[str]:
+def beyond_pr_section(frame, suite: Suite, controls: list[ControlReport] | None = None) -> list[str]:
     """Every variant outside the PR's pair, compared with the benchmark's first variant."""
-    spec = spec_of(meta)
+    spec = suite.spec
     arms = list(spec.get("variants") or PR_PAIR)
     first = arms[0]
     others = [v for v in arms[1:] if {first, v} != set(PR_PAIR)]
@@ -341,7 +342,7 @@ def beyond_pr_section(frame, meta: dict[str, Any], controls: list[ControlReport]
     rows, notes = [], []
     for v in others:
         pair = next((r for r in controls or [] if (r.first, r.second) == (first, v)), None)
-        rows += _beyond_rows(frame, first, v, pair, design_alpha(meta))
+        rows += _beyond_rows(frame, first, v, pair, design_alpha(suite))
         variant = variant_from(custom[v]) if v in custom else variant_from(v)
         steps = f"discovery `{variant.discovery}`, parameters `{variant.parameters}`"
         notes.append(f"- **{v}**: {steps}. Memory: {variant.memory or 'no change to where parameters live'}.")

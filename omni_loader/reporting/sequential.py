@@ -26,31 +26,32 @@ from typing import Any
 from ..results.planner import FIXED_ALPHA, look_alpha
 from ..names import ENCLOSING
 from .controls import MATERIAL, pair_reports
-from .measurements import PR_ROWS, described_record, label
+from .measurements import PR_ROWS, label
+from ..results.suite import Suite
 from .stats import compare, confidence_words, phase_summary
 
 __all__ = ["design_alpha", "design_sentence", "look_at", "settled"]
 
 
-def _sequential(metadata: dict[str, Any]) -> dict[str, Any]:
+def _sequential(suite: Suite) -> dict[str, Any]:
     """The load benchmark's ``sequential`` record (looks, alphas, where it stopped); {} for a fixed design."""
-    seq = described_record(metadata).get("sequential") or {}
+    seq = Suite.of(suite).described.get("sequential") or {}
     return seq if isinstance(seq, dict) and seq.get("looks") else {}
 
 
-def design_alpha(metadata: dict[str, Any]) -> float:
+def design_alpha(suite: Suite) -> float:
     """The error rate a benchmark's verdicts are read at: the kit's 0.05 for a fixed design; for a sequential
     one, the share of the look it stopped at, or of its last look when none stopped it."""
-    seq = _sequential(metadata)
+    seq = _sequential(suite)
     if not seq:
         return FIXED_ALPHA
     return look_alpha(seq["looks"], seq.get("stopped_at") or seq["looks"][-1])
 
 
-def settled(frame, metadata: dict[str, Any], alpha: float) -> tuple[bool, str]:
+def settled(frame, suite: Suite, alpha: float) -> tuple[bool, str]:
     """Whether the verdicts in ``frame`` (measured rows) are settled at ``alpha``, and why (see the module)."""
     open_ = []
-    for pair in pair_reports(frame, metadata, alpha=alpha):
+    for pair in pair_reports(frame, suite, alpha=alpha):
         headline = list(pair.changed) + [row for row, leaves in ENCLOSING.items()
                                          if row in PR_ROWS and set(leaves) & set(pair.changed)]
         if not headline:
@@ -77,12 +78,12 @@ def look_at(out: str | Path, n: int, alpha: float) -> tuple[bool, str]:
 
     order = pd.to_numeric(frame["order"], errors="coerce")  # empty for warm-ups
     frame = frame[(frame["source"] == "load") & (frame["warmup"].astype(bool) | (order <= n))]
-    return settled(frame, check.metadata, alpha)
+    return settled(frame, check.suite, alpha)
 
 
-def design_sentence(metadata: dict[str, Any]) -> str:
+def design_sentence(suite: Suite) -> str:
     """The design in one sentence for the report's opening, computed from the record; '' for a fixed design."""
-    seq = _sequential(metadata)
+    seq = _sequential(suite)
     if not seq:
         return ""
     looks, alphas = seq["looks"], seq.get("alphas") or []
@@ -93,4 +94,4 @@ def design_sentence(metadata: dict[str, Any]) -> str:
         return f"{plan}; it stopped after {seq['stopped_at']} a side: {seen[-1]['why'] if seen else 'settled'}"
     why = f" ({seen[0]['why']})" if seen else ""
     return (f"{plan}; not settled after {looks[0]}{why}, so all {looks[-1]} ran, and every verdict here is read at "
-            f"α={design_alpha(metadata):g} ({confidence_words(design_alpha(metadata))} intervals)")
+            f"α={design_alpha(suite):g} ({confidence_words(design_alpha(suite))} intervals)")

@@ -22,11 +22,10 @@ from ..errors import ResultsError
 from ..formatting import count
 from .lock import describe_holder, lock_holder
 from .rows import REJECTED_FILE, RESIDENCY_COLUMN, RUNS_FILE
-from .row_checks import (Finding, check_rows, csv_records, rows_frame, run_ids_text, plan_entries, read_lines,
-                         planned_runs)
+from .row_checks import Finding, check_rows, csv_records, rows_frame, run_ids_text, read_lines
 from ..safe_files import open_file, refuse_link
-from .suite import (DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, REPORT_KEY, benchmark, benchmarks, flat_spec,
-                    read_metadata, resumed)
+from .suite import (DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, REPORT_KEY, Suite, flat_spec, plan_entries,
+                    resumed)
 
 
 @dataclass(frozen=True)
@@ -39,12 +38,12 @@ class Results:
     ``results / "report.md"``). ``frame`` is runs.csv without the rows that cannot be trusted.
     ``found`` holds what was wrong, one :class:`~omni_loader.results.row_checks.Finding` each; ``problems``
     and ``findings`` are their sentences and their few words, and ``summary`` joins the latter (the report's
-    opening sentence quotes it). ``metadata`` is metadata.json as written (any readable schema): its
+    opening sentence quotes it). ``suite`` is metadata.json as written (:attr:`metadata`, any readable schema): its
     benchmarks through :meth:`benchmark`, the load benchmark's as :attr:`load` and its settings as :attr:`spec`.
     """
 
     directory: Path
-    metadata: dict[str, Any]
+    suite: Suite  # metadata.json, its benchmarks found once
     frame: Any  # pandas.DataFrame
     found: tuple[Finding, ...] = ()
     missing_runs: tuple[int, ...] = ()  # planned run ids with no trusted rows
@@ -71,9 +70,14 @@ class Results:
         """The findings, then the notes, in a few words each ('' when there is nothing to say)."""
         return "; ".join([*self.findings, *self.notes])
 
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """metadata.json as written."""
+        return self.suite.raw
+
     def benchmark(self, name: str) -> dict[str, Any] | None:
         """The record of benchmark ``name`` (``load``, ``startup``) of this directory, or None."""
-        return benchmark(self.metadata, name)
+        return self.suite.benchmark(name)
 
     @classmethod
     def read(cls, directory: str | os.PathLike[str] | Results) -> Results:
@@ -110,7 +114,7 @@ def check_results(directory: str | os.PathLike[str]) -> Results:
     are missing, a benchmark whose writer died. Bad rows are left out of ``frame``.
     """
     directory = Path(directory)
-    metadata = read_metadata(directory)
+    suite = Suite.read(directory)
     lines = read_lines(directory / RUNS_FILE)  # runs.csv is parsed here, once
     frame = rows_frame(lines.records)
     frame["_line"] = lines.numbers
@@ -119,31 +123,31 @@ def check_results(directory: str | os.PathLike[str]) -> Results:
     header = lines.records[0]
     resident_at = header.index(RESIDENCY_COLUMN) if RESIDENCY_COLUMN in header else None
     frame["_resident"] = [r[resident_at] if resident_at is not None else "" for r in lines.records[1:]]
-    frame, row_findings = check_rows(frame, metadata, lines.cut)
+    frame, row_findings = check_rows(frame, suite, lines.cut)
     rejected = tuple(sorted(set(range(2, lines.total + 2)) - set(frame["_line"])))
     frame = frame.drop(columns=["_seconds", "_resident", "_line"])
-    found = [*_metadata_findings(metadata), *lines.findings, *row_findings]
+    found = [*_metadata_findings(suite), *lines.findings, *row_findings]
     because = tuple(f.short for f in found)  # what left the rejected lines out
-    found += [*_missing_findings(directory, metadata, frame), *_failure_findings(frame, metadata),
-              *_writer_findings(directory, metadata), *_report_findings(directory, metadata)]
-    repairs = [r for record in benchmarks(metadata).values() for r in record.get("repairs", [])]
+    found += [*_missing_findings(directory, suite, frame), *_failure_findings(frame, suite),
+              *_writer_findings(directory, suite), *_report_findings(directory, suite)]
+    repairs = [r for record in suite.members.values() for r in record.get("repairs", [])]
     notes = tuple(f"{count(int(r.get('rows') or 0), 'row')} set aside by --resume ({REJECTED_FILE})" for r in repairs)
-    missing = tuple(sorted(set(planned_runs(metadata)) - _run_ids(frame)))
-    return Results(directory, metadata, frame, tuple(found), missing, rejected, because, notes)
+    missing = tuple(sorted(set(suite.plan) - _run_ids(frame)))
+    return Results(directory, suite, frame, tuple(found), missing, rejected, because, notes)
 
 
 def _run_ids(frame) -> set[int]:
     return set(frame["run_id"].astype(int)) if len(frame) else set()
 
 
-def _missing_findings(directory: Path, metadata: dict[str, Any], frame) -> list[Finding]:
+def _missing_findings(directory: Path, suite: Suite, frame) -> list[Finding]:
     """Planned runs without a trusted row, and how to run them."""
-    plan = planned_runs(metadata)
+    plan = suite.plan
     missing = sorted(set(plan) - _run_ids(frame))
     if not missing:
         return []
-    status = suite_status(metadata)
-    why = f" (status {status}: continue with {resume_command(directory, metadata)})" if status != "complete" else ""
+    status = suite.status
+    why = f" (status {status}: continue with {resume_command(directory, suite)})" if status != "complete" else ""
     return [Finding(f"{count(len(missing), 'planned run')} missing",
                     f"{len(missing)} of {len(plan)} planned runs {'has' if len(missing) == 1 else 'have'} no usable "
                     f"rows: {run_ids_text(missing)}{why}")]
@@ -153,17 +157,17 @@ def _missing_findings(directory: Path, metadata: dict[str, Any], frame) -> list[
 STATUSES = ("running", "complete", "interrupted")
 
 
-def _metadata_findings(metadata: dict[str, Any]) -> list[Finding]:
+def _metadata_findings(suite: Suite) -> list[Finding]:
     """What metadata.json lacks for its rows to be checked: a benchmark, each benchmark's plan and status."""
     found: list[Finding] = []
-    raw = metadata.get("benchmarks")
+    raw = suite.raw.get("benchmarks")
     if isinstance(raw, dict):
         for name, record in raw.items():
             if not isinstance(record, dict):
                 found.append(Finding(f"benchmark {name} unreadable",
                               f"{METADATA_FILE} holds {type(record).__name__} {str(record)[:40]!r} for benchmark "
                               f"{name!r}, not a record: it was not written by omni-loader; restore it from a copy"))
-    members = benchmarks(metadata)
+    members = suite.members
     if not members:
         found.append(Finding("no benchmark recorded",
                       f"{METADATA_FILE} records no benchmark: no plan to check runs.csv against, so none of its "
@@ -187,12 +191,12 @@ def _metadata_findings(metadata: dict[str, Any]) -> list[Finding]:
     return found
 
 
-def _failure_findings(frame, metadata: dict[str, Any]) -> list[Finding]:
+def _failure_findings(frame, suite: Suite) -> list[Finding]:
     """A benchmark, or a variant of one, whose every run failed: no number to report, which is a finding."""
     found: list[Finding] = []
     if not len(frame):
         return found
-    for name, record in benchmarks(metadata).items():
+    for name, record in suite.members.items():
         ids = {int(e["run_id"]) for e in plan_entries(record)}
         sources = ["server"] if DEFAULT_SOURCES.get(name) == "server" else ["load", "aa"]
         rows = frame[frame["run_id"].isin(ids)] if ids else frame[frame["source"].isin(sources)]
@@ -219,15 +223,9 @@ def _failure_findings(frame, metadata: dict[str, Any]) -> list[Finding]:
     return found
 
 
-def suite_status(metadata: dict[str, Any]) -> str | None:
-    """The status of the suite: the first of its benchmarks that is not complete, else ``complete``."""
-    statuses = [record.get("status") for record in benchmarks(metadata).values()]
-    return next((s for s in statuses if s != "complete"), "complete" if statuses else None)
-
-
-def _writer_findings(directory: Path, metadata: dict[str, Any]) -> list[Finding]:
+def _writer_findings(directory: Path, suite: Suite) -> list[Finding]:
     """A benchmark whose record says ``running``: still being written, or its writer died."""
-    if not any(record.get("status") == "running" for record in benchmarks(metadata).values()):
+    if not any(record.get("status") == "running" for record in suite.members.values()):
         return []
     holder = lock_holder(directory)
     if holder and holder.get("alive"):
@@ -235,18 +233,18 @@ def _writer_findings(directory: Path, metadata: dict[str, Any]) -> list[Finding]
                  f"{directory} is being written now by {describe_holder(holder)}: more runs are to come")]
     return [Finding("its writer died",
              f"metadata.json says running, but no process is writing {directory}: its writer was killed or crashed; "
-             f"continue with {resume_command(directory, metadata)}")]
+             f"continue with {resume_command(directory, suite)}")]
 
 
 REPORT_NOT_DRAWN = "report not drawn"  # the finding's few words (drawing the report cures it: see lifecycle)
 
 
-def _report_findings(directory: Path, metadata: dict[str, Any]) -> list[Finding]:
+def _report_findings(directory: Path, suite: Suite) -> list[Finding]:
     """A suite whose every benchmark is complete, but whose report.md was not drawn from its runs: drawing
     began and never ended (out of memory, killed), or the report was removed since. A directory whose
     metadata.json records no drawing (an older kit's, or one made by hand) is not judged."""
-    report = metadata.get(REPORT_KEY)
-    if not isinstance(report, dict) or suite_status(metadata) != "complete":
+    report = suite.raw.get(REPORT_KEY)
+    if not isinstance(report, dict) or suite.status != "complete":
         return []
     if report.get("status") == "drawn" and (directory / REPORT_FILE).is_file():
         return []
@@ -258,7 +256,7 @@ def _report_findings(directory: Path, metadata: dict[str, Any]) -> list[Finding]
                                       f"from their runs: {why}; draw it with: omni-loader report {directory}")]
 
 
-def resume_command(directory: str | os.PathLike[str], metadata: dict[str, Any], command: str | None = None) -> str:
+def resume_command(directory: str | os.PathLike[str], suite: Suite | None = None, command: str | None = None) -> str:
     """The command that continues ``directory``: its specs come from metadata.json, so nothing else is needed.
 
     ``reproduce --resume`` continues every benchmark of a suite that has a load benchmark (its
@@ -267,7 +265,7 @@ def resume_command(directory: str | os.PathLike[str], metadata: dict[str, Any], 
     """
     import shlex
 
-    members = benchmarks(metadata)
+    members = suite.members if suite else {}
     command = command or ("serve-ab" if "startup" in members and "load" not in members else "reproduce")
     return shlex.join(["omni-loader", command, "--resume", "--out", str(directory)])
 

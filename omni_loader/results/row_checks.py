@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import ResultsError
 from ..formatting import count
 from .rows import RUN_COLUMNS, RUNS_FILE, SOURCES, typed_runs
-from .suite import DEFAULT_SOURCES, METADATA_FILE, STATUS_STAMPS, benchmarks
+from .suite import METADATA_FILE, STATUS_STAMPS, Suite, plan_entries
 
 
 def _lines(numbers: list[int]) -> str:
@@ -51,24 +51,6 @@ class LinesRead:
     cut: frozenset[int]  # run ids of records cut short (a crash mid-write): those runs lack rows
     total: int  # data records in the file, torn and malformed ones included
     findings: tuple[Finding, ...] = ()
-
-
-def planned_runs(metadata: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    """run_id -> plan entry (variant, warmup, order, source) of every benchmark in ``metadata``."""
-    plans: dict[int, dict[str, Any]] = {}
-    for name, record in benchmarks(metadata).items():
-        for entry in plan_entries(record):
-            plans[int(entry["run_id"])] = {"source": DEFAULT_SOURCES.get(name, "load"), **entry}
-    return plans
-
-
-def plan_entries(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """A record's plan entries that can be read (a dict with an integer run id); see :func:`_metadata_findings`."""
-    plan = record.get("plan")
-    if not isinstance(plan, list):
-        return []
-    return [e for e in plan if isinstance(e, dict) and isinstance(e.get("run_id"), int)
-            and not isinstance(e.get("run_id"), bool)]
 
 
 
@@ -232,13 +214,13 @@ def _stamp(text: Any):
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
-def _outside_span(frame, metadata: dict[str, Any]) -> tuple[Finding | None, list[int]]:
+def _outside_span(frame, suite: Suite) -> tuple[Finding | None, list[int]]:
     """Runs stamped (``run_started`` / ``run_ended``) before their benchmark started or after it ended, or ending
     before they started: rows of another benchmark (a runs.csv replaced, or rows copied in), not this one's."""
     from datetime import timedelta
 
     spans = {}
-    for name, record in benchmarks(metadata).items():
+    for name, record in suite.members.items():
         start = _stamp(record.get("started_at")) if record.get("started_at") else None
         stamp = STATUS_STAMPS.get(str(record.get("status")))
         end = _stamp(record.get(stamp)) if stamp and record.get(stamp) else None
@@ -277,7 +259,7 @@ def rows_frame(records: list[list[str]]):  # -> pandas.DataFrame
     return typed_runs(buffer, RUNS_FILE)[list(RUN_COLUMNS)]
 
 
-def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()) -> tuple[Any, tuple[Finding, ...]]:
+def check_rows(frame, suite: Suite, cut: Iterable[int] = frozenset()) -> tuple[Any, tuple[Finding, ...]]:
     """Rows with bad values, duplicates, rows off the plan, incomplete runs: the frame without them, and a
     :class:`Finding` for each kind left out."""
     import pandas as pd
@@ -345,12 +327,12 @@ def check_rows(frame, metadata: dict[str, Any], cut: Iterable[int] = frozenset()
                              "ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(edited)]
 
-    for finding, runs in (_absurd_runs(frame), _outside_span(frame, metadata)):
+    for finding, runs in (_absurd_runs(frame), _outside_span(frame, suite)):
         if runs:
             found.append(finding)
             frame = frame[~frame["run_id"].isin(runs)]
 
-    plan = planned_runs(metadata)
+    plan = suite.plan
     if plan and len(frame):  # (apply over no rows gives a frame, not a column)
         def matches(row: Any) -> bool:
             entry = plan.get(int(row.run_id))

@@ -20,7 +20,7 @@ from ..names import VARIANTS
 from ..token2wav.options import NOTED, LoadOptions, option, option_conflicts, option_fields
 from ..token2wav.variants import BUILTIN_VARIANTS, variant_text
 from .planner import DEFAULT_ORDER, DESIGNS, FIRST_LOOK, ORDERS, PlannedRun, looks, plan_runs
-from .suite import METADATA_FILE, benchmark, flat_spec
+from .suite import METADATA_FILE, Suite, flat_spec
 
 # The A/A benchmark's two arms (rows with source "aa"); both load AA_VARIANT.
 AA_ARMS = ("aa-1", "aa-2")
@@ -135,12 +135,13 @@ class BenchmarkSpec:
         return getattr(self.load, name) if name in LOAD_FIELDS else getattr(self, name)
 
     @classmethod
-    def from_metadata(cls, metadata: dict[str, Any]) -> BenchmarkSpec:
-        """The spec of a results directory's load benchmark; one-line error if unusable.
+    def from_metadata(cls, suite: Suite) -> BenchmarkSpec:
+        """The spec of a results directory's load benchmark (``suite``, or its metadata.json as read); one-line
+        error if unusable.
 
         Reads schema 3 (``load`` nested) and schema 2 (the load options flat in the spec).
         """
-        record = benchmark(metadata, "load") or {}
+        record = Suite.of(suite).benchmark("load") or {}
         saved = record.get("spec")
         if not isinstance(saved, dict) or "checkpoint" not in saved:
             raise ResultsError(f"{METADATA_FILE} holds no benchmark spec: it was not made by reproduce")

@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,71 @@ def benchmarks(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def benchmark(metadata: dict[str, Any], name: str) -> dict[str, Any] | None:
     """One named benchmark of ``metadata`` (``load`` or ``startup``), or None when the directory has none."""
     return benchmarks(metadata).get(name)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """metadata.json as read (``raw``, any readable schema), its benchmarks found once.
+
+    Why a noun: checking one directory asks the file for its benchmarks, their plans and their statuses from a
+    dozen places; each used to take the bare dict and find the benchmarks again (:func:`benchmarks`, the one
+    place that knows the schemas' layouts). A :class:`Suite` finds them once and answers the rest.
+    """
+
+    raw: dict[str, Any]
+
+    @classmethod
+    def of(cls, metadata: Suite | dict[str, Any]) -> Suite:
+        """``metadata`` as a suite: a dict read from metadata.json is wrapped, a suite is itself."""
+        return metadata if isinstance(metadata, Suite) else cls(metadata)
+
+    @classmethod
+    def read(cls, directory: str | os.PathLike[str]) -> Suite:
+        """``directory``'s metadata.json (:func:`read_metadata`: one-line :class:`ResultsError` when unreadable)."""
+        return cls(read_metadata(directory))
+
+    @cached_property
+    def members(self) -> dict[str, dict[str, Any]]:
+        """Each benchmark's record by name (``load``, ``startup``)."""
+        return benchmarks(self.raw)
+
+    def benchmark(self, name: str) -> dict[str, Any] | None:
+        """Benchmark ``name``'s record, or None when the suite has none."""
+        return self.members.get(name)
+
+    @property
+    def described(self) -> dict[str, Any]:
+        """The record a report or a comparison describes: the load benchmark's, else the startup benchmark's (a
+        serve-ab directory of its own), else {}. Every table reads the model, the environment, the spec and the
+        plan from it, never from the top of the file."""
+        return self.benchmark("load") or self.benchmark("startup") or {}
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """What the described benchmark was asked to measure, flat (:func:`flat_spec`); {} when not recorded."""
+        return flat_spec(self.described)
+
+    @property
+    def status(self) -> str | None:
+        """The first of its benchmarks' statuses that is not ``complete``, else ``complete`` (None: no benchmark)."""
+        statuses = [record.get("status") for record in self.members.values()]
+        return next((s for s in statuses if s != "complete"), "complete" if statuses else None)
+
+    @cached_property
+    def plan(self) -> dict[int, dict[str, Any]]:
+        """run_id -> plan entry (variant, warmup, order, source) of every benchmark."""
+        return {int(entry["run_id"]): {"source": DEFAULT_SOURCES.get(name, "load"), **entry}
+                for name, record in self.members.items() for entry in plan_entries(record)}
+
+
+def plan_entries(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's plan entries that can be read (a dict with an integer run id); the integrity check says what the
+    others lack."""
+    plan = record.get("plan")
+    if not isinstance(plan, list):
+        return []
+    return [e for e in plan if isinstance(e, dict) and isinstance(e.get("run_id"), int)
+            and not isinstance(e.get("run_id"), bool)]
 
 
 # The load options that schemas 1 and 2 kept flat among the other settings: the options of those kits (later
