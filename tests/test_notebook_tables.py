@@ -90,7 +90,7 @@ def test_an_ab_table_holds_one_number_a_cell_and_the_verdict_in_a_word(arms_dir)
     from omni_loader.results.integrity import check_results
 
     checked = check_results(arms_dir)
-    counts, times = ab_tables.pair_tables(checked.frame, checked.metadata, "baseline", "mine")
+    counts, times = ab_tables.pair_tables(checked.frame, checked.suite, "baseline", "mine")
     assert cells(counts) == [["measurement", "baseline median", "mine median", "saving", "verdict"],
                              ["Calls to state_dict()", "51", "0", "51", "deterministic"]]  # the time tables' sense
     rows = by_first_cell(times)
@@ -129,7 +129,7 @@ def test_the_notebook_sections_show_tables_not_markdown_walls(arms_dir):
     pairs = [x.split("\n")[0] for x in controls if isinstance(x, str) and x.startswith("###")]
     checked = check_results(arms_dir)
     # assign changes both timed leaves, so it has no control in these rows, and no table
-    assert pairs == [f"### `{r.first}` against `{r.second}`" for r in pair_reports(checked.frame, checked.metadata)] \
+    assert pairs == [f"### `{r.first}` against `{r.second}`" for r in pair_reports(checked.frame, checked.suite)] \
         == ["### `baseline` against `optimized`", "### `baseline` against `mine`"]
 
 
@@ -313,7 +313,7 @@ def test_02s_summary_sits_under_the_notebooks_heading_without_the_tables_it_show
                                         if level == "##" and not ("## " + h).startswith((PHASE_SHARES, STATE_DICT_CALLS))]
     assert "(`buffer_discovery`) |" in whole and "|" not in shown  # the phase-share table once, in the notebook's cell
     assert "primitive calls" in whole and "primitive calls" not in shown
-    discovery = next(line for line in whole.splitlines() if line.startswith("Buffer discovery: "))
+    discovery = next(line for line in whole.splitlines() if line.startswith("Buffer discovery, "))
     assert discovery in shown and "per-variant details in [`baseline/profile.md`](baseline/profile.md)" in shown
 
 
@@ -325,7 +325,7 @@ def test_a_rows_name_in_the_ab_tables_breaks_between_its_words_only(arms_dir):
 
     checked = check_results(arms_dir)
     report = control_report(_frame(slower={"load_parameters": 0.2}))
-    tables = [*ab_tables.pair_tables(checked.frame, checked.metadata, "baseline", "mine"),
+    tables = [*ab_tables.pair_tables(checked.frame, checked.suite, "baseline", "mine"),
               ab_tables.saving_table(report), ab_tables.control_table(report)]
     names = [name for t in tables if not isinstance(t, str)
              for name in re.findall(r'<td[^>]*class="data row\d+ col0"[^>]*>(.*?)</td>', t.to_html())]
@@ -397,7 +397,7 @@ def test_a_confounded_row_is_said_whole_where_no_controls_section_follows(tmp_pa
     from omni_loader.results.integrity import check_results
 
     checked = check_results(_frame_dir(_frame(slower={"load_parameters": 0.2}), tmp_path / "slow"))
-    said = [t for t in ab_tables.pair_tables(checked.frame, checked.metadata, "baseline", "optimized")
+    said = [t for t in ab_tables.pair_tables(checked.frame, checked.suite, "baseline", "optimized")
             if isinstance(t, str)]
     assert len(said) == 1 and said[0].startswith("Confounded: Token2Wav weight loading by Load parameters")
     assert "see Controls" not in said[0] and "differed by at least 1% of the row" in said[0]
