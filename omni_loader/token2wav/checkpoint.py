@@ -104,15 +104,8 @@ def open_snapshot(root: str | os.PathLike[str], source: str = "directory", model
             raise CheckpointError(f"shard listed in {INDEX_FILE} is missing: {root / shard}")
     if not (root / SPK_DICT_FILE).is_file():
         raise CheckpointError(f"speaker dictionary missing: {root / SPK_DICT_FILE}")
-    return Snapshot(
-        root=root,
-        source=source,
-        token2wav_config=t2w_config,
-        weight_map=token2wav,
-        model_id=model_id,
-        revision=root.name if source == "hub-cache" else None,
-        synthetic=config.get(SYNTHETIC_KEY),
-    )
+    return Snapshot(root=root, source=source, token2wav_config=t2w_config, weight_map=token2wav, model_id=model_id,
+                    revision=root.name if source == "hub-cache" else None, synthetic=config.get(SYNTHETIC_KEY))
 
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
@@ -175,20 +168,13 @@ def find_in_hub_cache(
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
             raise CheckpointError(f"--download of {model_id!r} from {constants.ENDPOINT} failed ({reason}); check the "
                                   "network (HF_ENDPOINT, HF_HUB_OFFLINE, proxies), or pass --checkpoint DIR") from None
-        raise CheckpointError(
-            f"model {model_id!r} is not in {where}; pass --download to fetch it, or --checkpoint DIR"
-        ) from None
+        raise CheckpointError(f"model {model_id!r} is not in {where}; pass --download to fetch it, or --checkpoint "
+                              "DIR") from None
     return open_snapshot(path, source="hub-cache", model_id=model_id)
 
-def resolve_snapshot(
-    checkpoint: str | os.PathLike[str] | None = None,
-    model_id: str | None = None,
-    size: str = "full",
-    seed: int = 0,
-    cache_dir: str | os.PathLike[str] | None = None,
-    download: bool = False,
-    progress: bool = False,
-) -> Snapshot:
+def resolve_snapshot(checkpoint: str | os.PathLike[str] | None = None, model_id: str | None = None, size: str = "full",
+                     seed: int = 0, cache_dir: str | os.PathLike[str] | None = None, download: bool = False,
+                     progress: bool = False) -> Snapshot:
     """The snapshot a command should use: ``--checkpoint``, else ``--model``, else the synthetic default."""
     if checkpoint:
         return open_snapshot(checkpoint, model_id=model_id)
@@ -298,14 +284,8 @@ def _make_tensor(key: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torc
         return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
     return (torch.randn(shape, generator=gen, dtype=torch.float32) * 0.02).to(dtype)
 
-def synthesize(
-    out: str | os.PathLike[str],
-    size: str = "full",
-    seed: int = 0,
-    shard_bytes: int = DEFAULT_SHARD_BYTES,
-    progress: bool = False,
-    overwrite: bool = False,
-) -> Path:
+def synthesize(out: str | os.PathLike[str], size: str = "full", seed: int = 0, shard_bytes: int = DEFAULT_SHARD_BYTES,
+               progress: bool = False, overwrite: bool = False) -> Path:
     """Write a deterministic snapshot in the Hub layout, atomically: into a temporary sibling directory renamed
     into place at the end, so an interrupted run never leaves a half-written snapshot where a reader looks."""
     from safetensors.torch import save_file
@@ -337,7 +317,8 @@ def synthesize(
             del tensors
         bar.close()
         total = sum(torch.Size(s).numel() * d.itemsize for s, d in specs.values())
-        (tmp / INDEX_FILE).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1))
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (tmp / INDEX_FILE).write_text(json.dumps(index, indent=1))
         torch.save(_speaker_dict(t2w_config["dit_config"], gen), tmp / SPK_DICT_FILE)
         (tmp / CONFIG_FILE).write_text(json.dumps(_hub_config(t2w_config, size, seed), indent=2))
         tmp.chmod(0o755)  # mkdtemp made it private; a snapshot is meant to be shared

@@ -142,16 +142,9 @@ def tensor_digest(model: nn.Module) -> tuple[str, int]:
 # --------------------------------------------------------------------------- the load
 
 
-def load_token2wav(
-    snapshot: Snapshot,
-    variant: str | Variant = "optimized",
-    options: LoadOptions | None = None,
-    *,
-    digest: bool = True,
-    reference_copy: bool = False,
-    clock: PhaseClock | None = None,
-    **overrides: Any,
-) -> tuple[nn.Module, LoadResult]:
+def load_token2wav(snapshot: Snapshot, variant: str | Variant = "optimized", options: LoadOptions | None = None, *,
+                   digest: bool = True, reference_copy: bool = False, clock: PhaseClock | None = None,
+                   **overrides: Any) -> tuple[nn.Module, LoadResult]:
     """Load Token2Wav from ``snapshot`` as vLLM-Omni's code2wav stage does, timing every phase.
 
     ``variant``: a built-in name or a :class:`~omni_loader.token2wav.variants.Variant`; ``options`` (a

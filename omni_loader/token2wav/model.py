@@ -118,7 +118,7 @@ def _to_vllm_omni_layout(model: nn.Module) -> None:
     device, dtype and no-init context, so the new ``qkv_proj`` is allocated like every other weight."""
     dit = model.code2wav_dit_model
     rotary = dit.rotary_embed
-    # transformers 5.x registers inv_freq as non-persistent beside an original_inv_freq; 4.x kept one persistent inv_freq
+    # transformers 5.x registers inv_freq non-persistent beside an original_inv_freq; 4.x kept one persistent inv_freq
     rotary._non_persistent_buffers_set.discard("inv_freq")
     rotary._non_persistent_buffers_set.discard("original_inv_freq")
     rotary._buffers.pop("original_inv_freq", None)
@@ -153,32 +153,20 @@ def _cast_like_vllm_omni(model: nn.Module) -> None:
             module.register_forward_hook(partial(_output_to, dtype=inner))
 
 
-def build_model(
-    token2wav_config: dict[str, Any],
-    layout: str = "vllm-omni",
-    device: torch.device | str = "cpu",
-    dtype: torch.dtype = torch.float32,
-    construct: str = "empty",
-) -> nn.Module:
+def build_model(token2wav_config: dict[str, Any], layout: str = "vllm-omni", device: torch.device | str = "cpu",
+                dtype: torch.dtype = torch.float32, construct: str = "empty") -> nn.Module:
     """Construct Token2Wav directly on ``device`` under default ``dtype`` (the stage dtype), as a serving stage does.
 
     The ``transformers`` layout builds every parameter in ``dtype``; the ``vllm-omni`` layout each half in
-    vLLM-Omni 0.30.0's (:data:`VLLM_OMNI_SUBMODULE_DTYPES`), whatever ``dtype``, through ``_from_config`` under
-    the sub-config's dtype as upstream. ``construct`` decides where parameter memory is first written, and so
-    which phase pays the page faults on a CPU (about 460,000 for the full model):
-
-    ``resident``      every parameter written here, the fused ``qkv_proj`` included, so ``load_weights`` copies
-                      into resident memory as on the GPU the PR measured. On a virtual machine with free page
-                      reporting a first touch is a host fault priced differently run to run: left inside
-                      ``load_parameters``, it made a phase both variants share look 2× faster in one. Default.
-    ``upstream-cpu``  upstream's constructors on a CPU: layers run their default init, the fused ``qkv_proj``
-                      stays ``torch.empty`` (``QKVParallelLinear``), its ~69,000 first touches in
-                      ``load_parameters``. (Called ``upstream`` before; that name still reads.)
-    ``empty``         nothing written: every first touch in ``load_parameters``; for tree studies and meta.
-    ``init``          transformers' full random init, ``qkv_proj`` too (about 7 s for the full model).
-
-    ``resident`` and ``upstream-cpu`` write zeros instead of random values: the load overwrites them anyway.
-    The anti-alias filters and rotary frequencies, buffers the checkpoint lacks, are computed in every mode.
+    vLLM-Omni 0.30.0's (:data:`VLLM_OMNI_SUBMODULE_DTYPES`), through ``_from_config`` under the sub-config's dtype
+    as upstream. ``construct`` decides where parameter memory is first written, so which phase pays a CPU's page
+    faults (about 460,000 for the full model): ``resident`` (default) every parameter here, the fused
+    ``qkv_proj`` included, as GPU memory is resident when the allocator hands it out (on a VM with free page
+    reporting, first touches left in ``load_parameters`` made a phase both variants share look 2× faster in one);
+    ``upstream-cpu`` (formerly ``upstream``) what upstream's constructors write on a CPU, all but the fused
+    ``qkv_proj`` (``torch.empty``, ~69,000 first touches); ``empty`` nothing (tree studies, meta); ``init``
+    transformers' full random init (about 7 s). The first two write zeros: the load overwrites them anyway.
+    Buffers the checkpoint lacks (anti-alias filters, rotary frequencies) are computed in every mode.
     """
     check_choice("--layout", layout, LAYOUTS)
     check_choice("--construct", construct, CONSTRUCT_MODES)

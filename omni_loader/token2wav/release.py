@@ -25,7 +25,8 @@ from ..errors import OmniLoaderError
 MODULE = Path("vllm_omni/model_executor/models/qwen2_5_omni/qwen2_5_omni_token2wav.py")
 FUNCTION = "find_all_registers"
 PER_BUFFER, WALK, OTHER = "per-buffer state_dict()", "one module walk", "other"
-GIVE_ONE = "name a release instead: --variant NAME=installed:PATH, PATH a vLLM-Omni .whl, an unpacked package or the .py"
+GIVE_ONE = ("name a release instead: --variant NAME=installed:PATH, PATH a vLLM-Omni .whl, an unpacked package or "
+            "the .py")
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ def read_release(path: str | Path | None = None) -> Release:
     if path.suffix == ".whl":
         return _from_wheel(path)
     if path.suffix == ".py":
-        root = path.resolve().parents[len(MODULE.parts) - 1] if path.resolve().parts[-len(MODULE.parts):] == MODULE.parts else None
+        inside = path.resolve().parts[-len(MODULE.parts):] == MODULE.parts
+        root = path.resolve().parents[len(MODULE.parts) - 1] if inside else None
         return _from_source(_read(path), path, _dist_version(root) if root else None)
     raise OmniLoaderError(f"{path} is not a .whl, a folder or a .py file; {GIVE_ONE}")
 

@@ -24,11 +24,11 @@ _LOG = logging.getLogger("omni_loader.load")
 
 # (fused parameter, checkpoint part, shard index): vLLM-Omni's stacked q/k/v mapping.
 STACKED_PARAMS = (("qkv_proj", "to_q", 0), ("qkv_proj", "to_k", 1), ("qkv_proj", "to_v", 2))
+Entries = list[tuple[str, torch.Tensor]]  # checkpoint (key, tensor) entries
+Loaded = dict[str, set[int]]  # parameter name -> shards loaded
 
 
-def split_buffer_entries(
-    weights: list[tuple[str, torch.Tensor]], persistent: dict[str, torch.Tensor]
-) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]]:
+def split_buffer_entries(weights: Entries, persistent: dict[str, torch.Tensor]) -> tuple[Entries, Entries]:
     """Separate checkpoint entries that are persistent buffers from the parameter entries."""
     params, buffers = [], []
     for key, tensor in weights:
@@ -36,22 +36,21 @@ def split_buffer_entries(
     return params, buffers
 
 
-def load_parameters(
-    model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool,
-    non_blocking: bool = False,
-) -> dict[str, set[int]]:
+def load_parameters(model: nn.Module, weights: Entries, snapshot: Snapshot, fused: bool,
+                    non_blocking: bool = False) -> Loaded:
     """The ``copy`` parameters step, as vLLM's default weight loader: a ``copy_`` that casts and moves each
     checkpoint tensor into its parameter; returns parameter name -> shards loaded."""
     params = dict(model.named_parameters())
     skippable = {n for n, _ in model.named_buffers()}  # e.g. inv_freq where it is not persistent
-    loaded: dict[str, set[int]] = defaultdict(set)
+    loaded: Loaded = defaultdict(set)
     for key, tensor in weights:
         name = _strip(key)
         target, shard = _stacked_target(name) if fused else (name, None)
         if target not in params:
             if name in skippable:
                 continue
-            raise CheckpointError(f"checkpoint key {key} ({snapshot.root / snapshot.weight_map[key]}) matches no model parameter")
+            raise CheckpointError(f"checkpoint key {key} ({snapshot.root / snapshot.weight_map[key]}) matches no model "
+                                  "parameter")
         param = params[target]
         if shard is None:
             _check_shape(key, tensor, param, snapshot)
@@ -62,18 +61,16 @@ def load_parameters(
     return loaded
 
 
-def load_parameters_assign(
-    model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
-) -> dict[str, set[int]]:
+def load_parameters_assign(model: nn.Module, weights: Entries, snapshot: Snapshot, fused: bool) -> Loaded:
     """The ``assign`` parameters step: the checkpoint's tensors *become* the parameters.
 
     A memory-mapped tensor of the parameter's dtype and device replaces it (as ``load_state_dict(assign=True)``),
     so no byte is copied until read. The fused ``qkv_proj`` is stacked into a new tensor; a mismatch is copied.
     """
     params = dict(model.named_parameters())
-    copies: list[tuple[str, torch.Tensor]] = []
+    copies: Entries = []
     parts: dict[str, dict[int, tuple[str, torch.Tensor]]] = defaultdict(dict)
-    loaded: dict[str, set[int]] = defaultdict(set)
+    loaded: Loaded = defaultdict(set)
     for key, tensor in weights:
         target, shard = _stacked_target(_strip(key)) if fused else (_strip(key), None)
         param = params.get(target)
@@ -99,18 +96,14 @@ def load_parameters_assign(
     return loaded
 
 
-def load_parameters_pinned(
-    model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
-) -> dict[str, set[int]]:
+def load_parameters_pinned(model: nn.Module, weights: Entries, snapshot: Snapshot, fused: bool) -> Loaded:
     """The ``pinned`` parameters step (GPU only): each host tensor staged in pinned memory, then copied without
     blocking, so staging and transfers overlap (the phase clock synchronises at the step's end)."""
     staged = [(key, tensor.pin_memory() if tensor.device.type == "cpu" else tensor) for key, tensor in weights]
     return load_parameters(model, staged, snapshot, fused, non_blocking=True)
 
 
-def load_parameters_fastsafetensors(
-    model: nn.Module, weights: list[tuple[str, torch.Tensor]], snapshot: Snapshot, fused: bool
-) -> dict[str, set[int]]:
+def load_parameters_fastsafetensors(model: nn.Module, weights: Entries, snapshot: Snapshot, fused: bool) -> Loaded:
     """The ``fastsafetensors`` parameters step: vLLM's optional loader library reads whole shards into one buffer
     on the parameters' device (``nogds``: through host bounce buffers), whose tensors are then assigned
     (:func:`load_parameters_assign`). The listed entries serve only as the keys.
@@ -153,9 +146,8 @@ def model_loaded_line(model: nn.Module, name: str = "Qwen2_5OmniToken2WavForCond
     return line
 
 
-def load_buffers(
-    model: nn.Module, persistent: dict[str, torch.Tensor], entries: list[tuple[str, torch.Tensor]], snapshot: Snapshot
-) -> set[str]:
+def load_buffers(model: nn.Module, persistent: dict[str, torch.Tensor], entries: Entries,
+                 snapshot: Snapshot) -> set[str]:
     """Reload every persistent buffer, as vLLM-Omni's ``reload_buffers_to_model`` does: one more ``named_buffers()``
     walk, each copied from its checkpoint entry or onto itself, and counted as loaded either way."""
     saved = {_strip(key): (key, tensor) for key, tensor in entries}
@@ -215,7 +207,7 @@ def load_speaker_dict(snapshot: Snapshot, device: torch.device) -> dict[str, Any
 CHECKPOINT_DTYPE = torch.float32
 
 
-def check_dtypes(model: nn.Module, entries: list[tuple[str, torch.Tensor]], fused: bool) -> None:
+def check_dtypes(model: nn.Module, entries: Entries, fused: bool) -> None:
     """Every checkpoint tensor is float32 (the released checkpoint's) or the parameter's own dtype: another would
     be cast as silently, and the load would compare something else."""
     params = dict(model.named_parameters())
@@ -223,14 +215,13 @@ def check_dtypes(model: nn.Module, entries: list[tuple[str, torch.Tensor]], fuse
         name = _strip(key)
         param = params.get(_stacked_target(name)[0] if fused else name)
         if param is not None and tensor.dtype not in (CHECKPOINT_DTYPE, param.dtype):
-            raise CheckpointError(
-                f"checkpoint tensor {key} is {str(tensor.dtype).removeprefix('torch.')}, not what the model expects: "
-                f"the released checkpoint stores {str(CHECKPOINT_DTYPE).removeprefix('torch.')}, which upstream casts "
-                f"to the parameter's {str(param.dtype).removeprefix('torch.')}; restore the shard from the model "
-                "snapshot")
+            dtypes = [str(d).removeprefix("torch.") for d in (tensor.dtype, CHECKPOINT_DTYPE, param.dtype)]
+            raise CheckpointError(f"checkpoint tensor {key} is {dtypes[0]}, not what the model expects: the released "
+                                  f"checkpoint stores {dtypes[1]}, which upstream casts to the parameter's "
+                                  f"{dtypes[2]}; restore the shard from the model snapshot")
 
 
-def check_all_loaded(model: nn.Module, loaded: dict[str, set[int]], fused: bool) -> None:
+def check_all_loaded(model: nn.Module, loaded: Loaded, fused: bool) -> None:
     """Every parameter (and every q/k/v shard of a fused one) must have come from the checkpoint."""
     for name, param in model.named_parameters():
         expected = {0, 1, 2} if fused and name.rsplit(".", 2)[-2] == "qkv_proj" else {0}
@@ -241,13 +232,8 @@ def check_all_loaded(model: nn.Module, loaded: dict[str, set[int]], fused: bool)
             raise CheckpointError(f"checkpoint is missing key {key} (needed by parameter {name})")
 
 
-def reference_state_dict(
-    model: nn.Module,
-    param_entries: list[tuple[str, torch.Tensor]],
-    buffer_entries: list[tuple[str, torch.Tensor]],
-    persistent: dict[str, torch.Tensor],
-    fused: bool,
-) -> dict[str, torch.Tensor]:
+def reference_state_dict(model: nn.Module, param_entries: Entries, buffer_entries: Entries,
+                         persistent: dict[str, torch.Tensor], fused: bool) -> dict[str, torch.Tensor]:
     """The checkpoint's tensors keyed as ``model.state_dict()`` keys them (q/k/v stacked for a fused
     layout, persistent buffers included), built before the reference copy is timed."""
     state: dict[str, torch.Tensor] = {}
@@ -278,10 +264,8 @@ def _stacked_target(name: str) -> tuple[str, int | None]:
 
 def _check_shape(key: str, tensor: torch.Tensor, target: torch.Tensor, snapshot: Snapshot) -> None:
     if tuple(tensor.shape) != tuple(target.shape):
-        raise CheckpointError(
-            f"shape mismatch for {key} in {snapshot.root / snapshot.weight_map[key]}: "
-            f"checkpoint {tuple(tensor.shape)}, model {tuple(target.shape)}"
-        )
+        raise CheckpointError(f"shape mismatch for {key} in {snapshot.root / snapshot.weight_map[key]}: "
+                              f"checkpoint {tuple(tensor.shape)}, model {tuple(target.shape)}")
 
 
 def _load_stacked_shard(key: str, param: torch.Tensor, tensor: torch.Tensor, shard: int, snapshot: Snapshot,
@@ -289,9 +273,7 @@ def _load_stacked_shard(key: str, param: torch.Tensor, tensor: torch.Tensor, sha
     rows = param.shape[0] // len(STACKED_PARAMS)
     expected = (rows, *param.shape[1:])
     if tuple(tensor.shape) != expected:
-        raise CheckpointError(
-            f"shape mismatch for {key} in {snapshot.root / snapshot.weight_map[key]}: "
-            f"checkpoint {tuple(tensor.shape)}, model shard {expected}"
-        )
+        raise CheckpointError(f"shape mismatch for {key} in {snapshot.root / snapshot.weight_map[key]}: "
+                              f"checkpoint {tuple(tensor.shape)}, model shard {expected}")
     if not check_only:
         param.data.narrow(0, shard * rows, rows).copy_(tensor, non_blocking=non_blocking)

@@ -201,7 +201,8 @@ def variant_text(variant: dict[str, Any]) -> str:
     return f"{variant['name']}=" + ",".join(f"{step}:{variant[step]}" for step in STEPS if step in variant)
 
 
-def resolve_variants(names: list[str] | tuple[str, ...], custom: list[Variant] | tuple[Variant, ...] = ()) -> list[Variant]:
+def resolve_variants(names: list[str] | tuple[str, ...],
+                     custom: list[Variant] | tuple[Variant, ...] = ()) -> list[Variant]:
     """The variants to run, in order: built-in names or the names of ``custom`` ones."""
     known = {**BUILTIN_VARIANTS, **{v.name: v for v in custom}}
     out = []
