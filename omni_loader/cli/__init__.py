@@ -133,9 +133,8 @@ def tolerate_narrow_terminals() -> None:
 
 
 class _UnraisableMemoryErrors:
-    """Hold back the ``MemoryError`` a native callback could not raise (``Exception ignored in:`` and a traceback),
-    such as matplotlib's FreeType reading a font, so that a report drawn under a memory limit ends in one line.
-    Other unraisable errors, and all of them under ``--debug``, go to the hook that was there before."""
+    """Hold back the ``MemoryError`` a native callback (matplotlib's FreeType) could not raise, so that a report drawn
+    under a memory limit ends in one line; other unraisable errors, and all under ``--debug``, are printed."""
 
     def __init__(self, debug: bool) -> None:
         self.debug, self.held, self.previous = debug, [], sys.unraisablehook

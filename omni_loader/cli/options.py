@@ -32,13 +32,9 @@ def comma_list(text: str) -> tuple[str, ...]:
 
 def add_field_options(p: Any, cls: Any, *, skip: tuple[str, ...] = (), extras: Mapping[str, dict[str, Any]] | None = None,
                       into: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """One option per field of the spec dataclass ``cls`` (a nested ``load``'s fields too), and the map of their
-    dests to the fields' flat names (what a ``--resume`` compares).
-
-    Flag, help and choices come from the field (:func:`~omni_loader.token2wav.options.option`), the default (marked
-    :class:`Default`) and a type from its default; ``extras[name]`` (argparse keywords) goes on top, ``into[name]``
-    is the group to add it to, ``skip`` fields another group sets (``checkpoint``).
-    """
+    """One option per field of the spec dataclass ``cls`` (flag, help, choices, a marked :class:`Default` and a type
+    from the field), and the map of their dests to the fields' flat names (what a ``--resume`` compares).
+    ``extras[name]``: argparse keywords on top; ``into[name]``: the group to add it to; ``skip``: fields not added."""
     dests = {}
     for name, f in option_fields(cls).items():
         if name in skip:
@@ -92,12 +88,8 @@ def snapshot_from_args(args: argparse.Namespace, progress: bool = True) -> Any:
 
 
 class Default:
-    """An option's default, marked as one: ``add_argument(..., default=Default(10))``.
-
-    ``--resume`` refuses a typed setting that contradicts the saved spec, so the command layer must know which
-    options were typed, which argparse does not say: after parsing, a value still a ``Default`` was not typed
-    (:func:`take_defaults` unwraps it). Defaults of ``None`` and ``store_true`` flags need no mark.
-    """
+    """An option's default, marked as one: ``add_argument(..., default=Default(10))``. ``--resume`` must know which
+    options were typed, which argparse does not say: a value still a ``Default`` after parsing was not."""
 
     def __init__(self, value: Any) -> None:
         self.value = value

@@ -87,10 +87,6 @@ def _short_commit(commit: str) -> str:
     return commit.removesuffix("-dirty")[:10] + ("-dirty" if dirty else "")
 
 
-def _runs_cell(e: Entry) -> str:
-    return " + ".join(str(e.runs.get(v, 0)) for v in VARIANTS)
-
-
 def _reference_env(result: SideBySide) -> dict[str, str]:
     env = result.reference.get("environment", {})
     return {"machine": f"{env.get('GPU', '?')} ({'ROCm ' + env['ROCm'] if env.get('ROCm') else 'GPU'})",
@@ -119,7 +115,8 @@ def table_rows(result: SideBySide) -> tuple[list[str], list[list[str]]]:
         name = e.label + (" (archive)" if e.archive else "") + (" ✗" if result.mismatched(e.label) else "")
         rows.append([name, e.machine, str(e.environment.get("torch") or NOT_RECORDED),
                      str(e.environment.get("transformers") or NOT_RECORDED), _short_commit(e.kit_commit),
-                     *[_runs_cell(e) if n == "runs" else e.setting(n) for n in TABLE_SETTINGS],
+                     *[" + ".join(str(e.runs.get(v, 0)) for v in VARIANTS) if n == "runs" else e.setting(n)
+                       for n in TABLE_SETTINGS],
                      *[measurement_cell(result, e, p) for p in result.pr_rows], checks_cell(result, e)])
     return header, rows
 

@@ -14,9 +14,8 @@ from .side_by_side import SideBySide
 
 
 def directories_ratio_figure(result: SideBySide) -> ShownFigure:
-    """``compare``'s plot: one panel per timed PR row, each directory's ratio baseline/optimized with its
-    95% interval, the PR's ratio as a dashed line, 1× (no change) as a solid one. Directories that failed
-    a check are drawn as crosses."""
+    """``compare``'s plot: one panel per timed PR row, each directory's ratio with its 95% interval (a cross where a
+    check failed), the PR's ratio dashed, 1× solid."""
     timed = [p for p in result.pr_rows if p != "state_dict_calls"]
     labels = [e.label for e in result.entries]
     fig = ShownFigure(figsize=(max(4.5, 0.9 * len(labels) + 2.5) * len(timed), 4.2), layout="constrained")

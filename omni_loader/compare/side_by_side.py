@@ -55,21 +55,11 @@ class Entry:
         """The benchmark this directory describes (its load benchmark's record), as results.benchmark reads it."""
         return described_record(self.metadata)
 
-    @property
-    def environment(self) -> dict[str, Any]:
-        return self.record.get("environment") or {}
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        return flat_spec(self.record)  # the load options (layout, dtype, construct) among the other settings
-
-    @property
-    def schema_version(self) -> int:
-        return int(self.metadata.get("schema_version", 0))  # the suite's, not one benchmark's
-
-    @property
-    def model(self) -> str:
-        return str(self.record.get("model") or NOT_RECORDED)
+    environment = property(lambda self: self.record.get("environment") or {})
+    spec = property(lambda self: flat_spec(self.record))  # the load options flat among the other settings
+    schema_version = property(lambda self: int(self.metadata.get("schema_version", 0)))  # the suite's
+    model = property(lambda self: str(self.record.get("model") or NOT_RECORDED))
+    kit_commit = property(lambda self: str(self.environment.get("kit_commit") or NOT_RECORDED))
 
     def setting(self, key: str) -> str:
         """One setting by its field's name, as a cell: :data:`NOT_RECORDED` where an older kit did not record it."""
@@ -85,10 +75,7 @@ class Entry:
             return str(self.spec["workers"])
         return "in-process" if self.spec.get("in_process") else NOT_RECORDED
 
-    @property
-    def gpu_version(self) -> str:
-        env = self.environment
-        return str(env.get("rocm_hip") or env.get("cuda") or "")
+    gpu_version = property(lambda self: str(self.environment.get("rocm_hip") or self.environment.get("cuda") or ""))
 
     @property
     def machine(self) -> str:
@@ -101,10 +88,6 @@ class Entry:
             return f"{env.get('device_name') or device} ({backend} {self.gpu_version}); CPU {cpu}"
         build = f", torch built for {env['gpu_backend']}" if env.get("gpu_backend") else ""
         return f"{device}: {cpu}{build}"
-
-    @property
-    def kit_commit(self) -> str:
-        return str(self.environment.get("kit_commit") or NOT_RECORDED)
 
     @property
     def digest_text(self) -> str:

@@ -45,7 +45,7 @@ class Cache:
     def __init__(self, folder: str | Path | None = None) -> None:
         self.folder = Path(folder) if folder is not None else cache_dir()
         self.problem = ""
-        self.hits = self.misses = self.used = 0
+        self.used = 0
         try:
             self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             info = os.lstat(self.folder)
@@ -65,15 +65,10 @@ class Cache:
         try:
             fd = os.open(self.folder / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
-            self.misses += 1
             return None
         with os.fdopen(fd, "rb") as fh:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
-                self.misses += 1
-                return None
-            self.hits += 1
-            return fh.read()
+            return fh.read() if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() else None
 
     def put(self, name: str, data: bytes) -> None:
         if self.problem:

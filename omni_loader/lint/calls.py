@@ -45,9 +45,6 @@ class Unresolved:
     loop_function: str
     candidates: tuple[str, ...]
 
-    def to_dict(self) -> dict[str, object]:
-        return {**self.__dict__, "candidates": list(self.candidates)}
-
 
 class Index:
     """Every scanned file of an audit, the summaries of its functions and the findings they yield."""
@@ -231,9 +228,8 @@ class Index:
         return False
 
     def decide(self, scope: Scope, site: Site, roots: frozenset[str]) -> tuple[str | LoopRef, LoopRef | None]:
-        """(EXEMPT (a receiver made per iteration or derived from the loop's item), ONCE (evaluated once per
-        call of ``scope``) or the innermost loop that evaluates the walk on every iteration; the innermost loop
-        left right after the walk, which makes it ONCE, or None)."""
+        """(EXEMPT (a receiver made per iteration or derived from the loop's item), ONCE (once per call of ``scope``)
+        or the innermost loop walking on every iteration; the innermost loop left right after the walk, or None)."""
         if FRESH in roots:
             return EXEMPT, None
         _, seen = self.expand(scope, roots)

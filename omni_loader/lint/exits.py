@@ -16,6 +16,16 @@ TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
 Parents = dict[int, tuple[ast.AST | None, list[ast.stmt], int]]
 
 
+def blocks(s: ast.stmt):
+    """The blocks of statements nested in ``s``: body, else, finally, each handler's and each case's."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(s, field, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            yield block
+    yield from (handler.body for handler in getattr(s, "handlers", ()))
+    yield from (case.body for case in getattr(s, "cases", ()))
+
+
 def parent_map(body: list[ast.stmt]) -> Parents:
     """``id(statement) -> (owner statement or None, the block holding it, its index)`` for one scope."""
     out: Parents = {}
@@ -23,16 +33,9 @@ def parent_map(body: list[ast.stmt]) -> Parents:
     def visit(owner: ast.AST | None, block: list[ast.stmt]) -> None:
         for i, s in enumerate(block):
             out[id(s)] = (owner, block, i)
-            if isinstance(s, DEFS):
-                continue
-            for field in ("body", "orelse", "finalbody"):
-                sub = getattr(s, field, None)
-                if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+            if not isinstance(s, DEFS):
+                for sub in blocks(s):
                     visit(s, sub)
-            for handler in getattr(s, "handlers", ()):
-                visit(s, handler.body)
-            for case in getattr(s, "cases", ()):
-                visit(s, case.body)
 
     visit(None, body)
     return out

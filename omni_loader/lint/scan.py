@@ -11,7 +11,7 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
-from .exits import DEFS, default_of, kept_on_the_object, leaves_loop, parent_map, pinned, targets
+from .exits import DEFS, blocks, default_of, kept_on_the_object, leaves_loop, parent_map, pinned, targets
 from .walks import Walk, first_only, match_walk, names_in, roots, walk_text, wrapped_walk
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -95,15 +95,9 @@ def statements(stmts: list[ast.stmt], into_defs: bool = False):
         yield s
         if isinstance(s, DEFS) and not into_defs:
             continue
-        for fieldname in ("body", "orelse", "finalbody"):
-            block = getattr(s, fieldname, None)
-            if isinstance(block, list):
-                stack.extend(b for b in reversed(block) if isinstance(b, ast.stmt))
-        for handler in getattr(s, "handlers", ()):
-            yield handler
-            stack.extend(reversed(handler.body))
-        for case in getattr(s, "cases", ()):
-            stack.extend(reversed(case.body))
+        yield from getattr(s, "handlers", ())
+        for block in blocks(s):
+            stack.extend(reversed(block))
 
 
 def assignments(stmts: list[ast.stmt]) -> tuple[set[str], list[tuple[set[str], ast.AST]]]:
@@ -189,9 +183,8 @@ class ClassInfo:
 
 
 class FileScan:
-    """Every scope of one parsed file. ``wanted(dotted)`` says which dotted callees (``mod.f``) may resolve
-    into the given sources: only those calls are kept, with every call inside a loop (for the note on calls
-    left unresolved)."""
+    """Every scope of one parsed file. Only the dotted calls that ``wanted(dotted)`` says may resolve into the given
+    sources are kept, with every call inside a loop (for the note on calls left unresolved)."""
 
     def __init__(self, module: str, tree: ast.Module, wanted) -> None:
         self.module = module

@@ -28,7 +28,6 @@ from ..errors import OmniLoaderError
 from .limits import MAX_FILE_BYTES
 from .scan import FileScan, statements
 
-RULE = "OL001"
 # an omni-loader ignore comment silences every rule on its line; a noqa comment the OL codes it lists
 SUPPRESS = re.compile(rb"#\s*(?:(omni-loader:\s*ignore)\b|noqa:([^#\n]*))", re.IGNORECASE)
 CODES = re.compile(rb"\bOL\d*\b", re.IGNORECASE)
@@ -84,9 +83,8 @@ def _why(exc: OSError) -> str:
 
 
 def expand(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> tuple[list[Path], list[str]]:
-    """(files named, and every ``*.py`` below folders named, hidden folders and ``__pycache__`` skipped, less
-    those an ``exclude`` glob matches; one line per path that cannot be audited). Links to folders are not
-    followed."""
+    """(files named, and every ``*.py`` below folders named, hidden and ``__pycache__`` folders and links to folders
+    skipped, less those an ``exclude`` glob matches; one line per path that cannot be audited)."""
     out: dict[Path, Path] = {}
     failures: list[str] = []
     for given in paths:

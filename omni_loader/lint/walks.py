@@ -12,15 +12,8 @@ import re
 from dataclasses import dataclass
 
 # method -> the positional index of its ``recurse`` argument (None: it has none)
-WALK_METHODS: dict[str, int | None] = {
-    "state_dict": None,
-    "named_modules": None,
-    "modules": None,
-    "named_parameters": 1,
-    "named_buffers": 1,
-    "parameters": 0,
-    "buffers": 0,
-}
+WALK_METHODS: dict[str, int | None] = {"state_dict": None, "named_modules": None, "modules": None,
+                                        "named_parameters": 1, "named_buffers": 1, "parameters": 0, "buffers": 0}
 PATH_METHODS = frozenset({"get_submodule"})  # walk from the root along a dotted path
 PATH_FUNCTIONS = frozenset({"get_module_by_name"})
 WRAPPERS = frozenset({"dict", "list", "set", "tuple"})  # dict(model.named_modules()) is one walk, said whole
