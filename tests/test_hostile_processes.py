@@ -490,25 +490,22 @@ def test_hub_cache_and_download_faults_and_notebook_parameters(tmp_path, tiny_sn
     assert str(failed.value).startswith("--download of 'Nobody/Model' from ") and "pass --download" not in \
         str(failed.value) and "\n" not in str(failed.value)
 
-    assert check_parameters(runs=(3, int), in_process=(False, bool), out=(None, (str, None)), s=(2, float)) == \
-        {"runs": 3, "in_process": False, "out": None, "s": 2}
-    for name, value, kind, needs in (("runs", "3", int, "is a str; it needs a whole number"),
-                                     ("in_process", "False", bool, "is a str; it needs True or False"),
-                                     ("runs", True, int, "is a bool; it needs a whole number"),
-                                     ("seconds", float("nan"), float, "is a float; it needs a number"),
-                                     ("out_dir", 5, (str, None), "is an int; it needs a string or None")):
-        with pytest.raises(OmniLoaderError, match="^notebook parameter " + name + "=.* " + needs.replace("(", r"\(")):
-            check_parameters(**{name: (value, kind)})
-    cell = {}  # a parameters cell as a notebook writes it, then what papermill injects under it
-    exec("from typing import Optional\nruns: int = 5\nout: Optional[str] = None\ntags: list[str] = []\n"
-         "runs = '3'", cell)
-    with pytest.raises(OmniLoaderError, match="^notebook parameter runs='3' is a str; it needs a whole number$"):
-        check_parameters(cell)
-    cell.update(runs=3, out=7)
-    with pytest.raises(OmniLoaderError, match="^notebook parameter out=7 is an int; it needs a string or None$"):
-        check_parameters(cell)
-    cell["out"] = "here"
-    assert check_parameters(cell) == {"runs": 3, "out": "here", "tags": []}
+    def cell(**injected: object) -> dict[str, object]:  # a parameters cell as a notebook writes it, then papermill's
+        namespace: dict[str, object] = {}
+        exec("from typing import Optional\nruns: int = 5\nin_process: bool = False\nout_dir: Optional[str] = None\n"
+             "seconds: float = 2.0\ntags: list[str] = []\n", namespace)
+        return {**namespace, **injected}
+
+    assert check_parameters(cell(seconds=2)) == {"runs": 5, "in_process": False, "out_dir": None, "seconds": 2,
+                                                 "tags": []}
+    for name, value, needs in (("runs", "3", "is a str; it needs a whole number"),
+                               ("in_process", "False", "is a str; it needs True or False"),
+                               ("runs", True, "is a bool; it needs a whole number"),
+                               ("seconds", float("nan"), "is a float; it needs a number"),
+                               ("out_dir", 5, "is an int; it needs a string or None"),
+                               ("tags", "a,b", "is a str; it needs a list")):
+        with pytest.raises(OmniLoaderError, match=f"^notebook parameter {name}=.* {needs}$"):
+            check_parameters(cell(**{name: value}))
 
 
 @pytest.mark.subprocess

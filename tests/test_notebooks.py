@@ -99,6 +99,21 @@ def test_notebook_is_stored_clean(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_parameter_says_its_type_and_is_checked_against_it(path: Path) -> None:
+    """Each parameter is declared with its type (``runs: int = 5``: papermill reads it, ``--help-notebook`` shows
+    it) and the next code cell checks every one (``check_parameters(globals())``): a parameter added without a type
+    would be taken unchecked, and ``-y 'runs: "3"'`` would fail deep in the kit."""
+    import papermill as pm
+
+    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    first = next(i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", []))
+    untyped = [n for n in pm.inspect_notebook(str(path)) if not re.search(rf"^{n}\s*:", nb.cells[first].source, re.M)]
+    assert not untyped, f"{path.name}: parameters without a type: {untyped}"
+    after = next(c for c in nb.cells[first + 1:] if c.cell_type == "code")
+    assert "kit.check_parameters(globals())" in after.source, f"{path.name}: the parameters are not checked first"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_is_stored_as_jupyter_writes_it(path: Path) -> None:
     """Every cell has its own id and the bytes are nbformat's: otherwise opening and saving the notebook
     in JupyterLab (which adds missing ids) shows a diff nobody made. The browser test checks the same

@@ -50,27 +50,25 @@ def _wanted(kinds: tuple[Any, ...]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def check_parameters(namespace: Mapping[str, Any] | None = None, /, **parameters: tuple[Any, Any]) -> dict[str, Any]:
+def check_parameters(namespace: Mapping[str, Any]) -> dict[str, Any]:
     """Check each annotated name of ``namespace`` (a notebook's ``globals()``: its parameters cell's
-    ``name: type = value`` lines) against its annotation, or each ``name=(value, type)``; return the values.
+    ``name: type = value`` lines, then what papermill injected) against its annotation; return the values.
 
-    A type is a class, ``None``, or a union of them (``Optional[str]``, ``str | None``; ``list[str]`` is checked as a list).
-    ``bool`` takes only ``True``/``False`` (not ``"False"``, not ``0``), ``int`` no ``bool``, ``float`` any finite
-    int or float. The first parameter that does not fit raises :class:`ParameterError`, one line naming it,
+    A type is a class, ``None``, or a union of them (``Optional[str]``, ``str | None``; ``list[str]`` is checked as
+    a list). ``bool`` takes only ``True``/``False`` (not ``"False"``, not ``0``), ``int`` no ``bool``, ``float`` any
+    finite int or float. The first parameter that does not fit raises :class:`ParameterError`, one line naming it,
     its value and the type it needs (``notebook parameter runs='3' is a str; it needs a whole number``).
     """
-    if namespace is not None:
-        parameters = {name: (namespace[name], eval(kind, dict(namespace)) if isinstance(kind, str) else kind)
-                      for name, kind in namespace.get("__annotations__", {}).items() if name in namespace}
-        # a string is an annotation postponed (``from __future__ import annotations``): the cell's own names read it
     values = {}
-    for name, spec in parameters.items():
-        if not (isinstance(spec, tuple) and len(spec) == 2):
-            raise TypeError(f"check_parameters({name}=...) takes (value, type), not {spec!r}")
-        value, kind = spec
+    for name, kind in namespace.get("__annotations__", {}).items():
+        if name not in namespace:
+            continue
+        if isinstance(kind, str):  # postponed (``from __future__ import annotations``): the cell's own names read it
+            kind = eval(kind, dict(namespace))
+        value = namespace[name]
         kinds = tuple(None if k is type(None) else typing.get_origin(k) or k
-                      for k in (typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType) else
-                                kind if isinstance(kind, tuple) else (kind,)))
+                      for k in (typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType)
+                                else (kind,)))
         if not any(_fits(value, k) for k in kinds):
             shown = repr(value)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
