@@ -138,10 +138,8 @@ def cmd_source_audit(args: argparse.Namespace) -> int:
                 else visit_cost(args.results))
         findings = ordered(price_findings(findings, size, cost))
     fmt = "json" if args.json else args.format
-    if fmt == "json":
-        print_json(to_json(findings))
-    elif fmt == "sarif":
-        print_json(to_sarif(findings))
+    if fmt in ("json", "sarif"):
+        print_json((to_json if fmt == "json" else to_sarif)(findings))
     elif findings:
         print("\n".join(github_lines(findings) if fmt == "github" else text_lines(findings)))
     if args.unresolved:

@@ -1,9 +1,8 @@
 """``omni-loader stage-server`` (a vLLM-like stage serving /health), ``stage-group`` (N stages started together)
 and ``serve-ab`` (startup A/B of two servers).
 
-``python -m omni_loader.cli.serve stage-server|stage-group ...`` runs the two stage commands alone
-(:func:`main`), without importing the rest of the CLI (pandas, matplotlib): what serve-ab times is
-then the stage's start, not the kit's.
+``python -m omni_loader.cli.serve stage-server|stage-group ...`` (:func:`main`) runs the stage commands without
+importing the rest of the CLI, so that serve-ab times the stage's start, not the kit's.
 """
 
 from __future__ import annotations

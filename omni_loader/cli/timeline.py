@@ -28,7 +28,7 @@ def render(timeline: Timeline, min_gap: float) -> list[str]:
     out = [f"{timeline.log}: {timeline.lines} lines, {len(timeline.records)} records; lanes {', '.join(lanes)}"
            + (f"; Token2Wav stage {', '.join(t2w)}" if t2w else "")]
     out.append(f"  {'lane':<18} {'phase':<22} {'start':>8} {'end':>8} {'seconds':>9}  {'source':<9} line")
-    place = {name: i for i, name in enumerate(lanes)}  # a lane's place, looked up: list.index was quadratic in lanes
+    place = {name: i for i, name in enumerate(lanes)}
     for r in sorted(timeline.records, key=lambda r: (place.get(r.lane, len(lanes)), r.start)):
         seconds = f"{r.seconds:9.3f}" if r.kind == "phase" else f"{'event':>9}"
         extra = f"  {r.value:g}" if r.value is not None else ""
