@@ -108,7 +108,8 @@ def _innermost_package(exc: BaseException) -> str:
     return last.split(".")[0]
 
 
-OUT_OF_MEMORY_ADVICE = "the machine, or this process's memory limit, ran out; free memory (or lift the limit) and run again"
+OUT_OF_MEMORY_ADVICE = ("the machine, or this process's memory limit, ran out; free memory (or lift the limit) and "
+                        "run again")
 # Made in advance, written with no allocation left to make: the last resort of main's out-of-memory handler.
 OUT_OF_MEMORY_LINE = f"omni-loader: error: out of memory: {OUT_OF_MEMORY_ADVICE}\n".encode()
 

@@ -96,7 +96,8 @@ def cmd_discovery_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-SOURCE_ONLY = ("modules", "items", "like", "visit_cost", "results", "baseline", "write_baseline", "max_file_size", "jobs")
+SOURCE_ONLY = ("modules", "items", "like", "visit_cost", "results", "baseline", "write_baseline", "max_file_size",
+               "jobs")
 SOURCE_FLAGS = ("unresolved", "once", "no_cache")
 ARCH_ONLY = ("out", "top", "repeats")  # the architecture audit's; a source audit would ignore them
 

@@ -170,8 +170,8 @@ EXTRAS: dict[str, dict[str, Any]] = {
     "runs": {"type": bounded_int("--runs", 2, MAX_RUNS), "metavar": "N"},
     "order_seed": {"type": bounded_int("--order-seed", 0, MAX_SEED), "metavar": "SEED"},
     "worker_timeout": {"type": checked("--worker-timeout", float, lambda v: math.isfinite(v) and 0 < v <= MAX_TIMEOUT_S,
-                                       f"must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:,.0f} (a week)"),
-                       "metavar": "S"},
+                                       f"must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:,.0f} "
+                                       "(a week)"), "metavar": "S"},
 }
 
 
