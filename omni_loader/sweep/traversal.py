@@ -196,7 +196,7 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
     """
     import pandas as pd
 
-    from ..progress import BAR_FORMAT, SCALE, TICK, Countdown, Redrawer, Step, StepBar, progress_bar
+    from ..progress import BAR_FORMAT, TICK, Countdown, Redrawer, Step, StepBar, progress_bar
 
     config = config or SweepConfig.full()
     models = len(config.trees()) + bool(config.token2wav)
@@ -208,9 +208,7 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
         rng = random.Random(config.seed)
         queue = [(repeat, i) for repeat in range(config.repeats) for i in rng.sample(range(len(plan)), len(plan))]
         rounds = [Step("round", str(i)) for _, i in queue]
-        # a model's first timed pass runs slower than the rest (about 1.3×): it prices none of them; until a second
-        # pass has, its warm-up's estimate does
-        countdown = Countdown(rounds, clock, warm_ups=1, priors={"round": (SCALE, 1.0)})
+        countdown = Countdown(rounds, clock)
         countdown.scale = {str(i): s.round_estimate for i, s in enumerate(plan)
                            if s.round_estimate > 0 and math.isfinite(s.round_estimate)}
         steps = StepBar(bar, countdown, unknown="time left after the first model is timed")
