@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from omni_loader.host.residency import page_size
+from omni_loader.host.pagecache import page_size
 from omni_loader.host.timing import PhaseClock
 
 

@@ -1,10 +1,7 @@
-"""The machine a load runs on, and the clock that times it.
-
-:mod:`~.devices` (device choice, memory peaks), :mod:`~.machine` (what the machine is: VM, free
-page reporting, THP, governor, and what it did during the runs), :mod:`~.placement` (the threads
-and CPUs a load runs on), :mod:`~.procs` (stopping a process group), :mod:`~.timing` (the phase
-clock: time, memory, faults and context switches per phase) and :mod:`~.residency` (which pages
-are resident, and what a first touch costs here).
+"""The machine a load runs on, and the clock that times it: :mod:`~.devices` (device choice, memory peaks),
+:mod:`~.machine` (VM, free page reporting, THP, governor, and what the machine did during the runs),
+:mod:`~.placement` (threads and CPUs), :mod:`~.procs` (stopping a process group), :mod:`~.timing` (the phase
+clock), :mod:`~.residency` (resident pages, a first touch's price) and :mod:`~.pagecache` (the page cache).
 """
 
 from ..lazy import exports

@@ -22,11 +22,8 @@ AUTO = "auto"
 
 
 def resolve_device(name: str | torch.device) -> torch.device:
-    """Turn a ``--device`` value into a ``torch.device``, or explain in one line why not.
-
-    ``auto`` (the default, so a GPU is used without knowing the flag) resolves here, once, to the GPU torch sees,
-    else the CPU: everything downstream records the resolved device, never the word ``auto``.
-    """
+    """Turn a ``--device`` value into a ``torch.device``, or explain in one line why not. ``auto`` resolves here,
+    once, to the GPU torch sees, else the CPU: what runs downstream records the device, never the word ``auto``."""
     name = str(name).strip()
     if name == AUTO:
         return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
@@ -34,10 +31,8 @@ def resolve_device(name: str | torch.device) -> torch.device:
     if kind not in DEVICE_CHOICES or kind == AUTO:
         raise DeviceError(f"--device {name!r} is not one of {', '.join(DEVICE_CHOICES)} (ROCm GPUs are 'cuda')")
     if kind == "cuda" and not torch.cuda.is_available():
-        raise DeviceError(
-            f"--device {name} was asked for but no GPU is visible to torch {torch.__version__} "
-            "(torch.cuda.is_available() is False); use --device cpu"
-        )
+        raise DeviceError(f"--device {name} was asked for but no GPU is visible to torch {torch.__version__} "
+                          "(torch.cuda.is_available() is False); use --device cpu")
     device = torch.device(name)
     if kind == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
         raise DeviceError(f"--device {name}: only {torch.cuda.device_count()} GPU(s) visible")

@@ -15,6 +15,7 @@ import mmap
 import os
 import time
 from collections.abc import Iterable
+from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
 
@@ -89,10 +90,8 @@ def evict(path: str | os.PathLike[str]) -> None:
     :func:`resident_fraction` to say."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        try:
+        with suppress(OSError):
             os.fdatasync(fd)  # a freshly written file's dirty pages are not dropped until written back
-        except OSError:
-            pass
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)

@@ -14,11 +14,9 @@ from ..errors import OmniLoaderError
 
 @contextmanager
 def intra_op_threads(threads: int | None) -> Iterator[None]:
-    """Run a load with ``threads`` torch intra-op threads (None: leave torch's choice), then restore.
-
-    Why: each large ``copy_`` is an OpenMP region ending in a barrier, where the threads wait for one a neighbour
-    descheduled: with 720 copies that turned 0.2 s of ``load_parameters`` into 2.5 s here. One thread has none.
-    """
+    """Run a load with ``threads`` torch intra-op threads (None: torch's choice), then restore. Why: each large
+    ``copy_`` ends in an OpenMP barrier that waits for a thread a neighbour descheduled (0.2 s of
+    ``load_parameters`` became 2.5 s here); one thread has none."""
     import torch
 
     before = torch.get_num_threads()
@@ -32,11 +30,8 @@ def intra_op_threads(threads: int | None) -> Iterator[None]:
 
 @contextmanager
 def cpu_affinity(cpus: tuple[int, ...]) -> Iterator[None]:
-    """Run a load on ``cpus`` only (empty: wherever the scheduler likes), then restore.
-
-    Why: a moved load meets cold caches and TLB (and, on a VM, an idle core's wake-up). On this project's 2-core
-    machine pinning gave ``load_parameters`` an IQR/median of 7.3%, 0.9%, 1.0% against 24.6%, 3.9%, 2.3% unpinned.
-    """
+    """Run a load on ``cpus`` only (empty: anywhere), then restore. Why: a moved load meets cold caches and TLB;
+    here pinning gave ``load_parameters`` an IQR/median of 7.3%, 0.9%, 1.0% against 24.6%, 3.9%, 2.3% unpinned."""
     if not cpus or not hasattr(os, "sched_setaffinity"):
         yield
         return

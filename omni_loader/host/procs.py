@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from typing import TYPE_CHECKING
@@ -39,11 +39,9 @@ def group_members(pgid: int) -> list[int]:
 
     members = []
     for proc in psutil.process_iter(["status"]):
-        try:
+        with suppress(OSError, psutil.Error):
             if proc.info["status"] != psutil.STATUS_ZOMBIE and (proc.pid == pgid or os.getpgid(proc.pid) == pgid):
                 members.append(proc.pid)
-        except (OSError, psutil.Error):
-            continue
     return members
 
 
@@ -53,20 +51,15 @@ def signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:
-        try:
+        with suppress(ProcessLookupError, PermissionError):
             os.kill(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
     except PermissionError:
         pass
 
 
 def stop_group(pgid: int, grace: float = 10.0, leader: subprocess.Popen | None = None) -> list[int]:
-    """Stop process group ``pgid``: SIGTERM, SIGKILL after ``grace`` s (at once when 0), reap ``leader``.
-
-    Returns the pids still alive at the end (normally none). An interrupt while waiting kills the
-    group before it propagates, so Ctrl-C never leaves the group running.
-    """
+    """Stop process group ``pgid``: SIGTERM, SIGKILL after ``grace`` s (at once when 0), reap ``leader``; returns
+    the pids still alive (normally none). An interrupt while waiting kills the group before it propagates."""
     def gone() -> bool:
         return (leader is None or leader.poll() is not None) and not group_members(pgid)
 
@@ -83,10 +76,8 @@ def stop_group(pgid: int, grace: float = 10.0, leader: subprocess.Popen | None =
         raise
     finally:
         if leader is not None:
-            try:
+            with suppress(subprocess.TimeoutExpired):
                 leader.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
     deadline = time.monotonic() + KILL_WAIT
     left = group_members(pgid)
     while left and time.monotonic() < deadline:
@@ -117,10 +108,8 @@ def _each(procs: list[psutil.Process], action) -> None:
     import psutil
 
     for proc in procs:
-        try:
+        with suppress(psutil.Error):
             action(proc)
-        except psutil.Error:
-            pass
 
 
 def pid_alive(pid: int) -> bool:
@@ -160,12 +149,9 @@ def _prctl(option: int, arg: int) -> bool:
 
 @contextmanager
 def adopting_orphans() -> Iterator[Callable[[], list[str]]]:
-    """While inside, processes that a child leaves behind come back to this process; the function yielded
-    kills and reaps those that appeared since entry and names them (``pid 123 (cmd...)``).
-
-    Why: a server's helper in a session of its own survives its group's stop; as a subreaper (``prctl
-    PR_SET_CHILD_SUBREAPER``) this process inherits it when its parent dies. Without prctl, only own children.
-    """
+    """While inside, processes a child leaves behind (a server's helper in a session of its own) come back to this
+    process, a subreaper (``prctl PR_SET_CHILD_SUBREAPER``; without it, only own children); the function yielded
+    kills and reaps those that appeared since entry and names them (``pid 123 (cmd...)``)."""
     import psutil
 
     me = psutil.Process()
@@ -177,12 +163,10 @@ def adopting_orphans() -> Iterator[Callable[[], list[str]]]:
         for child in me.children():
             if child.pid in before:
                 continue
-            try:
+            with suppress(psutil.Error):
                 named.append(f"pid {child.pid} ({' '.join(child.cmdline())[:200]})")
                 child.kill()
                 child.wait(timeout=KILL_WAIT)
-            except psutil.Error:
-                continue
         return named
 
     try:
@@ -239,12 +223,9 @@ for entry in os.listdir("/proc"):
 class ChildGuard:
     """Children that die with this process even when it cannot clean up (SIGKILL, a crash, out of memory).
 
-    Why: a process killed with SIGKILL runs no cleanup, and a server in a session of its own is no child the
-    kernel stops with it. A watcher process holds the read end of a pipe only this process writes: when this
-    process ends, however, the watcher reads EOF and stops every group registered with :meth:`watch` (SIGTERM,
-    SIGKILL after ``grace`` s), then every process whose environment carries this guard's token (:meth:`env`).
-    It waits in a read, costing a run nothing; where it cannot start, :attr:`active` is False.
-    """
+    A watcher process holds the read end of a pipe only this process writes: when this process ends, however, the
+    watcher reads EOF and stops every group registered with :meth:`watch` (SIGTERM, SIGKILL after ``grace`` s), then
+    every process carrying this guard's token (:meth:`env`). Where it cannot start, :attr:`active` is False."""
 
     def __init__(self, grace: float = 5.0) -> None:
         import secrets
@@ -308,11 +289,8 @@ class ChildGuard:
 
 def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     """Ask the kernel to send ``sig`` to this process when its parent ends (Linux ``PR_SET_PDEATHSIG``), if the
-    parent set :data:`PARENT_ENV` to its pid (one already ended: ``sig`` at once). Returns whether it was made.
-
-    Why: a stage-group killed with SIGKILL stops none of its stages, which would keep their ports and memory.
-    The signal is tied to the parent's thread that started the child: stage-group's main thread.
-    """
+    parent set :data:`PARENT_ENV` to its pid (one already ended: ``sig`` at once); returns whether it was made. Why:
+    a stage-group killed with SIGKILL stops none of its stages; the signal is tied to its main thread."""
     expected = os.environ.get(PARENT_ENV, "")
     if not expected.isdigit():
         return False
@@ -337,11 +315,8 @@ def announce_phases() -> None:
 def announce(phase: str) -> None:
     """Name this process after ``phase`` (a key of :data:`PHASE_NAMES`) when it announces its phases."""
     if _ANNOUNCING[0] and phase in PHASE_NAMES:
-        try:
-            with open("/proc/self/comm", "w") as fh:  # prctl(PR_SET_NAME) as a file: one short write
-                fh.write(PHASE_NAMES[phase])
-        except OSError:
-            pass  # not Linux, or /proc is not mounted: the bar says less, the load is the same
+        with suppress(OSError), open("/proc/self/comm", "w") as fh:  # prctl(PR_SET_NAME) as a file: one short write
+            fh.write(PHASE_NAMES[phase])  # not Linux, or no /proc: the bar says less, the load is the same
 
 
 def process_phase(pid: int) -> str | None:

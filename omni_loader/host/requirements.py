@@ -206,11 +206,9 @@ def _say(text: str) -> None:
 
 
 def keep(venv: Path, extras: tuple[str, ...], python: str, uv: str | None) -> int:
-    """Layer ``venv`` over this Python's environment (the one with the platform's torch) and install into it only
-    what the kit misses, pinned to the lock (everything already there to its own version). Out-of-range packages
-    are refused before anything is written. pip decides what is missing (it sees the layered environment as
-    imports do); uv installs it (seconds, where pip takes a minute).
-    """
+    """Layer ``venv`` over this Python's environment (the platform's torch) and install only what the kit misses,
+    pinned to the lock, out-of-range packages refused before anything is written; pip decides what is missing (it
+    sees the layered environment as imports do), uv installs it (seconds, where pip takes a minute)."""
     bad = [p for p in problems(extras) if p.have is not None]
     if bad:
         print(f"set-up: refused: {bad[0].line()}", file=sys.stderr)

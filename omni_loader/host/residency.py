@@ -64,13 +64,9 @@ def backing_file(tensor: torch.Tensor) -> str | None:
 
 @lru_cache(maxsize=1)
 def first_touch_seconds(nbytes: int = 64 << 20, trials: int = 5) -> float:
-    """What one minor page fault costs on this machine now, measured once per process (every sentence quotes it).
-
-    Each trial maps ``nbytes`` of fresh anonymous small-page memory and ``memset``s it twice: the difference over
-    the faults the first write counted is one fault's price (a preempted second write: the first whole, an upper
-    bound). Not a tensor: in a long-lived kernel ``torch.empty`` can come back already backed (0.06 µs against
-    1.2 µs fresh). The median of ``trials``.
-    """
+    """What one minor page fault costs on this machine now, measured once per process: the median over ``trials``
+    of ``memset`` twice over ``nbytes`` of fresh small-page memory, the difference over the faults counted (not a
+    tensor: in a long-lived kernel ``torch.empty`` can come back backed, 0.06 µs against 1.2 µs fresh)."""
     import ctypes
     import mmap
     import resource

@@ -70,21 +70,12 @@ class PhaseClock:
             seconds = time.perf_counter() - start
             after, read_after = resource.getrusage(resource.RUSAGE_SELF), self._io.read_bytes()
             self._stack.pop()
-        self.records.append(
-            PhaseRecord(
-                name=name,
-                seconds=seconds,
-                parent=parent,
-                rss_bytes=current_rss_bytes(),
-                rss_peak_bytes=peak_rss_bytes(),
-                device_peak_bytes=device_peak_bytes(self.device),
-                minor_faults=after.ru_minflt - usage.ru_minflt,
-                major_faults=after.ru_majflt - usage.ru_majflt,
-                voluntary_switches=after.ru_nvcsw - usage.ru_nvcsw,
-                involuntary_switches=after.ru_nivcsw - usage.ru_nivcsw,
-                read_bytes=None if read_before is None or read_after is None else read_after - read_before,
-            )
-        )
+        self.records.append(PhaseRecord(
+            name=name, seconds=seconds, parent=parent, rss_bytes=current_rss_bytes(), rss_peak_bytes=peak_rss_bytes(),
+            device_peak_bytes=device_peak_bytes(self.device), minor_faults=after.ru_minflt - usage.ru_minflt,
+            major_faults=after.ru_majflt - usage.ru_majflt, voluntary_switches=after.ru_nvcsw - usage.ru_nvcsw,
+            involuntary_switches=after.ru_nivcsw - usage.ru_nivcsw,
+            read_bytes=None if read_before is None or read_after is None else read_after - read_before))
 
 
 class IoCounter:

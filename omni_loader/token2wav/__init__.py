@@ -1,12 +1,8 @@
-"""Token2Wav and how vLLM-Omni loads it: the thing measured.
+"""Token2Wav and how vLLM-Omni loads it: the thing measured, knowing nothing of benchmarks or reports.
 
-:mod:`~.options` (``LoadOptions``: layout, device, dtype, construction mode of one load),
-:mod:`~.model` (the module tree in the vllm-omni and transformers layouts, construction modes),
-:mod:`~.checkpoint` (Hub snapshot layout, offline cache lookup, synthetic snapshots),
-:mod:`~.discovery` (the two buffer-discovery rules, the ``state_dict()`` counter, rule hazards),
-:mod:`~.steps` (the load steps a variant can replace), :mod:`~.variants` (variants naming their
-steps) and :mod:`~.loader` (vLLM-Omni's load path, read top to bottom). Nothing here knows about
-benchmarks, results directories or reports.
+:mod:`~.options` (``LoadOptions``), :mod:`~.model` (the module tree in both layouts), :mod:`~.checkpoint` (Hub
+snapshots, cache lookup, synthetic ones), :mod:`~.discovery` (the two buffer-discovery rules),
+:mod:`~.steps` and :mod:`~.variants` (the load steps a variant names), :mod:`~.loader` (the load path).
 """
 
 from ..lazy import exports

@@ -62,15 +62,9 @@ class Snapshot:
 
     def describe(self) -> dict[str, Any]:
         """The checkpoint-source fields of the metadata record."""
-        return {
-            "checkpoint_dir": str(self.root),
-            "checkpoint_source": self.source,
-            "model_id": self.model_id,
-            "revision": self.revision,
-            "synthetic": self.synthetic,
-            "checkpoint_tensors": len(self.weight_map),
-            "checkpoint_shards": self.shards,
-        }
+        return {"checkpoint_dir": str(self.root), "checkpoint_source": self.source, "model_id": self.model_id,
+                "revision": self.revision, "synthetic": self.synthetic, "checkpoint_tensors": len(self.weight_map),
+                "checkpoint_shards": self.shards}
 
 
 def model_words(described: dict[str, Any], weights: bool = True) -> str:
@@ -141,12 +135,9 @@ def _shard_keys(path: Path) -> list[str]:
 def find_in_hub_cache(
     model_id: str, cache_dir: str | os.PathLike[str] | None = None, revision: str | None = None, download: bool = False
 ) -> Snapshot:
-    """Resolve ``model_id`` to a local snapshot through huggingface_hub, offline unless ``download``.
-
-    ``download`` fetches only the config, the index, the speaker dictionary and the shards holding ``token2wav.``
-    tensors, within one deadline (:func:`~omni_loader.token2wav.hub.download_snapshot`). A ``refs/main`` that is
-    not a commit hash is refused before it is followed.
-    """
+    """Resolve ``model_id`` to a local snapshot through huggingface_hub, offline unless ``download`` (config,
+    index, speaker dictionary and ``token2wav.`` shards only: :func:`~omni_loader.token2wav.hub.download_snapshot`).
+    A ``refs/main`` that is not a commit hash is refused before it is followed."""
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
@@ -185,11 +176,9 @@ def resolve_snapshot(checkpoint: str | os.PathLike[str] | None = None, model_id:
 # --------------------------------------------------------------------------- reading
 
 def iter_token2wav_weights(snapshot: Snapshot, read: str = "lazy") -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield ``(key, tensor)`` for every ``token2wav.`` tensor, one shard at a time, on the CPU.
-
-    As vLLM's safetensors iterator: ``lazy`` (its default) memory-maps each shard, a tensor's pages read on first
-    use; ``eager`` (``--safetensors-load-strategy eager``) reads each shard whole into memory first.
-    """
+    """Yield ``(key, tensor)`` for every ``token2wav.`` tensor, one shard at a time, on the CPU, as vLLM's
+    iterator: ``lazy`` (its default) memory-maps each shard; ``eager`` (``--safetensors-load-strategy eager``) reads
+    each shard whole first."""
     from safetensors import safe_open
     from safetensors.torch import load as load_bytes
 

@@ -67,12 +67,9 @@ class CallCounter:
 
 @contextmanager
 def count_state_dict_calls(model: nn.Module) -> Iterator[CallCounter]:
-    """Count calls of ``model.state_dict()`` on the root module made inside the block.
-
-    The wrapper is an instance attribute, so the recursive ``child.state_dict(...)`` calls that
-    one top-level call makes internally are not counted: the figure is "how many times was the
-    whole state dict built", the number the PR reports.
-    """
+    """Count calls of ``model.state_dict()`` on the root module made inside the block: "how many times was the
+    whole state dict built", the PR's figure (the wrapper is an instance attribute, so a call's recursive
+    ``child.state_dict(...)`` calls are not counted)."""
     counter = CallCounter()
     original = model.state_dict
 
@@ -144,11 +141,6 @@ def compare_variants(model: nn.Module) -> Agreement:
     base = find_persistent_buffers(model, "baseline")
     opt = find_persistent_buffers(model, "optimized")
     same_tensors = base.keys() == opt.keys() and all(base[k] is opt[k] for k in base)
-    return Agreement(
-        agree=same_tensors,
-        baseline=sorted(base),
-        optimized=sorted(opt),
-        only_baseline=sorted(base.keys() - opt.keys()),
-        only_optimized=sorted(opt.keys() - base.keys()),
-        hazards=rule_hazards(model),
-    )
+    return Agreement(agree=same_tensors, baseline=sorted(base), optimized=sorted(opt),
+                     only_baseline=sorted(base.keys() - opt.keys()), only_optimized=sorted(opt.keys() - base.keys()),
+                     hazards=rule_hazards(model))

@@ -34,11 +34,8 @@ def _seconds(name: str, default: float) -> float:
 
 def _within(seconds: float, call: Any) -> tuple[bool, Any]:
     """``(True, call())`` when ``call`` returned within ``seconds`` in a daemon thread (its exception raised here),
-    else ``(False, None)``: the thread is left waiting, and ends with the process.
-
-    Why a thread: huggingface_hub's timeouts are per request (per read) and it retries, so a Hub that never
-    answers, or sends a byte now and then, holds a download for many minutes; a waiting thread is the only bound
-    that needs none of its internals."""
+    else ``(False, None)``, the thread left to end with the process. Why: huggingface_hub's timeouts are per request
+    and it retries; a waiting thread bounds a Hub that never answers or trickles, needing none of its internals."""
     import threading
 
     box: dict[str, Any] = {}

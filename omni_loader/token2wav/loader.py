@@ -124,10 +124,8 @@ for _name in option_fields(LoadOptions):  # result.layout reads result.options.l
 
 
 def tensor_digest(model: nn.Module) -> tuple[str, int]:
-    """``xxh3-128:<hex>`` over the name, dtype, shape and bytes of every parameter and buffer, sorted by name.
-
-    Computed after the timed phases; xxh3 keeps its share of a benchmark's wall time at ~0.07 s per full-size
-    load (SHA-256: ~1 s)."""
+    """``xxh3-128:<hex>`` over the name, dtype, shape and bytes of every parameter and buffer, sorted by name:
+    after the timed phases, ~0.07 s per full-size load (SHA-256: ~1 s)."""
     h = xxhash.xxh3_128()
     tensors = dict(model.named_parameters())
     tensors.update(model.named_buffers())
@@ -147,12 +145,9 @@ def load_token2wav(snapshot: Snapshot, variant: str | Variant = "optimized", opt
                    **overrides: Any) -> tuple[nn.Module, LoadResult]:
     """Load Token2Wav from ``snapshot`` as vLLM-Omni's code2wav stage does, timing every phase.
 
-    ``variant``: a built-in name or a :class:`~omni_loader.token2wav.variants.Variant`; ``options`` (a
-    :class:`~omni_loader.token2wav.options.LoadOptions`), its single fields changed by ``overrides`` (``read=``...).
-    ``reference_copy`` adds, outside ``total``, a plain strict ``load_state_dict`` of the same tensors into the
-    now resident model: the yardstick for ``load_parameters``. ``clock``: a :class:`PhaseClock` (subclass) that
-    lets a profiler observe the phase edges.
-    """
+    ``variant``: a built-in name or a :class:`~.variants.Variant`; ``options``: :class:`~.options.LoadOptions`,
+    single fields changed by ``overrides`` (``read=``...); ``reference_copy``: outside ``total``, a strict
+    ``load_state_dict`` of the same tensors, the yardstick for ``load_parameters``; ``clock``: a :class:`PhaseClock`."""
     opts = (options or LoadOptions()).replace(**{k: None if v is None else str(v) for k, v in overrides.items()})
     layout, construct, torch_dtype = opts.layout, opts.construct, getattr(torch, opts.dtype)  # checked by LoadOptions
     spec = variant_from(variant)

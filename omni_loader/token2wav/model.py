@@ -11,11 +11,9 @@
     it (:data:`VLLM_OMNI_SUBMODULE_DTYPES`): the DiT float32, the BigVGAN bfloat16, 1,492.80 MiB in all, the
     ``size`` of its ``[Model Loaded]`` line; loading casts the checkpoint's float32.
 
-Why those dtypes: no line of 0.30.0's Token2Wav casts a parameter; each half is built by transformers'
-``_from_config`` under its sub-config's dtype, else the stage's default (``auto`` in the deploy file: the
-checkpoint's bfloat16). The sizes decide which half is which: DiT 333,607,760 elements in float32 plus BigVGAN
-115,443,504 in bfloat16 give the logged 1,492.80 MiB to the hundredth (all float32: 1,712.99; all bfloat16:
-856.50; the other mix: 1,076.69), and the DiT is the half that "must inference with fp32".
+Why those dtypes: 0.30.0 builds each half through ``_from_config`` under the stage's default (``auto``: the
+checkpoint's bfloat16) unless its sub-config pins one, and only DiT 333,607,760 elements in float32 plus BigVGAN
+115,443,504 in bfloat16 give the logged 1,492.80 MiB (all float32: 1,712.99; the other mix: 1,076.69).
 """
 
 from __future__ import annotations
@@ -63,11 +61,8 @@ def config_dict(size: str) -> dict[str, Any]:
 
 def shipped_tensor_specs(size: str) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """Names, shapes and dtypes of the checkpoint's tensors for the shipped ``size``, as
-    :func:`~omni_loader.token2wav.checkpoint.checkpoint_tensor_specs` derives them (a test holds the two alike).
-
-    Why a file: deriving them imports transformers' Qwen2.5-Omni code (seconds), which the synthetic snapshot
-    does not need.
-    """
+    :func:`~omni_loader.token2wav.checkpoint.checkpoint_tensor_specs` derives them (a test holds the two alike),
+    read from a file so that the synthetic snapshot does not import transformers' model code (seconds)."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, not {size!r}")
     listed = json.loads((DATA_DIR / f"token2wav-{size}-tensors.json").read_text())["tensors"]
@@ -241,13 +236,7 @@ def inventory(layout: str = "vllm-omni", size: str = "full") -> Inventory:
 
     model = build_model(config_dict(size), layout=layout, device="meta")
     params = list(model.parameters())
-    return Inventory(
-        layout=layout,
-        size=size,
-        modules=sum(1 for _ in model.named_modules()),
-        named_buffers=sum(1 for _ in model.named_buffers()),
-        persistent_buffers=sorted(find_persistent_buffers(model, "optimized")),
-        parameters=len(params),
-        parameter_elements=sum(p.numel() for p in params),
-        parameter_bytes=parameter_bytes(model),
-    )
+    return Inventory(layout=layout, size=size, modules=sum(1 for _ in model.named_modules()),
+                     named_buffers=sum(1 for _ in model.named_buffers()),
+                     persistent_buffers=sorted(find_persistent_buffers(model, "optimized")), parameters=len(params),
+                     parameter_elements=sum(p.numel() for p in params), parameter_bytes=parameter_bytes(model))

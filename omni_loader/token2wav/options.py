@@ -141,10 +141,8 @@ CONSTRUCT_HELP = ("where parameter memory is first written: resident (default: e
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """What a load is told: the module tree, the device, the stage dtype, where parameters are first written, how
-    the shards are read, the page cache. Each field is the option of its name (``--layout`` sets ``layout``); a
-    benchmark resolves ``device`` ``auto`` once (:meth:`resolved`) so that its records name the device used.
-    """
+    """What a load is told, each field the option of its name (``--layout`` sets ``layout``); a benchmark resolves
+    ``device`` ``auto`` once (:meth:`resolved`) so that its records name the device used."""
 
     layout: str = option("vllm-omni", choices=LAYOUTS, help="module tree to build (default vllm-omni)",
                          compared=NOTED, column="Layout")

@@ -49,9 +49,8 @@ class Release:
                 "label": self.label, "source": self.source}
 
     def discovery(self) -> Callable[[Any], dict[str, Any]]:
-        """``fn(model) -> {name: buffer}``: the function compiled alone (its file and line kept for tracebacks)
-        in a namespace holding only torch, and called with ``self`` = the model. The release returns
-        ``{name: {"name": ..., "buffer": tensor}}``; the kit's step returns the tensors."""
+        """``fn(model) -> {name: buffer}``: the function compiled alone (file and line kept for tracebacks) with only
+        torch in its namespace, called with ``self`` = the model; the release's ``{"buffer": tensor}`` unwrapped."""
         import torch
 
         tree = ast.parse(self.source)

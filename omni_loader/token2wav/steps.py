@@ -62,11 +62,9 @@ def load_parameters(model: nn.Module, weights: Entries, snapshot: Snapshot, fuse
 
 
 def load_parameters_assign(model: nn.Module, weights: Entries, snapshot: Snapshot, fused: bool) -> Loaded:
-    """The ``assign`` parameters step: the checkpoint's tensors *become* the parameters.
-
-    A memory-mapped tensor of the parameter's dtype and device replaces it (as ``load_state_dict(assign=True)``),
-    so no byte is copied until read. The fused ``qkv_proj`` is stacked into a new tensor; a mismatch is copied.
-    """
+    """The ``assign`` parameters step: a memory-mapped tensor of the parameter's dtype and device *becomes* it (as
+    ``load_state_dict(assign=True)``), no byte copied until read; the fused ``qkv_proj`` is stacked, a mismatch
+    copied."""
     params = dict(model.named_parameters())
     copies: Entries = []
     parts: dict[str, dict[int, tuple[str, torch.Tensor]]] = defaultdict(dict)
@@ -165,12 +163,9 @@ def load_buffers(model: nn.Module, persistent: dict[str, torch.Tensor], entries:
 
 
 def hub_check(snapshot: Snapshot) -> Path:
-    """Where ``spk_dict.pt`` lives, found as the outer Qwen2.5-Omni ``load_weights`` finds it.
-
-    0.30.0 takes a path that exists as it is; a Hub id goes through ``download_weights_from_hf_specific``: a
-    file lock named after the model, ``snapshot_download`` of ``*.pt`` and a glob. A snapshot found in a Hugging
-    Face cache (``--model``) takes that path, always offline; any other costs one ``exists()``.
-    """
+    """Where ``spk_dict.pt`` lives, found as the outer ``load_weights`` finds it: for a snapshot found in a Hugging
+    Face cache (``--model``), upstream's Hub path (a file lock named after the model, ``snapshot_download`` of
+    ``*.pt``, a glob), always offline; for any other, one ``exists()``."""
     if snapshot.source != "hub-cache" or not snapshot.model_id:
         snapshot.root.exists()
         return snapshot.root
