@@ -26,14 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import OmniLoaderError, ResultsError
 from ..formatting import number
-from ..results.integrity import resume_benchmark
-from ..results.lock import writer_lock
+from .driver import continuing, drive
 from ..host.machine import Activity
 from ..results.metadata import now_iso
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
 from ..results.planner import PlannedRun
-from ..results.lifecycle import Recording, recording
+from ..results.lifecycle import Recording
 from ..results.rows import failed_row, rows_for_run
 from .phase_watch import PhaseWatch
 from ..results.spec import BenchmarkSpec, spec_conflicts
@@ -69,45 +68,74 @@ def run_benchmark(
     finished run is already on disk, and the record says ``interrupted`` so that ``--resume`` can
     pick up the missing runs.
 
-    The directory's writer lock is held throughout: a second writer is refused, not interleaved.
-    On ``resume``, rows the integrity check rejects (torn, duplicated, off the plan) are moved to
-    runs.rejected.csv first, and their runs are run again.
+    The writer lock, the record and ``resume`` are :func:`~omni_loader.bench.driver.continuing`'s: a second writer
+    is refused, rows the integrity check rejects (torn, duplicated, off the plan) are set aside and run again.
     """
-    out = Path(out)
-    with writer_lock(out):
-        plan = spec.plan()
-        record, done = _resumed(spec, out) if resume else (started_record(spec, out, plan, snapshot), frozenset())
-        if (record.get("sequential") or {}).get("stopped_at"):  # it stopped at a look: its plan is the runs made
-            plan = [r for r in plan if r.run_id in {e.get("run_id") for e in record.get("plan") or []}]
-        todo = [r for r in plan if r.run_id not in done]
+    out, plan = Path(out), spec.plan()
+    with continuing(out, MEMBER, resume, lambda: started_record(spec, out, plan, snapshot),
+                    lambda: spec_conflicts(BenchmarkSpec.from_metadata(read_metadata(out)), spec.flat()),
+                    f"--resume: {out / METADATA_FILE} was made with another spec") as (rec, done):
+        if (rec.record.get("sequential") or {}).get("stopped_at"):  # it stopped at a look: its plan is the runs made
+            plan = [r for r in plan if r.run_id in {e.get("run_id") for e in rec.record.get("plan") or []}]
         activity = Activity.start()  # what else the machine did meanwhile: the report warns when it was busy
-        with recording(out, MEMBER, record) as rec:
-            try:
-                _run_all(spec, rec, plan, todo, progress, on_start, look)
-            except KeyboardInterrupt:
-                if spec.workers == "forkserver":
-                    from .worker import stop_forkserver
+        try:
+            _run_all(spec, rec, plan, done, progress, on_start, look)
+        except KeyboardInterrupt:
+            if spec.workers == "forkserver":
+                from .worker import stop_forkserver
 
-                    stop_forkserver()
-                raise
-            finally:
-                rec.update(activity=activity.finish())
+                stop_forkserver()
+            raise
+        finally:
+            rec.update(activity=activity.finish())
     return out
 
 
-def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: list[PlannedRun], progress: bool,
+def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], done: frozenset[int], progress: bool,
              on_start: Callable[[PlannedRun, int], None] | None,
              look: Callable[[Path, int, float], tuple[bool, str]] | None = None) -> None:
-    """Run ``todo``, appending each run's rows (or its failure) the moment it ends; stop at a look that settles."""
+    """Drive the runs not ``done``, appending each run's rows (or its failure) the moment it ends; stop at a look
+    that settles."""
     from ..progress import Redrawer, progress_bar, rate_from_now  # a widget in Lab, whole lines in logs and notebooks
     from .worker import LoadRequest, WorkerFailed, run_isolated, start_forkserver
 
-    looks = Looks(spec, plan, {r.run_id for r in plan} - {r.run_id for r in todo}, look)
+    todo = [r for r in plan if r.run_id not in done]
+    looks = Looks(spec, plan, {r.run_id for r in plan} & done, look)
     # the bar counts to the first look (its time left too), from its first line; more if that look does not settle
     bar = progress_bar(total=len(looks.needed(looks.pending[0])) if looks.pending else len(plan),
                        initial=len(plan) - len(todo), unit="run", enabled=progress,
                        desc="A/B runs, cold" if spec.load.cache == "cold" else "A/B runs")  # 01 runs both kinds
     redrawer = Redrawer(bar)  # its clock moves through the set-up below (01's stood 12 s at "starting the worker")
+    watch, shared = Timeout(spec.worker_timeout), SharedFailure(set(spec.variants))
+
+    def arm(run: PlannedRun) -> tuple[str, float, Any]:  # when it began, its clock, its result or failure's words
+        label = f"run {run.run_id + 1}/{bar.total} {run.variant}{' (warm-up)' if run.warmup else ''}"
+        started, began = time.perf_counter(), now_iso(precise=True)
+        try:
+            # no "(limit 1,800 s)" beside it: a new user cannot act on the limit until it is hit, and then
+            # the run's failure names it (Timeout.explain) and the option that sets it
+            with PhaseWatch(bar, label, "", (lambda pid: on_start(run, pid)) if on_start else None) as phases:
+                return began, started, run_isolated(LoadRequest.of(spec, run), spec.workers, watch.seconds,
+                                                    on_start=phases.started)
+        except WorkerFailed as exc:
+            return began, started, watch.explain(str(exc))
+
+    def save(run: PlannedRun, ran: tuple[str, float, Any]) -> None:
+        began, started, result = ran
+        if isinstance(result, str):  # a failure: every run so far failing the same way stops the benchmark
+            rec.ran([failed_row(run, result, time.perf_counter() - started, began, now_iso(precise=True))])
+            shared.failed(run.variant, result)
+        else:
+            rec.ran(rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
+            rec.update(**{CACHE_KEY: recorded_run(_cache_record(rec), run.run_id, run.warmup, result)})
+            if run.warmup:
+                watch.saw_warmup(time.perf_counter() - started)
+            shared.ok()
+        if run.warmup:  # a warm-up pays one-off costs (the first reads, the first fork): it prices no run
+            rate_from_now(bar, forget=True)  # 01's bar said "02:57 left" after one with 39 s left
+            bar.initial = bar.n + 1
+        bar.update(1)
+
     try:
         if looks.read_ready(rec, bar):  # a look whose runs all ended before an interrupt (during the look itself):
             return  # read before any new run, which a look that settles would leave off its plan
@@ -118,35 +146,10 @@ def _run_all(spec: BenchmarkSpec, rec: Recording, plan: list[PlannedRun], todo: 
             bar.set_postfix_str("starting the worker server (imports torch and the model code once)")
             start_forkserver()
         rate_from_now(bar)  # the time left is the runs' own, not the set-up's above
-        watch = Timeout(spec.worker_timeout)
-        shared = SharedFailure(set(spec.variants))
-        for run in todo:
-            label = f"run {run.run_id + 1}/{bar.total} {run.variant}{' (warm-up)' if run.warmup else ''}"
-            started, began = time.perf_counter(), now_iso(precise=True)
-            try:
-                # no "(limit 1,800 s)" beside it: a new user cannot act on the limit until it is hit, and then
-                # the run's failure names it (Timeout.explain) and the option that sets it
-                with PhaseWatch(bar, label, "",
-                                (lambda pid, run=run: on_start(run, pid)) if on_start else None) as phases:
-                    result = run_isolated(LoadRequest.of(spec, run), spec.workers, watch.seconds, on_start=phases.started)
-                rec.ran(rows_for_run(run, result, started=began, ended=now_iso(precise=True)))
-                rec.update(**{CACHE_KEY: recorded_run(_cache_record(rec), run.run_id, run.warmup, result)})
-                if run.warmup:
-                    watch.saw_warmup(time.perf_counter() - started)
-                shared.ok()
-            except WorkerFailed as exc:
-                error = watch.explain(str(exc))
-                rec.ran([failed_row(run, error, time.perf_counter() - started, began, now_iso(precise=True))])
-                shared.failed(run.variant, error)
-            if run.warmup:  # a warm-up pays one-off costs (the first reads, the first fork): it prices no run
-                rate_from_now(bar, forget=True)  # 01's bar said "02:57 left" after one with 39 s left
-                bar.initial = bar.n + 1
-            bar.update(1)
-            if looks.after(run, rec, bar):
-                break
-        else:  # not "run 12/12 baseline: digest" for the seconds the report takes
-            if todo:
-                bar.set_postfix_str(f"all {len(plan)} runs done")
+        saved = drive(rec.out, plan, arm, save, done=done, after=lambda run, _: looks.after(run, rec, bar),
+                      resume=["omni-loader", "reproduce", "--resume", "--out", str(rec.out)])
+        if todo and saved == len(plan):  # no look stopped it: not "run 12/12 baseline: digest" for the report's time
+            bar.set_postfix_str(f"all {len(plan)} runs done")
     finally:
         redrawer.close()
         bar.close()
@@ -285,15 +288,6 @@ def started_record(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], snaps
         model=(snapshot.model_id if snapshot and snapshot.model_id else f"Qwen/Qwen2.5-Omni-3B Token2Wav{synthetic}"),
         checkpoint=snapshot.describe() if snapshot else {"checkpoint_dir": spec.checkpoint},
         construct=spec.load.construct, workers=spec.workers)
-
-
-def _resumed(spec: BenchmarkSpec, out: Path) -> tuple[dict[str, Any], frozenset[int]]:
-    """The saved record, continued (same spec, or a one-line refusal naming what differs), and the runs it has."""
-    conflicts = spec_conflicts(BenchmarkSpec.from_metadata(read_metadata(out)), spec.flat())
-    if conflicts:
-        raise ResultsError(f"--resume: {out / METADATA_FILE} was made with another spec: {', '.join(conflicts)}")
-    resumption = resume_benchmark(out, MEMBER)
-    return resumption.record, resumption.done
 
 
 # --------------------------------------------------------------------------- a new benchmark's spec
