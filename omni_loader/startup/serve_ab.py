@@ -32,13 +32,12 @@ from typing import Any
 
 from ..errors import OmniLoaderError, ResultsError
 from ..formatting import duration, time_unit
-from ..results.integrity import check_results, resume_benchmark
-from ..results.lock import writer_lock
+from ..bench.driver import continuing, drive
+from ..results.integrity import Resumption, check_results
 from ..host.procs import ChildGuard
 from .logfigures import DEFAULT_PATTERNS, compile_patterns
 from ..names import VARIANTS
 from ..results.planner import ORDERS, PlannedRun, plan_runs
-from ..results.lifecycle import recording
 from ..results.rows import RUNS_FILE, read_runs
 from .one_run import (PHASE, SOURCE, Command, RunOutcome, health_address, run_one,
                       split_command)
@@ -162,40 +161,38 @@ def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progr
 
     ``device`` only chooses which device the environment record describes; ``model`` (what the
     servers serve) is recorded as given. Log figures keep their names; their rows have source
-    ``server``, which keeps them apart from the loader's own phases of the same name. On
-    ``resume`` the saved spec must match (a one-line refusal names what differs), rows the
-    integrity check rejects are set aside, and the missing runs are run. The directory's writer
-    lock is held throughout.
+    ``server``, which keeps them apart from the loader's own phases of the same name. The writer lock, the
+    record and ``resume`` (the saved spec must match) are :func:`~omni_loader.bench.driver.continuing`'s.
     """
     out = Path(out)
-    with writer_lock(out):
-        if resume:
-            record, plan, done, counts = _resumed(spec, out)
-        else:
-            plan = spec.plan(_first_free_id(out))
-            record = benchmark_record("serve-ab", spec.to_dict(), plan, device, warmup=spec.warmup,
-                                      repeats=spec.runs, order=spec.order, model=model)
-            done, counts = frozenset(), {"ok": 0, "failed": 0}
-        logs = out / "logs"
+    with continuing(out, MEMBER, resume, lambda: benchmark_record(
+            "serve-ab", spec.to_dict(), spec.plan(_first_free_id(out)), device, warmup=spec.warmup, repeats=spec.runs,
+            order=spec.order, model=model), lambda: _conflicts(spec, out),
+            f"--resume: {out} holds a serve-ab benchmark made with another spec", _counts) as (rec, done), \
+            ChildGuard(spec.grace_s) as guard:  # a server outlives no serve-ab, even one killed with SIGKILL
+        plan, logs = spec.plan(min((int(e["run_id"]) for e in rec.record["plan"]), default=0)), out / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         report = _Reporter(progress, len(plan), len(done))
         report.line(f"{len(plan)} runs ({spec.warmup} warm-up of each, then {spec.runs} of each, {spec.order}); "
                     f"health {spec.health_url}; logs in {logs}")
-        with recording(out, MEMBER, record, runs_ok=counts["ok"], runs_failed=counts["failed"]) as rec, \
-                ChildGuard(spec.grace_s) as guard:  # a server outlives no serve-ab, even one killed with SIGKILL
-            try:
-                compiled = compile_patterns(spec.patterns)
-                for run in (r for r in plan if r.run_id not in done):
-                    report.start(run)
-                    outcome = run_one(run, spec.command(run.variant), spec.health_url, logs, timeout=spec.timeout_s,
-                                      grace=spec.grace_s, poll_interval=spec.poll_interval_s,
-                                      port_wait=spec.port_wait_s, patterns=compiled, guard=guard,
-                                      on_wait=report.waiting)
-                    counts[outcome.status] += 1
-                    rec.ran(outcome.rows(), runs_ok=counts["ok"], runs_failed=counts["failed"])
-                    report.run(outcome)
-            finally:
-                report.close()
+        compiled = compile_patterns(spec.patterns)
+
+        def arm(run: PlannedRun) -> RunOutcome:
+            report.start(run)
+            return run_one(run, spec.command(run.variant), spec.health_url, logs, timeout=spec.timeout_s,
+                           grace=spec.grace_s, poll_interval=spec.poll_interval_s, port_wait=spec.port_wait_s,
+                           patterns=compiled, guard=guard, on_wait=report.waiting)
+
+        def save(run: PlannedRun, outcome: RunOutcome) -> None:
+            key = "runs_ok" if outcome.status == "ok" else "runs_failed"
+            rec.ran(outcome.rows(), **{key: rec.fields[key] + 1})
+
+        # beside a load benchmark (its run ids first) the suite is continued by reproduce
+        command = ["omni-loader", "reproduce" if plan[0].run_id else "serve-ab", "--resume", "--out", str(out)]
+        try:
+            drive(out, plan, arm, save, done=done, resume=command, after=lambda run, outcome: report.run(outcome))
+        finally:
+            report.close()
     return out
 
 
@@ -211,26 +208,28 @@ def _first_free_id(out: Path) -> int:
     return 0
 
 
-def _resumed(spec: StartupSpec, out: Path) -> tuple[dict[str, Any], list[PlannedRun], frozenset[int], dict[str, int]]:
-    """The saved record continued, its plan, the runs it has, and how many of them ended ok or failed."""
+def _conflicts(spec: StartupSpec, out: Path) -> list[str]:
+    """What in ``spec`` differs from the serve-ab benchmark saved in ``out``: its options, else its run plan."""
     saved = saved_serve_ab(out)
     given = spec.to_dict()
     conflicts = serve_ab_conflicts(saved["spec"], {k: given[k] for k in option_fields(StartupSpec) if k in saved["spec"]})
     first_id = min((int(r["run_id"]) for r in saved.get("plan") or []), default=0)
-    plan = spec.plan(first_id)
 
     def key(entry: Mapping[str, Any]) -> tuple[Any, ...]:
         return int(entry["run_id"]), entry["variant"], bool(entry["warmup"]), entry.get("order")
 
-    if not conflicts and [key(e) for e in saved.get("plan") or []] != [key(r.to_dict()) for r in plan]:
+    if not conflicts and [key(e) for e in saved.get("plan") or []] != [key(r.to_dict()) for r in spec.plan(first_id)]:
         conflicts = ["the run plan"]
-    if conflicts:
-        raise ResultsError(f"--resume: {out} holds a serve-ab benchmark made with another spec: {', '.join(conflicts)}")
-    resumption = resume_benchmark(out, MEMBER)
-    frame = resumption.check.frame
-    mine = frame[(frame["phase"] == PHASE) & frame["run_id"].isin(resumption.done)] if len(frame) else frame
-    counts = {"ok": int((mine["status"] == "ok").sum()), "failed": int((mine["status"] != "ok").sum())}
-    return resumption.record, plan, resumption.done, counts
+    return conflicts
+
+
+def _counts(resumed: Resumption | None) -> dict[str, int]:
+    """How many of the runs already saved ended ok and how many failed: the record's running counts."""
+    if resumed is None:
+        return {"runs_ok": 0, "runs_failed": 0}
+    frame = resumed.check.frame
+    mine = frame[(frame["phase"] == PHASE) & frame["run_id"].isin(resumed.done)] if len(frame) else frame
+    return {"runs_ok": int((mine["status"] == "ok").sum()), "runs_failed": int((mine["status"] != "ok").sum())}
 
 
 class _Reporter:
