@@ -161,11 +161,12 @@ def test_a_step_that_slows_shared_phases_is_named_in_the_report(tiny_snapshot, t
 
 def test_compare_marks_a_confounded_row_as_the_report_does():
     from omni_loader.compare.side_by_side import Entry, _confounded, consistency_checks
+    from omni_loader.results.suite import Suite
 
-    assert _confounded(_frame(), {}) == {}
-    confounded = _confounded(_frame(slower={"load_parameters": 0.2}), {})
+    assert _confounded(_frame(), Suite({})) == {}
+    confounded = _confounded(_frame(slower={"load_parameters": 0.2}), Suite({}))
     assert confounded == {"weight_loading": ("load_parameters",), "total": ("load_parameters",)}
-    entry = Entry("r", Path("r"), False, {}, (), {}, confounded=confounded)
+    entry = Entry("r", Path("r"), False, Suite({}), (), {}, confounded=confounded)
     notes = [c for c in consistency_checks([entry], entry) if c.what == "controls"]
     assert [c.message for c in notes] == [
         "weight_loading is confounded: load_parameters (code both variants share) differs between them; see its "

@@ -136,7 +136,7 @@ def test_resume_names_every_changed_option(name: str, tmp_path: Path, no_machine
     assert f": {flag(f)} " in str(refused.value), (words, str(refused.value))
 
 
-def compare_entry(label: str, meta: dict[str, Any]) -> Any:
+def compare_entry(label: str, meta: Suite) -> Any:
     """compare's entry of a results directory holding ``meta`` and no runs: what its checks read of the spec."""
     from omni_loader.compare.side_by_side import Entry
     from omni_loader.reporting.measurements import planned_arms

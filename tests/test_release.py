@@ -15,6 +15,7 @@ import torch
 from omni_loader.bench.runner import check_variants
 from omni_loader.errors import OmniLoaderError
 from omni_loader.reporting.report_environment import variants_text
+from omni_loader.results.suite import Suite
 from omni_loader.token2wav import release as release_module
 from omni_loader.token2wav.discovery import count_state_dict_calls, find_persistent_buffers
 from omni_loader.token2wav.model import build_model, config_dict
@@ -167,7 +168,7 @@ def test_installed_variant_travels_as_a_string_and_names_its_release(tmp_path: P
     assert callable(resolve_step(v.discovery, "discovery"))
     with pytest.raises(OmniLoaderError, match="only the discovery step"):
         resolve_step(v.discovery, "parameters")
-    meta = {"kind": "reproduce", "spec": {"variants": ["baseline", "rel"], "custom_variants": [v.to_dict()]}}
+    meta = Suite({"kind": "reproduce", "spec": {"variants": ["baseline", "rel"], "custom_variants": [v.to_dict()]}})
     assert ("rel = vLLM-Omni 9.9.9's find_all_registers, qwen2_5_omni_token2wav.py:" in variants_text(meta)
             and "(per-buffer state_dict())" in variants_text(meta))
 

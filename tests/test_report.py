@@ -748,14 +748,14 @@ def test_report_reads_schema_2_and_3_records_alike(rich_dir, tmp_path):
 
 
 def test_a_startup_benchmark_alone_is_described_by_its_own_record():
-    from omni_loader.reporting.measurements import described_record, spec_of
+    from omni_loader.results.suite import Suite
 
-    serve_ab = {"schema_version": 2, "kind": "serve-ab", "model": "M", "spec": {"runs": 4}}
-    assert described_record(serve_ab)["model"] == "M" and spec_of(serve_ab) == {"runs": 4}
-    both = {"schema_version": 3, "benchmarks": {"startup": {"model": "S"}, "load": {"model": "L", "spec": {
-        "load": {"layout": "transformers"}, "runs": 2}}}}
-    assert described_record(both)["model"] == "L" and spec_of(both) == {"runs": 2, "layout": "transformers"}
-    assert described_record({"schema_version": 3, "benchmarks": {}}) == {}
+    serve_ab = Suite({"schema_version": 2, "kind": "serve-ab", "model": "M", "spec": {"runs": 4}})
+    assert serve_ab.described["model"] == "M" and serve_ab.spec == {"runs": 4}
+    both = Suite({"schema_version": 3, "benchmarks": {"startup": {"model": "S"}, "load": {"model": "L", "spec": {
+        "load": {"layout": "transformers"}, "runs": 2}}}})
+    assert both.described["model"] == "L" and both.spec == {"runs": 2, "layout": "transformers"}
+    assert Suite({"schema_version": 3, "benchmarks": {}}).described == {}
 
 
 def test_comparisons_order_and_labels(rich_dir):
@@ -1105,10 +1105,11 @@ def test_render_report_with_aa_floors_and_variants_beyond_the_pr(arms_dir):
 
 
 def test_planned_arms_and_spec_of_read_the_described_record():
-    from omni_loader.reporting.measurements import planned_arms, spec_of
+    from omni_loader.reporting.measurements import planned_arms
+    from omni_loader.results.suite import Suite
 
     def meta(spec):
-        return {"schema_version": 3, "benchmarks": {"load": {"spec": spec}}}
+        return Suite({"schema_version": 3, "benchmarks": {"load": {"spec": spec}}})
 
     assert planned_arms(meta({})) == ["baseline", "optimized"]  # schema 1: the PR's two
     assert planned_arms(meta({"variants": ["optimized", "assign"]})) == ["optimized", "assign"]
@@ -1117,8 +1118,8 @@ def test_planned_arms_and_spec_of_read_the_described_record():
     assert planned_arms(meta({"aa": False})) == ["baseline", "optimized"]
     # only the load options' own dict is flattened: another setting holding a dict stays as it is
     spec = {"load": {"layout": "vllm-omni", "dtype": "float32"}, "threads": {"torch": 4}, "runs": 3}
-    assert spec_of(meta(spec)) == {"threads": {"torch": 4}, "runs": 3, "layout": "vllm-omni", "dtype": "float32"}
-    assert spec_of({"schema_version": 3, "benchmarks": {"load": {}}}) == {}
+    assert meta(spec).spec == {"threads": {"torch": 4}, "runs": 3, "layout": "vllm-omni", "dtype": "float32"}
+    assert Suite({"schema_version": 3, "benchmarks": {"load": {}}}).spec == {}
 
 
 def test_labels_and_row_units():

@@ -9,8 +9,7 @@ from omni_loader.bench.runner import run_benchmark
 from omni_loader.results.spec import BenchmarkSpec
 from omni_loader.results.integrity import check_results
 from omni_loader.results.planner import FIRST_LOOK, LOOK_ALPHAS, look_alpha, looks
-from omni_loader.results.suite import Suite
-from omni_loader.results.suite import benchmark, read_metadata
+from omni_loader.results.suite import Suite, benchmark, read_metadata
 from omni_loader.reporting.report import render_report
 from omni_loader.reporting.sequential import design_alpha, design_sentence, look_at, settled
 from test_controls import _frame
@@ -109,7 +108,7 @@ def test_a_sequential_benchmark_stops_at_the_look_that_settles(stopped):
     check = check_results(out)
     assert not check.problems and not check.missing_runs  # the plan is the runs made: nothing is missing
     assert check.frame["run_id"].nunique() == 2 * (FIRST_LOOK + 1)
-    assert design_alpha(read_metadata(out)) == LOOK_ALPHAS[0]
+    assert design_alpha(Suite.read(out)) == LOOK_ALPHAS[0]
 
 
 def test_the_bar_counts_to_the_first_look_from_its_first_line(tiny_snapshot, tmp_path, monkeypatch):
@@ -135,8 +134,8 @@ def test_its_report_reads_the_verdicts_at_the_looks_share(stopped):
 
 def test_a_design_sentence_without_the_looks_seen_still_reads(stopped):
     """A record that kept no look's reason (hand-edited, or cut) says 'settled' or gives no reason: no KeyError."""
-    meta = read_metadata(stopped[1])
-    seq = benchmark(meta, "load")["sequential"]
+    meta = Suite.read(stopped[1])
+    seq = meta.benchmark("load")["sequential"]
     seq["seen"] = []
     assert design_sentence(meta).endswith(f"; it stopped after {FIRST_LOOK} a side: settled")
     seq["stopped_at"] = None
@@ -148,7 +147,7 @@ def test_a_sequential_record_without_looks_reads_as_fixed(stopped):
     for damaged in ("sequential", {"looks": []}, {}):
         meta = read_metadata(stopped[1])
         meta["benchmarks"]["load"]["sequential"] = damaged  # benchmark() hands out a copy of the record
-        assert (design_alpha(meta), design_sentence(meta)) == (0.05, "")
+        assert (design_alpha(Suite(meta)), design_sentence(Suite(meta))) == (0.05, "")
 
 
 def test_resuming_a_stopped_benchmark_runs_nothing(stopped):
@@ -171,8 +170,8 @@ def test_a_look_that_does_not_settle_runs_the_whole_plan(tiny_snapshot, tmp_path
     assert seen == [(FIRST_LOOK, LOOK_ALPHAS[0])]
     assert len(record["plan"]) == len(spec.plan()) and record["sequential"]["stopped_at"] is None
     assert record["sequential"]["seen"] == [{"n": FIRST_LOOK, "settled": False, "why": "not yet"}]
-    assert design_alpha(read_metadata(tmp_path / "r")) == LOOK_ALPHAS[1]
-    assert design_sentence(read_metadata(tmp_path / "r")) == (
+    assert design_alpha(Suite.read(tmp_path / "r")) == LOOK_ALPHAS[1]
+    assert design_sentence(Suite.read(tmp_path / "r")) == (
         f"sequential: verdicts read after {FIRST_LOOK} runs a side at α=0.01, else after {FIRST_LOOK + 1} at α=0.04 "
         f"(together at most 0.05: alpha spending); not settled after {FIRST_LOOK} (not yet), so all {FIRST_LOOK + 1} ran, "
         "and every verdict here is read at α=0.04 (96% intervals)")

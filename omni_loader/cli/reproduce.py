@@ -13,7 +13,7 @@ from ..formatting import count
 from ..results.metadata import stamped
 from ..host.placement import resolve_cpus
 from ..results.rows import RUNS_FILE
-from ..results.suite import METADATA_FILE, benchmark, read_metadata
+from ..results.suite import METADATA_FILE, Suite
 from ..results.integrity import Results, resume_command
 from ..results.spec import IN_PROCESS_TIMEOUT, LOAD_FIELDS, BenchmarkSpec, same_path, spec_conflicts
 from ..token2wav.options import CheckpointOptions, dest, option_fields
@@ -43,8 +43,8 @@ def resume_spec(args: argparse.Namespace, out: Path) -> tuple[BenchmarkSpec, Any
     if not (out / METADATA_FILE).is_file():
         raise ResultsError(f"--resume: {out} has no {METADATA_FILE}, nothing to continue (drop --resume to start "
                            "a benchmark there)")
-    metadata = read_metadata(out)
-    saved = BenchmarkSpec.from_metadata(metadata)
+    suite = Suite.read(out)
+    saved = BenchmarkSpec.from_metadata(suite)
     given = given_options(args)
     values = {field: getattr(args, dest) for dest, field in SPEC_DESTS.items() if dest in given}
     if "device" in values:
@@ -64,7 +64,7 @@ def resume_spec(args: argparse.Namespace, out: Path) -> tuple[BenchmarkSpec, Any
     if conflicts:
         raise ResultsError(f"--resume --out {out}: options that contradict the saved benchmark: {', '.join(conflicts)};"
                            f" drop them (the spec comes from {METADATA_FILE}) or choose another --out")
-    described = (benchmark(metadata, "load") or {}).get("checkpoint") or {}
+    described = (suite.benchmark("load") or {}).get("checkpoint") or {}
     snapshot = open_snapshot(saved.checkpoint, source=described.get("checkpoint_source") or "directory",
                              model_id=described.get("model_id"))
     return saved, snapshot
@@ -105,7 +105,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if not (out / METADATA_FILE).is_file():  # stopped before the benchmark began: there is nothing to resume
             print(f"interrupted before the benchmark started: nothing was saved{'' if out.exists() else f' ({out} was not made)'}")
             return 130
-        print(f"interrupted: {count(saved_runs(out), 'run')} saved in {out}; continue with: {resume_command(out, {})}")
+        print(f"interrupted: {count(saved_runs(out), 'run')} saved in {out}; continue with: {resume_command(out)}")
         return 130
 
 
@@ -149,7 +149,7 @@ def equivalent(check: Results, name: str | Path | None = None) -> bool:
     from ..reporting.measurements import planned_arms
     from ..reporting.stats import equivalence
 
-    equiv = equivalence(check.frame, planned_arms(check.metadata))
+    equiv = equivalence(check.frame, planned_arms(check.suite))
     if not equiv["equivalent"]:
         print(f"omni-loader: error: {name or check.directory}: {equiv['statement']}", file=sys.stderr)
     return bool(equiv["equivalent"])

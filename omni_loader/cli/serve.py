@@ -85,7 +85,7 @@ def cmd_serve_ab(args: argparse.Namespace) -> int:
     try:  # SIGTERM too (omni_loader.cli.terminate_as_interrupt): the finally clauses stop the running server's group
         out = run_serve_ab(spec, args.out, progress=True, device=args.device, model=args.model, resume=args.resume)
     except KeyboardInterrupt:
-        print(f"interrupted: continue with: {resume_command(args.out, {}, 'serve-ab')}", file=sys.stderr)
+        print(f"interrupted: continue with: {resume_command(args.out, command='serve-ab')}", file=sys.stderr)
         return 130
     print(f"serve-ab: wrote {Path(out) / 'runs.csv'} and {Path(out) / 'metadata.json'}")
     lines = summarize(out)

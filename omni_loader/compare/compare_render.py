@@ -155,7 +155,7 @@ def check_lines(result: SideBySide) -> list[str]:
 def variant_lines(result: SideBySide) -> list[str]:
     """Which vLLM-Omni releases the compared arms are (the PR's rows compare 0.28.0 with 0.30.0): one line
     when every directory ran the same arms, else one per directory."""
-    texts = {e.label: variants_text(e.metadata) for e in result.entries}
+    texts = {e.label: variants_text(e.suite) for e in result.entries}
     if not texts:
         return []
     if len(set(texts.values())) == 1:
@@ -233,7 +233,7 @@ def table_records(result: SideBySide) -> list[dict[str, Any]]:
             "transformers": env.get("transformers", ""), "kit_commit": e.kit_commit,
             **{name: setting_cell(e, name) for name in SETTING_COLUMNS},
             "runs_baseline": e.runs.get("baseline", 0), "runs_optimized": e.runs.get("optimized", 0),
-            "digest": " ".join(e.digests), "variants": variants_text(e.metadata),
+            "digest": " ".join(e.digests), "variants": variants_text(e.suite),
             "checks": "; ".join(f"{c.kind} ({c.what}): {c.message}" for c in result.checks_for(e.label)),
         }
         for phase in result.pr_rows:

@@ -17,9 +17,9 @@ from typing import Any
 from ..errors import ResultsError
 from ..formatting import count
 from ..results.archive import archive_format, opened
-from ..reporting.measurements import PR_ROWS, comparisons, described_record, planned_arms
+from ..reporting.measurements import PR_ROWS, comparisons, planned_arms
 from ..reporting.sequential import design_alpha
-from ..results.suite import benchmark, flat_spec
+from ..results.suite import Suite, flat_spec
 from ..results.spec import BenchmarkSpec
 from ..token2wav.options import flag, option_fields, same_setting, spelled
 from ..names import VARIANTS, digest_algorithm, short_digest
@@ -39,7 +39,7 @@ class Entry:
     label: str  # what the table calls it: the directory's name, made unique
     source: Path  # the directory or archive as given
     archive: bool
-    metadata: dict[str, Any] = field(repr=False)
+    suite: Suite = field(repr=False)  # its metadata.json
     comparisons: tuple[Comparison, ...] = field(repr=False)  # measurements.comparisons of its rows: PR rows first
     intervals: dict[str, tuple[float, float]] = field(repr=False)  # 95% interval of each timed row's ratio
     runs: dict[str, int] = field(default_factory=dict)  # measured successful runs per variant
@@ -52,12 +52,12 @@ class Entry:
 
     @cached_property
     def record(self) -> dict[str, Any]:
-        """The benchmark this directory describes (its load benchmark's record), as results.benchmark reads it."""
-        return described_record(self.metadata)
+        """The benchmark this directory describes (its load benchmark's record)."""
+        return self.suite.described
 
     environment = property(lambda self: self.record.get("environment") or {})
     spec = property(lambda self: flat_spec(self.record))  # the load options flat among the other settings
-    schema_version = property(lambda self: int(self.metadata.get("schema_version", 0)))  # the suite's
+    schema_version = property(lambda self: int(self.suite.raw.get("schema_version", 0)))  # the suite's
     model = property(lambda self: str(self.record.get("model") or NOT_RECORDED))
     kit_commit = property(lambda self: str(self.environment.get("kit_commit") or NOT_RECORDED))
 
@@ -197,8 +197,9 @@ def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
     problems = list(checked.problems)
     ok = measured(frame)
     runs = {v: run_summary(frame, v, "state_dict_calls").n for v in VARIANTS}
-    startup = benchmark(checked.metadata, "load") is None and benchmark(checked.metadata, "startup") is not None
-    variants = tuple(v for v in planned_arms(checked.metadata) if not v.startswith("aa-"))
+    suite = checked.suite
+    startup = suite.benchmark("load") is None and suite.benchmark("startup") is not None
+    variants = tuple(v for v in planned_arms(suite) if not v.startswith("aa-"))
     unmeasured = [v for v in VARIANTS if v in variants and not runs[v]]
     if unmeasured and not startup:  # a variant it did not plan is no failure; a startup benchmark loads nothing
         problems.append(f"no successful measured runs of {' and '.join(unmeasured)}")
@@ -209,27 +210,27 @@ def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
                         f"{first['error']})")
     loads = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"])]
     digests = tuple(sorted({str(d) for d in loads["digest"] if str(d)}))
-    if len(loads) and not equivalence(frame, planned_arms(checked.metadata))["equivalent"]:
+    if len(loads) and not equivalence(frame, planned_arms(suite))["equivalent"]:
         problems.append("its own runs did not all load the same model (digests or counts differ between runs: "
                         f"{count(len(digests), 'digest')}); see its report.md")
     per_run = ok[ok["source"] == "load"].drop_duplicates("run_id")
     counts = {column: {v: tuple(sorted({float(x) for x in per_run[per_run["variant"] == v][column]
                                         if str(x) not in ("", "nan")})) for v in VARIANTS}
               for column in COUNT_COLUMNS}
-    comps = tuple(comparisons(frame, design_alpha(checked.metadata)))  # as its report.md reads them
+    comps = tuple(comparisons(frame, design_alpha(suite)))  # as its report.md reads them
     intervals = {c.phase: iv for c in comps if c.phase in PR_ROWS and (iv := ratio_interval(c)) is not None}
     return Entry(label=label or default_label(path), source=path, archive=path.is_file(),
-                 metadata=checked.metadata, comparisons=comps, intervals=intervals, runs=runs, digests=digests,
-                 counts=counts, problems=tuple(problems), confounded=_confounded(frame, checked.metadata),
+                 suite=suite, comparisons=comps, intervals=intervals, runs=runs, digests=digests,
+                 counts=counts, problems=tuple(problems), confounded=_confounded(frame, suite),
                  variants=variants, startup=startup)
 
 
-def _confounded(frame, metadata: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+def _confounded(frame, suite: Suite) -> dict[str, tuple[str, ...]]:
     """The PR rows of a directory that a shared-phase control confounds (as its report.md says)."""
     from ..reporting.controls import control_report
     from ..reporting.measurements import noise_floors
 
-    report = control_report(frame, *VARIANTS, floors=noise_floors(frame), alpha=design_alpha(metadata))
+    report = control_report(frame, *VARIANTS, floors=noise_floors(frame), alpha=design_alpha(suite))
     return {r.phase: r.confounders for r in report.rows if r.confounded} if report else {}
 
 

@@ -40,19 +40,9 @@ def load_reference() -> dict[str, Any]:
     return json.loads(REFERENCE_FILE.read_text())
 
 
-def described_record(metadata: Suite | dict[str, Any]) -> dict[str, Any]:
-    """:attr:`Suite.described <omni_loader.results.suite.Suite.described>` of ``metadata``."""
-    return Suite.of(metadata).described
-
-
-def spec_of(metadata: Suite | dict[str, Any]) -> dict[str, Any]:
-    """:attr:`Suite.spec <omni_loader.results.suite.Suite.spec>` of ``metadata``."""
-    return Suite.of(metadata).spec
-
-
-def planned_arms(suite: Suite | dict[str, Any]) -> list[str]:
+def planned_arms(suite: Suite) -> list[str]:
     """The variants a benchmark planned (schema 1: the PR's two), then the A/A arms if it had them."""
-    spec = Suite.of(suite).spec
+    spec = suite.spec
     arms = list(spec.get("variants") or PR_PAIR)
     return arms + (["aa-1", "aa-2"] if spec.get("aa") else [])
 

@@ -2,7 +2,7 @@
 
 Why apart from the row tables (:mod:`omni_loader.reporting.report_tables`): this table reads the record in
 metadata.json (the machine, versions, spec, command line), never runs.csv, and it reads it only
-through :func:`omni_loader.reporting.measurements.described_record`, so a change in where metadata.json
+through :attr:`omni_loader.results.suite.Suite.described`, so a change in where metadata.json
 keeps a benchmark's record touches neither this module nor the tables.
 """
 
@@ -111,7 +111,7 @@ def variants_text(suite: Suite) -> str:
     """Each arm with the vLLM-Omni code it stands for: a reader of the PR's rows should not have to know that
     ``optimized`` is what vLLM-Omni 0.30.0 ships and ``baseline`` what 0.28.0 and earlier shipped."""
     notes = []
-    custom = {v["name"]: v for v in Suite.of(suite).spec.get("custom_variants") or [] if isinstance(v, dict)}
+    custom = {v["name"]: v for v in suite.spec.get("custom_variants") or [] if isinstance(v, dict)}
     for arm in planned_arms(suite):
         release = VARIANT_RELEASES.get(arm)
         if release:

@@ -35,7 +35,7 @@ __all__ = ["design_alpha", "design_sentence", "look_at", "settled"]
 
 def _sequential(suite: Suite) -> dict[str, Any]:
     """The load benchmark's ``sequential`` record (looks, alphas, where it stopped); {} for a fixed design."""
-    seq = Suite.of(suite).described.get("sequential") or {}
+    seq = suite.described.get("sequential") or {}
     return seq if isinstance(seq, dict) and seq.get("looks") else {}
 
 
