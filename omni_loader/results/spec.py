@@ -135,7 +135,7 @@ class BenchmarkSpec:
         return getattr(self.load, name) if name in LOAD_FIELDS else getattr(self, name)
 
     @classmethod
-    def from_metadata(cls, suite: Suite) -> BenchmarkSpec:
+    def from_metadata(cls, suite: Suite | dict[str, Any]) -> BenchmarkSpec:
         """The spec of a results directory's load benchmark (``suite``, or its metadata.json as read); one-line
         error if unusable.
 
