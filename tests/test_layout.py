@@ -149,6 +149,7 @@ def _importing_files() -> list[Path]:
     return [*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "tests").glob("*.py")]
 
 
+@pytest.mark.slow
 def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
     """One address per name: no module hands on another module's names (a package's ``__init__`` API aside),
     so following an import always lands on the definition."""
