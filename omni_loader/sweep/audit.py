@@ -1,11 +1,8 @@
 """Audit any transformers architecture for the ``state_dict()``-in-a-loop pattern.
 
-Token2Wav is one model where asking ``name in model.state_dict()`` per buffer costs a full tree
-walk each time; any model with many buffers and many modules pays the same B·N. This module
-builds architectures from their default configs on the meta device (no weights, no memory), and
-for each reports the tree's size, both rules' results and whether they agree, the modules that
-could make the optimized rule wrong (:func:`~omni_loader.token2wav.discovery.rule_hazards`), the baseline's
-``state_dict()`` calls and both rules' times.
+Any model with many buffers and many modules pays Token2Wav's B·N. Each architecture is built from its default
+config on the meta device (no weights) and reported with its tree's size, both rules' results, their hazards and
+times.
 """
 
 from __future__ import annotations
@@ -141,13 +138,9 @@ class OnCurve:
 
 def audit(archs: Iterable[str] | None = None, repeats: int = 3, progress: bool = True,
           clock: Any = time.perf_counter) -> ArchitectureAudit:
-    """Audit every architecture in ``archs`` (default: every one transformers' AutoModel knows,
-    :func:`architectures`; one process: transformers' modules import once each); the bar's time
-    left prices the models to come at the median time of those audited so far, the first left out.
-
-    Why not the first: it also pays what one process pays once (transformers' auto classes and the first meta-device
-    model built), and tqdm's rate charged that to every model left (05's bar said "00:20 left" at 00:02 and ended at
-    00:09). The auto classes are imported before the first model; the rest of its one-off cost prices no other."""
+    """Audit every architecture in ``archs`` (default: :func:`architectures`) in one process; the bar's time left
+    prices the models to come at the median of those audited so far, the first left out, as it also pays the
+    process's one-off costs."""
     from transformers.utils import logging as hf_logging
 
     from ..progress import BAR_FORMAT, TICK, Countdown, Redrawer, Step, StepBar, progress_bar
@@ -162,7 +155,7 @@ def audit(archs: Iterable[str] | None = None, repeats: int = 3, progress: bool =
         steps = StepBar(bar, Countdown([model] * len(archs), clock, warm_ups=1),
                         unknown="time left after the second model")
         with Redrawer(steps, TICK):
-            for arch in archs:  # the bar's text: "00:05 left, bert", the model audited now
+            for arch in archs:
                 steps.begin(model, arch)
                 rows.append(audit_arch(arch, repeats))
             steps.finish(f"done: {len(archs)} model{'' if len(archs) == 1 else 's'} audited")
@@ -218,12 +211,8 @@ def write_audit(rows: list[AuditRow], out_dir: str | Path) -> dict[str, Path]:
 
 
 def place_on_curve(rows: list[AuditRow], fit: LogLogFit):  # -> pandas.DataFrame
-    """Each built model's baseline time against the synthetic B·N line of the traversal sweep.
-
-    ``measured_over_fit`` near 1 says the model's baseline cost is what its B·N predicts: the
-    B·N law of notebook 03 carries over to real architectures. Models with no buffers cost the
-    baseline nothing and have no place on a log axis; they are left out.
-    """
+    """Each built model's baseline time against the sweep's synthetic B·N line (``measured_over_fit`` near 1: the
+    B·N law carries over); models without buffers have no place on a log axis and are left out."""
     import pandas as pd
 
     out = []
@@ -240,9 +229,7 @@ def place_on_curve(rows: list[AuditRow], fit: LogLogFit):  # -> pandas.DataFrame
 
 
 def with_placed_models(placed, sweep_placement):  # (DataFrame, DataFrame) -> DataFrame
-    """The audit's models on the B·N line and, beside them, the real models the sweep itself placed on
-    it (its Token2Wav: ``traversal_sweep(..., token2wav=...)``), in one frame sorted by B·N, so the model
-    the PR is about is on the plot it is compared with."""
+    """The audit's models on the B·N line and the real models the sweep itself placed on it, sorted by B·N."""
     import pandas as pd
 
     sweep_placement = sweep_placement if sweep_placement is not None else pd.DataFrame()
@@ -270,9 +257,8 @@ def range_sentence(placed, fit: LogLogFit) -> str:
 
 
 def factor_sentence(placed, fit: LogLogFit, factor: float = 2.0) -> str:
-    """Which models' baselines lie within ``factor`` of what the line predicts at their B·N (measured ÷ fit
-    from 1/``factor`` to ``factor``), and for each one outside, what its ratio means: its cost per module visit
-    against the line's at the same B·N, and whether its place extends the line beyond the fitted range."""
+    """Which models' baselines lie within ``factor`` of the line's prediction, and for each one outside, its cost
+    per module visit against the line's and whether its place extrapolates the line."""
     from ..formatting import count, short_duration, span
 
     ratio = placed["measured_over_fit"].astype(float)
@@ -295,11 +281,8 @@ def factor_sentence(placed, fit: LogLogFit, factor: float = 2.0) -> str:
 
 
 def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
-    """The models of an audit on the synthetic B·N line: one labelled point per model (a real model the
-    sweep placed, such as Token2Wav, as a star), log-log, the line drawn over the fitted range and dotted
-    beyond it. The y axis leaves headroom above the highest point and each label takes the first place beside
-    its point that lies inside the axes and clear of the other labels, the points and the legend
-    (:func:`place_labels`)."""
+    """The audit's models on the synthetic B·N line, log-log, one labelled point each (the sweep's real model a
+    star), the line dotted beyond the fitted range."""
     import numpy as np
 
     from ..formatting import TIME_SCALE, time_unit
@@ -343,10 +326,8 @@ def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
 
 
 def place_labels(ax, labels: list[str], xs, ys, sizes, fontsize: float = 8) -> list:
-    """Label each point ``(xs[i], ys[i])`` (marker area ``sizes[i]`` points²) with ``labels[i]``: the first of
-    right-above, right-below, left-above, left-below of the point that lies inside the axes and overlaps no
-    label placed before, no marker and not the legend; where none does, the one that overlaps least. The
-    figure is drawn once first, so the places are judged where the layout put the axes."""
+    """Label each point at the first of its four corners that stays inside the axes and clear of the labels,
+    markers (area ``sizes[i]`` points²) and legend, else where it overlaps least."""
     fig = ax.figure
     fig.canvas.draw()
     frame = ax.get_window_extent()

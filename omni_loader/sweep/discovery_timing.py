@@ -1,12 +1,7 @@
 """Both buffer-discovery rules timed on one model, alternating, with their call counts and agreement.
 
-Why one function for this: ``omni-loader discovery-bench`` (the real Token2Wav) and the audit (every
-transformers architecture) ask the same question of a model — what each rule costs, how many
-times the baseline builds the state dict, and whether both rules return the same buffers — and
-should answer it the same way: calls alternate between the rules, so a burst of load from another
-process lands on both alike instead of on one. The traversal sweep's per-model calls are here too
-(:func:`experiment_calls`, :func:`per_call_seconds`, :func:`calibration`, :func:`round_estimate`): the calls
-one round times on a model, and what the warm-up says a round will take.
+``discovery-bench`` and the audit ask the same question of a model and answer it the same way: calls alternate
+between the rules, so a burst of load lands on both alike. The traversal sweep's per-model calls are here too.
 """
 
 from __future__ import annotations
@@ -63,9 +58,6 @@ def time_discovery(model: nn.Module, repeats: int = 5, warmup: int = 1) -> Disco
     return DiscoveryTiming(samples=samples, state_dict_calls=state_dict_calls, agreement=compare_variants(model))
 
 
-# --------------------------------------------------------------------------- the traversal sweep's calls
-
-
 def experiment_calls(model: nn.Module) -> dict[str, Callable[[], object]]:
     """What each experiment calls on ``model``."""
     return {
@@ -92,9 +84,8 @@ def per_call_seconds(fn: Callable[[], object], number: int) -> tuple[float, floa
 
 def calibration(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
                 min_time: float = 0.0) -> tuple[dict[str, int], dict[str, float]]:
-    """Run ``warmup`` untimed calls of each experiment; return the calls per timed repeat of each (enough for
-    ``min_time`` seconds, judged from the last warm-up call; 1 without warm-up) and that last call's seconds
-    (none without warm-up)."""
+    """Run ``warmup`` untimed calls of each experiment; return the calls per timed repeat (enough for ``min_time``
+    seconds by the last warm-up call) and that call's seconds."""
     calls = experiment_calls(model)
     number = dict.fromkeys(experiments, 1)
     last_seconds: dict[str, float] = {}
@@ -110,8 +101,7 @@ def calibration(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
 
 
 def round_estimate(number: dict[str, int], last_seconds: dict[str, float], touch: int) -> float:
-    """What one timed round of a model will take, from its warm-up: ``touch`` untimed ``state_dict()`` calls,
-    then each experiment's calls per repeat; NaN without warm-up times."""
+    """What one timed round of a model will take by its warm-up times (``touch`` calls included); NaN without."""
     if any(exp not in last_seconds for exp in ("state_dict", *number)):
         return math.nan
     return touch * last_seconds["state_dict"] + sum(k * last_seconds[exp] for exp, k in number.items())

@@ -1,12 +1,7 @@
 """What the traversal sweep's rows say: medians, log-log fits, where a real model sits, per-item costs.
 
-Why a module of its own: these functions read the tidy rows of ``traversal.csv`` (one per timed
-repeat) and nothing else, so a saved sweep can be fitted and re-plotted without torch, and the
-fitting can be tested on rows built by hand, where the right slope is known exactly.
-
-A log-log fit's slope is the exponent of the growth law: 1 means the cost is linear in that x.
-The baseline rule is fitted against B·N (one whole ``state_dict()`` per buffer), the optimized
-rule against N + B (one walk of the tree), one ``state_dict()`` against N.
+These functions read only the tidy rows of ``traversal.csv``, so a saved sweep can be fitted without torch and
+the fitting tested on hand-built rows. A log-log slope is the growth law's exponent: 1 means linear in that x.
 """
 
 from __future__ import annotations
@@ -30,10 +25,8 @@ REAL_TOKEN2WAV = "token2wav-"  # the sweep's real model's source: "token2wav-ful
 
 
 def source_words(source: str) -> str:
-    """A tree's source as a sentence, a legend or a plot label names it: the sweep's real model, kept in the rows as
-    ``token2wav-full`` (an identifier a filter reads), is "full-size Token2Wav"; an audited architecture keeps its
-    transformers name (``seamless_m4t``), which is what a reader types to build it. Why: a legend or a sentence
-    must name the model as the prose around it does, "the full-size Token2Wav"."""
+    """A tree's source as prose names it: ``token2wav-full`` is "full-size Token2Wav"; an audited architecture
+    keeps its transformers name, which is what a reader types to build it."""
     if source.startswith(REAL_TOKEN2WAV):
         return f"{source.removeprefix(REAL_TOKEN2WAV).replace('full', 'full-size')} Token2Wav"
     return source
@@ -134,9 +127,8 @@ def place_points(rows, fits: dict[str, LogLogFit], clock: str = "wall"):  # -> D
 
 
 def placement_sentence(placement, clock: str = "wall clock") -> str:
-    """Where each real model sits, in one line per model, every number from ``placement`` (:func:`place_points`):
-    its N and B, the baseline's x on the B·N line and the optimized rule's on the N + B line, how far apart the two
-    lie on the x axis, and each rule's median per unit of its x (on ``clock``, in words)."""
+    """Where each real model sits, one line per model from ``placement`` (:func:`place_points`): its N and B, each
+    rule's x, how far apart they lie and each rule's median per unit of x."""
     from ..formatting import count, short_duration, times
 
     if placement is None or placement.empty:
@@ -169,15 +161,10 @@ def baseline_over_state_dicts(rows, clock: str = "wall"):  # -> DataFrame
 
 
 def linear_costs(rows, experiment: str = "optimized", clock: str = "wall") -> dict[str, float]:
-    """Least squares ``seconds = per_module * N + per_buffer * B + fixed`` over the synthetic medians,
-    with every cost held at zero or more.
+    """Least squares ``seconds = per_module * N + per_buffer * B + fixed`` over the synthetic medians.
 
-    A slope of 1 against N + B says the cost is linear in both; this says how much each module and
-    each buffer adds (a module costs more than a buffer: it is visited by both walks). The fit is
-    non-negative (``scipy.optimize.nnls``) because a cost cannot be: an unconstrained fit of noisy
-    medians can trade a larger per-module cost for a negative fixed cost ("+ -42.6 µs"), which
-    teaches something false. Points are weighted by 1/median, so the small trees (where the fixed
-    cost shows) count as much as the large ones (where the per-item costs do).
+    Non-negative (``nnls``), since an unconstrained fit of noisy medians can show a negative fixed cost; weighted
+    by 1/median, so the small trees (where the fixed cost shows) count as much as the large ones.
     """
     import numpy as np
     from scipy.optimize import nnls
@@ -194,8 +181,7 @@ def linear_costs(rows, experiment: str = "optimized", clock: str = "wall") -> di
 
 
 def cost_summary(rows, clock: str = "cpu") -> str:
-    """One line: baseline ÷ (B × one ``state_dict()``) across the trees, and the optimized rule's cost
-    per module, per buffer and fixed, in units a person reads (ns, µs)."""
+    """One line: baseline ÷ (B × one ``state_dict()``) across the trees, and the optimized rule's linear costs."""
     from ..formatting import number, short_duration
 
     ratio = baseline_over_state_dicts(rows, clock)["baseline_over_B_state_dicts"]
@@ -210,11 +196,8 @@ def cost_summary(rows, clock: str = "cpu") -> str:
 
 
 def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", clock: str = "wall") -> str:
-    """This sweep's fitted slope of ``experiment`` (``result``: a :class:`~omni_loader.sweep.traversal.SweepResult`)
-    beside the one the sweep saved in the directory ``saved`` fitted (its ``fits.json``; notebook 03 writes its full
-    sweep to ``results/traversal``): both slopes with their standard errors, the points and range each was fitted on,
-    their difference in standard errors of the difference, and how far apart their ranges end. All of it from the two
-    fits; where nothing is saved there, this slope alone and what it could not be compared with."""
+    """This sweep's fitted slope of ``experiment`` beside the one saved in ``saved``'s ``fits.json``: both slopes,
+    their ranges and their difference in standard errors; this slope alone where nothing is saved there."""
     import json
     import math
     from pathlib import Path
@@ -246,7 +229,6 @@ def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", cl
     reach = ("ends where that one ends" if math.isclose(ends, 1) else
              f"ends {1 / ends:,.1f}× lower" if ends < 1 else f"ends {ends:,.1f}× higher")
     z = abs(difference) / spread if spread > 0 else math.nan
-    # what the figure means: under 2 the fits' own uncertainty covers the gap (about 95%), from 2 on it does not
     errors = (f", {z:.1f} standard errors of their difference ({'within' if z < 2 else 'more than'} what the two "
               "fits' own uncertainty explains)," if spread > 0 else "")
     repeats = record.get("config", {}).get("repeats")
@@ -258,10 +240,8 @@ def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", cl
 
 def level_beside_saved(result: Any, record: dict[str, Any], saved: Any, experiment: str = "baseline",
                        clock: str = "wall") -> str:
-    """The real model's point on both sweeps' lines (each line's prediction there and the repeats' median), and
-    whether the two sweeps ran in different modes of the machine: its repeats of both, pooled, that fall in two
-    clusters a gap apart (:func:`two_modes`). Why: a host with a fast and a slow mode once put 05's line at half of
-    03's for the same code, and slopes side by side said nothing of it. Empty where either lacks the point."""
+    """The real model's point on both sweeps' lines, and whether the sweeps ran in different speed modes of the
+    machine (:func:`two_modes`), which would make their levels differ though the code does not."""
     import pandas as pd
 
     from ..formatting import count, short_duration
@@ -302,9 +282,8 @@ def level_beside_saved(result: Any, record: dict[str, Any], saved: Any, experime
 
 
 def two_modes(values: Sequence[float], gap: float = 1.3) -> tuple[float, float, float] | None:
-    """``(fast, slow, cut)``: the medians of two clusters of ``values`` and the time between them, where the
-    widest gap between sorted neighbours with two or more values on each side is ``gap`` times or more (a lone
-    outlier is no mode); None where there is no such gap."""
+    """``(fast, slow, cut)`` of two clusters of ``values`` split at a ratio of ``gap`` or more between neighbours,
+    with two or more values on each side; None where there is no such gap."""
     import statistics
 
     v = sorted(x for x in values if x > 0)

@@ -1,14 +1,7 @@
 """What a finding costs: a tree of N modules walked once per item, M times, at the per-visit cost measured here.
 
-Why measured, not assumed: a module visit inside ``state_dict()`` costs a few microseconds on one
-machine and a fraction of that on another, so a finding says "B·N = 239,148 module visits ≈ 1.1 s
-here" with both numbers computed: N and M from a real tree (``--like token2wav`` counts Token2Wav on
-the meta device, as ``omni-loader inventory`` does; ``--like ARCH`` builds a transformers
-architecture on the meta device, as ``omni-loader audit --arch`` does) or given (``--modules``,
-``--items``), and the per-visit cost from the kit's own traversal sweep: the per-module slope of one
-``state_dict()`` (:func:`~omni_loader.sweep.fits.linear_costs`), read from a saved ``traversal.csv``
-(``--results DIR``), from a small cache file of an earlier measurement on this machine, or measured
-now by a quick sweep of a few seconds.
+A module visit costs microseconds on one machine and a fraction of that on another, so N and M come from a real
+tree (``--like``) or are given, and the per-visit cost from a saved traversal sweep, a cache or a quick sweep.
 """
 
 from __future__ import annotations
@@ -170,9 +163,7 @@ def visit_cost(results: str | Path | None = None, cache_dir: str | Path | None =
 
 
 def write_cost(path: Path, text: str) -> None:
-    """Write the cost cache by a rename from a file in the same folder (the kit's safe writer), never through a
-    link: a link at ``path`` is refused in one line. Any other failure to write costs the next run a few
-    seconds, nothing more."""
+    """Write the cost cache by a rename, never through a link; any other failure only costs the next run a sweep."""
     from ..safe_files import refuse_link, replaced
 
     try:
@@ -191,13 +182,8 @@ def price_findings(findings: Sequence[Finding], size: TreeSize, cost: VisitCost)
 
 
 def price_beside_sweep(findings: Sequence[Finding], sweep) -> str:  # sweep: a traversal SweepResult
-    """Why a finding's price is neither the sweep's B·N line nor its measured real model, in one computed line.
-
-    A finding is priced per module visit (visits × state_dict()'s per-module cost on the synthetic trees): a
-    count that applies to any whole-tree walk in any loop, of a tree that may never have run. The sweep prices
-    the baseline rule itself twice at the same B·N: its power law (fitted on the synthetic trees' B·N, slope
-    not quite 1, possibly extended past its range) and its measurement of the real model. The three differ
-    by what each rests on, so the line says which is which; empty when no finding is priced."""
+    """Why a finding's price (per module visit, for any walk) is neither the sweep's B·N power law nor its measured
+    real model, in one computed line; empty when no finding is priced."""
     from ..formatting import count, times
     from .fits import source_words
 

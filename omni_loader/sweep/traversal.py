@@ -1,21 +1,10 @@
 """What module traversal costs: both discovery rules timed on real and synthetic module trees.
 
-The baseline rule rebuilds the state dict once per named buffer, and one ``state_dict()`` walks
-every module, so its cost grows as buffers x modules (B·N). The optimized rule walks the tree a
-fixed number of times (``named_modules()`` once, ``named_buffers()`` once), so its cost grows as
-modules + buffers (N + B).
-
-This module measures; its neighbours hold the rest (each name is imported from the module that defines it):
-
-* :func:`~omni_loader.sweep.discovery_timing.time_discovery` times both rules on one model (the real
-  Token2Wav, for the CLI's ``discovery-bench``); the same module holds the calls one model's round times
-  and their calibration from the warm-up (``calibration``, ``round_estimate``).
-* :func:`traversal_sweep` runs a :class:`SweepConfig`: builds the synthetic trees of
-  :mod:`~omni_loader.sweep.trees` in which N and B vary independently, measures (a) one
-  ``state_dict()`` against N, (b) the baseline against B·N and (c) the optimized walk against
-  N + B, fits them (:mod:`~omni_loader.sweep.fits`), places the real Token2Wav on the same axes, and
-  writes the tidy CSV, the fits and the figures (:mod:`~omni_loader.sweep.traversal_plots`).
-  ``omni-loader traversal --out DIR`` is the same call.
+The baseline rule rebuilds the state dict once per named buffer, so its cost grows as B·N; the optimized rule
+walks the tree a fixed number of times, so its cost grows as N + B. :func:`traversal_sweep` (``omni-loader
+traversal``) times (a) one ``state_dict()`` against N, (b) the baseline against B·N and (c) the optimized walk
+against N + B on the trees of :mod:`~.trees`, fits them (:mod:`~.fits`) and places the real Token2Wav on the
+same axes.
 """
 
 from __future__ import annotations
@@ -49,21 +38,13 @@ FILES = {
 }
 
 
-# =========================================================================== the sweep's settings
-
-
 @dataclass(frozen=True)
 class SweepConfig:
     """What the sweep measures. :meth:`full` is the default; :meth:`quick` fits in seconds.
 
-    Every (N, B) pair of ``n_values`` x ``b_values`` is one tree. ``state_dict`` and ``optimized``
-    are timed on every tree; ``baseline`` only where B·N <= ``max_baseline_bn`` (its cost is
-    a few µs per module per buffer on a 2-core CPU, so the largest trees would take seconds a
-    call). Each timed repeat calls the function ``number`` times, ``number`` chosen from the last
-    warm-up call so that one repeat lasts at least ``min_time`` seconds; the recorded seconds are
-    per call. ``token2wav`` ('full', 'tiny' or None) adds the real model, built on the CPU.
-    Repeats are rounds over all models, in an order shuffled per round from ``seed``; before its
-    timed round each model gets ``touch`` untimed ``state_dict()`` calls to warm the caches.
+    Every (N, B) pair of ``n_values`` x ``b_values`` is one tree; ``baseline`` is timed only where B·N <=
+    ``max_baseline_bn`` (the largest trees would take seconds a call). One repeat lasts at least ``min_time``
+    seconds; ``token2wav`` ('full', 'tiny' or None) adds the real model, built on the CPU.
     """
 
     n_values: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -79,7 +60,6 @@ class SweepConfig:
     touch: int = 5  # untimed state_dict() calls on a model right before its timed round (cache warm-up)
 
     def __post_init__(self) -> None:
-        # checked when the settings are made, not after minutes of building and warming up trees
         if self.repeats < 1:
             raise ValueError(f"repeats must be at least 1, not {self.repeats}")
         if self.warmup < 0:
@@ -113,18 +93,12 @@ class SweepConfig:
         return asdict(self)
 
 
-# =========================================================================== measuring
-
-
 def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source: str = SYNTHETIC,
                   counts: tuple[int, int] | None = None, touch: int = 5) -> list[dict[str, Any]]:
     """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each.
 
-    ``touch`` untimed ``state_dict()`` calls first bring the tree back into the CPU caches (other
-    trees were measured in between; on Token2Wav the first calls after that take ~1.5× the steady
-    time and it takes about five to settle), so every experiment is timed warm, as the baseline's
-    back-to-back rebuilds are. Without it, large trees, timed with few inner calls, would be
-    measured cold and small ones warm, bending the slopes upwards.
+    ``touch`` untimed ``state_dict()`` calls first warm the CPU caches, so large trees (few inner calls) are
+    not timed cold while small ones are timed warm, which would bend the slopes upwards.
     """
     n, b = counts or tree_counts(model)
     calls = experiment_calls(model)
@@ -170,15 +144,12 @@ def subjects(config: SweepConfig, bar: Any) -> list[Subject]:
 
 
 def building_words(built: int, models: int) -> str:
-    """The sweep bar's text while it builds: no time left yet (the trees grow, so the first builds' pace says
-    nothing of the last ones', nor of the timing)."""
+    """The sweep bar's text while it builds: no time left yet (the first builds' pace says nothing of the rest)."""
     return f"{built}/{models} models built and warmed up; time left once the timing starts"
 
 
 def done_words(repeats: int, models: int) -> str:
-    """The sweep bar's last text. Its count is models × (repeats + 1): every model is built and warmed up once (the
-    first round of ticks) and then timed ``repeats`` times, so the words name the warm-up round too: "264/264 ...
-    done: 7 repeats of 33 models" would not add up."""
+    """The sweep bar's last text; it names the warm-up round too, since the count is models × (repeats + 1)."""
     return f"done: a warm-up round and {repeats} repeat{'' if repeats == 1 else 's'} of {models} models"
 
 
@@ -186,13 +157,9 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
               clock: Callable[[], float] = time.perf_counter):  # -> pandas.DataFrame
     """Measure every tree of ``config`` (and the real Token2Wav); one tidy row per timed repeat.
 
-    All models are built and warmed up first; then each repeat is one round over all of them, in a
-    fresh random order per round (seeded by ``config.seed``). A burst of load from another process
-    therefore lands on different trees in different rounds, and the medians discard it, instead of
-    spoiling every repeat of one tree. The bar's time left prices each model's rounds by that model's own cost
-    (the kit's :class:`~omni_loader.progress.Countdown` on ``clock``, each model a variant scaled by its warm-up
-    price): the models range from a 16-module tree to the real Token2Wav, timed in a random order, so the mean of
-    the models timed first priced the real model's second-long rounds at a small tree's.
+    Each repeat is one round over all models in a fresh seeded order, so a burst of load from another process
+    lands on different trees in different rounds and the medians discard it. The bar's time left prices each
+    model's rounds by its own warm-up cost, as the models range from a 16-module tree to the real Token2Wav.
     """
     import pandas as pd
 
@@ -201,7 +168,6 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
     config = config or SweepConfig.full()
     models = len(config.trees()) + bool(config.token2wav)
     rows: list[dict[str, Any]] = []
-    # the kit's bar (01's, 02's): "traversal sweep: 30/64 |...| 00:12 elapsed, 00:55 left, repeat 3/7"
     with progress_bar(total=models * (config.repeats + 1), desc="traversal sweep", unit="model", enabled=progress,
                       bar_format=BAR_FORMAT, postfix=building_words(0, models)) as bar:
         plan = subjects(config, bar)
@@ -223,9 +189,6 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
     frame = frame.assign(_src=frame.source != SYNTHETIC, _exp=frame.experiment.map(order))
     frame = frame.sort_values(["_src", "N", "B", "repeat", "_exp"], kind="stable")
     return frame.drop(columns=["_src", "_exp"]).reset_index(drop=True)
-
-
-# =========================================================================== the result
 
 
 @dataclass(frozen=True)
@@ -352,9 +315,8 @@ def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
 
 def sweep(quick: bool = False, out_dir: str | Path | None = None, *, repeats: int | None = None,
           token2wav: str | None = "full") -> SweepResult:
-    """The traversal sweep of the full or ``quick`` preset (:meth:`SweepConfig.preset`: ``repeats`` timed repeats a
-    point, the real Token2Wav of size ``token2wav`` placed among the synthetic trees, None to leave it out),
-    written into ``out_dir`` when given; the result's methods plot it and say what it shows."""
+    """The traversal sweep of the full or ``quick`` preset (:meth:`SweepConfig.preset`), with the real Token2Wav
+    of size ``token2wav`` (None: left out), written into ``out_dir`` when given."""
     return traversal_sweep(SweepConfig.preset(quick, repeats=repeats, token2wav=token2wav), out_dir)
 
 

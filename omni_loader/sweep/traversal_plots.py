@@ -1,9 +1,6 @@
 """The traversal sweep's figure: three log-log panels, one per experiment, with the fitted power laws.
 
-Why apart from the sweep: a figure is drawn from saved rows (``traversal.csv``) as often as from a
-fresh sweep, and drawing needs matplotlib but not torch (imported when a figure is drawn). The figure
-is a :class:`~omni_loader.reporting.figures.ShownFigure`, built without pyplot, so no GUI backend or global state is
-touched: a notebook displays it, ``savefig`` writes it, and nothing leaks between figures.
+Apart from the sweep, since a figure is drawn from saved rows as often as from a fresh sweep, without torch.
 """
 
 from __future__ import annotations
@@ -19,13 +16,7 @@ TICK_PT, LEGEND_PT, LABEL_PT, TITLE_PT, SUPTITLE_PT = 10, 10, 11, 12, 13
 
 def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None, clock: str = "wall"):  # -> ShownFigure
     """Three log-log panels (a) state_dict vs N, (b) baseline vs B·N, (c) optimized vs N + B, and a
-    fourth that holds the legend of the colours.
-
-    Synthetic medians are coloured by B with min-max bars over the repeats, the fitted line is
-    dashed, and each real model (Token2Wav) is a star. Two by two and about 950 pixels wide as Lab draws it
-    (100 dpi), so a notebook shows it at its own size (three panels in a row were shrunk to 62%, the legends to
-    about 5 px), every text at least 10 pt; each panel's legend sits in headroom above its points
-    (:func:`clear_legend`); times on the axes read as times (``10 µs``, ``1 ms``), never as ``10⁻⁵``.
+    fourth that holds the legend of the colours; two by two, so a notebook shows it at its own size.
     """
     from matplotlib.lines import Line2D
 
@@ -58,8 +49,7 @@ def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None, clock: str = "wal
 
 
 def clear_legend(ax, margin: float = 0.04) -> None:
-    """Raise the top of ``ax``'s log y axis until every point and bar lies below its legend (upper left), so the
-    legend covers none of them: the data take the lower part of the panel, the legend the headroom above."""
+    """Raise the top of ``ax``'s log y axis until every point and bar lies below its legend (upper left)."""
     import math
 
     legend = ax.get_legend()
@@ -79,17 +69,12 @@ def clear_legend(ax, margin: float = 0.04) -> None:
 
 
 def tick_duration(seconds: float) -> str:
-    """A time axis's tick label: seconds from 1 s on (``1 s``, ``10 s``), else :func:`short_duration`'s ``100 ms``.
-
-    Why not :func:`short_duration` itself: it keeps milliseconds up to 10 s, the kit's unit for a time in a row or
-    a sentence, and an axis's decades would read "1 ms, 10 ms, 100 ms, 1,000 ms, 10 s, 100 s"."""
+    """A time axis's tick label: seconds from 1 s on, so decades never read "1,000 ms", else :func:`short_duration`."""
     return short_duration(seconds, "s" if abs(seconds) >= 1 else None)
 
 
 def draw_panel(ax, med, fit: LogLogFit | None, colours: dict[int, str]) -> None:
-    """One experiment's medians on ``ax``: synthetic points by B with min-max bars, the fit, real models as stars.
-
-    The colours of B are explained once, by the figure; each panel's legend names its fit and stars."""
+    """One experiment's medians on ``ax``: synthetic points by B with min-max bars, the fit, real models as stars."""
     import numpy as np
 
     from ..reporting.figures import log_axis

@@ -1,10 +1,6 @@
 """Module trees to measure discovery on: synthetic trees of any size, and the real Token2Wav.
 
-Why synthetic trees: on Token2Wav the number of modules N and of buffers B are fixed (1,092 and
-219), so its cost cannot say which of them the cost grows with. Here N and B are chosen
-independently, the tree keeps a realistic shape (depth grows as log N, buffers spread over the
-modules, two persistent buffers placed where the naming edge cases are), and the traversal sweep
-times both discovery rules over a grid of them.
+Token2Wav's N and B are fixed, so its cost cannot say which of them it grows with; here they vary independently.
 """
 
 from __future__ import annotations
@@ -27,13 +23,9 @@ class TreeNode(nn.Module):
 def build_tree(n_modules: int, n_buffers: int, fanout: int = 4, buffer_numel: int = 12) -> nn.Module:
     """A module tree with exactly ``n_modules`` modules (root included) and ``n_buffers`` named buffers.
 
-    Modules are :class:`TreeNode` s in a ``fanout``-ary tree filled breadth first (children named
-    ``m0``, ``m1``, ...), so depth grows as log N, like a real model rather than a chain that would
-    hit Python's recursion limit. Two buffers are persistent: ``scale`` on the root (qualified name
-    ``scale``, no leading dot) and ``inv_freq`` on the last, deepest module. The other
-    ``n_buffers - 2`` are non-persistent ``filterJ`` buffers of ``buffer_numel`` floats (Token2Wav's
-    anti-alias filters have 12 taps), spread evenly over the modules, the root included. When B > N
-    some modules hold several.
+    A ``fanout``-ary tree filled breadth first, so depth grows as log N. Two buffers are persistent (``scale`` on
+    the root, ``inv_freq`` on the deepest module); the other ``n_buffers - 2`` are non-persistent ``filterJ``
+    buffers spread evenly over the modules.
     """
     if n_modules < 2:
         raise ValueError(f"n_modules must be at least 2 (root + one nested module), not {n_modules}")
