@@ -1,10 +1,7 @@
 """A saved benchmark, section by section, as a notebook shows it: ``r = kit.results(out)``, then ``r.controls()``.
 
-Why a noun: a notebook reads the same ``report.md`` sections a person reads, one cell each, and each cell used to
-take the bare directory and read and check it again (fourteen times in notebook 01). :class:`SavedResults` holds
-the directory read once (:class:`~omni_loader.results.integrity.Results`) and its comparisons made once; each
-method does the chain into the reporting, results and compare folders for one section, so a cell is one call
-whose name says what it shows, and a move inside those folders does not break a notebook. Each returns Markdown
+:class:`SavedResults` holds the directory read once and its comparisons made once; each method is one section of
+``report.md``, one cell's call, so a move inside the kit's folders does not break a notebook. Each returns Markdown
 text (or a styled table, or paths); displaying is the notebook's.
 """
 
@@ -22,9 +19,8 @@ PLOTS = ("phases", "where_time_goes", "ratios_vs_pr", "drift")
 
 
 def lower_headers(markdown: str) -> str:
-    """report.md's tables head their columns as a document does ("This run ratio"); the notebook's tables, as a
-    sentence does ("this run ratio"): one notebook, one convention. A header line is the one above a ``| --- |``
-    line; a word in capitals ("PR baseline", "CPU") keeps them."""
+    """report.md's table headers as the notebook's are written ("This run ratio" -> "this run ratio"); a word in
+    capitals ("PR baseline", "CPU") keeps them."""
     lines = markdown.split("\n")
     for i in range(1, len(lines)):
         if lines[i].startswith("| ---") and lines[i - 1].startswith("|"):
@@ -91,8 +87,8 @@ class SavedResults:
         return comparisons(self.checked.frame, self.alpha)
 
     def headline(self) -> list[Any]:
-        """The answer, for a notebook's first screen: which run it is (model, snapshot, runs, when), the PR's rows
-        with both verdicts, then its where-the-time-goes picture."""
+        """The answer, for a notebook's first screen: which run it is, the PR's rows with both verdicts, then its
+        where-the-time-goes picture."""
         from .ab_tables import pr_rows
 
         record = self.checked.load
@@ -103,9 +99,8 @@ class SavedResults:
         return [said, *pr_rows(self.checked.frame, self.alpha), *self.plots("where_time_goes")]
 
     def opening(self) -> str:
-        """``report.md``'s opening (what was measured, the headline bullets), rendered afresh from the saved rows,
-        and its spread warnings in one paragraph (:func:`~.ab_tables.spread_line`: how many phases, each one's IQR
-        as a share of its median in both variants), where ``report.md`` gives each its own line."""
+        """``report.md``'s opening, rendered afresh from the saved rows, and its spread warnings in one paragraph
+        (:func:`~.ab_tables.spread_line`)."""
         from ..reporting.report import render_report
         from .ab_tables import spread_line
 
@@ -120,9 +115,8 @@ class SavedResults:
         return lower_headers(environment_table(self.checked.suite))
 
     def tables(self) -> list[Any]:
-        """The PR's rows (:func:`~.ab_tables.pr_rows`: times with both verdicts, then counts), then every phase as
-        one table a reader can scan (:func:`phase_table`) and the per-phase summary: the report's measurement
-        section. ``report.md`` keeps the same figures in Markdown, verdict sentences and all."""
+        """The report's measurement section as tables: the PR's rows (:func:`~.ab_tables.pr_rows`), every phase
+        (:func:`phase_table`) and the per-phase summary."""
         from ..reporting.measurements import noise_floors
         from ..reporting.report_tables import styled_summary_table
         from .ab_tables import pr_rows
@@ -132,9 +126,7 @@ class SavedResults:
                 phase_table(self.comparisons, noise_floors(frame)), styled_summary_table(frame)]
 
     def controls(self) -> list[Any]:
-        """The controls section as tables, for each A/B pair: each enclosing row's saving taken apart into the
-        changed step, the controls and what is left between phases, then each phase both arms run unchanged, tested
-        like a headline row (:func:`~.ab_tables.control_tables`; ``report.md`` writes the same in sentences)."""
+        """The controls section as tables, for each A/B pair (:func:`~.ab_tables.control_tables`)."""
         from .ab_tables import control_tables
 
         return control_tables(self.checked.frame, self.checked.suite)
@@ -151,9 +143,8 @@ class SavedResults:
         return self.checked.plots(names or PLOTS)
 
     def equivalence_and_memory(self) -> list[Any]:
-        """Whether both variants loaded identical tensors (the digest), and the peak memory of each variant as a
-        table like the notebook's others (units in the headers, a range as ``min … max``, one figure where both
-        ends are alike; report.md keeps its Markdown table), with its verdict."""
+        """Whether both variants loaded identical tensors (the digest), and each variant's peak memory as a table,
+        with its verdict."""
         import pandas as pd
 
         from ..formatting import span, table
@@ -178,9 +169,8 @@ class SavedResults:
         return [statement, table(pd.DataFrame(rows), decimals={"baseline median (MiB)": 0, "optimized median (MiB)": 0})]
 
     def beyond_the_pr(self, first: str, second: str) -> list[Any]:
-        """A benchmark of more than two variants, as tables: what the integrity checks found, the PR's rows
-        (baseline against optimized), each other variant against the benchmark's first (with its steps), ``second``
-        against ``first`` over the same rows, and the equivalence of every arm."""
+        """A benchmark of more than two variants, as tables: the integrity checks, the PR's rows, each other variant
+        against the first, ``second`` against ``first``, and the equivalence of every arm."""
         from ..reporting.measurements import PR_PAIR, planned_arms
         from ..reporting.stats import equivalence
         from ..token2wav.variants import variant_from
@@ -204,8 +194,7 @@ class SavedResults:
         return shown
 
     def earlier(self) -> list[Path]:
-        """Results directories and packed archives under the results root, other than this one: what a notebook
-        can set beside its own run."""
+        """Results directories and packed archives under the results root, other than this one."""
         from .files import results_root
 
         here = self.directory.resolve()
@@ -213,8 +202,8 @@ class SavedResults:
                 and ((p / "metadata.json").is_file() or p.name.endswith((".tar.gz", ".zip")))]
 
     def side_by_side(self, others: list[str | os.PathLike[str]] = ()) -> list[Any]:
-        """This run beside earlier reproductions (``compare``): one column per directory, the checks that each holds
-        the same model, and the ratios' plot; everything is also written to ``compare/`` in this directory."""
+        """This run beside earlier reproductions (``compare``, also written to ``compare/`` here): the table, the
+        checks that each holds the same model, and the ratios' plot."""
         import pandas as pd
 
         from ..compare.compare_render import check_lines, table_rows, write_compare
@@ -225,14 +214,12 @@ class SavedResults:
         side = compare_results([self.directory, *[under_results(p) for p in others]])
         write_compare(side, self / "compare")
         header, rows = table_rows(side)
-        # one column per results directory, one row per field: as wide as the page for a few directories
         frame = pd.DataFrame(rows, columns=header).set_index("Results").T.map(whole_quantities)
         plot = self / "compare" / "plots" / "compare_ratios.png"
         return [table(frame, index=True), "\n".join(check_lines(side)), *([plot] if plot.is_file() else [])]
 
     def largest_phases(self, variant: str = "optimized", n: int = 3) -> str:
-        """One sentence: ``variant``'s largest leaf phases in this run, each with its median and its share of the
-        median whole load: what is left to make faster."""
+        """One sentence: ``variant``'s largest leaf phases, each with its median and share of the whole load."""
         from ..formatting import short_duration
         from ..names import LEAF_PHASES
         from ..reporting.measurements import label
@@ -248,9 +235,8 @@ class SavedResults:
                 + (f", of a median whole load of {short_duration(total)}." if total else "."))
 
     def weight_loading_parts(self) -> str:
-        """Why the weight-loading ratio differs between machines, on this run's medians and the PR's: weight
-        loading is buffer discovery plus the rest of the phase (copying the tensors), and the fix removes only the
-        first, so the ratio is large where the rest is small beside it."""
+        """Weight loading split into buffer discovery and the rest, for this run and the PR: the fix removes only
+        the first, so the ratio differs between machines."""
         from ..formatting import short_duration
         from ..reporting.measurements import comparisons, load_reference
 
@@ -268,8 +254,7 @@ class SavedResults:
 
     def shared_phases(self) -> str:
         """Under the where-the-time-goes picture: whether the phases both variants run unchanged (the controls)
-        differ here. They run the same code, so a difference is the machine's; said beside the picture, where a
-        reader sees two bars differ by more than buffer discovery, not only in the Controls section further down."""
+        differ here, which would be the machine's doing."""
         from ..formatting import short_duration
         from ..reporting.controls import MATERIAL, pair_reports
         from ..reporting.measurements import PR_PAIR, label, noise_floors
@@ -288,7 +273,7 @@ class SavedResults:
             return (f"Only {changed} differs in code between the variants; whether the phases both run unchanged "
                     f"differ here cannot be told from {a} + {b} runs (no test can claim a difference), so read the "
                     "bars' other segments as unsettled.")
-        if not differing:  # the widest gap the eye finds between the bars' shared segments, said to be within spread
+        if not differing:
             widest = max(report.controls, key=lambda c: abs(c.comparison.difference)).comparison
             gap = (f"; the widest gap between their shared segments, {label(widest.phase)} "
                    f"{short_duration(widest.baseline.median)} → {short_duration(widest.optimized.median)}, is within "
@@ -297,7 +282,7 @@ class SavedResults:
                     f"a headline row){gap}: the rest of each bar is what both variants pay.")
         named = "; ".join(f"{label(c.phase)} {short_duration(c.comparison.baseline.median)} → "
                           f"{short_duration(c.comparison.optimized.median)}" for c in differing)
-        if not report.confounders:  # a real difference, too small to change what a headline row says
+        if not report.confounders:
             return (f"Only {changed} differs in code; here {len(differing)} of the {len(report.controls)} phases both "
                     f"variants run unchanged differ{'s' if len(differing) == 1 else ''} too by the kit's test ({named}), "
                     f"each by less than {100 * MATERIAL:g}% of a headline row it sits in: the machine moved "
@@ -308,8 +293,7 @@ class SavedResults:
                 "have changed speed, so the machine did it (see the Controls below); the bars differ by more than the fix.")
 
     def cold_and_warm(self, cold: str | os.PathLike[str] | SavedResults) -> str:
-        """What the PR's fix is worth warm (this run) and cold (``cold``'s), in one paragraph
-        (:func:`~omni_loader.reporting.cache_report.cold_and_warm`)."""
+        """What the PR's fix is worth warm (this run) and cold (``cold``'s), in one paragraph."""
         from ..reporting.cache_report import cold_and_warm
 
         return cold_and_warm(self.checked, cold.checked if isinstance(cold, SavedResults) else cold)
@@ -320,18 +304,15 @@ class SavedResults:
 
 
 def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> Styler
-    """Every timed phase on one line each, in ms to two decimals (the unit in the header, not the cells): medians,
-    ratio, min–max of each variant, the 95% interval of the saving (baseline − optimized, as the controls' tables),
-    Mann-Whitney p and the verdict in a word, held to the phase's A/A noise floor where ``floors`` has one (as the PR's rows and report.md are).
-    The counts, which have no spread, are in the PR's rows; the verdict sentences in report.md."""
+    """Every timed phase on one line, in ms to two decimals: medians, ratio, each variant's range, the saving's
+    interval, Mann-Whitney p and the verdict in a word (held to the phase's A/A noise floor in ``floors``)."""
     import pandas as pd
 
     from ..formatting import table
     from ..reporting.measurements import label
     from .ab_tables import TO, ratio_cells, verdict_word, words_only
 
-    # Two decimals of a ms (10 µs, finer than the spread of any phase here): with three, the 10 columns of a Lab
-    # run were 4 px wider than the output area. A range's ends are joined by non-breaking spaces: it never wraps.
+    # Two decimals: three made the table wider than a Lab output area. A range never wraps.
     def ms(*values: float | None) -> str:
         return TO.join("" if v is None else f"{v * 1e3:,.2f}".replace("-", "−") for v in values)
 
@@ -343,15 +324,13 @@ def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> S
                      "optimized (ms)": c.optimized.median * 1e3, "baseline ÷ optimized": c.ratio,
                      "baseline min–max (ms)": ms(c.baseline.min, c.baseline.max),
                      "optimized min–max (ms)": ms(c.optimized.min, c.optimized.max),
-                     # the saving's interval (baseline − optimized, as the controls' tables show it): the ends of
-                     # Δ median's negated and swapped, so a faster phase reads positive in both tables
+                     # Δ median's interval negated: a faster phase reads positive, as in the controls' tables
                      f"{c.level} CI of the saving (ms)": ms(*(None if v is None else -v for v in (c.ci_high, c.ci_low))),
                      "Mann-Whitney p": c.p_value,
                      "verdict": verdict_word(c, (floors or {}).get(c.phase))})
     styler = ratio_cells(table(pd.DataFrame(rows), decimals={"baseline (ms)": 2, "optimized (ms)": 2,
                                                              "Mann-Whitney p": 4}), ["baseline ÷ optimized"])
-    # a phase's name breaks between words only, not at the "_" and "(" a text cell offers (never "huggingface_" over
-    # "hub)", "(" over "spk_dict.pt"): the unbreakable ranges beside it leave it narrow
+    # a phase's name breaks between words only, not at "_" or "("
     return words_only(styler, ["phase"]) if rows else styler
 
 
@@ -363,10 +342,8 @@ def under_results(path: str | os.PathLike[str]) -> Path:
     return path if path.is_absolute() or path.exists() else results_root() / path
 
 
-# One discovery ratio, several figures (notebooks 01, 02, 03 and 05). Why: buffer discovery's baseline ÷ optimized is
-# quoted by every benchmark notebook and the figures differ (a whole load in a fresh process against the rules alone on
-# a warm tree, the full-size model against the tiny one, five runs against three, this machine against the PR's MI300X);
-# a figure without its model, snapshot, run count and condition reads as a contradiction.
+# One discovery ratio, several figures: each is shown with its model, snapshot, runs and condition, since without
+# them figures that differ read as a contradiction.
 
 
 def _load_record(path: Path, kind: str | None = "reproduce") -> dict[str, Any] | None:
@@ -380,8 +357,8 @@ def _load_record(path: Path, kind: str | None = "reproduce") -> dict[str, Any] |
 
 
 def saved_runs(root: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The benchmark results directories (``reproduce``: notebook 01's, ``omni-loader reproduce``'s) directly under
-    the results root (or ``root``), complete and holding buffer discovery, newest first (by when each started)."""
+    """The complete ``reproduce`` results directories directly under the results root (or ``root``) holding buffer
+    discovery, newest first."""
     from .files import results_root
 
     base = Path(root) if root else results_root()
@@ -491,11 +468,10 @@ def _times(x: float) -> str:
 
 
 def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = True) -> list[Any]:
-    """Buffer discovery's baseline ÷ optimized from each of ``measured`` (a results directory of ``reproduce``, or
-    a traversal sweep's result), then the PR's, in one table: which model, snapshot, runs and condition each figure
-    came from; then a sentence per figure after the first saying, in numbers, what makes it differ from the first
-    (ratio = B × one state dict ÷ the optimized rule: its B, its price of one state dict, its optimized time).
-    ``names`` name the rows ("this run (01)"); None among ``measured`` is skipped."""
+    """Buffer discovery's baseline ÷ optimized from each of ``measured`` (a ``reproduce`` directory or a traversal
+    sweep's result), then the PR's, in one table with where each came from; then a sentence per later figure
+    saying which factor of B × one state dict ÷ the optimized rule makes it differ from the first. ``names`` name
+    the rows; None among ``measured`` is skipped."""
     import pandas as pd
 
     from ..formatting import short_duration, table

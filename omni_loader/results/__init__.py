@@ -8,15 +8,8 @@ Layout of one results directory::
     report.md       rendered from the two files above, never the other way round
     plots/          idem
 
-The parts live in modules named after what they hold: :mod:`~omni_loader.results.rows` (runs.csv), :mod:`~omni_loader.results.suite` (metadata.json and its
-benchmarks), :mod:`~omni_loader.results.lock` (one writer per directory) and
-:mod:`~omni_loader.results.integrity` (reading it checked, repairing it before a resume).
-
-:mod:`~omni_loader.results.row_checks` checks runs.csv line by line, :mod:`~omni_loader.results.planner`
-makes the run plan the rows are checked against, :mod:`~omni_loader.results.spec` is what a benchmark measured
-(``BenchmarkSpec``, from which the plan is made and a resume is checked), :mod:`~omni_loader.results.metadata` records the
-environment, :mod:`~omni_loader.results.archive` packs a directory into one file and
-:mod:`~omni_loader.safe_files` opens its files in place, never through a link.
+Its modules are named after what they hold: ``rows`` (runs.csv), ``suite`` (metadata.json), ``lock`` (one writer),
+``integrity`` and ``row_checks`` (reading it checked), ``planner``, ``spec``, ``metadata`` and ``archive``.
 """
 
 from ..lazy import exports

@@ -1,11 +1,8 @@
 """Reading a results directory with its integrity checked, and repairing it before a resume.
 
-Why every reader goes through :func:`check_results`: runs.csv is appended by a process that can
-be killed mid-line, run twice into one directory, or copied by hand. The check leaves out the
-rows that cannot be trusted (torn or malformed lines, rows of a newer schema, runs recorded
-twice, rows that match no planned run of any benchmark of the suite, runs missing phase rows),
-says what it left out in one line each, and names the planned runs still missing. ``--resume``
-moves the left-out rows to runs.rejected.csv (:func:`set_aside_rejected`) and runs those again.
+Every reader goes through :func:`check_results`: runs.csv's writer can be killed mid-line, run twice or edited
+by hand, so the check leaves out the rows that cannot be trusted and says why in one line each. ``--resume``
+moves them to runs.rejected.csv (:func:`set_aside_rejected`) and runs those again.
 """
 
 from __future__ import annotations
@@ -32,14 +29,8 @@ from .suite import (DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, REPORT_KEY, Sui
 class Results:
     """A results directory, read once with its integrity checked: its files, its record, its trusted rows.
 
-    Why one object: the directory used to travel as a bare path, and each reader re-derived its files and
-    re-read and re-checked its record (a notebook checked one directory fourteen times). Read it once
-    (:meth:`read`) and hand the object on; it stands for its directory wherever a path is wanted (``os.fspath``,
-    ``results / "report.md"``). ``frame`` is runs.csv without the rows that cannot be trusted.
-    ``found`` holds what was wrong, one :class:`~omni_loader.results.row_checks.Finding` each; ``problems``
-    and ``findings`` are their sentences and their few words, and ``summary`` joins the latter (the report's
-    opening sentence quotes it). ``suite`` is metadata.json as written (:attr:`metadata`, any readable schema): its
-    benchmarks through :meth:`benchmark`, the load benchmark's as :attr:`load` and its settings as :attr:`spec`.
+    Read it once (:meth:`read`) and hand it on; it stands for its directory wherever a path is wanted.
+    ``frame`` is runs.csv without the rows that cannot be trusted, ``found`` what was wrong.
     """
 
     directory: Path
@@ -106,13 +97,8 @@ class Results:
 
 
 def check_results(directory: str | os.PathLike[str]) -> Results:
-    """Read a results directory and check it; raise :class:`ResultsError` only when it cannot be read at all.
-
-    Checks: a torn last line (a crash mid-write) or any line of the wrong shape, rows of a newer
-    schema, duplicate (run_id, phase) rows, rows that match no planned run of metadata.json (run
-    id, variant, warm-up, order, source), runs whose phase rows are incomplete, planned runs that
-    are missing, a benchmark whose writer died. Bad rows are left out of ``frame``.
-    """
+    """Read a results directory and check it (bad rows are left out of ``frame``); raise :class:`ResultsError`
+    only when it cannot be read at all."""
     directory = Path(directory)
     suite = Suite.read(directory)
     lines = read_lines(directory / RUNS_FILE)  # runs.csv is parsed here, once
@@ -217,8 +203,7 @@ def _failure_findings(frame, suite: Suite) -> list[Finding]:
                 first = bad.iloc[0]
                 found.append(Finding(f"every run of {variant} failed",
                               f"every run of variant {variant} in benchmark {name} failed ({count(len(per), 'run')}; "
-                              f"run "
-                              f"{first['run_id']}: {first['error'] or 'no reason recorded'}): it has no number to "
+                              f"run {first['run_id']}: {first['error'] or 'no reason recorded'}): it has no number to "
                               "compare"))
     return found
 
@@ -240,9 +225,8 @@ REPORT_NOT_DRAWN = "report not drawn"  # the finding's few words (drawing the re
 
 
 def _report_findings(directory: Path, suite: Suite) -> list[Finding]:
-    """A suite whose every benchmark is complete, but whose report.md was not drawn from its runs: drawing
-    began and never ended (out of memory, killed), or the report was removed since. A directory whose
-    metadata.json records no drawing (an older kit's, or one made by hand) is not judged."""
+    """A complete suite whose report.md was not drawn from its runs (drawing never ended, or it was removed);
+    a metadata.json that records no drawing is not judged."""
     report = suite.raw.get(REPORT_KEY)
     if not isinstance(report, dict) or suite.status != "complete":
         return []
@@ -257,12 +241,8 @@ def _report_findings(directory: Path, suite: Suite) -> list[Finding]:
 
 
 def resume_command(directory: str | os.PathLike[str], suite: Suite | None = None, command: str | None = None) -> str:
-    """The command that continues ``directory``: its specs come from metadata.json, so nothing else is needed.
-
-    ``reproduce --resume`` continues every benchmark of a suite that has a load benchmark (its
-    startup benchmark too); a directory of serve-ab alone is continued by ``serve-ab --resume`` (``command``
-    names it when metadata.json is not at hand). Shell-quoted: a path with a space or a newline pastes as one.
-    """
+    """The shell-quoted command that continues ``directory`` (``serve-ab --resume`` for a serve-ab directory
+    alone, else ``reproduce --resume``)."""
     import shlex
 
     members = suite.members if suite else {}
@@ -295,11 +275,8 @@ def resume_benchmark(directory: str | os.PathLike[str], name: str) -> Resumption
 
 
 def set_aside_rejected(check: Results) -> int:
-    """Move the rows a check left out of runs.csv into runs.rejected.csv; returns how many. Writers only.
-
-    Called by ``--resume`` under the writer lock before it appends: the runs those rows belonged to
-    are then run again, and runs.csv holds only rows that can be trusted. Nothing is deleted.
-    """
+    """Move the rows a check left out of runs.csv into runs.rejected.csv (nothing is deleted); returns how many.
+    Writers only, under the lock."""
     if not check.rejected_lines:
         return 0
     path = check.directory / RUNS_FILE

@@ -1,18 +1,10 @@
 """One benchmark's life in a results directory: recorded running, its runs appended, ended complete or
 interrupted. The load A/B (:mod:`omni_loader.bench.runner`) and the startup A/B
-(:mod:`omni_loader.startup.serve_ab`) both live it through :func:`recording`.
+(:mod:`omni_loader.startup.serve_ab`) both live it through :func:`recording`, so whatever ends the block, the
+record's status says how it ended.
 
-Why one: the two benchmarks used to write the same steps twice (store the record, append each run,
-store the status at the end, mark an interrupted one so that ``--resume`` continues it), and each
-copy could drift: a status left ``running`` by an exception, a count stored in one and not the other.
-Here the rule is written once: whatever ends the block (a finished loop, Ctrl-C, an error), the
-record's status says how it ended, with the fields the benchmark keeps up to date.
-
-The report is drawn after the benchmarks, and its drawing is recorded the same way
-(:func:`drawing_report`): metadata.json says ``"report": {"status": "not drawn"}`` until report.md is
-written, so a suite whose drawing was stopped (out of memory in matplotlib or OpenBLAS, a kill) is no
-longer "complete" with nothing to say that its report is missing; the integrity check names it, and
-``omni-loader report DIR`` draws it and records it drawn (:func:`report_drawn`).
+The report's drawing is recorded the same way (:func:`drawing_report`), so a suite whose drawing was stopped
+does not look complete with its report missing.
 """
 
 from __future__ import annotations
@@ -54,9 +46,8 @@ class Recording:
 
 @contextmanager
 def recording(out: str | os.PathLike[str], member: str, record: dict[str, Any], **fields: Any) -> Iterator[Recording]:
-    """Store ``record`` as running, yield the :class:`Recording`, and store how the block ended: ``complete``
-    when it ran to its end, ``interrupted`` when anything stopped it (the exception goes on). The caller
-    holds the directory's writer lock."""
+    """Store ``record`` as running, yield the :class:`Recording`, and store ``complete`` or ``interrupted`` as
+    the block ends. The caller holds the directory's writer lock."""
     rec = Recording(Path(out), member, record, fields)
     rec.store("running")
     status = "interrupted"
@@ -73,11 +64,8 @@ def recording(out: str | os.PathLike[str], member: str, record: dict[str, Any], 
 
 @contextmanager
 def drawing_report(out: str | os.PathLike[str], check: Results | None = None) -> Iterator[Results]:
-    """Record the report as ``not drawn``, yield the check to draw it from, and record it ``drawn`` when the block
-    ends without an error (out of memory, an interrupt: it stays ``not drawn``, and the integrity check says so).
-
-    ``check`` is the directory already checked (else it is checked here); what is yielded is that check without
-    the finding that the report was not drawn, which the drawing cures. The caller holds the writer lock."""
+    """Record the report as ``not drawn``, yield the check to draw it from (:func:`report_check`), and record it
+    ``drawn`` when the block ends without an error. The caller holds the writer lock."""
     reserve_blas()
     check = report_check(out, check)
     written = store_report(out, "not drawn", check.metadata)  # the lock held: metadata.json is as the check read it
@@ -90,19 +78,10 @@ def drawing_report(out: str | os.PathLike[str], check: Results | None = None) ->
 
 
 def reserve_blas() -> None:
-    """Have OpenBLAS (numpy's) map its working buffer now, while memory is free, not at the report's first matrix
-    product.
+    """Have OpenBLAS (numpy's) map its product and LAPACK buffers now, while memory is free.
 
-    Why: OpenBLAS maps the buffer at the first product in a process, and when the map fails (out of memory) it
-    prints its own line and calls ``exit(1)``: no handler of the kit's runs, so no one line of the kit's, a
-    temporary directory (multiprocessing's ``pymp-*``, the fork server's) is left behind, and report.md is not
-    drawn. Once the buffer is mapped, later products reuse it, and memory that runs out later is a MemoryError
-    (numpy, matplotlib's ``std::bad_alloc``) that the command line words in one line. Seen under an address-space
-    limit set as the report began: OpenBLAS's exit at every limit from 8 to 32 MiB above what the process held,
-    the kit's line at each of them with the buffer reserved first. A product of one thread's size: a buffer per
-    OpenBLAS thread would ask hundreds of MiB of address space of a many-core machine for nothing. And an inverse:
-    matplotlib inverts its 3x3 transforms as it draws, and the OpenBLAS of numpy 2.4 (0.3.31) maps LAPACK's buffer
-    apart from the product's (the suite saw its exit at caps of 16 to 32 MiB again with only the product done)."""
+    OpenBLAS calls ``exit(1)`` when that map fails, past every handler of the kit; once mapped, memory that runs
+    out later is a MemoryError the command line words in one line. One thread's size, not one per thread."""
     import numpy as np
 
     np.ones((64, 64)) @ np.ones((64, 64))
@@ -121,9 +100,8 @@ def report_check(out: str | os.PathLike[str], check: Results | None = None) -> R
 
 
 def report_drawn(out: str | os.PathLike[str]) -> bool:
-    """After ``omni-loader report`` drew report.md: a record that says the report was not drawn now says it was
-    (under the writer lock; when a writer holds it, that writer draws, and records, its own report when it
-    ends). Whether the record changed; a directory that records no drawing is left as it is."""
+    """After ``omni-loader report`` drew report.md, record it drawn (unless a live writer holds the lock: it
+    records its own). Whether the record changed."""
     from .lock import lock_holder, writer_lock
 
     report = read_metadata(out).get(REPORT_KEY)

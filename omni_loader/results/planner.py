@@ -1,9 +1,6 @@
 """The run plan: which variant each run of a benchmark loads, in which order, warm-ups first.
 
-Why a module of its own: both benchmarks plan the same way (reproduce's load A/B and serve-ab's
-startup A/B), and the plan is stored in ``metadata.json`` and checked against every row read
-back. Neither benchmark may depend on the other for it (serve-ab must not import the load
-runner), so the planner sits below both and imports nothing of the kit but its vocabulary.
+Both benchmarks plan the same way and neither may import the other, so the planner sits below both.
 """
 
 from __future__ import annotations
@@ -27,13 +24,9 @@ ROUND_ORDERS = ("blocks", "alternate", "abba")  # the orders whose plan of n run
 def looks(design: str, runs: int, order: str, aa: bool = False) -> tuple[int, ...]:
     """The numbers of measured runs a side after which the benchmark's verdicts are read.
 
-    ``fixed`` (and whatever cannot stop early) has one look, after all ``runs``, at the kit's 0.05.
-    ``sequential`` has two, after :data:`FIRST_LOOK` runs a side and after ``runs``, and stops at the
-    first when the verdicts are settled there. Why it keeps its error rate: each look tests at its own
-    share of 0.05 (:data:`LOOK_ALPHAS`, Bonferroni alpha spending), so a false claim at either look, the
-    only way the design can err, has probability at most their sum, whatever rule decides to stop.
-    It needs an order made of rounds (stopping after a round leaves both arms balanced) and no A/A
-    benchmark (whose floor is measured at the A/B's full size).
+    ``fixed`` has one, after all ``runs``. ``sequential`` has two, after :data:`FIRST_LOOK` runs a side and
+    after ``runs``; each tests at its share of 0.05 (:data:`LOOK_ALPHAS`, Bonferroni), so the error rate holds
+    whatever decides to stop. It needs an order made of rounds and no A/A benchmark.
     """
     if design == "sequential" and runs > FIRST_LOOK and order in ROUND_ORDERS and not aa:
         return (FIRST_LOOK, runs)
@@ -68,18 +61,10 @@ def plan_runs(
 ) -> list[PlannedRun]:
     """Warm-ups of each variant first (A, B, A, B...), then the measured runs in ``order``.
 
-    ``blocks`` (the default) is randomized blocks: each round is a seeded random permutation of the
-    variants (AB BA BA AB ...), the randomized multiple interleaved trials of Abedi and Brecht
-    (ICPE 2017). Each variant follows each other variant and itself by chance, so what a run
-    carries over from the one before (memory the host has to back again, a warm cache) is spread
-    over both arms instead of always landing on the same one, as it does under ``alternate``,
-    where B always follows A; and a drift over the benchmark reaches both arms alike.
-    With two variants ``alternate`` is ABAB... (the PR's order), ``abba`` repeats ABBA (cancels a linear drift),
-    ``shuffle`` is a seeded random permutation of the same multiset, ``blocked`` is AA...BB...
-    With three or more, ``alternate`` rotates the round (ABC BCA CAB ...: each variant takes each
-    position equally often when ``runs`` is a multiple of their number) and ``abba`` reverses
-    every other round (ABC CBA ...). Run ids start at ``first_id`` (serve-ab numbers its runs after
-    those already in a shared results directory).
+    ``blocks`` (the default) makes each round a seeded permutation of the variants (Abedi and Brecht, ICPE 2017),
+    so carry-over from the run before and drift reach both arms alike. ``alternate`` is ABAB... (rotated rounds
+    for three or more), ``abba`` reverses every other round, ``shuffle`` is a seeded permutation of the whole,
+    ``blocked`` is AA...BB... Run ids start at ``first_id``.
     """
     if order not in ORDERS:
         raise PlanError(f"--order must be one of {ORDERS}, not {order!r}")

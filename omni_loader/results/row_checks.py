@@ -1,11 +1,7 @@
 """How runs.csv's lines are read and checked against the plan: the row-level half of the integrity checks.
 
-Why apart from :mod:`omni_loader.results.integrity`: reading a file that a killed writer may have cut mid-line,
-that a hand may have edited (a 50 MB field, ``nan`` seconds) or that two writers may have interleaved is
-its own concern, with its own tests; :mod:`omni_loader.results.integrity` turns the findings into a
-:class:`~omni_loader.results.integrity.Results` and repairs a directory before a resume. Each check
-returns its :class:`Finding` values with what it read (no list is filled in behind the caller's back);
-nothing here writes a file.
+Reading a file that a killed writer may have cut, a hand edited or two writers interleaved is its own concern;
+:mod:`omni_loader.results.integrity` turns the :class:`Finding` values into results. Nothing here writes a file.
 """
 
 from __future__ import annotations
@@ -53,11 +49,8 @@ class LinesRead:
     findings: tuple[Finding, ...] = ()
 
 
-
-
-# The longest field omni-loader writes is far below this (an error line is cut at 300 characters): a longer
-# one was not written by it. It is csv's default limit, which the reading below lifts, so that such a line is
-# one row ignored (and set aside by --resume), not an unreadable file.
+# csv's default limit, far above any field omni-loader writes; reading lifts it, so a longer field is one row
+# ignored, not an unreadable file.
 FIELD_LIMIT = 131072
 
 
@@ -126,56 +119,40 @@ def read_lines(path: Path) -> LinesRead:
     if newer:
         found.append(Finding(f"{count(len(newer), 'row')} of a newer schema ignored",
                       f"{count(len(newer), 'row')} of {path.name} {_have(len(newer))} more fields than its header "
-                      f"({_lines(newer)}): "
-                      "written by a newer omni-loader or two writers interleaved; ignored"))
+                      f"({_lines(newer)}): written by a newer omni-loader or two writers interleaved; ignored"))
     if oversized:
         found.append(Finding(f"{count(len(oversized), 'oversized row')} ignored",
                       f"{count(len(oversized), 'row')} of {path.name} {_have(len(oversized))} a field longer than "
-                      f"{FIELD_LIMIT} characters "
-                      f"({_lines(oversized)}): not written by omni-loader; ignored"))
+                      f"{FIELD_LIMIT} characters ({_lines(oversized)}): not written by omni-loader; ignored"))
     if malformed:
         found.append(Finding(f"{count(len(malformed), 'malformed row')} ignored",
                       f"{count(len(malformed), 'row')} of {path.name} {_have(len(malformed))} too few fields "
-                      f"({_lines(malformed)}): "
-                      "ignored"))
+                      f"({_lines(malformed)}): ignored"))
     return LinesRead(good, numbers, frozenset(cut), len(records) - 1, tuple(found))
 
 
-def possible_seconds(text: str) -> bool:
-    """``seconds`` as written in runs.csv: empty, or a finite number >= 0."""
-    if not text.strip():
-        return True
-    try:
-        value = float(text)
-    except ValueError:
-        return False
-    return math.isfinite(value) and value >= 0
-
-
-def possible_fraction(text: str) -> bool:
-    """``checkpoint_resident`` as written in runs.csv: empty (not measured), or a number from 0 to 1."""
+def _possible(text: Any, top: float) -> bool:
+    """A number as written in runs.csv: empty (not measured), or finite, from 0 to ``top``."""
     if not str(text).strip():
         return True
     try:
         value = float(text)
     except ValueError:
         return False
-    return 0.0 <= value <= 1.0
+    return math.isfinite(value) and 0 <= value <= top
 
 
 # No load and no server start takes a day: a phase said to have is a number no clock of the kit gave.
 MAX_SECONDS = 86400.0
-# A phase runs inside its parent, the leaf phases one after the other inside total: only clock rounding
-# makes them longer.
+# Only clock rounding makes a phase longer than its parent, or the leaf phases together longer than total.
 NESTING_TOLERANCE = (0.01, 0.001)  # relative to the enclosing phase, and absolute seconds
 # A benchmark's stamps are written to the second (now_iso), its rows' to the millisecond.
 SPAN_TOLERANCE_S = 1.0
 
 
 def _absurd_runs(frame) -> tuple[Finding | None, list[int]]:
-    """Runs with a duration no clock of the kit gives although finite: longer than a day; a load's phase longer
-    than the phase that encloses it; a load's leaf phases (:data:`~omni_loader.names.LEAF_PHASES`, timed one
-    after the other inside ``total``) adding up to more than its ``total``."""
+    """Runs with a finite duration no clock of the kit gives: over a day, longer than the enclosing phase, or
+    leaf phases adding up to more than ``total``."""
     from ..names import LEAF_PHASES
 
     timed = frame[frame["seconds"].notna()]
@@ -200,8 +177,8 @@ def _absurd_runs(frame) -> tuple[Finding | None, list[int]]:
         return None, []
     return Finding(f"{count(len(runs), 'run')} with absurd seconds ignored",
                    f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(len(runs))} durations no clock gives "
-                   f"({why[runs[0]]}; run ids "
-                   f"{run_ids_text(runs)}): those runs are ignored; --resume repeats them"), runs
+                   f"({why[runs[0]]}; run ids {run_ids_text(runs)}): those runs are ignored; --resume repeats "
+                   "them"), runs
 
 
 def _stamp(text: Any):
@@ -215,8 +192,8 @@ def _stamp(text: Any):
 
 
 def _outside_span(frame, suite: Suite) -> tuple[Finding | None, list[int]]:
-    """Runs stamped (``run_started`` / ``run_ended``) before their benchmark started or after it ended, or ending
-    before they started: rows of another benchmark (a runs.csv replaced, or rows copied in), not this one's."""
+    """Runs stamped before their benchmark started, after it ended, or ending before they started: rows of
+    another benchmark."""
     from datetime import timedelta
 
     spans = {}
@@ -272,35 +249,29 @@ def check_rows(frame, suite: Suite, cut: Iterable[int] = frozenset()) -> tuple[A
     if bad_values.any():
         found.append(Finding(f"{count(int(bad_values.sum()), 'row')} with unreadable values ignored",
                       f"{count(int(bad_values.sum()), 'row')} of {RUNS_FILE} {_have(int(bad_values.sum()))} "
-                      f"no integer run_id or an unknown source: "
-                      "ignored"))
+                      "no integer run_id or an unknown source: ignored"))
     frame = frame[~bad_values].copy()
     frame["run_id"] = run_ids[~bad_values].astype(int)
 
-    # A duration is a finite number >= 0 (or nothing, for a run that failed before it was timed).
-    impossible = ~frame["_seconds"].map(possible_seconds)
+    impossible = ~frame["_seconds"].map(lambda text: _possible(text, math.inf))
     if impossible.any():
         runs = sorted(set(frame.loc[impossible, "run_id"]))
         values = ", ".join(dict.fromkeys(repr(v[:20]) for v in frame.loc[impossible, "_seconds"]))
         found.append(Finding(f"{count(int(impossible.sum()), 'row')} with impossible seconds ignored",
                       f"{count(int(impossible.sum()), 'row')} of {RUNS_FILE} {_have(int(impossible.sum()))} "
-                      f"seconds that no clock gives ({values}: "
-                      f"not a finite number >= 0; run ids {run_ids_text(runs)}): those runs are ignored; --resume repeats "
-                      "them"))
+                      f"seconds that no clock gives ({values}: not a finite number >= 0; run ids "
+                      f"{run_ids_text(runs)}): those runs are ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(runs)]
 
-    # A page-cache residency is a share of the checkpoint's bytes: anything but 0 to 1 no measurement gives.
-    if "_resident" in frame:
-        unmeasurable = ~frame["_resident"].map(possible_fraction)
+    if "_resident" in frame:  # a share of the checkpoint's bytes
+        unmeasurable = ~frame["_resident"].map(lambda text: _possible(text, 1.0))
         if unmeasurable.any():
             runs = sorted(set(frame.loc[unmeasurable, "run_id"]))
             values = ", ".join(dict.fromkeys(repr(str(v)[:20]) for v in frame.loc[unmeasurable, "_resident"]))
             found.append(Finding(f"{count(len(runs), 'run')} with an impossible checkpoint residency ignored",
                                  f"{count(len(runs), 'run')} of {RUNS_FILE} {_have(len(runs))} a checkpoint_resident "
-                                 f"that "
-                                 f"no measurement "
-                                 f"gives ({values}: not a share from 0 to 1; run ids {run_ids_text(runs)}): those runs "
-                                 "are ignored; --resume repeats them"))
+                                 f"that no measurement gives ({values}: not a share from 0 to 1; run ids "
+                                 f"{run_ids_text(runs)}): those runs are ignored; --resume repeats them"))
             frame = frame[~frame["run_id"].isin(runs)]
 
     dup_keys = frame.duplicated(["run_id", "phase"], keep=False)
@@ -309,8 +280,8 @@ def check_rows(frame, suite: Suite, cut: Iterable[int] = frozenset()) -> tuple[A
         rows = int(frame["run_id"].isin(dup_runs).sum())
         found.append(Finding(f"{count(len(dup_runs), 'duplicated run')} ignored",
                       f"{count(len(dup_runs), 'run')} {_have(len(dup_runs))} more than one row for a phase (run ids "
-                      f"{run_ids_text(dup_runs)}): two "
-                      f"writers, or rows copied twice; all {rows} of their rows are ignored"))
+                      f"{run_ids_text(dup_runs)}): two writers, or rows copied twice; all {rows} of their rows are "
+                      "ignored"))
         frame = frame[~frame["run_id"].isin(dup_runs)]
 
     # What a load reports once is written on every row of its run: rows of one run that disagree were edited.
@@ -321,9 +292,8 @@ def check_rows(frame, suite: Suite, cut: Iterable[int] = frozenset()) -> tuple[A
         which = sorted({c for c in RUN_LEVEL if (per_run.loc[edited, c] > 1).any()})
         found.append(Finding(f"{count(len(edited), 'inconsistent run')} ignored",
                              f"{count(len(edited), 'run')} {_have(len(edited))} rows that disagree on "
-                             f"{', '.join(which)} "
-                             f"(run ids "
-                             f"{run_ids_text(edited)}), which a load writes alike on every row: edited by hand? "
+                             f"{', '.join(which)} (run ids {run_ids_text(edited)}), which a load writes alike on "
+                             "every row: edited by hand? "
                              "ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(edited)]
 
@@ -352,9 +322,8 @@ def check_rows(frame, suite: Suite, cut: Iterable[int] = frozenset()) -> tuple[A
                           "ignored"))
             frame = frame[~off]
 
-    # A run's rows are written together; an ok run with fewer phases than its peers lost some (a crash).
-    # A run whose last row was cut short is incomplete, and so is a loader run without a phase its peers
-    # have (every load of a variant records the same phases; a server's log figures may come and go).
+    # A run whose last row was cut short is incomplete, and so is an ok loader run missing a phase its peers have
+    # (a server's log figures may come and go).
     incomplete = sorted(set(frame["run_id"]) & set(cut))
     ok = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"]) & ~frame["run_id"].isin(incomplete)]
     for _, rows in ok.groupby(["source", "variant"]):
@@ -365,7 +334,6 @@ def check_rows(frame, suite: Suite, cut: Iterable[int] = frozenset()) -> tuple[A
     if incomplete:
         found.append(Finding(f"{count(len(incomplete), 'incomplete run')} ignored",
                       f"{count(len(incomplete), 'run')} lost phase rows, cut short by a crash (run ids "
-                      f"{run_ids_text(incomplete)}): "
-                      "ignored; --resume repeats them"))
+                      f"{run_ids_text(incomplete)}): ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(incomplete)]
     return frame.reset_index(drop=True), tuple(found)

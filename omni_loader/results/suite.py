@@ -7,13 +7,9 @@ repeat across them), each with its own spec, plan, environment and status::
      "benchmarks": {"load":    {"kind": "reproduce", "spec": ..., "plan": [...], "status": ..., ...},
                     "startup": {"kind": "serve-ab",  "spec": ..., "plan": [...], "status": ..., ...}}}
 
-``load`` is reproduce's A/B of the loader, ``startup`` serve-ab's A/B of server start-up. Why a
-suite: ``reproduce --with-startup`` adds the second to the first, and each must be resumable,
-checkable and comparable on its own. Schemas 1 and 2 stored the load record at the top level
-with serve-ab's under its ``"serve_ab"`` key (or serve-ab's own at the top level); they are still
-read, and every reader goes through :func:`benchmarks` / :func:`benchmark`, the one place that
-knows the layouts. Every writer starts its record with :func:`benchmark_record` and writes it
-with :func:`store_benchmark`, which rewrites an older file as schema 3.
+``reproduce --with-startup`` adds ``startup`` to ``load``, and each must be resumable, checkable and comparable
+on its own. Schemas 1 and 2 (load at the top level, serve-ab's under ``"serve_ab"``) are still read, only
+through :func:`benchmarks`; writers use :func:`benchmark_record` and :func:`store_benchmark`.
 """
 
 from __future__ import annotations
@@ -31,8 +27,7 @@ from .rows import REJECTED_FILE
 from ..safe_files import refuse_link, write_text
 
 SCHEMA_VERSION = 3
-# Versions this kit reads. Version 1 lacks the per-phase counters and the per-run stamps; read, they
-# are empty. Versions 1 and 2 hold one benchmark at the top level (and serve-ab's under "serve_ab").
+# Versions this kit reads (version 1's missing counters and stamps read as empty).
 READABLE_SCHEMAS = (1, 2, 3)
 METADATA_FILE = "metadata.json"
 
@@ -42,8 +37,7 @@ MEMBERS = {"load": "reproduce", "startup": "serve-ab"}
 DEFAULT_SOURCES = {"load": "load", "startup": "server"}
 # When a status was reached, recorded under this key.
 STATUS_STAMPS = {"complete": "finished_at", "interrupted": "interrupted_at"}
-# Whether report.md was drawn from the suite's runs (:mod:`omni_loader.results.lifecycle`): metadata.json's
-# ``"report": {"status": "not drawn" | "drawn", "started_at": ..., "drawn_at": ...}``, beside the benchmarks.
+# Whether report.md was drawn from the suite's runs (:mod:`omni_loader.results.lifecycle`).
 REPORT_KEY = "report"
 REPORT_STATUSES = ("not drawn", "drawn")
 REPORT_FILE = "report.md"  # the report omni_loader.reporting.report draws from the two files above
@@ -87,9 +81,7 @@ def read_metadata(directory: str | os.PathLike[str]) -> dict[str, Any]:
     return record
 
 
-# The type of each field a writer records (None: not recorded, always allowed); a field of another type was not
-# written by omni-loader, and a reader would fail on it deep inside a table. Plan and status are the integrity
-# check's (a finding each), the fields not named here are read as text.
+# The type of each field a writer records (None always allowed): another type was not written by omni-loader.
 _TEXT, _WHOLE, _LIST, _RECORD = (str,), (int,), (list,), (dict,)
 RECORD_FIELDS = {"kind": _TEXT, "spec": _RECORD, "environment": _RECORD, "model": _TEXT, "warmup": _WHOLE,
                  "repeats": _WHOLE, "order": _TEXT, "command_line": _TEXT, "started_at": _TEXT, "finished_at": _TEXT,
@@ -140,10 +132,7 @@ def _wrong_type(path: Path, key: str, value: Any, types: tuple[type, ...]) -> Re
 def benchmarks(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The named benchmarks (``load``, ``startup``) recorded in ``metadata``, each as its own record.
 
-    Every reader goes through this one function, so that the on-disk layout of the suite (schema 3:
-    ``"benchmarks"``; schemas 1 and 2: the load record at the top level with serve-ab's tucked
-    under ``"serve_ab"``, or a serve-ab directory of its own) is known in one place. A member's
-    record never holds ``schema_version``: that is the file's (``metadata["schema_version"]``).
+    The one place that knows every schema's layout; a member's record never holds ``schema_version``.
     """
     if isinstance(metadata.get("benchmarks"), dict):  # a member that is not a record is the integrity check's finding
         return {name: dict(record) for name, record in metadata["benchmarks"].items() if isinstance(record, dict)}
@@ -165,12 +154,8 @@ def benchmark(metadata: dict[str, Any], name: str) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class Suite:
-    """metadata.json as read (``raw``, any readable schema), its benchmarks found once.
-
-    Why a noun: checking one directory asks the file for its benchmarks, their plans and their statuses from a
-    dozen places; each used to take the bare dict and find the benchmarks again (:func:`benchmarks`, the one
-    place that knows the schemas' layouts). A :class:`Suite` finds them once and answers the rest.
-    """
+    """metadata.json as read (``raw``, any readable schema), its benchmarks found once for the dozen places
+    that ask for them, their plans and their statuses."""
 
     raw: dict[str, Any]
 
@@ -195,9 +180,8 @@ class Suite:
 
     @property
     def described(self) -> dict[str, Any]:
-        """The record a report or a comparison describes: the load benchmark's, else the startup benchmark's (a
-        serve-ab directory of its own), else {}. Every table reads the model, the environment, the spec and the
-        plan from it, never from the top of the file."""
+        """The record a report or a comparison describes: the load benchmark's, else the startup benchmark's,
+        else {}."""
         return self.benchmark("load") or self.benchmark("startup") or {}
 
     @property
@@ -228,19 +212,13 @@ def plan_entries(record: dict[str, Any]) -> list[dict[str, Any]]:
             and not isinstance(e.get("run_id"), bool)]
 
 
-# The load options that schemas 1 and 2 kept flat among the other settings: the options of those kits (later
-# ones, --read among them, exist only nested). Not a list of today's options: those are LoadOptions' fields.
+# The load options schemas 1 and 2 kept flat among the other settings (not today's list: LoadOptions' fields).
 FLAT_LOAD_OPTIONS = ("layout", "device", "dtype", "construct")
 
 
 def recorded_load_options(record: dict[str, Any]) -> dict[str, Any]:
-    """The load options a load benchmark's record names, as recorded.
-
-    Schema 3 nests them in ``spec["load"]`` (a :class:`~omni_loader.token2wav.options.LoadOptions` as a
-    dict): every one of them is returned, whatever fields LoadOptions has gained since (a list kept here
-    once dropped ``read``, and a report said "lazy" of an eager run). Schemas 1 and 2 had them flat in
-    ``spec``: :data:`FLAT_LOAD_OPTIONS`; keys a record lacks (schema 1: construct) are left out.
-    """
+    """The load options a load benchmark's record names, as recorded: all of schema 3's ``spec["load"]``
+    (whatever fields LoadOptions has gained), or the :data:`FLAT_LOAD_OPTIONS` that schemas 1 and 2 have."""
     spec = record.get("spec") or {}
     if isinstance(spec.get("load"), dict):
         return dict(spec["load"])
@@ -249,25 +227,15 @@ def recorded_load_options(record: dict[str, Any]) -> dict[str, Any]:
 
 def flat_spec(record: dict[str, Any]) -> dict[str, Any]:
     """A benchmark record's spec with its load options among the other settings (``layout``, ``runs``, ...):
-    the one flattener (``BenchmarkSpec.flat`` is this of its own dict).
-
-    Schema 3 nests the load options (``spec["load"]``), schemas 1 and 2 kept them flat: tables and resumes read
-    one shape, and :func:`recorded_load_options` alone knows both.
-    """
+    the one flattener, so tables and resumes read one shape whatever the schema."""
     spec = {k: v for k, v in (record.get("spec") or {}).items() if not (k == "load" and isinstance(v, dict))}
     return {**spec, **recorded_load_options(record)}
 
 
 def benchmark_record(kind: str, spec: Any, plan: Iterable[Any], device: str, *, warmup: int, repeats: int,
                      order: str, model: str | None, **described: Any) -> dict[str, Any]:
-    """The record of one benchmark as every writer starts it, status ``running``.
-
-    What it measures (``spec``, a dict or dataclass; ``plan``, its runs), how many and in which
-    order (``warmup``, ``repeats``, ``order``: readers quote them without knowing the spec's
-    shape), on what (``model``, and ``described``: e.g. the checkpoint), where (the environment
-    of ``device``) and how it was started (command line, time). The status then moves with
-    :func:`with_status` and :func:`resumed`.
-    """
+    """The record of one benchmark as every writer starts it, status ``running``: what it measures, how many
+    runs in which order (quoted by readers that do not know the spec's shape), on what, where and how started."""
     from .metadata import command_line, environment, now_iso
 
     return {
@@ -323,10 +291,8 @@ def store_benchmark(directory: str | os.PathLike[str], name: str, record: dict[s
 
 def store_report(directory: str | os.PathLike[str], status: str,
                  metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Record whether report.md is drawn from the suite's runs (``not drawn``: drawing begins, and says so if
-    it never ends; ``drawn``: it ended), keeping the benchmarks; returns the record written. ``metadata`` is the
-    directory's metadata.json as last read or written (else it is read here). Writers call it under the writer
-    lock."""
+    """Record whether report.md is drawn from the suite's runs (``not drawn`` while drawing, then ``drawn``),
+    keeping the benchmarks; returns the record written. Writers call it under the writer lock."""
     from .metadata import now_iso
 
     if status not in REPORT_STATUSES:
