@@ -1,26 +1,9 @@
 """What a startup benchmark can detect: the smallest difference a verdict calls, and the runs a saving needs.
 
-Two rules, both modelled with each run = its arm's median + normal noise of standard deviation
-``spread`` (the same in both arms; from samples, their pooled standard deviation), the optimized
-arm ``difference`` faster:
-
-- The PR's rule (:meth:`omni_loader.reporting.stats.Comparison.pr_rule`, with the kit's Mann-Whitney test):
-  separate min-max ranges, where the exact test's p is its smallest, ``2 / C(n_a + n_b, n_a)``
-  (never under 0.05 at 3 runs a side). Exact, not simulated: the chance that every optimized run
-  beats every baseline run is ``∫ n_b φ(x) Φ(x)^(n_b-1) (1 - Φ(x - d/σ))^n_a dx`` on a fine grid
-  (:func:`call_probability`, :func:`detectable_difference`, :func:`largest_spread`,
-  :func:`runs_needed`). More runs widen the ranges, so past a best n the rule gets *harder* to meet
-  for a small difference: :func:`runs_needed` says "never" then.
-- The kit's verdict (:meth:`omni_loader.reporting.stats.Comparison.differs`: the 95% bootstrap interval of
-  Δ median excludes 0 and Mann-Whitney p < 0.05): a seeded simulation of it, vectorized
-  (:func:`kit_calls`; a test checks it against ``stats.compare`` run by run), the same noise at every
-  difference tried (:func:`kit_call_probability`, :func:`kit_detectable_difference`,
-  :func:`kit_runs_needed`). Slower (seconds to minutes), so :func:`detectability` uses the exact rule.
-
-The *detectable difference* is the smallest difference called with probability ``power`` (0.8);
-an A/A floor (:class:`omni_loader.reporting.stats.NoiseFloor`), where there is one, bounds it from below.
-:func:`runs_needed_by_test` is what a Mann-Whitney test alone needs (normal approximation, times
-pi/3, the test's efficiency under normal noise).
+Each run is modelled as its arm's median plus normal noise of SD ``spread``. The PR's separate-ranges rule is
+computed exactly (:func:`call_probability`); past a best n, more runs widen the ranges and make it *harder* to
+meet. The kit's verdict (bootstrap interval and Mann-Whitney) is simulated (``kit_*``), slower, so
+:func:`detectability` uses the exact rule.
 """
 
 from __future__ import annotations
@@ -99,9 +82,8 @@ def best_chance(saving: float, spread: float, *, alpha: float = ALPHA, max_runs:
 
 
 def runs_needed_by_test(saving: float, spread: float, *, power: float = POWER, alpha: float = ALPHA) -> int:
-    """Runs a side a two-sided Mann-Whitney test alone needs (normal approximation, times pi/3), ranges ignored;
-    never fewer than the runs at which the exact test can reach ``alpha`` at all (4 a side at 0.05: 3 + 3 runs
-    give at best p = 0.1, and a sentence saying "3 runs a side" beside that would contradict itself)."""
+    """Runs a side a two-sided Mann-Whitney test alone needs (normal approximation, times pi/3), never fewer than
+    the runs at which the exact test can reach ``alpha`` at all."""
     from scipy.stats import norm
 
     if saving <= 0:
@@ -113,9 +95,8 @@ def runs_needed_by_test(saving: float, spread: float, *, power: float = POWER, a
 
 def kit_calls(baseline: np.ndarray, optimized: np.ndarray, *, alpha: float = ALPHA, resamples: int = 2000,
               seed: int = 0) -> np.ndarray:
-    """The kit's verdict (:meth:`omni_loader.reporting.stats.Comparison.differs`, no A/A floor) on each row of two
-    ``(sims, n)`` arrays, vectorized: "faster" when the 95% percentile-bootstrap interval of
-    median(optimized) - median(baseline) lies below zero and the two-sided Mann-Whitney p < alpha."""
+    """The kit's verdict (:meth:`~omni_loader.reporting.stats.Comparison.differs`, no A/A floor) on each row of two
+    ``(sims, n)`` arrays, vectorized."""
     from scipy.stats import mannwhitneyu
 
     rng = np.random.default_rng(seed)
@@ -200,9 +181,8 @@ class Detectability:
     alpha: float = ALPHA
 
     def calls(self, design: Detectability | None = None) -> str:
-        """The smallest difference of medians this design calls ``power`` of the time at this spread, in one sentence
-        (and as a multiple of the saving); where it can call none (3 runs a side), ``design``'s (another n at the same
-        spread: the PR's 5 + 5) instead, and why this one calls none."""
+        """The smallest difference of medians this design calls ``power`` of the time, in one sentence; where it
+        can call none, ``design``'s (another n at the same spread) instead, and why."""
         head = f"At this spread (SD {self.spread:.2f} s of one run), "
         if not math.isinf(self.detectable):
             return head + f"{self._runs()} runs call {self._smallest()} under the PR's separate-ranges rule{self._times()}."
@@ -221,7 +201,6 @@ class Detectability:
         return f"a difference of medians of {self.detectable:.2f} s or more{floor} {self.power:.0%} of the time"
 
     def _times(self) -> str:
-        # whose saving: beside this run's own medians, a bare "the 0.48 s saving" read as this run's
         whose = "the PR's" if self.saving == PR_SAVING_S else "the"
         return f", {self.detectable / self.saving:.1f} times {whose} {self.saving:.2f} s saving"
 

@@ -1,11 +1,7 @@
 """Named figures read from a server's log: ``Loading weights took 0.62 seconds`` -> ``weight_loading``, 0.62 s.
 
-Why from the log: a real server (``vllm serve``) reports its own phases only there, and serve-ab
-times servers it cannot instrument. A pattern is a regular expression whose first capture group
-(or a group named ``value``) is the number; its unit is read after it (ms, s, seconds, min...)
-and every figure is stored in seconds, so that a server's ``Buffer discovery took 1.5 ms`` and
-the loader's own ``buffer_discovery`` phase are in one unit. The stage server
-(:mod:`omni_loader.startup.server`) logs the same lines as vLLM, so one set of patterns reads both.
+A real server reports its phases only in its log, and serve-ab times servers it cannot instrument. Every figure
+is stored in seconds, so a log's ``1.5 ms`` and the loader's own phases share one unit.
 """
 
 from __future__ import annotations
@@ -19,20 +15,13 @@ from typing import IO
 
 from ..errors import OmniLoaderError
 
-# Figures read from server logs. The first capture group (or a group named ``value``) is the number;
-# its unit is a group named ``unit`` if the pattern has one, else the word that follows the number
-# in the log (ms, s, seconds, min, ...), else seconds. Every match counts, keyed by its stage where a
-# pattern matches lines of several (NAME@stage-2), else NAME, NAME#2, NAME#3, ... (see extract_figures).
+# The first capture group (or one named ``value``) is the number; its unit a group named ``unit``, else the word
+# after the number, else seconds. vLLM and stage-server log the same lines, so one set reads both.
 DEFAULT_PATTERNS: dict[str, str] = {
-    # vLLM's default model loader, and stage-server
     "weight_loading": r"Loading weights took ([0-9.]+) seconds",
-    # vLLM's model runner ("Model loading took 9.94 GiB [memory] and 12.3 seconds"), and stage-server
     "model_loading": r"Model loading took [0-9.]+ ?GiB(?: memory)? and ([0-9.]+) ?s",
-    # vLLM's engine start-up after the weights (profile, KV cache, warm-up / CUDA graphs)
     "init_engine": r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) seconds",
-    # stage-server's buffer-discovery line
     "buffer_discovery": r"Buffer discovery took ([0-9.]+) ms",
-    # stage-server's Token2Wav load_weights line (the PR's "Token2Wav weight loading" row)
     "token2wav_weight_loading": r"Token2Wav load_weights took ([0-9.]+) ms",
 }
 
@@ -89,11 +78,8 @@ def to_seconds(value: float, unit: str | None) -> float:
 def extract_figures(text: str, patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
     """Every figure the patterns find in ``text``, as ``(name, seconds)``, in pattern order.
 
-    Where a pattern's matches come from lines of several stages (or processes), each is named by its
-    stage, never by its place in the file: stages start together and their lines interleave, so the
-    second ``Loading weights took`` may be any stage's. ``NAME@stage-2``, ``NAME@stage-0/replica1``;
-    repeats within one stage, and the matches of a log with one stage or none, are NAME, NAME#2, ...
-    in log order.
+    Where a pattern matches lines of several stages, each is named by its stage (``NAME@stage-2``), since
+    interleaved lines make the place in the file meaningless; repeats within one stage are NAME, NAME#2, ...
     """
     found: dict[str, list[tuple[str | None, float]]] = {}
     for name, rx in compile_patterns(patterns).items():
@@ -125,12 +111,8 @@ LINE_CHUNK = 1 << 20  # characters read at a time from a log file: a line longer
 
 def extract_figures_from_file(path: str | os.PathLike[str],
                               patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
-    """:func:`extract_figures` of a log file read a line (at most :data:`LINE_CHUNK` characters) at a time.
-
-    Why: a server that writes 200 MB of output must not cost serve-ab 200 MB (it cost 673 MB when the
-    log was read whole). Every default pattern matches within one line, so nothing is lost; a figure
-    split across the cut of a line longer than a chunk is.
-    """
+    """:func:`extract_figures` of a log file read a line (at most :data:`LINE_CHUNK` characters) at a time, so a
+    huge log never costs its size in memory; every default pattern matches within one line."""
     compiled = compile_patterns(patterns)
     found: dict[str, list[tuple[str | None, float]]] = {name: [] for name in compiled}
     with open(path, encoding="utf-8", errors="replace") as fh:
@@ -163,9 +145,7 @@ def _matches(rx: re.Pattern[str], text: str) -> list[tuple[int, float]]:
     return out
 
 
-# --------------------------------------------------------------------------- timeline markers
-# What omni_loader.startup.timeline reads from vLLM and vLLM-Omni startup logs: the lines' tags and
-# timestamps, and the markers (named patterns, data the caller extends) that say where a phase ends.
+# What the timeline reads from vLLM and vLLM-Omni startup logs: tags, timestamps, and markers.
 
 MARKER_KINDS = ("took", "until", "event")
 TOKEN2WAV = re.compile(r"code2wav|token2wav", re.IGNORECASE)
@@ -201,11 +181,8 @@ def figure_lane(line: str) -> str | None:
 
 
 def literal_part(pattern: str) -> str | None:
-    """The longest literal text (3 characters or more) that every match of ``pattern`` contains, else None.
-
-    Only text outside groups counts; an alternation at the top, a case-insensitive pattern or an
-    escape this does not know give None (the pattern is then tried on every line).
-    """
+    """The longest literal text (3 characters or more, outside groups) every match of ``pattern`` contains, else
+    None (then the pattern is tried on every line)."""
     if re.compile(pattern).flags & re.IGNORECASE:
         return None
     runs, run, depth, i = [], [], 0, 0
@@ -251,11 +228,8 @@ def literal_part(pattern: str) -> str | None:
 class Marker:
     """One thing a startup log says: ``name`` (a phase or event), ``pattern``, ``kind`` (see the module).
 
-    ``level``: how deep the phase nests (0 its own; 1 inside one, as weight loading is inside model
-    loading; -1 a span over the whole startup). ``scope`` ``server``: the API server's work, not a
-    stage's. ``ready`` ``server`` or ``stage``: the line says that one is ready. Lines are pre-filtered
-    by the literal text every match contains (:func:`literal_part`), found at C speed; a pattern
-    without one is tried on every line (slower).
+    ``level``: how deep the phase nests (1 inside a level-0 phase; -1 a span over the whole startup). ``scope``
+    ``server``: the API server's work. ``ready`` ``server`` or ``stage``: the line says that one is ready.
     """
 
     name: str
@@ -353,9 +327,8 @@ class LogClock:
 def line_blocks(fh: IO[str], size: int = 1 << 22, max_line: int = MAX_LINE, cut: list[int] | None = None) -> Iterator[str]:
     """Text in blocks of whole lines (about ``size`` characters each); a last line without newline gets one.
 
-    A line that does not end within the block it starts in keeps at most its first ``max_line`` characters:
-    the rest is read and dropped, never held (one 200 MiB line cost 930 MB when lines were held whole), and
-    its number is appended to ``cut``. So memory is bounded by ``size + max_line`` whatever the file holds.
+    A longer line keeps its first ``max_line`` characters, the rest dropped unread into memory and its number
+    appended to ``cut``, so memory stays within ``size + max_line``.
     """
     rest, skipping, lines = "", False, 0
     while block := fh.read(size):

@@ -1,18 +1,8 @@
 """One startup run: a server command spawned in a process group of its own, timed to its first HTTP 200
 on ``/health``, stopped with everything it started, its log read for named figures.
 
-This is the PR's "Startup to /health" measurement, one run at a time (:mod:`omni_loader.startup.serve_ab`
-plans the runs and records them). For one planned run:
-
-1. the health URL's port must be free (waited for briefly, else the run fails with one line);
-2. the command (``shlex``-split, no shell) is spawned in its own process group
-   (``start_new_session=True``), stdout and stderr captured to ``OUT/logs/<run_id>-<variant>.log``;
-3. ``/health`` is polled every ``poll_interval`` seconds (short per-request timeout, no proxies);
-   the run's figure is the time from just before the spawn to the first HTTP 200. A process that
-   exits first, or no 200 within ``timeout`` seconds, makes the run ``failed`` with a one-line error;
-4. the whole process group is stopped (SIGTERM, ``grace`` seconds, SIGKILL; :mod:`omni_loader.host.procs`)
-   and reaped, on every path out of the run including KeyboardInterrupt;
-5. named figures are extracted from the captured log (:mod:`omni_loader.startup.logfigures`).
+The PR's "Startup to /health" measurement, one run at a time (:mod:`~.serve_ab` plans and records the runs). The
+group is stopped on every path out of a run, KeyboardInterrupt included.
 """
 
 from __future__ import annotations
@@ -46,9 +36,6 @@ from ..results.rows import RunRow
 PHASE = "startup_to_health"
 SOURCE = "server"
 Command = str | Sequence[str]
-
-
-# --------------------------------------------------------------------------- ports and commands
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -110,11 +97,8 @@ def stage_server_commands(
     extra: Sequence[str] = (),
     **overrides: str | None,
 ) -> tuple[str, str, str]:
-    """``(baseline_cmd, optimized_cmd, health_url)``: two ``python -m omni_loader stage-server`` commands.
-
-    Both listen on the same port (``port``, a free one when None), one after the other, so one
-    health URL serves both. Each loads with ``options`` as the load benchmark beside it did; ``overrides``
-    (any :class:`LoadOptions` field by name, ``device="cpu"``; ``None`` is "not given") change single fields of it.
+    """``(baseline_cmd, optimized_cmd, health_url)``: two ``python -m omni_loader stage-server`` commands on one
+    port (a free one when None), loading with ``options``; ``overrides`` change single :class:`LoadOptions` fields.
     """
     port = free_port(host) if port is None else int(port)
     opts = (options or LoadOptions()).replace(**overrides)
@@ -130,7 +114,7 @@ def stage_server_commands(
 
 def split_command(cmd: Command, what: str = "command") -> list[str]:
     """``cmd`` as the words serve-ab starts (``shlex`` rules, no shell); one line naming ``what`` when it cannot be
-    split (an unbalanced quote), is empty, or its program is missing, not executable or a directory."""
+    split, is empty, or names no executable program."""
     try:
         argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
@@ -143,9 +127,6 @@ def split_command(cmd: Command, what: str = "command") -> list[str]:
     if (os.sep in exe and not os.access(exe, os.X_OK)) or (os.sep not in exe and shutil.which(exe) is None):
         raise OmniLoaderError(f"{what}: program not found or not executable: {exe}")
     return argv
-
-
-# --------------------------------------------------------------------------- processes
 
 
 def launch(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:
@@ -165,9 +146,8 @@ WAIT_SAID_EVERY = 1.0  # seconds between two calls of a wait's ``on_wait``
 def wait_healthy(proc: subprocess.Popen, url: str, started: float, timeout: float,
                  poll_interval: float = 0.05, request_timeout: float = 1.0,
                  on_wait: Waiting | None = None) -> tuple[float | None, str | None]:
-    """Seconds from ``started`` (a perf_counter reading) to the first HTTP 200, or (None, one-line error).
-    ``on_wait(seconds, last)`` is called from this loop after the first answer that is not 200 and then at most
-    every :data:`WAIT_SAID_EVERY` seconds (no thread of its own), so that a bar says how long it has waited."""
+    """Seconds from ``started`` (a perf_counter reading) to the first HTTP 200, or (None, one-line error);
+    ``on_wait(seconds, last)`` is called at most every :data:`WAIT_SAID_EVERY` seconds after a non-200 answer."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     last, said = "no answer yet", None
     while True:
@@ -206,9 +186,6 @@ def _reason(exc: Any) -> str:
     return text.splitlines()[0]
 
 
-# --------------------------------------------------------------------------- one run
-
-
 @dataclass(frozen=True)
 class RunOutcome:
     """How one startup run ended: ok with its seconds to the first 200, or failed with one line; its log's figures."""
@@ -239,9 +216,8 @@ class RunOutcome:
 def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeout: float, grace: float,
             poll_interval: float, port_wait: float, patterns: Mapping[str, re.Pattern[str]],
             guard: ChildGuard | None = None, on_wait: Waiting | None = None) -> RunOutcome:
-    """One launch: port check, spawn, poll /health, stop the group, read the log. Never leaves the group, even
-    killed: ``guard`` (:class:`~omni_loader.host.procs.ChildGuard`) stops it, and what left it, if this process
-    ends while the server runs. ``on_wait``: see :func:`wait_healthy`."""
+    """One launch: port check, spawn, poll /health, stop the group, read the log; ``guard`` stops the group if
+    this process ends while the server runs."""
     host, port = health_address(url)
     log = logs / f"{run.run_id}-{run.variant}.log"
     with open(log, "wb") as fh:  # no command here: its text could match a log pattern (it is in metadata.json)
@@ -271,7 +247,7 @@ def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeo
             fh.write(f"# omni-loader serve-ab: the server left {len(stopped)} process(es) running outside its "
                      f"process group; stopped: {'; '.join(stopped)}\n".encode())
     try:
-        figures = extract_figures_from_file(log, patterns)  # a line at a time: a 200 MB log costs no 200 MB
+        figures = extract_figures_from_file(log, patterns)
         bound_log(log)
     except OSError:
         figures = []
@@ -285,12 +261,8 @@ LOG_KEPT = (16 << 20, 4 << 20)  # bytes of a run's log kept from its start and f
 
 
 def bound_log(path: Path, kept: tuple[int, int] = LOG_KEPT) -> int:
-    """Cut a finished run's log to its first and last bytes (:data:`LOG_KEPT`), with a line saying what was cut.
-
-    Why: a server that writes hundreds of MB per start would make every serve-ab directory that big,
-    once per run. The start (the startup markers a timeline reads) and the end (how it stopped) are
-    what a reader needs; the figures were read from the whole log first. Returns the bytes dropped.
-    """
+    """Cut a finished run's log to its first and last bytes (:data:`LOG_KEPT`), with a line saying what was cut,
+    so a chatty server does not bloat every serve-ab directory; returns the bytes dropped."""
     head, tail = kept
     size = path.stat().st_size
     if size <= head + tail:

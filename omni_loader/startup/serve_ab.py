@@ -1,16 +1,8 @@
 """serve-ab: time two server commands from spawn to their first HTTP 200 on ``/health``, alternating.
 
-This is the PR's "Startup to /health" measurement, made repeatable. What is measured is one
-:class:`StartupSpec` (the two commands, the health URL, how many runs in which order, the
-timeouts, the log patterns); the runs are planned like the load benchmark's
-(:func:`~omni_loader.results.planner.plan_runs`: a warm-up of each variant first, then the measured runs
-alternating or blocked), each run is :func:`~omni_loader.startup.one_run.run_one`, and its rows
-(``startup_to_health`` plus one per log figure, source ``server``) are appended at once, so an
-interrupted benchmark keeps every run it finished.
-
-The benchmark is the ``startup`` member of its results directory's suite (:mod:`omni_loader.results.suite`):
-a directory of its own, or beside reproduce's ``load`` benchmark (``reproduce --with-startup``),
-its run ids after those already there. ``--resume`` continues it with the saved spec.
+The PR's "Startup to /health" measurement, made repeatable: one :class:`StartupSpec`, planned like the load
+benchmark, each run's rows appended at once so an interrupted benchmark keeps every run it finished. It is the
+``startup`` member of its results directory's suite, alone or beside reproduce's ``load`` benchmark.
 
 Library use::
 
@@ -44,23 +36,18 @@ from .one_run import (PHASE, SOURCE, Command, RunOutcome, health_address, run_on
 from ..results.suite import METADATA_FILE, benchmark, benchmark_record, read_metadata
 from ..token2wav.options import flag, option, option_conflicts, option_fields
 
-# serve-ab's API: the names defined here that callers use.
 __all__ = ["StartupSpec", "resume_serve_ab", "run_serve_ab", "saved_serve_ab", "serve_ab", "serve_ab_conflicts",
            "summarize"]
 MEMBER = "startup"  # this benchmark's name in the results directory's suite
 MEASURE = "perf_counter from just before spawn to the first HTTP 200 on health_url"
-# what a wait for /health heard, in the bar's words: a refused connection while a server starts is no error and
-# must not read as one; a failed start's message keeps the technical reason
+# a refused connection while a server starts is no error and must not read as one on the bar
 WAIT_WORDS = {"connection refused": "not listening yet", "HTTP 503": "HTTP 503: not ready yet"}
 Progress = bool | Callable[[str], None] | None
 
 
 @dataclass(frozen=True)
 class StartupSpec:
-    """What serve-ab measures; its fields are the spec's keys in metadata.json (plus ``measure``).
-
-    Commands are stored ``shlex``-joined, their programs checked to exist; patterns as their sources.
-    """
+    """What serve-ab measures; its fields are the spec's keys in metadata.json (plus ``measure``)."""
 
     baseline_cmd: str = option(help="server command of the baseline (no shell; required unless --resume)")
     optimized_cmd: str = option(help="server command of the optimized version (idem)")
@@ -109,8 +96,7 @@ class StartupSpec:
 
 
 def serve_ab_conflicts(saved: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
-    """One phrase per spec key of ``given`` that differs from ``saved``, named by the option that sets it:
-    ``--runs 6 (saved: 5)`` (:func:`~omni_loader.token2wav.options.option_conflicts` over StartupSpec's fields)."""
+    """One phrase per spec key of ``given`` that differs from ``saved``, named by its option: ``--runs 6 (saved: 5)``."""
     return option_conflicts(StartupSpec, saved, given)
 
 
@@ -120,9 +106,6 @@ def saved_serve_ab(out: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(record, dict) or not isinstance(record.get("spec"), dict):
         raise ResultsError(f"--resume: {out} holds no serve-ab benchmark to continue")
     return record
-
-
-# --------------------------------------------------------------------------- running it
 
 
 def serve_ab(
@@ -143,8 +126,7 @@ def serve_ab(
     device: str = "auto",
     model: str | None = None,
 ) -> Path:
-    """Run the A/B start-up benchmark into ``out`` and return it: :func:`run_serve_ab` of the spec these
-    arguments make (``patterns`` default to :data:`DEFAULT_PATTERNS`)."""
+    """Run the A/B start-up benchmark into ``out`` and return it: :func:`run_serve_ab` of the spec these make."""
     spec = StartupSpec(baseline_cmd, optimized_cmd, health_url, warmup, runs, order, timeout, grace, poll_interval,
                        port_wait, dict(DEFAULT_PATTERNS if patterns is None else patterns))
     return run_serve_ab(spec, out, progress, device=device, model=model)
@@ -159,17 +141,15 @@ def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progr
                  model: str | None = None, resume: bool = False) -> Path:
     """Run (or, with ``resume``, continue) the startup benchmark ``spec`` into ``out``; returns ``out``.
 
-    ``device`` only chooses which device the environment record describes; ``model`` (what the
-    servers serve) is recorded as given. Log figures keep their names; their rows have source
-    ``server``, which keeps them apart from the loader's own phases of the same name. The writer lock, the
-    record and ``resume`` (the saved spec must match) are :func:`~omni_loader.bench.driver.continuing`'s.
+    ``device`` only chooses which device the environment record describes; ``model`` is recorded as given. Log
+    figures' rows have source ``server``, apart from the loader's own phases of the same name.
     """
     out = Path(out)
     with continuing(out, MEMBER, resume, lambda: benchmark_record(
             "serve-ab", spec.to_dict(), spec.plan(_first_free_id(out)), device, warmup=spec.warmup, repeats=spec.runs,
             order=spec.order, model=model), lambda: _conflicts(spec, out),
             f"--resume: {out} holds a serve-ab benchmark made with another spec", _counts) as (rec, done), \
-            ChildGuard(spec.grace_s) as guard:  # a server outlives no serve-ab, even one killed with SIGKILL
+            ChildGuard(spec.grace_s) as guard:
         plan, logs = spec.plan(min((int(e["run_id"]) for e in rec.record["plan"]), default=0)), out / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         report = _Reporter(progress, len(plan), len(done))
@@ -233,12 +213,9 @@ def _counts(resumed: Resumption | None) -> dict[str, int]:
 
 
 class _Reporter:
-    """Where serve-ab says how its runs go: a callable gets one line per event (the plan, then each
-    run); ``True`` draws a progress bar, with a failed run's line written beside it; ``False`` is silent.
-    While a start runs, the bar's postfix says which (``run 3/10 baseline #2``) and how long it has waited for
-    /health so far, refreshed by the wait loop about every second (a bar in line mode still writes only its
-    few lines: :mod:`omni_loader.progress`), its elapsed time and its time left ticking with it (the kit's bars
-    count their time left down between steps: :func:`~omni_loader.progress.counted_down`)."""
+    """Where serve-ab says how its runs go: a callable gets one line per event; ``True`` draws a progress bar
+    (saying which start runs and how long it has waited for /health), a failed run's line beside it; ``False``
+    is silent."""
 
     def __init__(self, progress: Progress, total: int, done: int) -> None:
         from ..progress import Redrawer, progress_bar
@@ -246,14 +223,12 @@ class _Reporter:
         self.say = progress if callable(progress) else None
         self.bar = None if self.say or not progress else progress_bar(total=total, initial=done, desc="startup runs",
                                                                       unit="run")
-        # between the health waits too (a server being stopped, its log read), the clock on the bar moves
         self.redrawer = Redrawer(self.bar) if self.bar is not None else None
         self.total, self.index, self.what = total, done, ""
 
     def start(self, run: PlannedRun) -> None:
         self.index += 1
-        # one number a start: the bar's count, as 06's Gantt title has it ("run 3, baseline"), not also " #1"; a
-        # non-breaking hyphen in "warm‑up" (Lab wrapped "(warm-" over "up)")
+        # a non-breaking hyphen in "warm‑up": Lab wrapped "(warm-" over "up)"
         self.what = f"run {self.index}/{self.total} {run.variant}" + (" (warm\u2011up)" if run.warmup else "")
         if self.bar is not None:
             self.bar.set_postfix_str(f"{self.what}: starting", refresh=True)
@@ -284,14 +259,9 @@ class _Reporter:
             self.bar.close()
 
 
-# --------------------------------------------------------------------------- summary
-
-
 def summarize(out: str | os.PathLike[str]) -> list[str]:
-    """Median, min, max and n per variant for each server phase of ``out`` (measured, ok runs), one line
-    each, in the kit's time unit (ms below 10 s, seconds from there on; see :mod:`omni_loader.formatting`)."""
-    frame = check_results(out).frame  # rows that cannot be trusted are left out
-    frame = frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]
+    """Median, min, max and n per variant for each server phase of ``out`` (measured, ok runs), one line each."""
+    frame = _measured(out)
     lines = []
     phases = [PHASE] + sorted(p for p in set(frame["phase"]) if p != PHASE)
     for phase in phases:
@@ -310,9 +280,7 @@ def stage_phase_samples(out: str | os.PathLike[str], frame: Any = None) -> dict[
     (:mod:`omni_loader.startup.timeline`); a phase seen twice on one lane of one run is ``phase#2``."""
     from .timeline import read_timeline
 
-    if frame is None:
-        frame = check_results(out).frame
-        frame = frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]
+    frame = _measured(out) if frame is None else frame
     samples: dict[tuple[str, str], dict[str, list[float]]] = {}
     runs = frame[frame["phase"] == PHASE][["run_id", "variant"]].drop_duplicates()
     for run_id, variant in runs.itertuples(index=False):
@@ -328,8 +296,7 @@ def stage_phase_samples(out: str | os.PathLike[str], frame: Any = None) -> dict[
 
 
 def stage_phase_comparisons(out: str | os.PathLike[str], frame: Any = None) -> list[tuple[str, str, Any]]:
-    """``(lane, phase, Comparison)`` of every stage's phase both variants timed, in lane and phase order: which
-    stage's which phase moved, with the kit's statistics (:func:`omni_loader.reporting.stats.compare`)."""
+    """``(lane, phase, Comparison)`` of every stage's phase both variants timed, in lane and phase order."""
     from ..reporting.stats import Summary, compare
 
     out_rows = []
@@ -352,11 +319,15 @@ def timeline_summary(out: str | os.PathLike[str], frame: Any = None) -> list[str
         lines.append(f"  {lane:<14} {phase:<20} {VARIANTS[0]} {duration(comparison.baseline.median, unit):>11}   "
                      f"{VARIANTS[1]} {duration(comparison.optimized.median, unit):>11}   "
                      f"{comparison.change(unit)}; {comparison.verdict()}")
-    if frame is None:
-        frame = check_results(out).frame
-        frame = frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]
+    frame = _measured(out) if frame is None else frame
     startup = [[float(x) for x in frame[(frame["phase"] == PHASE) & (frame["variant"] == v)]["seconds"]]
                for v in VARIANTS[:2]]
     if all(len(x) >= 2 for x in startup):
         lines.append(f"  {PHASE}: {detectability(*startup).sentence()}")
     return lines
+
+
+def _measured(out: str | os.PathLike[str]) -> Any:
+    """The trusted rows of ``out``'s measured, ok server runs."""
+    frame = check_results(out).frame
+    return frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]

@@ -67,8 +67,6 @@ __all__ = ["READY_MESSAGE", "StageLog", "StageServerOptions", "run_stage_server"
 
 DEFAULT_HOST = "127.0.0.1"
 READY_MESSAGE = "stage-server: ready, /health answers 200"  # what a stage group waits for in a stage's log
-
-
 MAX_SIMULATE = 3600.0  # seconds: the longest simulated load (time.sleep cannot take 1e10; an hour is plenty)
 
 
@@ -93,15 +91,11 @@ class StageServerOptions:
                                   f"{MAX_SIMULATE:g} seconds")
 
 
-# --------------------------------------------------------------------------- the log
-
-
 class StageLog:
     """Lines in vLLM-Omni's format: ``(EngineCore_DP0 pid=P) [Stage-N] INFO MM-DD HH:MM:SS [file.py:L] message``.
 
-    ``replica`` gives the newer tag, ``(StageEngineCoreProc_stage<N>_replica<R> pid=P)``, without
-    ``[Stage-N]``; ``process`` a process tag of its own and no stage (``APIServer``, a stage group's).
-    The file and line are the caller's; the time is now, or ``when`` (a ``time.time()`` value).
+    ``replica`` gives the newer ``(StageEngineCoreProc_stage<N>_replica<R> pid=P)`` tag; ``process`` a process tag
+    of its own and no stage. The file and line are the caller's; the time is now, or ``when``.
     """
 
     def __init__(self, stage: int = 0, replica: int | None = None, *, process: str | None = None,
@@ -124,9 +118,6 @@ class StageLog:
         text = self.line(message, level, when, depth=2)
         with self.lock:
             print(text, flush=True)
-
-
-# --------------------------------------------------------------------------- state
 
 
 class StageState:
@@ -162,9 +153,6 @@ class StageState:
             data = {"variant": self.variant, "tag": self.tag, **self.stats}
             data.update(ready=self.ready.is_set(), state=self.state, error=self.error)
             return data
-
-
-# --------------------------------------------------------------------------- HTTP
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -218,14 +206,6 @@ def bind_server(host: str, port: int, state: StageState) -> ThreadingHTTPServer:
         raise OmniLoaderError(f"cannot listen on {host}:{port}: {reason}") from None
     server.stage_state = state  # type: ignore[attr-defined]
     return server
-
-
-# --------------------------------------------------------------------------- the load
-
-
-def _weights_bytes(model: Any) -> int:
-    tensors = list(model.parameters()) + list(model.buffers())
-    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def edge_clock(device: Any) -> Any:
@@ -298,8 +278,8 @@ def load_in_background(options: StageServerOptions, state: StageState, bound_at:
         log(_model_loaded_line(result, model), when=at.get("model_loaded_size", at["load_parameters"]))
         log(f"Token2Wav load_weights took {seconds['weight_loading'] * 1e3:.3f} ms", when=at["weight_loading"])
         log(f"Loading weights took {seconds[OUTER_LOAD_WEIGHTS]:.6f} seconds", when=at[OUTER_LOAD_WEIGHTS])
-        log(f"Model loading took {_weights_bytes(model) / 2**30:.4f} GiB memory and {seconds['total']:.6f} seconds",
-            when=at["total"])
+        size = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+        log(f"Model loading took {size / 2**30:.4f} GiB memory and {seconds['total']:.6f} seconds", when=at["total"])
         stats = result.to_dict()
         stats.update(checkpoint=snapshot.describe(), stage=options.stage, replica=options.replica)
         _post_load(log, state, bound_at, at["total"], stats, model, "digest, stats" if options.digest else "stats",
