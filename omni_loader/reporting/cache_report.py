@@ -1,15 +1,9 @@
 """Cold and warm loads in report.md: the checkpoint's page-cache residency as a control, and what the fix is worth.
 
-Every run records, before its load, which share of the checkpoint's bytes was in the page cache
-(runs.csv ``checkpoint_resident``; :mod:`omni_loader.host.checkpoint_cache`). A benchmark names its condition
-(``--cache warm``, the PR's, or ``cold``); a measured run that did not load under it (warm: less than 99%
-resident; cold: more than 5% still resident after the eviction) is named here, and the headline rows that
-enclose the phases that read the checkpoint are marked, as a control that differs marks a confounded row.
-
-The PR's saving is a fixed amount of work (buffer discovery); the whole load around it is not: a cold load
-adds the storage's reads. :func:`fix_worth` says what the saving is of the whole load in one directory's
-condition, :func:`cold_and_warm` of a warm and a cold directory side by side (notebook 01). Every figure in
-these sentences is computed from the rows. Nothing here imports torch.
+A measured run that did not load under its benchmark's ``--cache`` condition (runs.csv ``checkpoint_resident``)
+is named, and the headline rows that read the checkpoint are marked. The saving is fixed work while a cold load
+adds the storage's reads: :func:`fix_worth` and :func:`cold_and_warm` say what it is worth. Nothing here imports
+torch.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Shared-phase controls: which phases two variants differ in, and what every other phase says.
 
-Why: an A/B of two loader variants is a controlled experiment only where the variants run the same
-code. A variant is a named set of steps (:mod:`omni_loader.token2wav.variants`), and each step is timed as its
-own phase, so the kit knows which phases a pair of variants changes (the PR's pair: only
-``buffer_discovery``). Every other phase is a *control*: the same code in both arms, so a
-difference there is not the change's doing but the machine's (a host pricing first touches
-differently, a carry-over from the run before, a neighbour). The report tests every control with
-the same statistics as the headline rows (and the A/A floor where there is one); a control that
-differs is named, each headline row that contains it is marked *confounded*, and the row's saving
-is accounted for: saving = the changed steps' saving + the controls' differences + what medians
-do not add up to. A reader then sees what the change itself bought.
+A variant is a named set of steps, each timed as its own phase, so every phase a pair does not change is a
+*control*: a difference there is the machine's. Controls are tested like headline rows; one that differs marks
+each enclosing row *confounded*, and the row's saving is taken apart into the changed steps', the controls' and
+what medians do not add up to.
 
 Nothing here imports torch: it reads saved rows only.
 """

@@ -1,14 +1,8 @@
 """A figure as files (PNG, SVG and the values it draws as CSV), and a figure that shows itself.
 
-Why a module of its own: the kit's plots are built on :class:`matplotlib.figure.Figure`, never
-through pyplot, so importing or drawing them never switches a notebook kernel's backend or leaves
-figures in pyplot's global list. Building is the plot modules' job; this one writes a built figure
-(:func:`write_figure`: the one writer, used by report.md's plots and by ``compare``) and reads
-back what it shows (:func:`figure_data`), so a test checks a plot by its values, not its pixels.
-
-A bare Figure is shown by Jupyter only where pyplot's inline backend registered a display
-formatter for Figures (``%matplotlib inline``, or after importing pyplot). :class:`ShownFigure`
-renders its own PNG (``_repr_png_``), so a cell that returns one shows it in any kernel.
+Plots are built without pyplot, so drawing never switches a kernel's backend; :class:`ShownFigure` renders its
+own PNG so it shows in any kernel. :func:`write_figure` is the one writer, and :func:`figure_data` reads back
+what a figure shows, so a test checks a plot by its values.
 """
 
 from __future__ import annotations
@@ -40,11 +34,8 @@ class ShownFigure(Figure):
 
 
 class PlainLogFormatter(LogFormatter):
-    """Labels of a log axis as plain numbers (``0.5``, ``6``, ``200``, ``10,000``), on the ticks
-    matplotlib would label anyway. Its default writes ``10²`` on a decade, ``6×10⁰`` on a minor tick
-    and ``1e+05`` past ten thousand: a reader should not have to decode an axis. ``text`` turns a
-    value into its label (default :func:`~omni_loader.formatting.number`; a time axis passes
-    ``short_duration``)."""
+    """Labels of a log axis as plain numbers (``0.5``, ``6``, ``10,000``, not ``10²`` or ``1e+05``), on the ticks
+    matplotlib would label anyway; ``text`` turns a value into its label."""
 
     def __init__(self, text=number, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -73,13 +64,8 @@ def tick_labels(fig: Figure) -> list[str]:
 
 @contextlib.contextmanager
 def warnings_said_on_success():
-    """Hold the warnings raised inside the block and say them only if it ends without an exception.
-
-    Why: drawing under a memory limit, FreeType fails to read the font and matplotlib warns "Glyph 48 (0) missing
-    from font(s) DejaVu Sans" for every digit before the MemoryError reaches the command, so `report` ended in
-    eight lines instead of its one out-of-memory line. A warning from a drawing that went on to succeed is said
-    as before, a moment later.
-    """
+    """Hold the warnings raised inside the block and say them only if it ends without an exception, so that
+    out of memory ends in one line, not a missing-glyph warning per digit first."""
     with warnings.catch_warnings(record=True) as caught:
         yield
     for w in caught:
@@ -119,11 +105,8 @@ def write_figure_data(fig: Figure, path: Path) -> Path:
 def figure_data(fig: Figure) -> list[dict[str, Any]]:
     """What a figure shows, one row per drawn value, read from its artists (not from the data behind them).
 
-    ``kind`` is ``bar`` (x, y, width, height of the rectangle; ``value`` its length), ``point`` (a
-    scatter point), ``line`` (a vertex of a line; ``text`` its marker), ``text`` (an annotation at
-    x, y), ``xtick`` or ``ytick`` (a category's tick label at its position), ``xtick_label`` or ``ytick_label``
-    (every label drawn on that axis, numbers on a scale included, once the figure has been drawn). Values are in the plotted unit
-    (see ``ylabel`` / ``xlabel``); ``panel`` numbers the axes in the figure's order.
+    ``kind`` is ``bar``, ``point``, ``line``, ``text``, ``xtick``/``ytick`` (a category's label) or
+    ``xtick_label``/``ytick_label`` (every label drawn); values are in the plotted unit, ``panel`` numbers the axes.
     """
     from matplotlib.collections import PathCollection
     from matplotlib.container import BarContainer

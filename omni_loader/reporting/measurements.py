@@ -1,12 +1,7 @@
 """What a saved results directory measured: its comparisons in the PR's order, their labels and units.
 
-Why a module of its own: ``report.md`` and ``omni-loader compare`` must state the same rows with
-the same statistics (a directory's row in the side-by-side table is its report's row), so both
-take them from here rather than one renderer importing the other. Nothing here writes text
-beyond a row's label; nothing imports torch.
-
-The record a table describes is read through :class:`omni_loader.results.suite.Suite`, the one
-reader of a directory's named benchmarks, so these functions read any schema it reads.
+``report.md`` and ``omni-loader compare`` take the same rows from here, so they state the same statistics.
+Nothing imports torch.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Plots of saved results: every run as a point, medians and spread, where the time goes, ratios.
 
-Each function builds a figure from rows of runs.csv (or the comparisons derived from them) and
-returns it, or None when the rows hold nothing to draw; nothing here measures or writes. The
-figures are :class:`omni_loader.reporting.figures.ShownFigure` objects built without pyplot: a notebook
-shows one returned by a cell, and building one never switches the kernel's matplotlib backend.
-:func:`omni_loader.reporting.figures.write_figure` writes them (PNG, SVG and the values drawn as CSV).
-
-Time axes follow the kit's one unit rule (:func:`omni_loader.formatting.time_unit` of everything
-a panel draws): milliseconds below 10 s, seconds from there on.
+Each function builds a :class:`~omni_loader.reporting.figures.ShownFigure` from rows of runs.csv, or returns
+None when there is nothing to draw; nothing here writes. Time axes follow :func:`omni_loader.formatting.time_unit`.
 """
 
 from __future__ import annotations
@@ -106,11 +100,7 @@ def _frame_model(frame) -> str:
 def where_time_goes_figure(frame) -> ShownFigure | None:
     """Stacked bars of leaf-phase medians per variant: where the load time goes.
 
-    The bar is the sum of the phase medians, which is not the median of the whole load: medians do
-    not add up (the run with the median total need not have the median of every phase), and the
-    clock also runs between phases. So the whole load's median is marked on each bar as a tick and
-    both figures are written out, instead of leaving a reader to wonder why the bar and the table
-    disagree.
+    Medians do not add up, so the whole load's median is marked on each bar as a tick beside the bar's sum.
     """
     medians = _leaf_medians(frame)
     if medians is None:
@@ -173,10 +163,8 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
 def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> ShownFigure | None:
     """Baseline/optimized ratio of each PR measurement: this run beside the PR's.
 
-    This run's bar carries its 95% interval (:func:`~omni_loader.reporting.stats.ratio_interval`),
-    and a row the kit's verdict makes no claim on is drawn hollow and hatched and says so: a 3× that
-    the test rejected must not read like the 300× beside it. The PR published medians only, so its
-    bars have no interval."""
+    This run's bar carries its 95% interval; a row without a claim is drawn hollow and hatched, so it does not
+    read like a claimed one. The PR published medians only."""
     pr_rows = _pr_rows(comps, reference)
     if pr_rows is None:
         return None
@@ -221,10 +209,7 @@ def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> S
 
 
 def drift_figure(frame) -> ShownFigure | None:
-    """A phase's seconds against run order (warm-ups hollow): a drift over the benchmark shows as a slope.
-
-    Run order is the plan's (run_id, drawn from 1 as the bar counts); the wall-clock stamps (run_started) agree.
-    """
+    """A phase's seconds against run order (warm-ups hollow): a drift over the benchmark shows as a slope."""
     drift_rows = _drift_rows(frame)
     if drift_rows is None:
         return None

@@ -1,13 +1,7 @@
 """report.md and its plots, rendered only from a saved results directory (runs.csv + metadata.json).
 
-``reproduce`` calls :func:`write_report` at the end, and ``omni-loader report DIR`` calls it at
-any later time: the same files always give the same tables. :func:`render_report` returns the
-text and writes nothing; :func:`write_report` writes ``report.md`` and the plots it links to
-(``plots/<stem>.png``, ``.svg`` and the values drawn as ``.csv``).
-
-The tables come from :mod:`omni_loader.reporting.report_tables` (rows of runs.csv) and
-:mod:`omni_loader.reporting.report_environment` (the benchmark's record); the names a notebook uses are
-importable from here as well (``report.environment_table``, ``report.comparisons``, ...).
+The same files always give the same tables. :func:`render_report` returns the text and writes nothing;
+:func:`write_report` writes ``report.md`` and the plots it links to.
 """
 
 from __future__ import annotations
@@ -43,9 +37,7 @@ PLOTS_ENV = "OMNI_LOADER_PLOTS"
 def plots_wanted() -> bool:
     """Whether report.md is drawn with its plots: yes unless ``$OMNI_LOADER_PLOTS`` is ``off``.
 
-    Why a switch: drawing and writing the plots (a PNG and an SVG each) is most of a report's time, several
-    seconds of a small benchmark's; a text-only report (a CI log, a quick look, the kit's own test suite where
-    a test reads only the text) skips them, and ``omni-loader report DIR`` draws them later from the same files.
+    The plots are most of a report's time; ``omni-loader report DIR`` can draw them later from the same files.
     """
     value = os.environ.get(PLOTS_ENV, "").strip().lower()
     if value not in ("", "on", "off"):

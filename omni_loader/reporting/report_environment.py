@@ -1,9 +1,6 @@
 """report.md's environment table: what ran, where, how, from the benchmark's record.
 
-Why apart from the row tables (:mod:`omni_loader.reporting.report_tables`): this table reads the record in
-metadata.json (the machine, versions, spec, command line), never runs.csv, and it reads it only
-through :attr:`omni_loader.results.suite.Suite.described`, so a change in where metadata.json
-keeps a benchmark's record touches neither this module nor the tables.
+It reads metadata.json's record only (through :attr:`omni_loader.results.suite.Suite.described`), never runs.csv.
 """
 
 from __future__ import annotations
@@ -179,10 +176,8 @@ def workers_of(spec: Mapping[str, Any]) -> str:
 def command_text(record: Mapping[str, Any]) -> str:
     """The environment table's Command cell: the command line that made a benchmark's record.
 
-    Inside a notebook, ``sys.argv`` is the kernel's launcher (``ipykernel_launcher.py -f
-    /tmp/tmp….json``): true, but it tells a reader nothing. Then the cell says a notebook ran it and
-    gives the equivalent shell command, rebuilt from the record's spec. ``record`` is one benchmark's
-    record (:func:`omni_loader.results.benchmark`), not the whole metadata.json.
+    From a notebook (``sys.argv`` the kernel's launcher) it says so and gives the equivalent shell command,
+    rebuilt from the spec of ``record`` (one benchmark's).
     """
     cmd = str(record.get("command_line", "") or "")
     if "ipykernel" not in cmd and "kernel" not in cmd.split(" ", 1)[0]:

@@ -1,9 +1,7 @@
 """The tables of report.md that come from the rows of runs.csv: measurements, noise floor, memory,
 the PR's figures, where the time goes, page faults, and the variants beyond the PR.
 
-Each function takes rows (or the comparisons derived from them) and returns Markdown, so a notebook can show any
-one table and :mod:`omni_loader.reporting.report` strings them together. Times follow the kit's one unit rule (:func:`formatting.time_unit`, with
-startup in seconds as the PR quotes it); tables are written by :func:`formatting.markdown_table`.
+Each function takes rows (or comparisons) and returns Markdown, so a notebook can show any one table.
 """
 
 from __future__ import annotations

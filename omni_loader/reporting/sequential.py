@@ -1,19 +1,9 @@
 """A sequential design's looks: are the verdicts after ``n`` runs a side settled, and at which error rate
 does a saved benchmark's report read its verdicts.
 
-Why: a default benchmark spent most of its minute on runs whose verdict was already plain after five a
-side (buffer discovery hundreds of times faster, every run of one arm beyond every run of the other).
-The sequential design (:func:`~omni_loader.results.planner.looks`) reads the verdicts after
-:data:`~omni_loader.results.planner.FIRST_LOOK` runs a side at a share of the error rate and stops there
-when they are settled; else it runs all ``--runs`` and reads them at the rest. Settled means: every
-headline row of every pair (the phases its variants differ in, and the PR's rows that enclose them) is
-claimed, and no control (a phase both variants run unchanged) confounds one: none differs by at least
-:data:`~omni_loader.reporting.controls.MATERIAL` of an enclosing row's median, the report's own rule for a
-confounded row. A control that differs by less (a split of buffers 0.1 ms slower after the baseline's
-discovery, beside a weight loading of 600 ms) cannot change what a row says, and more runs would not either. Stopping cannot add false claims:
-each look tests at its own share (alpha spending), whatever decides to stop. What an early stop gives up
-is power: a control's difference too small for five runs a side to show stays unseen, as it would with a
-fixed design of five runs; the report says where the benchmark stopped and why.
+Settled means every headline row of every pair is claimed and no control confounds one (differs by at least
+:data:`~omni_loader.reporting.controls.MATERIAL` of an enclosing row). Each look tests at its own share of the
+error rate, so stopping adds no false claims; it gives up only power.
 
 Nothing here imports torch: it reads saved rows only.
 """

@@ -1,8 +1,6 @@
 """Statistics over saved rows: per-phase summaries, A/B comparisons, verdicts.
 
-Everything here is computed from ``runs.csv`` rows (measured, successful runs only); nothing is
-read from a live benchmark. A :class:`Summary` holds the raw samples and derives its statistics
-from them, so a report can always show where a number came from.
+Computed from ``runs.csv`` rows (measured, successful runs only); a :class:`Summary` keeps its raw samples.
 """
 
 from __future__ import annotations
@@ -120,10 +118,8 @@ class Comparison:
 
     def differs(self, floor: NoiseFloor | None = None) -> bool:
         """The kit's verdict on a time: a difference is claimed when the (1 − ``alpha``) bootstrap interval
-        of median(optimized) − median(baseline) excludes zero (95% at the kit's 0.05), the rank test agrees
-        (Mann-Whitney p < ``alpha``) and, where an A/A benchmark measured this phase, the difference is larger than
-        its noise floor. Medians and ranks: one slow run moves neither much, where it decides the
-        PR's min–max rule."""
+        of Δ median excludes zero, the rank test agrees (Mann-Whitney p < ``alpha``) and the difference exceeds any
+        A/A noise floor. One slow run moves medians and ranks little, where it decides the PR's min–max rule."""
         if self.unit != "s" or not self.interval_excludes_zero or not self.significant:
             return False
         return floor is None or math.isnan(floor.resolvable_fraction) or floor.resolves(self)
@@ -179,8 +175,7 @@ def ranges_overlap(a: tuple[float, ...] | list[float], b: tuple[float, ...] | li
 def phrase_change(baseline: float, optimized: float, unit: str = "s", row_unit: str | None = None) -> str:
     """The PR's phrasing: '455.382 ms faster, 99.66%', '1,150.313 ms faster, 98.99%', 'Removed 219 calls'.
 
-    A time difference is written in the unit of its row (:func:`formatting.time_unit`), as the PR did:
-    startup is quoted in seconds, even where the difference is a second and a half.
+    A time difference is written in the unit of its row (:func:`formatting.time_unit`), as the PR did.
     """
     if unit == "calls":
         if baseline == optimized:
@@ -299,10 +294,8 @@ def summary_table(frame):  # -> pandas.DataFrame
 class NoiseFloor:
     """What an A/A benchmark (the same variant in both arms) says about one phase on this machine.
 
-    The two arms differ only by chance, so any difference between them is noise. The smallest
-    change this machine can resolve for the phase is taken as the larger of the A/A difference of
-    medians and the half-width of its bootstrap interval, relative to the A/A median: a smaller
-    A/B difference cannot be told apart from what identical loads do.
+    The smallest resolvable change is the larger of the A/A difference of medians and its bootstrap interval's
+    half-width, relative to the A/A median.
     """
 
     phase: str
@@ -342,9 +335,7 @@ def noise_floor(frame, phase: str, arms: tuple[str, str] = ("aa-1", "aa-2")) -> 
 def equivalence(frame, variants: list[str] | tuple[str, ...] | None = None) -> dict[str, Any]:
     """Did every successful run of every variant (A/A runs included) load the same model?
 
-    The same model means the same digest of every tensor (``names.DIGEST_ALGORITHM``) *and* the same counts: a variant
-    that finds other persistent buffers can still end with equal tensors (a buffer the checkpoint
-    holds the constructor's value of), yet it loaded something else, so it is not equivalent.
+    The same digest of every tensor *and* the same counts: other persistent buffers can still end as equal tensors.
     """
     rows = frame[(frame["status"] == "ok") & frame["source"].isin(["load", "aa"])]
     runs = rows.drop_duplicates("run_id")

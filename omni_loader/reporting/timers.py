@@ -1,15 +1,8 @@
 """Which timer a published figure is: the kit's phases that vLLM's log line and the PR's row each cover.
 
-Why: "Token2Wav weight loading 1099.526 ms" and a code2wav stage's "Loading weights took 1.51
-seconds" sound like one measurement and are not. vLLM's default loader starts its counter when the
-weight iterator is first pulled and stops it when the model's ``load_weights`` returns: for
-Qwen2.5-Omni that is the outer ``load_weights`` (the lists, the Hub check, speaker conditioning,
-then Token2Wav's own ``load_weights``), the kit's ``outer_load_weights`` phase; the line prints two
-decimals. The PR's medians are given to the microsecond, which a median of five lines to the
-hundredth cannot be (the median of five is one of the five), so its row is a finer timer of its own,
-and its label names Token2Wav's ``load_weights``: the kit's ``weight_loading``. Both statements are
-derived here from the saved reference and the saved rows, not written down as text.
-Nothing here imports torch.
+vLLM's "Loading weights took" line times the outer ``load_weights`` (``outer_load_weights``) to two decimals;
+the PR's finer medians are Token2Wav's own (``weight_loading``). Both statements are derived from the saved
+reference and rows. Nothing here imports torch.
 """
 
 from __future__ import annotations
