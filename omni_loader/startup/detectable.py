@@ -140,21 +140,6 @@ def kit_detectable_difference(spread: float, n_a: int, n_b: int | None = None, *
     return hi * spread
 
 
-def kit_runs_needed(saving: float, spread: float, *, power: float = POWER, alpha: float = ALPHA,
-                    sims: int = 1000, seed: int = 1, max_runs: int = 200) -> int | None:
-    """The fewest runs a side at which the kit's verdict calls ``saving`` in ``power`` of the simulations."""
-    def ok(n: int) -> bool:
-        return kit_call_probability(saving, spread, n, n, alpha=alpha, sims=sims, seed=seed) >= power
-
-    if not ok(max_runs):
-        return None
-    lo, hi = 3, max_runs  # ok(hi); the chance grows with n under this rule
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
-
-
 def pooled_spread(a: Sequence[float], b: Sequence[float]) -> float:
     """The pooled standard deviation of two samples (each about its own mean)."""
     a, b = np.asarray(a, float), np.asarray(b, float)

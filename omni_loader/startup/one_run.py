@@ -65,16 +65,6 @@ def port_is_free(host: str, port: int) -> bool:
         return True
 
 
-def wait_port_free(host: str, port: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if port_is_free(host, port):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-
-
 def health_address(url: str) -> tuple[str, int]:
     """(host, port) of a health URL; one clear line when it is not an http(s) URL."""
     parts = urlsplit(url)
@@ -87,16 +77,9 @@ def health_address(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
-def stage_server_commands(
-    checkpoint_dir: str | os.PathLike[str],
-    port: int | None = None,
-    *,
-    options: LoadOptions | None = None,
-    host: str = "127.0.0.1",
-    python: str | None = None,
-    extra: Sequence[str] = (),
-    **overrides: str | None,
-) -> tuple[str, str, str]:
+def stage_server_commands(checkpoint_dir: str | os.PathLike[str], port: int | None = None, *,
+                          options: LoadOptions | None = None, host: str = "127.0.0.1", python: str | None = None,
+                          extra: Sequence[str] = (), **overrides: str | None) -> tuple[str, str, str]:
     """``(baseline_cmd, optimized_cmd, health_url)``: two ``python -m omni_loader stage-server`` commands on one
     port (a free one when None), loading with ``options``; ``overrides`` change single :class:`LoadOptions` fields.
     """
@@ -222,9 +205,12 @@ def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeo
     log = logs / f"{run.run_id}-{run.variant}.log"
     with open(log, "wb") as fh:  # no command here: its text could match a log pattern (it is in metadata.json)
         fh.write(f"# omni-loader serve-ab: run {run.run_id}, {run.variant}{', warm-up' if run.warmup else ''}\n".encode())
-    if not wait_port_free(host, port, port_wait):
-        error = f"port {host}:{port} of {url} is still in use after {port_wait:g} s; run not started"
-        return RunOutcome(run, "failed", None, error, log)
+    deadline = time.monotonic() + port_wait
+    while not port_is_free(host, port):
+        if time.monotonic() >= deadline:
+            error = f"port {host}:{port} of {url} is still in use after {port_wait:g} s; run not started"
+            return RunOutcome(run, "failed", None, error, log)
+        time.sleep(0.1)
     started = time.perf_counter()
     with adopting_orphans() as escaped:  # a helper that left the server's group comes back here when it dies
         try:

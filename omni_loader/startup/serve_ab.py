@@ -108,24 +108,11 @@ def saved_serve_ab(out: str | os.PathLike[str]) -> dict[str, Any]:
     return record
 
 
-def serve_ab(
-    baseline_cmd: Command,
-    optimized_cmd: Command,
-    health_url: str,
-    out: str | os.PathLike[str],
-    warmup: int = 1,
-    runs: int = 5,
-    timeout: float = 600.0,
-    patterns: Mapping[str, str | re.Pattern[str]] | None = None,
-    progress: Progress = True,
-    *,
-    order: str = "alternate",
-    grace: float = 10.0,
-    poll_interval: float = 0.05,
-    port_wait: float = 10.0,
-    device: str = "auto",
-    model: str | None = None,
-) -> Path:
+def serve_ab(baseline_cmd: Command, optimized_cmd: Command, health_url: str, out: str | os.PathLike[str],
+             warmup: int = 1, runs: int = 5, timeout: float = 600.0,
+             patterns: Mapping[str, str | re.Pattern[str]] | None = None, progress: Progress = True, *,
+             order: str = "alternate", grace: float = 10.0, poll_interval: float = 0.05, port_wait: float = 10.0,
+             device: str = "auto", model: str | None = None) -> Path:
     """Run the A/B start-up benchmark into ``out`` and return it: :func:`run_serve_ab` of the spec these make."""
     spec = StartupSpec(baseline_cmd, optimized_cmd, health_url, warmup, runs, order, timeout, grace, poll_interval,
                        port_wait, dict(DEFAULT_PATTERNS if patterns is None else patterns))

@@ -1,13 +1,8 @@
 """Where startup goes: vLLM and vLLM-Omni startup logs read into a per-stage timeline.
 
-A vLLM line is ``(EngineCore_DP0 pid=330463) [Stage-2] INFO 02-27 08:54:08 [default_loader.py:293]
-Loading weights took 1.51 seconds``: process tag and pid, vLLM-Omni's stage tag, level, month-day
-time to the second, file:line, message; newer vLLM-Omni names the stage in the process tag
-(``(StageEngineCoreProc_stage0_replica1 pid=...)``). Stages start together and their lines
-interleave, so a figure is keyed by its lane (stage and replica; else the process; else ``server``),
-never by its order in the file. What is read is data: :data:`~omni_loader.startup.logfigures.DEFAULT_MARKERS`
-(:class:`~omni_loader.startup.logfigures.Marker`: name, regular expression, kind), which a caller extends
-(``DEFAULT_MARKERS + (Marker(...),)``, or :func:`parse_marker_args` of ``NAME=REGEX`` strings):
+Stages start together and their lines interleave, so a figure is keyed by its lane (stage and replica; else the
+process; else ``server``), never by its order in the file. What is read is data,
+:data:`~omni_loader.startup.logfigures.DEFAULT_MARKERS`, which a caller extends; a marker's kind says how:
 
 - ``took``: the line reports its phase's length (group ``seconds``, or the first group, its unit
   after it): the phase ends at the line's timestamp and starts that long before; source ``reported``.
@@ -15,15 +10,7 @@ never by its order in the file. What is read is data: :data:`~omni_loader.startu
   lane's latest marker named in ``after``, else its previous marker, else its first line; ``inferred``.
 - ``event``: a point in time; groups ``value`` (GiB, MB), ``detail`` and ``stage`` (whose lane) are kept.
 
-The kit's stage server's start-up line (:data:`STAGE_SERVER_MARKERS`: imports and the snapshot, a
-``took`` phase) is read with whatever markers are passed. A stage's lane starts at its first line: the
-first of its process, or the first with its stage tag (``[Stage-0] ...`` with no process tag counts).
-
-Timestamps have one-second resolution: a reported start can be a second off, and gaps up to
-``min_gap`` (1 s) are not reported. A file is read in blocks of lines in which C-level searches find
-the few lines that matter, so 200 MB take seconds in constant memory (:mod:`omni_loader.startup.timeline_scan`,
-which refuses what no clock gives in one line and warns of the rest). :meth:`Timeline.critical_path`
-says which stage gated readiness and by how much; :meth:`Timeline.gaps`, what no marker explains.
+Timestamps have one-second resolution, so gaps up to ``min_gap`` (1 s) are not reported.
 """
 
 from __future__ import annotations
@@ -42,9 +29,7 @@ from .timeline_scan import RESOLUTION, WARNINGS_SHOWN, Lane, Record, Scanner
 
 UNEXPLAINED, AFTER_STAGES = "(unexplained)", "after stages"
 
-# The kit's stage server's own lines (omni_loader.startup.server), read whatever markers a caller passes unless
-# one of theirs has the name: its first load line says how long the imports of torch and the model code and
-# finding the snapshot took, the stage's start-up before its model loading (a phase, not a gap).
+# The kit's stage server's first load line, read whatever markers a caller passes: a phase, not a gap.
 STAGE_SERVER_MARKERS: tuple[Marker, ...] = (
     Marker("imports_and_snapshot", r"torch and the model code imported, snapshot found: "
                                    r"(?P<seconds>[0-9]+(?:\.[0-9]+)?) ?(?P<unit>ms|s)\b"),
@@ -156,9 +141,6 @@ class Timeline:
                 "warnings": list(self.warnings),
                 "lanes": [{**asdict(ln), "name": ln.name} for ln in self.lanes.values()], "records": self.rows(),
                 "critical_path": path.to_dict() if path else None, "gaps": [g.to_dict() for g in self.gaps(min_gap)]}
-
-
-# --------------------------------------------------------------------------- reading
 
 
 def parse_text(text: str | Iterable[str], markers: Sequence[Marker] = DEFAULT_MARKERS, log: str = "") -> Timeline:

@@ -1,13 +1,8 @@
 """The Gantt chart of a startup timeline: one lane per stage, each phase the same colour in every lane.
 
-Phases a line reported (``took X``) are solid; phases inferred from neighbouring timestamps are
-hatched. Nested phases are drawn thinner inside the phase that holds them (weight loading inside
-model loading, torch.compile inside init engine); a span over the whole startup (``OmniServer
-startup took``) is a pale band; events are ticks. A dashed line marks readiness, the lane that gated
-it is named, and the Token2Wav (code2wav) stage's weight loading is outlined and annotated, so the
-phase the PR changed is found at a glance (its note above the lanes, over no bar). The x-axis starts
-at the log's first line (0 s), and every lane's unexplained gaps over ``min_gap`` are a red line under it. Built on a :class:`~matplotlib.figure.Figure` (no pyplot),
-written with :func:`omni_loader.reporting.figures.write_figure` (PNG, SVG, and the values drawn as CSV).
+Reported phases are solid, inferred ones hatched, nested ones thinner inside their parent, a whole-startup span a
+pale band, events ticks. The Token2Wav stage's weight loading is outlined and annotated, so the phase the PR
+changed is found at a glance.
 """
 
 from __future__ import annotations
@@ -30,12 +25,9 @@ PHASE_COLOURS = {
     "chat_template_warmup": "#8c8c8c", "omni_server_startup": "#ccb974", "imports_and_snapshot": "#64b5cd",
 }
 HEIGHTS = {-1: 0.9, 0: 0.62, 1: 0.4, 2: 0.22}
-# The legend's type, as large as the lane names' (matplotlib's 10 pt): at 8 pt it read at about 9 px in a notebook
-LEGEND_FONT = 10
+LEGEND_FONT = 10  # as large as the lane names'; 8 pt was unreadable in a notebook
 TOP = -1.5  # the y axis's top: the band above the first lane (-0.45) holds the ready label and the Token2Wav note
-# The startup phases in words, where a person reads them (the chart's legend, notebook 06's tables). Before the kit's
-# LABELS: a timeline's weight_loading is vLLM's "Loading weights took" of any stage, not the PR's Token2Wav row that
-# LABELS' weight_loading names. A phase neither has reads as its name with spaces for underscores.
+# The startup phases in words. Before the kit's LABELS: a timeline's weight_loading is any stage's, not the PR's row.
 PHASE_WORDS = {
     "weight_loading": "weight loading", "token2wav_weight_loading": "Token2Wav weight loading",
     "model_loading": "model loading", "model_loaded": "up to [Model Loaded]", "init_engine": "init engine",
@@ -54,17 +46,12 @@ def phase_words(phase: str) -> str:
     return f"{words} ({repeat})" if sep else words
 
 
-# What the annotation points at, in order: the PR's row where the log has it (the stage server's own line),
-# else vLLM's "Loading weights took" region around it, else what encloses that.
+# What the annotation points at: the PR's row where the log has it, else the regions around it, innermost first.
 TOKEN2WAV_PHASES = ("token2wav_weight_loading", "weight_loading", "model_loaded", "model_loading")
 
 
-# Which phases of a startup log hold the loader change. The kit knows which of the load's phases a pair of variants
-# changes (reporting.controls.changed_phases: the PR's pair, buffer discovery only); a startup log times coarser
-# regions, each of which encloses a fixed set of them in the Token2Wav stage (server.py's lines, and vLLM-Omni's).
-# Every other stage loads no Token2Wav, and a stage's imports or engine start-up run none of the loader's steps: a
-# difference there is the machine's, not the change's.
-# A timeline phase of the Token2Wav stage -> the load's phases it encloses (its line's clock spans them).
+# A timeline phase of the Token2Wav stage -> the load's phases it encloses. Any other phase or stage runs none of
+# the loader's steps: a difference there is the machine's, not the change's.
 ENCLOSED: dict[str, tuple[str, ...]] = {
     "token2wav_weight_loading": WEIGHT_LOADING_CHILDREN,  # Token2Wav's load_weights: the PR's row
     "weight_loading": OUTER_LOAD_WEIGHTS_CHILDREN,  # vLLM's "Loading weights took": the outer load_weights
@@ -133,9 +120,7 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
     for i, gap in enumerate(g for g in timeline.gaps(min_gap) if g.lane in y):  # every lane's, drawn alike
         ax.plot([gap.start, gap.end], [y[gap.lane] + 0.38] * 2, color="#c44e52", linewidth=2,
                 label="unexplained gap" if i == 0 else "_gap", zorder=4)
-    # from the log's first line (0 s), whenever the first bar is: the seconds before it are the start's too; a
-    # phase reported to begin under a second before it is the clock's resolution (cut there), one further is drawn.
-    # On the right a margin past the last bar and the ready line, so neither meets the frame.
+    # from the log's first line (0 s); a phase reported to begin under a second before it is the clock's resolution
     left = min([0.0] + [r.start for r in timeline.records if r.start < -RESOLUTION])
     right = max([r.end for r in timeline.records] + ([path.ready_at] if path is not None else []) + [left + 1.0])
     ax.set_xlim(left, right + 0.04 * (right - left))
@@ -169,9 +154,7 @@ def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int], lane: st
     what = "weight loading" if record.phase != "model_loading" else "model loading"
     ax.barh(y[record.lane], max(record.seconds, 0.05), left=record.start, height=HEIGHTS.get(record.level, 0.2) + 0.1,
             fill=False, edgecolor="#c44e52", linewidth=2.2, label="_token2wav", zorder=7)
-    # The note sits in the band above the lanes (inside the frame, clear of its top line and of the ready label
-    # under it), so it covers no lane's bars whatever their heights; it starts at the phase and runs right, or ends
-    # there where the phase is in the right half (the frame's right margin is then beyond it).
+    # the note sits in the band above the lanes, so it covers no bar; it runs away from the nearer frame edge
     x, (left, right) = record.start + record.seconds / 2, ax.get_xlim()
     ax.annotate(f"Token2Wav {what} {record.seconds:.2f} s ({record.source})",
                 xy=(x, y[record.lane]), xytext=(x, (TOP - 0.55) / 2 - 0.1), textcoords="data",
@@ -183,8 +166,8 @@ def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int], lane: st
 
 def _title(timeline: Timeline, path: Any) -> str:
     name = Path(timeline.log).name if timeline.log else "startup log"
-    meta = timeline.meta  # its log is "<run id>-<variant>.log", the id from 0; the bar counts runs from 1
-    if meta:  # named as the bar named it ("run 3/8 baseline"), the log's file after it
+    meta = timeline.meta
+    if meta:  # named as the bar named it: run ids count from 0, the bar from 1
         name = f"run {meta['run'] + 1}, {meta['variant']}{' (warm-up)' if meta.get('warmup') else ''}; log {name}"
     return f"Where startup goes: {name}" + (f"\n{path_words(path)}" if path is not None else "")
 

@@ -1,9 +1,7 @@
 """One startup log read into records (:class:`Scanner`): the reading half of :mod:`omni_loader.startup.timeline`.
 
-Why a module of its own: what a hostile log can hold (dates that do not exist, figures that are words
-or have dozens of digits, a clock that goes back, lines of hundreds of MB) is refused or said here,
-line by line, and the reading stays linear in the log; :mod:`~omni_loader.startup.timeline` makes a
-:class:`~omni_loader.startup.timeline.Timeline` of what this finds and answers questions about it.
+What a hostile log can hold (dates that do not exist, figures that are words, a clock that goes back) is refused
+or said here, line by line, and the reading stays linear in the log.
 """
 
 from __future__ import annotations
@@ -92,13 +90,9 @@ WARNINGS_SHOWN = 5  # lines of one kind of warning kept; the rest are counted
 class Scanner:
     """The state of one log read in blocks of whole lines: only lines that can matter are parsed.
 
-    Per block, C-level searches find the lines holding a marker's keyword (or matching a marker
-    without one), a pid not seen before (a lane's first line) or a Token2Wav name; each such line is
-    parsed in file order. A line without a timestamp takes the latest one before it, found by walking
-    back no further than the last line whose timestamp is known (``floor``): each line is looked at
-    once, so the work is linear in the log whatever it holds. What no clock gives is refused (a date
-    that does not exist, a figure that is not a number or longer than a day) or said in :attr:`warnings`
-    (a lane's clock going back, a phase that began before the log's first line, a clock past a day).
+    Per block, C-level searches find the lines holding a marker's keyword, a new pid or a Token2Wav name. A line
+    without a timestamp takes the latest one before it, walking back no further than ``floor``, so each line is
+    looked at once and the work stays linear in the log.
     """
 
     def __init__(self, markers: Sequence[Marker], log: str) -> None:
@@ -169,17 +163,14 @@ class Scanner:
         self.lines += block.count("\n")
 
     def _first_stage_tags(self, block: str) -> Iterator[int]:
-        """Where each stage tag not seen before first is (``[Stage-0]``, with or without a process tag: vLLM-Omni
-        writes a stage's first lines without one): one set lookup per tag. (A pattern that excluded the tags seen,
-        made anew for each new stage, was quadratic in the stages: 1,000 took 33 s.)"""
+        """Where each stage tag not seen before first is, with or without a process tag: one set lookup per tag."""
         for m in STAGE_TAG.finditer(block):
             if m.group(1) not in self.stage_tags:
                 self.stage_tags.add(m.group(1))
                 yield m.start()
 
     def _stamp_before(self, block: str, end: int) -> float | None:
-        """The timestamp of the last line before ``end`` that has one (else the previous block's), walking back
-        no further than ``floor``, the end of the lines already looked at."""
+        """The timestamp of the last line before ``end`` that has one (else the previous block's), back to ``floor``."""
         pos, found = end, None
         while pos > self.floor:
             start = max(block.rfind("\n", self.floor, pos - 1) + 1, self.floor)

@@ -74,15 +74,9 @@ def fit_loglog(x: Sequence[float], y: Sequence[float]) -> LogLogFit:
     if lx.size < 2 or np.ptp(lx) == 0:
         raise ValueError("a log-log fit needs at least two distinct x values")
     res = linregress(lx, ly)
-    return LogLogFit(
-        slope=float(res.slope),
-        intercept=float(res.intercept),
-        r2=float(res.rvalue**2),
-        stderr=float(res.stderr),
-        n_points=int(lx.size),
-        x_min=float(xs.min()),  # the x values themselves: 10 ** log10(32) is 32.000000000000014
-        x_max=float(xs.max()),
-    )
+    # x_min and x_max are the x values themselves: 10 ** log10(32) is 32.000000000000014
+    return LogLogFit(slope=float(res.slope), intercept=float(res.intercept), r2=float(res.rvalue**2),
+                     stderr=float(res.stderr), n_points=int(lx.size), x_min=float(xs.min()), x_max=float(xs.max()))
 
 
 def medians(rows, clock: str = "wall"):  # DataFrame -> DataFrame
@@ -112,17 +106,10 @@ def place_points(rows, fits: dict[str, LogLogFit], clock: str = "wall"):  # -> D
     for rec in med[med.source != SYNTHETIC].itertuples(index=False):
         fit = fits.get(rec.experiment)
         predicted = float(fit.predict(rec.x)) if fit else float("nan")
-        out.append({
-            "experiment": rec.experiment,
-            "source": rec.source,
-            "N": rec.N,
-            "B": rec.B,
-            "x": rec.x,
-            "median_seconds": rec.median,
-            "predicted_seconds": predicted,
-            "measured_over_fit": rec.median / predicted if fit else float("nan"),
-            "inside_fitted_range": bool(fit and fit.x_min <= rec.x <= fit.x_max),
-        })
+        out.append({"experiment": rec.experiment, "source": rec.source, "N": rec.N, "B": rec.B, "x": rec.x,
+                    "median_seconds": rec.median, "predicted_seconds": predicted,
+                    "measured_over_fit": rec.median / predicted if fit else float("nan"),
+                    "inside_fitted_range": bool(fit and fit.x_min <= rec.x <= fit.x_max)})
     return pd.DataFrame(out)
 
 

@@ -105,11 +105,6 @@ def tree_size(modules: int | None = None, items: int | None = None, like: str | 
     return replace(base, modules=modules or base.modules, items=items or base.items)
 
 
-def _machine() -> dict[str, str]:
-    return {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
-            "python": platform.python_version(), "torch": importlib.metadata.version("torch")}
-
-
 def cost_from_rows(rows, basis: str) -> VisitCost:  # rows: the traversal sweep's tidy DataFrame
     from .fits import linear_costs
 
@@ -146,7 +141,8 @@ def visit_cost(results: str | Path | None = None, cache_dir: str | Path | None =
 
         cache_dir = default_cache_dir()
     cache = Path(cache_dir) / COST_FILE
-    machine = _machine()
+    machine = {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
+               "python": platform.python_version(), "torch": importlib.metadata.version("torch")}
     try:
         saved = json.loads(read_bounded(cache, 1 << 16))  # a regular file, a small one: never a FIFO's wait
         if saved.get("machine") == machine:

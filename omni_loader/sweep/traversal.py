@@ -27,15 +27,8 @@ from .fits import (CLOCKS, CSV_COLUMNS, EXPERIMENTS, SYNTHETIC, LogLogFit, basel
 from .traversal_plots import plot_sweep
 from .trees import build_tree, token2wav_model, tree_counts
 
-FILES = {
-    "rows": "traversal.csv",
-    "fits_csv": "fits.csv",
-    "fits_json": "fits.json",
-    "plot_png": "traversal.png",
-    "plot_svg": "traversal.svg",
-    "plot_cpu_png": "traversal_cpu.png",
-    "plot_cpu_svg": "traversal_cpu.svg",
-}
+FILES = {"rows": "traversal.csv", "fits_csv": "fits.csv", "fits_json": "fits.json", "plot_png": "traversal.png",
+         "plot_svg": "traversal.svg", "plot_cpu_png": "traversal_cpu.png", "plot_cpu_svg": "traversal_cpu.svg"}
 
 
 @dataclass(frozen=True)
