@@ -1,10 +1,8 @@
 """The kit's face for notebooks: ``from omni_loader import notebook as kit``.
 
-A notebook is read by people who want the story, so its cells call one module whose names say what they show, and
-the kit's folders can change underneath without breaking a notebook. The face is a vocabulary, not a catalogue: at
-most 30 names (``tests/test_layout.py`` counts them), a few nouns whose methods do the work, the verbs that make
-them, and the helpers that show. The kit's own notebooks import nothing else from ``omni_loader``, and a notebook
-of your own can start from the same names (``docs/my_first_ab.ipynb``: a tiny A/B in five cells).
+Notebooks call this one module, so the kit's folders can change underneath without breaking one. At most 30 names:
+a few nouns whose methods do the work, the verbs that make them, and the helpers that show
+(``docs/my_first_ab.ipynb`` is a tiny A/B in five cells).
 
 - the notebook itself: its parameters checked (:func:`check_parameters`), where results go (:func:`results_dir`),
   a notebook executed headless into a trusted copy (:func:`execute`);

@@ -1,11 +1,8 @@
 """An A/B's tables as a notebook reader scans them: the PR's rows, the controls with each enclosing row's
 saving taken apart, and the variants beyond the PR, each a styled table computed from the saved rows.
 
-Why not ``report.md``'s tables: those are Markdown for a file, every cell a phrase ("24.473 ms faster,
-98.10%", a verdict's whole sentence, a list of the rows a phase is inside), so in a notebook's output area
-each row runs to several lines. Here a cell holds one number in the unit its header names (thousands
-separated, never in scientific notation), a verdict is one word whose rule is said once under the table
-(:func:`verdict_legend`), and a table of times holds rows of one unit. ``report.md`` keeps the sentences.
+``report.md``'s cells are phrases that run to several lines in an output area; here a cell holds one number in
+the unit its header names, and a verdict is one word whose rule is said once (:func:`verdict_legend`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Looking inside a module tree: notebook 04's tables of Token2Wav's modules, buffers and parameter bytes, the two
 layouts side by side, and both discovery rules run on any tree (03); then small modules on which the rules disagree.
 
-Why a noun: 03 and 04 ask the same few questions of a tree (what it holds, what each rule returns on it, how many
-state dicts the baseline builds), of Token2Wav in either layout and size, of a synthetic tree of N modules and B
-buffers, or of a module of your own. ``t = kit.tree(...)`` builds it once and its methods answer; each returns a
-pandas DataFrame, a matplotlib Figure (built without pyplot), a sentence or the rule's own result, so a notebook
-only calls and displays. Token2Wav's whole-tree counts are :func:`~omni_loader.token2wav.model.inventory`'s (one
-definition of "how many modules, buffers, bytes"); the forward pass to audio lives in
-:mod:`~omni_loader.notebook.waveform`.
+``t = kit.tree(...)`` builds a tree once (Token2Wav's, a synthetic one, or yours) and its methods answer the same
+few questions of it, each returning a DataFrame, a Figure, a sentence or the rule's own result.
 """
 
 from __future__ import annotations
@@ -26,10 +21,8 @@ from ..names import LAYOUTS, VARIANTS
 
 def tree(model: str | int | nn.Module = "full", buffers: int | None = None, *, layout: str = "vllm-omni",
          fanout: int = 4, device: str = "meta") -> Tree:
-    """A tree to look inside: Token2Wav's for a size (``"full"``, ``"tiny"``) in ``layout``, built on ``device``
-    (the meta device by default: the whole tree, no memory, well under a second); a synthetic tree of ``model``
-    modules and ``buffers`` named buffers for a number (:func:`~omni_loader.sweep.trees.build_tree`, ``fanout``
-    children a node); or a module of your own as it is."""
+    """A tree to look inside: Token2Wav's for a size in ``layout`` on ``device`` (meta: no memory); a synthetic
+    tree of ``model`` modules and ``buffers`` buffers for a number; or a module of your own as it is."""
     if isinstance(model, nn.Module):
         return Tree(model)
     if isinstance(model, int):
@@ -146,10 +139,8 @@ class Tree:
         return pd.DataFrame(rows)
 
     def class_by_depth(self, top: int | None = None):  # -> DataFrame
-        """Cross table of module counts: a ``class`` column and one column per depth, a row per class (the ``top``
-        most numerous; all without ``top``), most numerous first, and a last row over all classes (``total`` is
-        the column of row sums). The classes are a column, not the index: a table shows an index's name as a
-        second header row."""
+        """Cross table of module counts: a row per class (the ``top`` most numerous), a column per depth, and
+        ``total`` row and column."""
         import pandas as pd
 
         table = self.modules()
@@ -164,11 +155,8 @@ class Tree:
     # ------------------------------------------------------------------- buffers
 
     def buffers(self):  # -> DataFrame
-        """One row per named buffer: owner, persistence by each rule, and whether ``state_dict()`` holds it.
-
-        ``persistent_by_set`` is the optimized rule (not listed in the owner's ``_non_persistent_buffers_set``);
-        ``in_state_dict`` is the ground truth the baseline asks for, computed here from one ``state_dict()`` call.
-        """
+        """One row per named buffer: owner, persistence by the optimized rule (``persistent_by_set``), and whether
+        one ``state_dict()`` holds it (``in_state_dict``, the baseline's ground truth)."""
         import pandas as pd
 
         non_persistent = self.non_persistent()
@@ -319,11 +307,7 @@ def labelled_counts(inv: Inventory) -> dict[str, int]:
 
 
 class DropsBufferOnSave(nn.Module):
-    """A persistent buffer that a state-dict post-hook removes from ``state_dict()``.
-
-    ``register_buffer`` says persistent, so the optimized rule keeps ``running``; the hook drops
-    it, so ``name in model.state_dict()`` (the baseline) is False.
-    """
+    """A persistent buffer that a state-dict post-hook removes: the optimized rule keeps it, the baseline not."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -337,11 +321,7 @@ class DropsBufferOnSave(nn.Module):
 
 
 class SavesNonPersistent(nn.Module):
-    """A non-persistent buffer that an overridden ``_save_to_state_dict`` writes anyway.
-
-    The set lists ``window``, so the optimized rule drops it; ``state_dict()`` holds it, so the
-    baseline keeps it.
-    """
+    """A non-persistent buffer that an overridden ``_save_to_state_dict`` writes anyway: the baseline keeps it."""
 
     def __init__(self) -> None:
         super().__init__()

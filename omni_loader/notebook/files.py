@@ -1,16 +1,8 @@
 """The kit's notebooks as files: where they write, and executed copies that JupyterLab trusts.
 
-Every notebook writes under one results directory at the repository root (:func:`results_root`,
-ignored by git, removed by ``make clean``), whatever directory its kernel runs in: a notebook
-kernel runs in ``notebooks/``, and a relative ``results/`` there would scatter results over two
-places.
-
-An executed copy (papermill) holds outputs the kit made: HTML tables, the inline flamegraph with
-its script, the audio player. JupyterLab shows the rich parts of a notebook only when it trusts
-it, i.e. when the notebook's signature is in this user's Jupyter signature database; a copy that
-papermill writes is unsigned, so Lab would strip the SVG, the scripts and the audio. :func:`execute`
-therefore signs every copy it writes (``nbformat.sign.NotebookNotary``, the mechanism ``jupyter
-trust`` uses), as a person who ran the notebook in Lab would have it.
+Every notebook writes under one results directory at the repository root (:func:`results_root`), whatever
+directory its kernel runs in. :func:`execute` signs every copy it writes, since JupyterLab strips the rich
+outputs (SVG, scripts, audio) of an untrusted notebook.
 """
 
 from __future__ import annotations
@@ -84,10 +76,8 @@ def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
             timeout: float | None = None, kernel: str = KERNEL) -> Path:
     """Run a notebook top to bottom with papermill into ``output``, and sign the copy.
 
-    ``parameters`` are injected after the notebook's ``parameters`` cell; only names that cell
-    declares are passed (a misspelt name would otherwise be silently ignored), the others are an
-    error. The kernel runs in ``cwd`` (default: the notebook's directory, as in JupyterLab).
-    Progress bars write a few lines each (see :mod:`omni_loader.progress`).
+    ``parameters`` must be names the notebook's ``parameters`` cell declares (a misspelt one is an error). The
+    kernel runs in ``cwd`` (default: the notebook's directory, as in JupyterLab).
     """
     import papermill as pm
 
@@ -127,13 +117,8 @@ def strip_outputs(notebook: dict[str, Any]) -> dict[str, Any]:
 def pre_save_hook(model: dict[str, Any], path: str, **kwargs: Any) -> None:
     """Jupyter's ``ContentsManager.pre_save_hook`` (set in ``jupyter-config/jupyter_server_config.json``).
 
-    Why: JupyterLab autosaves an open notebook every two minutes, outputs and all, so a notebook being
-    run was written half-finished into the tracked file (``git status`` showed 02 and 04 modified, one
-    with a 1,113-line diff). A pre-save hook is how the Jupyter world keeps outputs out of stored
-    notebooks (nbstripout does the same as a git filter): what reaches the disk for the project's
-    notebooks is the person's sources, never the run's outputs, while the open notebook keeps showing
-    them. Executed copies (:func:`execute`) are written by papermill under ``results/``, not through
-    the server, and keep theirs; so does any notebook outside ``notebooks/``.
+    JupyterLab autosaves outputs and all; this keeps the project's ``notebooks/`` stored without outputs while
+    the open notebook keeps showing them. Executed copies and notebooks elsewhere keep theirs.
     """
     if model.get("type") == "notebook" and path.lstrip("/").startswith(STORED_CLEAN) and model.get("content"):
         strip_outputs(model["content"])

@@ -1,13 +1,7 @@
 """04's forward-pass bar: the DiT's evaluations, then BigVGAN's residual blocks, counted by forward hooks.
 
-The kit's one clock (:class:`~omni_loader.progress.Countdown`) prices each part's steps at its own pace: a pass's 30
-steps are 12 DiT evaluations and 18 residual blocks that take far less each, so one rate for both priced the blocks
-as evaluations. Until a block has ended, the blocks are priced by a stated prior (:data:`VOCODER_SHARE` of
-the DiT's time), not left out: a bar that left them out said "at least 00:08 left", a floor that was no floor once
-the DiT's first, slower evaluation priced the others. Why not a guess from the model's arithmetic:
-multiply-accumulates price the full vocoder at a tenth of the DiT, and its blocks at halving costs stage after stage;
-measured, its 18 blocks took 0.6 to 2.1 s each with no such trend (its anti-aliasing moves memory more than it
-multiplies).
+Each part's steps are priced at their own pace (:class:`~omni_loader.progress.Countdown`); until a block has
+ended, the blocks are priced by a measured prior (:data:`VOCODER_SHARE` of the DiT's time), not left out.
 """
 
 from __future__ import annotations
@@ -48,10 +42,8 @@ def _synchronized(value: Any) -> None:
 @contextlib.contextmanager
 def forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluations: int, tick: float = TICK,
                      clock: Callable[[], float] = time.perf_counter) -> Iterator[dict[str, float]]:
-    """A bar over the whole forward pass, in steps: the DiT's evaluations, then BigVGAN's residual blocks (forward
-    hooks count both), its count the steps done and its text the time left and the step running now, in words that
-    say so ("DiT evaluation 8 of 12 running" beside "7/30"). A step is timed from the end of the one before it.
-    Yields a dict that gets ``"vocoder"``: the clock when the vocoder started."""
+    """A bar over the whole forward pass in steps (DiT evaluations, then BigVGAN's residual blocks, counted by
+    hooks), naming the step running now. Yields a dict that gets ``"vocoder"``: the clock when the vocoder started."""
     from ..progress import progress_bar  # looked up when called: a test stands a bar in for it
 
     blocks, ups = vocoder_steps(vocoder), upsample_layers(vocoder)

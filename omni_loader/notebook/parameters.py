@@ -1,15 +1,12 @@
 """A notebook's parameters checked before its first cell runs anything: each named, with the type it needs.
 
-Why: papermill injects parameters as they were typed (``-p runs 3`` is an int, but ``-y 'runs: "3"'`` or a
-JupyterLab form gives the string ``"3"``), and Python takes most of them silently: ``in_process="False"`` is a
-non-empty string, so true, and ``runs="3"`` fails deep in the kit with a message that names no parameter.
-A notebook's parameters cell says each type once, as an annotation (papermill reads them too)::
+papermill may inject ``"3"`` or ``"False"`` as strings, which Python takes silently; a parameters cell annotates
+each type once::
 
     runs: int = 5                       # measured runs per variant
     out_dir: Optional[str] = None       # results directory (papermill reads Optional[...], not ``str | None``)
 
-and its next cell calls ``check_parameters(globals())``: a wrong one is one line,
-``notebook parameter in_process='False' is a str; it needs True or False``.
+and its next cell calls ``check_parameters(globals())``: a wrong one is one line naming it.
 """
 
 from __future__ import annotations
@@ -54,10 +51,8 @@ def check_parameters(namespace: Mapping[str, Any]) -> dict[str, Any]:
     """Check each annotated name of ``namespace`` (a notebook's ``globals()``: its parameters cell's
     ``name: type = value`` lines, then what papermill injected) against its annotation; return the values.
 
-    A type is a class, ``None``, or a union of them (``Optional[str]``, ``str | None``; ``list[str]`` is checked as
-    a list). ``bool`` takes only ``True``/``False`` (not ``"False"``, not ``0``), ``int`` no ``bool``, ``float`` any
-    finite int or float. The first parameter that does not fit raises :class:`ParameterError`, one line naming it,
-    its value and the type it needs (``notebook parameter runs='3' is a str; it needs a whole number``).
+    ``bool`` takes only ``True``/``False``, ``int`` no ``bool``, ``float`` any finite number. The first parameter
+    that does not fit raises :class:`ParameterError`, one line naming it, its value and the type it needs.
     """
     values = {}
     for name, kind in namespace.get("__annotations__", {}).items():

@@ -1,9 +1,7 @@
 """Both variants profiled, and their differential profile, section by section as notebook 02 shows them.
 
-Why a module of its own: each of the notebook's tables is a file one tool wrote for each variant, and a tool that
-did not run (py-spy without permission, torch.profiler left out) leaves no file; here each section is one method
-that returns the tables that exist, each under its variant's heading, with the sentences beside them, so a cell is
-one call.
+Each section is one method returning the tables that exist (a tool that did not run leaves no file), each under
+its variant's heading.
 """
 
 from __future__ import annotations
@@ -35,12 +33,8 @@ def profile(snapshot: Any, variants: Any = "both", tools: Any = "all", out_dir: 
 
 
 class Profile(Profiles):
-    """One profiling run of the variants (:func:`profile`), section by section as notebook 02 shows it: the run's
-    :class:`~omni_loader.profiling.notes.Profiles` (each variant's profile by name) and where, on what and how it ran.
-
-    Why: every section reads that run's files, and the differential profile (:meth:`diff`) runs on the same snapshot
-    and load options into the same directory, so a notebook names them once; where one profiled load disagrees with
-    the unprofiled runs, the section says so beside its tables."""
+    """One profiling run of the variants (:func:`profile`), section by section as notebook 02 shows it: each
+    variant's profile by name, and where, on what and how it ran."""
 
     def __init__(self, profiles: dict[str, Any], out: str | os.PathLike[str], snapshot: Any = None,
                  options: Any = None, top: int = DEFAULT_TOP) -> None:
@@ -199,10 +193,7 @@ def _parameter_mib(reference: dict[str, Any]) -> float | None:
 
 class Diff(ProfileDiff):
     """A differential profile (:class:`~omni_loader.profiling.diff.ProfileDiff`) as 02's last section shows it.
-
-    Why: ``diff.md`` is written for a file; a notebook shows its sentences under its own heading and its table as a
-    notebook table, every time to the precision py-spy's sampling resolves (one sample every 1/rate s: whole ms at
-    250 Hz), so that no digit claims more than the samples hold."""
+    Times are shown to the precision py-spy's sampling resolves, no finer."""
 
     @classmethod
     def of(cls, diff: ProfileDiff) -> Diff:

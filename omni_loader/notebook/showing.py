@@ -1,8 +1,6 @@
 """One way for a notebook to show what the kit returns.
 
-Why: the kit's notebook functions return data a reader can also use outside Jupyter (Markdown text,
-styled tables, figures, paths of saved plots), and each cell used to pick the IPython wrapper for
-each (``Markdown(...)``, ``Image(filename=...)``, ``display``). :func:`show` picks it from the value.
+The kit returns plain data (Markdown, styled tables, figures, plot paths); :func:`show` picks the IPython wrapper.
 """
 
 from __future__ import annotations
@@ -49,8 +47,7 @@ READABLE = {
 def readable(frame: Any, **more: str):  # -> DataFrame
     """``frame`` with the kit's column identifiers renamed to words (:data:`READABLE`, and ``more``):
     ``measured_over_fit`` becomes "measured ÷ fit". Pass the new names to ``kit.table``'s ``seconds``,
-    ``decimals`` and ``code``. A sweep's ``source`` and an audit's ``arch`` name the sweep's real model in words
-    ("full-size Token2Wav", not the rows' key ``token2wav-full``: :func:`~omni_loader.sweep.fits.source_words`)."""
+    ``decimals`` and ``code``. A sweep's ``source`` and an audit's ``arch`` are put in words."""
     from ..sweep.fits import source_words
 
     named = {c: frame[c].astype(str).map(source_words) for c in ("source", "arch") if c in getattr(frame, "columns", ())}

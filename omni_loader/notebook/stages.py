@@ -1,10 +1,7 @@
 """A startup A/B of stage groups and one start's timeline, as notebook 06 shows them.
 
-Why a module of its own: the notebook's cells chained the stage group's commands, ``serve_ab``, the integrity checks,
-the run plan's columns and the startup phase's name; here two nouns hold that, the starts (:class:`Starts`, what
-:func:`start_stage_groups` returns) and one start's timeline (:class:`StartTimeline`, what :func:`timeline` reads from
-any startup log, a ``vllm serve`` log of your own too), each method returning what a cell displays (a table, a chart,
-a sentence), so the notebook reads as the story and the startup folder can change underneath it.
+Two nouns, the starts (:class:`Starts`) and one start's timeline (:class:`StartTimeline`, from any startup log), each
+method returning what a cell displays, so the startup folder can change underneath the notebook.
 """
 
 from __future__ import annotations
@@ -51,10 +48,7 @@ def timeline(log: str | os.PathLike[str] | Timeline) -> StartTimeline:
 class StartTimeline(Timeline):
     """One start's timeline (:class:`~omni_loader.startup.timeline.Timeline`: a lane per stage, phases keyed by
     stage) as notebook 06 shows it: a sentence, a table and a chart.
-
-    Why: a log's clock is to the second and some of its lines say whole milliseconds, so the table shows what the
-    log gives and no more, its caption saying what it left out; and it reads any log, so a log of your own needs
-    nothing else."""
+    The table shows the precision the log gives and no more."""
 
     model: str | None = None  # what its Token2Wav stage loads, in words (:meth:`Starts.model`); None: not known
 
@@ -114,10 +108,7 @@ class StartTimeline(Timeline):
 
 class Starts:
     """The starts of a startup A/B of stage groups (``serve-ab``'s directory ``out``), as notebook 06 shows them.
-
-    Why: a start's time to ``/health`` holds every stage's imports, loads and waits, so its spread is seconds where
-    the loader's saving is a fraction of one; each method reads what it needs from ``out`` and says its answer with
-    that spread in view."""
+    A start's spread is seconds where the loader's saving is a fraction of one: each answer is said with it in view."""
 
     def __init__(self, out: str | os.PathLike[str]) -> None:
         self.out = Path(out)
@@ -131,10 +122,8 @@ class Starts:
         return frame[(frame["phase"] == PHASE) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
 
     def model(self) -> str | None:
-        """What the Token2Wav stage loaded, in the kit's words (:func:`~omni_loader.token2wav.checkpoint.model_words`:
-        "tiny Token2Wav (synthetic weights)"), from the ``--checkpoint`` of the saved baseline command; None where
-        the starts name none. Why: the PR's startup row is of the released model, and a stage's milliseconds with no
-        model beside them read as the PR's."""
+        """What the Token2Wav stage loaded, in the kit's words, from the saved baseline command's ``--checkpoint``;
+        None where the starts name none."""
         import shlex
 
         from ..errors import OmniLoaderError
@@ -317,10 +306,8 @@ def ms_text(seconds: float) -> str:
 
 def whole_ms_rows(styled: Any, values: Sequence[Sequence[float]], columns: Sequence[str]) -> Any:
     """``styled`` (a :func:`omni_loader.formatting.table` of times in ms) with the rows whose ``values`` (seconds,
-    one list per row) a log gives in whole milliseconds shown with the precision :func:`ms_text` gives them in
-    ``columns``: "5,604", or "5,300.5" where a median of two whole ones falls between, never "5,604.000". The
-    decimals they lack are held as hidden space after them, so that their digits stand under the "2,000.398" of the
-    other rows, not three places to the right of them."""
+    one list per row) a log gives in whole milliseconds shown to :func:`ms_text`'s precision in ``columns``, the
+    decimals they lack held as hidden space so the digits stay aligned."""
     import pandas as pd
 
     from ..formatting import with_minus

@@ -1,9 +1,7 @@
 """What the PR changed, shown as the code that runs: the two buffer-discovery rules (notebooks 01 and 03).
 
-Why from the source: a student should read the loop that asks ``name in model.state_dict()`` per buffer and
-the one walk that replaces it, not a call that hides them (``find_persistent_buffers(tree, variant)``). The
-text is :mod:`~omni_loader.token2wav.discovery`'s own functions, read with :mod:`inspect` and stripped of
-their docstrings, so what a notebook shows is what every benchmark runs, and cannot drift from it.
+The text is :mod:`~omni_loader.token2wav.discovery`'s own functions read with :mod:`inspect`, docstrings stripped,
+so what a notebook shows is what every benchmark runs.
 """
 
 from __future__ import annotations

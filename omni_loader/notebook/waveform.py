@@ -1,9 +1,7 @@
 """From codec tokens to a waveform: a Token2Wav load and one forward pass, as notebook 04 runs them.
 
-Why apart from the structure tables of :mod:`~omni_loader.notebook.explore`: those study the module tree on
-the meta device; this loads real tensors (1.8 GB for the full model), runs the DiT and the
-vocoder, and writes audio. What it returns says whether the sound can mean anything: a synthetic
-snapshot (``Snapshot.synthetic``) has the released shapes but random weights, so its clip is noise.
+Real tensors, unlike :mod:`~omni_loader.notebook.explore`'s meta trees; a synthetic snapshot's clip is noise, and
+what is returned says so.
 """
 
 from __future__ import annotations
@@ -132,12 +130,9 @@ class VocoderPrecision:
 def vocoder_for_run(model: nn.Module, device: torch.device, dtype: str = "auto") -> tuple[nn.Module, VocoderPrecision]:
     """The BigVGAN a demo forward pass runs, and what it computes in.
 
-    ``dtype``: ``"loaded"`` runs the model's own vocoder; ``"float32"`` a float32 copy of it when it is
-    loaded in a half dtype; ``"auto"`` the copy on a CPU where the :data:`PROBE` convolution in the loaded
-    half dtype takes over 1.5 times as long as in float32 (vLLM-Omni's bfloat16 BigVGAN took 8 minutes of
-    a 9-minute forward pass on a 2-core CPU, 20 s in float32), the model's own everywhere else. The copy
-    has the same weights (a bfloat16 value is exact in float32) and none of the model's hooks: the casts
-    that make the loaded vocoder compute as vLLM-Omni's would cast its input back to bfloat16.
+    ``dtype``: ``"loaded"`` runs the model's own vocoder; ``"float32"`` a float32 copy (same weights, none of
+    the model's hooks) when it is loaded in a half dtype; ``"auto"`` the copy on a CPU where the :data:`PROBE`
+    convolution in the half dtype takes over 1.5 times as long as in float32.
     """
     import copy
 
@@ -239,10 +234,8 @@ class Waveform:
 
 
 def dit_evaluations(num_steps: int) -> int:
-    """How many times the DiT runs for ``num_steps`` ODE steps: transformers' sampler integrates over
-    ``num_steps`` time points (``num_steps - 1`` intervals) with a Runge-Kutta 4 solver, four evaluations
-    an interval. Part of the progress bar's total; the bar counts the real calls, so a sampler that changed
-    would show in the bar's last line."""
+    """How many times the DiT runs for ``num_steps`` ODE steps: RK4, four evaluations per interval, over
+    ``num_steps - 1`` intervals."""
     return 4 * max(num_steps - 1, 0)
 
 
@@ -273,13 +266,9 @@ def synthesize_waveform(
 ) -> Waveform:
     """Codec tokens -> mel (DiT, ``num_steps`` ODE steps) -> waveform (BigVGAN), as the stage does.
 
-    Conditioning vector and reference mel come from the snapshot's ``spk_dict.pt``. Without
-    ``code``, ``n_codes`` tokens are drawn from ``seed``; the DiT's initial noise is drawn from
-    ``seed`` too, without disturbing the global RNG. ``progress`` shows a bar over the DiT's
-    evaluations and the vocoder's residual blocks, naming the step that runs: on a 2-core CPU the full
-    model's forward pass takes a minute or more, which a silent cell made look hung. ``vocoder_dtype``
-    is :func:`vocoder_for_run`'s: by default a CPU on which bfloat16 convolutions are slow runs a float32
-    copy of the vocoder, and the returned :attr:`Waveform.vocoder` says so; the model is left as loaded.
+    Conditioning comes from the snapshot's ``spk_dict.pt``. Without ``code``, ``n_codes`` tokens are drawn from
+    ``seed``, as is the DiT's noise (the global RNG untouched). ``progress`` shows a bar over the steps;
+    ``vocoder_dtype`` is :func:`vocoder_for_run`'s, and :attr:`Waveform.vocoder` says which ran.
     """
     import numpy as np
 
