@@ -27,30 +27,9 @@ A, over randomized blocks of fresh-process loads each sampled by py-spy: ``DIR/d
 ``diff.md`` and ``flame-diff.svg`` (see :mod:`omni_loader.profiling.diff`).
 """
 
-# The package, by module (each imports only the ones listed before it, and torch only when a load runs):
-#   settings     ProfileSettings, tools and variants chosen, defaults       (no torch, no pandas)
-#   outputs      the file names of a run, reading its tables back, frame -> Markdown
-#   sources      short source paths and pstats-style function labels
-#   flamegraph   the interactive SVG flamegraph of py-spy's samples
-#   result       VariantProfile and the figures derived from the unprofiled reference load
-#   clock        the PhaseClock that snapshots cProfile at phase edges       (imports torch)
-#   cprofile     cProfile around one load: pstats, top functions, own time per phase
-#   torch_trace  torch.profiler around one load: Chrome trace, operator table
-#   pyspy        py-spy around a fresh worker: speedscope.json, flame.svg, reading samples
-#   reference    the unprofiled reference loads: a small benchmark in fresh processes, its median runs
-#   summary      profile.md, per variant and side by side
-#   tables       the notebook's Styler tables
-#   notes        the sentences beside notebook 02's tables; Profiles, profile_variants' result (a dict)
-#   run          profile_variants: reference loads, warm-up, every tool, the reports
-#   sampled      one load forked from the fork server, sampled by py-spy from its first line (stdlib only)
-#   diff_stats   profile --diff's statistics: samples folded per function, rank tests, intervals, BH, roles
-#   diff         profile --diff: the sampled runs, the result (ProfileDiff), functions.csv, diff.md
-#   diff_words   diff.md's sentences that stand alone: what the runs can claim, appeared/gone, a full disk
-#   diff_flame   the differential flamegraph (flame-diff.svg, DiffFlameView)
-
 from ..lazy import exports
 
-# Imported on first use (the package rule: a face is lazy); the modules above say what each holds.
+# Imported on first use (the package rule: a face is lazy); each module's docstring says what it holds.
 __all__, __getattr__, __dir__ = exports(__name__, {
     # cprofile
     "TOP_COLUMNS": "cprofile",

@@ -1,23 +1,12 @@
 """A differential profile: which functions a change made faster or slower, over fresh-process runs.
 
-One profiled load per variant shows *what* a load does, not whether a function's difference is the
-change or the machine. :func:`profile_diff` runs the plan ``reproduce`` runs (randomized blocks of
-fresh processes forked from the kit's fork server, :func:`~omni_loader.results.planner.plan_runs`),
-and samples every measured load with py-spy, attached to the forked process before it is let go
-(``--idle``: wall-clock samples, as the load phases are timed; the imports were done by the fork
-server and are not sampled). Each run's samples are folded into per-function times and compared,
-function by function, with a rank test, a bootstrap interval and Benjamini-Hochberg
-(:mod:`~omni_loader.profiling.diff_stats` holds the statistics and says how a claim is made);
-:class:`ProfileDiff` holds the result and says it (``diff.md``). With ``aa`` (``--aa``), as ``reproduce --aa``,
-two more arms of each block load :data:`~omni_loader.results.spec.AA_VARIANT`, sampled alike: their
-difference is each function's A/A floor, and a difference within it is not claimed.
-
-Each block also holds one unsampled load per variant (the kit's ordinary forked run), so the
-report states what py-spy's sampling costs a load, from the same runs. Written under ``DIR/diff/``:
-``functions.csv``, ``diff.md``, ``flame-diff.svg`` (:mod:`~omni_loader.profiling.diff_flame`), ``runs.csv`` (every
-run's load total), ``run_functions.csv`` (every run's fold) and each sampled run's speedscope file (``speedscope/``),
-each run's as it ends, after ``plan.json`` (the settings and the plan): ``profile --diff --resume`` continues an
-interrupted diff (:mod:`~omni_loader.bench.driver`).
+One profiled load per variant cannot tell the change from the machine, so :func:`profile_diff` runs
+``reproduce``'s plan (randomized blocks of processes forked from the fork server), samples every
+measured load with py-spy (``--idle``: wall-clock samples) and compares each function's times with a rank
+test, a bootstrap interval and Benjamini-Hochberg (:mod:`~omni_loader.profiling.diff_stats`). ``aa`` adds
+two A/A arms per block whose difference is each function's floor. One unsampled load per variant per block
+prices py-spy's sampling. Written under ``DIR/diff/`` run by run after ``plan.json``, so that
+``profile --diff --resume`` continues an interrupted diff.
 """
 
 from __future__ import annotations
@@ -72,9 +61,8 @@ SAMPLED = "sampled"  # the kind of step of a load sampled by py-spy, on the bar'
 
 @dataclass
 class ProfileDiff:
-    """A differential profile of ``a`` against ``b``: :attr:`functions` (one row per function, the
-    claims first), :attr:`runs` (every run's load total, sampled or not) and :attr:`folds` (every
-    sampled run's per-function times); :meth:`markdown` and :meth:`flamegraph` say and draw it."""
+    """A differential profile of ``a`` against ``b``: per-function rows (claims first), every run's load
+    total and every sampled run's fold; :meth:`markdown` and :meth:`flamegraph` say and draw it."""
 
     a: str
     b: str
@@ -101,17 +89,12 @@ class ProfileDiff:
         return out
 
     def entry_sentence(self) -> str | None:
-        """Why ``load_token2wav``'s time from the samples is not the sampled median load beside it
-        (:func:`~omni_loader.profiling.diff_words.entry_sentence`)."""
+        """Why ``load_token2wav``'s sampled time is not the sampled median load beside it."""
         return entry_sentence(self)
-
-    def sample_totals(self) -> dict[str, tuple[int, int]]:
-        """Per variant: its sampled runs and their samples under the entry (:func:`~.diff_words.sample_totals`)."""
-        return sample_totals(self.folds, (self.a, self.b))
 
     def sentences(self) -> list[str]:
         """One sentence per claimed function, from the table's numbers."""
-        out = []
+        out, totals = [], sample_totals(self.folds, (self.a, self.b))
         for _, r in self.claimed.iterrows():
             unit = time_unit(max(r["a_median_s"], r["b_median_s"]))
             own = (f"; its own time {duration(r['a_self_median_s'], unit, 0)} → {duration(r['b_self_median_s'], unit, 0)}"
@@ -120,14 +103,11 @@ class ProfileDiff:
                        f"{duration(r['b_median_s'], unit, 0)}, {r['verdict']} by {duration(abs(r['delta_s']), unit, 0)} "
                        f"(95% interval of B − A {span(signed(r['ci_low'], unit), signed(r['ci_high'], unit))}, "
                        f"q = {number(r['q'], 2)}{self._beyond(r, unit)}){self._calls(r['function'])}"
-                       f"{self._presence(r)}{own}.")
+                       f"{presence_words(r, self.a, self.b, totals, len(self.functions))}{own}.")
         return out
 
-    def _presence(self, r: pd.Series) -> str:
-        return presence_words(r, self.a, self.b, self.sample_totals(), len(self.functions))
-
     def doubt_sentence(self) -> str | None:
-        """What else explains B slower: chance or the machine (02's Lab run claimed ``_load_stacked_shard`` slower)."""
+        """What else explains B slower: chance or the machine."""
         claimed = self.claimed
         slower = claimed[claimed["verdict"] == SLOWER]
         if slower.empty:
@@ -174,8 +154,7 @@ class ProfileDiff:
         return f", {abs(gone):,.0f} calls per load {'removed' if gone > 0 else 'added'}"
 
     def markdown(self, with_table: bool = True) -> str:
-        """``diff.md``: the claims, one sentence each, then how many were tested and moved, and py-spy's cost,
-        and (``with_table``) the table of the claimed functions (a notebook shows the table apart: ``profiles.diff(...).table()``)."""
+        """``diff.md``: a sentence per claim, what was tested, py-spy's cost and (``with_table``) the claims' table."""
         f = self.functions
         tested, claimed = int(f["tested"].sum()), self.claimed
         n = {v: int(((self.runs["variant"] == v) & self.runs["sampled"] & ~self.runs["warmup"]
@@ -235,7 +214,7 @@ class ProfileDiff:
         return self.claimed if len(self.claimed) else self.functions[self.functions["tested"]].head(10)
 
     def flamegraph(self, link_from: str | os.PathLike[str] | None = None) -> Any:
-        """The differential flamegraph, for inline display (:class:`~omni_loader.profiling.diff_flame.DiffFlameView`)."""
+        """The differential flamegraph, for inline display."""
         from .diff_flame import DiffFlameView
 
         return DiffFlameView(self, link_from=link_from, files=(FUNCTIONS_CSV, DIFF_MD))
@@ -279,14 +258,10 @@ def read_profile_diff(out_dir: str | os.PathLike[str]) -> ProfileDiff:
 def profile_diff(snapshot: Any, spec: ProfileSpec | tuple[str, str] | list[str] = VARIANTS, runs: int = DEFAULT_RUNS,
                  out_dir: str | os.PathLike[str] = "results/profile-diff", *, options: LoadOptions | None = None,
                  resume: bool = False, progress: bool = True) -> ProfileDiff:
-    """Run (or, with ``resume``, continue) the differential profile ``spec`` on ``snapshot`` into ``out_dir/diff/``
-    and return it (see the module doc). A notebook may pass the two variants, ``runs`` and ``options`` instead of a
-    :class:`~omni_loader.profiling.spec.ProfileSpec`.
-
-    Each run's row (``runs.csv``) and fold (``run_functions.csv``) is saved as it ends, after the settings and the
-    plan (``plan.json``): an interrupted diff keeps its runs, and ``resume`` runs the others, with the saved
-    settings (others are refused in one line naming the option), then compares them all. A new diff into a folder
-    whose diff was interrupted is refused: it would throw those runs away."""
+    """Run (or, with ``resume``, continue with the saved settings) the differential profile ``spec`` on
+    ``snapshot`` into ``out_dir/diff/`` and return it; a notebook may pass the two variants, ``runs`` and
+    ``options`` instead of a :class:`~omni_loader.profiling.spec.ProfileSpec`. A new diff into a folder whose
+    diff was interrupted is refused: it would throw those runs away."""
     from ..bench.driver import Interrupted, drive
     from ..bench.runner import benchmark_spec, check_variants
     from ..bench.worker import start_forkserver, stop_forkserver
@@ -354,8 +329,7 @@ FOLD_COLUMNS = ("run_id", "variant", "function", "file", "inclusive_s", "self_s"
 
 
 def diff_arms(spec: ProfileSpec) -> tuple[str, str, list[Any]]:
-    """A, B and the custom variants of ``spec``, checked (one line each); the same name twice is an A/A diff, its B
-    the same variant under a second name, so that the plan can tell the arms apart."""
+    """A, B and the custom variants of ``spec``, checked; the same name twice is an A/A diff, its B renamed."""
     from ..token2wav.variants import BUILTIN_VARIANTS, Variant
 
     a, b = two_variants(spec.variants)
@@ -377,8 +351,7 @@ def diff_arms(spec: ProfileSpec) -> tuple[str, str, list[Any]]:
 
 
 class DiffArm:
-    """One run of the diff's plan: a load sampled by py-spy (its fold and speedscope file) or an unsampled one (the
-    yardstick of py-spy's cost), each in a process forked from the fork server; a failed load is a failed row."""
+    """One run of the diff's plan, forked from the fork server: sampled by py-spy or not; a failed load is a failed row."""
 
     def __init__(self, bench: Any, directory: Path, exe: str, rate: int, total: int) -> None:
         self.bench, self.directory, self.exe, self.rate, self.total = bench, directory, exe, rate, total
@@ -433,7 +406,7 @@ def read_plan(directory: Path) -> dict[str, Any]:
 
 def begun(directory: Path, spec: ProfileSpec, plan: list[Any], resume: bool, command: list[str]) -> frozenset[int]:
     """The runs of ``plan`` already saved in ``directory`` (none for a new diff, whose settings and plan are saved
-    now); a line torn by a kill, and the folds of a run whose row was never saved, are dropped first."""
+    now)."""
     from ..token2wav.options import option_conflicts
 
     saved = read_plan(directory)
@@ -478,8 +451,7 @@ def saved_runs(directory: Path) -> frozenset[int]:
 
 
 def compared(directory: Path, a: str, b: str, spec: ProfileSpec, fdr: float = FDR) -> ProfileDiff:
-    """The diff of the runs saved in ``directory``, written (functions.csv, diff.md, flame-diff.svg, diff.json): the
-    same from an interrupted and continued diff as from one that ran straight through."""
+    """The diff of the runs saved in ``directory``, written (functions.csv, diff.md, flame-diff.svg, diff.json)."""
     runs_frame = pd.read_csv(directory / RUNS_CSV, keep_default_na=False, na_values=[""])
     runs_frame["error"] = runs_frame["error"].fillna("").astype(str)
     folds_path = directory / RUN_FUNCTIONS_CSV

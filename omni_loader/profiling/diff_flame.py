@@ -1,22 +1,15 @@
 """The differential flamegraph of a :class:`~omni_loader.profiling.diff.ProfileDiff`: both variants' trees merged.
 
-Every sampled run's stacks under ``load_token2wav`` (as :mod:`~omni_loader.profiling.flamegraph` keeps
-them) give each call path its seconds in that run; a path's time in a variant is the median over that
-variant's runs (0 in a run that never reached it). The merged tree holds every path of either variant;
-a frame's width is the larger of its two medians (children scaled down where their widths would add up
-past their caller's, since medians do not add), and its colour is its *function's* verdict in
-``functions.csv``: blue where B is claimed faster, orange where slower, grey for no claim, pale for a
-function too rarely sampled to test (Okabe-Ito hues, told apart without red and green). Hovering a frame
-shows both medians on that path, the function's interval and q-value and the verdict; clicking zooms,
-as in the kit's other flamegraphs, whose drawing (:func:`~omni_loader.profiling.flamegraph.svg_body`)
-this reuses.
+A call path's time in a variant is its median over that variant's sampled runs (0 where a run never reached
+it); a frame's width is the larger of its two medians (children scaled down where they would overflow their
+caller, since medians do not add) and its colour its function's verdict in ``functions.csv`` (Okabe-Ito hues:
+blue B faster, orange slower, grey no claim, pale untested). Drawn by
+:func:`~omni_loader.profiling.flamegraph.svg_body`.
 """
 
 from __future__ import annotations
 
 import os
-import uuid
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -142,23 +135,16 @@ def write_svg(diff: ProfileDiff, path: str | os.PathLike[str]) -> Path:
     return flamegraph.svg(flame, path, **drawing(diff, info))
 
 
-class DiffFlameView:
-    """The differential flamegraph inline in a notebook (HTML: the SVG, its script, links to the tables)."""
+class DiffFlameView(flamegraph.FlameView):
+    """The differential flamegraph inline in a notebook (HTML: the SVG, its script, links to ``files``)."""
+
+    FILES_NOTE = ""
 
     def __init__(self, diff: ProfileDiff, link_from: str | os.PathLike[str] | None = None,
                  files: tuple[str, ...] = ()) -> None:
         self.diff = diff
-        self.link_from = link_from
-        self.files = files  # names in the diff's directory to link to (functions.csv, diff.md)
-        self.flame, self.info = build(diff)
-
-    def _repr_html_(self) -> str:
-        element_id = "flame-" + uuid.uuid4().hex[:10]
-        body, _ = flamegraph.svg_body(self.flame, element_id, **drawing(self.diff, self.info))
-        links = [f'<a href="{escape(flamegraph._href(self.diff.directory / name, self.link_from))}" download>'
-                 f"{escape(name)}</a>" for name in self.files if (self.diff.directory / name).exists()]
-        files = f"<div style='font-size:90%;margin-top:2px'>Files: {' · '.join(links)}</div>" if links else ""
-        return f"<div>{body}{files}</div><script>{flamegraph.script(element_id)}</script>"
+        flame, self.info = build(diff)
+        super().__init__(flame, link_from, {name: diff.directory / name for name in files}, **drawing(diff, self.info))
 
     def __repr__(self) -> str:
         return f"<differential flamegraph: {self.flame.title}; {self.flame.note()}>"

@@ -1,31 +1,13 @@
-"""The statistics of a differential profile (``profile --diff``): each sampled run's samples folded into
-per-function times, and per function A against B.
+"""The statistics of ``profile --diff``: each sampled run's samples folded into per-function times, and per
+function A against B.
 
-:func:`fold_samples` folds one run's py-spy samples under ``load_token2wav`` (imports and the one-time
-model-code import left out, as :mod:`~omni_loader.profiling.flamegraph` draws them) into per-function
-inclusive and self seconds. :func:`compare_functions` takes every run's fold and, per function, gives the
-medians, the difference of medians (B - A) with a 95% bootstrap interval, a two-sided Mann-Whitney test,
-and Benjamini-Hochberg across the functions tested (:data:`FDR`). A function is claimed *faster* or
-*slower* when its q-value is at most :data:`FDR` and its interval excludes zero; otherwise *no
-difference claimed*. A function is tested when it was sampled in at least half the runs of either arm
-(:data:`PRESENCE`).
-
-The A/A floor, where there is one: ``reproduce --aa`` gives each phase a noise floor from two arms that
-load the same variant (:class:`~omni_loader.reporting.stats.NoiseFloor`: the larger of the A/A difference
-of medians and the half-width of its bootstrap interval); :func:`function_floors` gives each function the
-same, from A/A arms sampled beside the A/B (``profile --diff --aa``). A function tested in the A/A has a
-floor (``aa_floor_s``, and ``self_aa_floor_s`` for its own time) and is claimed only when its difference of
-medians is beyond it; one too rarely sampled in the A/A to test has none, and its claim rests on the test
-and the interval alone.
-
-What a number of runs can claim: a two-sided rank test of ``n_a`` against ``n_b`` runs gives no p below
-``2 / C(n_a + n_b, n_a)`` (:func:`smallest_p`: every run of one arm above every run of the other), and
-Benjamini-Hochberg multiplies the smallest p by the number of tests (:func:`smallest_q`), so a change that shows
-in one function alone cannot be claimed at 6 runs a variant over ~100 tests however large it is (2/924 × 100 =
-0.22); :func:`runs_needed` says how many runs can. A function sampled in every run of one variant and never in the
-other is the case the rank test cannot resolve beyond that bound and the samples can: :func:`presence_test` says
-it *appeared* or *is gone*, with its own error rate, from its sample counts. :func:`assign_roles` says of each claim whether it moved in its own code or is a caller
-of such a change. Nothing here runs a load or writes a file (:mod:`~omni_loader.profiling.diff` does).
+:func:`compare_functions` gives each function's medians, the difference of medians (B - A) with a 95% bootstrap
+interval and a two-sided Mann-Whitney test, with Benjamini-Hochberg across the functions tested (sampled in at
+least :data:`PRESENCE` of either arm's runs); a function is claimed *faster* or *slower* when its q-value is at
+most :data:`FDR` and its interval excludes zero. With A/A arms (``--aa``), :func:`function_floors` gives each
+function the noise floor ``reproduce --aa`` gives a phase, and a difference within it is not claimed. A rank test
+of few runs has a smallest p (:func:`smallest_p`), so :func:`presence_test` also judges a function sampled in
+every run of one arm and none of the other from its sample counts. Nothing here runs a load or writes a file.
 """
 
 from __future__ import annotations
@@ -60,9 +42,8 @@ MEASURES = (("inclusive_s", ""), ("self_s", "self_"))  # each fold column and th
 
 
 def fold_samples(speedscope: str | os.PathLike[str]) -> pd.DataFrame:
-    """One run's samples under ``load_token2wav`` as per-function times: ``function``, ``file`` (short),
-    ``inclusive_s`` (the samples with the function anywhere on the stack, once per sample however deep
-    it recurses), ``self_s`` (the samples with it at the top) and ``samples``."""
+    """One run's samples under ``load_token2wav`` as per-function ``inclusive_s`` (on the stack, once per sample),
+    ``self_s`` (at the top) and ``samples``."""
     from .flamegraph import load_stacks
 
     stacks, _ = load_stacks(speedscope)
@@ -95,8 +76,7 @@ def benjamini_hochberg(p_values: Iterable[float]) -> np.ndarray:
 
 
 def per_run(folds: pd.DataFrame, arms: tuple[str, ...]) -> tuple[dict[str, list[Any]], dict[str, pd.DataFrame]]:
-    """The run ids of each arm, and per measure (:data:`MEASURES`) a table of seconds: one row per function,
-    one column per run of those arms (0 where a run never sampled the function)."""
+    """The run ids of each arm, and per measure (:data:`MEASURES`) a function-by-run table of seconds."""
     folds = folds[folds["variant"].isin(arms)]
     runs = {v: sorted(folds.loc[folds["variant"] == v, "run_id"].unique()) for v in arms}
     wide = {col: folds.pivot_table(index=["function", "file"], columns="run_id", values=col, aggfunc="sum",
@@ -105,10 +85,8 @@ def per_run(folds: pd.DataFrame, arms: tuple[str, ...]) -> tuple[dict[str, list[
 
 
 def function_floors(folds: pd.DataFrame, arms: tuple[str, str], presence: float = PRESENCE) -> pd.DataFrame:
-    """Each function's A/A floor from the runs of ``arms`` (two arms that load the same variant):
-    :data:`FLOOR_COLUMNS`, in seconds, by the rule of ``reproduce --aa``'s phase floors
-    (:attr:`~omni_loader.reporting.stats.NoiseFloor.resolvable_seconds`), NaN for a measure sampled in under
-    ``presence`` of both arms' runs (no floor)."""
+    """Each function's A/A floor from ``arms`` (two arms loading the same variant): :data:`FLOOR_COLUMNS`, by
+    ``reproduce --aa``'s rule, NaN for a measure sampled in under ``presence`` of both arms' runs."""
     from ..reporting.stats import NoiseFloor, Summary, bootstrap_median_difference
 
     runs, wide = per_run(folds, arms)
@@ -127,16 +105,10 @@ def function_floors(folds: pd.DataFrame, arms: tuple[str, str], presence: float 
 
 def compare_functions(folds: pd.DataFrame, a: str, b: str, fdr: float = FDR, presence: float = PRESENCE,
                       floors: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per function, ``a`` against ``b`` from the runs' folds (``run_id``, ``variant`` and
-    :func:`fold_samples`' columns; a run without a function counts 0 s of it): :data:`FUNCTION_COLUMNS`,
-    the claims first, by the size of their difference. Inclusive and self time are tested alike (each
-    when the function was in at least ``presence`` of one arm's runs, at the top of the stack for self
-    time), and Benjamini-Hochberg runs over both families of p-values together. A function in every run of
-    one arm and none of the other is also tested on its sample counts (:func:`presence_test`), a family of its
-    own held to ``fdr`` by Bonferroni over every function sampled; it is claimed (``presence``: appeared or
-    gone) when that test passes, whatever its rank test says. ``floors`` (:func:`function_floors`): a
-    function's difference within its A/A floor is not claimed (``within_aa_floor`` says which ones the floor
-    held back)."""
+    """Per function, ``a`` against ``b`` from the runs' folds (a run without a function counts 0 s of it):
+    :data:`FUNCTION_COLUMNS`, the claims first. Inclusive and self time are tested alike, with one
+    Benjamini-Hochberg over both; :func:`presence_test` is a family of its own, held to ``fdr`` by Bonferroni.
+    A difference within its A/A floor (``floors``) is not claimed."""
     runs, wide = per_run(folds, (a, b))
     if not runs[a] or not runs[b]:
         raise OmniLoaderError(f"no sampled run of {a if not runs[a] else b}: nothing to compare")
@@ -177,26 +149,13 @@ def compare_functions(folds: pd.DataFrame, a: str, b: str, fdr: float = FDR, pre
 def presence_test(a: np.ndarray, b: np.ndarray, total_a: float, total_b: float,
                   least: int = MIN_SAMPLES) -> dict[str, Any]:
     """Whether a function *appeared* in B or *is gone* from it, from its per-run sample counts ``a`` and ``b``
-    (``total_a``, ``total_b``: each arm's samples under the entry, all runs): ``presence``, the pooled counts,
-    the fewest samples in a run where it is (``least_samples``), ``dispersion`` and ``presence_p``.
+    (``total_a``, ``total_b``: each arm's samples under the entry): ``presence``, the pooled counts,
+    ``least_samples``, ``dispersion`` and ``presence_p`` (NaN unless it was sampled in every run of one arm, at
+    least ``least`` samples each, and never in the other's).
 
-    Said only of a function sampled in every run of one arm, at least ``least`` samples each (over many sampling
-    periods, not one sample's luck), and never in the other's; ``presence_p`` is NaN for any other.
-
-    Why a test on the counts: the rank test sees 12 numbers at 6 runs a side and cannot give a p below 2/924
-    however far apart they are; the samples are many more observations. The null: the function is equally
-    likely in both arms, each py-spy sample of either arm as likely to catch it (the same share of the sampled
-    time). Given the ``S`` samples that caught it, those in the absent arm are then binomial, ``S`` draws with
-    that arm's share of all samples ``s = total_absent / (total_a + total_b)``, so none there has chance
-    ``(1 - s) ** S``; two-sided, doubled (the other extreme has no larger chance). Samples are not independent
-    draws: a function's time is contiguous, so its samples come in stretches and its per-run counts vary more
-    than a binomial's (seen: 23-48 samples of one 134 ms step). The quasi-Poisson correction divides ``S`` by
-    the dispersion of the present arm's counts (their variance over their mean, at least 1): the more they
-    vary, the fewer independent draws they count for. What the test cannot see is a function that runs in some
-    loads and not others whatever the variant (all-or-nothing per process); that one must also split perfectly
-    by arm to be said to appear, at most ``2 z^n (1 - z)^n`` for a run probability ``z`` (1/2,048 at 6 runs),
-    which the A/A diffs measure. The family is held to the false discovery rate by Bonferroni over every
-    function sampled (:func:`compare_functions`): a family-wise bound, which bounds its FDR too."""
+    The null: each sample of either arm is as likely to catch it, so the ``S`` samples that did fall in the absent
+    arm binomially, none with chance ``(1 - s) ** S`` for that arm's share ``s`` of all samples (doubled: two-sided).
+    Samples come in stretches, so ``S`` is divided by the present arm's dispersion (quasi-Poisson, at least 1)."""
     out: dict[str, Any] = {"presence": "", "a_samples": int(a.sum()), "b_samples": int(b.sum()),
                            "least_samples": np.nan, "dispersion": np.nan, "presence_p": np.nan}
     for where, never, word, share in ((b, a, APPEARED, total_a), (a, b, GONE, total_b)):
@@ -211,10 +170,8 @@ def presence_test(a: np.ndarray, b: np.ndarray, total_a: float, total_b: float,
 
 
 def smallest_p(n_a: int, n_b: int) -> float:
-    """The smallest two-sided p the kit's rank test (:func:`~omni_loader.reporting.stats.mann_whitney`) gives
-    with ``n_a`` and ``n_b`` runs: every run of one arm beyond every run of the other, the smaller of untied
-    values (exact up to 8 runs: ``2 / C(n_a + n_b, n_a)``) and each arm one tied value (the normal
-    approximation with its tie correction can go lower). 1 when an arm has under 2 runs."""
+    """The smallest two-sided p the kit's rank test gives with ``n_a`` and ``n_b`` runs (every run of one arm
+    beyond every run of the other, untied or tied); 1 when an arm has under 2 runs."""
     from ..reporting.stats import mann_whitney
 
     if min(n_a, n_b) < 2:
@@ -225,8 +182,7 @@ def smallest_p(n_a: int, n_b: int) -> float:
 
 
 def smallest_q(n_a: int, n_b: int, tests: int) -> float:
-    """The smallest q Benjamini-Hochberg can give one function over ``tests`` p-values: :func:`smallest_p` times
-    ``tests`` (its p ranked first, alone; ``k`` functions at that p together reach a ``k``-th of it)."""
+    """The smallest q Benjamini-Hochberg can give one function alone over ``tests`` p-values."""
     return min(1.0, smallest_p(n_a, n_b) * max(tests, 1))
 
 
@@ -256,10 +212,8 @@ def _tested(x: np.ndarray, y: np.ndarray, presence: float, prefix: str) -> dict[
 
 
 def assign_roles(functions: pd.DataFrame, speedscopes: Iterable[Path]) -> pd.DataFrame:
-    """The ``role`` of each claimed function: ``own time`` (its self time is claimed to move too),
-    ``caller`` (it calls, on some sampled stack, a function whose own time moved: its inclusive time
-    contains that change) or ``unexplained`` (neither: a claim to doubt, or a change spread too thin to
-    claim in any one callee)."""
+    """The ``role`` of each claimed function: ``own time`` (its self time moved too), ``caller`` (it calls, on
+    some sampled stack, a function whose own time moved) or ``unexplained``."""
     from .flamegraph import load_stacks
 
     own = set(zip(*functions.loc[functions["self_verdict"] != NO_CLAIM, ["function", "file"]].T.to_numpy())) \

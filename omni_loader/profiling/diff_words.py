@@ -1,8 +1,6 @@
-"""The sentences of a differential profile that stand on their own (:class:`~omni_loader.profiling.diff.ProfileDiff`
-says them in ``diff.md``): what a number of runs can claim at best, said before the runs and after them
-(:func:`reach_words`, :func:`estimated_tests`); a function that appeared or is gone, with its evidence
-(:func:`presence_words`); why the entry's sampled time is not the sampled load (:func:`entry_sentence`); and a
-full disk said as one (:func:`disk_blamed`).
+"""The sentences of a differential profile that stand on their own: what a number of runs can claim at best
+(:func:`reach_words`), a function that appeared or is gone (:func:`presence_words`), why the entry's sampled time
+is not the sampled load (:func:`entry_sentence`) and a full disk said as one (:func:`disk_blamed`).
 """
 
 from __future__ import annotations
@@ -25,12 +23,7 @@ from .settings import DEFAULT_RATE
 
 DIGEST = "tensor_digest"  # the loader's digest of the loaded tensors, after the timed load (token2wav.loader)
 WHOLE_LOAD = "total"  # the phase a run's load is: said in words (label), never as its id
-# Tests a diff runs, before its runs have said (inclusive time of each function tested, and self time): diffs of the
-# tiny model at 6 runs a variant ran 93 (optimized against a step of its own) to 137 (ten A/A diffs: 107 to 137);
-# the full model's load runs the same code.
-ESTIMATED_TESTS = 120
-
-
+ESTIMATED_TESTS = 120  # tests a diff runs, before its runs have said: diffs of the tiny model ran 93 to 137
 TINY = 1e-6  # below it a probability is said as a bound: people read no scientific notation, nor 40 zeros
 
 
@@ -46,10 +39,7 @@ def equals(p: float) -> str:
 
 def reach_words(n_a: int, n_b: int, tests: int, how: str, fdr: float = FDR) -> str:
     """What ``n_a`` and ``n_b`` sampled loads can claim over ``tests`` tests (``how``: how that number is known), in
-    words: the smallest p and q (:func:`~omni_loader.profiling.diff_stats.smallest_q`), and the runs a variant that
-    one function's claim needs. Said before the runs and in ``diff.md``: a diff at 6 runs a variant tested 75
-    functions and said "No function is claimed to move" of a step that took 134 ms in every run of B and none of A,
-    with no word that no function could have been claimed."""
+    words: the smallest p and q, and the runs a variant that one function's claim needs."""
     p, q, need = smallest_p(n_a, n_b), smallest_q(n_a, n_b, tests), runs_needed(tests, fdr)
     loads = f"{n_a} sampled loads a variant" if n_a == n_b else f"{n_a} and {n_b} sampled loads"
     head = (f"With {loads}, a rank test's smallest p is {small(p)} (every run of one variant beyond every run "
@@ -67,8 +57,7 @@ def reach_words(n_a: int, n_b: int, tests: int, how: str, fdr: float = FDR) -> s
 
 
 def estimated_tests(diff_json: str | os.PathLike[str]) -> tuple[int, str]:
-    """How many tests a diff will run, before its runs, and how that is known: the number the last diff written
-    into the same folder ran (its ``diff_json``), else :data:`ESTIMATED_TESTS`."""
+    """How many tests a diff will run, and how that is known: the last diff's (``diff_json``), else an estimate."""
     try:
         tests = json.loads(Path(diff_json).read_text()).get("tests")
     except (OSError, ValueError, AttributeError):
@@ -80,22 +69,19 @@ def estimated_tests(diff_json: str | os.PathLike[str]) -> tuple[int, str]:
 
 
 def signed(seconds: float, unit: str) -> str:
-    """A time that may be negative, as the kit's sentences write one: ``−124 ms`` (a minus sign, not a hyphen; a
-    no-break space, so JupyterLab never puts the number and its unit on two lines: "−2,256 / ms")."""
+    """A time that may be negative: ``−124 ms`` (a minus sign; a no-break space keeps number and unit together)."""
     return with_minus(duration(seconds, unit, 0)).replace(" ", "\u00a0")
 
 
 def sample_totals(folds: pd.DataFrame, variants: tuple[str, str]) -> dict[str, tuple[int, int]]:
-    """Per variant: its sampled runs with samples under the entry, and those samples (each run's largest count:
-    every kept sample has the entry on its stack)."""
+    """Per variant: its sampled runs with samples under the entry, and those samples (each run's largest count)."""
     per_run = folds.groupby(["variant", "run_id"])["samples"].max()
     return {v: (int(len(per_run[v])), int(per_run[v].sum())) if v in per_run.index.get_level_values(0) else (0, 0)
             for v in variants}
 
 
 def presence_words(r: pd.Series, a: str, b: str, totals: dict[str, tuple[int, int]], sampled: int) -> str:
-    """``; it appeared in B: …`` with the evidence and the sample-count test's error rate, for a function in every
-    run of one variant and none of the other (:func:`~omni_loader.profiling.diff_stats.presence_test`)."""
+    """``; it appeared in B: …`` with the evidence and the sample-count test's error rate, or ""."""
     if r.get("presence") not in (APPEARED, "gone"):
         return ""
     there, never = (b, a) if r["presence"] == APPEARED else (a, b)
@@ -110,17 +96,9 @@ def presence_words(r: pd.Series, a: str, b: str, totals: dict[str, tuple[int, in
 
 
 def entry_sentence(self: Any) -> str | None:
-    """Why ``load_token2wav``'s time from the samples (the table's row) is not the sampled median load beside it.
-
-    The row is the whole call, every sample with :data:`~omni_loader.profiling.flamegraph.ENTRY` on the stack;
-    a run's load is its timed ``total`` phase (said in words: :data:`WHOLE_LOAD`), which leaves out the call's
-    work outside it: above all :data:`DIGEST` (the worker's tensor digest, computed after it), and a few smaller
-    steps. py-spy also
-    counts every sample as one period (4 ms at 250 Hz) whatever the time between two samples was: without a word
-    why, "2,694 ms → 1,710 ms" beside "median load 2,557.819 ms … 1,529.022 ms sampled" reads as a mistake. Per
-    sampled run: the call's sampled time less that run's load, split into the digest's sampled time and
-    the rest; their means per variant, which add up (medians would not: the median of a difference is not the
-    difference of the medians). ``None`` when a variant has no sampled run with the call in its samples."""
+    """Why ``load_token2wav``'s sampled time is not the sampled median load beside it: the call also does work
+    outside its timed ``total`` phase (above all :data:`DIGEST`), and py-spy counts each sample as one period.
+    Means per run, which add up as medians would not; ``None`` when a variant has no sampled run with the call."""
     from .flamegraph import ENTRY
 
     r = self.runs[(~self.runs["warmup"]) & (self.runs["status"] == "ok") & self.runs["sampled"]]
@@ -154,10 +132,7 @@ def entry_sentence(self: Any) -> str | None:
 
 @contextmanager
 def disk_blamed(directory: Path) -> Iterator[None]:
-    """A full disk said as one: "no space left", naming the folder, whichever write hit it (py-spy's speedscope file,
-    which :func:`~omni_loader.profiling.sampled.sampled_load` raises as ENOSPC, or the diff's own files). py-spy's
-    words for it used to be passed on as py-spy's failure ("py-spy wrote no speedscope file"), which sent the user to
-    py-spy's install and ptrace, not to the disk."""
+    """A full disk said as one, naming the folder, whichever write hit it (py-spy's or the diff's own files)."""
     try:
         yield
     except OSError as exc:

@@ -1,24 +1,12 @@
 """Flamegraphs of the Token2Wav load, drawn from py-spy's samples, for reading in a notebook.
 
-py-spy samples the whole worker process: the interpreter starting, Python importing torch and
-transformers, the model code being imported, then the loads. Drawn as they come, those imports
-are most of the picture (deep towers of ``_find_and_load`` frames) and the load, the thing being
-studied, is a sliver. So :func:`build` **keeps only the stacks under the load entry point**
-(:data:`ENTRY`, ``loader.load_token2wav``) and, below it, drops the loader's one-time import of the
-model code (:data:`SKIP_UNDER_ENTRY`: a stack with ``import_model_code`` or ``_modeling`` anywhere
-under the entry, which runs before the timed phases, however many calls lie in between); every
-picture says how many samples that left. An import the load itself triggers (``torch.load``
-importing its helpers on first use) is real load time, so it stays, but as a single
-``(import)`` frame instead of a tower of import machinery. Direct recursion (``Module.state_dict`` calling itself
-once per child module) is folded into one frame by default, so the height of the graph is the
-depth of the call chain, not of the module tree.
+py-spy samples the whole worker process, whose imports of torch and the model code would dwarf the load, so
+:func:`build` keeps only the stacks under :data:`ENTRY` and drops the loader's one-time model-code import under
+it (:data:`SKIP_UNDER_ENTRY`); every picture says how many samples that left. An import the load itself
+triggers stays, as one ``(import)`` frame, and direct recursion is folded into one frame by default.
 
-The drawing is an icicle (the load on top, callees below), ``width=100%`` of whatever holds it.
-Hovering a frame shows its function, file and share of the load's samples; clicking a frame zooms
-into it, clicking the top frame zooms back out. :func:`svg` writes it as a standalone SVG file
-(the script inside runs when the file is opened in a browser), :class:`FlameView` shows it inline
-in JupyterLab (the script runs in a trusted notebook output) with the speedscope file one click
-away for the timeline view.
+The drawing is an icicle (the load on top), hover for a frame's share, click to zoom: :func:`svg` writes a
+standalone file, :class:`FlameView` shows it inline in JupyterLab beside the speedscope file.
 """
 
 from __future__ import annotations
@@ -113,8 +101,7 @@ def _frames(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[tu
 def load_stacks(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[str, ...] = SKIP_UNDER_ENTRY,
                 fold_recursion: bool = True) -> tuple[list[tuple[list[tuple[str, str]], float]], int]:
     """The samples under ``entry`` as ``([(name, file), ...] from the entry down, weight)``, less those under
-    ``skip``, recursion and imports folded (see the module doc); and how many samples the file holds.
-    :func:`build` draws them; :mod:`~omni_loader.profiling.diff_stats` folds them into per-function times."""
+    ``skip``, recursion and imports folded; and how many samples the file holds."""
     frames, samples = _frames(speedscope)
     names = [str(f.get("name", "?")) for f in frames]
     files = [str(f.get("file") or "") for f in frames]
@@ -180,11 +167,8 @@ def _label(name: str, width: float) -> str:
 
 def svg_body(flame: Flame, element_id: str, min_width: float = 0.4, *, colour: Callable[[Node], str] | None = None,
              tip: Callable[[Node], str] | None = None, hint: str | None = None) -> tuple[str, int]:
-    """The ``<svg>`` element (no script) and its height, for :func:`svg` and :class:`FlameView`.
-
-    Widths are ``node.samples`` over the root's. ``colour(node)`` and ``tip(node)`` replace the frame's
-    fill (by package) and hover text (share of the samples), ``hint`` the status line's resting text: the
-    differential flamegraph (:mod:`~omni_loader.profiling.diff_flame`) draws with them."""
+    """The ``<svg>`` element (no script) and its height; widths are ``node.samples`` over the root's.
+    ``colour(node)``, ``tip(node)`` and ``hint`` replace the frame's fill, hover text and resting status line."""
     total = flame.root.samples or 1
     inner = WIDTH - 2 * PAD
     note = textwrap.wrap(flame.note(), NOTE_CHARS, break_on_hyphens=False) or [""]
@@ -273,8 +257,7 @@ def script(element_id: str) -> str:
 
 
 def svg(flame: Flame, path: str | os.PathLike[str], **drawing: Any) -> Path:
-    """Write the flamegraph as a standalone SVG file; its script runs when a browser opens the file.
-    ``drawing``: :func:`svg_body`'s ``colour``, ``tip`` and ``hint``."""
+    """Write the flamegraph as a standalone SVG file (``drawing``: :func:`svg_body`'s keywords)."""
     element_id = "flame-" + uuid.uuid4().hex[:8]
     body, _ = svg_body(flame, element_id, **drawing)
     code = script(element_id).replace("]]>", "]]]]><![CDATA[>")
@@ -293,11 +276,11 @@ def _href(path: Path, link_from: str | os.PathLike[str] | None) -> str:
 
 
 class FlameView:
-    """A flamegraph shown inline in a notebook (HTML: the SVG, its script and the file links).
+    """A flamegraph shown inline in a notebook (HTML: the SVG, its script and the file links); ``link_from``
+    is the directory JupyterLab resolves the links against (default: the kernel's working directory)."""
 
-    ``link_from`` is the directory the links are written relative to: a notebook's own directory
-    (its kernel's working directory, the default), which is what JupyterLab resolves them against.
-    """
+    FILES_NOTE = (" — the speedscope file holds every sample with its timeline: open it in speedscope "
+                  "(speedscope.app, or <code>npx speedscope FILE</code>).")
 
     def __init__(self, flame: Flame, link_from: str | os.PathLike[str] | None = None,
                  files: dict[str, Path] | None = None, **drawing: Any) -> None:
@@ -315,11 +298,8 @@ class FlameView:
         for label, path in self.files.items():
             if path and Path(path).exists():
                 links.append(f'<a href="{escape(_href(Path(path), self.link_from))}" download>{escape(label)}</a>')
-        hint = ""
-        if links:
-            hint = ("<div style='font-size:90%;margin-top:2px'>Files: " + " · ".join(links) +
-                    " — the speedscope file holds every sample with its timeline: open it in speedscope "
-                    "(speedscope.app, or <code>npx speedscope FILE</code>).</div>")
+        hint = ("<div style='font-size:90%;margin-top:2px'>Files: " + " · ".join(links) + self.FILES_NOTE + "</div>"
+                if links else "")
         return f"<div>{body}{hint}</div><script>{script(element_id)}</script>"
 
     def __repr__(self) -> str:  # text/plain, where HTML is not shown

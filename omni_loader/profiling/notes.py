@@ -1,16 +1,12 @@
 """Sentences beside notebook 02's tables, each computed from the files the run saved (never a typed number).
 
-Why: a table whose figures run against what a reader expects needs a word beside it, true whichever way the figures
-fall. Two such: under torch.profiler the optimized load came out slower than the baseline ("Load
-parameters" 2,063 ms against 714 ms, ``aten::copy_``'s self time 2,010 ms against 668 ms) with nothing beside the
-table, and in the phase shares Construction differed more between the two median runs (1,144 ms against 1,759 ms)
-than buffer discovery's saving, a phase the change does not touch. :class:`Profiles` (what
-:func:`~omni_loader.profiling.run.profile_variants` returns: each variant's :class:`VariantProfile`) says both:
-:meth:`Profiles.phase_notes` (:func:`untouched_phase_sentence`) and :meth:`Profiles.torch_notes`
-(:func:`torch_slower_sentence`).
+Why: a table whose figures run against what a reader expects (the optimized load slower under torch.profiler, an
+untouched phase differing more than the fix saves) needs a word beside it, true whichever way the figures fall.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 from ..formatting import duration
 from ..names import LEAF_PHASES
@@ -29,8 +25,7 @@ OTHER_CAUSES = ("one profiled load per variant, a single sample; this virtual ma
 
 
 class Profiles(dict):
-    """Each variant's :class:`VariantProfile` by name (a dict), and the sentences notebook 02 shows beside its
-    tables: each a list of one sentence, or empty where the files to compute it are missing."""
+    """Each variant's :class:`VariantProfile` by name, and the sentences notebook 02 shows beside its tables."""
 
     def phase_notes(self) -> list[str]:
         """Beside the phase shares: :func:`untouched_phase_sentence`."""
@@ -42,8 +37,7 @@ class Profiles(dict):
 
 
 def changed_by(a: str, b: str) -> tuple[str, ...]:
-    """The phases whose step differs between variants ``a`` and ``b`` (the PR's pair: buffer discovery); none
-    known for a variant the kit cannot name."""
+    """The phases whose step differs between variants ``a`` and ``b``; none known for a custom variant."""
     from ..errors import OmniLoaderError
     from ..reporting.controls import changed_phases
 
@@ -54,9 +48,8 @@ def changed_by(a: str, b: str) -> tuple[str, ...]:
 
 
 def untouched_phase_sentence(profiles: dict[str, VariantProfile]) -> str | None:
-    """Which phase the change does not touch differs most between the two variants' median unprofiled runs (the
-    phase-share table's columns), against the changed phases' saving: that difference is the machine's, not the
-    fix's. ``None`` without two variants or a phase both ran."""
+    """Which untouched phase differs most between the two median unprofiled runs, against the changed phases'
+    saving: that difference is the machine's, not the fix's. ``None`` without two variants or a phase both ran."""
     if len(profiles) != 2:
         return None
     (a, pa), (b, pb) = profiles.items()
@@ -67,7 +60,7 @@ def untouched_phase_sentence(profiles: dict[str, VariantProfile]) -> str | None:
         return None
     phase = max(untouched, key=lambda p: abs(sb[p] - sa[p]))
     gap = sb[phase] - sa[phase]
-    ms = two_decimals
+    ms = partial(duration, unit="ms", digits=2)  # as the phase-share table's cells
     text = (f"Of the phases the loader change does not touch, {label(phase)} differs most between the two median "
             f"runs: {ms(sa[phase])} ({a}) against {ms(sb[phase])} ({b}), {ms(abs(gap))} "
             f"{'more' if gap > 0 else 'less'} in the {b} run")
@@ -82,10 +75,8 @@ def untouched_phase_sentence(profiles: dict[str, VariantProfile]) -> str | None:
 
 
 def torch_slower_sentence(profiles: dict[str, VariantProfile]) -> str | None:
-    """Which variant's load was the slower under torch.profiler (its whole-load range), the phase where the two
-    differ most that way and the operator whose self time does, whether their unprofiled runs agree, what else can
-    explain it (:data:`OTHER_CAUSES`) and what carries the claim. ``None`` without both variants' trace and
-    operator table."""
+    """Which variant's load was the slower under torch.profiler, where (phase, operator), whether their unprofiled
+    runs agree and what else can explain it. ``None`` without both variants' trace and operator table."""
     if len(profiles) != 2:
         return None
     ranges, ops = {}, {}
@@ -104,7 +95,7 @@ def torch_slower_sentence(profiles: dict[str, VariantProfile]) -> str | None:
     slow, fast = (a, b) if ra[WHOLE] >= rb[WHOLE] else (b, a)
     rs, rf = ranges[slow], ranges[fast]
     leaves = [p for p in LEAF_PHASES if p in rs and p in rf]
-    ms = three_decimals
+    ms = partial(duration, unit="ms", digits=3)  # as torch.profiler's tables' cells
     text = (f"Under torch.profiler the {slow} load was the slower one: {ms(rs[WHOLE])} against the {fast} load's "
             f"{ms(rf[WHOLE])}")
     if leaves:
@@ -123,13 +114,3 @@ def torch_slower_sentence(profiles: dict[str, VariantProfile]) -> str | None:
                  f"({fast}): {'the same order' if same else 'the other way round'}")
     return (text + f". What else can explain it: {OTHER_CAUSES}. The timed A/B medians (notebook 01), not one "
             "profiled load, carry the claim.")
-
-
-def two_decimals(seconds: float) -> str:
-    """Milliseconds as the phase-share table's cells: ``1,144.00 ms``."""
-    return duration(seconds, "ms", 2)
-
-
-def three_decimals(seconds: float) -> str:
-    """Milliseconds as torch.profiler's tables' cells: ``713.556 ms``."""
-    return duration(seconds, "ms", 3)

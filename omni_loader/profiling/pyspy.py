@@ -1,9 +1,5 @@
-"""py-spy around a fresh worker process: ``speedscope.json``, ``flame.svg``, and reading the samples.
-
-Why a fresh process: a server restart loads the model in a new interpreter, with cold caches and
-nothing imported yet; py-spy samples such a worker (``python -m omni_loader.bench.worker``) from outside,
-without changing how it runs. Several loads per worker (``repeat``) give enough samples of a short
-load. When py-spy is missing or may not trace (no ptrace permission in a container),
+"""py-spy around a fresh worker process (as a server restart loads the model): ``speedscope.json``,
+``flame.svg``, and reading the samples. When py-spy is missing or may not trace (no ptrace permission),
 :class:`PySpyUnavailable` carries the one line to show, and the other tools still run.
 """
 
@@ -32,13 +28,19 @@ class PySpyUnavailable(Exception):
     """py-spy is missing or may not trace here; the message is the one line to show."""
 
 
-def find_py_spy(explicit: str | os.PathLike[str] | None = None) -> tuple[str | None, str]:
-    """The py-spy executable to run, or ``(None, why not)``.
+def py_spy_failed(lines: list[str], how: str) -> PySpyUnavailable:
+    """The one line for a py-spy that did not record, from its output ``lines``: ptrace refused, or ``how``."""
+    lines = [ln.strip() for ln in lines if ln.strip()]
+    first = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "no output")
+    if any(h in "\n".join(lines).lower() for h in PTRACE_HINTS):
+        return PySpyUnavailable(f"py-spy may not trace processes here (ptrace not permitted: {first}); run as root, "
+                                "or set kernel.yama.ptrace_scope=0 / grant CAP_SYS_PTRACE")
+    return PySpyUnavailable(f"{how}: {first}")
 
-    Looked up in order: ``explicit`` (``--py-spy``), ``$OMNI_LOADER_PY_SPY``, the bin directory of
-    this interpreter (a virtualenv's ``bin/``), ``PATH``. A path given explicitly or through the
-    environment is used as is: if nothing executable is there, py-spy counts as missing.
-    """
+
+def find_py_spy(explicit: str | os.PathLike[str] | None = None) -> tuple[str | None, str]:
+    """The py-spy executable to run, or ``(None, why not)``: ``explicit`` (``--py-spy``), else
+    ``$OMNI_LOADER_PY_SPY`` (either used as is), else this interpreter's bin directory, else ``PATH``."""
     for given, source in ((explicit, "--py-spy"), (os.environ.get(PY_SPY_ENV) or None, f"${PY_SPY_ENV}")):
         if given:
             path = Path(given)
@@ -56,11 +58,8 @@ def find_py_spy(explicit: str | os.PathLike[str] | None = None) -> tuple[str | N
 
 @dataclass(frozen=True)
 class PySpyJob:
-    """One variant's py-spy recording: which executable, which load, where the files go.
-
-    ``settings.repeat`` is the number of loads per worker, already decided (see
-    :meth:`~omni_loader.profiling.settings.ProfileSettings.repeat_for`).
-    """
+    """One variant's py-spy recording: which executable, which load (``settings.repeat`` loads per worker,
+    already decided), where the files go."""
 
     exe: str
     snapshot_root: str
@@ -86,11 +85,8 @@ class PySpyJob:
         return cmd + ["--", *worker_command(call, request)]
 
     def run(self, fmt: str, out: Path) -> dict[str, Any]:
-        """Record one worker in format ``fmt`` into ``out``; returns the worker's JSON result.
-
-        py-spy writes by name: into a private folder (with the worker's request and result), and what it wrote
-        is moved onto ``out`` once the recording succeeded (:func:`~omni_loader.safe_files.replaced`);
-        a link at ``out`` is refused before py-spy starts."""
+        """Record one worker in format ``fmt`` into ``out`` (moved there once the recording succeeded, a link
+        there refused); returns the worker's JSON result."""
         from ..safe_files import open_file, replaced
 
         with replaced(out) as written:
@@ -102,15 +98,10 @@ class PySpyJob:
                 raise PySpyUnavailable(f"cannot run py-spy at {self.exe}: {exc.strerror or exc}") from None
             with open_file(self.log, "a") as fh:
                 fh.write(f"$ {' '.join(cmd)}\n[exit {proc.returncode}]\n{proc.stdout}{proc.stderr}\n")
-            text = f"{proc.stdout}\n{proc.stderr}"
-            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            lines = [ln.strip() for ln in f"{proc.stdout}\n{proc.stderr}".splitlines() if ln.strip()]
             last = lines[-1] if lines else "no output"
             if proc.returncode != 0:
-                first = next((ln for ln in lines if "error" in ln.lower()), last)
-                if any(h in text.lower() for h in PTRACE_HINTS):
-                    raise PySpyUnavailable(f"py-spy may not trace processes here (ptrace not permitted: {first}); "
-                                           "run as root, or set kernel.yama.ptrace_scope=0 / grant CAP_SYS_PTRACE")
-                raise PySpyUnavailable(f"py-spy failed (exit {proc.returncode}): {first}")
+                raise py_spy_failed(lines, f"py-spy failed (exit {proc.returncode})")
             if not worker_json.is_file():
                 reason = next((ln for ln in reversed(lines) if "omni-loader worker: error" in ln or "Error" in ln), last)
                 raise OmniLoaderError(f"the {self.variant} load under py-spy failed: {reason}")
@@ -121,13 +112,9 @@ class PySpyJob:
 
 
 def record_py_spy(job: PySpyJob) -> dict[str, Any]:
-    """Record a fresh worker process with py-spy: ``speedscope.json`` and ``flame.svg``.
-
-    The flamegraph is drawn from the same samples as the speedscope file (one recording); with
-    ``settings.py_spy_svg`` a second worker is recorded in py-spy's own (interactive) flamegraph
-    format. Raises :class:`PySpyUnavailable` when py-spy cannot run or may not trace (ptrace), and
-    :class:`OmniLoaderError` when the load itself failed in the worker.
-    """
+    """Record a fresh worker process with py-spy: ``speedscope.json`` and ``flame.svg`` drawn from its samples
+    (``settings.py_spy_svg``: py-spy's own, from a second worker). Raises :class:`PySpyUnavailable` when py-spy
+    cannot run or trace, :class:`OmniLoaderError` when the load failed."""
     from ..safe_files import ensure_dir, refuse_links, write_text
 
     d, s = ensure_dir(job.directory), job.settings
@@ -148,8 +135,7 @@ def record_py_spy(job: PySpyJob) -> dict[str, Any]:
 
 
 def speedscope_to_svg(speedscope: str | os.PathLike[str], svg: str | os.PathLike[str], title: str = "py-spy") -> Path:
-    """Draw the load's flamegraph from a speedscope file (see :mod:`omni_loader.profiling.flamegraph`:
-    only the stacks under ``load_token2wav``; hover for names and shares, click to zoom)."""
+    """Draw the load's flamegraph from a speedscope file (:mod:`omni_loader.profiling.flamegraph`)."""
     from . import flamegraph
 
     return flamegraph.svg(flamegraph.build(speedscope, title=title), svg)

@@ -1,18 +1,9 @@
 """The unprofiled loads every phase share comes from: fresh worker processes, as ``reproduce`` runs them.
 
-Why not one load in the profiling process: a profiler distorts what it measures, so the shares
-must come from a load without one, and a load inside a long-lived process (a notebook kernel)
-after the profilers' loads is not the load a server restart makes. On a virtual machine with free
-page reporting, the memory those loads freed has gone back to the host, so the next load pays a
-host fault for every page it touches: one in-kernel load per variant once made the optimized load
-"92.6% more" than the baseline, while ``reproduce`` on the same machine called it a third faster.
-
-So the reference is a small benchmark of its own (``DIR/reference/``: the kit's results format,
-blocks order, a fresh process per run, pinned like ``reproduce``), and each variant's reference
-load is its *median run*: the measured run whose whole load is the median of that variant's runs.
-A real run, so its phases add up to its total (medians of phases would not), and the spread of
-the other runs is kept beside it (``reference`` in ``load.json``), with each phase's median over the runs: a
-ratio of one phase is read from those, as every other ratio of the kit is.
+Why not one load in the profiling process: a profiler distorts what it measures, and a load in a long-lived
+process after the profilers' loads pays host faults a server restart does not. So the reference is a small
+benchmark of its own (``DIR/reference/``) and each variant's reference load its *median run*: a real run, whose
+phases add up to its total, with each phase's median over the runs kept beside it for ratios.
 """
 
 from __future__ import annotations
@@ -32,8 +23,7 @@ RECORD_FIELDS = ("minor_faults", "major_faults", "voluntary_switches", "involunt
 
 
 def reference_spec(snapshot: Any, variants: tuple[str, ...], options: LoadOptions, *, runs: int, warmup: int) -> Any:
-    """The reference benchmark's spec (its ``plan()`` is the runs it makes, warm-ups included). A benchmark
-    compares two arms, so one variant alone is run beside the PR's other one."""
+    """The reference benchmark's spec (its ``plan()``: the runs it makes); one variant alone runs beside the other."""
     from ..bench.runner import benchmark_spec
 
     arms = variants if len(set(variants)) > 1 else (*variants, *(v for v in VARIANTS if v not in variants))[:2]
@@ -43,10 +33,8 @@ def reference_spec(snapshot: Any, variants: tuple[str, ...], options: LoadOption
 
 def reference_loads(snapshot: Any, variants: tuple[str, ...], options: LoadOptions, out: Path, *, runs: int,
                     warmup: int, on_run: Callable[[int, int, Any], None] | None = None) -> dict[str, dict[str, Any]]:
-    """Benchmark ``variants`` unprofiled into ``out/reference/`` and return each one's median run
-    (:func:`median_run`). A previous run's ``reference/`` is replaced: the profile describes this run.
-    ``on_run(k, total, run)`` is called as the k-th of the ``total`` runs starts (``run``: its
-    :class:`~omni_loader.results.planner.PlannedRun`), so that a progress bar says which one runs now."""
+    """Benchmark ``variants`` unprofiled into ``out/reference/`` (replacing a previous one) and return each one's
+    median run; ``on_run(k, total, run)`` is called as the k-th of the ``total`` runs starts."""
     from ..bench.runner import run_benchmark
     from ..results.integrity import check_results
 
@@ -69,9 +57,8 @@ def reference_loads(snapshot: Any, variants: tuple[str, ...], options: LoadOptio
 
 
 def median_run(frame: Any, variant: str, options: LoadOptions, directory: Path) -> dict[str, Any]:
-    """The measured run of ``variant`` whose whole load is the median (the lower one of an even
-    count: a run that happened), as a load result's dict: ``phases``, ``phase_records`` with their
-    counters, the counts, and ``reference`` (which run, how many, every run's total)."""
+    """The measured run of ``variant`` whose whole load is the median (the lower of an even count: a real run),
+    as a load result's dict with ``reference`` (which run, how many, every run's total, each phase's median)."""
     ok = frame[(frame["variant"] == variant) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
     totals = ok[ok["phase"] == "total"].sort_values("seconds", kind="stable")
     if totals.empty:

@@ -1,12 +1,7 @@
 """One load in a fresh process, sampled by py-spy from its first line: the runs of ``profile --diff``.
 
-Why a module of its own, importing nothing but the standard library: the sampled process is forked
-from the kit's fork server (which imported torch and the model code, :data:`~omni_loader.bench.worker.PRELOAD`)
-and runs :func:`_wait_then_load`, so this module is imported in it before the load. Anything more
-imported here (pandas, scipy) would be imported before the load instead of during it: a first load
-that lazily imports one of them would be timed and sampled without that import, and the sampled load
-would no longer be the one ``reproduce`` times (seen: ``construct`` 0.43 s in a plain forked run,
-0.05 s in a child whose module had imported pandas first).
+Standard library only: this module is imported in the process forked from the fork server before the load, so
+anything more imported here (pandas) would be missing from the sampled load's own lazy imports.
 """
 
 from __future__ import annotations
@@ -42,22 +37,19 @@ def _wait_then_load(request: Any, out: str, go: Any) -> None:
 
 def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_RATE, timeout: float | None = None,
                  log: Path | None = None) -> dict[str, Any]:
-    """One load in a process forked from the kit's fork server, recorded by py-spy from its first line.
-
-    The child waits on a pipe; py-spy attaches to it (``record --pid --idle``) and, once it says it
-    samples, the child is let go. Returns the load's result dict. Raises :class:`PySpyUnavailable`
-    when py-spy cannot attach (ptrace), :class:`~omni_loader.bench.worker.WorkerFailed` when the load fails."""
+    """One load in a process forked from the fork server, recorded by py-spy (``record --pid --idle``) from its
+    first line: the child waits on a pipe until py-spy samples it. Returns the load's result dict; raises
+    :class:`PySpyUnavailable` or :class:`~omni_loader.bench.worker.WorkerFailed`."""
     import tempfile
 
-    from .pyspy import PTRACE_HINTS, PySpyUnavailable
+    from .pyspy import PySpyUnavailable, py_spy_failed
     from ..bench.worker import (RUN_DIR_PREFIX, WorkerFailed, ensure_forkserver, forkserver_context,
                                  start_without_main, stop_forked)
     from ..safe_files import open_file, replaced
 
     ctx = forkserver_context()
     ensure_forkserver()
-    # py-spy writes by name: into a private folder, moved onto ``speedscope`` once the load succeeded (a link
-    # there is refused before py-spy starts, and never written through)
+    # py-spy writes by name: into a private folder, moved onto ``speedscope`` once the load succeeded
     with replaced(speedscope) as written, tempfile.TemporaryDirectory(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-") as tmp:
         reader, writer = ctx.Pipe(duplex=False)
         out = Path(tmp) / "result.json"
@@ -71,12 +63,7 @@ def sampled_load(request: Any, speedscope: Path, exe: str, rate: int = DEFAULT_R
         try:
             if not _attached(spy, lines):
                 spy.wait()
-                text = "\n".join(lines)
-                first = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "no output")
-                if any(h in text.lower() for h in PTRACE_HINTS):
-                    raise PySpyUnavailable(f"py-spy may not trace processes here (ptrace not permitted: {first}); run "
-                                           "as root, or set kernel.yama.ptrace_scope=0 / grant CAP_SYS_PTRACE")
-                raise PySpyUnavailable(f"py-spy could not sample the load (exit {spy.returncode}): {first}")
+                raise py_spy_failed(lines, f"py-spy could not sample the load (exit {spy.returncode})")
             writer.send(True)
             proc.join(timeout)
             if proc.is_alive():

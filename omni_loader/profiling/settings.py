@@ -1,11 +1,6 @@
-"""How a profiling run is set up: which tools, which variants, and the settings they run with.
-
-Why a value of its own: the profilers' settings (table rows, py-spy's rate, native frames, loads
-per worker, the py-spy executable, warm-up loads) used to travel as a dozen loose arguments beside
-the load options. The command layer or a notebook now builds one :class:`ProfileSettings` (checked
-here, one line naming the option that is wrong) and a :class:`~omni_loader.token2wav.options.LoadOptions`,
-and hands both down. This module imports neither torch nor pandas: the command line's parser
-reads its defaults from here.
+"""How a profiling run is set up: which tools, which variants, and the settings they run with
+(:class:`ProfileSettings`, checked here, one line naming the wrong option). This module imports neither torch
+nor pandas: the command line's parser reads its defaults from here.
 """
 
 from __future__ import annotations
@@ -23,10 +18,8 @@ TOOLS = ("cprofile", "py-spy", "torch")
 VARIANT_CHOICES = (*VARIANTS, "both")
 PY_SPY_ENV = "OMNI_LOADER_PY_SPY"
 DEFAULT_RATE = 250
-# py-spy's --rate takes any whole number and checks none: at 0 it never starts sampling (the kit waited 30 s for it,
-# then failed with a traceback), and it weighs every sample 1/rate s however long it took to take, while one sample
-# takes it tens of µs: at 10 kHz on a busy 2-core machine it took a third of them (1 s of a busy loop counted as
-# 0.33 s), at 1 GHz every function came out 0.0 ms. The bounds its samples can be trusted within:
+# py-spy checks no --rate: at 0 it never samples, and it weighs every sample 1/rate s however long it took, so
+# far above 10 kHz every time comes out too small. The bounds its samples can be trusted within:
 MIN_RATE, MAX_RATE = 1, 10_000
 RATE_MEANING = (f" samples per second (py-spy never starts sampling at 0, and above {MAX_RATE:,} it cannot take "
                 "samples as fast as it counts them: every time comes out too small)")
@@ -38,17 +31,10 @@ SAMPLES_WANTED = 250  # auto repeat aims at this many py-spy samples inside the 
 
 @dataclass(frozen=True)
 class ProfileSettings:
-    """How the profilers run (the load itself is set by a ``LoadOptions``).
-
-    ``top``: rows of the top-function and operator tables. ``rate``: py-spy samples per second.
-    ``native``: py-spy also records C/C++ frames. ``repeat``: loads per py-spy worker (None: enough
-    for about :data:`SAMPLES_WANTED` samples). ``py_spy``: the py-spy executable (None: looked up,
-    see :func:`~omni_loader.profiling.pyspy.find_py_spy`). ``py_spy_svg``: a second recording in
-    py-spy's own SVG format instead of drawing ``flame.svg`` from the speedscope samples.
-    ``warmup``: unprofiled loads first, so that no variant pays for the process's first load (and
-    the warm-ups of the reference benchmark). ``reference_runs``: measured unprofiled runs per
-    variant, each in a fresh process, whose median run every share comes from.
-    """
+    """How the profilers run (the load itself is set by a ``LoadOptions``): table rows (``top``), py-spy's
+    ``rate``, ``native`` frames, loads per worker (``repeat``; None: about :data:`SAMPLES_WANTED` samples), its
+    executable (``py_spy``; None: looked up), ``py_spy_svg`` (py-spy's own SVG), unprofiled ``warmup`` loads and
+    ``reference_runs`` (unprofiled runs per variant whose median run every share comes from)."""
 
     top: int = DEFAULT_TOP
     rate: int = DEFAULT_RATE

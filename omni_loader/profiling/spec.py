@@ -1,11 +1,8 @@
 """``ProfileSpec``: what ``omni-loader profile`` and ``profile --diff`` are told, one option per field.
 
-Why one value: the profile's settings were some seventeen options typed into the parser by hand and passed on as
-fourteen loose arguments, and a ``--diff`` that is continued (``--resume``) must compare each setting typed with
-the one saved. Each field here is an option (:func:`~omni_loader.token2wav.options.option`: its flag, help and
-choices); the parser, the diff's saved record and the resume's conflict check walk :func:`option_fields`, and the
-options that only one of the two modes takes are the fields marked so (:data:`PROFILE`, :data:`DIFF`). This
-module imports neither torch nor pandas: the command line's parser is built from it.
+Each field is an option (:func:`~omni_loader.token2wav.options.option`: flag, help, choices) that the parser, the
+diff's saved record and ``--resume``'s conflict check walk; the fields marked :data:`PROFILE` or :data:`DIFF` are
+for one mode only. This module imports neither torch nor pandas: the command line's parser is built from it.
 """
 
 from __future__ import annotations
