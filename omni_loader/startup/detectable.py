@@ -44,8 +44,7 @@ _GRID = np.linspace(-10.0, 10.0, 8001)
 
 def detectable_difference(spread: float, n_a: int, n_b: int | None = None, *, power: float = POWER,
                           alpha: float = ALPHA, floor: float | None = None) -> float:
-    """The smallest difference of medians the kit calls with probability ``power`` at this spread and n
-    (``inf`` when it never can, e.g. 3 runs a side); at least the A/A ``floor`` (seconds) where given."""
+    """The smallest difference of medians called with probability ``power`` (``inf``: never), at least ``floor``."""
     if call_probability(1e9, 1.0, n_a, n_b, alpha) < power:
         return math.inf
     lo, hi = 0.0, 1.0
@@ -66,8 +65,8 @@ def largest_spread(difference: float, n_a: int, n_b: int | None = None, *, power
 
 def runs_needed(saving: float, spread: float, *, power: float = POWER, alpha: float = ALPHA,
                 max_runs: int = 200) -> int | None:
-    """The fewest runs a side at which the kit calls ``saving`` with probability ``power``; None: at no n up to
-    ``max_runs`` (the separate-ranges rule: past its best n, more runs make it less likely)."""
+    """The fewest runs a side at which the kit calls ``saving`` with probability ``power``; None: none up to
+    ``max_runs``."""
     for n in range(2, max_runs + 1):
         if call_probability(saving, spread, n, n, alpha) >= power:
             return n
@@ -95,8 +94,7 @@ def runs_needed_by_test(saving: float, spread: float, *, power: float = POWER, a
 
 def kit_calls(baseline: np.ndarray, optimized: np.ndarray, *, alpha: float = ALPHA, resamples: int = 2000,
               seed: int = 0) -> np.ndarray:
-    """The kit's verdict (:meth:`~omni_loader.reporting.stats.Comparison.differs`, no A/A floor) on each row of two
-    ``(sims, n)`` arrays, vectorized."""
+    """The kit's verdict (``Comparison.differs``, no A/A floor) on each row of two ``(sims, n)`` arrays, vectorized."""
     from scipy.stats import mannwhitneyu
 
     rng = np.random.default_rng(seed)
@@ -124,8 +122,7 @@ def kit_call_probability(difference: float, spread: float, n_a: int, n_b: int | 
 
 def kit_detectable_difference(spread: float, n_a: int, n_b: int | None = None, *, power: float = POWER,
                               alpha: float = ALPHA, sims: int = 1000, seed: int = 1) -> float:
-    """The smallest difference the kit's verdict calls in ``power`` of the simulated benchmarks (the same seeded
-    noise at every difference tried, so the search is monotone); ``inf`` when it never can."""
+    """The smallest difference the kit's verdict calls in ``power`` of the seeded simulations; ``inf``: never."""
     def p(d: float) -> float:
         return kit_call_probability(d * spread, spread, n_a, n_b, alpha=alpha, sims=sims, seed=seed)
 

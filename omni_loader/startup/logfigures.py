@@ -76,11 +76,8 @@ def to_seconds(value: float, unit: str | None) -> float:
 
 
 def extract_figures(text: str, patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
-    """Every figure the patterns find in ``text``, as ``(name, seconds)``, in pattern order.
-
-    Where a pattern matches lines of several stages, each is named by its stage (``NAME@stage-2``), since
-    interleaved lines make the place in the file meaningless; repeats within one stage are NAME, NAME#2, ...
-    """
+    """Every figure the patterns find in ``text``, as ``(name, seconds)``, in pattern order; where a pattern matches
+    lines of several stages, each is named by its stage (``NAME@stage-2``), repeats ``NAME#2``."""
     found: dict[str, list[tuple[str | None, float]]] = {}
     for name, rx in compile_patterns(patterns).items():
         found[name] = [(figure_lane(_line_at(text, start)), value) for start, value in _matches(rx, text)]
@@ -111,8 +108,7 @@ LINE_CHUNK = 1 << 20  # characters read at a time from a log file: a line longer
 
 def extract_figures_from_file(path: str | os.PathLike[str],
                               patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
-    """:func:`extract_figures` of a log file read a line (at most :data:`LINE_CHUNK` characters) at a time, so a
-    huge log never costs its size in memory; every default pattern matches within one line."""
+    """:func:`extract_figures` of a log file read a line at a time, so a huge log never costs its size in memory."""
     compiled = compile_patterns(patterns)
     found: dict[str, list[tuple[str | None, float]]] = {name: [] for name in compiled}
     with open(path, encoding="utf-8", errors="replace") as fh:
@@ -228,8 +224,8 @@ def literal_part(pattern: str) -> str | None:
 class Marker:
     """One thing a startup log says: ``name`` (a phase or event), ``pattern``, ``kind`` (see the module).
 
-    ``level``: how deep the phase nests (1 inside a level-0 phase; -1 a span over the whole startup). ``scope``
-    ``server``: the API server's work. ``ready`` ``server`` or ``stage``: the line says that one is ready.
+    ``level``: how deep the phase nests (-1: a span over the whole startup); ``scope`` ``server``: the API
+    server's work; ``ready`` ``server`` or ``stage``: the line says that one is ready.
     """
 
     name: str
@@ -278,8 +274,7 @@ DEFAULT_MARKERS: tuple[Marker, ...] = (
 
 
 def parse_marker_args(specs: Iterable[str], markers: Sequence[Marker] = DEFAULT_MARKERS) -> tuple[Marker, ...]:
-    """``NAME=REGEX`` strings on top of ``markers``: with a group, a ``took`` phase (the group is its seconds);
-    without, an ``event``. A same-named one replaces the marker it names."""
+    """``NAME=REGEX`` strings on top of ``markers``: a ``took`` phase with a group, else an ``event``."""
     out = {m.name: m for m in markers}
     for spec in specs:
         name, sep, regex = spec.partition("=")
@@ -325,11 +320,8 @@ class LogClock:
 
 
 def line_blocks(fh: IO[str], size: int = 1 << 22, max_line: int = MAX_LINE, cut: list[int] | None = None) -> Iterator[str]:
-    """Text in blocks of whole lines (about ``size`` characters each); a last line without newline gets one.
-
-    A longer line keeps its first ``max_line`` characters, the rest dropped unread into memory and its number
-    appended to ``cut``, so memory stays within ``size + max_line``.
-    """
+    """Text in blocks of whole lines (about ``size`` characters each); a line longer than ``max_line`` is cut there,
+    the rest dropped unread and its number appended to ``cut``, so memory stays bounded."""
     rest, skipping, lines = "", False, 0
     while block := fh.read(size):
         if skipping:  # inside a line already cut: drop up to its end

@@ -1,8 +1,6 @@
 """One startup run: a server command spawned in a process group of its own, timed to its first HTTP 200
-on ``/health``, stopped with everything it started, its log read for named figures.
-
-The PR's "Startup to /health" measurement, one run at a time (:mod:`~.serve_ab` plans and records the runs). The
-group is stopped on every path out of a run, KeyboardInterrupt included.
+on ``/health``, stopped with everything it started on every path out (KeyboardInterrupt included), its log
+read for named figures. :mod:`~.serve_ab` plans and records the runs.
 """
 
 from __future__ import annotations
@@ -96,8 +94,7 @@ def stage_server_commands(checkpoint_dir: str | os.PathLike[str], port: int | No
 
 
 def split_command(cmd: Command, what: str = "command") -> list[str]:
-    """``cmd`` as the words serve-ab starts (``shlex`` rules, no shell); one line naming ``what`` when it cannot be
-    split, is empty, or names no executable program."""
+    """``cmd`` as the words serve-ab starts (``shlex``, no shell); one line naming ``what`` when it cannot run."""
     try:
         argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
@@ -113,8 +110,7 @@ def split_command(cmd: Command, what: str = "command") -> list[str]:
 
 
 def launch(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:
-    """Spawn ``argv`` in a new session (its own process group), stdout+stderr appended to ``log_path``; ``env``
-    adds to the environment (a :class:`~omni_loader.host.procs.ChildGuard`'s token)."""
+    """Spawn ``argv`` in its own process group, output appended to ``log_path``, ``env`` added to the environment."""
     child_env = {**os.environ, **(env or {})}
     child_env.setdefault("PYTHONUNBUFFERED", "1")  # a server killed at the end still leaves its lines
     with open(log_path, "ab") as log:
@@ -247,8 +243,7 @@ LOG_KEPT = (16 << 20, 4 << 20)  # bytes of a run's log kept from its start and f
 
 
 def bound_log(path: Path, kept: tuple[int, int] = LOG_KEPT) -> int:
-    """Cut a finished run's log to its first and last bytes (:data:`LOG_KEPT`), with a line saying what was cut,
-    so a chatty server does not bloat every serve-ab directory; returns the bytes dropped."""
+    """Cut a finished run's log to its first and last bytes (:data:`LOG_KEPT`); returns the bytes dropped."""
     head, tail = kept
     size = path.stat().st_size
     if size <= head + tail:

@@ -1,10 +1,7 @@
 """serve-ab: time two server commands from spawn to their first HTTP 200 on ``/health``, alternating.
 
-The PR's "Startup to /health" measurement, made repeatable: one :class:`StartupSpec`, planned like the load
-benchmark, each run's rows appended at once so an interrupted benchmark keeps every run it finished. It is the
-``startup`` member of its results directory's suite, alone or beside reproduce's ``load`` benchmark.
-
-Library use::
+The PR's "Startup to /health" measurement, made repeatable: each run's rows are appended at once, so an
+interrupted benchmark keeps every run it finished. Library use::
 
     cmd_a, cmd_b, url = stage_server_commands(snapshot_dir)
     serve_ab(cmd_a, cmd_b, url, out="results/startup", warmup=1, runs=5)
@@ -126,11 +123,8 @@ def resume_serve_ab(out: str | os.PathLike[str], progress: Progress = True) -> P
 
 def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progress = True, *, device: str = "auto",
                  model: str | None = None, resume: bool = False) -> Path:
-    """Run (or, with ``resume``, continue) the startup benchmark ``spec`` into ``out``; returns ``out``.
-
-    ``device`` only chooses which device the environment record describes; ``model`` is recorded as given. Log
-    figures' rows have source ``server``, apart from the loader's own phases of the same name.
-    """
+    """Run (or, with ``resume``, continue) the startup benchmark ``spec`` into ``out``; returns ``out``. ``device``
+    only chooses which device the environment record describes; ``model`` is recorded as given."""
     out = Path(out)
     with continuing(out, MEMBER, resume, lambda: benchmark_record(
             "serve-ab", spec.to_dict(), spec.plan(_first_free_id(out)), device, warmup=spec.warmup, repeats=spec.runs,
@@ -263,8 +257,7 @@ def summarize(out: str | os.PathLike[str]) -> list[str]:
 
 
 def stage_phase_samples(out: str | os.PathLike[str], frame: Any = None) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """``(lane, phase) -> variant -> seconds``: each measured ok run's log read as a timeline
-    (:mod:`omni_loader.startup.timeline`); a phase seen twice on one lane of one run is ``phase#2``."""
+    """``(lane, phase) -> variant -> seconds`` of each measured ok run's log read as a timeline."""
     from .timeline import read_timeline
 
     frame = _measured(out) if frame is None else frame
@@ -295,8 +288,7 @@ def stage_phase_comparisons(out: str | os.PathLike[str], frame: Any = None) -> l
 
 
 def timeline_summary(out: str | os.PathLike[str], frame: Any = None) -> list[str]:
-    """Per stage and phase, the medians of both variants and the kit's verdict; then what this benchmark's
-    startup spread lets it detect (:mod:`omni_loader.startup.detectable`)."""
+    """Per stage and phase, both variants' medians and the verdict; then what the startup spread lets it detect."""
     from .detectable import detectability
 
     by_stage = stage_phase_comparisons(out, frame)

@@ -92,11 +92,8 @@ class StageServerOptions:
 
 
 class StageLog:
-    """Lines in vLLM-Omni's format: ``(EngineCore_DP0 pid=P) [Stage-N] INFO MM-DD HH:MM:SS [file.py:L] message``.
-
-    ``replica`` gives the newer ``(StageEngineCoreProc_stage<N>_replica<R> pid=P)`` tag; ``process`` a process tag
-    of its own and no stage. The file and line are the caller's; the time is now, or ``when``.
-    """
+    """Lines in vLLM-Omni's format: ``(EngineCore_DP0 pid=P) [Stage-N] INFO MM-DD HH:MM:SS [file.py:L] message``;
+    ``replica`` gives the newer ``StageEngineCoreProc`` tag, ``process`` a process tag of its own and no stage."""
 
     def __init__(self, stage: int = 0, replica: int | None = None, *, process: str | None = None,
                  pid: int | None = None) -> None:

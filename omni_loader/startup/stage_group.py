@@ -224,8 +224,7 @@ def stage_group_commands(checkpoint_dir: str | os.PathLike[str], port: int | Non
                          token2wav_stage: int = 2, simulate_seconds: tuple[float, ...] = (2.0,),
                          options: LoadOptions | None = None, host: str = DEFAULT_HOST, python: str | None = None,
                          extra: tuple[str, ...] = ()) -> tuple[str, str, str]:
-    """``(baseline_cmd, optimized_cmd, health_url)``: two ``stage-group`` commands, alike but for the variant
-    of their Token2Wav stage, on one port (``port``, a free one when None), for :func:`serve_ab`."""
+    """``(baseline_cmd, optimized_cmd, health_url)``: two ``stage-group`` commands on one port, for serve-ab."""
     port = free_port(host) if port is None else int(port)
     opts = options or LoadOptions()
     cmds = []

@@ -144,8 +144,7 @@ class Timeline:
 
 
 def parse_text(text: str | Iterable[str], markers: Sequence[Marker] = DEFAULT_MARKERS, log: str = "") -> Timeline:
-    """The timeline of ``text``: one string, or an iterable of blocks that each end at a line's end
-    (``markers`` and :data:`STAGE_SERVER_MARKERS` not named in them)."""
+    """The timeline of ``text``: one string, or an iterable of blocks that each end at a line's end."""
     names = {m.name for m in markers}
     scanner = Scanner((*markers, *(m for m in STAGE_SERVER_MARKERS if m.name not in names)), log)
     for block in ([text] if isinstance(text, str) else text):
@@ -156,8 +155,7 @@ def parse_text(text: str | Iterable[str], markers: Sequence[Marker] = DEFAULT_MA
 
 def read_timeline(path: str | os.PathLike[str], markers: Sequence[Marker] = DEFAULT_MARKERS,
                   block_size: int = 1 << 22, max_line: int = MAX_LINE) -> Timeline:
-    """Stream ``path`` (plain, ANSI-coloured, or a serve-ab run log) into its :class:`Timeline`, in blocks; a line
-    longer than ``max_line`` characters is read to its first ``max_line`` (a ``line-cut`` warning says which)."""
+    """Stream ``path`` into its :class:`Timeline`; a line longer than ``max_line`` is cut (a ``line-cut`` warning)."""
     cut: list[int] = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         timeline = parse_text(line_blocks(fh, block_size, max_line, cut), markers, log=str(path))
@@ -171,8 +169,7 @@ def read_timeline(path: str | os.PathLike[str], markers: Sequence[Marker] = DEFA
 
 def read_timelines(paths: Iterable[str | os.PathLike[str]], markers: Sequence[Marker] = DEFAULT_MARKERS,
                    require: bool = True, warn: Callable[[str], None] | None = None) -> list[Timeline]:
-    """:func:`read_timeline` of each path; with ``require``, a file without a marker is one line (exit 2). Each
-    timeline's warnings go to ``warn`` (default: a line each on stderr, ``omni-loader: warning: ...``)."""
+    """:func:`read_timeline` of each path (``require``: a file without a marker is an error); warnings to ``warn``."""
     warn = warn or (lambda text: print(f"omni-loader: warning: {text}", file=sys.stderr))
     out = []
     for path in paths:

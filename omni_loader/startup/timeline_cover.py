@@ -55,11 +55,8 @@ class CriticalPath:
 
 
 def outermost(phases: Sequence[Any], resolution: float) -> list[Any]:
-    """The phases (records with ``start``, ``end``, ``seconds``, ``level``, ``line``) that no other phase holds.
-
-    A phase of a lower ``level`` holds one of a higher level when it spans it within the clock's ``resolution``; one
-    of the same or a higher level when it spans it strictly, or spans the same time and is longer or comes first.
-    """
+    """The phases that no other phase holds: a lower ``level`` holds a higher one it spans within ``resolution``;
+    the same or a higher level, one it spans strictly, or spans alike and is longer or comes first."""
     items = list(phases)
     held = [False] * len(items)
     levels = sorted({p.level for p in items})
@@ -81,8 +78,7 @@ def outermost(phases: Sequence[Any], resolution: float) -> list[Any]:
 
 def cover(lane: str, phases: Sequence[Any], start: float, end: float, min_gap: float, resolution: float,
           gap: str) -> list[Segment]:
-    """The outermost phases from ``start`` to ``end`` in order, with the gaps over ``min_gap`` between them
-    (segments named ``gap``)."""
+    """The outermost phases from ``start`` to ``end`` in order, with the gaps over ``min_gap`` named ``gap``."""
     segments: list[Segment] = []
     cursor = start
     for p in sorted(outermost(phases, resolution), key=lambda r: (r.start, -r.end)):

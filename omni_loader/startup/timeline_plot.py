@@ -69,8 +69,7 @@ def changed_load_phases(first: str = VARIANTS[0], second: str = VARIANTS[1]) -> 
 
 
 def holds_change(lane: str, phase: str, token2wav_lanes: Iterable[str], changed: Iterable[str]) -> bool:
-    """Whether ``phase`` of ``lane`` (``phase#2``: its second time) encloses a ``changed`` load phase: it is a
-    Token2Wav lane's, and one of :data:`ENCLOSED`'s regions that holds one."""
+    """Whether ``phase`` of a Token2Wav ``lane`` is one of :data:`ENCLOSED`'s regions that holds a ``changed`` phase."""
     return lane in set(token2wav_lanes) and bool(set(ENCLOSED.get(phase.partition("#")[0], ())) & set(changed))
 
 

@@ -88,12 +88,8 @@ WARNINGS_SHOWN = 5  # lines of one kind of warning kept; the rest are counted
 
 
 class Scanner:
-    """The state of one log read in blocks of whole lines: only lines that can matter are parsed.
-
-    Per block, C-level searches find the lines holding a marker's keyword, a new pid or a Token2Wav name. A line
-    without a timestamp takes the latest one before it, walking back no further than ``floor``, so each line is
-    looked at once and the work stays linear in the log.
-    """
+    """The state of one log read in blocks of whole lines: C-level searches find the few lines that can matter, and
+    a line without a timestamp walks back no further than ``floor``, so the work stays linear in the log."""
 
     def __init__(self, markers: Sequence[Marker], log: str) -> None:
         self.markers, self.log = tuple(markers), log
@@ -113,8 +109,7 @@ class Scanner:
             self.warned.setdefault(kind, []).append(f"{kind}: {self.log or 'log'} {text}")
 
     def _clock(self, stamp: str, number: int | None, block: str = "", at: int = 0) -> float:
-        """``stamp`` in seconds from the log's first; line ``number`` (or the line at ``at`` of ``block``) named
-        when it is no date and time."""
+        """``stamp`` in seconds from the log's first; an error naming the line when it is no date and time."""
         try:
             now = self.clock(stamp)
         except OmniLoaderError as exc:

@@ -109,8 +109,7 @@ class ArchitectureAudit:
         return audit_frame(list(self.rows))
 
     def on_curve(self, sweep: Any) -> OnCurve:
-        """The architectures placed on ``sweep``'s baseline line (a traversal ``SweepResult``), beside the sweep's
-        own real model."""
+        """The architectures placed on ``sweep``'s baseline line, beside the sweep's own real model."""
         fit = sweep.fits["baseline"]
         return OnCurve(with_placed_models(place_on_curve(list(self.rows), fit), sweep.placement), fit)
 
@@ -211,8 +210,7 @@ def write_audit(rows: list[AuditRow], out_dir: str | Path) -> dict[str, Path]:
 
 
 def place_on_curve(rows: list[AuditRow], fit: LogLogFit):  # -> pandas.DataFrame
-    """Each built model's baseline time against the sweep's synthetic B·N line (``measured_over_fit`` near 1: the
-    B·N law carries over); models without buffers have no place on a log axis and are left out."""
+    """Each built model's baseline time against the sweep's B·N line; models without buffers are left out."""
     import pandas as pd
 
     out = []
@@ -281,8 +279,7 @@ def factor_sentence(placed, fit: LogLogFit, factor: float = 2.0) -> str:
 
 
 def plot_on_curve(placed, fit: LogLogFit):  # -> Figure
-    """The audit's models on the synthetic B·N line, log-log, one labelled point each (the sweep's real model a
-    star), the line dotted beyond the fitted range."""
+    """The audit's models on the synthetic B·N line, log-log, labelled, the line dotted beyond its fitted range."""
     import numpy as np
 
     from ..formatting import TIME_SCALE, time_unit
@@ -338,8 +335,7 @@ def place_labels(ax, labels: list[str], xs, ys, sizes, fontsize: float = 8) -> l
     legend = ax.get_legend()
     blocked = list(markers)
     if legend is not None:
-        box = legend.get_window_extent()
-        blocked.append((box.x0, box.y0, box.x1, box.y1))
+        blocked.append(tuple(legend.get_window_extent().extents))
     placed_labels = []
     for label, x, y, r in zip(labels, xs, ys, (((s ** 0.5) / 2 + 2) for s in sizes)):
         best = None
@@ -347,8 +343,7 @@ def place_labels(ax, labels: list[str], xs, ys, sizes, fontsize: float = 8) -> l
                                (-r, r * 0.6, "right", "bottom"), (-r, -r * 0.6, "right", "top")):
             text = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize,
                                ha=ha, va=va)
-            box = text.get_window_extent()
-            box = (box.x0, box.y0, box.x1, box.y1)
+            box = tuple(text.get_window_extent().extents)
             outside = (max(0, frame.x0 - box[0]) + max(0, box[2] - frame.x1) + max(0, frame.y0 - box[1])
                        + max(0, box[3] - frame.y1)) * 1e6  # worse than any overlap
             cost = outside + sum(overlap(box, other) for other in blocked)

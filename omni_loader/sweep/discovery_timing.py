@@ -84,8 +84,7 @@ def per_call_seconds(fn: Callable[[], object], number: int) -> tuple[float, floa
 
 def calibration(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
                 min_time: float = 0.0) -> tuple[dict[str, int], dict[str, float]]:
-    """Run ``warmup`` untimed calls of each experiment; return the calls per timed repeat (enough for ``min_time``
-    seconds by the last warm-up call) and that call's seconds."""
+    """The calls per timed repeat of each experiment (enough for ``min_time`` s) and its last warm-up's seconds."""
     calls = experiment_calls(model)
     number = dict.fromkeys(experiments, 1)
     last_seconds: dict[str, float] = {}

@@ -80,8 +80,7 @@ def fit_loglog(x: Sequence[float], y: Sequence[float]) -> LogLogFit:
 
 
 def medians(rows, clock: str = "wall"):  # DataFrame -> DataFrame
-    """One row per (experiment, source, N, B, x): median, min and max seconds over the repeats,
-    of the wall clock or of the thread's CPU time (``clock`` 'wall' or 'cpu')."""
+    """One row per (experiment, source, N, B, x): median, min and max seconds over the repeats on ``clock``."""
     grouped = rows.groupby(["experiment", "source", "N", "B", "x"], sort=True)[CLOCKS[clock]]
     return grouped.agg(median="median", min="min", max="max", repeats="count").reset_index()
 
@@ -148,11 +147,8 @@ def baseline_over_state_dicts(rows, clock: str = "wall"):  # -> DataFrame
 
 
 def linear_costs(rows, experiment: str = "optimized", clock: str = "wall") -> dict[str, float]:
-    """Least squares ``seconds = per_module * N + per_buffer * B + fixed`` over the synthetic medians.
-
-    Non-negative (``nnls``), since an unconstrained fit of noisy medians can show a negative fixed cost; weighted
-    by 1/median, so the small trees (where the fixed cost shows) count as much as the large ones.
-    """
+    """Least squares ``seconds = per_module * N + per_buffer * B + fixed`` over the synthetic medians, non-negative
+    (noisy medians can fake a negative fixed cost) and weighted by 1/median, so the small trees count as much."""
     import numpy as np
     from scipy.optimize import nnls
 
@@ -269,8 +265,7 @@ def level_beside_saved(result: Any, record: dict[str, Any], saved: Any, experime
 
 
 def two_modes(values: Sequence[float], gap: float = 1.3) -> tuple[float, float, float] | None:
-    """``(fast, slow, cut)`` of two clusters of ``values`` split at a ratio of ``gap`` or more between neighbours,
-    with two or more values on each side; None where there is no such gap."""
+    """``(fast, slow, cut)`` of two clusters of ``values`` at least ``gap`` apart, two or more each; else None."""
     import statistics
 
     v = sorted(x for x in values if x > 0)

@@ -224,8 +224,7 @@ class Findings(tuple):
         return findings_markdown(self, relative_to)
 
     def price_beside(self, sweep: Any) -> str:
-        """Why a finding's price is neither ``sweep``'s B·N line nor its measured real model
-        (:func:`price_beside_sweep`)."""
+        """Why a finding's price is neither ``sweep``'s B·N line nor its measured model (:func:`price_beside_sweep`)."""
         return price_beside_sweep(self, sweep)
 
 

@@ -36,8 +36,7 @@ class SweepConfig:
     """What the sweep measures. :meth:`full` is the default; :meth:`quick` fits in seconds.
 
     Every (N, B) pair of ``n_values`` x ``b_values`` is one tree; ``baseline`` is timed only where B·N <=
-    ``max_baseline_bn`` (the largest trees would take seconds a call). One repeat lasts at least ``min_time``
-    seconds; ``token2wav`` ('full', 'tiny' or None) adds the real model, built on the CPU.
+    ``max_baseline_bn``; ``token2wav`` ('full', 'tiny' or None) adds the real model, built on the CPU.
     """
 
     n_values: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -71,8 +70,7 @@ class SweepConfig:
     @classmethod
     def preset(cls, quick: bool = False, *, repeats: int | None = None, warmup: int | None = None,
                **overrides: Any) -> SweepConfig:
-        """The quick or full settings with ``overrides``; ``repeats``/``warmup`` None keep the preset's
-        (a command-line option or notebook parameter left unset)."""
+        """The quick or full settings with ``overrides``; ``repeats``/``warmup`` None keep the preset's."""
         counts = {k: v for k, v in (("repeats", repeats), ("warmup", warmup)) if v is not None}
         return (cls.quick if quick else cls.full)(**counts, **overrides)
 
@@ -88,11 +86,8 @@ class SweepConfig:
 
 def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source: str = SYNTHETIC,
                   counts: tuple[int, int] | None = None, touch: int = 5) -> list[dict[str, Any]]:
-    """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each.
-
-    ``touch`` untimed ``state_dict()`` calls first warm the CPU caches, so large trees (few inner calls) are
-    not timed cold while small ones are timed warm, which would bend the slopes upwards.
-    """
+    """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each, after ``touch`` untimed
+    ``state_dict()`` calls that warm the caches, so large trees are not timed cold and small ones warm."""
     n, b = counts or tree_counts(model)
     calls = experiment_calls(model)
     for _ in range(touch):
@@ -150,9 +145,8 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
               clock: Callable[[], float] = time.perf_counter):  # -> pandas.DataFrame
     """Measure every tree of ``config`` (and the real Token2Wav); one tidy row per timed repeat.
 
-    Each repeat is one round over all models in a fresh seeded order, so a burst of load from another process
-    lands on different trees in different rounds and the medians discard it. The bar's time left prices each
-    model's rounds by its own warm-up cost, as the models range from a 16-module tree to the real Token2Wav.
+    Each repeat is one round over all models in a fresh seeded order, so a burst of load lands on different trees
+    in different rounds; the bar prices each model's rounds by its own warm-up cost.
     """
     import pandas as pd
 
@@ -186,12 +180,8 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
 
 @dataclass(frozen=True)
 class SweepResult:
-    """The sweep's rows, fits and where the real model sits, by wall clock and by thread CPU time.
-
-    ``fits``/``placement`` use the wall clock (what a user waits for); ``fits_cpu``/``placement_cpu``
-    the thread's CPU time, which is what to trust when other processes compete for the cores.
-    ``files`` names what :func:`write_sweep` wrote (empty when nothing was written).
-    """
+    """The sweep's rows, fits and where the real model sits, by wall clock and by thread CPU time (``*_cpu``: what
+    to trust when other processes compete for the cores); ``files``: what :func:`write_sweep` wrote."""
 
     rows: Any  # pandas.DataFrame, columns CSV_COLUMNS
     fits: dict[str, LogLogFit]
@@ -308,15 +298,13 @@ def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
 
 def sweep(quick: bool = False, out_dir: str | Path | None = None, *, repeats: int | None = None,
           token2wav: str | None = "full") -> SweepResult:
-    """The traversal sweep of the full or ``quick`` preset (:meth:`SweepConfig.preset`), with the real Token2Wav
-    of size ``token2wav`` (None: left out), written into ``out_dir`` when given."""
+    """The full or ``quick`` traversal sweep, into ``out_dir`` when given (``token2wav`` None: no real model)."""
     return traversal_sweep(SweepConfig.preset(quick, repeats=repeats, token2wav=token2wav), out_dir)
 
 
 def traversal_sweep(config: SweepConfig | None = None, out_dir: str | Path | None = None,
                     progress: bool = True) -> SweepResult:
-    """Run the sweep ``config`` describes (default :meth:`SweepConfig.full`), fit it on both clocks, and
-    write it into ``out_dir`` when given."""
+    """Run the sweep ``config`` describes, fit it on both clocks, and write it into ``out_dir`` when given."""
     config = config or SweepConfig.full()
     start = time.perf_counter()
     rows = run_sweep(config, progress=progress)

@@ -21,12 +21,8 @@ class TreeNode(nn.Module):
 
 
 def build_tree(n_modules: int, n_buffers: int, fanout: int = 4, buffer_numel: int = 12) -> nn.Module:
-    """A module tree with exactly ``n_modules`` modules (root included) and ``n_buffers`` named buffers.
-
-    A ``fanout``-ary tree filled breadth first, so depth grows as log N. Two buffers are persistent (``scale`` on
-    the root, ``inv_freq`` on the deepest module); the other ``n_buffers - 2`` are non-persistent ``filterJ``
-    buffers spread evenly over the modules.
-    """
+    """A ``fanout``-ary tree of exactly ``n_modules`` modules (depth grows as log N) and ``n_buffers`` named buffers:
+    ``scale`` on the root and ``inv_freq`` on the deepest module persistent, the rest spread evenly, non-persistent."""
     if n_modules < 2:
         raise ValueError(f"n_modules must be at least 2 (root + one nested module), not {n_modules}")
     if n_buffers < 2:
