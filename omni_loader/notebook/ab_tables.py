@@ -43,9 +43,8 @@ QUANTITY_GAPS = re.compile(r"(?<=\d) (?=(?:ns|µs|ms|s|%|x|KiB|MiB|GiB|bytes)(?!
 
 
 def whole_quantities(text: Any) -> Any:
-    """A cell of words with each quantity kept on one line (a non-breaking space before its unit; a range's dash
-    written as the notebook's tables write a range, ``a … b``, with non-breaking spaces), where the words between them may still wrap: a sentence in a cell (``report.md``'s
-    and ``compare.md``'s cells are) reads well at any width, a number broken across lines does not."""
+    """A cell of words with each quantity (a number and its unit, a range ``a … b``) kept on one line, while the
+    words between them may still wrap."""
     if not isinstance(text, str):
         return text
     return QUANTITY_GAPS.sub(lambda m: "\u00a0" if m.group(0) == " " else "\u00a0…\u00a0", text)
@@ -75,9 +74,8 @@ def verdict_legend(first: str = "baseline", second: str = "optimized", alpha: fl
 
 
 def spread_line(comps: list[Comparison]) -> str:
-    """The phases whose spread is high (:attr:`~omni_loader.reporting.stats.Summary.high_spread`, the report's
-    *Spread warnings*, one line each there) in one paragraph: how many of the timed phases, and each one's IQR as a
-    share of its median in both variants. Empty when no phase's spread is high."""
+    """The report's *Spread warnings* in one paragraph: each high-spread phase's IQR as a share of its median in
+    both variants ('' when none)."""
     timed = [c for c in comps if c.unit == "s"]
     high = [c for c in timed if c.notes]
     if not high:
@@ -95,9 +93,7 @@ def spread_line(comps: list[Comparison]) -> str:
 
 
 def words_only(styler, columns: list[str]):  # -> Styler
-    """``columns`` of ``styler`` as plain text that breaks between its words only, never after the ``_`` or ``(``
-    that a text cell offers: a row's name ("Calls to state_dict()", "Hub check (spk_dict.pt through huggingface_hub)")
-    never splits an identifier, while the numbers beside it leave its column narrow."""
+    """``columns`` of ``styler`` as plain text that breaks between its words only, never inside an identifier."""
     from html import escape
 
     return styler.format(lambda v: escape(str(v), quote=False), subset=columns).set_properties(
@@ -105,9 +101,8 @@ def words_only(styler, columns: list[str]):  # -> Styler
 
 
 def _timed(frame, columns: list[str], unit: str, **more: Any):  # -> Styler
-    """``frame`` as a table whose ``columns`` (seconds) are shown in ``unit``, named in their headers, three
-    decimals (done here rather than by ``table(seconds=...)``, which reads a trailing "s" as seconds: "controls");
-    the row's name (the first column) broken between words only."""
+    """``frame`` as a table whose ``columns`` (seconds) are shown in ``unit`` to three decimals, the unit in their
+    headers; the first column broken between words only."""
     scaled = frame.assign(**{c: frame[c] * TIME_SCALE[unit] for c in columns})
     renamed = {c: f"{c} ({unit})" for c in columns}
     decimals = {**{renamed[c]: 3 for c in columns}, **more.pop("decimals", {})}
@@ -128,9 +123,8 @@ def _spread(c: Comparison, unit: str, first: bool = False) -> str:
 
 def time_tables(comps: list[Comparison], first: str = "baseline", second: str = "optimized",
                 floors: dict[str, NoiseFloor] | None = None, pr_rule: bool = False) -> list[Any]:
-    """The timed rows of ``comps`` (``first`` against ``second``) as tables, one per time unit (a row of
-    seconds beside one of a few ms would lose the small one's digits): medians, saving in time and share, the
-    ratio, each side's min … max, the verdict in a word, and with ``pr_rule`` the PR's own rule."""
+    """The timed rows of ``comps`` (``first`` against ``second``) as tables, one per time unit: medians, saving,
+    ratio, each side's range, the verdict in a word, and with ``pr_rule`` the PR's own rule."""
     import pandas as pd
 
     floors = floors or {}
@@ -178,9 +172,8 @@ def count_table(comps: list[Comparison], first: str = "baseline", second: str = 
 
 
 def pr_rows(frame, alpha: float = ALPHA) -> list[Any]:
-    """The PR's rows (``baseline`` against ``optimized``) as tables: the times with the kit's verdict (at ``alpha``:
-    :func:`~omni_loader.reporting.sequential.design_alpha`) beside the PR's rule, the counts, then the legend. The
-    timed verdicts come first: they are what a reader of the answer looks for, on its first screen."""
+    """The PR's rows (``baseline`` against ``optimized``) as tables: the times with the kit's verdict at ``alpha``
+    beside the PR's rule first, then the counts, then the legend."""
     comps = [c for c in comparisons(frame, alpha) if c.phase in PR_ROWS]
     counts = count_table(comps)
     return [*time_tables(comps, floors=noise_floors(frame), pr_rule=True), *([counts] if counts is not None else []),

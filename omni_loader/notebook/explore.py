@@ -32,11 +32,6 @@ def tree(model: str | int | nn.Module = "full", buffers: int | None = None, *, l
     return Tree(build_model(config_dict(model), layout=layout, device=device), size=model, layout=layout)
 
 
-def module_depth(name: str) -> int:
-    """Depth of a qualified module name: the root ('') is 0, ``a`` is 1, ``a.b`` is 2."""
-    return 0 if not name else name.count(".") + 1
-
-
 class Tree:
     """A module tree (``module``) and, for Token2Wav, which size and layout it is; its tables and the rules on it."""
 
@@ -102,7 +97,7 @@ class Tree:
             rows.append({
                 "module": name or "<root>",
                 "class": type(module).__name__,
-                "depth": module_depth(name),
+                "depth": 0 if not name else name.count(".") + 1,
                 "children": len(module._modules),
                 "parameters": len(own_params),
                 "parameter_elements": sum(p.numel() for p in own_params),
@@ -215,9 +210,7 @@ class Tree:
         return pd.DataFrame(rows).sort_values("bytes", ascending=False).reset_index(drop=True)
 
     def bytes_of_class(self, class_name: str) -> dict[str, int]:
-        """What the modules of one class hold, counted once each: the modules (themselves and their submodules),
-        their parameters' and buffers' tensors and bytes. For a sentence in notebook 04 that weighs many small
-        modules against few large ones."""
+        """What the modules of one class hold, counted once each: modules, and their tensors' counts and bytes."""
         roots = [m for m in self.module.modules() if type(m).__name__ == class_name]
         inside = {id(sub) for m in roots for sub in m.modules()}
         tensors = {id(t): t for m in roots for t in [*m.parameters(), *m.buffers()]}
@@ -349,9 +342,8 @@ def hazards() -> Hazards:
 
 
 class Hazards:
-    """Small models, each with its root-level case nested as ``block`` under a plain root: a plain one, a
-    post-hook that drops a persistent buffer from the state dict, a ``_save_to_state_dict`` that writes a
-    non-persistent one. Why: Token2Wav has neither, so the rules agree on it; these show where they would not."""
+    """Small models on which the two rules would disagree (Token2Wav has no such case), each case nested as
+    ``block`` under a plain root, beside a plain one."""
 
     CASES = {"plain": PlainBuffers, "post-hook drops a buffer": DropsBufferOnSave,
              "_save_to_state_dict override": SavesNonPersistent}

@@ -74,11 +74,8 @@ def find_notebook(name: str | os.PathLike[str]) -> Path:
 def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
             parameters: Mapping[str, Any] | None = None, cwd: str | os.PathLike[str] | None = None,
             timeout: float | None = None, kernel: str = KERNEL) -> Path:
-    """Run a notebook top to bottom with papermill into ``output``, and sign the copy.
-
-    ``parameters`` must be names the notebook's ``parameters`` cell declares (a misspelt one is an error). The
-    kernel runs in ``cwd`` (default: the notebook's directory, as in JupyterLab).
-    """
+    """Run a notebook top to bottom with papermill into ``output``, and sign the copy. ``parameters`` must be names
+    its ``parameters`` cell declares; the kernel runs in ``cwd`` (default: the notebook's directory)."""
     import papermill as pm
 
     source = find_notebook(notebook)
@@ -115,10 +112,7 @@ def strip_outputs(notebook: dict[str, Any]) -> dict[str, Any]:
 
 
 def pre_save_hook(model: dict[str, Any], path: str, **kwargs: Any) -> None:
-    """Jupyter's ``ContentsManager.pre_save_hook`` (set in ``jupyter-config/jupyter_server_config.json``).
-
-    JupyterLab autosaves outputs and all; this keeps the project's ``notebooks/`` stored without outputs while
-    the open notebook keeps showing them. Executed copies and notebooks elsewhere keep theirs.
-    """
+    """Jupyter's ``ContentsManager.pre_save_hook``: the project's ``notebooks/`` are stored without the outputs
+    that autosave would write, while the open notebook keeps showing them."""
     if model.get("type") == "notebook" and path.lstrip("/").startswith(STORED_CLEAN) and model.get("content"):
         strip_outputs(model["content"])

@@ -48,12 +48,9 @@ def _wanted(kinds: tuple[Any, ...]) -> str:
 
 
 def check_parameters(namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """Check each annotated name of ``namespace`` (a notebook's ``globals()``: its parameters cell's
-    ``name: type = value`` lines, then what papermill injected) against its annotation; return the values.
-
-    ``bool`` takes only ``True``/``False``, ``int`` no ``bool``, ``float`` any finite number. The first parameter
-    that does not fit raises :class:`ParameterError`, one line naming it, its value and the type it needs.
-    """
+    """Check each annotated name of ``namespace`` (a notebook's ``globals()``) against its annotation; return the
+    values. ``bool`` takes only ``True``/``False``, ``int`` no ``bool``, ``float`` any finite number; the first
+    misfit raises :class:`ParameterError`, one line naming it, its value and the type it needs."""
     values = {}
     for name, kind in namespace.get("__annotations__", {}).items():
         if name not in namespace:

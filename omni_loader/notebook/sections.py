@@ -52,9 +52,8 @@ def reproduce(spec: Any, out: str | os.PathLike[str], *, snapshot: Any = None, r
 
 
 class SavedResults:
-    """One results directory of ``reproduce`` (``kit.reproduce`` returns one), its sections as methods.
-
-    ``r / "cold"`` is a path inside it and ``os.fspath(r)`` its directory, so it goes wherever a path does."""
+    """One results directory of ``reproduce`` (``kit.reproduce`` returns one), its sections as methods. ``r / "cold"``
+    is a path inside it and ``os.fspath(r)`` its directory, so it goes wherever a path does."""
 
     def __init__(self, checked: Results) -> None:
         self.checked = checked
@@ -468,10 +467,8 @@ def _times(x: float) -> str:
 
 
 def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = True) -> list[Any]:
-    """Buffer discovery's baseline ÷ optimized from each of ``measured`` (a ``reproduce`` directory or a traversal
-    sweep's result), then the PR's, in one table with where each came from; then a sentence per later figure
-    saying which factor of B × one state dict ÷ the optimized rule makes it differ from the first. ``names`` name
-    the rows; None among ``measured`` is skipped."""
+    """Buffer discovery's baseline ÷ optimized from each of ``measured`` (None skipped), then the PR's, in one table
+    with where each came from; then which factor makes each later figure differ from the first."""
     import pandas as pd
 
     from ..formatting import short_duration, table
@@ -501,11 +498,12 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
         "B (state dicts)": r["B"], "one state dict (baseline ÷ B)": short_duration(r["one state dict"]),
     } for r in rows])
     first = rows[0]
+    possessive = first["figure"] + ("'" if first["figure"].endswith("s") else "'s")  # "this run's", "02's runs'"
     lines = []
     for r in rows[1:]:
         b, sd, opt = (r["B"] / first["B"], r["one state dict"] / first["one state dict"], r["optimized"] / first["optimized"])
         lines.append(
-            f"**{r['figure']}**: {_times(r['ratio'])} against {_possessive(first['figure'])} {_times(first['ratio'])}, "
+            f"**{r['figure']}**: {_times(r['ratio'])} against {possessive} {_times(first['ratio'])}, "
             f"{r['ratio'] / first['ratio']:,.2f} times it. The ratio is B × one state dict ÷ the optimized rule, so "
             f"the factor is {b:,.2f} (B: {r['B']} against {first['B']}"
             + (", another model size" if r["B"] != first["B"] else ", the same model tree") + ") × "
@@ -524,11 +522,6 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
                "The count does not move (the baseline builds B state dicts); the prices do.")
     words = ["figure", "model", "runs (baseline + optimized)", "condition"]  # between words only (a path may break)
     return [words_only(table(shown, caption=caption), words), "\n\n".join(lines)]
-
-
-def _possessive(name: str) -> str:
-    """"this run's", "02's unprofiled runs'": a name's possessive as prose writes it."""
-    return name + ("'" if name.endswith("s") else "'s")
 
 
 def _largest_factor(rows: list[dict[str, Any]]) -> str:

@@ -45,9 +45,8 @@ READABLE = {
 
 
 def readable(frame: Any, **more: str):  # -> DataFrame
-    """``frame`` with the kit's column identifiers renamed to words (:data:`READABLE`, and ``more``):
-    ``measured_over_fit`` becomes "measured ÷ fit". Pass the new names to ``kit.table``'s ``seconds``,
-    ``decimals`` and ``code``. A sweep's ``source`` and an audit's ``arch`` are put in words."""
+    """``frame`` with the kit's column identifiers renamed to words (:data:`READABLE`, and ``more``), and a sweep's
+    ``source`` and an audit's ``arch`` in words; pass the new names to ``kit.table``."""
     from ..sweep.fits import source_words
 
     named = {c: frame[c].astype(str).map(source_words) for c in ("source", "arch") if c in getattr(frame, "columns", ())}
@@ -59,8 +58,7 @@ _HEADING = re.compile(r"^(#{1,6})(?= )")
 
 def nested(markdown: str, under: int = 2) -> str:
     """``markdown`` with its headings moved down so that its top one sits under a notebook heading of level
-    ``under`` (``# Title`` and ``## Part`` under a notebook's ``##`` become ``###`` and ``####``): a file's own
-    headings (``profile.md``, ``diff.md``) shown in a notebook keep its outline right. Fenced code is left alone."""
+    ``under``; fenced code is left alone."""
     lines, fenced = markdown.splitlines(), False
     levels = []
     for line in lines:

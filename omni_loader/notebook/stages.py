@@ -22,9 +22,8 @@ SHARE_FLOOR_S = 0.005  # a baseline median under 5 ms gets no saving (%): a shar
 def start_stage_groups(out: str | os.PathLike[str], *, size: str = "tiny", stages: int = 3, token2wav_stage: int = 2,
                        simulate_seconds: Sequence[float] = (2.0, 3.0), warmup: int = 1, runs: int = 3,
                        device: str = "cpu", timeout: float = 600.0) -> Starts:
-    """Start two stage groups in turn (alike but for the Token2Wav stage's loader variant), ``warmup`` +
-    ``runs`` starts of each, timed to ``/health`` and logged into ``out`` (``serve-ab`` of two
-    ``stage-group`` commands), and return the starts (:class:`Starts`)."""
+    """Start two stage groups in turn (alike but for the Token2Wav loader variant), ``warmup`` + ``runs`` starts of
+    each timed to ``/health`` into ``out``, and return the :class:`Starts`."""
     from ..startup.serve_ab import serve_ab
     from ..startup.stage_group import stage_group_commands
     from ..token2wav.checkpoint import resolve_snapshot
@@ -46,9 +45,8 @@ def timeline(log: str | os.PathLike[str] | Timeline) -> StartTimeline:
 
 
 class StartTimeline(Timeline):
-    """One start's timeline (:class:`~omni_loader.startup.timeline.Timeline`: a lane per stage, phases keyed by
-    stage) as notebook 06 shows it: a sentence, a table and a chart.
-    The table shows the precision the log gives and no more."""
+    """One start's timeline (a lane per stage) as notebook 06 shows it: a sentence, a table to the precision the
+    log gives, and a chart."""
 
     model: str | None = None  # what its Token2Wav stage loads, in words (:meth:`Starts.model`); None: not known
 
@@ -305,9 +303,8 @@ def ms_text(seconds: float) -> str:
 
 
 def whole_ms_rows(styled: Any, values: Sequence[Sequence[float]], columns: Sequence[str]) -> Any:
-    """``styled`` (a :func:`omni_loader.formatting.table` of times in ms) with the rows whose ``values`` (seconds,
-    one list per row) a log gives in whole milliseconds shown to :func:`ms_text`'s precision in ``columns``, the
-    decimals they lack held as hidden space so the digits stay aligned."""
+    """``styled`` (times in ms) with the rows a log gives in whole milliseconds shown to :func:`ms_text`'s
+    precision in ``columns``, aligned by hidden space."""
     import pandas as pd
 
     from ..formatting import with_minus

@@ -38,6 +38,5 @@ def rules_as_code() -> str:
         f"```python\n{before}\n```\n\n"
         "**After** (`optimized`, the PR's rule): one walk of the module tree collects the names that "
         "`register_buffer(..., persistent=False)` recorded; every other named buffer is persistent. "
-        "N modules and B buffers are each visited once.\n\n"
-        f"```python\n{after}\n```"
+        f"N modules and B buffers are each visited once.\n\n```python\n{after}\n```"
     )

@@ -25,9 +25,8 @@ SAMPLE_RATE = 24_000  # Qwen2.5-Omni's Token2Wav writes 24 kHz audio
 
 def load_model(size: str = "tiny", layout: str = "vllm-omni", checkpoint: str | None = None,
                model_id: str | None = None, device: str = "auto") -> LoadedModel:
-    """The snapshot (``checkpoint``, ``model_id`` in the local cache, or the embedded synthetic one of ``size``)
-    loaded with the optimized rule onto ``device`` (``auto``: the GPU when torch sees one; the forward pass then
-    runs there too)."""
+    """The snapshot (``checkpoint``, ``model_id`` in the local cache, or the synthetic one of ``size``) loaded with
+    the optimized rule onto ``device`` (``auto``: the GPU when torch sees one)."""
     from ..token2wav.checkpoint import resolve_snapshot
     from ..token2wav.loader import load_token2wav
 
@@ -128,12 +127,8 @@ class VocoderPrecision:
 
 
 def vocoder_for_run(model: nn.Module, device: torch.device, dtype: str = "auto") -> tuple[nn.Module, VocoderPrecision]:
-    """The BigVGAN a demo forward pass runs, and what it computes in.
-
-    ``dtype``: ``"loaded"`` runs the model's own vocoder; ``"float32"`` a float32 copy (same weights, none of
-    the model's hooks) when it is loaded in a half dtype; ``"auto"`` the copy on a CPU where the :data:`PROBE`
-    convolution in the half dtype takes over 1.5 times as long as in float32.
-    """
+    """The BigVGAN a demo forward pass runs: the model's own (``"loaded"``), a float32 copy of a half-dtype one
+    (``"float32"``), or (``"auto"``) the copy on a CPU where the :data:`PROBE` convolution is 1.5× slower in half."""
     import copy
 
     if dtype not in ("auto", "loaded", "float32"):
@@ -264,12 +259,9 @@ def synthesize_waveform(
     progress: bool = True,
     vocoder_dtype: str = "auto",
 ) -> Waveform:
-    """Codec tokens -> mel (DiT, ``num_steps`` ODE steps) -> waveform (BigVGAN), as the stage does.
-
-    Conditioning comes from the snapshot's ``spk_dict.pt``. Without ``code``, ``n_codes`` tokens are drawn from
-    ``seed``, as is the DiT's noise (the global RNG untouched). ``progress`` shows a bar over the steps;
-    ``vocoder_dtype`` is :func:`vocoder_for_run`'s, and :attr:`Waveform.vocoder` says which ran.
-    """
+    """Codec tokens -> mel (DiT, ``num_steps`` ODE steps) -> waveform (BigVGAN), as the stage does. Without
+    ``code``, ``n_codes`` tokens are drawn from ``seed``, as is the DiT's noise (the global RNG untouched);
+    ``vocoder_dtype`` is :func:`vocoder_for_run`'s."""
     import numpy as np
 
     from ..token2wav.steps import load_speaker_dict

@@ -128,19 +128,15 @@ def cache_section(frame, suite: Suite) -> list[str]:
         lines += [f"**Not {check.condition}**: {check.off_text()}. The rows enclosing the phases that read the "
                   f"checkpoint ({', '.join(label(p) for p in TOUCHED_ROWS)}) are marked: their times hold "
                   "storage reads the condition does not name.", ""]
-    total = _per_run_total(frame)
+    ok = measured(frame)
+    ok = ok[(ok["phase"] == "total") & (ok["source"] == "load")]
+    total = {int(i): float(s) for i, s in zip(ok["run_id"], ok["seconds"])}
     rows = [[str(i), v, "—" if r is None else percent(r), duration(total.get(i)) if i in total else "—",
              check.condition if as_condition(check.condition, r) is not False else f"**not {check.condition}**"]
             for i, v, r in check.runs]
     lines += [markdown_table(rows, ["Run", "Variant", "Resident before the load", "Whole load", "Condition"]), ""]
     lines += _reading_phases(frame)
     return lines + [line for s in (_storage_sentence(check), fix_worth(frame, check.condition)) if s for line in (s, "")]
-
-
-def _per_run_total(frame) -> dict[int, float]:
-    ok = measured(frame)
-    rows = ok[(ok["phase"] == "total") & (ok["source"] == "load")]
-    return {int(i): float(s) for i, s in zip(rows["run_id"], rows["seconds"])}
 
 
 def _reading_phases(frame) -> list[str]:

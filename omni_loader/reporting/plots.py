@@ -37,7 +37,7 @@ def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
         return None
     cols = 3
     rows = math.ceil(len(timed) / cols)
-    # shown about as wide as it is drawn (Lab's output area is ~1,000 px): at 12.6 in its 8 pt labels were 7 px
+    # shown about as wide as it is drawn (Lab's output area is ~1,000 px)
     fig = ShownFigure(figsize=(3.3 * cols, 2.9 * rows))
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax, c in zip(axes.flat, timed):
@@ -73,9 +73,7 @@ def phases_figure(comps: list[Comparison]) -> ShownFigure | None:
     return fig
 
 
-# The model a benchmark loaded, told by its baseline's state_dict() calls (one per named buffer): the released
-# Token2Wav's B in either layout, and the tiny synthetic one's (tests/test_presentation.py holds them to
-# omni_loader.token2wav.model.inventory). A plot's title says which: a tiny model's ratio is not the PR's model's.
+# The model a benchmark loaded, told by its baseline's state_dict() calls, so a plot's title says which.
 MODEL_BY_BUFFERS = {219: "full-size", 220: "full-size", 51: "tiny", 52: "tiny"}
 # A bar segment narrower than this share of the axis is not seen: the legend names it apart, not among the colours.
 VISIBLE_SHARE = 0.005
@@ -110,8 +108,7 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     scale, unit = _scale([sum(values), *totals.values()])
     fig = ShownFigure(figsize=(9, 3.8))
     ax = fig.subplots()
-    # tab10 has ten colours and there are more phases: the eleventh on gets tab20's light shades (tab10's own
-    # colormap would give every phase past the tenth its last colour, two phases drawn alike)
+    # tab10 has ten colours and there are more phases: the eleventh on gets tab20's light shades
     tab10, tab20 = matplotlib.colormaps["tab10"], matplotlib.colormaps["tab20"]
     colors = [tab10(k) if k < 10 else tab20(2 * (k - 10) + 1) for k in range(len(LEAF_PHASES))]
     widest = 0.0
@@ -143,8 +140,7 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
     ax.set_xlabel(f"median time ({unit})")
     ax.set_title(f"Where the {_frame_model(frame)} load time goes (median of each phase)")
     handles, names = ax.get_legend_handles_labels()
-    # every phase keeps its colour in the legend (the figure's CSV lists each bar); one no bar shows wide enough to
-    # see says so, so that a reader does not hunt the picture for it
+    # every phase keeps its colour in the legend; one no bar shows wide enough to see says so
     names = [f"{n} (too thin to see)" if n in unseen else n for n in names]
     handles.append(Line2D([], [], color="black", lw=1.6))
     names.append("median whole load")
@@ -161,10 +157,9 @@ def where_time_goes_figure(frame) -> ShownFigure | None:
 
 
 def ratios_vs_pr_figure(comps: list[Comparison], reference: dict[str, Any]) -> ShownFigure | None:
-    """Baseline/optimized ratio of each PR measurement: this run beside the PR's.
-
-    This run's bar carries its 95% interval; a row without a claim is drawn hollow and hatched, so it does not
-    read like a claimed one. The PR published medians only."""
+    """Baseline/optimized ratio of each PR measurement: this run beside the PR's. This run's bar carries its 95%
+    interval; a row without a claim is drawn hollow and hatched, so it does not read like a claimed one. The PR
+    published medians only."""
     pr_rows = _pr_rows(comps, reference)
     if pr_rows is None:
         return None
@@ -215,7 +210,7 @@ def drift_figure(frame) -> ShownFigure | None:
         return None
     rows, phases = drift_rows
     model = _frame_model(frame)
-    # One panel a row, the width of a notebook's output: side by side (1,413 px shown at 1,008) its text read at 8 px.
+    # One panel a row, the width of a notebook's output.
     fig = ShownFigure(figsize=(8, 3.2 * len(phases)))
     axes = fig.subplots(len(phases), 1, squeeze=False)
     for ax, phase in zip(axes.flat, phases):
@@ -240,8 +235,8 @@ def drift_figure(frame) -> ShownFigure | None:
     return fig
 
 
-# What each plot draws, or None when the rows hold nothing for it: the one test of whether a plot is drawn, read by
-# its figure function and by report_figure_stems (report.md's links, which need no drawing).
+# What each plot draws, or None when the rows hold nothing for it: read by its figure function and by
+# report_figure_stems (report.md's links, which need no drawing).
 
 def _timed(comps: list[Comparison]) -> list[Comparison] | None:
     return [c for c in comps if c.unit == "s"] or None

@@ -210,9 +210,8 @@ def memory_table(frame) -> tuple[str, str]:
 def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
              floors: dict[str, NoiseFloor] | None = None, controls: ControlReport | None = None,
              marks: dict[str, str] | None = None) -> list[str]:
-    """The report's first bullets: each PR row in one sentence (marked where a control confounds
-    it, and with ``marks[phase]``: a run not under the page-cache condition), then equivalence, memory and the
-    controls."""
+    """The report's first bullets: each PR row in one sentence (marked where a control confounds it, and with
+    ``marks[phase]``: a run not under the page-cache condition), then equivalence, memory and the controls."""
     lines = []
     floors = floors or {}
     for c in comps:
@@ -273,11 +272,6 @@ def _saving(seconds: float, term: bool = False) -> str:
     return f" {sign or '+'} {text}" if term else f"{sign}{text}"
 
 
-def _changed_names(report: ControlReport, row) -> str:
-    """The changed phases, each said to be untimed where the rows hold none of it."""
-    return ", ".join(label(p) + ("" if p in row.changed else " (not timed)") for p in report.changed) or "none"
-
-
 def _level(comps: list[Comparison]) -> str:
     """The confidence of the intervals in a column ('95%'; a sequential design's look: its own)."""
     return confidence_words(comps[0].alpha if comps else ALPHA)
@@ -314,8 +308,9 @@ def _pair_controls(report: ControlReport) -> list[str]:
     for r in report.rows:
         parts = ", ".join(f"{label(p)} {_saving(v)}" for p, v in r.controls.items() if p in r.confounders)
         mark = f" **Confounded** by {parts}." if r.confounded else ""
+        changed = ", ".join(label(p) + ("" if p in r.changed else " (not timed)") for p in report.changed)
         accounts.append(f"- {label(r.phase)}: saving {_saving(r.saving)} = {_saving(r.changed_saving)} in the "
-                        f"changed step{'s' if len(report.changed) != 1 else ''} ({_changed_names(report, r)})"
+                        f"changed step{'s' if len(report.changed) != 1 else ''} ({changed or 'none'})"
                         f" + {_saving(r.controls_saving)} in {len(r.controls)} controls + {_saving(r.remainder)} "
                         f"between phases (and what medians do not add up to). What the change itself bought: "
                         f"{_saving(r.changed_saving)}.{mark}")

@@ -384,10 +384,9 @@ def _arms_phrase(arms: list[str]) -> str:
 
 
 def memory_verdict(baseline: Summary, optimized: Summary, tolerance: float = 0.02) -> str:
-    """'unchanged' when the medians are within ``tolerance`` of each other or the ranges overlap.
-
-    From a baseline median of 0 no relative change exists: separate ranges are then a change, said
-    without a percentage (equal medians of 0 always have overlapping ranges)."""
+    """'unchanged' when the medians are within ``tolerance`` of each other or the ranges overlap. From a baseline median
+    of 0 no relative change exists: separate ranges are then a change, said without a percentage (equal medians of 0
+    always have overlapping ranges)."""
     if not baseline.n or not optimized.n:
         return "not measured"
     if ranges_overlap(baseline.samples, optimized.samples):

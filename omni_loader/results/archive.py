@@ -1,13 +1,8 @@
 """A results directory as one file, so a colleague can send a reproduction as an attachment.
 
-``omni-loader pack DIR`` writes ``DIR.tar.gz`` (or ``.zip``) holding ``metadata.json``,
-``runs.csv``, ``report.md``, ``plots/`` and ``profiles/`` under one folder named after the directory;
-``omni-loader compare`` reads such an archive as it reads a directory (:func:`opened`).
-
-Reading an archive is safe: it is unpacked into a temporary directory (never beside the archive,
-removed afterwards), tar members go through tarfile's ``data`` filter (no absolute paths, no
-``..``, no links leaving the folder, no devices), zip members that would land outside the folder
-are refused, and so is an archive that would unpack to more than :data:`MAX_UNPACKED_BYTES`.
+``omni-loader compare`` reads an archive as it reads a directory (:func:`opened`): unpacked into a temporary
+directory, tar members through tarfile's ``data`` filter, zip members outside the folder refused, and no more
+than :data:`MAX_UNPACKED_BYTES`.
 """
 
 from __future__ import annotations
@@ -53,10 +48,8 @@ def pack(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None =
          overwrite: bool = False) -> Path:
     """Write ``directory`` as one archive; returns its path (default: ``DIR.tar.gz`` beside ``DIR``).
 
-    ``fmt`` is 'tar.gz' or 'zip'; by default taken from ``out``'s ending, else 'tar.gz'. The
-    directory must be one that ``compare`` reads: it is read as compare reads an archive (metadata.json of a
-    schema this kit reads and of the right types, a runs.csv of the kit's columns, no bigger than an archive
-    compare unpacks), so that pack never writes an archive its own compare refuses.
+    ``fmt`` is 'tar.gz' or 'zip' (default: from ``out``'s ending, else 'tar.gz'). The directory is first read
+    as compare reads an archive, so pack never writes one its own compare refuses.
     """
     from .integrity import check_results
 

@@ -78,10 +78,9 @@ def drawing_report(out: str | os.PathLike[str], check: Results | None = None) ->
 
 
 def reserve_blas() -> None:
-    """Have OpenBLAS (numpy's) map its product and LAPACK buffers now, while memory is free.
-
-    OpenBLAS calls ``exit(1)`` when that map fails, past every handler of the kit; once mapped, memory that runs
-    out later is a MemoryError the command line words in one line. One thread's size, not one per thread."""
+    """Have OpenBLAS (numpy's) map its product and LAPACK buffers now, while memory is free. OpenBLAS calls ``exit(1)``
+    when that map fails, past every handler of the kit; once mapped, memory that runs out later is a MemoryError the
+    command line words in one line. One thread's size, not one per thread."""
     import numpy as np
 
     np.ones((64, 64)) @ np.ones((64, 64))

@@ -1,12 +1,7 @@
 """One writer per results directory: an exclusive lock held for as long as a benchmark writes it.
 
-Why: two writers appending to one runs.csv interleave rows and plans that no check can untangle
-afterwards. The lock is an ``flock`` on the directory itself and on ``writer.lock``, which the OS
-drops when the process dies however it dies, so a crash never leaves a directory locked. The
-directory's lock is the one that cannot be undone from outside: deleting ``writer.lock`` while a
-benchmark runs let a second writer take a fresh file's lock and duplicate 23 runs. The file names
-the holder, so a refused second writer (and a reader that finds a directory "running") can say who
-writes it. Readers take no lock.
+An ``flock`` on the directory itself (which deleting ``writer.lock`` cannot undo) and on ``writer.lock`` (which
+names the holder); the OS drops both when the process dies. Readers take no lock.
 """
 
 from __future__ import annotations
@@ -39,10 +34,8 @@ WRITTEN = ("runs.csv", "runs.rejected.csv", "runs.csv.tmp", "metadata.json", "me
 def writer_lock(directory: str | os.PathLike[str]) -> Iterator[Path]:
     """Hold the results directory's writer lock (made if need be) for the block; re-entrant in one process.
 
-    A second writer is refused with one line naming the directory and the process that holds it;
-    so is a directory whose lock file, runs.csv, metadata.json, report.md or plots/ is a symbolic
-    link, or a file with another name (a hard link): writing through it would write outside the directory. A directory this call made that
-    holds nothing but the lock file when the block ends (it failed before writing) is removed.
+    A second writer is refused in one line naming the holder; so is a directory whose files are symbolic or hard
+    links. A directory this call made that holds only the lock file when the block ends is removed.
     """
     directory = Path(directory)
     made = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
@@ -131,10 +124,7 @@ def _holder_record() -> dict[str, Any]:
 
 
 def lock_holder(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """Who holds (or last held, if it died) the writer lock: pid, host, command, since, alive; None if nobody.
-
-    Read without locking: the holder writes its record after taking the lock and empties it on release.
-    """
+    """Who holds (or last held, if it died) the writer lock: pid, host, command, since, alive; None if nobody."""
     try:
         text = (Path(directory) / LOCK_FILE).read_text()
         record = json.loads(text) if text.strip() else None

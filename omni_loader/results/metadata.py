@@ -1,7 +1,6 @@
 """The environment record every result carries: what ran, where, with which versions.
 
-These are the fields a reviewer asked the PR for (hardware, model, versions, warm-ups, repeats,
-order, base/head identity), collected once per benchmark and stored in ``metadata.json``.
+The fields a reviewer asked the PR for, collected once per benchmark and stored in ``metadata.json``.
 """
 
 from __future__ import annotations

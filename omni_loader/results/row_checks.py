@@ -293,8 +293,7 @@ def check_rows(frame, suite: Suite, cut: Iterable[int] = frozenset()) -> tuple[A
         found.append(Finding(f"{count(len(edited), 'inconsistent run')} ignored",
                              f"{count(len(edited), 'run')} {_have(len(edited))} rows that disagree on "
                              f"{', '.join(which)} (run ids {run_ids_text(edited)}), which a load writes alike on "
-                             "every row: edited by hand? "
-                             "ignored; --resume repeats them"))
+                             "every row: edited by hand? ignored; --resume repeats them"))
         frame = frame[~frame["run_id"].isin(edited)]
 
     for finding, runs in (_absurd_runs(frame), _outside_span(frame, suite)):

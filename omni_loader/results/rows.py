@@ -1,10 +1,7 @@
 """runs.csv: one tidy row per run and phase, appended and flushed the moment a run ends.
 
-Why rows are appended, never rewritten: an interrupted benchmark keeps every run it finished, and
-``--resume`` can tell from the rows which planned runs are missing. Every writer (the load
-benchmark, serve-ab) builds its rows as :class:`RunRow` values, so the columns are written one
-way; readers get a typed DataFrame (:func:`read_runs`), or the checked one of
-:func:`omni_loader.results.integrity.check_results`.
+Appended, never rewritten, so an interrupted benchmark keeps every run it finished. Every writer builds
+:class:`RunRow` values; readers get a typed DataFrame (:func:`read_runs`) or the checked one.
 """
 
 from __future__ import annotations
@@ -102,11 +99,7 @@ def failed_row(run: PlannedRun, error: str, seconds: float | None = None, starte
 
 def runs_file(directory: str | os.PathLike[str]) -> tuple[int, int]:
     """runs.csv of ``directory`` (made empty if absent), as (device, inode): the file a benchmark appends to.
-
-    A writer takes it when it starts and passes it to every :func:`append_rows`: a runs.csv replaced meanwhile
-    (renamed over, deleted and made again) is another file, and appending to it would lose this benchmark's
-    rows among another's.
-    """
+    A writer passes it to every :func:`append_rows`, so a runs.csv replaced meanwhile is refused."""
     fd = open_fd(Path(directory) / RUNS_FILE, "a")
     try:
         info = os.fstat(fd)
@@ -117,12 +110,8 @@ def runs_file(directory: str | os.PathLike[str]) -> tuple[int, int]:
 
 def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[str, Any]],
                 expect: tuple[int, int] | None = None) -> None:
-    """Append rows to runs.csv (header on first write), flushed and synced to disk at once.
-
-    runs.csv is opened without following a link (:mod:`omni_loader.safe_files`): a symlinked or
-    hard-linked runs.csv is refused in one line, never appended to. ``expect`` (from :func:`runs_file`) is
-    the file the writer started with: another file there now is refused in one line, nothing appended.
-    """
+    """Append rows to runs.csv (header on first write), flushed and synced to disk at once. A linked runs.csv, or
+    another file than ``expect`` (from :func:`runs_file`), is refused in one line."""
     path = Path(directory) / RUNS_FILE
     fd = open_fd(path, "a+")
     info = os.fstat(fd)
@@ -163,9 +152,7 @@ def _cell(value: Any) -> Any:
 
 def read_runs(directory: str | os.PathLike[str]):  # -> pandas.DataFrame
     """runs.csv as it is on disk, as a DataFrame with typed columns (empty frame with the columns when absent).
-
-    Nothing is checked: to read results, use :func:`~omni_loader.results.integrity.check_results` (its
-    ``frame`` leaves out torn, duplicated and off-plan rows, and it says what it left out).
+    Nothing is checked: to read results, use :func:`~omni_loader.results.integrity.check_results`.
     """
     import pandas as pd
 
@@ -177,9 +164,7 @@ def read_runs(directory: str | os.PathLike[str]):  # -> pandas.DataFrame
 
 def typed_runs(source: Any, path: Any):  # -> pandas.DataFrame
     """Parse runs.csv text from ``source`` (a path or a buffer) into typed columns; ``path`` names it in errors.
-
-    A schema-1 file (no per-phase counters, no run stamps) gets those columns empty.
-    """
+    A schema-1 file gets the columns it lacks empty."""
     import pandas as pd
 
     numeric = ("seconds", "device_peak_bytes", *PHASE_COUNTERS, *IO_COUNTERS, RESIDENCY_COLUMN)

@@ -1,11 +1,7 @@
 """``BenchmarkSpec``: what one load benchmark measures, saved in metadata.json and compared on ``--resume``.
 
-Why a frozen value: the spec is the benchmark's identity. It is written once when the benchmark
-starts, read back to continue it (``--resume --out DIR`` needs nothing else), and every option a
-user types on a resume is compared with it field by field, so that two halves of one benchmark
-can never have measured different things. How each load is set up is one
-:class:`~omni_loader.token2wav.options.LoadOptions` (``spec.load``), the value the worker receives.
-This module imports no torch.
+A frozen value, the benchmark's identity: every option typed on a resume is compared with it field by field, so
+two halves of one benchmark never measure different things. This module imports no torch.
 """
 
 from __future__ import annotations
@@ -40,13 +36,10 @@ def same_path(value: Any, old: Any) -> bool:
 
 @dataclass(frozen=True)
 class BenchmarkSpec:
-    """What is measured. ``load`` says how every load is set up; the device is a resolved one (never
-    ``auto``), so that the record names the device used.
+    """What is measured. ``load`` says how every load is set up, on a resolved device (never ``auto``).
 
-    Each field is an option (:func:`~omni_loader.token2wav.options.option`: its flag, help, and how a
-    command line spells it); ``load``'s fields are options of their own names. The load options are read
-    by their flat names too (``spec.layout`` is ``spec.load.layout``), and :meth:`from_flat` builds a
-    spec from flat names (``layout=``, ``runs=``...).
+    Each field is an option (:func:`~omni_loader.token2wav.options.option`); the load options are read by their
+    flat names too (``spec.layout`` is ``spec.load.layout``), and :meth:`from_flat` builds a spec from them.
     """
 
     checkpoint: str = option(same=same_path, help="the snapshot directory", compared=False)  # compare checks its digest
