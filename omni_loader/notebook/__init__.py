@@ -2,26 +2,8 @@
 
 Notebooks call this one module, so the kit's folders can change underneath without breaking one. At most 30 names:
 a few nouns whose methods do the work, the verbs that make them, and the helpers that show
-(``docs/my_first_ab.ipynb`` is a tiny A/B in five cells).
-
-- the notebook itself: its parameters checked (:func:`check_parameters`), where results go (:func:`results_dir`),
-  a notebook executed headless into a trusted copy (:func:`execute`);
-- showing: :func:`show` (text as Markdown, a saved plot as an image, anything else displayed), tables and numbers
-  for people (:func:`table`, :func:`readable`, :func:`key_values`, :func:`short_duration`, :func:`count`,
-  :func:`mib`);
-- the machine and the snapshot: :func:`device_banner`, :func:`resolve_device`, :func:`resolve_snapshot`,
-  :class:`LoadOptions`;
-- the benchmark (01, 05): :func:`benchmark_spec` (the spec, which knows its plan), :func:`reproduce`, which returns
-  the saved results (:func:`results` reads any, or the newest saved), whose methods are the report's sections;
-  buffer discovery's ratio figure by figure (:func:`discovery_ratios`); the built-in variants
-  (:data:`BUILTIN_VARIANTS`) and one of your own (:func:`parse_variant`);
-- module trees and the two rules (03, 04): :func:`rules_as_code`, :func:`tree` (Token2Wav's, a synthetic one or
-  yours: what it holds and what each rule returns on it), :func:`hazards` (where the rules would disagree),
-  :func:`load_model` (real tensors, then a forward pass to audio);
-- what traversal costs (03, 05): :func:`sweep`, :func:`audit` (transformers architectures on its line),
-  :func:`audit_sources` (your code read for the same mistake);
-- profiles (02): :func:`profile`, and its differential profile (``profiles.diff(...)``);
-- startup (06): :func:`start_stage_groups`, and one start's :func:`timeline` (a ``vllm serve`` log of your own too).
+(``docs/my_first_ab.ipynb`` is a tiny A/B in five cells). The names are grouped below by what a notebook
+does with them; the nouns' methods (``kit.results(out).controls()``, ``kit.tree().agreement()``) do the rest.
 """
 
 from ..lazy import exports
@@ -39,7 +21,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "short_duration": ".formatting",
     "count": ".formatting",
     "mib": ".formatting",
-    # the machine and the model
+    # the machine and the snapshot
     "device_banner": ".host.devices",
     "resolve_device": ".host.devices",
     "resolve_snapshot": ".token2wav.checkpoint",
@@ -53,7 +35,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "sweep": ".sweep.traversal",
     "audit": ".sweep.audit",
     "audit_sources": ".sweep.price",
-    # the benchmark
+    # the benchmark (01, 05): its spec, its run, its saved results as the report's sections
     "benchmark_spec": ".bench.runner",
     "reproduce": "sections",
     "results": "sections",

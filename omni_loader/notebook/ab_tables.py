@@ -15,10 +15,10 @@ from ..formatting import TIME_SCALE, table, time_unit
 from ..reporting.controls import MATERIAL, ControlReport, control_report, pair_reports
 from ..reporting.measurements import PR_ROWS, comparisons, label, noise_floors, row_unit
 from ..results.suite import Suite
-from ..reporting.report_tables import BEYOND_ROWS
+from ..reporting.report_tables import BEYOND_ROWS, beyond_comparisons
 from ..reporting.sequential import design_alpha
 from ..reporting.stats import (ALPHA, HIGH_SPREAD, Comparison, NoiseFloor, compare, confidence_words,
-                               memory_verdict, phase_summary, run_summary)
+                               memory_verdict, run_summary)
 from ..names import OUTER_LOAD_WEIGHTS
 
 # The rows that enclose other phases, named short where a cell lists them.
@@ -43,8 +43,7 @@ QUANTITY_GAPS = re.compile(r"(?<=\d) (?=(?:ns|µs|ms|s|%|x|KiB|MiB|GiB|bytes)(?!
 
 
 def whole_quantities(text: Any) -> Any:
-    """A cell of words with each quantity (a number and its unit, a range ``a … b``) kept on one line, while the
-    words between them may still wrap."""
+    """A cell of words that may wrap, each quantity (a number and unit, a range) kept on one line."""
     if not isinstance(text, str):
         return text
     return QUANTITY_GAPS.sub(lambda m: "\u00a0" if m.group(0) == " " else "\u00a0…\u00a0", text)
@@ -74,8 +73,7 @@ def verdict_legend(first: str = "baseline", second: str = "optimized", alpha: fl
 
 
 def spread_line(comps: list[Comparison]) -> str:
-    """The report's *Spread warnings* in one paragraph: each high-spread phase's IQR as a share of its median in
-    both variants ('' when none)."""
+    """The report's *Spread warnings* in one paragraph ('' when no phase's spread is high)."""
     timed = [c for c in comps if c.unit == "s"]
     high = [c for c in timed if c.notes]
     if not high:
@@ -101,8 +99,7 @@ def words_only(styler, columns: list[str]):  # -> Styler
 
 
 def _timed(frame, columns: list[str], unit: str, **more: Any):  # -> Styler
-    """``frame`` as a table whose ``columns`` (seconds) are shown in ``unit`` to three decimals, the unit in their
-    headers; the first column broken between words only."""
+    """``frame`` with its ``columns`` (seconds) in ``unit`` to three decimals, the first column unbroken."""
     scaled = frame.assign(**{c: frame[c] * TIME_SCALE[unit] for c in columns})
     renamed = {c: f"{c} ({unit})" for c in columns}
     decimals = {**{renamed[c]: 3 for c in columns}, **more.pop("decimals", {})}
@@ -153,8 +150,7 @@ def ratio_cells(styler, columns: list[str]):  # (Styler, ...) -> Styler
 
 
 def count_table(comps: list[Comparison], first: str = "baseline", second: str = "optimized"):  # -> Styler | None
-    """The counts (``state_dict()`` calls) and memory (peak RSS, in MiB) of ``comps``: one whole number a cell,
-    the unit in the row's name; None when there are none."""
+    """The counts and memory of ``comps``, one whole number a cell, the unit in the row's name; or None."""
     import pandas as pd
 
     rows = []
@@ -182,12 +178,7 @@ def pr_rows(frame, alpha: float = ALPHA) -> list[Any]:
 
 def _pair_comparisons(frame, first: str, second: str, alpha: float = ALPHA) -> list[Comparison]:
     """``second`` against ``first`` over the rows "beyond the PR" compares, and peak RSS."""
-    comps = []
-    for phase in BEYOND_ROWS:
-        if phase == "state_dict_calls":
-            comps.append(compare(run_summary(frame, first, phase), run_summary(frame, second, phase), unit="calls"))
-        else:
-            comps.append(compare(phase_summary(frame, first, phase), phase_summary(frame, second, phase), alpha=alpha))
+    comps = beyond_comparisons(frame, first, second, alpha)
     if RSS_COLUMN in frame:
         rss = [run_summary(frame, v, RSS_COLUMN) for v in (first, second)]
         comps.append(compare(*rss, unit="bytes"))
@@ -195,8 +186,7 @@ def _pair_comparisons(frame, first: str, second: str, alpha: float = ALPHA) -> l
 
 
 def pair_tables(frame, suite: Suite, first: str, second: str) -> list[Any]:
-    """``second`` against ``first`` from the same runs, as tables (counts and memory, then times) and, where a
-    control both run unchanged moved one of the rows, which."""
+    """``second`` against ``first`` as tables, and which rows a control both run unchanged moved."""
     spec = suite.spec
     custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
     comps = _pair_comparisons(frame, first, second, design_alpha(suite))

@@ -87,8 +87,7 @@ class Tree:
                 f"{count(inv.parameters)} parameter tensors, {mib(inv.parameter_bytes)} of parameters")
 
     def modules(self):  # -> DataFrame
-        """One row per module of ``named_modules()``: name, class, depth, and what it holds itself (direct
-        children, parameters and buffers, not those of its submodules)."""
+        """One row per module: name, class, depth, and its own children, parameters and buffers."""
         import pandas as pd
 
         rows = []
@@ -134,8 +133,7 @@ class Tree:
         return pd.DataFrame(rows)
 
     def class_by_depth(self, top: int | None = None):  # -> DataFrame
-        """Cross table of module counts: a row per class (the ``top`` most numerous), a column per depth, and
-        ``total`` row and column."""
+        """Cross table of module counts: a row per class (the ``top`` most numerous), a column per depth."""
         import pandas as pd
 
         table = self.modules()
@@ -342,8 +340,7 @@ def hazards() -> Hazards:
 
 
 class Hazards:
-    """Small models on which the two rules would disagree (Token2Wav has no such case), each case nested as
-    ``block`` under a plain root, beside a plain one."""
+    """Small models, each case nested as ``block`` under a plain root, on which the two rules disagree."""
 
     CASES = {"plain": PlainBuffers, "post-hook drops a buffer": DropsBufferOnSave,
              "_save_to_state_dict override": SavesNonPersistent}

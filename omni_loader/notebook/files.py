@@ -21,8 +21,7 @@ KERNEL = "python3"
 
 
 def results_root() -> Path:
-    """``$OMNI_LOADER_RESULTS``, else ``results/`` at the repository root (in a checkout), else
-    ``results/`` in the working directory (an installed kit has no repository)."""
+    """``$OMNI_LOADER_RESULTS``, else ``results/`` at the repository root, else in the working directory."""
     given = os.environ.get(RESULTS_ENV)
     if given:
         return Path(given).expanduser().resolve()

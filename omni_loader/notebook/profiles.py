@@ -33,8 +33,7 @@ def profile(snapshot: Any, variants: Any = "both", tools: Any = "all", out_dir: 
 
 
 class Profile(Profiles):
-    """One profiling run of the variants (:func:`profile`), section by section as notebook 02 shows it: each
-    variant's profile by name, and where, on what and how it ran."""
+    """One profiling run of the variants (:func:`profile`), section by section as notebook 02 shows it."""
 
     def __init__(self, profiles: dict[str, Any], out: str | os.PathLike[str], snapshot: Any = None,
                  options: Any = None, top: int = DEFAULT_TOP) -> None:

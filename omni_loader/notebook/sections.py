@@ -19,8 +19,7 @@ PLOTS = ("phases", "where_time_goes", "ratios_vs_pr", "drift")
 
 
 def lower_headers(markdown: str) -> str:
-    """report.md's table headers as the notebook's are written ("This run ratio" -> "this run ratio"); a word in
-    capitals ("PR baseline", "CPU") keeps them."""
+    """report.md's table headers lower-cased as the notebook writes them; a word in capitals keeps them."""
     lines = markdown.split("\n")
     for i in range(1, len(lines)):
         if lines[i].startswith("| ---") and lines[i - 1].startswith("|"):
@@ -86,8 +85,7 @@ class SavedResults:
         return comparisons(self.checked.frame, self.alpha)
 
     def headline(self) -> list[Any]:
-        """The answer, for a notebook's first screen: which run it is, the PR's rows with both verdicts, then its
-        where-the-time-goes picture."""
+        """The answer, for a notebook's first screen: which run, the PR's rows, where the time goes."""
         from .ab_tables import pr_rows
 
         record = self.checked.load
@@ -98,8 +96,7 @@ class SavedResults:
         return [said, *pr_rows(self.checked.frame, self.alpha), *self.plots("where_time_goes")]
 
     def opening(self) -> str:
-        """``report.md``'s opening, rendered afresh from the saved rows, and its spread warnings in one paragraph
-        (:func:`~.ab_tables.spread_line`)."""
+        """``report.md``'s opening, rendered afresh, and its spread warnings in one paragraph."""
         from ..reporting.report import render_report
         from .ab_tables import spread_line
 
@@ -114,8 +111,7 @@ class SavedResults:
         return lower_headers(environment_table(self.checked.suite))
 
     def tables(self) -> list[Any]:
-        """The report's measurement section as tables: the PR's rows (:func:`~.ab_tables.pr_rows`), every phase
-        (:func:`phase_table`) and the per-phase summary."""
+        """The report's measurement section as tables: the PR's rows, every phase, the per-phase summary."""
         from ..reporting.measurements import noise_floors
         from ..reporting.report_tables import styled_summary_table
         from .ab_tables import pr_rows
@@ -142,8 +138,7 @@ class SavedResults:
         return self.checked.plots(names or PLOTS)
 
     def equivalence_and_memory(self) -> list[Any]:
-        """Whether both variants loaded identical tensors (the digest), and each variant's peak memory as a table,
-        with its verdict."""
+        """Whether both variants loaded identical tensors, and each one's peak memory with its verdict."""
         import pandas as pd
 
         from ..formatting import span, table
@@ -234,8 +229,7 @@ class SavedResults:
                 + (f", of a median whole load of {short_duration(total)}." if total else "."))
 
     def weight_loading_parts(self) -> str:
-        """Weight loading split into buffer discovery and the rest, for this run and the PR: the fix removes only
-        the first, so the ratio differs between machines."""
+        """Weight loading split into buffer discovery and the rest, for this run and the PR."""
         from ..formatting import short_duration
         from ..reporting.measurements import comparisons, load_reference
 
@@ -252,8 +246,7 @@ class SavedResults:
         return "\n\n".join(lines)
 
     def shared_phases(self) -> str:
-        """Under the where-the-time-goes picture: whether the phases both variants run unchanged (the controls)
-        differ here, which would be the machine's doing."""
+        """Under the where-the-time-goes picture: whether the controls differ here (the machine's doing)."""
         from ..formatting import short_duration
         from ..reporting.controls import MATERIAL, pair_reports
         from ..reporting.measurements import PR_PAIR, label, noise_floors
@@ -356,8 +349,7 @@ def _load_record(path: Path, kind: str | None = "reproduce") -> dict[str, Any] |
 
 
 def saved_runs(root: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The complete ``reproduce`` results directories directly under the results root (or ``root``) holding buffer
-    discovery, newest first."""
+    """The complete ``reproduce`` directories under the results root (or ``root``), newest first."""
     from .files import results_root
 
     base = Path(root) if root else results_root()

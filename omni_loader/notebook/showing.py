@@ -57,8 +57,7 @@ _HEADING = re.compile(r"^(#{1,6})(?= )")
 
 
 def nested(markdown: str, under: int = 2) -> str:
-    """``markdown`` with its headings moved down so that its top one sits under a notebook heading of level
-    ``under``; fenced code is left alone."""
+    """``markdown`` with its headings moved down under a notebook heading of level ``under``."""
     lines, fenced = markdown.splitlines(), False
     levels = []
     for line in lines:

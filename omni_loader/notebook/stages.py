@@ -45,8 +45,7 @@ def timeline(log: str | os.PathLike[str] | Timeline) -> StartTimeline:
 
 
 class StartTimeline(Timeline):
-    """One start's timeline (a lane per stage) as notebook 06 shows it: a sentence, a table to the precision the
-    log gives, and a chart."""
+    """One start's timeline (a lane per stage) as notebook 06 shows it: a sentence, a table, a chart."""
 
     model: str | None = None  # what its Token2Wav stage loads, in words (:meth:`Starts.model`); None: not known
 
@@ -120,8 +119,7 @@ class Starts:
         return frame[(frame["phase"] == PHASE) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
 
     def model(self) -> str | None:
-        """What the Token2Wav stage loaded, in the kit's words, from the saved baseline command's ``--checkpoint``;
-        None where the starts name none."""
+        """What the Token2Wav stage loaded, in words, from the baseline command's ``--checkpoint``; or None."""
         import shlex
 
         from ..errors import OmniLoaderError
@@ -297,14 +295,12 @@ def whole_ms(seconds: float) -> bool:
 
 
 def ms_text(seconds: float) -> str:
-    """Milliseconds with the precision a log gives them: ``5,604`` for whole ones, ``5,300.5`` for the median of two
-    whole ones, else three decimals (``63.406``)."""
+    """Milliseconds to the precision a log gives: ``5,604``, ``5,300.5`` (a median of two), or ``63.406``."""
     return f"{seconds * 1e3 + 0.0:,.{0 if whole_ms(seconds) else 1 if whole_ms(2 * seconds) else 3}f}"
 
 
 def whole_ms_rows(styled: Any, values: Sequence[Sequence[float]], columns: Sequence[str]) -> Any:
-    """``styled`` (times in ms) with the rows a log gives in whole milliseconds shown to :func:`ms_text`'s
-    precision in ``columns``, aligned by hidden space."""
+    """``styled`` with a log's whole-millisecond rows shown to :func:`ms_text`'s precision, aligned."""
     import pandas as pd
 
     from ..formatting import with_minus

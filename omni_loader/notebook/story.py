@@ -13,8 +13,7 @@ from collections.abc import Callable
 
 
 def without_docstring(function: Callable) -> str:
-    """``function``'s source as written, its docstring left out (the lines of the first statement when it is
-    a string)."""
+    """``function``'s source as written, its docstring left out."""
     source = textwrap.dedent(inspect.getsource(function))
     node = ast.parse(source).body[0]
     first = node.body[0] if node.body else None
@@ -25,8 +24,7 @@ def without_docstring(function: Callable) -> str:
 
 
 def rules_as_code() -> str:
-    """Markdown: the baseline rule and the optimized rule as the kit runs them, each under one sentence
-    saying what it walks."""
+    """Markdown: the baseline rule and the optimized rule as the kit runs them, each under a sentence."""
     from ..token2wav import discovery
 
     before = without_docstring(discovery.RULES["baseline"])

@@ -37,8 +37,7 @@ def load_model(size: str = "tiny", layout: str = "vllm-omni", checkpoint: str | 
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """Token2Wav with real tensors, the snapshot they came from and what the load cost: 04's forward pass starts
-    here (:meth:`synthesize`)."""
+    """Token2Wav with real tensors, its snapshot and what the load cost: 04's forward pass starts here."""
 
     model: nn.Module
     snapshot: Any
@@ -186,8 +185,7 @@ class Waveform:
                 f"forward pass {short_duration(self.seconds)}{split}")
 
     def note(self) -> str:
-        """Markdown: what the sound can mean, and what BigVGAN computed it in. Said once, where it is seen (not
-        also in describe())."""
+        """Markdown: what the sound can mean, and what BigVGAN computed it in."""
         if self.random_weights:
             text = ("**The weights are random** (a synthetic snapshot: `omni_loader_synthetic` in its config.json). "
                     "The pipeline runs end to end with the released shapes, but what you hear is noise, not speech.")
@@ -229,8 +227,7 @@ class Waveform:
 
 
 def dit_evaluations(num_steps: int) -> int:
-    """How many times the DiT runs for ``num_steps`` ODE steps: RK4, four evaluations per interval, over
-    ``num_steps - 1`` intervals."""
+    """How many times the DiT runs for ``num_steps`` ODE steps (RK4: four per interval)."""
     return 4 * max(num_steps - 1, 0)
 
 

@@ -30,8 +30,7 @@ SAVING_ROW = "weight_loading"  # the PR's row whose saving the fix is
 
 @dataclass(frozen=True)
 class CacheCheck:
-    """One directory's page-cache condition: what it asked for, what each measured run found, which runs did
-    not load under it."""
+    """One directory's page-cache condition: asked for, found by each measured run, and missed by which."""
 
     condition: str  # warm | cold
     runs: list[tuple[int, str, float | None]] = field(default_factory=list)  # (run id, variant, resident)

@@ -24,8 +24,7 @@ MATERIAL = 0.01
 
 
 def changed_phases(first: Any, second: Any) -> tuple[str, ...]:
-    """The phases whose step differs between two variants (names or :class:`~omni_loader.token2wav.variants.Variant`
-    values or their dicts), in load order."""
+    """The phases whose step differs between two variants (names, Variants or their dicts), in load order."""
     from ..token2wav.variants import variant_from
 
     a, b = variant_from(first), variant_from(second)
@@ -122,8 +121,7 @@ def pair_reports(frame, suite: Suite, floors: dict[str, NoiseFloor] | None = Non
 
 def control_report(frame, first: Any = "baseline", second: Any = "optimized",
                    floors: dict[str, NoiseFloor] | None = None, alpha: float = ALPHA) -> ControlReport | None:
-    """The controls of ``first`` against ``second`` in ``frame`` (runs.csv rows), or None when the rows
-    hold no timed leaf phase of both."""
+    """The controls of ``first`` against ``second`` in ``frame``, or None without timed leaf phases."""
     floors = floors or {}
     names = tuple(v if isinstance(v, str) else (v["name"] if isinstance(v, dict) else v.name) for v in (first, second))
     changed = changed_phases(first, second)

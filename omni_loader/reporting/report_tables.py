@@ -355,18 +355,22 @@ def pair_table(frame, first: str, second: str) -> str:
                                                                f"{second} min–max", "Verdict"])
 
 
+def beyond_comparisons(frame, first: str, second: str, alpha: float = ALPHA) -> list[Comparison]:
+    """``second`` against ``first`` over :data:`BEYOND_ROWS`, the calls counted per run."""
+    return [compare(run_summary(frame, first, phase), run_summary(frame, second, phase), unit="calls")
+            if phase == "state_dict_calls" else
+            compare(phase_summary(frame, first, phase), phase_summary(frame, second, phase), alpha=alpha)
+            for phase in BEYOND_ROWS]
+
+
 def _beyond_rows(frame, first: str, v: str, controls: ControlReport | None = None,
                  alpha: float = ALPHA) -> list[list[str]]:
     rows = []
-    for phase in BEYOND_ROWS:
-        if phase == "state_dict_calls":
-            c = compare(run_summary(frame, first, phase), run_summary(frame, v, phase), unit="calls")
-        else:
-            c = compare(phase_summary(frame, first, phase), phase_summary(frame, v, phase), alpha=alpha)
+    for c in beyond_comparisons(frame, first, v, alpha):
         if not c.baseline.n or not c.optimized.n:
             continue
         u = row_unit(c)
-        account = controls.row(phase) if controls else None
+        account = controls.row(c.phase) if controls else None
         mark = (f"; **confounded** by {', '.join(label(p) for p in account.confounders)} (see Controls)"
                 if account and account.confounded else "")
         rows.append([v, label(c.phase), _fmt(c.baseline.median, c.unit, u), _fmt(c.optimized.median, c.unit, u),

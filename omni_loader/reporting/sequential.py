@@ -58,8 +58,7 @@ def settled(frame, suite: Suite, alpha: float) -> tuple[bool, str]:
 
 
 def look_at(out: str | Path, n: int, alpha: float) -> tuple[bool, str]:
-    """A look of a running benchmark: its saved rows of the warm-ups and each arm's first ``n`` measured runs,
-    read as the report reads them (:func:`settled`)."""
+    """A running benchmark's look: its rows of the warm-ups and each arm's first ``n`` measured runs."""
     from ..results.integrity import check_results
 
     check = check_results(out)

@@ -23,8 +23,7 @@ def finer_than_vllm_line(seconds: float) -> bool:
 
 
 def timer_lines(comps: list[Comparison], reference: dict[str, Any]) -> list[str]:
-    """Sentences for the report: which region the PR's row timed, and what vLLM's line adds to it, with this
-    run's medians of both where the directory has them."""
+    """Sentences: which region the PR's row timed, and what vLLM's line adds, with this run's medians."""
     mine = {c.phase: c for c in comps}
     ref = next((m for m in reference.get("measurements", []) if m.get("measurement") == "weight_loading"), None)
     lines = []

@@ -103,8 +103,7 @@ def _anonymous(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 @contextmanager
 def opened(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """The results directory at ``path``: the directory itself, or an archive of one unpacked into a
-    temporary directory that is removed when the ``with`` block ends."""
+    """The results directory at ``path``, or an archive of one unpacked into a temporary directory."""
     path = Path(path)
     if path.is_dir():
         yield path

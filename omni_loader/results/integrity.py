@@ -97,8 +97,7 @@ class Results:
 
 
 def check_results(directory: str | os.PathLike[str]) -> Results:
-    """Read a results directory and check it (bad rows are left out of ``frame``); raise :class:`ResultsError`
-    only when it cannot be read at all."""
+    """A results directory read and checked; :class:`ResultsError` only when it cannot be read at all."""
     directory = Path(directory)
     suite = Suite.read(directory)
     lines = read_lines(directory / RUNS_FILE)  # runs.csv is parsed here, once
@@ -225,8 +224,7 @@ REPORT_NOT_DRAWN = "report not drawn"  # the finding's few words (drawing the re
 
 
 def _report_findings(directory: Path, suite: Suite) -> list[Finding]:
-    """A complete suite whose report.md was not drawn from its runs (drawing never ended, or it was removed);
-    a metadata.json that records no drawing is not judged."""
+    """A complete suite whose report.md was not drawn from its runs (where metadata.json records drawing)."""
     report = suite.raw.get(REPORT_KEY)
     if not isinstance(report, dict) or suite.status != "complete":
         return []
@@ -241,8 +239,7 @@ def _report_findings(directory: Path, suite: Suite) -> list[Finding]:
 
 
 def resume_command(directory: str | os.PathLike[str], suite: Suite | None = None, command: str | None = None) -> str:
-    """The shell-quoted command that continues ``directory`` (``serve-ab --resume`` for a serve-ab directory
-    alone, else ``reproduce --resume``)."""
+    """The shell-quoted command that continues ``directory`` (``reproduce`` or ``serve-ab --resume``)."""
     import shlex
 
     members = suite.members if suite else {}
@@ -275,8 +272,7 @@ def resume_benchmark(directory: str | os.PathLike[str], name: str) -> Resumption
 
 
 def set_aside_rejected(check: Results) -> int:
-    """Move the rows a check left out of runs.csv into runs.rejected.csv (nothing is deleted); returns how many.
-    Writers only, under the lock."""
+    """Move the rows a check left out of runs.csv into runs.rejected.csv; how many. Writers only."""
     if not check.rejected_lines:
         return 0
     path = check.directory / RUNS_FILE

@@ -46,8 +46,7 @@ class Recording:
 
 @contextmanager
 def recording(out: str | os.PathLike[str], member: str, record: dict[str, Any], **fields: Any) -> Iterator[Recording]:
-    """Store ``record`` as running, yield the :class:`Recording`, and store ``complete`` or ``interrupted`` as
-    the block ends. The caller holds the directory's writer lock."""
+    """Store ``record`` running, yield the :class:`Recording`, store how the block ended. Under the lock."""
     rec = Recording(Path(out), member, record, fields)
     rec.store("running")
     status = "interrupted"
@@ -99,8 +98,7 @@ def report_check(out: str | os.PathLike[str], check: Results | None = None) -> R
 
 
 def report_drawn(out: str | os.PathLike[str]) -> bool:
-    """After ``omni-loader report`` drew report.md, record it drawn (unless a live writer holds the lock: it
-    records its own). Whether the record changed."""
+    """Record report.md drawn after ``omni-loader report`` (unless a live writer will); whether it did."""
     from .lock import lock_holder, writer_lock
 
     report = read_metadata(out).get(REPORT_KEY)

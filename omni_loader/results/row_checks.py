@@ -75,8 +75,7 @@ def run_ids_text(ids: Iterable[int], most: int = 12) -> str:
 
 
 def read_lines(path: Path) -> LinesRead:
-    """runs.csv's records whose shape is right, their line numbers, the run ids of the records cut short,
-    and a :class:`Finding` for each kind of bad record."""
+    """runs.csv's well-shaped records, their line numbers, the runs cut short, and a finding per bad kind."""
     text = path.read_bytes().decode("utf-8", errors="replace") if path.exists() else ""
     if not text:
         return LinesRead([list(RUN_COLUMNS)], [], frozenset(), 0)
@@ -151,8 +150,7 @@ SPAN_TOLERANCE_S = 1.0
 
 
 def _absurd_runs(frame) -> tuple[Finding | None, list[int]]:
-    """Runs with a finite duration no clock of the kit gives: over a day, longer than the enclosing phase, or
-    leaf phases adding up to more than ``total``."""
+    """Runs with a finite duration no clock gives: over a day, or longer than what encloses it."""
     from ..names import LEAF_PHASES
 
     timed = frame[frame["seconds"].notna()]
@@ -192,8 +190,7 @@ def _stamp(text: Any):
 
 
 def _outside_span(frame, suite: Suite) -> tuple[Finding | None, list[int]]:
-    """Runs stamped before their benchmark started, after it ended, or ending before they started: rows of
-    another benchmark."""
+    """Runs stamped outside their benchmark's span, or ending before they started: another benchmark's."""
     from datetime import timedelta
 
     spans = {}
@@ -237,8 +234,7 @@ def rows_frame(records: list[list[str]]):  # -> pandas.DataFrame
 
 
 def check_rows(frame, suite: Suite, cut: Iterable[int] = frozenset()) -> tuple[Any, tuple[Finding, ...]]:
-    """Rows with bad values, duplicates, rows off the plan, incomplete runs: the frame without them, and a
-    :class:`Finding` for each kind left out."""
+    """The frame without rows of bad values, duplicates, off the plan or of incomplete runs; the findings."""
     import pandas as pd
 
     found: list[Finding] = []

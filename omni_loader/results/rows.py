@@ -33,8 +33,7 @@ RESIDENCY_COLUMN = "checkpoint_resident"
 
 @dataclass(frozen=True)
 class RunRow:
-    """One row of runs.csv; its fields, in order, are the file's columns (pinned by tests: a change
-    means a new schema version)."""
+    """One row of runs.csv; its fields, in order, are the file's columns (a change is a new schema)."""
 
     run_id: int  # position in the plan, 0-based, warm-ups included
     variant: str  # baseline | optimized | another variant's name | aa-1 | aa-2
@@ -163,8 +162,7 @@ def read_runs(directory: str | os.PathLike[str]):  # -> pandas.DataFrame
 
 
 def typed_runs(source: Any, path: Any):  # -> pandas.DataFrame
-    """Parse runs.csv text from ``source`` (a path or a buffer) into typed columns; ``path`` names it in errors.
-    A schema-1 file gets the columns it lacks empty."""
+    """runs.csv text from ``source`` (a path or a buffer) in typed columns; ``path`` names it in errors."""
     import pandas as pd
 
     numeric = ("seconds", "device_peak_bytes", *PHASE_COUNTERS, *IO_COUNTERS, RESIDENCY_COLUMN)

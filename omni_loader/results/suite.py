@@ -154,8 +154,7 @@ def benchmark(metadata: dict[str, Any], name: str) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class Suite:
-    """metadata.json as read (``raw``, any readable schema), its benchmarks found once for the dozen places
-    that ask for them, their plans and their statuses."""
+    """metadata.json as read (``raw``, any readable schema), its benchmarks found once."""
 
     raw: dict[str, Any]
 
@@ -180,8 +179,7 @@ class Suite:
 
     @property
     def described(self) -> dict[str, Any]:
-        """The record a report or a comparison describes: the load benchmark's, else the startup benchmark's,
-        else {}."""
+        """The record a report or a comparison describes: the load benchmark's, else the startup one's, else {}."""
         return self.benchmark("load") or self.benchmark("startup") or {}
 
     @property
@@ -203,8 +201,7 @@ class Suite:
 
 
 def plan_entries(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """A record's plan entries that can be read (a dict with an integer run id); the integrity check says what the
-    others lack."""
+    """A record's plan entries that can be read (a dict with an integer run id)."""
     plan = record.get("plan")
     if not isinstance(plan, list):
         return []
