@@ -50,8 +50,7 @@ def whole_quantities(text: Any) -> Any:
 
 
 def verdict_word(c: Comparison, floor: NoiseFloor | None = None) -> str:
-    """The kit's verdict (:meth:`Comparison.verdict`) in a word or two that never wrap (:data:`VERDICT_WORDS`):
-    ``faster``, ``slower``, ``no claim``, ``too few runs``; a count is ``deterministic`` or ``varies``."""
+    """The kit's verdict in a word or two that never wrap (:data:`VERDICT_WORDS`)."""
     if c.unit != "s":
         return "deterministic" if c.baseline.min == c.baseline.max else "varies"
     if c.baseline.n < 2 or c.optimized.n < 2:
@@ -62,8 +61,7 @@ def verdict_word(c: Comparison, floor: NoiseFloor | None = None) -> str:
 
 
 def verdict_legend(first: str = "baseline", second: str = "optimized", alpha: float = ALPHA) -> str:
-    """The rule behind the verdict words (:data:`VERDICT_WORDS`) and what a saving is, said once under the tables
-    (``alpha``: the error rate the verdicts were read at, a sequential design's look's where it stopped)."""
+    """The rule behind the verdict words and what a saving is, said once under the tables."""
     return (f"*saving*: the median of `{first}` less that of `{second}` (negative: `{second}` is slower); "
             f"*verdict*: **{FASTER}** or **{SLOWER}** where the {confidence_words(alpha)} bootstrap interval of the "
             f"difference of medians excludes 0 and the Mann-Whitney test agrees (p < {alpha:g}), beyond the A/A noise "
@@ -120,8 +118,7 @@ def _spread(c: Comparison, unit: str, first: bool = False) -> str:
 
 def time_tables(comps: list[Comparison], first: str = "baseline", second: str = "optimized",
                 floors: dict[str, NoiseFloor] | None = None, pr_rule: bool = False) -> list[Any]:
-    """The timed rows of ``comps`` (``first`` against ``second``) as tables, one per time unit: medians, saving,
-    ratio, each side's range, the verdict in a word, and with ``pr_rule`` the PR's own rule."""
+    """The timed rows of ``comps`` as tables, one per time unit (with ``pr_rule``, the PR's rule too)."""
     import pandas as pd
 
     floors = floors or {}
@@ -144,8 +141,7 @@ def time_tables(comps: list[Comparison], first: str = "baseline", second: str = 
 
 
 def ratio_cells(styler, columns: list[str]):  # (Styler, ...) -> Styler
-    """``columns`` of ratios written as the PR's table writes one, ``252.66×``: a bare "252.66" in a
-    "baseline ÷ optimized" column under the PR table's "252.66×" reads as another quantity."""
+    """``columns`` of ratios written as the PR's table writes one, ``252.66×``."""
     return styler.format(lambda v: "" if not math.isfinite(v) else f"{v:,.2f}×", subset=columns)
 
 
@@ -168,8 +164,7 @@ def count_table(comps: list[Comparison], first: str = "baseline", second: str = 
 
 
 def pr_rows(frame, alpha: float = ALPHA) -> list[Any]:
-    """The PR's rows (``baseline`` against ``optimized``) as tables: the times with the kit's verdict at ``alpha``
-    beside the PR's rule first, then the counts, then the legend."""
+    """The PR's rows as tables: the times with both verdicts, then the counts, then the legend."""
     comps = [c for c in comparisons(frame, alpha) if c.phase in PR_ROWS]
     counts = count_table(comps)
     return [*time_tables(comps, floors=noise_floors(frame), pr_rule=True), *([counts] if counts is not None else []),
@@ -209,8 +204,7 @@ def _ms(values: list[float]) -> str:
 
 
 def saving_table(report: ControlReport):  # -> Styler
-    """Each enclosing row's saving taken apart: the changed steps' saving, the controls' and what is left between
-    phases (and what medians do not add up to), which add up to the row's saving; the controls that confound it."""
+    """Each enclosing row's saving taken apart into changed steps, controls and the rest."""
     import pandas as pd
 
     changed = ", ".join(label(p) for p in report.changed) or "none"
@@ -223,8 +217,7 @@ def saving_table(report: ControlReport):  # -> Styler
 
 
 def control_table(report: ControlReport):  # -> Styler
-    """Each control of a pair: both medians, the saving and its interval, the verdict in a word, the rows it is
-    inside (``confounds`` where it differs by enough to matter to them)."""
+    """Each control of a pair: medians, saving and interval, verdict in a word, the rows it is inside."""
     import pandas as pd
 
     first, second = report.first, report.second

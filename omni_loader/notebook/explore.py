@@ -21,8 +21,7 @@ from ..names import LAYOUTS, VARIANTS
 
 def tree(model: str | int | nn.Module = "full", buffers: int | None = None, *, layout: str = "vllm-omni",
          fanout: int = 4, device: str = "meta") -> Tree:
-    """A tree to look inside: Token2Wav's for a size in ``layout`` on ``device`` (meta: no memory); a synthetic
-    tree of ``model`` modules and ``buffers`` buffers for a number; or a module of your own as it is."""
+    """A tree to look inside: Token2Wav's of a size, a synthetic one of ``model`` modules, or a module."""
     if isinstance(model, nn.Module):
         return Tree(model)
     if isinstance(model, int):
@@ -148,8 +147,7 @@ class Tree:
     # ------------------------------------------------------------------- buffers
 
     def buffers(self):  # -> DataFrame
-        """One row per named buffer: owner, persistence by the optimized rule (``persistent_by_set``), and whether
-        one ``state_dict()`` holds it (``in_state_dict``, the baseline's ground truth)."""
+        """One row per named buffer: owner, persistence by the optimized rule, and in ``state_dict()``."""
         import pandas as pd
 
         non_persistent = self.non_persistent()
@@ -225,8 +223,7 @@ class Tree:
     # ------------------------------------------------------------------- layouts
 
     def compare_layouts(self):  # -> DataFrame
-        """The inventories of both layouts of this tree's size side by side, with the difference (vllm-omni minus
-        transformers): a row per count, named in the ``count`` column."""
+        """Both layouts' inventories of this tree's size side by side, with vllm-omni minus transformers."""
         import pandas as pd
 
         table = pd.DataFrame({layout: labelled_counts(inventory(layout, self.inventory.size)) for layout in LAYOUTS})

@@ -31,8 +31,7 @@ def results_root() -> Path:
 
 
 def results_dir(name: str, out_dir: str | os.PathLike[str] | None = None, stamp: bool = True) -> Path:
-    """Where a notebook writes: ``out_dir`` when given, else ``<results root>/<name>-<time>`` (or
-    ``<results root>/<name>`` with ``stamp=False``, for results that replace the previous run's)."""
+    """Where a notebook writes: ``out_dir``, else ``<results root>/<name>-<time>`` (no time: ``stamp=False``)."""
     if out_dir:
         return Path(out_dir).expanduser().resolve()
     return results_root() / (stamped(name) if stamp else name)
@@ -73,8 +72,7 @@ def find_notebook(name: str | os.PathLike[str]) -> Path:
 def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
             parameters: Mapping[str, Any] | None = None, cwd: str | os.PathLike[str] | None = None,
             timeout: float | None = None, kernel: str = KERNEL) -> Path:
-    """Run a notebook top to bottom with papermill into ``output``, and sign the copy. ``parameters`` must be names
-    its ``parameters`` cell declares; the kernel runs in ``cwd`` (default: the notebook's directory)."""
+    """Run a notebook with papermill into ``output`` (only declared ``parameters``), and sign the copy."""
     import papermill as pm
 
     source = find_notebook(notebook)
@@ -100,8 +98,7 @@ STORED_CLEAN = "notebooks/"
 
 
 def strip_outputs(notebook: dict[str, Any]) -> dict[str, Any]:
-    """A notebook as the repository stores it: every code cell without outputs or execution count, and no
-    saved widget state. Sources, markdown and cell metadata are kept (a person's edits)."""
+    """A notebook as the repository stores it: code cells without outputs or counts, no widget state."""
     for cell in notebook.get("cells", []):
         if cell.get("cell_type") == "code":
             cell["outputs"] = []
@@ -111,7 +108,6 @@ def strip_outputs(notebook: dict[str, Any]) -> dict[str, Any]:
 
 
 def pre_save_hook(model: dict[str, Any], path: str, **kwargs: Any) -> None:
-    """Jupyter's ``ContentsManager.pre_save_hook``: the project's ``notebooks/`` are stored without the outputs
-    that autosave would write, while the open notebook keeps showing them."""
+    """Jupyter's ``pre_save_hook``: the project's ``notebooks/`` are stored without their outputs."""
     if model.get("type") == "notebook" and path.lstrip("/").startswith(STORED_CLEAN) and model.get("content"):
         strip_outputs(model["content"])

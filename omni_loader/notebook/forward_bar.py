@@ -23,8 +23,7 @@ VOCODER_SHARE = 0.4
 
 
 def vocoder_steps(vocoder: nn.Module) -> list[nn.Module]:
-    """The modules whose ends the progress bar counts in the vocoder: BigVGAN's residual blocks (3 an
-    upsample stage, 18 in the full model), the vocoder itself for one without them."""
+    """The modules whose ends the bar counts in the vocoder: its residual blocks, else the vocoder itself."""
     return list(getattr(vocoder, "resblocks", [])) or [vocoder]
 
 
@@ -42,8 +41,7 @@ def _synchronized(value: Any) -> None:
 @contextlib.contextmanager
 def forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluations: int, tick: float = TICK,
                      clock: Callable[[], float] = time.perf_counter) -> Iterator[dict[str, float]]:
-    """A bar over the whole forward pass in steps (DiT evaluations, then BigVGAN's residual blocks, counted by
-    hooks), naming the step running now. Yields a dict that gets ``"vocoder"``: the clock when the vocoder started."""
+    """A bar over the forward pass's steps, naming the one running; yields a dict that gets the vocoder's start."""
     from ..progress import progress_bar  # looked up when called: a test stands a bar in for it
 
     blocks, ups = vocoder_steps(vocoder), upsample_layers(vocoder)

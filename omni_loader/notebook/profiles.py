@@ -23,8 +23,7 @@ FLAME_PHASES = {"buffer_discovery": ("_baseline", "_optimized"), "construct": ("
 
 def profile(snapshot: Any, variants: Any = "both", tools: Any = "all", out_dir: str | os.PathLike[str] = "profile", *,
             progress: bool = True, on_skip: Any = None, **overrides: Any) -> Profile:
-    """Profile each variant into ``out_dir`` as ``omni-loader profile`` does (keywords such as ``layout=``, ``top=``
-    set single load options and settings: :func:`~omni_loader.profiling.run.profile_variants`) and return the run."""
+    """Profile each variant into ``out_dir`` as ``omni-loader profile`` does, and return the run."""
     from ..profiling.run import profile_variants, with_overrides
 
     options, settings = with_overrides(None, None, overrides)
@@ -179,8 +178,7 @@ class Profile(Profiles):
 
 
 def _parameter_mib(reference: dict[str, Any]) -> float | None:
-    """The MiB of parameters construction writes in a profiled load of the model its baseline's state_dict() calls
-    name (:data:`~omni_loader.reporting.plots.MODEL_BY_BUFFERS`), weighed as notebook 04 does; None for another."""
+    """The MiB of parameters construction writes in the profiled model, or None for an unknown one."""
     from ..reporting.plots import MODEL_BY_BUFFERS
     from ..token2wav.model import inventory
 
@@ -191,8 +189,7 @@ def _parameter_mib(reference: dict[str, Any]) -> float | None:
 
 
 class Diff(ProfileDiff):
-    """A differential profile (:class:`~omni_loader.profiling.diff.ProfileDiff`) as 02's last section shows it.
-    Times are shown to the precision py-spy's sampling resolves, no finer."""
+    """A differential profile as 02's last section shows it, times no finer than py-spy's sampling."""
 
     @classmethod
     def of(cls, diff: ProfileDiff) -> Diff:
@@ -252,8 +249,7 @@ class Diff(ProfileDiff):
 
 
 def sampling_digits(step_seconds: float, unit: str) -> int:
-    """Decimals of a time in ``unit`` that are no finer than one sample of ``step_seconds``: 0 for py-spy's
-    4 ms in ms (250 Hz), 1 for 0.5 ms, 2 for 4 ms written in seconds."""
+    """Decimals of a time in ``unit`` no finer than one sample of ``step_seconds``."""
     import math
 
     from ..formatting import TIME_SCALE

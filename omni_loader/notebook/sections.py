@@ -32,8 +32,7 @@ def lower_headers(markdown: str) -> str:
 
 def results(out: str | os.PathLike[str] | Results | None = None, *, exclude: str | os.PathLike[str] | None = None,
             root: str | os.PathLike[str] | None = None) -> SavedResults | None:
-    """A saved benchmark, read and checked once: ``out``'s; without ``out``, the newest complete one saved under
-    the results root (or ``root``) other than ``exclude`` (:func:`saved_runs`), or None when there is none."""
+    """A saved benchmark read and checked once: ``out``'s, else the newest complete one (:func:`saved_runs`)."""
     if out is None:
         skip = Path(exclude).resolve() if exclude else None
         out = next((p for p in saved_runs(root) if p.resolve() != skip), None)
@@ -43,16 +42,14 @@ def results(out: str | os.PathLike[str] | Results | None = None, *, exclude: str
 
 
 def reproduce(spec: Any, out: str | os.PathLike[str], *, snapshot: Any = None, resume: bool = False) -> SavedResults:
-    """The main job (:func:`omni_loader.job.reproduce`: the benchmark of ``spec`` into ``out``, then its report),
-    its results returned as sections. ``resume`` continues an interrupted benchmark in ``out``."""
+    """The main job (:func:`omni_loader.job.reproduce`), its results returned as sections."""
     from ..job import reproduce as job
 
     return SavedResults(job(spec, out, snapshot=snapshot, resume=resume))
 
 
 class SavedResults:
-    """One results directory of ``reproduce`` (``kit.reproduce`` returns one), its sections as methods. ``r / "cold"``
-    is a path inside it and ``os.fspath(r)`` its directory, so it goes wherever a path does."""
+    """One results directory of ``reproduce``, its sections as methods; it goes wherever a path does."""
 
     def __init__(self, checked: Results) -> None:
         self.checked = checked
@@ -163,8 +160,7 @@ class SavedResults:
         return [statement, table(pd.DataFrame(rows), decimals={"baseline median (MiB)": 0, "optimized median (MiB)": 0})]
 
     def beyond_the_pr(self, first: str, second: str) -> list[Any]:
-        """A benchmark of more than two variants, as tables: the integrity checks, the PR's rows, each other variant
-        against the first, ``second`` against ``first``, and the equivalence of every arm."""
+        """A benchmark of more than two variants, as tables, ``second`` against ``first`` among them."""
         from ..reporting.measurements import PR_PAIR, planned_arms
         from ..reporting.stats import equivalence
         from ..token2wav.variants import variant_from
@@ -196,8 +192,7 @@ class SavedResults:
                 and ((p / "metadata.json").is_file() or p.name.endswith((".tar.gz", ".zip")))]
 
     def side_by_side(self, others: list[str | os.PathLike[str]] = ()) -> list[Any]:
-        """This run beside earlier reproductions (``compare``, also written to ``compare/`` here): the table, the
-        checks that each holds the same model, and the ratios' plot."""
+        """This run beside earlier reproductions (``compare``, also written to ``compare/`` here)."""
         import pandas as pd
 
         from ..compare.compare_render import check_lines, table_rows, write_compare
@@ -296,8 +291,7 @@ class SavedResults:
 
 
 def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> Styler
-    """Every timed phase on one line, in ms to two decimals: medians, ratio, each variant's range, the saving's
-    interval, Mann-Whitney p and the verdict in a word (held to the phase's A/A noise floor in ``floors``)."""
+    """Every timed phase on one line, in ms to two decimals, with its verdict in a word."""
     import pandas as pd
 
     from ..formatting import table
@@ -459,8 +453,7 @@ def _times(x: float) -> str:
 
 
 def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = True) -> list[Any]:
-    """Buffer discovery's baseline ÷ optimized from each of ``measured`` (None skipped), then the PR's, in one table
-    with where each came from; then which factor makes each later figure differ from the first."""
+    """Buffer discovery's ratio from each of ``measured`` (None skipped) and the PR's, and what sets them apart."""
     import pandas as pd
 
     from ..formatting import short_duration, table

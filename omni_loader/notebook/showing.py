@@ -15,8 +15,7 @@ IMAGES = (".png", ".jpg", ".jpeg", ".svg")
 
 
 def show(*items: Any) -> None:
-    """Display each item as a notebook shows it: text as Markdown, the path of a saved image as the
-    image, a list or tuple item by item, anything else (a table, a figure, an audio player) as itself."""
+    """Display each item: text as Markdown, an image path as the image, a list item by item, else itself."""
     from IPython.display import Image, Markdown, SVG, display
 
     for item in items:
@@ -45,8 +44,7 @@ READABLE = {
 
 
 def readable(frame: Any, **more: str):  # -> DataFrame
-    """``frame`` with the kit's column identifiers renamed to words (:data:`READABLE`, and ``more``), and a sweep's
-    ``source`` and an audit's ``arch`` in words; pass the new names to ``kit.table``."""
+    """``frame`` with the kit's column identifiers renamed to words (:data:`READABLE`, and ``more``)."""
     from ..sweep.fits import source_words
 
     named = {c: frame[c].astype(str).map(source_words) for c in ("source", "arch") if c in getattr(frame, "columns", ())}
@@ -73,8 +71,7 @@ def nested(markdown: str, under: int = 2) -> str:
 
 
 def key_values(mapping: Mapping[str, Any], caption: str | None = None):  # -> Styler
-    """A dict as a two-column table (``item``, ``value``) instead of its repr; a key is shown in words
-    (``checkpoint_dir`` as "checkpoint dir"): a reader reads the item, the metadata keeps the identifier."""
+    """A dict as a two-column table (``item``, ``value``), its keys in words."""
     import pandas as pd
 
     from ..formatting import plain_value, table

@@ -22,8 +22,7 @@ SHARE_FLOOR_S = 0.005  # a baseline median under 5 ms gets no saving (%): a shar
 def start_stage_groups(out: str | os.PathLike[str], *, size: str = "tiny", stages: int = 3, token2wav_stage: int = 2,
                        simulate_seconds: Sequence[float] = (2.0, 3.0), warmup: int = 1, runs: int = 3,
                        device: str = "cpu", timeout: float = 600.0) -> Starts:
-    """Start two stage groups in turn (alike but for the Token2Wav loader variant), ``warmup`` + ``runs`` starts of
-    each timed to ``/health`` into ``out``, and return the :class:`Starts`."""
+    """Start two stage groups in turn (``warmup`` + ``runs`` each, timed to ``/health``); the :class:`Starts`."""
     from ..startup.serve_ab import serve_ab
     from ..startup.stage_group import stage_group_commands
     from ..token2wav.checkpoint import resolve_snapshot
@@ -50,8 +49,7 @@ class StartTimeline(Timeline):
     model: str | None = None  # what its Token2Wav stage loads, in words (:meth:`Starts.model`); None: not known
 
     def loads(self) -> str:
-        """", stage-2 loading the tiny Token2Wav (synthetic weights)": which model the start's times are of, for a
-        caption (empty where not known), so that a synthetic model's milliseconds never read as the PR's."""
+        """Which model the times are of, for a caption: ", stage-2 loading the tiny Token2Wav (synthetic weights)"."""
         lanes = self.token2wav_lanes()
         return f", {_listed(lanes) if lanes else 'its Token2Wav stage'} loading the {self.model}" if self.model else ""
 
@@ -104,8 +102,7 @@ class StartTimeline(Timeline):
 
 
 class Starts:
-    """The starts of a startup A/B of stage groups (``serve-ab``'s directory ``out``), as notebook 06 shows them.
-    A start's spread is seconds where the loader's saving is a fraction of one: each answer is said with it in view."""
+    """The starts of a startup A/B of stage groups (``serve-ab``'s directory ``out``), as notebook 06 shows them."""
 
     def __init__(self, out: str | os.PathLike[str]) -> None:
         self.out = Path(out)
@@ -319,8 +316,7 @@ def whole_ms_rows(styled: Any, values: Sequence[Sequence[float]], columns: Seque
 
 
 def captioned(head: str, notes: Sequence[str]) -> str:
-    """A table's caption as one bold line saying what the table is of, then ``notes`` in plain text under it: a
-    caption of six bold lines read as a wall, and its one line that mattered (which model) was lost in it."""
+    """A table's caption: one bold line saying what it is of, then ``notes`` in plain text."""
     return f'{head}<br><span style="font-weight: normal">{" ".join(notes)}</span>'
 
 

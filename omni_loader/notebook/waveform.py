@@ -25,8 +25,7 @@ SAMPLE_RATE = 24_000  # Qwen2.5-Omni's Token2Wav writes 24 kHz audio
 
 def load_model(size: str = "tiny", layout: str = "vllm-omni", checkpoint: str | None = None,
                model_id: str | None = None, device: str = "auto") -> LoadedModel:
-    """The snapshot (``checkpoint``, ``model_id`` in the local cache, or the synthetic one of ``size``) loaded with
-    the optimized rule onto ``device`` (``auto``: the GPU when torch sees one)."""
+    """The snapshot loaded with the optimized rule onto ``device`` (``auto``: the GPU when torch sees one)."""
     from ..token2wav.checkpoint import resolve_snapshot
     from ..token2wav.loader import load_token2wav
 
@@ -44,8 +43,7 @@ class LoadedModel:
     result: Any  # the loader's LoadResult
 
     def describe(self) -> str:
-        """Which snapshot was loaded, what the load cost and which persistent buffers it found: each path and
-        buffer name on a line of its own, so that a narrow output area wraps between words, never inside a name."""
+        """The snapshot, what the load cost and the persistent buffers found, each name on its own line."""
         from ..formatting import count
 
         snapshot, result = self.snapshot, self.result
@@ -75,8 +73,7 @@ PROBE = (128, 7, 1_200)  # the probe convolution: Conv1d(128, 128, kernel 7) ove
 
 
 def conv_seconds(dtype: torch.dtype, repeats: int = 3) -> float:
-    """The best of ``repeats`` timings of the :data:`PROBE` convolution in ``dtype`` on the CPU (after a
-    warm-up), the global RNG untouched: what decides whether a CPU runs a half-precision vocoder as loaded."""
+    """The best of ``repeats`` CPU timings of the :data:`PROBE` convolution in ``dtype``."""
     channels, kernel, samples = PROBE
     with torch.random.fork_rng(devices=[]), torch.inference_mode():
         torch.manual_seed(0)
@@ -92,8 +89,7 @@ def conv_seconds(dtype: torch.dtype, repeats: int = 3) -> float:
 
 
 def unbroken(seconds: float) -> str:
-    """``1,106\u00a0ms``: a duration for prose, its number and unit joined by a no-break space (a Markdown line that
-    wrapped between them read "1,106" at one line's end and "ms" at the next's)."""
+    """``1,106\u00a0ms``: a duration for prose, its number and unit joined by a no-break space."""
     return short_duration(seconds).replace(" ", "\u00a0")
 
 

@@ -110,8 +110,7 @@ def _saving(frame, phase: str = SAVING_ROW) -> float | None:
 
 
 def cache_section(frame, suite: Suite) -> list[str]:
-    """``## Page cache``: the condition, each measured run's residency, the reading phases' faults and bytes,
-    the storage's throughput and what the fix is worth here. Nothing for a directory that recorded no residency."""
+    """``## Page cache``: condition, residency, reading phases, storage and worth; nothing if unrecorded."""
     check = cache_check(frame, suite)
     if not check.recorded:
         return []

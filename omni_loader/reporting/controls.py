@@ -105,8 +105,7 @@ class ControlReport:
 
 def pair_reports(frame, suite: Suite, floors: dict[str, NoiseFloor] | None = None,
                  alpha: float = ALPHA) -> list[ControlReport]:
-    """One :class:`ControlReport` per A/B pair of a results directory: its first variant against each
-    other one (the PR's pair first where the benchmark ran it), as the report compares them, at ``alpha``."""
+    """One :class:`ControlReport` per A/B pair of a results directory, the PR's first, at ``alpha``."""
     spec = suite.spec
     arms = list(spec.get("variants") or ("baseline", "optimized"))
     custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}

@@ -34,8 +34,7 @@ class ShownFigure(Figure):
 
 
 class PlainLogFormatter(LogFormatter):
-    """Labels of a log axis as plain numbers (``0.5``, ``6``, ``10,000``, not ``10²`` or ``1e+05``), on the ticks
-    matplotlib would label anyway; ``text`` turns a value into its label."""
+    """Labels of a log axis as plain numbers (``0.5``, ``10,000``, not ``10²`` or ``1e+05``)."""
 
     def __init__(self, text=number, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -46,8 +45,7 @@ class PlainLogFormatter(LogFormatter):
 
 
 def log_axis(ax: Any, which: str = "y", text=number) -> None:
-    """Put ``ax``'s ``which`` axis (``"x"`` or ``"y"``) on a log scale whose every label is plain
-    (:class:`PlainLogFormatter`), major and minor alike: the one way the kit's plots draw a log axis."""
+    """Put ``ax``'s ``which`` axis on a log scale with plain labels: the kit's one way to draw one."""
     getattr(ax, f"set_{which}scale")("log")
     axis = getattr(ax, f"{which}axis")
     axis.set_major_formatter(PlainLogFormatter(text, labelOnlyBase=False))
@@ -64,8 +62,7 @@ def tick_labels(fig: Figure) -> list[str]:
 
 @contextlib.contextmanager
 def warnings_said_on_success():
-    """Hold the warnings raised inside the block and say them only if it ends without an exception, so that
-    out of memory ends in one line, not a missing-glyph warning per digit first."""
+    """Hold the warnings raised inside the block; say them only if it ends without an exception."""
     with warnings.catch_warnings(record=True) as caught:
         yield
     for w in caught:

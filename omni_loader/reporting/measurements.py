@@ -79,8 +79,7 @@ def label(phase: str) -> str:
 
 
 def phase_unit(phase: str, seconds: float) -> str:
-    """The time unit of a phase's row or column: startup in seconds whatever its size (the PR quotes
-    it so: '1.416 s faster'), any other by :func:`omni_loader.formatting.time_unit` of ``seconds``."""
+    """The time unit of a phase's row: startup in seconds, as the PR quotes it; else by ``time_unit``."""
     return "s" if phase == "startup_to_health" else time_unit(seconds)
 
 

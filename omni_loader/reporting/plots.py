@@ -268,8 +268,7 @@ REPORT_PLOTS = {"phases": (phases_figure, _timed, ("comps",)),
 
 
 def report_figure_stems(frame, comps: list[Comparison], reference: dict[str, Any]) -> list[str]:
-    """The stems of the plots :func:`report_figures` draws, in report.md's order, decided without drawing (a
-    rendered report's links: drawing them took about 1.5 s a report)."""
+    """The stems of the plots :func:`report_figures` draws, in report.md's order, decided without drawing."""
     if measured(frame).empty:
         return []
     given = {"frame": frame, "comps": comps, "reference": reference}

@@ -46,8 +46,7 @@ def plots_wanted() -> bool:
 
 
 def render_report(results: str | Path | Results) -> str:
-    """report.md's text for a results directory (or its :class:`Results`); writes nothing (its plot links name
-    what :func:`write_report` writes). Rows that cannot be trusted are left out, and said so in the report."""
+    """report.md's text for a results directory (or its :class:`Results`); writes nothing."""
     check = Results.read(results)
     comps = comparisons(check.frame, design_alpha(check.suite))
     from .plots import report_figure_stems
@@ -57,8 +56,7 @@ def render_report(results: str | Path | Results) -> str:
 
 
 def write_report(results: str | Path | Results) -> Path:
-    """Write ``report.md`` and its plots into a results directory (or its :class:`Results`, when the caller has
-    read it: the job reads its results once); returns the report's path."""
+    """Write ``report.md`` and its plots into a results directory (or its :class:`Results`); its path."""
     from .figures import figure_files, warnings_said_on_success, write_figure
     from ..safe_files import refuse_links, write_text
 
@@ -120,8 +118,7 @@ def _report_text(directory: Path, check: Results, comps: list[Comparison], plots
 
 
 def _intro(check: Results) -> list[str]:
-    """The opening sentence: every planned variant with its measured runs (not only the PR's pair), the
-    design, the runs that failed, the status and what the integrity checks found."""
+    """The opening sentence: the variants and their runs, the design, failures, status and integrity."""
     record = check.suite.described
     variants = [a for a in planned_arms(check.suite) if not a.startswith("aa-")]
     n = [run_summary(check.frame, v, "state_dict_calls").n for v in variants]

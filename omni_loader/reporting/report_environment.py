@@ -105,8 +105,7 @@ def vllm_omni_text(env: dict[str, Any]) -> str:
 
 
 def variants_text(suite: Suite) -> str:
-    """Each arm with the vLLM-Omni code it stands for: a reader of the PR's rows should not have to know that
-    ``optimized`` is what vLLM-Omni 0.30.0 ships and ``baseline`` what 0.28.0 and earlier shipped."""
+    """Each arm with the vLLM-Omni release whose code it stands for."""
     notes = []
     custom = {v["name"]: v for v in suite.spec.get("custom_variants") or [] if isinstance(v, dict)}
     for arm in planned_arms(suite):
@@ -121,8 +120,7 @@ def variants_text(suite: Suite) -> str:
 
 
 def installed_release(arm: str | dict[str, Any]) -> str | None:
-    """'vLLM-Omni 0.28.0's find_all_registers, qwen2_5_omni_token2wav.py:1511 (per-buffer state_dict())' for a
-    variant that ran a release's own discovery, else None: from the record, else read now (and said so)."""
+    """Where a variant that ran a release's own discovery comes from in that release, else None."""
     from ..errors import OmniLoaderError
     from ..token2wav.release import read_release
     from ..token2wav.variants import is_installed, variant_from

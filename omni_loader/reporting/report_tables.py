@@ -75,8 +75,7 @@ def measurement_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | N
 
 
 def pr_rows_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | None = None) -> str:
-    """The PR's rows only, in the PR's columns and the two verdicts: the table a reader compares with
-    the PR's, before the table of every phase (:func:`measurement_table`) that holds the spread."""
+    """The PR's rows only, in the PR's columns with the two verdicts."""
     floors = floors or {}
     rows = []
     for c in comps:
@@ -90,8 +89,7 @@ def pr_rows_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | None 
 
 
 def noise_floor_table(floors: dict[str, NoiseFloor]) -> str:
-    """Per phase, what the A/A arms say: the smallest change this machine resolves, and the kit's verdict on
-    the two arms themselves (identical loads: any claimed difference there is a false positive)."""
+    """Per phase, the smallest change the A/A arms resolve, and the kit's verdict on the arms themselves."""
     rows = []
     for phase, f in floors.items():
         u = time_unit(f.median)
@@ -210,8 +208,7 @@ def memory_table(frame) -> tuple[str, str]:
 def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
              floors: dict[str, NoiseFloor] | None = None, controls: ControlReport | None = None,
              marks: dict[str, str] | None = None) -> list[str]:
-    """The report's first bullets: each PR row in one sentence (marked where a control confounds it, and with
-    ``marks[phase]``: a run not under the page-cache condition), then equivalence, memory and the controls."""
+    """The report's first bullets: each PR row in a sentence, then equivalence, memory and controls."""
     lines = []
     floors = floors or {}
     for c in comps:
@@ -266,8 +263,7 @@ def controls_sentence(report: ControlReport) -> str:
 
 
 def _saving(seconds: float, term: bool = False) -> str:
-    """A saving in a sentence: '883.214 ms saved' reads as a positive; a loss keeps its sign (none on what rounds to
-    zero). ``term``: added in a sum, ' + 6.691 ms' or ' − 2.980 ms' (one sign, never '+ −2.980 ms')."""
+    """A saving in a sentence ('883.214 ms saved'); ``term``: as added in a sum (' − 2.980 ms')."""
     text, sign = duration(abs(seconds)), "−" if seconds < 0 and duration(abs(seconds)) != duration(0.0) else ""
     return f" {sign or '+'} {text}" if term else f"{sign}{text}"
 

@@ -30,8 +30,7 @@ def _sequential(suite: Suite) -> dict[str, Any]:
 
 
 def design_alpha(suite: Suite) -> float:
-    """The error rate a benchmark's verdicts are read at: the kit's 0.05 for a fixed design; for a sequential
-    one, the share of the look it stopped at, or of its last look when none stopped it."""
+    """The error rate a benchmark's verdicts are read at: 0.05 fixed, else the share of its last look."""
     seq = _sequential(suite)
     if not seq:
         return FIXED_ALPHA

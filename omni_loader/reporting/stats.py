@@ -163,8 +163,7 @@ def smallest_p(n1: int, n2: int) -> float:
 
 
 def runs_to_reach(alpha: float) -> int:
-    """The fewest runs a side whose smallest p (:func:`smallest_p`) is under ``alpha``: what a benchmark that can
-    claim nothing by design needs, said beside its 'no difference claimed' (as ``profile --diff`` says its own)."""
+    """The fewest runs a side whose smallest p is under ``alpha``, said beside 'no difference claimed'."""
     return next(n for n in range(2, 1000) if smallest_p(n, n) < alpha)
 
 
@@ -223,8 +222,7 @@ def bootstrap_median_difference(
 
 
 def ratio_interval(c: Comparison) -> tuple[float, float] | None:
-    """95% percentile-bootstrap interval of baseline/optimized, from the interval of the difference of
-    median log-times (:func:`bootstrap_median_difference`): a ratio interval, on the samples' own scale."""
+    """95% bootstrap interval of baseline/optimized, from that of the median log-times' difference."""
     if c.unit != "s" or any(x <= 0 for x in (*c.baseline.samples, *c.optimized.samples)):
         return None
     ci = bootstrap_median_difference(tuple(math.log(x) for x in c.optimized.samples),
@@ -263,8 +261,7 @@ def measured(frame):  # pandas.DataFrame -> pandas.DataFrame
 
 
 def phase_summary(frame, variant: str, phase: str, source: str = "load") -> Summary:
-    """Samples of one phase: ``source`` 'load' for loader phases, 'server' for serve-ab rows
-    (startup to /health and the figures read from server logs, which may share a loader phase's name)."""
+    """Samples of one phase from rows of ``source`` ('load' for loader phases, 'server' for serve-ab's)."""
     rows = measured(frame)
     rows = rows[(rows["variant"] == variant) & (rows["phase"] == phase) & (rows["source"] == source)]
     return Summary(variant, phase, tuple(float(x) for x in rows.sort_values("run_id")["seconds"]))
@@ -279,8 +276,7 @@ def run_summary(frame, variant: str, column: str) -> Summary:
 
 
 def summary_table(frame):  # -> pandas.DataFrame
-    """One row per variant and phase: n, median, quartiles, IQR, min, max; variants in the order the plan ran them
-    (warm-ups included: randomized blocks may measure optimized first, and 01 listed it before baseline)."""
+    """One row per variant and phase: n, median, quartiles, IQR, min, max; variants in plan order."""
     import pandas as pd
 
     first = {v: i for i, v in enumerate(frame.sort_values("run_id", kind="stable")["variant"].drop_duplicates())}

@@ -63,8 +63,7 @@ def recording(out: str | os.PathLike[str], member: str, record: dict[str, Any], 
 
 @contextmanager
 def drawing_report(out: str | os.PathLike[str], check: Results | None = None) -> Iterator[Results]:
-    """Record the report as ``not drawn``, yield the check to draw it from (:func:`report_check`), and record it
-    ``drawn`` when the block ends without an error. The caller holds the writer lock."""
+    """Record the report ``not drawn``, yield the check, record it ``drawn`` unless the block failed."""
     reserve_blas()
     check = report_check(out, check)
     written = store_report(out, "not drawn", check.metadata)  # the lock held: metadata.json is as the check read it
@@ -87,8 +86,7 @@ def reserve_blas() -> None:
 
 
 def report_check(out: str | os.PathLike[str], check: Results | None = None) -> Results:
-    """The check a report is drawn from: ``check`` (else the directory checked now) without the finding that
-    its report was not drawn: the report being drawn must not say of itself that it is missing."""
+    """The check a report is drawn from, without the finding that the report was not drawn."""
     import dataclasses
 
     from .integrity import REPORT_NOT_DRAWN, check_results

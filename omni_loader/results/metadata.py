@@ -65,8 +65,7 @@ def software_versions() -> dict[str, Any]:
 
 
 def installed_vllm_omni() -> dict[str, Any] | None:
-    """The vLLM-Omni installed beside the kit and the discovery rule its Token2Wav ships (read from its source,
-    never imported), or None: which release a reader's machine runs is part of what was measured there."""
+    """The vLLM-Omni installed beside the kit and its discovery rule (read, never imported), or None."""
     import importlib.util
 
     if importlib.util.find_spec("vllm_omni") is None:

@@ -97,8 +97,7 @@ def failed_row(run: PlannedRun, error: str, seconds: float | None = None, starte
 
 
 def runs_file(directory: str | os.PathLike[str]) -> tuple[int, int]:
-    """runs.csv of ``directory`` (made empty if absent), as (device, inode): the file a benchmark appends to.
-    A writer passes it to every :func:`append_rows`, so a runs.csv replaced meanwhile is refused."""
+    """runs.csv of ``directory`` (made if absent) as (device, inode), the file a benchmark appends to."""
     fd = open_fd(Path(directory) / RUNS_FILE, "a")
     try:
         info = os.fstat(fd)
@@ -109,8 +108,7 @@ def runs_file(directory: str | os.PathLike[str]) -> tuple[int, int]:
 
 def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[str, Any]],
                 expect: tuple[int, int] | None = None) -> None:
-    """Append rows to runs.csv (header on first write), flushed and synced to disk at once. A linked runs.csv, or
-    another file than ``expect`` (from :func:`runs_file`), is refused in one line."""
+    """Append rows to runs.csv, synced at once; a linked runs.csv, or not ``expect``, is refused."""
     path = Path(directory) / RUNS_FILE
     fd = open_fd(path, "a+")
     info = os.fstat(fd)
@@ -137,8 +135,7 @@ def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[
 
 
 def _older_header(fd: int) -> tuple[str, ...] | None:
-    """The header of the runs.csv open at ``fd`` when an older omni-loader wrote it (fewer of :data:`RUN_COLUMNS`,
-    in their order): a resumed benchmark appends rows of that shape, so that the file stays one table."""
+    """The header of an older omni-loader's runs.csv at ``fd``, so a resume appends rows of its shape."""
     first = os.pread(fd, 4096, 0).split(b"\n", 1)[0].decode("utf-8", errors="replace").strip()
     header = tuple(next(csv.reader([first]), []))
     older = len(header) < len(RUN_COLUMNS) and header == tuple(c for c in RUN_COLUMNS if c in header)

@@ -95,8 +95,7 @@ class BenchmarkSpec:
 
     @classmethod
     def from_flat(cls, values: Mapping[str, Any]) -> BenchmarkSpec:
-        """A spec from its settings by flat name (``checkpoint``, ``layout``, ``runs``...; a ``load`` given whole
-        is kept, and the flat load options given change single fields of it)."""
+        """A spec from its settings by flat name; flat load options change single fields of a given ``load``."""
         rest = {k: v for k, v in values.items() if k not in LOAD_FIELDS}
         base = rest.pop("load", None) or LoadOptions(device="cpu")
         base = LoadOptions.from_dict(base) if isinstance(base, Mapping) else base
@@ -155,6 +154,5 @@ for _name in LOAD_FIELDS:  # spec.layout reads spec.load.layout: older code and 
 
 
 def spec_conflicts(saved: BenchmarkSpec, given: Mapping[str, Any]) -> list[str]:
-    """One phrase per setting of ``given`` (flat name -> value) that differs from ``saved``: ``--runs 6 (saved: 5)``,
-    each named by the option that sets it (:func:`~omni_loader.token2wav.options.option_conflicts`)."""
+    """One phrase per setting of ``given`` that differs from ``saved``: ``--runs 6 (saved: 5)``."""
     return option_conflicts(BenchmarkSpec, saved.flat(), given)

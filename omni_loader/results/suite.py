@@ -214,8 +214,7 @@ FLAT_LOAD_OPTIONS = ("layout", "device", "dtype", "construct")
 
 
 def recorded_load_options(record: dict[str, Any]) -> dict[str, Any]:
-    """The load options a load benchmark's record names, as recorded: all of schema 3's ``spec["load"]``
-    (whatever fields LoadOptions has gained), or the :data:`FLAT_LOAD_OPTIONS` that schemas 1 and 2 have."""
+    """The load options a load benchmark's record names, as recorded (schema 3 nested, 1 and 2 flat)."""
     spec = record.get("spec") or {}
     if isinstance(spec.get("load"), dict):
         return dict(spec["load"])
@@ -223,16 +222,14 @@ def recorded_load_options(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def flat_spec(record: dict[str, Any]) -> dict[str, Any]:
-    """A benchmark record's spec with its load options among the other settings (``layout``, ``runs``, ...):
-    the one flattener, so tables and resumes read one shape whatever the schema."""
+    """A benchmark record's spec with its load options among the other settings, whatever the schema."""
     spec = {k: v for k, v in (record.get("spec") or {}).items() if not (k == "load" and isinstance(v, dict))}
     return {**spec, **recorded_load_options(record)}
 
 
 def benchmark_record(kind: str, spec: Any, plan: Iterable[Any], device: str, *, warmup: int, repeats: int,
                      order: str, model: str | None, **described: Any) -> dict[str, Any]:
-    """The record of one benchmark as every writer starts it, status ``running``: what it measures, how many
-    runs in which order (quoted by readers that do not know the spec's shape), on what, where and how started."""
+    """The record of one benchmark as every writer starts it, status ``running``."""
     from .metadata import command_line, environment, now_iso
 
     return {
@@ -264,8 +261,7 @@ def with_status(record: dict[str, Any], status: str, **fields: Any) -> dict[str,
 
 
 def resumed(record: dict[str, Any], set_aside: int = 0, why: Iterable[str] = ()) -> dict[str, Any]:
-    """``record`` continued by ``--resume``: running again, the time noted, and the rows it set aside
-    (``set_aside`` of them, moved to runs.rejected.csv for the reasons ``why``) noted as a repair."""
+    """``record`` continued by ``--resume``: running again, the time noted, set-aside rows a repair."""
     from .metadata import now_iso
 
     out = {**record, "status": "running", "resumed_at": [*record.get("resumed_at", []), now_iso()]}
@@ -276,8 +272,7 @@ def resumed(record: dict[str, Any], set_aside: int = 0, why: Iterable[str] = ())
 
 
 def store_benchmark(directory: str | os.PathLike[str], name: str, record: dict[str, Any]) -> Path:
-    """Write member ``name`` of the directory's suite, keeping the others (schema 1 and 2 files are
-    rewritten as schema 3). Writers call it under the directory's writer lock."""
+    """Write member ``name`` of the directory's suite as schema 3, keeping the others. Under the writer lock."""
     if name not in MEMBERS:
         raise ValueError(f"a results directory's benchmarks are {', '.join(MEMBERS)}, not {name!r}")
     metadata = read_metadata(directory) if (Path(directory) / METADATA_FILE).is_file() else {}
@@ -288,8 +283,7 @@ def store_benchmark(directory: str | os.PathLike[str], name: str, record: dict[s
 
 def store_report(directory: str | os.PathLike[str], status: str,
                  metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Record whether report.md is drawn from the suite's runs (``not drawn`` while drawing, then ``drawn``),
-    keeping the benchmarks; returns the record written. Writers call it under the writer lock."""
+    """Record whether report.md is drawn, keeping the benchmarks; the record written. Under the lock."""
     from .metadata import now_iso
 
     if status not in REPORT_STATUSES:
