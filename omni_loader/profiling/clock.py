@@ -1,10 +1,7 @@
 """A phase clock that also snapshots a running cProfile profiler at every phase edge.
 
-Why: cProfile alone says what a function cost over the whole load, not inside which phase. The
-difference of two snapshots of its counters, taken at the inner edges of a phase, is exactly what
-the calls made inside that phase cost. The clock is handed to ``load_token2wav(..., clock=...)``,
-so the loader times its phases as always and the snapshots ride along. This module imports torch
-(through :mod:`omni_loader.host.timing`); the cProfile module imports it only when a load is profiled.
+The difference of two snapshots taken at a phase's edges is what the calls made inside it cost. This module
+imports torch (through :mod:`omni_loader.host.timing`); :mod:`.cprofile` imports it only when a load is profiled.
 """
 
 from __future__ import annotations

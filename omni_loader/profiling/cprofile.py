@@ -1,9 +1,7 @@
 """cProfile around one load: the whole-load pstats, its top functions, and own time per function per phase.
 
-Why per phase: the question is not "which function is slow" but "what fills the phase that is
-slow". :class:`~omni_loader.profiling.clock.SnapshotClock` snapshots the profiler at every phase
-edge; :func:`phase_function_rows` turns the snapshot differences into one row per (phase,
-function), exact for every call that starts and ends inside the phase.
+Per phase because the question is what fills the slow phase: :class:`~omni_loader.profiling.clock.SnapshotClock`
+snapshots the profiler at every phase edge, and :func:`phase_function_rows` turns the differences into rows.
 """
 
 from __future__ import annotations
@@ -75,22 +73,17 @@ def phase_function_rows(marks: list[Any]) -> pd.DataFrame:
             continue
         if mark.phase not in LEAF_PHASES or mark.phase not in enter:
             continue
-        rows += _phase_rows(mark.phase, enter.pop(mark.phase), mark.counters)
+        before = enter.pop(mark.phase)
+        for code, (calls, rec, cum, own) in mark.counters.items():
+            c0, r0, cum0, own0 = before.get(code, (0, 0, 0.0, 0.0))
+            key = cProfile.label(code)
+            if (calls != c0 or own - own0 > 0) and not is_profiler_frame(key):
+                rows.append((mark.phase, function_label(key), calls - c0, (calls - rec) - (c0 - r0), own - own0,
+                             cum - cum0))
     df = pd.DataFrame(rows, columns=["phase", "function", "ncalls", "primitive_calls", "tottime", "cumtime"])
     phase_own = df.groupby("phase")["tottime"].transform("sum")
     df["share_of_phase"] = (df["tottime"] / phase_own.where(phase_own > 0)).fillna(0.0)
     return df.sort_values(["phase", "tottime"], ascending=[True, False], ignore_index=True)
-
-
-def _phase_rows(phase: str, before: dict, after: dict) -> list[tuple]:
-    rows = []
-    for code, (calls, rec, cum, own) in after.items():
-        c0, r0, cum0, own0 = before.get(code, (0, 0, 0.0, 0.0))
-        key = cProfile.label(code)
-        if (calls == c0 and own - own0 <= 0) or is_profiler_frame(key):
-            continue
-        rows.append((phase, function_label(key), calls - c0, (calls - rec) - (c0 - r0), own - own0, cum - cum0))
-    return rows
 
 
 def top_functions(stats: str | os.PathLike[str] | pstats.Stats, n: int = DEFAULT_TOP, sort: str = "cumtime",
@@ -116,12 +109,8 @@ def read_pstats(path: str | os.PathLike[str]) -> pstats.Stats:
 
 
 def state_dict_call_counts(stats: str | os.PathLike[str] | pstats.Stats) -> dict[str, int]:
-    """Calls of ``torch.nn.Module.state_dict`` in a profile: ``primitive`` and ``ncalls``.
-
-    ``Module.state_dict`` recurses into every child module, so ``ncalls`` counts one call per
-    module per state dict built. The *primitive* calls (those not made from inside another
-    ``state_dict``) are the number of times a whole state dict was built: the PR's figure.
-    """
+    """Calls of ``torch.nn.Module.state_dict`` in a profile: ``ncalls`` (one per module, as it recurses) and
+    ``primitive`` (not made from inside another ``state_dict``: whole state dicts built)."""
     st = stats if isinstance(stats, pstats.Stats) else read_pstats(stats)
     primitive = ncalls = 0
     for (file, _, name), (cc, nc, *_rest) in st.stats.items():

@@ -1,12 +1,10 @@
 """A differential profile: which functions a change made faster or slower, over fresh-process runs.
 
-One profiled load per variant cannot tell the change from the machine, so :func:`profile_diff` runs
-``reproduce``'s plan (randomized blocks of processes forked from the fork server), samples every
-measured load with py-spy (``--idle``: wall-clock samples) and compares each function's times with a rank
-test, a bootstrap interval and Benjamini-Hochberg (:mod:`~omni_loader.profiling.diff_stats`). ``aa`` adds
-two A/A arms per block whose difference is each function's floor. One unsampled load per variant per block
-prices py-spy's sampling. Written under ``DIR/diff/`` run by run after ``plan.json``, so that
-``profile --diff --resume`` continues an interrupted diff.
+:func:`profile_diff` runs ``reproduce``'s plan (randomized blocks of processes forked from the fork server),
+samples every measured load with py-spy (``--idle``) and compares each function's times
+(:mod:`~omni_loader.profiling.diff_stats`), one unsampled load per variant per block pricing the sampling and,
+with ``aa``, two A/A arms giving each function its floor. Written under ``DIR/diff/`` run by run after
+``plan.json``, so that ``profile --diff --resume`` continues an interrupted diff.
 """
 
 from __future__ import annotations
@@ -97,12 +95,14 @@ class ProfileDiff:
         out, totals = [], sample_totals(self.folds, (self.a, self.b))
         for _, r in self.claimed.iterrows():
             unit = time_unit(max(r["a_median_s"], r["b_median_s"]))
+            beyond = ("" if pd.isna(r.get("aa_floor_s")) else
+                      f", beyond its A/A floor of {duration(r['aa_floor_s'], unit, 0)}")
             own = (f"; its own time {duration(r['a_self_median_s'], unit, 0)} → {duration(r['b_self_median_s'], unit, 0)}"
                    if r["role"] == "own time" else "; " + ROLE_WORDS.get(r["role"], r["role"]))
             out.append(f"`{r['function']}` ({r['file']}): {duration(r['a_median_s'], unit, 0)} → "
                        f"{duration(r['b_median_s'], unit, 0)}, {r['verdict']} by {duration(abs(r['delta_s']), unit, 0)} "
                        f"(95% interval of B − A {span(signed(r['ci_low'], unit), signed(r['ci_high'], unit))}, "
-                       f"q = {number(r['q'], 2)}{self._beyond(r, unit)}){self._calls(r['function'])}"
+                       f"q = {number(r['q'], 2)}{beyond}){self._calls(r['function'])}"
                        f"{presence_words(r, self.a, self.b, totals, len(self.functions))}{own}.")
         return out
 
@@ -119,10 +119,6 @@ class ProfileDiff:
         return (f"{self.b} slower in {len(slower)} function{'s' * (len(slower) != 1)} ({names}): unless {self.b} adds "
                 f"work there, what else explains it is chance (a {fdr:.0%} false discovery rate lets about 1 false claim in "
                 f"{round(1 / fdr)} through; this diff made {len(claimed)}) or the machine changing between blocks; {held}.")
-
-    @staticmethod
-    def _beyond(r: pd.Series, unit: str) -> str:
-        return "" if pd.isna(r.get("aa_floor_s")) else f", beyond its A/A floor of {duration(r['aa_floor_s'], unit, 0)}"
 
     def floor_sentence(self) -> str:
         """Which A/A floor the claims were held to, or that there was none."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import OmniLoaderError
 from ..formatting import short_duration, span
 from . import flamegraph
 from .diff_words import equals
@@ -74,8 +75,6 @@ def build(diff: ProfileDiff) -> tuple[DiffFlame, dict[int, dict[str, Any]]]:
         node.seconds = max(m.values())
         info[id(node)] = {"medians": m, "row": rows.get((name, short_path(file) if file else ""))}
     if root is None:
-        from ..errors import OmniLoaderError
-
         raise OmniLoaderError(f"no sampled load under {flamegraph.ENTRY}() in {diff.directory}")
     _fit(root)
     claimed = len(diff.claimed)

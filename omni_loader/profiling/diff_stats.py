@@ -1,13 +1,9 @@
 """The statistics of ``profile --diff``: each sampled run's samples folded into per-function times, and per
-function A against B.
-
-:func:`compare_functions` gives each function's medians, the difference of medians (B - A) with a 95% bootstrap
-interval and a two-sided Mann-Whitney test, with Benjamini-Hochberg across the functions tested (sampled in at
-least :data:`PRESENCE` of either arm's runs); a function is claimed *faster* or *slower* when its q-value is at
-most :data:`FDR` and its interval excludes zero. With A/A arms (``--aa``), :func:`function_floors` gives each
-function the noise floor ``reproduce --aa`` gives a phase, and a difference within it is not claimed. A rank test
-of few runs has a smallest p (:func:`smallest_p`), so :func:`presence_test` also judges a function sampled in
-every run of one arm and none of the other from its sample counts. Nothing here runs a load or writes a file.
+function A against B (:func:`compare_functions`): medians, the difference of medians with a 95% bootstrap interval,
+a two-sided Mann-Whitney test and Benjamini-Hochberg; a function is claimed *faster* or *slower* when its q-value
+is at most :data:`FDR` and its interval excludes zero (and its difference exceeds its A/A floor, with ``--aa``).
+:func:`presence_test` judges a function sampled in every run of one arm and none of the other from its sample
+counts, beyond the rank test's smallest p (:func:`smallest_p`). Nothing here runs a load or writes a file.
 """
 
 from __future__ import annotations

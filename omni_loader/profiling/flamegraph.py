@@ -1,12 +1,9 @@
 """Flamegraphs of the Token2Wav load, drawn from py-spy's samples, for reading in a notebook.
 
-py-spy samples the whole worker process, whose imports of torch and the model code would dwarf the load, so
-:func:`build` keeps only the stacks under :data:`ENTRY` and drops the loader's one-time model-code import under
-it (:data:`SKIP_UNDER_ENTRY`); every picture says how many samples that left. An import the load itself
-triggers stays, as one ``(import)`` frame, and direct recursion is folded into one frame by default.
-
-The drawing is an icicle (the load on top), hover for a frame's share, click to zoom: :func:`svg` writes a
-standalone file, :class:`FlameView` shows it inline in JupyterLab beside the speedscope file.
+py-spy samples the whole worker process, whose imports would dwarf the load, so :func:`build` keeps only the
+stacks under :data:`ENTRY`, less the one-time model-code import (:data:`SKIP_UNDER_ENTRY`), and says how many
+samples that left; a lazy import during the load is one ``(import)`` frame, and direct recursion is folded.
+The icicle (hover for a frame's share, click to zoom) is written by :func:`svg` or shown by :class:`FlameView`.
 """
 
 from __future__ import annotations
@@ -38,7 +35,6 @@ NOTE_LINES = 2
 PAD = 4
 CHAR = 6.6  # width of one 11-unit monospace character
 NOTE_CHARS = int((WIDTH - 2 * PAD) // CHAR) - 2  # a line of the note that fits the drawing's width, with a margin
-# Frame colours by where the code lives: the kit, torch, transformers, safetensors, anything else.
 HINT = "Hover a frame for its share of the load; click a frame to zoom into it, the top frame to zoom out."
 PACKAGES = (("omni_loader", 205), ("torch", 28), ("transformers", 275), ("safetensors", 120), ("", 0))
 
@@ -88,21 +84,16 @@ class Flame:
         return text + ("; recursion and imports folded" if self.folded_recursion else "; imports folded")
 
 
-def _frames(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[tuple[list[int], float]]]:
-    try:
-        data = json.loads(Path(path).read_text())
-        frames = data["shared"]["frames"]
-        samples = [(list(s), float(w)) for prof in data["profiles"] for s, w in zip(prof["samples"], prof["weights"])]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise OmniLoaderError(f"cannot read speedscope file {path}: {exc}") from None
-    return frames, samples
-
-
 def load_stacks(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[str, ...] = SKIP_UNDER_ENTRY,
                 fold_recursion: bool = True) -> tuple[list[tuple[list[tuple[str, str]], float]], int]:
     """The samples under ``entry`` as ``([(name, file), ...] from the entry down, weight)``, less those under
     ``skip``, recursion and imports folded; and how many samples the file holds."""
-    frames, samples = _frames(speedscope)
+    try:
+        data = json.loads(Path(speedscope).read_text())
+        frames = data["shared"]["frames"]
+        samples = [(list(s), float(w)) for prof in data["profiles"] for s, w in zip(prof["samples"], prof["weights"])]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise OmniLoaderError(f"cannot read speedscope file {speedscope}: {exc}") from None
     names = [str(f.get("name", "?")) for f in frames]
     files = [str(f.get("file") or "") for f in frames]
     kept: list[tuple[list[tuple[str, str]], float]] = []
@@ -146,10 +137,6 @@ def build(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[st
                  folded_recursion=fold_recursion, title=title, speedscope=Path(speedscope))
 
 
-def _short(file: str) -> str:
-    return short_path(file) if file else "?"
-
-
 def _colour(node: Node) -> str:
     path = node.file.replace(os.sep, "/")
     hue = next(h for pkg, h in PACKAGES if not pkg or f"/{pkg}/" in path)
@@ -183,7 +170,7 @@ def svg_body(flame: Flame, element_id: str, min_width: float = 0.4, *, colour: C
             return
         rows = max(rows, depth + 1)
         y = top + depth * ROW
-        where = "modules imported during the load" if node.name == IMPORT else _short(node.file)
+        where = "modules imported during the load" if node.name == IMPORT else (short_path(node.file) if node.file else "?")
         text = tip(node) if tip else (f"{node.name} ({where}): {node.samples / total:.1%} of the load's samples, "
                                       f"{node.seconds:,.2f} s")
         out.append(f'<g class="f" data-x="{x:.6f}" data-w="{w:.6f}" data-d="{depth}" data-n="{escape(node.name)}">'

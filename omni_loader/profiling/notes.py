@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from ..errors import OmniLoaderError
 from ..formatting import duration
 from ..names import LEAF_PHASES
 from ..reporting.measurements import label
@@ -36,25 +37,19 @@ class Profiles(dict):
         return [s] if (s := torch_slower_sentence(self)) else []
 
 
-def changed_by(a: str, b: str) -> tuple[str, ...]:
-    """The phases whose step differs between variants ``a`` and ``b``; none known for a custom variant."""
-    from ..errors import OmniLoaderError
-    from ..reporting.controls import changed_phases
-
-    try:
-        return changed_phases(a, b)
-    except OmniLoaderError:  # a custom variant's name: no phase is known to be changed
-        return ()
-
-
 def untouched_phase_sentence(profiles: dict[str, VariantProfile]) -> str | None:
     """Which untouched phase differs most between the two median unprofiled runs, against the changed phases'
     saving: that difference is the machine's, not the fix's. ``None`` without two variants or a phase both ran."""
+    from ..reporting.controls import changed_phases
+
     if len(profiles) != 2:
         return None
     (a, pa), (b, pb) = profiles.items()
     sa, sb = (dict(p.reference.get("phases", {})) for p in (pa, pb))
-    changed = changed_by(a, b)
+    try:
+        changed = changed_phases(a, b)
+    except OmniLoaderError:  # a custom variant's name: no phase is known to be changed
+        changed = ()
     untouched = [p for p in LEAF_PHASES if p in sa and p in sb and p not in changed]
     if not untouched:
         return None

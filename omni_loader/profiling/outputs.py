@@ -1,7 +1,5 @@
-"""The files a profiling run writes under ``DIR/<variant>/``: their names, and reading them back.
-
-Why one place: the profilers write these files, the reports and the notebook tables read them,
-and ``omni-loader report`` links them; naming each file once keeps writer and readers agreeing.
+"""The files a profiling run writes under ``DIR/<variant>/``: their names, named once so that the profilers,
+the reports and the notebook tables agree, and reading them back.
 """
 
 from __future__ import annotations
@@ -38,10 +36,8 @@ def variant_files(variant: str) -> tuple[str, ...]:
 
 
 def remove_files(paths: Iterable[Path]) -> None:
-    """Delete the files that exist: a run must never leave a previous run's output beside its own.
-
-    A link among them (symbolic, or a file with another name) is refused in one line before any is removed:
-    it was planted, not written by a run (:mod:`omni_loader.safe_files`)."""
+    """Delete the files that exist, so that no previous run's output stays beside this one's; a link among them
+    was planted, not written by a run, and is refused before any is removed."""
     from ..safe_files import refuse_link
 
     paths = list(paths)

@@ -1,9 +1,8 @@
 """The unprofiled loads every phase share comes from: fresh worker processes, as ``reproduce`` runs them.
 
-Why not one load in the profiling process: a profiler distorts what it measures, and a load in a long-lived
-process after the profilers' loads pays host faults a server restart does not. So the reference is a small
-benchmark of its own (``DIR/reference/``) and each variant's reference load its *median run*: a real run, whose
-phases add up to its total, with each phase's median over the runs kept beside it for ratios.
+A profiler distorts what it measures, and a load in a long-lived process pays host faults a server restart does
+not, so the reference is a small benchmark of its own (``DIR/reference/``) and each variant's reference load its
+*median run*: a real run, whose phases add up, with each phase's median over the runs beside it.
 """
 
 from __future__ import annotations

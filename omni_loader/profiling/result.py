@@ -1,8 +1,7 @@
 """What profiling one variant produced, and the figures derived from it.
 
-Why the figures are derived from an unprofiled load: cProfile slows Python-heavy code far more than
-C code, so phase shares measured under it are distorted. Every share here comes from the reference
-load (``load.json``) that ran without a profiler; cProfile only says which functions fill a phase.
+Every share comes from the unprofiled reference load (``load.json``): cProfile slows Python-heavy code far more
+than C code, so it only says which functions fill a phase.
 """
 
 from __future__ import annotations
@@ -43,9 +42,7 @@ class VariantProfile:
         return top_costs(self.phase_functions, self.phase_shares(), n)
 
     def flamegraph(self, link_from: str | os.PathLike[str] | None = None) -> Any:
-        """The load's flamegraph for a notebook (:class:`~omni_loader.profiling.flamegraph.FlameView`), or
-        None when py-spy did not run. Links are relative to ``link_from`` (default: the working
-        directory, which in a notebook is the notebook's own directory)."""
+        """The load's flamegraph for a notebook, links relative to ``link_from``; None when py-spy did not run."""
         from . import flamegraph
 
         speedscope = self.files.get("speedscope")
@@ -59,11 +56,8 @@ class VariantProfile:
 
 
 def phase_shares(result: Any) -> pd.DataFrame:
-    """Leaf phases of one load with seconds and share of the total (a LoadResult or its dict).
-
-    Time the clock spent between leaf phases (phase bookkeeping, the lazy shard iterator being
-    created) is one more row, so the shares add up to 100%.
-    """
+    """Leaf phases of one load with seconds and share of the total (a LoadResult or its dict); the time between
+    leaf phases is one more row, so the shares add up to 100%."""
     seconds = result.phase_seconds() if hasattr(result, "phase_seconds") else dict(result["phases"])
     total = seconds.get("total")
     if not total or total <= 0:
@@ -78,11 +72,8 @@ def phase_shares(result: Any) -> pd.DataFrame:
 
 
 def top_costs(phase_functions: pd.DataFrame, shares: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    """The costliest (phase, function) pairs of the load, as an estimated share of the whole load.
-
-    A function's share of its phase's own time under cProfile, times the phase's share of the
-    unprofiled reference load (see the module doc for why the shares come from that load).
-    """
+    """The costliest (phase, function) pairs: a function's share of its phase's own time under cProfile, times
+    the phase's share of the unprofiled reference load."""
     share = dict(zip(shares["phase"], shares["share"]))
     df = phase_functions[phase_functions["phase"].isin(share)].copy()
     df["share_of_load"] = df["phase"].map(share) * df["share_of_phase"]

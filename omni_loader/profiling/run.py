@@ -1,11 +1,8 @@
 """One profiling run: unprofiled reference loads, warm-up loads, then per variant every chosen tool.
 
-Why reference loads: the profilers distort what they measure (cProfile most of all), so every
-share in the reports comes from loads that ran without one, in fresh worker processes as
-``reproduce`` runs them (:mod:`~omni_loader.profiling.reference`; ``load.json`` is each variant's
-median run); the tools only say what fills the phases. Every load is told the same :class:`~omni_loader.token2wav.options.LoadOptions`
-(its device resolved once, so that the files name the device used) and the tools run with one
-:class:`~omni_loader.profiling.settings.ProfileSettings`.
+Every share in the reports comes from the reference loads (:mod:`~omni_loader.profiling.reference`), since the
+profilers distort what they measure; the tools only say what fills the phases. Every load gets the same
+:class:`~omni_loader.token2wav.options.LoadOptions`, its device resolved once so that the files name it.
 """
 
 from __future__ import annotations
@@ -38,9 +35,8 @@ LOAD_OPTION_NAMES = tuple(f.name for f in fields(LoadOptions))
 SpyLookup = tuple[str | None, str]  # find_py_spy's answer: (executable, "") or (None, why not)
 TOOL_KINDS = {"cprofile": "cProfile", "torch": "torch.profiler", "py-spy": "py-spy"}  # as profile_variant runs them
 WARM_UP = "warm-up"
-# Each kind's price until one of its steps has ended, in a variant's reference run (a fresh process's load): 02 in
-# Lab on 2 cores took 2.1x for the warm-up, 0.8 to 1.8x for cProfile, 0.8 to 9x for torch.profiler and 3.6 to 4.4x
-# for py-spy's worker. Without them the bar read "? left" for 87 of its 105 s, until py-spy had run once.
+# Each kind's price in reference loads until one of its steps has ended (measured on 2 cores), so that the bar
+# need not read "? left" until every tool has run once.
 PRIORS = {WARM_UP: (TIMED, 2.0), "cProfile": (TIMED, 1.5), "torch.profiler": (TIMED, 5.0), "py-spy": (TIMED, 4.0)}
 
 
@@ -62,18 +58,21 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
                      on_skip: Callable[[str], None] | None = None, **overrides: Any) -> Profiles:
     """Profile each variant into ``out_dir/<variant>/`` and write ``out_dir/profile.md``.
 
-    ``options`` sets the loads (layout, device, dtype, construct), ``settings`` the tools (table
-    rows, py-spy's rate, loads per worker, warm-up loads...); keywords of the same names
-    (``layout=``, ``device=``, ``top=``, ``warmup=``...) override single fields of either.
-    When py-spy is missing or may not trace, ``on_skip`` gets one line (default: printed to stderr)
-    and the other tools still run. Returns ``{variant: VariantProfile}``, a
-    :class:`~omni_loader.profiling.notes.Profiles` (a dict that also says the sentences beside notebook 02's tables).
+    ``options`` sets the loads, ``settings`` the tools; keywords of the same names (``layout=``, ``top=``...)
+    override single fields of either. When py-spy is missing or may not trace, ``on_skip`` gets one line (default:
+    printed to stderr) and the other tools still run. Returns a :class:`~omni_loader.profiling.notes.Profiles`.
     """
     options, settings = with_overrides(options, settings, overrides)
     variants, tools = resolve_variants(variants), resolve_tools(tools)
     options = options.resolved()  # 'auto' is resolved once; the files name the device used
-    snapshot = _opened(snapshot)
-    out = _output_directory(out_dir)
+    if not hasattr(snapshot, "token2wav_config"):  # a snapshot directory
+        from ..token2wav.checkpoint import open_snapshot
+
+        snapshot = open_snapshot(snapshot)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise OmniLoaderError(f"--out {out} exists and is not a directory")
+    ensure_dir(out)
     skip = on_skip or (lambda line: print(f"omni-loader profile: {line}", file=sys.stderr, flush=True))
     spy: SpyLookup | None = None
     if "py-spy" in tools:
@@ -111,26 +110,9 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
     return profiles
 
 
-def _opened(snapshot: Any) -> Any:
-    if hasattr(snapshot, "token2wav_config"):
-        return snapshot
-    from ..token2wav.checkpoint import open_snapshot  # a snapshot directory
-
-    return open_snapshot(snapshot)
-
-
-def _output_directory(out_dir: str | os.PathLike[str]) -> Path:
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise OmniLoaderError(f"--out {out} exists and is not a directory")
-    return ensure_dir(out)
-
-
 class ReferenceProgress:
-    """The bar during the reference loads, called as each run starts (``on_run`` of
-    :func:`~omni_loader.profiling.reference.reference_loads`): it names the run that runs now
-    (``reference loads: run 3/8 baseline``) beside the whole run's time left, and advances a step per run that
-    ended."""
+    """The bar during the reference loads (``on_run`` of :func:`~omni_loader.profiling.reference.reference_loads`):
+    it names the run that runs now and advances a step per run that ended."""
 
     def __init__(self, bar: StepBar) -> None:
         self.bar, self.started = bar, 0
@@ -165,14 +147,8 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
                     options: LoadOptions | None = None, settings: ProfileSettings | None = None, *,
                     spy: SpyLookup | None = None, bar: StepBar | Any = None,
                     reference: dict[str, Any] | None = None) -> VariantProfile:
-    """Profile one variant with the chosen tools into ``out_dir/<variant>/`` and write its profile.md.
-
-    ``spy`` is a py-spy lookup already made (:func:`~omni_loader.profiling.pyspy.find_py_spy`);
-    ``bar`` a progress bar that advances one step per load (a :class:`~omni_loader.progress.StepBar`
-    or a plain one; none: silent); ``reference`` the
-    variant's median unprofiled run (:func:`~omni_loader.profiling.reference.reference_loads`;
-    none: its reference loads are run here).
-    """
+    """Profile one variant with the chosen tools into ``out_dir/<variant>/`` and write its profile.md; ``spy``: a
+    py-spy lookup already made, ``bar``: a progress bar (none: silent), ``reference``: its median unprofiled run."""
     tools, options, settings = resolve_tools(tools), (options or LoadOptions()).resolved(), settings or ProfileSettings()
     bar = bar if isinstance(bar, StepBar) else StepBar(bar if bar is not None else progress_bar(enabled=False))
     directory = ensure_dir(Path(out_dir) / variant)
@@ -185,10 +161,19 @@ def profile_variant(snapshot: Any, variant: str, out_dir: str | os.PathLike[str]
     keep_reference(vp, reference)
     if "cprofile" in tools:
         bar.begin(Step(TOOL_KINDS["cprofile"], variant), f"{variant}: cProfile")
-        bar.end(_run_cprofile(vp, snapshot, options, settings))
+        t = time.perf_counter()
+        out = profile_cprofile(snapshot, variant, directory, options, settings.top)
+        vp.files.update(out["files"])
+        vp.state_dict_calls, vp.phase_functions = out["state_dict_calls"], out["phase_functions"]
+        bar.end(f"{variant}: cProfile {time.perf_counter() - t:.2f} s")
     if "torch" in tools:
         bar.begin(Step(TOOL_KINDS["torch"], variant), f"{variant}: torch.profiler")
-        bar.end(_run_torch(vp, snapshot, options, settings, reference))
+        t = time.perf_counter()
+        out = profile_torch(snapshot, variant, directory, options, settings.top)
+        vp.files.update(out["files"])
+        vp.torch_phases = list(out["phase_ranges"]["phase"])
+        vp.notes.append(torch_note(out["ops"], out["phase_ranges"], list(reference["phases"])))
+        bar.end(f"{variant}: torch.profiler {time.perf_counter() - t:.2f} s")
     if "py-spy" in tools:
         loads = settings.repeat_for(reference["phases"]["total"])
         bar.begin(Step(TOOL_KINDS["py-spy"], variant, loads), f"{variant}: py-spy, {count(loads, 'load')}")
@@ -202,25 +187,6 @@ def keep_reference(vp: VariantProfile, reference: dict[str, Any]) -> None:
     vp.reference = reference
     write_text(vp.directory / LOAD_JSON, json.dumps(reference, indent=2, default=str))
     vp.files["load"] = vp.directory / LOAD_JSON
-
-
-def _run_cprofile(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings) -> str:
-    t = time.perf_counter()
-    out = profile_cprofile(snapshot, vp.variant, vp.directory, options, settings.top)
-    vp.files.update(out["files"])
-    vp.state_dict_calls = out["state_dict_calls"]
-    vp.phase_functions = out["phase_functions"]
-    return f"{vp.variant}: cProfile {time.perf_counter() - t:.2f} s"
-
-
-def _run_torch(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings,
-               reference: dict[str, Any]) -> str:
-    t = time.perf_counter()
-    out = profile_torch(snapshot, vp.variant, vp.directory, options, settings.top)
-    vp.files.update(out["files"])
-    vp.torch_phases = list(out["phase_ranges"]["phase"])
-    vp.notes.append(torch_note(out["ops"], out["phase_ranges"], list(reference["phases"])))
-    return f"{vp.variant}: torch.profiler {time.perf_counter() - t:.2f} s"
 
 
 def _run_py_spy(vp: VariantProfile, snapshot: Any, options: LoadOptions, settings: ProfileSettings,

@@ -1,8 +1,5 @@
-"""Source locations as a person reads them: short paths and pstats-style function labels.
-
-Why a module of its own: the cProfile tables and the flamegraph both name functions by their
-source file; the path is shortened the same way in both, so a function reads the same in every
-table and picture of one run.
+"""Source locations as a person reads them: short paths and pstats-style function labels, shortened alike in
+every table and picture.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""``ProfileSpec``: what ``omni-loader profile`` and ``profile --diff`` are told, one option per field.
-
-Each field is an option (:func:`~omni_loader.token2wav.options.option`: flag, help, choices) that the parser, the
-diff's saved record and ``--resume``'s conflict check walk; the fields marked :data:`PROFILE` or :data:`DIFF` are
-for one mode only. This module imports neither torch nor pandas: the command line's parser is built from it.
+"""``ProfileSpec``: what ``omni-loader profile`` and ``profile --diff`` are told, one option per field, which the
+parser, the diff's saved record and ``--resume``'s check walk (:data:`PROFILE`/:data:`DIFF` fields: one mode only).
+Imports neither torch nor pandas: the command line's parser is built from it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """``profile.md``: where each variant's load spends its time, and the variants side by side.
 
-Why generated: every sentence of the attribution (the largest phase, the functions that fill it,
-the page faults that may be its real cost) is computed from the files of the same run, so the
-text cannot drift from the data. ``DIR/<variant>/profile.md`` details one variant;
-``DIR/profile.md`` sets them side by side and links the details.
+Every sentence is computed from the files of the same run, so the text cannot drift from the data.
 """
 
 from __future__ import annotations
@@ -28,8 +25,7 @@ from .settings import TOOLS, resolve_tools
 from ..safe_files import write_text
 
 
-# profile.md's sections that a notebook also shows as tables of its own (notebook 02's phase shares and
-# state_dict() calls): Profile.where_time_goes leaves them out there
+# profile.md's sections that notebook 02 shows as tables of its own: Profile.where_time_goes leaves them out
 PHASE_SHARES = "## Phase shares"
 STATE_DICT_CALLS = "## Module.state_dict() calls"
 
@@ -38,7 +34,6 @@ def bottleneck_sentence(vp: VariantProfile) -> str:
     """The load's largest cost in one sentence: its largest phase and what fills it (functions or page faults)."""
     c = largest_cost(vp)
     label = "Next bottleneck of the optimized load" if vp.variant == "optimized" else f"Largest cost of the {vp.variant} load"
-    # the phase in words only: its id (runs.csv's and load.json's name) read as a raw identifier in the prose
     text = (f"**{label}:** {words(c['phase'])}, {percent(c['phase_share'])} of the load "
             f"({c['phase_seconds'] * 1e3:,.2f} ms)")  # two decimals, as the phase-share table beside it
     faults = fault_clause(vp, c["phase"], c["phase_seconds"])
@@ -50,9 +45,8 @@ def bottleneck_sentence(vp: VariantProfile) -> str:
 
 
 def fault_clause(vp: VariantProfile, phase: str, seconds: float) -> dict[str, Any]:
-    """Page faults of ``phase`` in the reference load, priced at this machine's measured cost of a
-    first touch: when they account for half the phase or more, they, not the phase's functions, are
-    its cost (cProfile attributes the kernel's time to whichever function touched the page)."""
+    """Page faults of ``phase`` in the reference load, priced at this machine's cost of a first touch: when they
+    are half the phase or more, they, not the functions cProfile blames, are its cost."""
     from ..host.residency import fault_share, first_touch_seconds
 
     record = next((r for r in vp.reference.get("phase_records", []) if r.get("name") == phase), {})
@@ -64,7 +58,7 @@ def fault_clause(vp: VariantProfile, phase: str, seconds: float) -> dict[str, An
     about = "under 0.1%" if round(share, 3) == 0 else f"about {percent(share)}"  # not "about 0.0%" of 132 faults
     text = (f"it took {minor:,} minor page faults (first touches of fresh memory), {about} of the phase "
             f"at {per_fault * 1e6:.2f} µs each as measured on this machine")
-    if minor * per_fault > seconds:  # the share stops at all of it; say so, or the product reads as a contradiction
+    if minor * per_fault > seconds:  # the share stops at all of it: say so
         text = (f"it took {minor:,} minor page faults (first touches of fresh memory), which at {per_fault * 1e6:.2f} µs "
                 f"each as measured on this machine come to {short_duration(minor * per_fault)}, more than the phase's "
                 f"{short_duration(seconds)} (all of it)")
@@ -85,22 +79,19 @@ def largest_phases(shares: pd.DataFrame, cover: float = 0.8, most: int = 3) -> l
     return chosen
 
 
-def context_lines(snapshot: Any, options: LoadOptions) -> list[str]:
-    """What was loaded, how, and on what software and machine."""
+def _header(title: str, snapshot: Any, options: LoadOptions | None) -> list[str]:
+    """The title, then (with a snapshot) what was loaded, how, and on what software and machine."""
     import platform
 
     import torch
 
-    root = getattr(snapshot, "root", snapshot)
-    source = getattr(snapshot, "source", "?")
-    return [(f"- checkpoint: `{root}` ({source}); layout {options.layout}; device {options.device}; "
-             f"dtype {options.dtype}; construct {options.construct}"),
+    if snapshot is None:
+        return [title, ""]
+    o, root, source = options or LoadOptions(), getattr(snapshot, "root", snapshot), getattr(snapshot, "source", "?")
+    return [title, "", (f"- checkpoint: `{root}` ({source}); layout {o.layout}; device {o.device}; "
+                        f"dtype {o.dtype}; construct {o.construct}"),
             (f"- torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPU{'' if os.cpu_count() == 1 else 's'}, "
              f"{platform.machine()}")]
-
-
-def _header(title: str, snapshot: Any, options: LoadOptions | None) -> list[str]:
-    return [title, ""] + (context_lines(snapshot, options or LoadOptions()) if snapshot is not None else [])
 
 
 def _cost_table(costs: pd.DataFrame) -> str:
@@ -201,13 +192,12 @@ def _side_by_side(profiles: dict[str, VariantProfile]) -> str:
 
 
 def _phase_cell(phase: str) -> str:
-    """A phase as profile.md's tables name it: in words, its id after (what the CSVs and ``--json`` call it)."""
+    """A phase as profile.md's tables name it: in words, its id after."""
     return phase if phase.startswith(("**", "(")) else f"{words(phase)} (`{phase}`)"
 
 
 def _discovery_change(profiles: dict[str, VariantProfile]) -> list[str]:
-    """Discovery's ratio from each phase's median over the runs, as the ratio table and the rest of the kit take it
-    (a median run's discovery is one run's: 3 + 3 runs once gave 260× here beside the table's 196×)."""
+    """Discovery's ratio from each phase's median over the runs, as the kit's ratio tables take it."""
     if not {"baseline", "optimized"} <= profiles.keys():
         return []
     refs = [profiles[v].reference for v in ("baseline", "optimized")]
@@ -250,12 +240,8 @@ def write_summary_report(profiles: dict[str, VariantProfile], out_dir: str | os.
 
 
 def read_summary(out_dir: str | os.PathLike[str], link_from: str | os.PathLike[str] | None = None) -> str:
-    """``out_dir/profile.md`` with its relative links rewritten to be relative to ``link_from``.
-
-    The file links to ``baseline/profile.md`` relative to itself; a notebook shows it from its own
-    directory (the kernel's working directory, the default ``link_from``), where JupyterLab resolves
-    links, so the links are rewritten for that place.
-    """
+    """``out_dir/profile.md`` with its relative links rewritten to be relative to ``link_from`` (default: the
+    kernel's working directory, where JupyterLab resolves a notebook's links)."""
     out = Path(out_dir)
     path = out / PROFILE_MD
     if not path.is_file():

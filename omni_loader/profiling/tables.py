@@ -1,7 +1,5 @@
-"""The profiles as notebook tables (pandas Stylers), read back from the files of a run.
-
-Why from the files: a notebook may show a run made earlier (or by ``omni-loader profile``);
-every table here reads what the run wrote, so the notebook shows exactly what the files hold.
+"""The profiles as notebook tables (pandas Stylers), read back from the files of a run, so that a notebook
+shows exactly what the files hold, whoever made them.
 """
 
 from __future__ import annotations
@@ -41,9 +39,8 @@ def phase_share_table(profiles: dict[str, VariantProfile]):  # -> pandas Styler
 
 
 def state_dict_call_table(profiles: dict[str, VariantProfile]):  # -> Styler
-    """``Module.state_dict`` calls per variant: cProfile's primitive and total calls, and the kit's own count
-    (:data:`LOADER_COUNT`: the loader wraps the model's ``state_dict`` during buffer discovery and counts the calls,
-    each one whole state dict built; its recursive calls into child modules are not counted)."""
+    """``Module.state_dict`` calls per variant: cProfile's primitive and total calls, and the loader's own count of
+    whole state dicts built (:data:`LOADER_COUNT`)."""
     counts = {v: p.state_dict_calls for v, p in profiles.items() if p.state_dict_calls}
     frame = pd.DataFrame(counts).rename(index={"primitive": "primitive calls (whole state dicts)",
                                                "ncalls": "all calls (with recursion)", "counter": LOADER_COUNT})
@@ -55,9 +52,7 @@ _CPROFILE_NAME = re.compile(r"^(?P<file>.+):(?P<line>\d+)\((?P<name>.+)\)$")
 
 
 def name_over_file(cprofile_name: str) -> str:
-    """cProfile's ``file:line(function)`` as ``"function\\nfile:line"``: the name a reader looks for first, its
-    place under it (:func:`~omni_loader.formatting.name_and_file` shows the two lines). A built-in
-    (``{built-in method builtins.next}``, ``~:0(<method 'copy_' ...>)``) has no file: its name alone."""
+    """cProfile's ``file:line(function)`` as ``"function\\nfile:line"``; a built-in has no file: its name alone."""
     m = _CPROFILE_NAME.match(str(cprofile_name))
     if not m:
         return str(cprofile_name)
@@ -75,16 +70,8 @@ def top_function_table(out_dir: str | os.PathLike[str], variant: str, n: int = D
 
 
 def torch_ops_table(out_dir: str | os.PathLike[str], variant: str, n: int = DEFAULT_TOP):  # -> Styler
-    """torch.profiler's top ``n`` operators by self time, each column in words with its unit
-    (:data:`~omni_loader.profiling.torch_trace.OPERATOR_HEADERS`: ``self CPU time (ms)``, ``CPU time incl. children
-    (ms)``), and without the kit's own ``phase::`` ranges.
-
-    Why leave the ranges out rather than name them in words among the operators: a range is not an operator but
-    the span of one load phase (:class:`~omni_loader.host.timing.PhaseClock` marks each), and its "self time" is
-    whatever Python ran in that span outside any operator. Sorted with the operators, the kit's ranges led the
-    table (``phase::buffer_discovery`` above every ``aten::`` op) and a reader had to tell
-    which rows were torch's. :func:`phase_range_table`, shown under this table, gives each phase in words with its
-    start and duration; ``torch_ops.csv`` still holds every row, ranges included. The caption says both."""
+    """torch.profiler's top ``n`` operators by self time, each column in words with its unit, without the kit's
+    ``phase::`` ranges: a range is a load phase's span, not an operator (:func:`phase_range_table` shows them)."""
     every = read_torch_ops(out_dir, variant)
     ops = every[~every["name"].astype(str).str.startswith(PHASE_RANGE)]
     sort = next(c for c in ("self_gpu_ms", "self_cpu_ms") if c in ops.columns)

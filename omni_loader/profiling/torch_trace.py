@@ -1,9 +1,7 @@
 """torch.profiler around one load: a Chrome trace with the load's phases, and the operator table.
 
-Why torch.profiler beside cProfile: cProfile sees Python calls, not what the tensor library does
-inside one; torch.profiler records the operators (copies, casts, on a GPU the host-to-device
-transfers), and :class:`~omni_loader.host.timing.PhaseClock` marks every phase as a ``phase::<name>``
-range, so each operator lands inside the phase that caused it.
+cProfile sees Python calls, not the operators the tensor library runs inside one; each operator lands inside a
+``phase::<name>`` range (:class:`~omni_loader.host.timing.PhaseClock`) of the phase that caused it.
 """
 
 from __future__ import annotations
@@ -77,12 +75,8 @@ def operator_table(averages: Any, on_gpu: bool) -> pd.DataFrame:
 
 @contextmanager
 def stderr_to(path: Path) -> Iterator[None]:
-    """Send what C++ code writes to file descriptor 2 into ``path`` for the duration of the block.
-
-    Kineto (torch.profiler's engine) writes ``USDT: … profiler_start`` lines straight to fd 2, with
-    no setting to turn them off; in a notebook every one is a red stderr output. They are kept in
-    the variant's ``torch-profiler.log`` instead.
-    """
+    """Send what C++ code writes to file descriptor 2 into ``path`` for the duration of the block: Kineto's
+    ``USDT`` lines, which no setting turns off, would be red stderr output in a notebook."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:
@@ -113,8 +107,7 @@ def trace_phase_ranges(trace: str | os.PathLike[str] | dict) -> pd.DataFrame:
 
 
 def torch_note(ops: pd.DataFrame, ranges: pd.DataFrame, expected: list[str]) -> str:
-    """One line for profile.md: whether the trace holds one range per load phase (``expected``: the
-    phases of a load), and the top operators."""
+    """One line for profile.md: whether the trace holds one range per ``expected`` phase, and the top operators."""
     counts = ranges["phase"].value_counts()
     ok = all(counts.get(p, 0) == 1 for p in expected)
     real = ops[~ops["name"].str.startswith(PHASE_RANGE)]
