@@ -112,15 +112,13 @@ class Countdown:
     Why each rule. The steps of a run differ a hundredfold (a reference load in a fresh process under a second, a
     torch.profiler load half a minute; a DiT evaluation and a vocoder block), so a rate per step, or the first
     step's time, priced every later kind wrong. A pace is a mean, not a median: the time left is a sum, and on a
-    shared machine a step in three is slowed (04's DiT evaluations ran 1, 3, 1 s...), which a median of a few steps
-    prices at 1 s or 3 s by turns. No step is left out unless the caller says it is a warm-up (``warm_ups`` first
-    steps of each kind and variant price none): dropping every kind's first step by rule priced 04's DiT from its
-    one slow second evaluation alone (00:47 left of 21 s) and 06's starts from one fast one.
+    shared machine some steps are slowed by other work, which a median of a few steps prices all or none of. No step
+    is left out unless the caller says it is a warm-up (``warm_ups`` first steps of each kind and variant price
+    none): a first step is not always the slow one, and dropping it by rule left one sample to price all the rest.
     The step in flight counts: while it runs past its price, its time so far, up to twice that price, joins the
-    samples of the steps after it (the time left rises while a step overruns, where it used to sit at 00:00 while
-    work went on; one step's overrun raises a pace of one sample by half at most, where 05's one large model
-    doubled the price of the small ones after it), and its own time left is at least :data:`OVERDUE` of its time so
-    far.
+    samples of the steps after it (the time left rises while a step overruns rather than sitting at 00:00, and one
+    long step cannot double the price of the short ones after it), and its own time left is at least
+    :data:`OVERDUE` of its time so far.
     """
 
     def __init__(self, steps: Iterable[Step] = (), clock: Callable[[], float] = time.perf_counter,

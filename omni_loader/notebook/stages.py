@@ -10,6 +10,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +116,10 @@ class Starts:
         frame = check_results(self.out).frame
         return frame[(frame["phase"] == PHASE) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
 
+    @cached_property
     def model(self) -> str | None:
-        """What the Token2Wav stage loaded, in words, from the baseline command's ``--checkpoint``; or None."""
+        """What the Token2Wav stage loaded, in words, from the baseline command's ``--checkpoint``; or None (read
+        once: every table and caption of the starts names it)."""
         import shlex
 
         from ..errors import OmniLoaderError
@@ -134,7 +137,7 @@ class Starts:
         starts = self.measured()
         first = starts[starts["variant"] == VARIANTS[0]].iloc[0]
         read = timeline(self.out / "logs" / f"{int(first['run_id'])}-{VARIANTS[0]}.log")
-        read.model = self.model()
+        read.model = self.model
         return read
 
     def compared_phases(self) -> tuple[list[tuple[str, str, Any]], list[tuple[str, str, Any]], Any]:
@@ -234,7 +237,8 @@ class Starts:
             medians[v] = float(seconds.median()) if len(seconds) else None
             rows.append([v, ", ".join(f"{s:,.2f}" for s in seconds) or "none",
                          f"{medians[v]:,.2f}" if len(seconds) else ""])
-        pr = next(m for m in load_reference()["measurements"] if m["measurement"] == "startup_to_health")
+        reference = load_reference()
+        pr = next(m for m in reference["measurements"] if m["measurement"] == "startup_to_health")
         rows.append(["the PR (MI300X)", "— (5 a side, not published)",
                      f"{pr['baseline']:,.3f} → {pr['optimized']:,.3f}"])
         # One unit for every cell, said in the header: a start is seconds whatever its size (a list reading
@@ -242,9 +246,9 @@ class Starts:
         table = markdown_table(rows, ["variant", "starts to /health (s), in the order they ran", "median (s)"],
                                right=(2,))
         table += f"\n\nThe PR's verdict on its 5 + 5 starts: {pr.get('note', 'none published')}."
-        if (model := self.model()) is not None:  # the starts' model, beside the PR's released one
-            released = load_reference()["environment"].get("Model", "Qwen/Qwen2.5-Omni-3B")
-            table = (f"Starts to `/health` with the {model} in the Token2Wav stage; the PR's, with {released} "
+        if self.model is not None:  # the starts' model, beside the PR's released one
+            released = reference["environment"].get("Model", "Qwen/Qwen2.5-Omni-3B")
+            table = (f"Starts to `/health` with the {self.model} in the Token2Wav stage; the PR's, with {released} "
                      f"(released weights).\n\n{table}")
         b, o = medians["baseline"], medians["optimized"]
         if b is None or o is None:
