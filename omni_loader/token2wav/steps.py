@@ -17,7 +17,7 @@ from torch import nn
 
 from .checkpoint import Snapshot
 from ..errors import CheckpointError, OmniLoaderError
-from .model import CHECKPOINT_PREFIX
+from .model import CHECKPOINT_PREFIX, parameter_bytes
 
 
 _LOG = logging.getLogger("omni_loader.load")
@@ -32,7 +32,7 @@ def split_buffer_entries(weights: Entries, persistent: dict[str, torch.Tensor]) 
     """Separate checkpoint entries that are persistent buffers from the parameter entries."""
     params, buffers = [], []
     for key, tensor in weights:
-        (buffers if _strip(key) in persistent else params).append((key, tensor))
+        (buffers if key.removeprefix(CHECKPOINT_PREFIX) in persistent else params).append((key, tensor))
     return params, buffers
 
 
@@ -44,16 +44,15 @@ def load_parameters(model: nn.Module, weights: Entries, snapshot: Snapshot, fuse
     skippable = {n for n, _ in model.named_buffers()}  # e.g. inv_freq where it is not persistent
     loaded: Loaded = defaultdict(set)
     for key, tensor in weights:
-        name = _strip(key)
-        target, shard = _stacked_target(name) if fused else (name, None)
+        target, shard = _target(key, fused)
         if target not in params:
-            if name in skippable:
+            if key.removeprefix(CHECKPOINT_PREFIX) in skippable:
                 continue
             raise CheckpointError(f"checkpoint key {key} ({snapshot.root / snapshot.weight_map[key]}) matches no model "
                                   "parameter")
         param = params[target]
         if shard is None:
-            _check_shape(key, tensor, param, snapshot)
+            _check_shape(key, tensor, param.shape, snapshot)
             param.data.copy_(tensor, non_blocking=non_blocking)
         else:
             _load_stacked_shard(key, param, tensor, shard, snapshot, non_blocking)
@@ -70,12 +69,12 @@ def load_parameters_assign(model: nn.Module, weights: Entries, snapshot: Snapsho
     parts: dict[str, dict[int, tuple[str, torch.Tensor]]] = defaultdict(dict)
     loaded: Loaded = defaultdict(set)
     for key, tensor in weights:
-        target, shard = _stacked_target(_strip(key)) if fused else (_strip(key), None)
+        target, shard = _target(key, fused)
         param = params.get(target)
         if param is None or (shard is None and not _assignable(tensor, param)):
             copies.append((key, tensor))  # load_parameters raises for unknown keys, as the copy step does
         elif shard is None:
-            _check_shape(key, tensor, param, snapshot)
+            _check_shape(key, tensor, param.shape, snapshot)
             _assign(model, target, tensor, param)
             loaded[target].add(0)
         else:
@@ -123,10 +122,9 @@ def _assignable(tensor: torch.Tensor, param: torch.Tensor) -> bool:
 
 
 def _assign(model: nn.Module, name: str, tensor: torch.Tensor, old: nn.Parameter) -> None:
+    """``tensor`` becomes parameter ``name`` (its shape checked by the caller, shard by shard where stacked)."""
     owner, _, leaf = name.rpartition(".")
     module = model.get_submodule(owner) if owner else model
-    if tuple(tensor.shape) != tuple(old.shape):
-        raise CheckpointError(f"shape mismatch for {name}: checkpoint {tuple(tensor.shape)}, model {tuple(old.shape)}")
     setattr(module, leaf, nn.Parameter(tensor, requires_grad=old.requires_grad))
 
 
@@ -134,10 +132,7 @@ def model_loaded_line(model: nn.Module, name: str = "Qwen2_5OmniToken2WavForCond
     """The ``[Model Loaded] name=…, success=…, size=… MB, device=…`` line (MB = 1024² bytes) that 0.30.0's
     ``load_weights_without_buffers`` logs after one more ``named_parameters()`` walk, before the buffers reload.
     """
-    total = 0
-    for _, param in model.named_parameters():
-        if param is not None and param.data is not None:
-            total += param.data.numel() * param.data.element_size()
+    total = parameter_bytes(model)
     device = next(model.parameters()).device
     line = f"[Model Loaded] name={name}, success=True, size={total / (1024 ** 2):.2f} MB, device={device}"
     _LOG.info(line)
@@ -148,7 +143,7 @@ def load_buffers(model: nn.Module, persistent: dict[str, torch.Tensor], entries:
                  snapshot: Snapshot) -> set[str]:
     """Reload every persistent buffer, as vLLM-Omni's ``reload_buffers_to_model`` does: one more ``named_buffers()``
     walk, each copied from its checkpoint entry or onto itself, and counted as loaded either way."""
-    saved = {_strip(key): (key, tensor) for key, tensor in entries}
+    saved = {key.removeprefix(CHECKPOINT_PREFIX): (key, tensor) for key, tensor in entries}
     done = set()
     with torch.no_grad():
         for name, buf in model.named_buffers():
@@ -156,7 +151,7 @@ def load_buffers(model: nn.Module, persistent: dict[str, torch.Tensor], entries:
                 continue
             key, tensor = saved.get(name, (None, persistent[name]))
             if key is not None:
-                _check_shape(key, tensor, buf, snapshot)
+                _check_shape(key, tensor, buf.shape, snapshot)
             buf.copy_(tensor)
             done.add(name)
     return done
@@ -207,8 +202,7 @@ def check_dtypes(model: nn.Module, entries: Entries, fused: bool) -> None:
     be cast as silently, and the load would compare something else."""
     params = dict(model.named_parameters())
     for key, tensor in entries:
-        name = _strip(key)
-        param = params.get(_stacked_target(name)[0] if fused else name)
+        param = params.get(_target(key, fused)[0])
         if param is not None and tensor.dtype not in (CHECKPOINT_DTYPE, param.dtype):
             dtypes = [str(d).removeprefix("torch.") for d in (tensor.dtype, CHECKPOINT_DTYPE, param.dtype)]
             raise CheckpointError(f"checkpoint tensor {key} is {dtypes[0]}, not what the model expects: the released "
@@ -234,41 +228,37 @@ def reference_state_dict(model: nn.Module, param_entries: Entries, buffer_entrie
     state: dict[str, torch.Tensor] = {}
     parts: dict[str, list[torch.Tensor | None]] = defaultdict(lambda: [None] * len(STACKED_PARAMS))
     for key, tensor in param_entries:
-        target, shard = _stacked_target(_strip(key)) if fused else (_strip(key), None)
+        target, shard = _target(key, fused)
         if shard is None:
             state[target] = tensor
         else:
             parts[target][shard] = tensor
     state.update({name: torch.cat(tensors, dim=0) for name, tensors in parts.items()})
     state.update({name: buf.detach().clone() for name, buf in persistent.items()})
-    state.update({_strip(key): tensor for key, tensor in buffer_entries})
+    state.update({key.removeprefix(CHECKPOINT_PREFIX): tensor for key, tensor in buffer_entries})
     params = dict(model.named_parameters())
     return {k: v for k, v in state.items() if k in params or k in persistent}
 
 
-def _strip(key: str) -> str:
-    return key[len(CHECKPOINT_PREFIX) :] if key.startswith(CHECKPOINT_PREFIX) else key
-
-
-def _stacked_target(name: str) -> tuple[str, int | None]:
-    for fused_name, part, shard in STACKED_PARAMS:
+def _target(key: str, fused: bool) -> tuple[str, int | None]:
+    """The parameter a checkpoint key loads into, and its q/k/v shard where the layout fuses them (else None)."""
+    name = key.removeprefix(CHECKPOINT_PREFIX)
+    for fused_name, part, shard in STACKED_PARAMS if fused else ():
         if f".{part}." in name:
             return name.replace(f".{part}.", f".{fused_name}."), shard
     return name, None
 
 
-def _check_shape(key: str, tensor: torch.Tensor, target: torch.Tensor, snapshot: Snapshot) -> None:
-    if tuple(tensor.shape) != tuple(target.shape):
+def _check_shape(key: str, tensor: torch.Tensor, shape: tuple[int, ...], snapshot: Snapshot,
+                 what: str = "model") -> None:
+    if tuple(tensor.shape) != tuple(shape):
         raise CheckpointError(f"shape mismatch for {key} in {snapshot.root / snapshot.weight_map[key]}: "
-                              f"checkpoint {tuple(tensor.shape)}, model {tuple(target.shape)}")
+                              f"checkpoint {tuple(tensor.shape)}, {what} {tuple(shape)}")
 
 
 def _load_stacked_shard(key: str, param: torch.Tensor, tensor: torch.Tensor, shard: int, snapshot: Snapshot,
                         non_blocking: bool = False, check_only: bool = False) -> None:
     rows = param.shape[0] // len(STACKED_PARAMS)
-    expected = (rows, *param.shape[1:])
-    if tuple(tensor.shape) != expected:
-        raise CheckpointError(f"shape mismatch for {key} in {snapshot.root / snapshot.weight_map[key]}: "
-                              f"checkpoint {tuple(tensor.shape)}, model shard {expected}")
+    _check_shape(key, tensor, (rows, *param.shape[1:]), snapshot, "model shard")
     if not check_only:
         param.data.narrow(0, shard * rows, rows).copy_(tensor, non_blocking=non_blocking)
