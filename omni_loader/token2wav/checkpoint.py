@@ -119,18 +119,15 @@ def _read_weight_map(root: Path) -> dict[str, str]:
         if not isinstance(weight_map, dict):
             raise CheckpointError(f"{root / INDEX_FILE} has no 'weight_map'")
         return weight_map
-    if (root / SINGLE_FILE).is_file():
-        return {key: SINGLE_FILE for key in _shard_keys(root / SINGLE_FILE)}
-    raise CheckpointError(f"no {INDEX_FILE} or {SINGLE_FILE} in {root}")
-
-def _shard_keys(path: Path) -> list[str]:
+    if not (root / SINGLE_FILE).is_file():
+        raise CheckpointError(f"no {INDEX_FILE} or {SINGLE_FILE} in {root}")
     from safetensors import safe_open
 
     try:
-        with safe_open(str(path), framework="pt") as fh:
-            return list(fh.keys())
+        with safe_open(str(root / SINGLE_FILE), framework="pt") as fh:
+            return dict.fromkeys(fh.keys(), SINGLE_FILE)
     except Exception as exc:  # safetensors raises its own error type for bad files
-        raise _shard_error(path, exc) from None
+        raise _shard_error(root / SINGLE_FILE, exc) from None
 
 def find_in_hub_cache(
     model_id: str, cache_dir: str | os.PathLike[str] | None = None, revision: str | None = None, download: bool = False
@@ -216,18 +213,13 @@ def read_failure(path: Path, exc: BaseException, what: str) -> OmniLoaderError |
         return OmniLoaderError(f"out of memory reading {what} {path} ({exc}): the machine ran out, the file is not "
                                "to blame; free memory (or lift the process's memory limit) and run again")
     if isinstance(exc, OSError):
-        exc = _opened(path) or exc  # safetensors says "No such file or directory" of a file it may not read
+        try:  # the file system's own answer: safetensors says "No such file or directory" of a file it may not read
+            open(path, "rb").close()
+        except OSError as refused:
+            exc = refused
         return CheckpointError(f"cannot read {what} {path}: {exc.strerror or exc} (the file system's answer; the "
                                "file's content was not read)")
     return None
-
-def _opened(path: Path) -> OSError | None:
-    """The file system's own answer to opening ``path`` for reading (None: it opens)."""
-    try:
-        with open(path, "rb"):
-            return None
-    except OSError as exc:
-        return exc
 
 # --------------------------------------------------------------------------- writing
 
@@ -309,7 +301,10 @@ def synthesize(out: str | os.PathLike[str], size: str = "full", seed: int = 0, s
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         (tmp / INDEX_FILE).write_text(json.dumps(index, indent=1))
         torch.save(_speaker_dict(t2w_config["dit_config"], gen), tmp / SPK_DICT_FILE)
-        (tmp / CONFIG_FILE).write_text(json.dumps(_hub_config(t2w_config, size, seed), indent=2))
+        config = {"architectures": ["Qwen2_5OmniModel"], "model_type": "qwen2_5_omni", "enable_audio_output": True,
+                  "token2wav_config": t2w_config,
+                  SYNTHETIC_KEY: {"size": size, "seed": seed, "note": "random weights; names, shapes, dtypes as released"}}
+        (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2))
         tmp.chmod(0o755)  # mkdtemp made it private; a snapshot is meant to be shared
         if not overwrite and (out / INDEX_FILE).is_file():
             shutil.rmtree(tmp)  # another process finished the same snapshot first: keep theirs
@@ -323,15 +318,6 @@ def synthesize(out: str | os.PathLike[str], size: str = "full", seed: int = 0, s
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
-
-def _hub_config(t2w_config: dict[str, Any], size: str, seed: int) -> dict[str, Any]:
-    return {
-        "architectures": ["Qwen2_5OmniModel"],
-        "model_type": "qwen2_5_omni",
-        "enable_audio_output": True,
-        "token2wav_config": t2w_config,
-        SYNTHETIC_KEY: {"size": size, "seed": seed, "note": "random weights; names, shapes, dtypes as released"},
-    }
 
 def _speaker_dict(dit: dict[str, Any], gen: torch.Generator) -> dict[str, dict[str, Any]]:
     """Speaker conditioning as the released ``spk_dict.pt`` holds it: per speaker a ``cond`` vector, a reference
