@@ -52,21 +52,22 @@ def import_model_code() -> None:
     _modeling()
 
 
-def config_dict(size: str) -> dict[str, Any]:
-    """The shipped ``token2wav_config`` for ``size`` ('full' is the released checkpoint's)."""
+def _shipped(size: str, suffix: str = "") -> Any:
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, not {size!r}")
-    return json.loads((DATA_DIR / f"token2wav-{size}.json").read_text())
+    return json.loads((DATA_DIR / f"token2wav-{size}{suffix}.json").read_text())
+
+
+def config_dict(size: str) -> dict[str, Any]:
+    """The shipped ``token2wav_config`` for ``size`` ('full' is the released checkpoint's)."""
+    return _shipped(size)
 
 
 def shipped_tensor_specs(size: str) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """Names, shapes and dtypes of the checkpoint's tensors for the shipped ``size``, as
     :func:`~omni_loader.token2wav.checkpoint.checkpoint_tensor_specs` derives them (a test holds the two alike),
     read from a file so that the synthetic snapshot does not import transformers' model code (seconds)."""
-    if size not in SIZES:
-        raise ValueError(f"size must be one of {SIZES}, not {size!r}")
-    listed = json.loads((DATA_DIR / f"token2wav-{size}-tensors.json").read_text())["tensors"]
-    return {name: (tuple(shape), getattr(torch, dtype)) for name, shape, dtype in listed}
+    return {name: (tuple(shape), getattr(torch, dtype)) for name, shape, dtype in _shipped(size, "-tensors")["tensors"]}
 
 
 def make_config(token2wav_config: dict[str, Any]) -> Any:
@@ -200,17 +201,13 @@ def parameter_bytes(model: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for _, p in model.named_parameters())
 
 
-def write_initialised_parameters(model: nn.Module, include_fused: bool = False) -> int:
-    """Write (zero) every parameter an upstream constructor would have initialised; returns bytes written. The
-    fused ``qkv_proj`` only with ``include_fused`` (upstream's ``torch.empty``); nothing on the meta device."""
-    written = 0
+def write_initialised_parameters(model: nn.Module, include_fused: bool = False) -> None:
+    """Write (zero) every parameter an upstream constructor would have initialised. The fused ``qkv_proj`` only
+    with ``include_fused`` (upstream's ``torch.empty``); nothing on the meta device."""
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if param.device.type == "meta" or (not include_fused and ".qkv_proj." in f".{name}"):
-                continue
-            param.zero_()
-            written += param.numel() * param.element_size()
-    return written
+            if param.device.type != "meta" and (include_fused or ".qkv_proj." not in f".{name}"):
+                param.zero_()
 
 
 @dataclass(frozen=True)
