@@ -96,22 +96,19 @@ class RuleHazard:
         return f"{self.module or '<root>'} ({self.cls}): {self.reason}"
 
 
+# What can make a module's state_dict() emit other than its parameters and persistent buffers.
+HAZARDS = {
+    "has state_dict post-hooks": lambda m: m._state_dict_hooks,
+    "has state_dict pre-hooks": lambda m: m._state_dict_pre_hooks,
+    "overrides _save_to_state_dict": lambda m: type(m)._save_to_state_dict is not nn.Module._save_to_state_dict,
+    "overrides state_dict": lambda m: type(m).state_dict is not nn.Module.state_dict,
+}
+
+
 def rule_hazards(model: nn.Module) -> list[RuleHazard]:
     """Modules whose ``state_dict()`` output is not just parameters plus persistent buffers."""
-    hazards = []
-    for name, module in model.named_modules():
-        cls = type(module)
-        reasons = []
-        if module._state_dict_hooks:
-            reasons.append("has state_dict post-hooks")
-        if module._state_dict_pre_hooks:
-            reasons.append("has state_dict pre-hooks")
-        if cls._save_to_state_dict is not nn.Module._save_to_state_dict:
-            reasons.append("overrides _save_to_state_dict")
-        if cls.state_dict is not nn.Module.state_dict:
-            reasons.append("overrides state_dict")
-        hazards += [RuleHazard(name, cls.__name__, r) for r in reasons]
-    return hazards
+    return [RuleHazard(name, type(module).__name__, reason) for name, module in model.named_modules()
+            for reason, found in HAZARDS.items() if found(module)]
 
 
 @dataclass

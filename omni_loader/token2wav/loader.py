@@ -120,9 +120,6 @@ for _name in option_fields(LoadOptions):  # result.layout reads result.options.l
     setattr(LoadResult, _name, property(lambda self, name=_name: getattr(self.options, name)))
 
 
-# --------------------------------------------------------------------------- steps
-
-
 def tensor_digest(model: nn.Module) -> tuple[str, int]:
     """``xxh3-128:<hex>`` over the name, dtype, shape and bytes of every parameter and buffer, sorted by name:
     after the timed phases, ~0.07 s per full-size load (SHA-256: ~1 s)."""
@@ -135,9 +132,6 @@ def tensor_digest(model: nn.Module) -> tuple[str, int]:
         # xxhash reads the array's buffer in place: no 1.8 GB copy (and no page faults) per digest.
         h.update(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
     return f"{DIGEST_ALGORITHM}:{h.hexdigest()}", len(tensors)
-
-
-# --------------------------------------------------------------------------- the load
 
 
 def load_token2wav(snapshot: Snapshot, variant: str | Variant = "optimized", options: LoadOptions | None = None, *,
