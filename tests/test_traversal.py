@@ -185,7 +185,7 @@ def test_sweep_config_presets_and_checks() -> None:
     with pytest.raises(ValueError, match="repeats"):
         traversal.SweepConfig.quick(repeats=0)
     with pytest.raises(ValueError, match="warmup"):
-        traversal.SweepConfig.full(warmup=-1)
+        traversal.SweepConfig(warmup=-1)
 
 
 def test_time_discovery_still_times_both_variants() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,27 +91,18 @@ def audit_arch(arch: str, repeats: int = 3) -> AuditRow:
     return audit_model(arch, model, repeats, time.perf_counter() - start)
 
 
-@dataclass(frozen=True)
-class ArchitectureAudit:
-    """Both discovery rules timed on transformers architectures, one :class:`AuditRow` each (it iterates over them):
-    as a table (:meth:`frame`) and placed on a traversal sweep's B·N line (:meth:`on_curve`)."""
-
-    rows: tuple[AuditRow, ...]
-
-    def __iter__(self) -> Iterator[AuditRow]:
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
+class ArchitectureAudit(tuple):
+    """Both discovery rules timed on transformers architectures, one :class:`AuditRow` each, in order: as a table
+    (:meth:`frame`) and placed on a traversal sweep's B·N line (:meth:`on_curve`)."""
 
     def frame(self):  # -> pandas.DataFrame
         """Tidy rows (one per architecture), costliest baseline first, failures last (:func:`audit_frame`)."""
-        return audit_frame(list(self.rows))
+        return audit_frame(list(self))
 
     def on_curve(self, sweep: Any) -> OnCurve:
         """The architectures placed on ``sweep``'s baseline line, beside the sweep's own real model."""
         fit = sweep.fits["baseline"]
-        return OnCurve(with_placed_models(place_on_curve(list(self.rows), fit), sweep.placement), fit)
+        return OnCurve(place_on_curve(list(self), fit, sweep.placement), fit)
 
 
 @dataclass(frozen=True)
@@ -123,8 +114,16 @@ class OnCurve:
     fit: LogLogFit
 
     def range_sentence(self) -> str:
-        """The range of B·N and of measured ÷ predicted the models span (:func:`range_sentence`)."""
-        return range_sentence(self.frame, self.fit)
+        """Which models lie outside the x range the line was fitted on (their places extrapolate it)."""
+        from ..formatting import span
+
+        outside = self.frame[~self.frame["inside_fitted_range"].astype(bool)]
+        fitted = f"B·N {span(f'{self.fit.x_min:,.0f}', f'{self.fit.x_max:,.0f}')}"
+        if outside.empty:
+            return f"Every model lies inside the fitted range ({fitted})."
+        names = ", ".join(f"{source_words(r.arch)} ({r.x:,.0f})" for r in outside.itertuples(index=False))
+        return (f"The line was fitted on {fitted}; {names} lie outside it, so their places extrapolate the line "
+                "beyond the trees it was measured on.")
 
     def factor_sentence(self, factor: float = 2.0) -> str:
         """Which models lie within ``factor`` of the line (:func:`factor_sentence`)."""
@@ -158,7 +157,7 @@ def audit(archs: Iterable[str] | None = None, repeats: int = 3, progress: bool =
                 steps.begin(model, arch)
                 rows.append(audit_arch(arch, repeats))
             steps.finish(f"done: {len(archs)} model{'' if len(archs) == 1 else 's'} audited")
-    return ArchitectureAudit(tuple(rows))
+    return ArchitectureAudit(rows)
 
 
 def audit_frame(rows: list[AuditRow]):  # -> pandas.DataFrame
@@ -209,8 +208,9 @@ def write_audit(rows: list[AuditRow], out_dir: str | Path) -> dict[str, Path]:
     return files
 
 
-def place_on_curve(rows: list[AuditRow], fit: LogLogFit):  # -> pandas.DataFrame
-    """Each built model's baseline time against the sweep's B·N line; models without buffers are left out."""
+def place_on_curve(rows: list[AuditRow], fit: LogLogFit, sweep_placement: Any = None):  # -> pandas.DataFrame
+    """Each built model's baseline time against the sweep's B·N line (models without buffers are left out), with
+    the real models the sweep itself placed on it (``sweep_placement``), sorted by B·N."""
     import pandas as pd
 
     out = []
@@ -223,35 +223,14 @@ def place_on_curve(rows: list[AuditRow], fit: LogLogFit):  # -> pandas.DataFrame
                     "baseline_seconds": r.baseline_seconds, "predicted_seconds": predicted,
                     "measured_over_fit": r.baseline_seconds / predicted,
                     "inside_fitted_range": fit.x_min <= x <= fit.x_max})
-    return pd.DataFrame(out).sort_values("x") if out else pd.DataFrame(out)
-
-
-def with_placed_models(placed, sweep_placement):  # (DataFrame, DataFrame) -> DataFrame
-    """The audit's models on the B·N line and the real models the sweep itself placed on it, sorted by B·N."""
-    import pandas as pd
-
-    sweep_placement = sweep_placement if sweep_placement is not None else pd.DataFrame()
-    if sweep_placement.empty:
+    placed = pd.DataFrame(out).sort_values("x") if out else pd.DataFrame(out)
+    if sweep_placement is None or sweep_placement.empty:
         return placed
-    real = sweep_placement[sweep_placement["experiment"] == "baseline"]
-    extra = pd.DataFrame({"arch": real["source"], "N": real["N"], "B": real["B"], "x": real["x"],
-                          "baseline_seconds": real["median_seconds"], "predicted_seconds": real["predicted_seconds"],
-                          "measured_over_fit": real["measured_over_fit"],
-                          "inside_fitted_range": real["inside_fitted_range"]})
+    real = sweep_placement[sweep_placement["experiment"] == "baseline"].rename(
+        columns={"source": "arch", "median_seconds": "baseline_seconds"})
+    extra = real[["arch", "N", "B", "x", "baseline_seconds", "predicted_seconds", "measured_over_fit",
+                  "inside_fitted_range"]]
     return pd.concat([placed, extra], ignore_index=True).sort_values("x", ignore_index=True)
-
-
-def range_sentence(placed, fit: LogLogFit) -> str:
-    """Which models lie outside the x range the line was fitted on (their places extrapolate it)."""
-    from ..formatting import span
-
-    outside = placed[~placed["inside_fitted_range"].astype(bool)]
-    fitted = f"B·N {span(f'{fit.x_min:,.0f}', f'{fit.x_max:,.0f}')}"
-    if outside.empty:
-        return f"Every model lies inside the fitted range ({fitted})."
-    names = ", ".join(f"{source_words(r.arch)} ({r.x:,.0f})" for r in outside.itertuples(index=False))
-    return (f"The line was fitted on {fitted}; {names} lie outside it, so their places extrapolate the line "
-            "beyond the trees it was measured on.")
 
 
 def factor_sentence(placed, fit: LogLogFit, factor: float = 2.0) -> str:
@@ -330,10 +309,9 @@ def place_labels(ax, labels: list[str], xs, ys, sizes, fontsize: float = 8) -> l
     frame = ax.get_window_extent()
     px = fig.dpi / 72
     centres = ax.transData.transform(list(zip(xs, ys)))
-    markers = [(cx - r, cy - r, cx + r, cy + r) for (cx, cy), r in
+    blocked = [(cx - r, cy - r, cx + r, cy + r) for (cx, cy), r in  # the markers
                zip(centres, ((s ** 0.5) / 2 * px + 1 for s in sizes))]
     legend = ax.get_legend()
-    blocked = list(markers)
     if legend is not None:
         blocked.append(tuple(legend.get_window_extent().extents))
     placed_labels = []

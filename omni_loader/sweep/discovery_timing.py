@@ -89,13 +89,10 @@ def calibration(model: nn.Module, experiments: Sequence[str], warmup: int = 1,
     number = dict.fromkeys(experiments, 1)
     last_seconds: dict[str, float] = {}
     for exp in experiments:
-        last = None
         for _ in range(warmup):
-            last = per_call_seconds(calls[exp], 1)[0]
-        if last is not None:
-            last_seconds[exp] = last
-            if min_time > 0:
-                number[exp] = max(1, min(10_000, math.ceil(min_time / max(last, 1e-9))))
+            last_seconds[exp] = per_call_seconds(calls[exp], 1)[0]
+        if exp in last_seconds and min_time > 0:
+            number[exp] = max(1, min(10_000, math.ceil(min_time / max(last_seconds[exp], 1e-9))))
     return number, last_seconds
 
 

@@ -33,7 +33,7 @@ FILES = {"rows": "traversal.csv", "fits_csv": "fits.csv", "fits_json": "fits.jso
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """What the sweep measures. :meth:`full` is the default; :meth:`quick` fits in seconds.
+    """What the sweep measures: the full sweep by default; :meth:`quick` fits in seconds.
 
     Every (N, B) pair of ``n_values`` x ``b_values`` is one tree; ``baseline`` is timed only where B·N <=
     ``max_baseline_bn``; ``token2wav`` ('full', 'tiny' or None) adds the real model, built on the CPU.
@@ -58,10 +58,6 @@ class SweepConfig:
             raise ValueError(f"warmup must be at least 0, not {self.warmup}")
 
     @classmethod
-    def full(cls, **overrides: Any) -> SweepConfig:
-        return replace(cls(), **overrides)
-
-    @classmethod
     def quick(cls, **overrides: Any) -> SweepConfig:
         base = cls(n_values=(16, 64, 256, 1024), b_values=(4, 16, 64), repeats=3, warmup=1, min_time=0.001,
                    max_baseline_bn=2**16)
@@ -72,23 +68,17 @@ class SweepConfig:
                **overrides: Any) -> SweepConfig:
         """The quick or full settings with ``overrides``; ``repeats``/``warmup`` None keep the preset's."""
         counts = {k: v for k, v in (("repeats", repeats), ("warmup", warmup)) if v is not None}
-        return (cls.quick if quick else cls.full)(**counts, **overrides)
+        return (cls.quick if quick else cls)(**counts, **overrides)
 
     def trees(self) -> list[tuple[int, int]]:
         return [(n, b) for n in self.n_values for b in self.b_values]
 
-    def runs_baseline(self, n: int, b: int) -> bool:
-        return b * n <= self.max_baseline_bn
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source: str = SYNTHETIC,
-                  counts: tuple[int, int] | None = None, touch: int = 5) -> list[dict[str, Any]]:
+def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source: str, counts: tuple[int, int],
+                  touch: int) -> list[dict[str, Any]]:
     """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each, after ``touch`` untimed
     ``state_dict()`` calls that warm the caches, so large trees are not timed cold and small ones warm."""
-    n, b = counts or tree_counts(model)
+    n, b = counts
     calls = experiment_calls(model)
     for _ in range(touch):
         model.state_dict()
@@ -124,7 +114,7 @@ def subjects(config: SweepConfig, bar: Any) -> list[Subject]:
 
     for n, b in config.trees():
         add(SYNTHETIC, build_tree(n, b, fanout=config.fanout), (n, b),
-            [e for e in EXPERIMENTS if e != "baseline" or config.runs_baseline(n, b)])
+            [e for e in EXPERIMENTS if e != "baseline" or b * n <= config.max_baseline_bn])
     if config.token2wav:
         model = token2wav_model(config.token2wav, config.token2wav_layout)
         add(f"token2wav-{config.token2wav}", model, tree_counts(model), list(EXPERIMENTS))
@@ -152,7 +142,7 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
 
     from ..progress import BAR_FORMAT, TICK, Countdown, Redrawer, Step, StepBar, progress_bar
 
-    config = config or SweepConfig.full()
+    config = config or SweepConfig()
     models = len(config.trees()) + bool(config.token2wav)
     rows: list[dict[str, Any]] = []
     with progress_bar(total=models * (config.repeats + 1), desc="traversal sweep", unit="model", enabled=progress,
@@ -169,7 +159,7 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
             for (repeat, i), step in zip(queue, rounds):
                 steps.begin(step, f"repeat {repeat + 1}/{config.repeats}")  # the bar ticks as the model before ends
                 s = plan[i]
-                rows += measure_round(s.model, s.number, repeat, s.source, s.counts, touch=config.touch)
+                rows += measure_round(s.model, s.number, repeat, s.source, s.counts, config.touch)
             steps.finish(done_words(config.repeats, models))
     order = {e: i for i, e in enumerate(EXPERIMENTS)}
     frame = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
@@ -256,7 +246,7 @@ def fits_record(result: SweepResult) -> dict[str, Any]:
 
     record: dict[str, Any] = {
         "created": now_iso(),
-        "config": result.config.to_dict(),
+        "config": asdict(result.config),
         "seconds": result.seconds,
         "experiments": {e: {"timed": what, "x": x} for e, (what, x) in EXPERIMENTS.items()},
         "columns": {"seconds": "wall clock per call", "cpu_seconds": "thread CPU time per call"},
@@ -305,7 +295,7 @@ def sweep(quick: bool = False, out_dir: str | Path | None = None, *, repeats: in
 def traversal_sweep(config: SweepConfig | None = None, out_dir: str | Path | None = None,
                     progress: bool = True) -> SweepResult:
     """Run the sweep ``config`` describes, fit it on both clocks, and write it into ``out_dir`` when given."""
-    config = config or SweepConfig.full()
+    config = config or SweepConfig()
     start = time.perf_counter()
     rows = run_sweep(config, progress=progress)
     fits, fits_cpu = fit_sweep(rows, "wall"), fit_sweep(rows, "cpu")

@@ -27,16 +27,13 @@ def plot_sweep(rows, fits: dict[str, LogLogFit] | None = None, clock: str = "wal
     b_values = sorted(med[med.source == SYNTHETIC].B.unique())
     colours = {b: f"C{i % 10}" for i, b in enumerate(b_values)}  # one colour per B across the panels
     fig = ShownFigure(figsize=(9.4, 7.8), layout="constrained")
-    axes = fig.subplots(2, 2).flat
-    panels = []
-    for ax, exp, letter in zip(axes, EXPERIMENTS, "abc"):
+    *panels, key = fig.subplots(2, 2).flat
+    for ax, exp, letter in zip(panels, EXPERIMENTS, "abc"):
         draw_panel(ax, med[med.experiment == exp], fits.get(exp), colours)
         what, xlabel = EXPERIMENTS[exp]
         ax.set_xlabel(xlabel, fontsize=LABEL_PT)
         ax.set_ylabel(CLOCK_LABELS[clock][0], fontsize=LABEL_PT)
         ax.set_title(f"({letter}) {what}", fontsize=TITLE_PT)
-        panels.append(ax)
-    key = list(fig.axes)[3]
     key.axis("off")
     key.legend(handles=[Line2D([], [], marker="o", ls="none", color=colours[b], label=f"synthetic tree, B = {b}")
                         for b in b_values], loc="center", fontsize=LEGEND_PT, title="medians of the repeats, min–max bars",
