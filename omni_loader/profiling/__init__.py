@@ -29,98 +29,31 @@ A, over randomized blocks of fresh-process loads each sampled by py-spy: ``DIR/d
 
 from ..lazy import exports
 
-# Imported on first use (the package rule: a face is lazy); each module's docstring says what it holds.
-__all__, __getattr__, __dir__ = exports(__name__, {
-    # cprofile
-    "TOP_COLUMNS": "cprofile",
-    "phase_function_rows": "cprofile",
-    "profile_cprofile": "cprofile",
-    "read_pstats": "cprofile",
-    "state_dict_call_counts": "cprofile",
-    "state_dict_primitive_calls": "cprofile",
-    "top_functions": "cprofile",
-    "write_top_functions": "cprofile",
-    # diff
-    "DIFF_DIR": "diff",
-    "DIFF_MD": "diff",
-    "FLAME_DIFF_SVG": "diff",
-    "FUNCTIONS_CSV": "diff",
-    "ProfileDiff": "diff",
-    "profile_diff": "diff",
-    "read_profile_diff": "diff",
-    # diff_stats
-    "benjamini_hochberg": "diff_stats",
-    "compare_functions": "diff_stats",
-    "fold_samples": "diff_stats",
-    # diff_flame
-    "DiffFlameView": "diff_flame",
-    # notes
-    "Profiles": "notes",
-    "torch_slower_sentence": "notes",
-    "untouched_phase_sentence": "notes",
-    # outputs
-    "FLAME_SVG": "outputs",
-    "LOAD_JSON": "outputs",
-    "PHASE_FUNCTIONS_CSV": "outputs",
-    "PROFILE_MD": "outputs",
-    "PY_SPY_LOG": "outputs",
-    "SPEEDSCOPE_JSON": "outputs",
-    "TOP_FUNCTIONS_CSV": "outputs",
-    "TOP_FUNCTIONS_MD": "outputs",
-    "TORCH_LOG": "outputs",
-    "TORCH_OPS_CSV": "outputs",
-    "TORCH_OPS_MD": "outputs",
-    "TRACE_JSON": "outputs",
-    "read_phase_functions": "outputs",
-    "read_top_functions": "outputs",
-    "read_torch_ops": "outputs",
-    # pyspy
-    "PySpyJob": "pyspy",
-    "PySpyUnavailable": "pyspy",
-    "find_py_spy": "pyspy",
-    "record_py_spy": "pyspy",
-    "speedscope_samples": "pyspy",
-    "speedscope_summary": "pyspy",
-    "speedscope_to_svg": "pyspy",
-    # sampled
-    "sampled_load": "sampled",
-    # result
-    "OTHER_PHASE": "result",
-    "VariantProfile": "result",
-    "largest_cost": "result",
-    "phase_shares": "result",
-    "top_costs": "result",
-    # run
-    "profile_variant": "run",
-    "profile_variants": "run",
-    "with_overrides": "run",
-    # settings
-    "DEFAULT_RATE": "settings",
-    "DEFAULT_TOP": "settings",
-    "MAX_AUTO_REPEAT": "settings",
-    "PY_SPY_ENV": "settings",
-    "SAMPLES_WANTED": "settings",
-    "TOOLS": "settings",
-    "VARIANT_CHOICES": "settings",
-    "ProfileSettings": "settings",
-    "auto_repeat": "settings",
-    "resolve_tools": "settings",
-    "resolve_variants": "settings",
-    # sources
-    "function_label": "sources",
-    "short_path": "sources",
-    # summary
-    "bottleneck_sentence": "summary",
-    "read_summary": "summary",
-    "write_summary_report": "summary",
-    "write_variant_report": "summary",
-    # tables
-    "phase_range_table": "tables",
-    "phase_share_table": "tables",
-    "state_dict_call_table": "tables",
-    "top_function_table": "tables",
-    "torch_ops_table": "tables",
-    # torch_trace
-    "profile_torch": "torch_trace",
-    "trace_phase_ranges": "torch_trace",
-})
+# Each module's public names, imported on first use (the package rule: a face is lazy); each module's docstring
+# says what it holds.
+_MODULES = {
+    "cprofile": ("TOP_COLUMNS", "phase_function_rows", "profile_cprofile", "read_pstats", "state_dict_call_counts",
+                 "state_dict_primitive_calls", "top_functions", "write_top_functions"),
+    "diff": ("DIFF_DIR", "DIFF_MD", "FLAME_DIFF_SVG", "FUNCTIONS_CSV", "ProfileDiff", "profile_diff",
+             "read_profile_diff"),
+    "diff_stats": ("benjamini_hochberg", "compare_functions", "fold_samples"),
+    "diff_flame": ("DiffFlameView",),
+    "notes": ("Profiles", "torch_slower_sentence", "untouched_phase_sentence"),
+    "outputs": ("FLAME_SVG", "LOAD_JSON", "PHASE_FUNCTIONS_CSV", "PROFILE_MD", "PY_SPY_LOG", "SPEEDSCOPE_JSON",
+                "TOP_FUNCTIONS_CSV", "TOP_FUNCTIONS_MD", "TORCH_LOG", "TORCH_OPS_CSV", "TORCH_OPS_MD", "TRACE_JSON",
+                "read_phase_functions", "read_top_functions", "read_torch_ops"),
+    "pyspy": ("PySpyJob", "PySpyUnavailable", "find_py_spy", "record_py_spy", "speedscope_samples",
+              "speedscope_summary", "speedscope_to_svg"),
+    "sampled": ("sampled_load",),
+    "result": ("OTHER_PHASE", "VariantProfile", "largest_cost", "phase_shares", "top_costs"),
+    "run": ("profile_variant", "profile_variants", "with_overrides"),
+    "settings": ("DEFAULT_RATE", "DEFAULT_TOP", "MAX_AUTO_REPEAT", "PY_SPY_ENV", "SAMPLES_WANTED", "TOOLS",
+                 "VARIANT_CHOICES", "ProfileSettings", "auto_repeat", "resolve_tools", "resolve_variants"),
+    "sources": ("function_label", "short_path"),
+    "summary": ("bottleneck_sentence", "read_summary", "write_summary_report", "write_variant_report"),
+    "tables": ("phase_range_table", "phase_share_table", "state_dict_call_table", "top_function_table",
+               "torch_ops_table"),
+    "torch_trace": ("profile_torch", "trace_phase_ranges"),
+}
+__all__, __getattr__, __dir__ = exports(__name__, {name: module for module, names in _MODULES.items()
+                                                   for name in names})
