@@ -238,8 +238,7 @@ def test_flamegraph_header_wraps_the_note_to_the_drawings_width() -> None:
 
     root = flamegraph.Node("load_token2wav", "/x/omni_loader/loader.py", samples=3, seconds=0.3)
     root.child("load_parameters", "/x/omni_loader/loader.py").samples = 3
-    flame = flamegraph.Flame(root=root, samples_total=45_678, samples_kept=12_345, entry=flamegraph.ENTRY,
-                             skipped=flamegraph.SKIP_UNDER_ENTRY, folded_recursion=True, title="baseline load")
+    flame = flamegraph.Flame(root=root, samples_total=45_678, samples_kept=12_345, title="baseline load")
     body, height = flamegraph.svg_body(flame, "f")
     svg = ET.fromstring(body)
     ns = "{http://www.w3.org/2000/svg}"

@@ -27,15 +27,6 @@ COLOURS = {"faster": "#56B4E9", "slower": "#E69F00", "no difference claimed": "#
 UNIT = 1e6  # a node's "samples" are microseconds of the larger median: svg_body draws widths from them
 
 
-class DiffFlame(Flame):
-    """The merged tree, with the sentence that says what it shows."""
-
-    def note(self) -> str:
-        return self.title_note
-
-    title_note: str = ""
-
-
 def path_medians(diff: ProfileDiff) -> dict[tuple[tuple[str, str], ...], dict[str, float]]:
     """Per call path (``(name, file)`` from the entry down): the median seconds of each variant over its runs."""
     runs = diff.runs[diff.runs["sampled"] & (diff.runs["status"] == "ok") & ~diff.runs["warmup"]
@@ -53,36 +44,33 @@ def path_medians(diff: ProfileDiff) -> dict[tuple[tuple[str, str], ...], dict[st
                 for v in (diff.a, diff.b)} for p in paths}
 
 
-def build(diff: ProfileDiff) -> tuple[DiffFlame, dict[int, dict[str, Any]]]:
+def build(diff: ProfileDiff) -> tuple[Flame, dict[int, dict[str, Any]]]:
     """The merged tree and, per node (by ``id``), what its frame says: medians, the function's row."""
     from .sources import short_path
 
     medians = path_medians(diff)
     rows = {(r["function"], r["file"]): r for _, r in diff.functions.iterrows()}
     info: dict[int, dict[str, Any]] = {}
-    root: Node | None = None
-    for path in sorted(medians, key=len):
+    paths = sorted(medians, key=len)  # the entry's own path first: the root
+    if not paths:
+        raise OmniLoaderError(f"no sampled load under {flamegraph.ENTRY}() in {diff.directory}")
+    root = Node(*paths[0][0])
+    for path in paths:
+        node = root
+        for n, f in path[1:]:
+            node = node.child(n, f)
         name, file = path[-1]
-        if root is None:
-            root = Node(name, file)
-            node = root
-        else:
-            node = root
-            for n, f in path[1:]:
-                node = node.child(n, f)
         m = medians[path]
         node.samples = round(max(m.values()) * UNIT)
         node.seconds = max(m.values())
         info[id(node)] = {"medians": m, "row": rows.get((name, short_path(file) if file else ""))}
-    if root is None:
-        raise OmniLoaderError(f"no sampled load under {flamegraph.ENTRY}() in {diff.directory}")
     _fit(root)
     claimed = len(diff.claimed)
-    flame = DiffFlame(root=root, samples_total=0, samples_kept=0, entry=flamegraph.ENTRY, skipped=(),
-                      folded_recursion=True, title=f"{diff.a} (A) against {diff.b} (B): differential flamegraph")
-    flame.title_note = (f"width: the larger median of the two; colour: blue B faster, orange B slower, grey no "
-                        f"difference claimed ({claimed} function{'' if claimed == 1 else 's'} claimed at a "
-                        f"{diff.settings.get('fdr', 0.05):.0%} FDR)")
+    flame = Flame(root=root, samples_total=0, samples_kept=0,
+                  title=f"{diff.a} (A) against {diff.b} (B): differential flamegraph",
+                  caption=(f"width: the larger median of the two; colour: blue B faster, orange B slower, grey no "
+                           f"difference claimed ({claimed} function{'' if claimed == 1 else 's'} claimed at a "
+                           f"{diff.settings.get('fdr', 0.05):.0%} FDR)"))
     return flame, info
 
 

@@ -64,11 +64,9 @@ class Flame:
     root: Node
     samples_total: int  # every sample in the speedscope file
     samples_kept: int  # the samples under ENTRY, less those under SKIP_UNDER_ENTRY
-    entry: str
-    skipped: tuple[str, ...]
-    folded_recursion: bool
     title: str = ""
     speedscope: Path | None = None
+    caption: str = ""  # what the picture shows, where that is not the samples kept (the differential flamegraph)
 
     @property
     def seconds(self) -> float:
@@ -76,54 +74,45 @@ class Flame:
 
     def note(self) -> str:
         """One sentence saying which samples the picture shows."""
+        if self.caption:
+            return self.caption
         share = self.samples_kept / self.samples_total if self.samples_total else 0.0
-        without = (f", without the one-time model-code import ({' / '.join(f'{s}()' for s in self.skipped)})"
-                   if self.skipped else "")
-        text = (f"{self.samples_kept:,} of {self.samples_total:,} samples ({share:.0%}): stacks under "
-                f"{self.entry}() only{without}")
-        return text + ("; recursion and imports folded" if self.folded_recursion else "; imports folded")
+        return (f"{self.samples_kept:,} of {self.samples_total:,} samples ({share:.0%}): stacks under {ENTRY}() only, "
+                f"without the one-time model-code import ({' / '.join(f'{s}()' for s in SKIP_UNDER_ENTRY)}); "
+                "recursion and imports folded")
 
 
-def load_stacks(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[str, ...] = SKIP_UNDER_ENTRY,
-                fold_recursion: bool = True) -> tuple[list[tuple[list[tuple[str, str]], float]], int]:
-    """The samples under ``entry`` as ``([(name, file), ...] from the entry down, weight)``, less those under
-    ``skip``, recursion and imports folded; and how many samples the file holds."""
+def load_stacks(speedscope: str | os.PathLike[str]) -> tuple[list[tuple[list[tuple[str, str]], float]], int]:
+    """The samples under :data:`ENTRY` as ``([(name, file), ...] from the entry down, weight)``, less those under
+    :data:`SKIP_UNDER_ENTRY`, recursion and imports folded; and how many samples the file holds."""
     try:
         data = json.loads(Path(speedscope).read_text())
-        frames = data["shared"]["frames"]
+        frames = [(str(f.get("name", "?")), str(f.get("file") or "")) for f in data["shared"]["frames"]]
         samples = [(list(s), float(w)) for prof in data["profiles"] for s, w in zip(prof["samples"], prof["weights"])]
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
         raise OmniLoaderError(f"cannot read speedscope file {speedscope}: {exc}") from None
-    names = [str(f.get("name", "?")) for f in frames]
-    files = [str(f.get("file") or "") for f in frames]
+    short = [name.split(".")[-1] for name, _ in frames]
     kept: list[tuple[list[tuple[str, str]], float]] = []
     for stack, weight in samples:
-        starts = [i for i, f in enumerate(stack) if names[f].split(".")[-1] == entry]
-        if not starts:
+        starts = [i for i, f in enumerate(stack) if short[f] == ENTRY]
+        if not starts or any(short[f] in SKIP_UNDER_ENTRY for f in stack[starts[-1] + 1:]):
             continue
-        below = stack[starts[-1]:]
-        if any(names[f].split(".")[-1] in skip for f in below[1:]):
-            continue
-        path = [(names[below[0]], files[below[0]])]
-        previous = below[0]
-        for f in below[1:]:
-            if fold_recursion and names[f] == names[previous] and files[f] == files[previous]:
-                continue
-            if names[f].split(".")[-1] in _IMPORT_FRAMES:  # the rest of the stack is the import itself
+        path = [frames[stack[starts[-1]]]]
+        for f in stack[starts[-1] + 1:]:
+            if short[f] in _IMPORT_FRAMES:  # the rest of the stack is the import itself
                 path.append((IMPORT, ""))
                 break
-            path.append((names[f], files[f]))
-            previous = f
+            if frames[f] != path[-1]:  # direct recursion: one frame
+                path.append(frames[f])
         kept.append((path, weight))
     return kept, len(samples)
 
 
-def build(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[str, ...] = SKIP_UNDER_ENTRY,
-          fold_recursion: bool = True, title: str = "") -> Flame:
-    """The call tree of the samples under ``entry`` (see the module doc), rooted at ``entry``."""
-    stacks, total = load_stacks(speedscope, entry, skip, fold_recursion)
+def build(speedscope: str | os.PathLike[str], title: str = "") -> Flame:
+    """The call tree of the samples under :data:`ENTRY` (see the module doc), rooted at it."""
+    stacks, total = load_stacks(speedscope)
     if not stacks:
-        raise OmniLoaderError(f"no samples under {entry}() in {speedscope}: nothing of the load was recorded")
+        raise OmniLoaderError(f"no samples under {ENTRY}() in {speedscope}: nothing of the load was recorded")
     root = Node(*stacks[0][0][0])
     for path, weight in stacks:
         node = root
@@ -133,8 +122,7 @@ def build(speedscope: str | os.PathLike[str], entry: str = ENTRY, skip: tuple[st
             node = node.child(name, file)
             node.samples += 1
             node.seconds += weight
-    return Flame(root=root, samples_total=total, samples_kept=len(stacks), entry=entry, skipped=tuple(skip),
-                 folded_recursion=fold_recursion, title=title, speedscope=Path(speedscope))
+    return Flame(root=root, samples_total=total, samples_kept=len(stacks), title=title, speedscope=Path(speedscope))
 
 
 def _colour(node: Node) -> str:
@@ -152,7 +140,7 @@ def _label(name: str, width: float) -> str:
     return name if len(name) <= chars else name[: chars - 1] + "…"
 
 
-def svg_body(flame: Flame, element_id: str, min_width: float = 0.4, *, colour: Callable[[Node], str] | None = None,
+def svg_body(flame: Flame, element_id: str, *, colour: Callable[[Node], str] | None = None,
              tip: Callable[[Node], str] | None = None, hint: str | None = None) -> tuple[str, int]:
     """The ``<svg>`` element (no script) and its height; widths are ``node.samples`` over the root's.
     ``colour(node)``, ``tip(node)`` and ``hint`` replace the frame's fill, hover text and resting status line."""
@@ -166,7 +154,7 @@ def svg_body(flame: Flame, element_id: str, min_width: float = 0.4, *, colour: C
     def draw(node: Node, x: float, depth: int) -> None:
         nonlocal rows
         w = node.samples / total
-        if w * inner < min_width:
+        if w * inner < 0.4:  # narrower than a line: not drawn (the script hides it alike)
             return
         rows = max(rows, depth + 1)
         y = top + depth * ROW
@@ -185,7 +173,7 @@ def svg_body(flame: Flame, element_id: str, min_width: float = 0.4, *, colour: C
 
     draw(flame.root, 0.0, 0)
     height = top + rows * ROW + PAD
-    title = flame.title or f"{flame.entry}() flamegraph"
+    title = flame.title or f"{ENTRY}() flamegraph"
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" id="{element_id}" class="omni-flame" width="100%" '
             f'viewBox="0 0 {WIDTH} {height}" font-family="monospace" font-size="11" style="max-width:{WIDTH}px">'
             '<style>.omni-flame g.f{cursor:pointer}.omni-flame g.f:hover rect{stroke:#333;stroke-width:0.8}'
@@ -290,4 +278,4 @@ class FlameView:
         return f"<div>{body}{hint}</div><script>{script(element_id)}</script>"
 
     def __repr__(self) -> str:  # text/plain, where HTML is not shown
-        return f"<flamegraph: {self.flame.title or self.flame.entry}; {self.flame.note()}>"
+        return f"<flamegraph: {self.flame.title or ENTRY}; {self.flame.note()}>"
