@@ -30,12 +30,11 @@ def lower_headers(markdown: str) -> str:
     return "\n".join(lines)
 
 
-def results(out: str | os.PathLike[str] | Results | None = None, *, exclude: str | os.PathLike[str] | None = None,
+def results(out: str | os.PathLike[str] | Results | None = None, *,
             root: str | os.PathLike[str] | None = None) -> SavedResults | None:
     """A saved benchmark read and checked once: ``out``'s, else the newest complete one (:func:`saved_runs`)."""
     if out is None:
-        skip = Path(exclude).resolve() if exclude else None
-        out = next((p for p in saved_runs(root) if p.resolve() != skip), None)
+        out = next(iter(saved_runs(root)), None)
         if out is None:
             return None
     return SavedResults(Results.read(out))
@@ -332,27 +331,20 @@ def under_results(path: str | os.PathLike[str]) -> Path:
 # them figures that differ read as a contradiction.
 
 
-def _load_record(path: Path, kind: str | None = "reproduce") -> dict[str, Any] | None:
-    """The load benchmark's record in ``path/metadata.json`` (of ``kind`` when given), or None."""
-    try:
-        meta = json.loads((path / "metadata.json").read_text())
-    except (OSError, ValueError):
-        return None
-    record = (meta.get("benchmarks") or {}).get("load") or {}
-    return record if record and (kind is None or record.get("kind") == kind) else None
-
-
 def saved_runs(root: str | os.PathLike[str] | None = None) -> list[Path]:
     """The complete ``reproduce`` directories under the results root (or ``root``), newest first."""
     from .files import results_root
 
-    base = Path(root) if root else results_root()
     found = []
-    for path in sorted(base.glob("*")) if base.is_dir() else []:
-        record = _load_record(path) if path.is_dir() else None
-        variants = set((record or {}).get("spec", {}).get("variants") or ("baseline", "optimized"))
-        if record and record.get("status") == "complete" and {"baseline", "optimized"} <= variants:
-            found.append((record.get("started_at") or "", path))
+    for meta in (Path(root) if root else results_root()).glob("*/metadata.json"):
+        try:
+            record = (json.loads(meta.read_text()).get("benchmarks") or {}).get("load") or {}
+        except (OSError, ValueError):
+            continue
+        variants = set(record.get("spec", {}).get("variants") or ("baseline", "optimized"))
+        if (record.get("kind") == "reproduce" and record.get("status") == "complete"
+                and {"baseline", "optimized"} <= variants):
+            found.append((record.get("started_at") or "", meta.parent))
     return [p for _, p in sorted(found, reverse=True)]
 
 
@@ -366,6 +358,7 @@ def model_words(record: dict[str, Any]) -> str:
 
 def _run_row(saved: SavedResults, figure: str) -> dict[str, Any] | None:
     from ..reporting.measurements import comparisons
+    from .files import results_root
 
     record, path = saved.checked.load, saved.directory
     if not record:
@@ -380,27 +373,19 @@ def _run_row(saved: SavedResults, figure: str) -> dict[str, Any] | None:
     fresh = spec.get("workers") != "in-process"
     b = int(calls.baseline.median) if calls is not None else None
     warmup = spec.get("warmup", record.get("warmup", 0))
+    try:  # named under the results root ("notebook02-…/reference"), else its own name
+        where = path.resolve().relative_to(results_root().resolve()).as_posix()
+    except ValueError:
+        where = path.name
     return {
-        "figure": figure, "model": model_words(record),
-        "snapshot": f"{checkpoint.name or '—'}; results in {_under_root(path)}",
+        "figure": figure, "model": model_words(record), "snapshot": f"{checkpoint.name or '—'}; results in {where}",
         "runs": f"{disc.baseline.n} + {disc.optimized.n}" + (f", order {spec['order']}" if spec.get("order") else "")
                 + (f", after {warmup} warm-up{'s' if warmup != 1 else ''} each" if warmup else ", no warm-up"),
         "condition": (f"inside a whole load, {'a fresh process per run' if fresh else 'one process for all runs'}, "
                       f"{load.get('cache', 'warm')} page cache, {load.get('device', '?')} "
                       f"({(record.get('environment') or {}).get('cpu_count', '?')}-core machine)"),
         "baseline": disc.baseline.median, "optimized": disc.optimized.median, "B": b,
-        "where": str(path),
     }
-
-
-def _under_root(path: Path) -> str:
-    """A results directory as named under the results root ("notebook02-…/reference"), else its own name."""
-    from .files import results_root
-
-    try:
-        return path.resolve().relative_to(results_root().resolve()).as_posix()
-    except ValueError:
-        return path.name
 
 
 def _sweep_row(result: Any, figure: str) -> dict[str, Any] | None:
@@ -419,7 +404,7 @@ def _sweep_row(result: Any, figure: str) -> dict[str, Any] | None:
         "snapshot": "none: built in this process", "runs": f"median of {count(config.repeats, 'repeat')}",
         "condition": "the two rules alone on a warm tree, in this kernel (wall clock)",
         "baseline": float(rows.loc["baseline", "median_seconds"]), "optimized": float(rows.loc["optimized", "median_seconds"]),
-        "B": int(rows.loc["baseline", "B"]), "where": "",
+        "B": int(rows.loc["baseline", "B"]),
     }
 
 
@@ -429,75 +414,62 @@ def _pr_row() -> dict[str, Any]:
     ref = load_reference()
     by = {m["measurement"]: m for m in ref["measurements"]}
     env = ref.get("environment") or {}
+    # the PR's design in the table's words, from its environment ("5 per version, alternating", "1 per version")
+    repeats, _, how = str(env.get("Repeats", "?")).partition(",")
+    n, warm = repeats.split()[0], str(env.get("Warm-ups", "?")).split()[0]
     return {
         "figure": "the PR (its table)", "model": f"{env.get('Model', 'Qwen/Qwen2.5-Omni-3B')} (released weights)",
         "snapshot": "the released checkpoint",
-        "runs": _pr_runs(env),
+        "runs": f"{n} + {n}{',' + how if how else ''}, after {warm} warm-up{'s' if warm != '1' else ''} each",
         "condition": f"inside vLLM's load, {env.get('GPU', 'a GPU')}, {env.get('Model files', 'cached')} model files",
         "baseline": by["buffer_discovery"]["baseline"], "optimized": by["buffer_discovery"]["optimized"],
-        "B": int(by["state_dict_calls"]["baseline"]), "where": "",
+        "B": int(by["state_dict_calls"]["baseline"]),
     }
 
 
-def _pr_runs(env: dict[str, Any]) -> str:
-    """The PR's design in the table's words, from its environment ("5 per version, alternating", "1 per version")."""
-    repeats, _, how = str(env.get("Repeats", "?")).partition(",")
-    n, warm = repeats.split()[0], str(env.get("Warm-ups", "?")).split()[0]
-    return f"{n} + {n}{',' + how if how else ''}, after {warm} warm-up{'s' if warm != '1' else ''} each"
-
-
-def _times(x: float) -> str:
-    from ..formatting import times
-
-    return times(x)
-
-
-def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = True) -> list[Any]:
+def discovery_ratios(*measured: Any, names: tuple[str, ...] = ()) -> list[Any]:
     """Buffer discovery's ratio from each of ``measured`` (None skipped) and the PR's, and what sets them apart."""
     import pandas as pd
 
-    from ..formatting import short_duration, table
+    from ..formatting import short_duration, table, times
     from .ab_tables import words_only
 
     rows, missing = [], []
     for i, item in enumerate(measured):
-        if item is None:
-            missing.append(names[i] if i < len(names) else f"figure {i + 1}")
-            continue
         figure = names[i] if i < len(names) else f"figure {i + 1}"
+        if item is None:
+            missing.append(figure)
+            continue
         row = _sweep_row(item, figure) if hasattr(item, "placement") else _run_row(
             item if isinstance(item, SavedResults) else SavedResults(Results.read(item)), figure)
         if row is not None:
             rows.append(row)
-    if pr:
-        rows.append(_pr_row())
-    if not rows:
-        return ["No discovery ratio to show."]
+    rows.append(_pr_row())
     for r in rows:
         r["ratio"] = r["baseline"] / r["optimized"] if r["optimized"] else float("nan")
         r["one state dict"] = r["baseline"] / r["B"] if r["B"] else float("nan")
     shown = pd.DataFrame([{
         "figure": r["figure"], "model": r["model"], "snapshot": r["snapshot"], "runs (baseline + optimized)": r["runs"],
         "condition": r["condition"], "baseline (median)": short_duration(r["baseline"]),
-        "optimized (median)": short_duration(r["optimized"]), "baseline ÷ optimized": _times(r["ratio"]),
+        "optimized (median)": short_duration(r["optimized"]), "baseline ÷ optimized": times(r["ratio"]),
         "B (state dicts)": r["B"], "one state dict (baseline ÷ B)": short_duration(r["one state dict"]),
     } for r in rows])
     first = rows[0]
     possessive = first["figure"] + ("'" if first["figure"].endswith("s") else "'s")  # "this run's", "02's runs'"
-    lines = []
+    lines, factors = [], []
     for r in rows[1:]:
         b, sd, opt = (r["B"] / first["B"], r["one state dict"] / first["one state dict"], r["optimized"] / first["optimized"])
+        factors.append((b, sd, opt))
         lines.append(
-            f"**{r['figure']}**: {_times(r['ratio'])} against {possessive} {_times(first['ratio'])}, "
+            f"**{r['figure']}**: {times(r['ratio'])} against {possessive} {times(first['ratio'])}, "
             f"{r['ratio'] / first['ratio']:,.2f} times it. The ratio is B × one state dict ÷ the optimized rule, so "
             f"the factor is {b:,.2f} (B: {r['B']} against {first['B']}"
             + (", another model size" if r["B"] != first["B"] else ", the same model tree") + ") × "
             f"{sd:,.2f} (one state dict: {short_duration(r['one state dict'])} against "
             f"{short_duration(first['one state dict'])}) ÷ {opt:,.2f} (the optimized rule: "
             f"{short_duration(r['optimized'])} against {short_duration(first['optimized'])}).")
-    biggest = _largest_factor(rows)
-    if biggest:
-        lines.append(biggest)
+    if factors:
+        lines.append(_largest_factor(factors))
     if missing:
         from .files import results_root
 
@@ -509,17 +481,14 @@ def discovery_ratios(*measured: Any, names: tuple[str, ...] = (), pr: bool = Tru
     return [words_only(table(shown, caption=caption), words), "\n\n".join(lines)]
 
 
-def _largest_factor(rows: list[dict[str, Any]]) -> str:
-    """Which of the three factors moves the figures most apart, over every pair with the first row."""
+def _largest_factor(factors: list[tuple[float, float, float]]) -> str:
+    """Which of the three factors (B, one state dict, the optimized rule; each row's over the first row's) moves the
+    figures most apart, a factor and its inverse alike."""
     import math
 
-    first = rows[0]
-    if len(rows) < 2:
-        return ""
     spread = {"the model's size (B)": 0.0, "the price of one state dict": 0.0, "the optimized rule's time": 0.0}
-    for r in rows[1:]:
-        for name, value in zip(spread, (r["B"] / first["B"], r["one state dict"] / first["one state dict"],
-                                        first["optimized"] / r["optimized"])):
+    for triple in factors:
+        for name, value in zip(spread, triple):
             if value > 0 and math.isfinite(value):
                 spread[name] = max(spread[name], abs(math.log(value)))
     name = max(spread, key=spread.get)
