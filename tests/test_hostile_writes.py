@@ -245,6 +245,7 @@ def test_the_writers_still_write_in_place(tmp_path, capsys, one_figure):
 def test_a_runs_csv_replaced_while_a_benchmark_runs_is_noticed_and_its_rows_refused(tmp_path, capsys, one_figure):
     from omni_loader.results.lifecycle import recording
     from omni_loader.results.metadata import now_iso
+    from omni_loader.results.suite import Record
 
     def now(rows):
         return [{**row, "run_started": now_iso(precise=True), "run_ended": now_iso(precise=True)} for row in rows]
@@ -253,7 +254,7 @@ def test_a_runs_csv_replaced_while_a_benchmark_runs_is_noticed_and_its_rows_refu
     out = tmp_path / "res"
     with writer_lock(out):
         with pytest.raises(ResultsError) as exc:
-            with recording(out, "load", _record(status="running", started_at=now_iso())) as rec:
+            with recording(out, "load", Record(_record(status="running", started_at=now_iso()))) as rec:
                 rec.ran(now(_rows(0)))
                 os.replace(other / RUNS_FILE, out / RUNS_FILE)  # the other benchmark's runs.csv moved over ours
                 rec.ran(now(_rows(1)))

@@ -377,40 +377,40 @@ def test_every_schema_is_read_as_named_benchmarks(tmp_path):
 
 
 def test_the_load_options_of_either_spec_shape():
-    from omni_loader.results.suite import recorded_load_options
-
     from dataclasses import asdict
 
-    from omni_loader.results.suite import flat_spec
+    from omni_loader.results.suite import Record
     from omni_loader.token2wav.options import LoadOptions
 
     # every field LoadOptions has, each away from its default, as a benchmark of today records them
     options = asdict(LoadOptions(layout="transformers", device="cpu", dtype="bfloat16", construct="empty", read="eager",
                                  cache="cold"))
     assert options != asdict(LoadOptions()) and all(v != getattr(LoadOptions(), k) for k, v in options.items())
-    nested = {"spec": {"checkpoint": "/c", "runs": 3, "load": options}}
-    flat = {"spec": {"checkpoint": "/c", "layout": "transformers", "device": "cpu", "dtype": "float32", "runs": 3}}
-    assert recorded_load_options(nested) == options
-    assert flat_spec(nested) == {"checkpoint": "/c", "runs": 3, **options}  # what the report's tables read
-    assert recorded_load_options(flat) == {"layout": "transformers", "device": "cpu", "dtype": "float32"}
+    nested = Record({"spec": {"checkpoint": "/c", "runs": 3, "load": options}})
+    flat = Record({"spec": {"checkpoint": "/c", "layout": "transformers", "device": "cpu", "dtype": "float32",
+                            "runs": 3}})
+    assert nested.load_options == options
+    assert nested.settings == {"checkpoint": "/c", "runs": 3, **options}  # what the report's tables read
+    assert flat.load_options == {"layout": "transformers", "device": "cpu", "dtype": "float32"}
 
 
-def test_a_record_is_started_and_moved_on_by_one_set_of_functions():
+def test_a_record_is_started_and_moved_on_by_its_own_methods():
     from omni_loader.results.planner import PlannedRun
-    from omni_loader.results.suite import benchmark_record, resumed, with_status
+    from omni_loader.results.suite import Record
 
-    record = benchmark_record("serve-ab", {"runs": 1}, [PlannedRun(0, "baseline", False, 1, "server")], "cpu",
+    record = Record.start("serve-ab", {"runs": 1}, [PlannedRun(0, "baseline", False, 1, "server")], "cpu",
                               warmup=0, repeats=1, order="alternate", model=None, checkpoint={"checkpoint_dir": "/c"})
     assert record["status"] == "running" and record["plan"] == [
         {"run_id": 0, "variant": "baseline", "warmup": False, "order": 1, "source": "server"}]
     for key in ("kind", "spec", "plan", "environment", "command_line", "started_at", "warmup", "repeats", "order",
                 "model", "checkpoint"):
         assert key in record, key
-    done = with_status(record, "complete", runs_ok=1)
-    assert done["status"] == "complete" and done["finished_at"] and done["runs_ok"] == 1 and "status" in record
-    stopped = with_status(record, "interrupted")
+    done = record.with_status("complete", runs_ok=1)
+    assert done["status"] == "complete" and done["finished_at"] and done["runs_ok"] == 1
+    assert record["status"] == "running" and "finished_at" not in record  # a new record: this one is as it was
+    stopped = record.with_status("interrupted")
     assert stopped["interrupted_at"] and "finished_at" not in stopped
-    again = resumed(resumed(stopped), 3, ["1 torn row ignored"])
+    again = stopped.resumed().resumed(3, ["1 torn row ignored"])
     assert again["status"] == "running" and len(again["resumed_at"]) == 2
     assert [(r["rows"], r["file"], r["why"]) for r in again["repairs"]] == [(3, "runs.rejected.csv",
                                                                              ["1 torn row ignored"])]
@@ -501,32 +501,32 @@ def test_write_metadata_puts_its_own_schema_version_first(tmp_path):
 
 
 def test_status_stamps_and_resumed_repairs_accumulate():
-    from omni_loader.results.suite import resumed, with_status
+    from omni_loader.results.suite import Record
 
-    running = with_status({"kind": "reproduce"}, "running")
+    running = Record({"kind": "reproduce"}).with_status("running")
     assert set(running) == {"kind", "status"}  # running has no stamp of its own
-    done = with_status(running, "complete", note="x")
+    done = running.with_status("complete", note="x")
     assert set(done) == {"kind", "status", "note", "finished_at"}
-    once = resumed(done, 2, ["1 torn row ignored"])
-    twice = resumed(once, 1, ("1 duplicated run ignored",))
+    once = done.resumed(2, ["1 torn row ignored"])
+    twice = once.resumed(1, ("1 duplicated run ignored",))
     assert [r["rows"] for r in twice["repairs"]] == [2, 1] and len(twice["resumed_at"]) == 2
     assert [r["why"] for r in twice["repairs"]] == [["1 torn row ignored"], ["1 duplicated run ignored"]]
     assert all(set(r) == {"at", "rows", "file", "why"} and r["file"] == "runs.rejected.csv" for r in twice["repairs"])
-    assert "repairs" not in resumed(done)  # nothing set aside: no repair noted
+    assert "repairs" not in done.resumed()  # nothing set aside: no repair noted
 
 
 def test_benchmark_record_keeps_the_spec_as_plain_data():
     from dataclasses import dataclass
 
-    from omni_loader.results.suite import benchmark_record
+    from omni_loader.results.suite import Record
 
     @dataclass(frozen=True)
     class Spec:
         runs: int
         order: str
 
-    record = benchmark_record("reproduce", Spec(10, "alternate"), [], "cpu", warmup=1, repeats=10,
-                              order="alternate", model="synthetic")
+    record = Record.start("reproduce", Spec(10, "alternate"), [], "cpu", warmup=1, repeats=10, order="alternate",
+                          model="synthetic")
     assert record["spec"] == {"runs": 10, "order": "alternate"} and record["status"] == "running"
 
 
@@ -806,9 +806,9 @@ def test_a_recording_ends_complete_or_interrupted_however_its_block_ends(tmp_pat
     """The one lifecycle of both A/Bs: running while the block runs (rows appended as runs end, fields stored
     with them), complete at its end, interrupted when anything stops it, with the fields kept up to date."""
     from omni_loader.results.lifecycle import recording
-    from omni_loader.results.suite import benchmark, read_metadata
+    from omni_loader.results.suite import Record, benchmark, read_metadata
 
-    record = {"kind": "test", "plan": [{"run_id": 0, "variant": "baseline", "warmup": False, "order": 1}]}
+    record = Record({"kind": "test", "plan": [{"run_id": 0, "variant": "baseline", "warmup": False, "order": 1}]})
     with recording(tmp_path / "a", "load", record, runs_ok=0) as rec:
         assert benchmark(read_metadata(tmp_path / "a"), "load")["status"] == "running"
         rec.ran([_row(0)], runs_ok=1)

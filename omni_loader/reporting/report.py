@@ -14,7 +14,7 @@ from ..errors import OmniLoaderError
 from ..formatting import duration
 
 from .measurements import PR_PAIR, comparisons, label, load_reference, noise_floors, planned_arms
-from ..results.suite import flat_spec
+from ..results.suite import Record
 from .report_environment import environment_table
 from .timers import timer_lines
 from .report_tables import (attribution_table, beyond_pr_section, controls_section, counters_table,
@@ -140,22 +140,18 @@ def _intro(check: Results) -> list[str]:
     ]
 
 
-def took(record: dict[str, Any]) -> str:
+def took(record: Record) -> str:
     """' The benchmark took 48 s.' from its record's start and finish stamps ('' while it has no finish)."""
-    from datetime import datetime
-
-    try:
-        seconds = (datetime.fromisoformat(record["finished_at"]) - datetime.fromisoformat(record["started_at"]))
-    except (KeyError, TypeError, ValueError):
+    if record.seconds is None:
         return ""
     gaps = " from start to finish, its interruptions included" if record.get("resumed_at") else ""
-    return f" The benchmark took {duration(seconds.total_seconds(), 's', 0)}{gaps}."
+    return f" The benchmark took {duration(record.seconds, 's', 0)}{gaps}."
 
 
-def _machine_lines(record: dict[str, Any]) -> list[str]:
+def _machine_lines(record: Record) -> list[str]:
     """The machine's warnings, as pyperf warns of an unstable system: what was wrong and what to do."""
-    env = record.get("environment") or {}
-    warnings = machine_warnings(env.get("machine"), record.get("activity"), flat_spec(record).get("construct"))
+    warnings = machine_warnings(record.environment.get("machine"), record.get("activity"),
+                                record.settings.get("construct"))
     return [*(f"- **Machine**: {w}" for w in warnings), ""] if warnings else []
 
 

@@ -6,7 +6,6 @@ It reads metadata.json's record only (through :attr:`omni_loader.results.suite.S
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from ..results.spec import BenchmarkSpec
 from .measurements import planned_arms
 from ..host.machine import describe_activity, describe_machine
 from ..host.placement import describe_cpus
-from ..results.suite import Suite, flat_spec
+from ..results.suite import Record, Suite
 from ..token2wav.options import HALF_NAMES, command_words, half_dtypes, option_fields
 from ..token2wav.variants import VARIANT_RELEASES
 
@@ -46,7 +45,13 @@ def environment_table(suite: Suite) -> str:
     env, ck, spec = record.get("environment") or {}, record.get("checkpoint") or {}, suite.spec
     mem = env.get("device_memory_bytes")
     gpu = env.get("gpu_backend")
-    workers = workers_of(spec)
+    # schema 1 recorded only in_process, not where each run ran
+    workers = str(spec["workers"]) if "workers" in spec else "in-process" if spec.get("in_process") else "spawn"
+    threads = "not recorded" if "threads" not in spec else f"{spec['threads']} (intra-op)" if spec["threads"] else \
+        "torch's default"
+    # every recorded option without a row of its own (OWN_ROWS), as the command line spells it
+    others = command_words(BenchmarkSpec, {k: v for k, v in spec.items()
+                                           if k in option_fields(BenchmarkSpec) and k not in OWN_ROWS})
     rows = [
         ["Model", record.get("model", "")],
         ["Checkpoint", f"{ck.get('checkpoint_source', '?')}: {ck.get('checkpoint_dir', '')}"],
@@ -64,15 +69,15 @@ def environment_table(suite: Suite) -> str:
         ["Installed from", lock_text(env.get("lock"))],
         ["vLLM-Omni installed", vllm_omni_text(env)],
         ["Variants", variants_text(suite)],
-        ["Layout / dtypes", layout_text(spec)],
+        ["Layout / dtypes", layout_text(record)],
         ["Shards read", spec.get("read", "lazy (not recorded: kits before --read read lazily)")],
         ["Construction", CONSTRUCT_NOTES.get(spec.get("construct", ""), spec.get("construct", "not recorded"))],
-        ["Torch threads per load", threads_of(spec)],
+        ["Torch threads per load", threads],
         ["CPUs per load", describe_cpus(spec.get("cpus"))],
         ["Warm-ups", f"{record.get('warmup')} per variant"],
         ["Repeats", f"{record.get('repeats')} per variant, order {record.get('order')}, "
                     + WORKER_NOTES.get(workers, workers)],
-        ["Other settings", other_settings(spec)],
+        ["Other settings", f"`{shlex.join(others)}`" if others else "none"],
         ["Command", command_text(record)],
         ["Started / finished",
          f"{record.get('started_at', '?')} / {record.get('finished_at', record.get('status', '?'))}"],
@@ -140,38 +145,18 @@ def installed_release(arm: str | dict[str, Any]) -> str | None:
     return f"{release.label} ({release.rule}; read when this report was drawn)"
 
 
-def layout_text(spec: Mapping[str, Any]) -> str:
+def layout_text(record: Record) -> str:
     """The module tree and the dtype of each half's parameters, which the layout and the stage dtype decide
     (:func:`~omni_loader.token2wav.options.half_dtypes`): the vllm-omni layout's BigVGAN is bfloat16 whatever
     ``--dtype`` says."""
-    layout, dtype = spec.get("layout", ""), spec.get("dtype", "")
+    layout, dtype = record.settings.get("layout", ""), record.settings.get("dtype", "")
     if not layout or not dtype:
         return f"{layout or '?'} / {dtype or 'not recorded'}"
     halves = ", ".join(f"{HALF_NAMES[name]} {d}" for name, d in half_dtypes(layout, dtype).items())
     return f"{layout} / {halves} (stage dtype {dtype})"
 
 
-def other_settings(spec: Mapping[str, Any]) -> str:
-    """Every recorded option without a row of its own (:data:`OWN_ROWS`), as the command line spells it."""
-    others = {k: v for k, v in spec.items() if k in option_fields(BenchmarkSpec) and k not in OWN_ROWS}
-    return f"`{shlex.join(words)}`" if (words := command_words(BenchmarkSpec, others)) else "none"
-
-
-def threads_of(spec: Mapping[str, Any]) -> str:
-    """The intra-op thread count a load ran with, as the table says it."""
-    if "threads" not in spec:
-        return "not recorded"
-    return f"{spec['threads']} (intra-op)" if spec["threads"] else "torch's default"
-
-
-def workers_of(spec: Mapping[str, Any]) -> str:
-    """Where each run ran: 'forkserver', 'spawn' or 'in-process' (schema 1 recorded only ``in_process``)."""
-    if "workers" in spec:
-        return str(spec["workers"])
-    return "in-process" if spec.get("in_process") else "spawn"
-
-
-def command_text(record: Mapping[str, Any]) -> str:
+def command_text(record: Record) -> str:
     """The environment table's Command cell: the command line that made a benchmark's record.
 
     From a notebook (``sys.argv`` the kernel's launcher) it says so and gives the equivalent shell command,
@@ -180,7 +165,7 @@ def command_text(record: Mapping[str, Any]) -> str:
     cmd = str(record.get("command_line", "") or "")
     if "ipykernel" not in cmd and "kernel" not in cmd.split(" ", 1)[0]:
         return f"`{cmd}`" if cmd else "?"
-    spec = flat_spec(record)
+    spec = Record(record).settings  # a record read as a plain mapping, too
     args = ["omni-loader", str(record.get("kind", "reproduce")), *command_words(BenchmarkSpec, spec)]
     if spec.get("in_process"):  # schema 1 recorded in_process, not workers
         args.append("--in-process")

@@ -21,8 +21,7 @@ from .lock import describe_holder, lock_holder
 from .rows import REJECTED_FILE, RESIDENCY_COLUMN, RUNS_FILE
 from .row_checks import Finding, check_rows, csv_records, rows_frame, run_ids_text, read_lines
 from ..safe_files import open_file, refuse_link
-from .suite import (DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, REPORT_KEY, Suite, flat_spec, plan_entries,
-                    resumed)
+from .suite import DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, REPORT_KEY, Record, Suite
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ class Results:
         """metadata.json as written."""
         return self.suite.raw
 
-    def benchmark(self, name: str) -> dict[str, Any] | None:
+    def benchmark(self, name: str) -> Record | None:
         """The record of benchmark ``name`` (``load``, ``startup``) of this directory, or None."""
         return self.suite.benchmark(name)
 
@@ -82,14 +81,14 @@ class Results:
         return self.directory / other
 
     @property
-    def load(self) -> dict[str, Any]:
+    def load(self) -> Record:
         """The load benchmark's record (``reproduce``'s), empty when the directory holds none."""
-        return self.benchmark("load") or {}
+        return self.benchmark("load") or Record()
 
     @property
     def spec(self) -> dict[str, Any]:
-        """The load benchmark's settings, its load options among them (:func:`~.suite.flat_spec`)."""
-        return flat_spec(self.load)
+        """The load benchmark's settings, its load options among them (:attr:`~.suite.Record.settings`)."""
+        return self.load.settings
 
     def plots(self, names: Iterable[str]) -> list[Path]:
         """The PNG plots of ``names`` the report drew into ``plots/``, in that order (those that exist)."""
@@ -160,7 +159,7 @@ def _metadata_findings(suite: Suite) -> list[Finding]:
     for name, record in members.items():
         plan = record.get("plan")
         if "plan" in record:  # every writer records one; a hand-made record without the key is read unchecked
-            entries = plan_entries(record)
+            entries = record.plan
             if not isinstance(plan, list) or not plan:
                 found.append(Finding(f"benchmark {name} has no plan",
                               f"benchmark {name} in {METADATA_FILE} has no plan (plan: {json.dumps(plan)[:40]}): its "
@@ -182,7 +181,7 @@ def _failure_findings(frame, suite: Suite) -> list[Finding]:
     if not len(frame):
         return found
     for name, record in suite.members.items():
-        ids = {int(e["run_id"]) for e in plan_entries(record)}
+        ids = {int(e["run_id"]) for e in record.plan}
         sources = ["server"] if DEFAULT_SOURCES.get(name) == "server" else ["load", "aa"]
         rows = frame[frame["run_id"].isin(ids)] if ids else frame[frame["source"].isin(sources)]
         runs = rows.drop_duplicates("run_id")
@@ -254,7 +253,7 @@ def resume_command(directory: str | os.PathLike[str], suite: Suite | None = None
 class Resumption:
     """A benchmark about to be continued: its record (running again), the runs it already has, the check."""
 
-    record: dict[str, Any]
+    record: Record
     done: frozenset[int]  # run ids of its plan with trusted rows (failed runs included: they are not repeated)
     check: Results
 
@@ -268,7 +267,7 @@ def resume_benchmark(directory: str | os.PathLike[str], name: str) -> Resumption
     moved = set_aside_rejected(check)
     ids = {int(entry["run_id"]) for entry in record.get("plan") or []}
     done = frozenset(int(r) for r in check.frame["run_id"] if int(r) in ids) if len(check.frame) else frozenset()
-    return Resumption(resumed(record, moved, check.rejected_because), done, check)
+    return Resumption(record.resumed(moved, check.rejected_because), done, check)
 
 
 def set_aside_rejected(check: Results) -> int:

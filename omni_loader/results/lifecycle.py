@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .rows import RunRow, append_rows, runs_file
-from .suite import REPORT_FILE, REPORT_KEY, read_metadata, store_benchmark, store_report, with_status
+from .suite import REPORT_FILE, REPORT_KEY, Record, Suite, store_benchmark, store_report
 
 if TYPE_CHECKING:
     from .integrity import Results
@@ -25,12 +25,12 @@ if TYPE_CHECKING:
 class Recording:
     """The benchmark being written: its record, and the fields that move with each run (counts, activity)."""
 
-    def __init__(self, out: Path, member: str, record: dict[str, Any], fields: dict[str, Any]) -> None:
+    def __init__(self, out: Path, member: str, record: Record, fields: dict[str, Any]) -> None:
         self.out, self.member, self.record, self.fields = out, member, record, dict(fields)
         self.runs_file: tuple[int, int] | None = None  # the runs.csv it appends to (taken when it starts)
 
     def store(self, status: str = "running") -> None:
-        store_benchmark(self.out, self.member, with_status(self.record, status, **self.fields))
+        store_benchmark(self.out, self.member, self.record.with_status(status, **self.fields))
 
     def ran(self, rows: Iterable[RunRow | dict[str, Any]], **fields: Any) -> None:
         """One run's rows appended the moment it ends; ``fields`` given are stored with the record at once."""
@@ -45,7 +45,7 @@ class Recording:
 
 
 @contextmanager
-def recording(out: str | os.PathLike[str], member: str, record: dict[str, Any], **fields: Any) -> Iterator[Recording]:
+def recording(out: str | os.PathLike[str], member: str, record: Record, **fields: Any) -> Iterator[Recording]:
     """Store ``record`` running, yield the :class:`Recording`, store how the block ended. Under the lock."""
     rec = Recording(Path(out), member, record, fields)
     rec.store("running")
@@ -66,7 +66,7 @@ def drawing_report(out: str | os.PathLike[str], check: Results | None = None) ->
     """Record the report ``not drawn``, yield the check, record it ``drawn`` unless the block failed."""
     reserve_blas()
     check = report_check(out, check)
-    written = store_report(out, "not drawn", check.metadata)  # the lock held: metadata.json is as the check read it
+    written = store_report(out, "not drawn", check.suite)  # the lock held: metadata.json is as the check read it
     try:
         yield check
     except MemoryError as exc:  # the command line's one line says so, and what draws it (the frames kept: where)
@@ -99,7 +99,7 @@ def report_drawn(out: str | os.PathLike[str]) -> bool:
     """Record report.md drawn after ``omni-loader report`` (unless a live writer will); whether it did."""
     from .lock import lock_holder, writer_lock
 
-    report = read_metadata(out).get(REPORT_KEY)
+    report = Suite.read(out).raw.get(REPORT_KEY)
     if not isinstance(report, dict) or report.get("status") == "drawn":
         return False
     holder = lock_holder(out)

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import ResultsError
 from ..formatting import count
 from .rows import RUN_COLUMNS, RUNS_FILE, SOURCES, typed_runs
-from .suite import METADATA_FILE, STATUS_STAMPS, Suite, plan_entries
+from .suite import METADATA_FILE, STATUS_STAMPS, Suite
 
 
 def _lines(numbers: list[int]) -> str:
@@ -198,7 +198,7 @@ def _outside_span(frame, suite: Suite) -> tuple[Finding | None, list[int]]:
         start = _stamp(record.get("started_at")) if record.get("started_at") else None
         stamp = STATUS_STAMPS.get(str(record.get("status")))
         end = _stamp(record.get(stamp)) if stamp and record.get(stamp) else None
-        for entry in plan_entries(record):
+        for entry in record.plan:
             spans[int(entry["run_id"])] = (name, start, end)
     slack = timedelta(seconds=SPAN_TOLERANCE_S)
     outside: dict[int, str] = {}

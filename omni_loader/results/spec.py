@@ -16,7 +16,7 @@ from ..names import VARIANTS
 from ..token2wav.options import NOTED, LoadOptions, option, option_conflicts, option_fields
 from ..token2wav.variants import BUILTIN_VARIANTS, variant_text
 from .planner import DEFAULT_ORDER, DESIGNS, FIRST_LOOK, ORDERS, PlannedRun, looks, plan_runs
-from .suite import METADATA_FILE, Suite, flat_spec
+from .suite import METADATA_FILE, Record, Suite
 
 # The A/A benchmark's two arms (rows with source "aa"); both load AA_VARIANT.
 AA_ARMS = ("aa-1", "aa-2")
@@ -120,7 +120,7 @@ class BenchmarkSpec:
 
     def flat(self) -> dict[str, Any]:
         """Every setting by the name its option sets (``layout``, not ``load``): what a resume compares."""
-        return flat_spec({"spec": self.to_dict()})
+        return Record({"spec": self.to_dict()}).settings
 
     def value(self, name: str) -> Any:
         """One setting by its flat name (``runs``, ``layout``...)."""
