@@ -152,23 +152,17 @@ def visit_cost(results: str | Path | None = None, cache_dir: str | Path | None =
     if not measure:
         raise OmniLoaderError(f"no per-visit cost cached in {cache}; give --visit-cost SECONDS or --results DIR")
     cost = measure_cost()
-    text = json.dumps({"machine": machine, "seconds_per_visit": cost.seconds, "basis": cost.basis,
-                       "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1)
-    write_cost(cache, text)
-    return cost
-
-
-def write_cost(path: Path, text: str) -> None:
-    """Write the cost cache by a rename, never through a link; any other failure only costs the next run a sweep."""
     from ..safe_files import refuse_link, replaced
 
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        refuse_link(path, "the audit's per-visit cost cache is written only in place; remove the link")
-        with replaced(path) as tmp:
-            tmp.write_text(text)
+    try:  # by a rename, never through a link; any other failure only costs the next run a sweep
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        refuse_link(cache, "the audit's per-visit cost cache is written only in place; remove the link")
+        with replaced(cache) as tmp:
+            tmp.write_text(json.dumps({"machine": machine, "seconds_per_visit": cost.seconds, "basis": cost.basis,
+                                       "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1))
     except OSError:
         pass
+    return cost
 
 
 def price_findings(findings: Sequence[Finding], size: TreeSize, cost: VisitCost) -> list[Finding]:

@@ -160,26 +160,21 @@ def parse_variant(text: str) -> Variant:
     if name in BUILTIN_VARIANTS:
         raise OmniLoaderError(f"--variant {name!r}: that name is a built-in variant; choose another")
     steps: dict[str, str] = {}
-    for part in body.split(","):
-        step, _, ref = part.strip().partition(":")
-        if is_installed(part.strip()):
-            step, ref = "discovery", part.strip()
+    for part in map(str.strip, body.split(",")):
+        step, _, ref = ("discovery", "", part) if is_installed(part) else part.partition(":")
         if step not in STEPS or not ref:
-            raise OmniLoaderError(f"--variant {text!r}: {part.strip()!r} is not STEP:REF with STEP one of "
+            raise OmniLoaderError(f"--variant {text!r}: {part!r} is not STEP:REF with STEP one of "
                                   f"{', '.join(STEPS)}, or installed[:PATH]")
-        steps[step] = installed_ref(ref) if is_installed(ref) else ref
+        if is_installed(ref):  # PATH made absolute: the worker may run elsewhere than the command's folder
+            path = ref.partition(":")[2]
+            ref = INSTALLED + (str(Path(path).expanduser().resolve()) if path else "")
+        steps[step] = ref
     return with_release(Variant(name, **steps))
 
 
 def is_installed(ref: str) -> bool:
     """Whether a discovery reference names a vLLM-Omni release (``installed``, ``installed:PATH``)."""
     return ref == "installed" or ref.startswith(INSTALLED)
-
-
-def installed_ref(ref: str) -> str:
-    """``installed[:PATH]`` with PATH made absolute: the worker may run elsewhere than the command's folder."""
-    path = ref.partition(":")[2]
-    return INSTALLED + (str(Path(path).expanduser().resolve()) if path else "")
 
 
 def with_release(variant: Variant) -> Variant:
