@@ -86,19 +86,18 @@ def phase_function_rows(marks: list[Any]) -> pd.DataFrame:
     return df.sort_values(["phase", "tottime"], ascending=[True, False], ignore_index=True)
 
 
-def top_functions(stats: str | os.PathLike[str] | pstats.Stats, n: int = DEFAULT_TOP, sort: str = "cumtime",
-                  exclude_profiler: bool = True) -> pd.DataFrame:
-    """The ``n`` costliest functions of a pstats file: function, ncalls, primitive_calls, tottime, cumtime (s)."""
-    if sort not in ("cumtime", "tottime", "ncalls", "primitive_calls"):
-        raise OmniLoaderError(f"cannot sort the top functions by {sort!r}")
-    st = stats if isinstance(stats, pstats.Stats) else read_pstats(stats)
-    rows = [(function_label(k), nc, cc, tt, ct) for k, (cc, nc, tt, ct, _) in st.stats.items()
-            if not (exclude_profiler and is_profiler_frame(k))]
+def top_functions(stats: str | os.PathLike[str] | pstats.Stats, n: int = DEFAULT_TOP) -> pd.DataFrame:
+    """The ``n`` functions of a pstats file with the most cumulative time, profiler frames left out: function,
+    ncalls, primitive_calls, tottime, cumtime (s)."""
+    rows = [(function_label(k), nc, cc, tt, ct) for k, (cc, nc, tt, ct, _) in read_pstats(stats).stats.items()
+            if not is_profiler_frame(k)]
     df = pd.DataFrame(rows, columns=TOP_COLUMNS)
-    return df.sort_values(sort, ascending=False, kind="stable", ignore_index=True).head(n)
+    return df.sort_values("cumtime", ascending=False, kind="stable", ignore_index=True).head(n)
 
 
-def read_pstats(path: str | os.PathLike[str]) -> pstats.Stats:
+def read_pstats(path: str | os.PathLike[str] | pstats.Stats) -> pstats.Stats:
+    if isinstance(path, pstats.Stats):
+        return path
     path = Path(path)
     if not path.is_file():
         raise OmniLoaderError(f"pstats file not found: {path}")
@@ -111,9 +110,8 @@ def read_pstats(path: str | os.PathLike[str]) -> pstats.Stats:
 def state_dict_call_counts(stats: str | os.PathLike[str] | pstats.Stats) -> dict[str, int]:
     """Calls of ``torch.nn.Module.state_dict`` in a profile: ``ncalls`` (one per module, as it recurses) and
     ``primitive`` (not made from inside another ``state_dict``: whole state dicts built)."""
-    st = stats if isinstance(stats, pstats.Stats) else read_pstats(stats)
     primitive = ncalls = 0
-    for (file, _, name), (cc, nc, *_rest) in st.stats.items():
+    for (file, _, name), (cc, nc, *_rest) in read_pstats(stats).stats.items():
         if name == "state_dict" and file.replace(os.sep, "/").endswith(STATE_DICT_FILE):
             primitive += cc
             ncalls += nc

@@ -74,9 +74,18 @@ class ProfileDiff:
     def claimed(self) -> pd.DataFrame:
         return self.functions[self.functions["verdict"] != NO_CLAIM]
 
+    def measured(self) -> pd.DataFrame:
+        """The runs that count: no warm-up, no failed load."""
+        return self.runs[~self.runs["warmup"] & (self.runs["status"] == "ok")]
+
+    def sampled_loads(self, variant: str) -> int:
+        """How many of ``variant``'s measured loads py-spy sampled."""
+        r = self.measured()
+        return int(((r["variant"] == variant) & r["sampled"]).sum())
+
     def overhead(self) -> dict[str, dict[str, float]]:
         """Per variant: the median load total unsampled and under py-spy, and their ratio."""
-        r = self.runs[(~self.runs["warmup"]) & (self.runs["status"] == "ok")]
+        r = self.measured()
         out = {}
         for v in (self.a, self.b):
             plain = r[(r["variant"] == v) & ~r["sampled"]]["load_s"]
@@ -126,8 +135,7 @@ class ProfileDiff:
         if not self.settings.get("aa"):
             return ("No A/A floor: no A/A arms ran beside this diff (`--aa` adds them), so a claim rests on its "
                     "q-value and interval alone.")
-        r = self.runs
-        n = [int(((r["variant"] == arm) & r["sampled"] & ~r["warmup"] & (r["status"] == "ok")).sum()) for arm in AA_ARMS]
+        n = [self.sampled_loads(arm) for arm in AA_ARMS]
         has = int((f["tested"] & f["aa_floor_s"].notna()).sum())
         held = f[f["within_aa_floor"] | f["self_within_aa_floor"]]
         return (f"A/A floor: {self.settings.get('aa_variant', AA_VARIANT)} in two more arms of the same blocks "
@@ -142,7 +150,7 @@ class ProfileDiff:
     def _calls(self, function: str) -> str:
         if function.split(".")[-1] != "state_dict" or "state_dict_calls" not in self.runs:
             return ""
-        r = self.runs[(~self.runs["warmup"]) & (self.runs["status"] == "ok")]
+        r = self.measured()
         n = {v: r[r["variant"] == v]["state_dict_calls"].median() for v in (self.a, self.b)}
         if any(pd.isna(x) for x in n.values()) or n[self.a] == n[self.b]:
             return ""
@@ -153,8 +161,7 @@ class ProfileDiff:
         """``diff.md``: a sentence per claim, what was tested, py-spy's cost and (``with_table``) the claims' table."""
         f = self.functions
         tested, claimed = int(f["tested"].sum()), self.claimed
-        n = {v: int(((self.runs["variant"] == v) & self.runs["sampled"] & ~self.runs["warmup"]
-                     & (self.runs["status"] == "ok")).sum()) for v in (self.a, self.b)}
+        n = {v: self.sampled_loads(v) for v in (self.a, self.b)}
         lines = [f"# Differential profile: {self.a} (A) against {self.b} (B)", ""]
         lines += [f"- {s}" for s in self.sentences()] or ["- No function is claimed to move."]
         faster, slower = (int((claimed["verdict"] == v).sum()) for v in (FASTER, SLOWER))

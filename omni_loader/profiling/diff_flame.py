@@ -29,8 +29,8 @@ UNIT = 1e6  # a node's "samples" are microseconds of the larger median: svg_body
 
 def path_medians(diff: ProfileDiff) -> dict[tuple[tuple[str, str], ...], dict[str, float]]:
     """Per call path (``(name, file)`` from the entry down): the median seconds of each variant over its runs."""
-    runs = diff.runs[diff.runs["sampled"] & (diff.runs["status"] == "ok") & ~diff.runs["warmup"]
-                     & diff.runs["variant"].isin([diff.a, diff.b])]  # not the A/A arms of --aa
+    runs = diff.measured()
+    runs = runs[runs["sampled"] & runs["variant"].isin([diff.a, diff.b])]  # not the A/A arms of --aa
     per_run: dict[str, list[dict[tuple[tuple[str, str], ...], float]]] = {diff.a: [], diff.b: []}
     for _, r in runs.iterrows():
         times: dict[tuple[tuple[str, str], ...], float] = {}

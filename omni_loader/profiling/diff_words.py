@@ -101,7 +101,8 @@ def entry_sentence(self: Any) -> str | None:
     Means per run, which add up as medians would not; ``None`` when a variant has no sampled run with the call."""
     from .flamegraph import ENTRY
 
-    r = self.runs[(~self.runs["warmup"]) & (self.runs["status"] == "ok") & self.runs["sampled"]]
+    r = self.measured()
+    r = r[r["sampled"]]
     per_run = self.folds.pivot_table(index="run_id", columns="function", values="inclusive_s", aggfunc="sum",
                                      fill_value=0.0).reindex(columns=[ENTRY, DIGEST], fill_value=0.0)
     row = self.functions[self.functions["function"] == ENTRY]

@@ -70,13 +70,8 @@ def fault_clause(vp: VariantProfile, phase: str, seconds: float) -> dict[str, An
 def largest_phases(shares: pd.DataFrame, cover: float = 0.8, most: int = 3) -> list[str]:
     """The largest leaf phases, enough to cover ``cover`` of the load, at most ``most`` of them."""
     ranked = shares[shares["phase"] != OTHER_PHASE].sort_values("share", ascending=False)
-    chosen, covered = [], 0.0
-    for _, row in ranked.iterrows():
-        if len(chosen) >= most or (chosen and covered >= cover):
-            break
-        chosen.append(row["phase"])
-        covered += row["share"]
-    return chosen
+    covered_before = ranked["share"].cumsum().shift(fill_value=0.0)
+    return list(ranked["phase"][covered_before < cover].head(most))
 
 
 def _header(title: str, snapshot: Any, options: LoadOptions | None) -> list[str]:
