@@ -117,19 +117,15 @@ class Tree:
 
     def modules_by_depth(self):  # -> DataFrame
         """Module count per depth, with its most common classes."""
-        import pandas as pd
+        def most_common(classes) -> str:  # a class and its count on one line
+            return ", ".join(f"{c}\u00a0×{n}" for c, n in Counter(classes).most_common(3))
 
-        rows = []
-        for depth, sub in self.modules().groupby("depth"):
-            common = Counter(sub["class"]).most_common(3)
-            rows.append({
-                "depth": depth,
-                "modules": len(sub),
-                "classes": sub["class"].nunique(),
-                "most_common": ", ".join(f"{c}\u00a0×{n}" for c, n in common),  # a class and its count on one line
-                "buffers": int(sub["buffers"].sum()),
-            })
-        return pd.DataFrame(rows)
+        return self.modules().groupby("depth").agg(
+            modules=("module", "count"),
+            classes=("class", "nunique"),
+            most_common=("class", most_common),
+            buffers=("buffers", "sum"),
+        ).reset_index()
 
     def class_by_depth(self, top: int | None = None):  # -> DataFrame
         """Cross table of module counts: a row per class (the ``top`` most numerous), a column per depth."""
@@ -185,25 +181,16 @@ class Tree:
         if depth < 1:
             raise ValueError(f"depth must be at least 1, not {depth}")
         modules = dict(self.module.named_modules())
-        totals: dict[str, list[int]] = {}
-        for name, param in self.module.named_parameters():
-            parts = name.split(".")[:-1]  # drop the parameter's own name
-            prefix = ".".join(parts[:depth]) or "<root>"
-            entry = totals.setdefault(prefix, [0, 0, 0])
-            entry[0] += 1
-            entry[1] += param.numel()
-            entry[2] += param.numel() * param.element_size()
-        total_bytes = sum(v[2] for v in totals.values()) or 1
-        rows = [{
-            "submodule": prefix,
-            "class": type(modules[prefix]).__name__ if prefix in modules else "",
-            "tensors": t,
-            "elements": e,
-            "bytes": b,
-            "MiB": b / 2**20,
-            "share": b / total_bytes,
-        } for prefix, (t, e, b) in totals.items()]
-        return pd.DataFrame(rows).sort_values("bytes", ascending=False).reset_index(drop=True)
+        params = pd.DataFrame([{
+            "submodule": ".".join(name.split(".")[:-1][:depth]) or "<root>",  # the parameter's own name dropped
+            "elements": param.numel(),
+            "bytes": param.numel() * param.element_size(),
+        } for name, param in self.module.named_parameters()], columns=["submodule", "elements", "bytes"])
+        out = params.groupby("submodule", sort=False).agg(
+            tensors=("bytes", "size"), elements=("elements", "sum"), bytes=("bytes", "sum")).reset_index()
+        out.insert(1, "class", [type(modules[p]).__name__ if p in modules else "" for p in out["submodule"]])
+        out = out.assign(MiB=out["bytes"] / 2**20, share=out["bytes"] / (out["bytes"].sum() or 1))
+        return out.sort_values("bytes", ascending=False).reset_index(drop=True)
 
     def bytes_of_class(self, class_name: str) -> dict[str, int]:
         """What the modules of one class hold, counted once each: modules, and their tensors' counts and bytes."""
@@ -215,10 +202,28 @@ class Tree:
 
     def plot_parameter_bytes(self, depth: int = 2, top: int = 20):  # -> Figure
         """Horizontal bar chart of :meth:`parameter_bytes` (largest ``top`` rows), in MiB, titled with the tree."""
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import StrMethodFormatter
+
         what = (f"Token2Wav ({'full-size' if self.size == 'full' else self.size}, {self.layout})" if self.size
                 else type(self.module).__name__)
-        return plot_parameter_bytes(self.parameter_bytes(depth), f"{what}: parameter bytes per submodule "
-                                    f"(depth {depth})", top)
+        rows = self.parameter_bytes(depth).head(top).iloc[::-1]
+        # Text at 10 pt (7 pt labels read at about 7 px at display size): rows tall enough to hold it.
+        fig = Figure(figsize=(10, 0.4 * len(rows) + 1.6), layout="constrained")
+        ax = fig.subplots()
+        bars = ax.barh(rows["submodule"], rows["MiB"], color="C0", label="parameter bytes")
+        for bar, share in zip(bars, rows["share"]):
+            ax.annotate(f"{share:.1%}", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                        xytext=(3, 0), textcoords="offset points", va="center", fontsize=10)
+        ax.set_xlabel("parameter bytes (MiB)")
+        ax.set_ylabel("submodule")
+        ax.set_title(f"{what}: parameter bytes per submodule (depth {depth})")
+        ax.legend(loc="lower right")
+        ax.tick_params(axis="y", labelsize=9)
+        ax.margins(x=0.14)  # room for the largest bar's share label inside the frame ("82.6%" touched it at 0.08)
+        ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))  # "1,000" as the table writes it, not "1000"
+        ax.grid(True, axis="x", alpha=0.3)
+        return fig
 
     # ------------------------------------------------------------------- layouts
 
@@ -226,7 +231,15 @@ class Tree:
         """Both layouts' inventories of this tree's size side by side, with vllm-omni minus transformers."""
         import pandas as pd
 
-        table = pd.DataFrame({layout: labelled_counts(inventory(layout, self.inventory.size)) for layout in LAYOUTS})
+        counts = {}
+        for layout in LAYOUTS:
+            inv = inventory(layout, self.inventory.size)
+            persistent = len(inv.persistent_buffers)
+            counts[layout] = {"modules": inv.modules, "named buffers": inv.named_buffers,
+                              "persistent buffers": persistent, "non-persistent buffers": inv.named_buffers - persistent,
+                              "parameter tensors": inv.parameters, "parameter elements": inv.parameter_elements,
+                              "parameter bytes": inv.parameter_bytes}
+        table = pd.DataFrame(counts)
         table["vllm-omni − transformers"] = table["vllm-omni"] - table["transformers"]
         return table.rename_axis("count").reset_index()  # a column: a table shows an index's name as a second header row
 
@@ -234,9 +247,10 @@ class Tree:
         """Module classes and persistent buffers whose counts differ between the layouts of this tree's size."""
         import pandas as pd
 
-        models = build_layouts(self.inventory.size)
-        counts = {layout: Counter(type(m).__name__ for _, m in model.named_modules()) for layout, model in models.items()}
-        for layout, model in models.items():
+        counts = {}
+        for layout in LAYOUTS:  # each built on the meta device: the full tree, no memory, well under a second
+            model = build_model(config_dict(self.inventory.size), layout=layout, device="meta")
+            counts[layout] = Counter(type(m).__name__ for m in model.modules())
             non_persistent = non_persistent_buffer_names(model)
             for name, _ in model.named_buffers():
                 kind = "non-persistent" if name in non_persistent else "persistent"
@@ -245,50 +259,6 @@ class Tree:
         differ = table.nunique(axis=1) > 1
         table.index.name = "module class / buffer"
         return table[differ].sort_index().reset_index()  # the names a column, as compare_layouts' counts
-
-
-def plot_parameter_bytes(table, title: str = "Parameter bytes per submodule", top: int = 20):  # -> Figure
-    """Horizontal bar chart of a :meth:`Tree.parameter_bytes` table (largest ``top`` rows), in MiB."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import StrMethodFormatter
-
-    rows = table.head(top).iloc[::-1]
-    # Text at 10 pt (7 pt labels read at about 7 px at display size): rows tall enough to hold it.
-    fig = Figure(figsize=(10, 0.4 * len(rows) + 1.6), layout="constrained")
-    ax = fig.subplots()
-    bars = ax.barh(rows["submodule"], rows["MiB"], color="C0", label="parameter bytes")
-    for bar, share in zip(bars, rows["share"]):
-        ax.annotate(f"{share:.1%}", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
-                    xytext=(3, 0), textcoords="offset points", va="center", fontsize=10)
-    ax.set_xlabel("parameter bytes (MiB)")
-    ax.set_ylabel("submodule")
-    ax.set_title(title)
-    ax.legend(loc="lower right")
-    ax.tick_params(axis="y", labelsize=9)
-    ax.margins(x=0.14)  # room for the largest bar's share label inside the frame ("82.6%" touched it at 0.08)
-    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))  # "1,000" as the table writes it, not "1000"
-    ax.grid(True, axis="x", alpha=0.3)
-    return fig
-
-
-def build_layouts(size: str = "full") -> dict[str, nn.Module]:
-    """Both layouts of Token2Wav built on the meta device: the full tree, no memory, well under a second."""
-    return {layout: build_model(config_dict(size), layout=layout, device="meta") for layout in LAYOUTS}
-
-
-def labelled_counts(inv: Inventory) -> dict[str, int]:
-    """The counts of one :func:`~omni_loader.token2wav.model.inventory` as the layout table shows them."""
-    persistent = len(inv.persistent_buffers)
-    return {
-        "modules": inv.modules,
-        "named buffers": inv.named_buffers,
-        "persistent buffers": persistent,
-        "non-persistent buffers": inv.named_buffers - persistent,
-        "parameter tensors": inv.parameters,
-        "parameter elements": inv.parameter_elements,
-        "parameter bytes": inv.parameter_bytes,
-    }
-
 
 
 # =========================================================================== when the rules disagree
@@ -342,16 +312,6 @@ class Hazards:
     CASES = {"plain": PlainBuffers, "post-hook drops a buffer": DropsBufferOnSave,
              "_save_to_state_dict override": SavesNonPersistent}
 
-    def examples(self) -> dict[str, nn.Module]:
-        """Each case as a model: a plain root with a persistent ``step`` buffer and the case as ``block``."""
-        examples = {}
-        for name, cls in self.CASES.items():
-            root = nn.Module()
-            root.register_buffer("step", torch.zeros((), dtype=torch.long))  # root-level persistent buffer
-            root.block = cls()
-            examples[name] = root
-        return examples
-
     def source(self) -> str:
         """The two cases that make the rules disagree, as their code."""
         return "\n".join(inspect.getsource(cls) for cls in (DropsBufferOnSave, SavesNonPersistent))
@@ -361,7 +321,10 @@ class Hazards:
         import pandas as pd
 
         rows = []
-        for case, model in self.examples().items():
+        for case, cls in self.CASES.items():
+            model = nn.Module()  # a plain root with a root-level persistent ``step`` buffer, the case as ``block``
+            model.register_buffer("step", torch.zeros((), dtype=torch.long))
+            model.block = cls()
             agreement = compare_variants(model)
             rows.append({
                 "case": case,
