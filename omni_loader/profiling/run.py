@@ -88,11 +88,18 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
     with StepBar(progress_bar(total=len(countdown.remaining), desc="profile", unit="step", enabled=progress,
                               bar_format=BAR_FORMAT, postfix=first), countdown, tick=TICK) as bar:
         bar.text = "starting the worker server"  # a step per reference run, warm-up load and tool
-        reference = ReferenceProgress(bar)
+        started: list[int] = []
+
+        def on_run(k: int, total: int, run: Any) -> None:  # run: a PlannedRun, the k-th of total to start
+            bar.begin(Step(TIMED, run.variant), f"reference run {k}/{total} {run.variant}"
+                                                + (" (warm-up)" if run.warmup else ""))
+            started.append(k)
+
         references = reference_loads(snapshot, variants, options, out, runs=settings.reference_runs,
-                                     warmup=settings.warmup, on_run=reference)
-        reference.finish(len(plan), "references: " + ", ".join(f"{v} {r['phases']['total']:.2f} s"
-                                                                for v, r in references.items()))
+                                     warmup=settings.warmup, on_run=on_run)
+        bar.end("references: " + ", ".join(f"{v} {r['phases']['total']:.2f} s" for v, r in references.items()))
+        countdown.drop(TIMED)
+        bar.bar.update(max(len(plan) - len(started), 0))  # a run that never started counts as done
         # The tools' steps scale by each variant's reference load, and py-spy's worker makes as many as it asks for.
         countdown.scale = {v: r["phases"]["total"] for v, r in references.items()}
         if "py-spy" in tools:
@@ -108,27 +115,6 @@ def profile_variants(snapshot: Any, variants: str | Iterable[str] = "both", tool
             profiles[variant] = vp
     write_summary_report(profiles, out, snapshot=snapshot, tools=tools, options=options)
     return profiles
-
-
-class ReferenceProgress:
-    """The bar during the reference loads (``on_run`` of :func:`~omni_loader.profiling.reference.reference_loads`):
-    it names the run that runs now and advances a step per run that ended."""
-
-    def __init__(self, bar: StepBar) -> None:
-        self.bar, self.started = bar, 0
-
-    def __call__(self, k: int, total: int, run: Any) -> None:
-        """``run`` (a :class:`~omni_loader.results.planner.PlannedRun`) is the k-th of ``total`` to start."""
-        what = run.variant + (" (warm-up)" if run.warmup else "")
-        self.bar.begin(Step(TIMED, run.variant), f"reference run {k}/{total} {what}")
-        self.started += 1
-
-    def finish(self, total: int, text: str) -> None:
-        """The last run ended (and any that never started count as done): ``text`` says what they found."""
-        self.bar.end(text)
-        self.bar.countdown.drop(TIMED)
-        self.bar.bar.update(max(total - self.started, 0))
-        self.started = total
 
 
 def warm_up(snapshot: Any, variant: str, options: LoadOptions, loads: int, bar: StepBar) -> None:
