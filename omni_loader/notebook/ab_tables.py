@@ -104,16 +104,11 @@ def _timed(frame, columns: list[str], unit: str, **more: Any):  # -> Styler
     return words_only(table(scaled.rename(columns=renamed), decimals=decimals, **more), [frame.columns[0]])
 
 
-def _interval(low: float | None, high: float | None, unit: str) -> str:
-    """A saving's interval from one of Δ median (second − first): its ends negated and swapped, in ``unit``."""
+def _range(low: float | None, high: float | None, unit: str) -> str:
+    """A range's two ends in ``unit`` to three decimals; "—" where it has none."""
     if low is None or high is None:
         return "—"
-    return f"{-high * TIME_SCALE[unit]:,.3f}{TO}{-low * TIME_SCALE[unit]:,.3f}"
-
-
-def _spread(c: Comparison, unit: str, first: bool = False) -> str:
-    s = c.baseline if first else c.optimized
-    return f"{s.min * TIME_SCALE[unit]:,.3f}{TO}{s.max * TIME_SCALE[unit]:,.3f}"
+    return f"{low * TIME_SCALE[unit]:,.3f}{TO}{high * TIME_SCALE[unit]:,.3f}"
 
 
 def time_tables(comps: list[Comparison], first: str = "baseline", second: str = "optimized",
@@ -132,8 +127,9 @@ def time_tables(comps: list[Comparison], first: str = "baseline", second: str = 
             "measurement": label(c.phase), f"{first} median": c.baseline.median, f"{second} median": c.optimized.median,
             "saving": -c.difference, "saving (%)": -100 * c.difference / c.baseline.median if c.baseline.median else math.nan,
             f"{first} ÷ {second}": c.ratio if math.isfinite(c.ratio) else math.nan,
-            f"{first} min–max ({unit})": _spread(c, unit, first=True),
-            f"{second} min–max ({unit})": _spread(c, unit), "verdict": verdict_word(c, floors.get(c.phase)),
+            f"{first} min–max ({unit})": _range(c.baseline.min, c.baseline.max, unit),
+            f"{second} min–max ({unit})": _range(c.optimized.min, c.optimized.max, unit),
+            "verdict": verdict_word(c, floors.get(c.phase)),
             **({"PR's rule (min–max)": c.pr_rule()} if pr_rule else {})} for c in rows])
         shown.append(ratio_cells(_timed(frame, [f"{first} median", f"{second} median", "saving"], unit,
                                         decimals={"saving (%)": 1}), [f"{first} ÷ {second}"]))
@@ -145,8 +141,9 @@ def ratio_cells(styler, columns: list[str]):  # (Styler, ...) -> Styler
     return styler.format(lambda v: "" if not math.isfinite(v) else f"{v:,.2f}×", subset=columns)
 
 
-def count_table(comps: list[Comparison], first: str = "baseline", second: str = "optimized"):  # -> Styler | None
-    """The counts and memory of ``comps``, one whole number a cell, the unit in the row's name; or None."""
+def count_table(comps: list[Comparison], first: str = "baseline", second: str = "optimized") -> list[Any]:
+    """The counts and memory of ``comps`` as a table (none without them), one whole number a cell, the unit in the
+    row's name."""
     import pandas as pd
 
     rows = []
@@ -160,33 +157,24 @@ def count_table(comps: list[Comparison], first: str = "baseline", second: str = 
                      # a saving, as the time tables under it give one (a "change" of −219 over a "saving" of
                      # 622.719 read as two signs for one thing): positive where the second needs fewer calls or less memory
                      "saving": round(-c.difference / scale), "verdict": verdict})
-    return words_only(table(pd.DataFrame(rows)), ["measurement"]) if rows else None
+    return [words_only(table(pd.DataFrame(rows)), ["measurement"])] if rows else []
 
 
 def pr_rows(frame, alpha: float = ALPHA) -> list[Any]:
     """The PR's rows as tables: the times with both verdicts, then the counts, then the legend."""
     comps = [c for c in comparisons(frame, alpha) if c.phase in PR_ROWS]
-    counts = count_table(comps)
-    return [*time_tables(comps, floors=noise_floors(frame), pr_rule=True), *([counts] if counts is not None else []),
+    return [*time_tables(comps, floors=noise_floors(frame), pr_rule=True), *count_table(comps),
             verdict_legend(alpha=alpha)]
-
-
-def _pair_comparisons(frame, first: str, second: str, alpha: float = ALPHA) -> list[Comparison]:
-    """``second`` against ``first`` over the rows "beyond the PR" compares, and peak RSS."""
-    comps = beyond_comparisons(frame, first, second, alpha)
-    if RSS_COLUMN in frame:
-        rss = [run_summary(frame, v, RSS_COLUMN) for v in (first, second)]
-        comps.append(compare(*rss, unit="bytes"))
-    return comps
 
 
 def pair_tables(frame, suite: Suite, first: str, second: str) -> list[Any]:
     """``second`` against ``first`` as tables, and which rows a control both run unchanged moved."""
     spec = suite.spec
     custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
-    comps = _pair_comparisons(frame, first, second, design_alpha(suite))
-    counts = count_table(comps, first, second)
-    shown = [*([counts] if counts is not None else []), *time_tables(comps, first, second)]
+    comps = beyond_comparisons(frame, first, second, design_alpha(suite))  # the rows "beyond the PR" compares
+    if RSS_COLUMN in frame:  # and peak RSS
+        comps.append(compare(*(run_summary(frame, v, RSS_COLUMN) for v in (first, second)), unit="bytes"))
+    shown = [*count_table(comps, first, second), *time_tables(comps, first, second)]
     report = control_report(frame, custom.get(first, first), custom.get(second, second), noise_floors(frame))
     confounded = [r for r in (report.rows if report else []) if r.confounded and r.phase in BEYOND_ROWS]
     if confounded:
@@ -225,10 +213,11 @@ def control_table(report: ControlReport):  # -> Styler
     rows = []
     for control in report.controls:
         c = control.comparison
+        saving = (None, None) if c.ci_low is None else (-c.ci_high, -c.ci_low)  # Δ median's interval, negated
         inside = ", ".join(SHORT_ROWS.get(r.phase, label(r.phase)) for r in report.rows if control.phase in r.controls)
         rows.append({"control": label(c.phase), f"{first} median": c.baseline.median,
                      f"{second} median": c.optimized.median, "saving": -c.difference,
-                     f"{c.level} CI of the saving ({unit})": _interval(c.ci_low, c.ci_high, unit),
+                     f"{c.level} CI of the saving ({unit})": _range(*saving, unit),
                      "verdict": verdict_word(c, control.floor),
                      "inside": (f"confounds {inside}" if report.material(control) else inside) or "—"})
     return _timed(pd.DataFrame(rows), [f"{first} median", f"{second} median", "saving"], unit)
