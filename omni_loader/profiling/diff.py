@@ -25,6 +25,7 @@ from ..errors import OmniLoaderError
 from ..formatting import duration, markdown_table, number, span, time_unit
 from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
+from .outputs import PY_SPY_LOG
 from .pyspy import PySpyUnavailable, find_py_spy
 from .sampled import sampled_load
 from .settings import DEFAULT_RATE, MAX_RATE, MIN_RATE, RATE_LIMITS
@@ -46,7 +47,6 @@ FLAME_DIFF_SVG = "flame-diff.svg"
 RUNS_CSV = "runs.csv"
 RUN_FUNCTIONS_CSV = "run_functions.csv"
 SPEEDSCOPE_DIR = "speedscope"
-PY_SPY_LOG = "py-spy.log"
 ROLE_WORDS = {"caller": "a caller: its time moved in the functions it calls",
               "unexplained": "no callee's own time is claimed to move with it"}
 UNSAMPLED = ":unsampled"  # the plan's label of a variant's unsampled load (the overhead's yardstick)

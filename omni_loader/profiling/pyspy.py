@@ -72,26 +72,19 @@ class PySpyJob:
     def log(self) -> Path:
         return self.directory / PY_SPY_LOG
 
-    def command(self, fmt: str, out: Path, worker_json: Path, request: Path) -> list[str]:
-        """``py-spy record --format fmt`` around one worker that reads its request from ``request`` (written here)
-        and writes its result to ``worker_json``."""
-        from ..bench.worker import LoadRequest, WorkerCall, worker_command
-
-        s = self.settings
-        cmd = [self.exe, "record", "--format", fmt, "--output", str(out), "--rate", str(s.rate)]
-        cmd += ["--native"] if s.native else []
-        call = WorkerCall(LoadRequest(self.snapshot_root, self.variant, self.options, digest=False), str(worker_json),
-                          s.repeat or 1)
-        return cmd + ["--", *worker_command(call, request)]
-
     def run(self, fmt: str, out: Path) -> dict[str, Any]:
-        """Record one worker in format ``fmt`` into ``out`` (moved there once the recording succeeded, a link
-        there refused); returns the worker's JSON result."""
+        """Record one worker (``py-spy record --format fmt``), which reads its request from a file written here, into
+        ``out`` (moved there once the recording succeeded, a link there refused); returns the worker's JSON result."""
+        from ..bench.worker import LoadRequest, WorkerCall, worker_command
         from ..safe_files import open_file, replaced
 
+        s = self.settings
         with replaced(out) as written:
             worker_json, request = written.parent / f"py-spy-worker-{fmt}.json", written.parent / f"py-spy-request-{fmt}.json"
-            cmd = self.command(fmt, written, worker_json, request)
+            call = WorkerCall(LoadRequest(self.snapshot_root, self.variant, self.options, digest=False),
+                              str(worker_json), s.repeat or 1)
+            cmd = [self.exe, "record", "--format", fmt, "--output", str(written), "--rate", str(s.rate),
+                   *(["--native"] if s.native else []), "--", *worker_command(call, request)]
             try:
                 proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
             except OSError as exc:
@@ -147,11 +140,9 @@ def speedscope_samples(path: str | os.PathLike[str]) -> pd.DataFrame:
     try:
         data = json.loads(Path(path).read_text())
         frames = data["shared"]["frames"]
-        rows = []
-        for prof in data["profiles"]:
-            for sample, weight in zip(prof["samples"], prof["weights"]):
-                rows.append((prof.get("name", ""), weight, [frames[i]["name"] for i in sample],
-                             [f"{frames[i].get('file')}:{frames[i].get('line')}" for i in sample]))
+        rows = [(prof.get("name", ""), weight, [frames[i]["name"] for i in sample],
+                 [f"{frames[i].get('file')}:{frames[i].get('line')}" for i in sample])
+                for prof in data["profiles"] for sample, weight in zip(prof["samples"], prof["weights"])]
     except (OSError, json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
         raise OmniLoaderError(f"cannot read speedscope file {path}: {exc}") from None
     return pd.DataFrame(rows, columns=["thread", "weight", "stack", "stack_files"])
