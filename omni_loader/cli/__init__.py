@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from .. import __version__
@@ -52,23 +52,21 @@ OUT_IN_PLACE = ("omni-loader writes --out in place, never through a link; name t
                 "or remove the link, and run again")
 
 
-def refuse_linked_out(args: argparse.Namespace) -> None:
+def refuse_before_running(args: argparse.Namespace) -> None:
     """Every command's ``--out``, checked once before the command runs: a symbolic link (or a file of several
-    names) is refused in one line; one check for all cannot be left out by a writer."""
+    names) is refused in one line; one check for all cannot be left out by a writer. Then a torch or transformers
+    outside the kit's ranges (pyproject.toml), where the command runs them: a transformers that vLLM-Omni excludes
+    builds another module tree, and the figures would not be the PR's."""
     from ..safe_files import refuse_link
 
     if getattr(args, "out", None):
         refuse_link(args.out, OUT_IN_PLACE)
+    if getattr(args, "command", None) not in READS_SAVED_FILES and not getattr(args, "source", None):
+        from ..host.requirements import problems
 
-
-def refuse_out_of_range() -> None:
-    """A torch or transformers outside the kit's ranges (pyproject.toml) is one line before anything runs: a
-    transformers that vLLM-Omni excludes builds another module tree, and the figures would not be the PR's."""
-    from ..host.requirements import problems
-
-    bad = [p for p in problems(names=("torch", "transformers")) if p.have is not None]
-    if bad:
-        raise OmniLoaderError(bad[0].line())
+        bad = [p for p in problems(names=("torch", "transformers")) if p.have is not None]
+        if bad:
+            raise OmniLoaderError(bad[0].line())
 
 
 # Libraries whose exceptions reach the user as one line (the file, what is wrong), not as a traceback.
@@ -92,11 +90,6 @@ def _debug(argv: list[str]) -> tuple[bool, list[str]]:
         argv = [a for i, a in enumerate(argv) if not (a == "--debug" and i < len(head))]
     env = os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
     return flag or env, argv
-
-
-def _from_library(exc: BaseException) -> bool:
-    """Was ``exc`` raised inside torch, safetensors, json...? (Then it is a file's problem, told in one line.)"""
-    return type(exc).__module__.split(".")[0] in ONE_LINE_MODULES or _innermost_package(exc) in ONE_LINE_MODULES
 
 
 def _innermost_package(exc: BaseException) -> str:
@@ -125,33 +118,29 @@ def tolerate_narrow_terminals() -> None:
     not a UnicodeEncodeError in the middle of a command: the kit's text holds Δ, ·, →, ≈ and —."""
     for stream in (sys.stdout, sys.stderr):
         encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
-        if encoding.startswith("utf") or not hasattr(stream, "reconfigure"):
-            continue
-        try:
-            stream.reconfigure(errors="backslashreplace")
-        except (ValueError, OSError, TypeError):  # a stream that cannot be reconfigured keeps its errors
-            pass
+        if not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
+            with suppress(ValueError, OSError, TypeError):  # a stream that cannot be reconfigured keeps its errors
+                stream.reconfigure(errors="backslashreplace")
 
 
-class _UnraisableMemoryErrors:
+@contextmanager
+def unraisable_memory_errors(debug: bool) -> Iterator[list[BaseException]]:
     """Hold back the ``MemoryError`` a native callback (matplotlib's FreeType) could not raise, so that a report drawn
     under a memory limit ends in one line; other unraisable errors, and all under ``--debug``, are printed."""
+    held: list[BaseException] = []
+    previous = sys.unraisablehook
 
-    def __init__(self, debug: bool) -> None:
-        self.debug, self.held, self.previous = debug, [], sys.unraisablehook
-
-    def __call__(self, unraisable) -> None:
-        if self.debug or not issubclass(unraisable.exc_type, MemoryError):
-            self.previous(unraisable)
+    def hook(unraisable: Any) -> None:
+        if debug or not issubclass(unraisable.exc_type, MemoryError):
+            previous(unraisable)
         else:
-            self.held.append(unraisable.exc_value)
+            held.append(unraisable.exc_value)
 
-    def __enter__(self) -> _UnraisableMemoryErrors:
-        sys.unraisablehook = self
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        sys.unraisablehook = self.previous
+    sys.unraisablehook = hook
+    try:
+        yield held
+    finally:
+        sys.unraisablehook = previous
 
 
 @contextmanager
@@ -183,7 +172,7 @@ def terminate_as_interrupt() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     tolerate_narrow_terminals()
     debug, argv = _debug(list(sys.argv[1:] if argv is None else argv))
-    with _UnraisableMemoryErrors(debug) as held, terminate_as_interrupt():
+    with unraisable_memory_errors(debug) as held, terminate_as_interrupt():
         try:
             code = _main(argv, debug)
         except MemoryError:
@@ -192,8 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             os.write(2, OUT_OF_MEMORY_LINE)
             return 2
-        if held.held and code == 0:  # the library went on without what it could not read: said, not hidden
-            print(f"omni-loader: warning: memory ran out{_where(held.held[0])} where the library could not raise "
+        if held and code == 0:  # the library went on without what it could not read: said, not hidden
+            print(f"omni-loader: warning: memory ran out{_where(held[0])} where the library could not raise "
                   "it; what it drew may be incomplete: free memory and run again", file=sys.stderr)
         return code
 
@@ -202,9 +191,7 @@ def _main(argv: list[str], debug: bool) -> int:
     try:
         # an option's type= may raise OmniLoaderError, which argparse does not catch: said here in one line
         args = parse_args(argv)
-        refuse_linked_out(args)
-        if getattr(args, "command", None) not in READS_SAVED_FILES and not getattr(args, "source", None):
-            refuse_out_of_range()
+        refuse_before_running(args)
         return int(args.func(args) or 0)
     except ModuleNotFoundError as exc:  # a dependency of the kit that is not installed: which, and how to install it
         from ..host.requirements import missing_module_line
@@ -237,7 +224,8 @@ def _main(argv: list[str], debug: bool) -> int:
               "again with --debug (or OMNI_LOADER_DEBUG=1) for the traceback", file=sys.stderr)
         return 2
     except Exception as exc:  # a file torch, safetensors, json... could not read (or an OS error): one line
-        if debug or not (isinstance(exc, OSError) or _from_library(exc)):
+        if debug or not (isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ONE_LINE_MODULES
+                         or _innermost_package(exc) in ONE_LINE_MODULES):
             raise
         where = f" ({exc.filename})" if getattr(exc, "filename", None) and str(exc.filename) not in str(exc) else ""
         print(f"omni-loader: error: {type(exc).__name__}: {one_line(str(exc))}{where}; run again with --debug "

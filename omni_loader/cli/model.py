@@ -7,8 +7,9 @@ from typing import Any
 
 from ..errors import OmniLoaderError
 from ..names import LAYOUTS, SIZES
+from ..token2wav.options import LoadOptions
 from ..token2wav.variants import BUILTIN_VARIANTS
-from .options import (MAX_RUNS, add_checkpoint_options, add_load_options, bounded_int, load_options, print_json,
+from .options import (MAX_RUNS, add_checkpoint_options, add_field_options, bounded_int, load_options, print_json,
                       snapshot_from_args)
 
 
@@ -98,7 +99,7 @@ def cmd_discovery_bench(args: argparse.Namespace) -> int:
 
 SOURCE_ONLY = ("modules", "items", "like", "visit_cost", "results", "baseline", "write_baseline", "max_file_size",
                "jobs")
-SOURCE_FLAGS = ("unresolved", "once", "no_cache")
+SOURCE_FLAGS = ("unresolved", "once", "no_cache", "exclude", "select", "ignore")
 ARCH_ONLY = ("out", "top", "repeats")  # the architecture audit's; a source audit would ignore them
 
 
@@ -167,7 +168,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return cmd_source_audit(args)
     given = [f"--{k.replace('_', '-')}" for k in SOURCE_ONLY if getattr(args, k) is not None]
     given += [f"--{k.replace('_', '-')}" for k in SOURCE_FLAGS if getattr(args, k)]
-    given += [f"--{k}" for k in ("exclude", "select", "ignore") if getattr(args, k)]
     if args.format != "text":
         given.append("--format")
     if given:
@@ -257,7 +257,7 @@ def add_command(sub: Any) -> None:
     p.add_argument("--variant", choices=tuple(BUILTIN_VARIANTS), default="optimized",
                    help="a built-in loader variant (default optimized)")
     add_checkpoint_options(p)
-    add_load_options(p)
+    add_field_options(p, LoadOptions)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_load)
 

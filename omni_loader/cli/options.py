@@ -60,17 +60,12 @@ def add_field_options(p: Any, cls: Any, *, skip: tuple[str, ...] = (), extras: M
     return dests
 
 
-def add_load_options(p: argparse.ArgumentParser) -> None:
-    """``--layout``, ``--device``, ``--dtype``, ``--construct``, ``--read``...: one per :class:`LoadOptions` field."""
-    add_field_options(p, LoadOptions)
-
-
 def _from_fields(cls: Any, args: argparse.Namespace) -> Any:
     return cls(**{name: getattr(args, dest(f)) for name, f in option_fields(cls).items()})
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
-    """The :class:`LoadOptions` that the load options select: one option per field (:func:`add_load_options`)."""
+    """The :class:`LoadOptions` that the load options select: one option per field (:func:`add_field_options`)."""
     return _from_fields(LoadOptions, args)
 
 
@@ -79,12 +74,12 @@ def checkpoint_options(args: argparse.Namespace) -> CheckpointOptions:
     return _from_fields(CheckpointOptions, args)
 
 
-def snapshot_from_args(args: argparse.Namespace, progress: bool = True) -> Any:
+def snapshot_from_args(args: argparse.Namespace) -> Any:
     """The snapshot that ``--checkpoint`` / ``--model`` / ``--size`` select (made or found; never downloaded
     without ``--download``)."""
     from ..token2wav.checkpoint import resolve_snapshot
 
-    return resolve_snapshot(**asdict(checkpoint_options(args)), progress=progress)
+    return resolve_snapshot(**asdict(checkpoint_options(args)), progress=True)
 
 
 class Default:

@@ -40,13 +40,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from ..compare.reproductions import compare_results
 
     result = compare_results(args.directories, against=args.against)
+    written = write_compare(result, args.out) if args.out else []
+    plot = next((p for p in written if p.suffix == ".png"), None)
+    print(render(result, args.format, plot.as_posix() if plot else None).rstrip("\n"))
     if args.out:
-        written = write_compare(result, args.out)
-        plot = next((p for p in written if p.suffix == ".png"), None)
-        print(render(result, args.format, plot.as_posix() if plot else None).rstrip("\n"))
         print(f"compare: wrote {', '.join(p.name for p in written)} to {args.out}", file=sys.stderr)
-    else:
-        print(render(result, args.format).rstrip("\n"))
     return 0
 
 

@@ -21,8 +21,8 @@ from ..startup.logfigures import parse_pattern_args
 from ..startup.serve_ab import StartupSpec, run_serve_ab, saved_serve_ab, serve_ab_conflicts, summarize
 from ..startup.server import DEFAULT_HOST, StageServerOptions, run_stage_server
 from ..startup.stage_group import StageGroupOptions, run_stage_group
-from ..token2wav.options import dest, option_fields
-from .options import (MAX_RUNS, Default, add_checkpoint_options, checkpoint_options, add_field_options, add_load_options, bounded_int,
+from ..token2wav.options import LoadOptions, dest, option_fields
+from .options import (MAX_RUNS, Default, add_checkpoint_options, checkpoint_options, add_field_options, bounded_int,
                       given_options, load_options, positive_seconds, seconds_at_least_zero, take_defaults)
 
 
@@ -94,35 +94,32 @@ def cmd_serve_ab(args: argparse.Namespace) -> int:
         for line in lines:
             print(line)
     # an arm with no successful run leaves nothing to compare: a failure, with its first run's reason, never exit 0
-    for variant in [None] if not lines else arms_without_success(out):
-        what = "serve-ab" if variant is None else f"the {variant} arm"
-        print(f"omni-loader: error: no measured run of {what} succeeded; {first_failure(out, variant)}; each run's "
-              f"log is in {Path(out) / 'logs'}", file=sys.stderr)
+    failure = first_failure(out, any_ok=bool(lines))
+    if failure:
+        print(f"omni-loader: error: {failure}; each run's log is in {Path(out) / 'logs'}", file=sys.stderr)
         return 1
     return 0
 
 
-def arms_without_success(out: str | Path) -> list[str]:
-    """The variants of a serve-ab directory none of whose measured startup runs ended ok."""
+def first_failure(out: str | Path, any_ok: bool) -> str:
+    """'' when some measured run of a serve-ab directory ended ok (``any_ok``) and so did one of each arm; else
+    which arm (or, with none ok, the whole benchmark) has none, and its first failed measured run in a few words."""
     from ..results.rows import read_runs
     from ..startup.one_run import PHASE
 
     frame = read_runs(out)
-    measured = frame[(frame["phase"] == PHASE) & (~frame["warmup"].astype(bool))]
-    return [v for v in VARIANTS if not (measured[measured["variant"] == v]["status"] == "ok").any()]
-
-
-def first_failure(out: str | Path, variant: str | None = None) -> str:
-    """The first failed measured run of a serve-ab directory (of ``variant``, if given), in a few words."""
-    from ..results.rows import read_runs
-
-    frame = read_runs(out)
-    failed = frame[(frame["status"] != "ok") & (~frame["warmup"].astype(bool))
-                   & ((frame["variant"] == variant) if variant else True)]
-    if not len(failed):
-        return "no measured run was recorded"
-    row = failed.iloc[0]
-    return f"run {row['run_id']} ({row['variant']}): {one_line(str(row['error']))}"
+    measured = frame[~frame["warmup"].astype(bool)]
+    variant = None
+    if any_ok:
+        startup = measured[measured["phase"] == PHASE]
+        variant = next((v for v in VARIANTS if not (startup[startup["variant"] == v]["status"] == "ok").any()), None)
+        if variant is None:
+            return ""
+    failed = measured[(measured["status"] != "ok") & ((measured["variant"] == variant) if variant else True)]
+    row = failed.iloc[0] if len(failed) else None
+    return (f"no measured run of {'serve-ab' if variant is None else f'the {variant} arm'} succeeded; "
+            + ("no measured run was recorded" if row is None
+               else f"run {row['run_id']} ({row['variant']}): {one_line(str(row['error']))}"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -144,7 +141,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _listen_and_load_options(p: argparse.ArgumentParser) -> None:
     add_checkpoint_options(p)
-    add_load_options(p)
+    add_field_options(p, LoadOptions)
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}, loopback)")
     p.add_argument("--port", type=port_or_zero, required=True,
                    help="port to listen on (bound before anything is loaded; 0: a free one, named in the log)")
