@@ -7,6 +7,7 @@ is stored in seconds, so a log's ``1.5 ms`` and the loader's own phases share on
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -78,20 +79,28 @@ def to_seconds(value: float, unit: str | None) -> float:
 def extract_figures(text: str, patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
     """Every figure the patterns find in ``text``, as ``(name, seconds)``, in pattern order; where a pattern matches
     lines of several stages, each is named by its stage (``NAME@stage-2``), repeats ``NAME#2``."""
-    found: dict[str, list[tuple[str | None, float]]] = {}
-    for name, rx in compile_patterns(patterns).items():
-        found[name] = [(figure_lane(_line_at(text, start)), value) for start, value in _matches(rx, text)]
-    return _named(found)
+    return _extract(io.StringIO(text), patterns)
 
 
-def _line_at(text: str, position: int) -> str:
-    start = text.rfind("\n", 0, position) + 1
-    end = text.find("\n", position)
-    return text[start:] if end < 0 else text[start:end]
+LINE_CHUNK = 1 << 20  # characters read at a time from a log file: a line longer than this is read in pieces
 
 
-def _named(found: dict[str, list[tuple[str | None, float]]]) -> list[tuple[str, float]]:
-    """``(name, seconds)`` of every match, keyed by stage where one pattern's matches span several."""
+def extract_figures_from_file(path: str | os.PathLike[str],
+                              patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
+    """:func:`extract_figures` of a log file read a line at a time, so a huge log never costs its size in memory."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return _extract(fh, patterns)
+
+
+def _extract(fh: IO[str], patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
+    """The figures of ``fh``'s lines, keyed by stage where one pattern's matches span several."""
+    compiled = compile_patterns(patterns)
+    found: dict[str, list[tuple[str | None, float]]] = {name: [] for name in compiled}
+    while line := fh.readline(LINE_CHUNK):
+        for name, rx in compiled.items():
+            if values := _matches(rx, line):
+                lane = figure_lane(line)
+                found[name] += [(lane, value) for value in values]
     out: list[tuple[str, float]] = []
     for name, hits in found.items():
         keyed = len({lane for lane, _ in hits}) > 1
@@ -103,41 +112,21 @@ def _named(found: dict[str, list[tuple[str | None, float]]]) -> list[tuple[str, 
     return out
 
 
-LINE_CHUNK = 1 << 20  # characters read at a time from a log file: a line longer than this is read in pieces
-
-
-def extract_figures_from_file(path: str | os.PathLike[str],
-                              patterns: Mapping[str, str | re.Pattern[str]]) -> list[tuple[str, float]]:
-    """:func:`extract_figures` of a log file read a line at a time, so a huge log never costs its size in memory."""
-    compiled = compile_patterns(patterns)
-    found: dict[str, list[tuple[str | None, float]]] = {name: [] for name in compiled}
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        while line := fh.readline(LINE_CHUNK):
-            for name, rx in compiled.items():
-                if rx.search(line):
-                    lane = figure_lane(line)
-                    found[name] += [(lane, value) for _, value in _matches(rx, line)]
-    return _named(found)
-
-
-def _matches(rx: re.Pattern[str], text: str) -> list[tuple[int, float]]:
-    """(where, seconds) of every match of ``rx`` in ``text``, in order."""
-    out: list[tuple[int, float]] = []
+def _matches(rx: re.Pattern[str], text: str) -> list[float]:
+    """The seconds of every match of ``rx`` in ``text``, in order."""
+    out: list[float] = []
+    group: int | str = "value" if "value" in rx.groupindex else 1
     for m in rx.finditer(text):
-        group: int | str = "value" if "value" in rx.groupindex else 1
-        raw = m.group(group)
-        if raw is None:
-            continue
         try:
-            value = float(raw)
-        except ValueError:
+            value = float(m.group(group))
+        except (TypeError, ValueError):  # the group took no part (None), or holds no number
             continue
         if "unit" in rx.groupindex and m.group("unit"):
             unit = m.group("unit")
         else:
             after = _UNIT_AFTER.match(text, m.end(group))
             unit = after.group(1) if after else None
-        out.append((m.start(), to_seconds(value, unit)))
+        out.append(to_seconds(value, unit))
     return out
 
 
