@@ -76,10 +76,6 @@ class Timeline:
     def lane(self, name: str) -> Lane:
         return next(ln for ln in self.lanes.values() if ln.name == name)
 
-    def lane_firsts(self) -> dict[str, float | None]:
-        """Each lane's first timestamp, by lane name."""
-        return {ln.name: ln.first for ln in self.lanes.values()}
-
     def token2wav_lanes(self) -> list[str]:
         return [ln.name for ln in self.lanes.values() if ln.token2wav]
 
@@ -120,7 +116,7 @@ class Timeline:
         """Stretches over ``min_gap`` that no phase covers: in each stage's lane from its first line to its
         ready, and on the critical path from the last stage ready to the server's."""
         out: list[Segment] = []
-        ready, grouped, firsts = self.stage_ready(), self.by_lane(), self.lane_firsts()
+        ready, grouped, firsts = self.stage_ready(), self.by_lane(), {ln.name: ln.first for ln in self.lanes.values()}
         for name in self.lane_names():
             phases = [r for r in grouped.get(name, ()) if r.kind == "phase" and r.level >= 0]
             if not any(r.scope == "stage" for r in phases):

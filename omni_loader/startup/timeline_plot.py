@@ -15,7 +15,7 @@ from typing import Any
 from ..names import LEAF_PHASES, OUTER_LOAD_WEIGHTS_CHILDREN, VARIANTS, WEIGHT_LOADING_CHILDREN
 from ..reporting.figures import ShownFigure, write_figure
 from .timeline import Timeline
-from .timeline_scan import RESOLUTION, Record
+from .timeline_scan import RESOLUTION
 
 # The default markers' phases, coloured alike in every lane and every chart; other names get a stable colour.
 PHASE_COLOURS = {
@@ -83,17 +83,6 @@ def phase_colour(phase: str) -> str:
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
-def token2wav_record(timeline: Timeline, lane: str | None = None) -> Record | None:
-    """The Token2Wav stage's weight loading (else its ``[Model Loaded]`` or model loading phase), or None."""
-    lanes = [lane] if lane else timeline.token2wav_lanes()
-    for name in lanes:
-        for phase in TOKEN2WAV_PHASES:
-            found = timeline.find(phase, name)
-            if found:
-                return found[0]
-    return None
-
-
 def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str | None = None,
           min_gap: float = 1.0) -> ShownFigure:
     """The chart of ``timeline``: lanes top to bottom as :meth:`Timeline.lane_names` orders them."""
@@ -147,7 +136,9 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
 
 
 def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int], lane: str | None) -> None:
-    record = token2wav_record(timeline, lane)
+    """Outline and name the Token2Wav stage's weight loading (else its ``[Model Loaded]`` or model loading phase)."""
+    record = next((found[0] for name in ([lane] if lane else timeline.token2wav_lanes()) for phase in TOKEN2WAV_PHASES
+                   if (found := timeline.find(phase, name))), None)
     if record is None or record.lane not in y:
         return
     what = "weight loading" if record.phase != "model_loading" else "model loading"

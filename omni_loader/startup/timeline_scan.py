@@ -136,11 +136,11 @@ class Scanner:
                 yield at
                 at = block.find(needle, block.find("\n", at) + 1)
         hits: list[tuple[int, int, Marker | None]] = []
-        for m in PID.finditer(block):  # a lane's first line: the first of each pid not seen before
-            if m.group(1) not in self.pids:
-                self.pids.add(m.group(1))
-                hits.append((m.start(), 0, None))
-        hits += [(at, 0, None) for at in self._first_stage_tags(block)]
+        for rx, seen in ((PID, self.pids), (STAGE_TAG, self.stage_tags)):  # a lane's first line: a new pid or stage
+            for m in rx.finditer(block):  # one set lookup per tag
+                if m.group(1) not in seen:
+                    seen.add(m.group(1))
+                    hits.append((m.start(), 0, None))
         for marker in self.markers:
             hits += [(at, 1, marker) for at in (lines_with(marker.keyword) if marker.keyword else
                                                 (m.start() for m in marker.regex.finditer(block)))]
@@ -156,13 +156,6 @@ class Scanner:
             self._line(block, start, number + 1, what, marker)
         self.now = self._stamp_before(block, len(block))
         self.lines += block.count("\n")
-
-    def _first_stage_tags(self, block: str) -> Iterator[int]:
-        """Where each stage tag not seen before first is, with or without a process tag: one set lookup per tag."""
-        for m in STAGE_TAG.finditer(block):
-            if m.group(1) not in self.stage_tags:
-                self.stage_tags.add(m.group(1))
-                yield m.start()
 
     def _stamp_before(self, block: str, end: int) -> float | None:
         """The timestamp of the last line before ``end`` that has one (else the previous block's), back to ``floor``."""
@@ -190,7 +183,12 @@ class Scanner:
         else:
             now = self._stamp_before(block, start)
         own = _lane_key(head)
-        self._went_back(own[:2], now, number)
+        last = self.lane_clock.get(own[:2]) if now is not None else None  # one process's lines come in time order
+        if last is not None and now < last[0] - RESOLUTION:
+            self.warn("clock-back", f"line {number}: {own[0]} is stamped {last[0] - now:g} s before its line "
+                                    f"{last[1]}")
+        if now is not None and (last is None or now >= last[0]):
+            self.lane_clock[own[:2]] = (now, number)
         if marker is None:
             lane = self._touch(own, now)
             lane.token2wav = lane.token2wav or (what == 2 and TOKEN2WAV.search(line) is not None)
@@ -213,17 +211,6 @@ class Scanner:
         self.records.append(replace(record, stage=stage, replica=replica, pid=own[3], line=number, log=self.log,
                                     process=own[2], timestamp=(head["stamp"] or "") if head else ""))
         latest[marker.name] = latest[""] = end_t
-
-    def _went_back(self, lane: tuple[str, int], now: float | None, number: int) -> None:
-        """Warn when a lane's clock goes back past the clock's resolution: one process's lines come in time order."""
-        if now is None:
-            return
-        last = self.lane_clock.get(lane)
-        if last is not None and now < last[0] - RESOLUTION:
-            self.warn("clock-back", f"line {number}: {lane[0]} is stamped {last[0] - now:g} s before its line "
-                                    f"{last[1]}")
-        if last is None or now >= last[0]:
-            self.lane_clock[lane] = (now, number)
 
     def _touch(self, key: tuple[str, int, str, int | None], now: float | None) -> Lane:
         stage, replica, process, pid = key
@@ -253,19 +240,13 @@ def _figure(marker: Marker, text: str | None, what: str) -> float:
     return value
 
 
-def _value(marker: Marker, text: str) -> float:
-    """A marker's ``value`` (GiB, MB): a number from 0 to :data:`MAX_FIGURE_VALUE`, else one line."""
-    value = _figure(marker, text, "a value")
-    if not 0 <= value <= MAX_FIGURE_VALUE:
-        raise BadFigure(f"{marker.name}'s value {text[:40]}: no machine has that (0 to {MAX_FIGURE_VALUE:g})")
-    return value
-
-
 def _record(marker: Marker, mm: re.Match[str], end: float, latest: dict[str, float], first: float | None) -> Record:
     groups = mm.groupdict()
+    value = _figure(marker, groups["value"], "a value") if groups.get("value") else None  # GiB, MB
+    if value is not None and not 0 <= value <= MAX_FIGURE_VALUE:
+        raise BadFigure(f"{marker.name}'s value {groups['value'][:40]}: no machine has that (0 to {MAX_FIGURE_VALUE:g})")
     common = dict(stage="", replica=0, pid=None, phase=marker.name, line=0, level=marker.level, scope=marker.scope,
-                  ready=marker.ready, value=_value(marker, groups["value"]) if groups.get("value") else None,
-                  detail=(groups.get("detail") or "").strip())
+                  ready=marker.ready, value=value, detail=(groups.get("detail") or "").strip())
     if marker.kind == "event":
         return Record(start=end, end=end, seconds=0.0, source="reported", kind="event", **common)
     if marker.kind == "until":
