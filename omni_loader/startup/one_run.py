@@ -81,16 +81,18 @@ def stage_server_commands(checkpoint_dir: str | os.PathLike[str], port: int | No
     """``(baseline_cmd, optimized_cmd, health_url)``: two ``python -m omni_loader stage-server`` commands on one
     port (a free one when None), loading with ``options``; ``overrides`` change single :class:`LoadOptions` fields.
     """
-    port = free_port(host) if port is None else int(port)
     opts = (options or LoadOptions()).replace(**overrides)
-    python = python or sys.executable
-    cmds = []
-    for variant in VARIANTS:
-        argv = [python, "-m", "omni_loader", "stage-server", "--variant", variant,
-                "--checkpoint", str(checkpoint_dir), *opts.argv(), "--host", host, "--port", str(port), *extra]
-        cmds.append(shlex.join(argv))
+    return ab_commands(port, host, lambda variant, port: [
+        python or sys.executable, "-m", "omni_loader", "stage-server", "--variant", variant,
+        "--checkpoint", str(checkpoint_dir), *opts.argv(), "--host", host, "--port", str(port), *extra])
+
+
+def ab_commands(port: int | None, host: str, argv: Callable[[str, int], list[str]]) -> tuple[str, str, str]:
+    """``(baseline_cmd, optimized_cmd, health_url)`` of ``argv(variant, port)`` on one port (a free one when None)."""
+    port = free_port(host) if port is None else int(port)
+    baseline, optimized = (shlex.join(argv(variant, port)) for variant in VARIANTS)
     url_host = f"[{host}]" if ":" in host else host
-    return cmds[0], cmds[1], f"http://{url_host}:{port}/health"
+    return baseline, optimized, f"http://{url_host}:{port}/health"
 
 
 def split_command(cmd: Command, what: str = "command") -> list[str]:
@@ -109,9 +111,9 @@ def split_command(cmd: Command, what: str = "command") -> list[str]:
     return argv
 
 
-def launch(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:
+def launch(argv: Sequence[str], log_path: Path, env: Mapping[str, str]) -> subprocess.Popen:
     """Spawn ``argv`` in its own process group, output appended to ``log_path``, ``env`` added to the environment."""
-    child_env = {**os.environ, **(env or {})}
+    child_env = {**os.environ, **env}
     child_env.setdefault("PYTHONUNBUFFERED", "1")  # a server killed at the end still leaves its lines
     with open(log_path, "ab") as log:
         return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -194,7 +196,7 @@ class RunOutcome:
 
 def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeout: float, grace: float,
             poll_interval: float, port_wait: float, patterns: Mapping[str, re.Pattern[str]],
-            guard: ChildGuard | None = None, on_wait: Waiting | None = None) -> RunOutcome:
+            guard: ChildGuard, on_wait: Waiting | None = None) -> RunOutcome:
     """One launch: port check, spawn, poll /health, stop the group, read the log; ``guard`` stops the group if
     this process ends while the server runs."""
     host, port = health_address(url)
@@ -210,18 +212,16 @@ def run_one(run: PlannedRun, argv: Sequence[str], url: str, logs: Path, *, timeo
     started = time.perf_counter()
     with adopting_orphans() as escaped:  # a helper that left the server's group comes back here when it dies
         try:
-            proc = launch(argv, log, guard.env() if guard else None)
+            proc = launch(argv, log, guard.env())
         except OSError as exc:
             return RunOutcome(run, "failed", None, f"cannot start {argv[0]}: {exc.strerror or exc}", log)
         try:
-            if guard:
-                guard.watch(proc.pid)  # start_new_session: the leader's pid is the group id
+            guard.watch(proc.pid)  # start_new_session: the leader's pid is the group id
             seconds, error = wait_healthy(proc, url, started, timeout, poll_interval, on_wait=on_wait)
         finally:
             left = stop_group(proc.pid, grace, leader=proc)
             stopped = escaped()
-            if guard:
-                guard.forget(proc.pid)
+            guard.forget(proc.pid)
     if left and error is None:
         error = f"processes {left} of the server's group survived SIGKILL"
     if stopped:

@@ -147,9 +147,8 @@ class StageState:
 
     def to_dict(self) -> dict[str, Any]:
         with self._lock:
-            data = {"variant": self.variant, "tag": self.tag, **self.stats}
-            data.update(ready=self.ready.is_set(), state=self.state, error=self.error)
-            return data
+            return {"variant": self.variant, "tag": self.tag, **self.stats, "ready": self.ready.is_set(),
+                    "state": self.state, "error": self.error}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -203,6 +202,28 @@ def bind_server(host: str, port: int, state: StageState) -> ThreadingHTTPServer:
         raise OmniLoaderError(f"cannot listen on {host}:{port}: {reason}") from None
     server.stage_state = state  # type: ignore[attr-defined]
     return server
+
+
+@contextmanager
+def serving(server: ThreadingHTTPServer, name: str, *woken: threading.Event) -> Iterator[list[str]]:
+    """Serve HTTP in a thread while inside; SIGTERM and SIGINT set every event of ``woken`` and are named in the
+    list yielded. On the way out the server closes and the signals get their handlers back."""
+    received: list[str] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signal.Signals(signum).name)
+        for event in woken:
+            event.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name=name, daemon=True).start()
+    try:
+        yield received
+    finally:
+        server.shutdown()
+        server.server_close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def edge_clock(device: Any) -> Any:
@@ -313,33 +334,18 @@ def run_stage_server(options: StageServerOptions) -> int:
     bound_at = time.perf_counter()
     host, port = server.server_address[:2]
     stop = threading.Event()
-    received: list[str] = []
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        received.append(signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    http_thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                                   name="stage-server-http", daemon=True)
-    http_thread.start()
-    tag = f", tag {options.tag}" if options.tag else ""
-    what = f"variant {options.variant}" if options.simulate is None else f"simulated load of {options.simulate:g} s"
-    log(f"stage-server: listening on http://{host}:{port} ({what}, stage {options.stage}{tag}); "
-        "/health answers 503 until the model is loaded")
-    loader = threading.Thread(target=load_in_background, args=(options, state, bound_at, log),
-                              name="stage-server-load", daemon=True)
-    loader.start()
-    try:
+    with serving(server, "stage-server-http", stop) as received:
+        tag = f", tag {options.tag}" if options.tag else ""
+        what = f"variant {options.variant}" if options.simulate is None else f"simulated load of {options.simulate:g} s"
+        log(f"stage-server: listening on http://{host}:{port} ({what}, stage {options.stage}{tag}); "
+            "/health answers 503 until the model is loaded")
+        loader = threading.Thread(target=load_in_background, args=(options, state, bound_at, log),
+                                  name="stage-server-load", daemon=True)
+        loader.start()
         while not stop.is_set():
             if state.done.is_set() and state.state == "failed":
                 break
             stop.wait(0.2)
-    finally:
-        server.shutdown()
-        server.server_close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if state.state == "failed" and not received:
         raise OmniLoaderError(state.error or "load failed")
     log(f"stage-server: {received[0] if received else 'stop'} received, shut down")

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
-import signal
 import subprocess
 import sys
 import threading
@@ -37,9 +35,9 @@ from typing import Any
 from ..errors import OmniLoaderError
 from ..names import VARIANTS
 from ..token2wav.options import CheckpointOptions, LoadOptions, command_words
-from .server import DEFAULT_HOST, MAX_SIMULATE, READY_MESSAGE, StageLog, StageState, bind_server
-from .one_run import free_port
-from ..host.procs import PARENT_ENV
+from .server import DEFAULT_HOST, MAX_SIMULATE, READY_MESSAGE, StageLog, StageState, bind_server, serving
+from .one_run import ab_commands
+from ..host.procs import PARENT_ENV, stop_children
 
 # The stage commands alone (no pandas, no matplotlib): a startup benchmark times the stages, not the kit's CLI.
 STAGE_ENTRY = ("-m", "omni_loader.cli.serve")
@@ -151,73 +149,46 @@ def run_stage_group(options: StageGroupOptions) -> int:
     log = StageLog(process="APIServer")
     host, port = server.server_address[:2]
     stop, wake = threading.Event(), threading.Event()
-    received: list[str] = []
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        received.append(signal.Signals(signum).name)
-        stop.set()
-        wake.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="stage-group-http",
-                     daemon=True).start()
-    # No "Token2Wav" in the group's own lines: the timeline marks a lane whose lines name it as Token2Wav's.
-    log(f"stage-group: listening on http://{host}:{port} ({options.stages} stages; stage {options.token2wav_stage} "
-        f"loads variant {options.variant}); /health answers 503 until every stage is ready")
-    started = time.perf_counter()
-    state.stages = [Stage(i, options.stage_argv(i), i == options.token2wav_stage) for i in range(options.stages)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())}  # each stage dies with the group
-    failure = None
-    try:
-        for stage in state.stages:
-            stage.proc = subprocess.Popen(stage.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, env=env, close_fds=True)
-            stage.reader = threading.Thread(target=_copy_lines, args=(stage, log, started, wake),
-                                            name=f"stage-{stage.number}-log", daemon=True)
-            stage.reader.start()
-        log(f"stage-group: started stages {', '.join(f'{s.number} (pid {s.proc.pid})' for s in state.stages)}")
-        while not stop.is_set():
-            if not state.ready.is_set() and all(s.ready for s in state.stages):
-                log("[AsyncOrchestrator] All stages initialized successfully")
-                log("Application startup complete.")
-                state.set_ready(None, {"ready_after_s": time.perf_counter() - started})
-            exited = [s for s in state.stages if s.proc is not None and s.proc.poll() is not None]
-            if exited and not stop.is_set():
-                s = exited[0]
-                when = "after" if state.ready.is_set() else "before"
-                failure = (f"stage {s.number} (pid {s.proc.pid}) exited with status {s.proc.returncode} {when} every "
-                           "stage was ready; the group stopped")
-                log(f"stage-group: {failure}", level="ERROR")
-                break
-            wake.wait(0.2)
-            wake.clear()
-    finally:
-        _stop_stages(state.stages, options.grace)
-        server.shutdown()
-        server.server_close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with serving(server, "stage-group-http", stop, wake) as received:
+        # No "Token2Wav" in the group's own lines: the timeline marks a lane whose lines name it as Token2Wav's.
+        log(f"stage-group: listening on http://{host}:{port} ({options.stages} stages; stage "
+            f"{options.token2wav_stage} loads variant {options.variant}); /health answers 503 until every stage is ready")
+        started = time.perf_counter()
+        state.stages = [Stage(i, options.stage_argv(i), i == options.token2wav_stage) for i in range(options.stages)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())}  # each stage dies with the group
+        failure = None
+        try:
+            for stage in state.stages:
+                stage.proc = subprocess.Popen(stage.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT, env=env, close_fds=True)
+                stage.reader = threading.Thread(target=_copy_lines, args=(stage, log, started, wake),
+                                                name=f"stage-{stage.number}-log", daemon=True)
+                stage.reader.start()
+            log(f"stage-group: started stages {', '.join(f'{s.number} (pid {s.proc.pid})' for s in state.stages)}")
+            while not stop.is_set():
+                if not state.ready.is_set() and all(s.ready for s in state.stages):
+                    log("[AsyncOrchestrator] All stages initialized successfully")
+                    log("Application startup complete.")
+                    state.set_ready(None, {"ready_after_s": time.perf_counter() - started})
+                exited = [s for s in state.stages if s.proc is not None and s.proc.poll() is not None]
+                if exited and not stop.is_set():
+                    s = exited[0]
+                    when = "after" if state.ready.is_set() else "before"
+                    failure = (f"stage {s.number} (pid {s.proc.pid}) exited with status {s.proc.returncode} {when} "
+                               "every stage was ready; the group stopped")
+                    log(f"stage-group: {failure}", level="ERROR")
+                    break
+                wake.wait(0.2)
+                wake.clear()
+        finally:
+            stop_children(os.getpid(), options.grace)  # every stage: SIGTERM, SIGKILL after grace s
+            for stage in state.stages:  # then their last lines copied
+                if stage.reader is not None:
+                    stage.reader.join(timeout=5)
     if failure and not received:
         raise OmniLoaderError(failure)
     log(f"stage-group: {received[0] if received else 'stop'} received, {len(state.stages)} stages stopped, shut down")
     return 0
-
-
-def _stop_stages(stages: list[Stage], grace: float) -> None:
-    """SIGTERM to every stage still running, SIGKILL after ``grace`` s, then their last lines copied."""
-    running = [s.proc for s in stages if s.proc is not None and s.proc.poll() is None]
-    for proc in running:
-        proc.terminate()
-    deadline = time.monotonic() + grace
-    for proc in running:
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    for stage in stages:
-        if stage.reader is not None:
-            stage.reader.join(timeout=5)
 
 
 def stage_group_commands(checkpoint_dir: str | os.PathLike[str], port: int | None = None, *, stages: int = 3,
@@ -225,15 +196,10 @@ def stage_group_commands(checkpoint_dir: str | os.PathLike[str], port: int | Non
                          options: LoadOptions | None = None, host: str = DEFAULT_HOST, python: str | None = None,
                          extra: tuple[str, ...] = ()) -> tuple[str, str, str]:
     """``(baseline_cmd, optimized_cmd, health_url)``: two ``stage-group`` commands on one port, for serve-ab."""
-    port = free_port(host) if port is None else int(port)
+    StageGroupOptions(VARIANTS[0], port or 0, stages, token2wav_stage, simulate_seconds)  # checked here, not in a run
     opts = options or LoadOptions()
-    cmds = []
-    for variant in VARIANTS:
-        StageGroupOptions(variant, port, stages, token2wav_stage, simulate_seconds)  # checked here, not in a run
-        argv = [python or sys.executable, *STAGE_ENTRY, "stage-group", "--stages", str(stages), "--token2wav-stage",
-                str(token2wav_stage), "--simulate-seconds", ",".join(f"{s:g}" for s in simulate_seconds),
-                "--variant", variant, *command_words(CheckpointOptions, {"checkpoint": str(checkpoint_dir)}),
-                *opts.argv(), "--host", host, "--port", str(port), *extra]
-        cmds.append(shlex.join(argv))
-    url_host = f"[{host}]" if ":" in host else host
-    return cmds[0], cmds[1], f"http://{url_host}:{port}/health"
+    return ab_commands(port, host, lambda variant, port: [
+        python or sys.executable, *STAGE_ENTRY, "stage-group", "--stages", str(stages), "--token2wav-stage",
+        str(token2wav_stage), "--simulate-seconds", ",".join(f"{s:g}" for s in simulate_seconds), "--variant", variant,
+        *command_words(CheckpointOptions, {"checkpoint": str(checkpoint_dir)}), *opts.argv(), "--host", host, "--port",
+        str(port), *extra])
