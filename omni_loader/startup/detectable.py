@@ -75,8 +75,7 @@ def runs_needed(saving: float, spread: float, *, power: float = POWER, alpha: fl
 
 def best_chance(saving: float, spread: float, *, alpha: float = ALPHA, max_runs: int = 200) -> tuple[int, float]:
     """The runs a side that give the kit its best chance of calling ``saving``, and that chance."""
-    chances = [(call_probability(saving, spread, n, n, alpha), n) for n in range(2, max_runs + 1)]
-    p, n = max(chances)
+    p, n = max((call_probability(saving, spread, n, n, alpha), n) for n in range(2, max_runs + 1))
     return n, p
 
 

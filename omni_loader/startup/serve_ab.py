@@ -28,8 +28,7 @@ from .logfigures import DEFAULT_PATTERNS, compile_patterns
 from ..names import VARIANTS
 from ..results.planner import ORDERS, PlannedRun, plan_runs
 from ..results.rows import RUNS_FILE, read_runs
-from .one_run import (PHASE, SOURCE, Command, RunOutcome, health_address, run_one,
-                      split_command)
+from .one_run import PHASE, SOURCE, Command, RunOutcome, health_address, run_one, split_command
 from ..results.suite import METADATA_FILE, benchmark, benchmark_record, read_metadata
 from ..token2wav.options import flag, option, option_conflicts, option_fields
 
@@ -287,7 +286,7 @@ def stage_phase_comparisons(out: str | os.PathLike[str], frame: Any = None) -> l
     return out_rows
 
 
-def timeline_summary(out: str | os.PathLike[str], frame: Any = None) -> list[str]:
+def timeline_summary(out: str | os.PathLike[str], frame: Any) -> list[str]:
     """Per stage and phase, both variants' medians and the verdict; then what the startup spread lets it detect."""
     from .detectable import detectability
 
@@ -298,7 +297,6 @@ def timeline_summary(out: str | os.PathLike[str], frame: Any = None) -> list[str
         lines.append(f"  {lane:<14} {phase:<20} {VARIANTS[0]} {duration(comparison.baseline.median, unit):>11}   "
                      f"{VARIANTS[1]} {duration(comparison.optimized.median, unit):>11}   "
                      f"{comparison.change(unit)}; {comparison.verdict()}")
-    frame = _measured(out) if frame is None else frame
     startup = [[float(x) for x in frame[(frame["phase"] == PHASE) & (frame["variant"] == v)]["seconds"]]
                for v in VARIANTS[:2]]
     if all(len(x) >= 2 for x in startup):
