@@ -68,11 +68,7 @@ def synchronize(device: torch.device) -> None:
 
 def gpu_backend() -> str | None:
     """'rocm', 'cuda' or None for a CPU-only torch build."""
-    if torch.version.hip:
-        return "rocm"
-    if torch.version.cuda:
-        return "cuda"
-    return None
+    return "rocm" if torch.version.hip else "cuda" if torch.version.cuda else None
 
 
 def peak_rss_bytes() -> int:

@@ -12,6 +12,7 @@ missing a field is ``None`` ("not known"), never a guess.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +33,8 @@ def _read(path: str) -> str | None:
 
 def _selected(text: str | None) -> str | None:
     """``always [madvise] never`` -> ``madvise``: the bracketed choice of a sysfs setting."""
-    if not text:
-        return None
-    for word in text.split():
-        if word.startswith("[") and word.endswith("]"):
-            return word[1:-1]
-    return text
+    chosen = re.search(r"(?<!\S)\[(\S*)\](?!\S)", text or "")
+    return chosen.group(1) if chosen else text or None
 
 
 def virtualisation() -> str | None:
@@ -60,11 +57,9 @@ def free_page_reporting() -> str | None:
     order = _read("/sys/module/page_reporting/parameters/page_reporting_order")
     if cmdline is None:
         return None
-    if order is not None or "page_reporting" in cmdline:
-        if order is None:
-            order = next((w.split("=", 1)[1] for w in cmdline.split() if "page_reporting_order=" in w), "?")
-        return f"on (order {order})"
-    return "off"
+    if order is None and "page_reporting" in cmdline:
+        order = next((w.split("=", 1)[1] for w in cmdline.split() if "page_reporting_order=" in w), "?")
+    return "off" if order is None else f"on (order {order})"
 
 
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")

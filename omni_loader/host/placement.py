@@ -65,6 +65,4 @@ def resolve_cpus(choice: str, threads: int | None) -> tuple[int, ...]:
 
 def describe_cpus(cpus: tuple[int, ...] | list[int] | None) -> str:
     """The environment table's words for a load's CPUs."""
-    if not cpus:
-        return "any (not pinned)"
-    return f"{', '.join(map(str, cpus))} (pinned)"
+    return f"{', '.join(map(str, cpus))} (pinned)" if cpus else "any (not pinned)"

@@ -22,11 +22,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import psutil
-
 # How long the last SIGKILL round waits for the group to disappear before naming the survivors.
 KILL_WAIT = 5.0
 POLL = 0.05
@@ -93,23 +88,15 @@ def stop_children(pid: int, grace: float = 1.0) -> list[int]:
     import psutil
 
     try:
-        children = psutil.Process(pid).children(recursive=True)
+        alive = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return []
-    _each(children, psutil.Process.terminate)
-    _, alive = psutil.wait_procs(children, timeout=grace)
-    _each(alive, psutil.Process.kill)
-    _, alive = psutil.wait_procs(alive, timeout=KILL_WAIT)
+    for action, wait in ((psutil.Process.terminate, grace), (psutil.Process.kill, KILL_WAIT)):
+        for proc in alive:
+            with suppress(psutil.Error):  # one that has gone is not an error
+                action(proc)
+        _, alive = psutil.wait_procs(alive, timeout=wait)
     return [p.pid for p in alive]
-
-
-def _each(procs: list[psutil.Process], action) -> None:
-    """``action`` on every process of ``procs`` that still exists (one that has gone is not an error)."""
-    import psutil
-
-    for proc in procs:
-        with suppress(psutil.Error):
-            action(proc)
 
 
 def pid_alive(pid: int) -> bool:

@@ -44,21 +44,17 @@ def _packaging():
     return requirements, version
 
 
-def _toml(text: str) -> dict:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        from pip._vendor import tomli as tomllib  # type: ignore[no-redef]
-    return tomllib.loads(text)
-
-
 def kit_requirements(extras: tuple[str, ...] = ()) -> list:
     """The kit's requirements (``packaging`` Requirement objects), core plus ``extras``: from ``pyproject.toml``
     beside the package, else from the installed distribution's metadata (one list, never typed twice)."""
     requirements, _ = _packaging()
     pyproject = REPO / "pyproject.toml"
     if pyproject.is_file():
-        project = _toml(pyproject.read_text())["project"]
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            from pip._vendor import tomli as tomllib  # type: ignore[no-redef]
+        project = tomllib.loads(pyproject.read_text())["project"]
         lines = list(project["dependencies"])
         for extra in extras:
             lines += project.get("optional-dependencies", {}).get(extra, [])
