@@ -53,13 +53,8 @@ def profile_cprofile(snapshot: Any, variant: str, directory: Path, options: Load
     write_text(phase_path, phases.to_csv(index=False))
     counts = state_dict_call_counts(stats)
     counts["counter"] = result.state_dict_calls
-    return {
-        "files": {"pstats": pstats_path, "top_functions_csv": csv_path, "top_functions_md": md_path,
-                  "phase_functions_csv": phase_path},
-        "state_dict_calls": counts,
-        "phase_functions": phases,
-        "result": result,
-    }
+    return {"files": {"pstats": pstats_path, "top_functions_csv": csv_path, "top_functions_md": md_path,
+                      "phase_functions_csv": phase_path}, "state_dict_calls": counts, "phase_functions": phases}
 
 
 def phase_function_rows(marks: list[Any]) -> pd.DataFrame:

@@ -165,7 +165,7 @@ class ProfileDiff:
         lines = [f"# Differential profile: {self.a} (A) against {self.b} (B)", ""]
         lines += [f"- {s}" for s in self.sentences()] or ["- No function is claimed to move."]
         faster, slower = (int((claimed["verdict"] == v).sum()) for v in (FASTER, SLOWER))
-        present = int(claimed["presence"].isin([APPEARED, "gone"]).sum()) if "presence" in claimed else 0
+        present = int(claimed["presence"].isin([APPEARED, "gone"]).sum())
         tests_run = tested + int(f["self_tested"].sum())
         roles = claimed["role"].value_counts()
         self_only = f[(f["verdict"] == NO_CLAIM) & (f["self_verdict"] != NO_CLAIM)]

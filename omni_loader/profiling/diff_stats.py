@@ -212,8 +212,8 @@ def assign_roles(functions: pd.DataFrame, speedscopes: Iterable[Path]) -> pd.Dat
     some sampled stack, a function whose own time moved) or ``unexplained``."""
     from .flamegraph import load_stacks
 
-    own = set(zip(*functions.loc[functions["self_verdict"] != NO_CLAIM, ["function", "file"]].T.to_numpy())) \
-        if (functions["self_verdict"] != NO_CLAIM).any() else set()
+    moved = functions.loc[functions["self_verdict"] != NO_CLAIM, ["function", "file"]]
+    own = set(moved.itertuples(index=False, name=None))
     callers: set[tuple[str, str]] = set()
     for path in speedscopes if own else ():
         for stack, _ in load_stacks(path)[0]:

@@ -269,10 +269,8 @@ class FlameView:
     def _repr_html_(self) -> str:
         element_id = "flame-" + uuid.uuid4().hex[:10]
         body, _ = svg_body(self.flame, element_id, **self.drawing)
-        links = []
-        for label, path in self.files.items():
-            if path and Path(path).exists():
-                links.append(f'<a href="{escape(_href(Path(path), self.link_from))}" download>{escape(label)}</a>')
+        links = [f'<a href="{escape(_href(Path(path), self.link_from))}" download>{escape(label)}</a>'
+                 for label, path in self.files.items() if path and Path(path).exists()]
         hint = ("<div style='font-size:90%;margin-top:2px'>Files: " + " · ".join(links) + self.FILES_NOTE + "</div>"
                 if links else "")
         return f"<div>{body}{hint}</div><script>{script(element_id)}</script>"

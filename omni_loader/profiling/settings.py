@@ -96,8 +96,7 @@ def resolve_variants(variants: str | Iterable[str]) -> tuple[str, ...]:
     names = [variants] if isinstance(variants, str) else list(variants)
     if "both" in names:
         return VARIANTS
-    unknown = [v for v in names if v not in VARIANTS]
-    if unknown or not names:
-        bad = unknown[0] if unknown else "(none)"
+    bad = next((v for v in names if v not in VARIANTS), None if names else "(none)")
+    if bad is not None:
         raise OmniLoaderError(f"unknown variant {bad!r}; choose from {', '.join(VARIANT_CHOICES)}")
     return tuple(dict.fromkeys(names))

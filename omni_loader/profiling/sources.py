@@ -15,14 +15,10 @@ PROFILING_DIRS = frozenset({str(Path(__file__).parent), str(Path(__file__).resol
 
 def short_path(path: str) -> str:
     """A source path relative to site-packages, the standard library or this repository."""
-    roots = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
-    roots.add(str(PACKAGE_ROOT))
-    best = ""
-    for root in filter(None, roots):
-        root = root.rstrip(os.sep) + os.sep
-        if path.startswith(root) and len(root) > len(best):
-            best = root
-    return path[len(best) :] if best else path
+    found = sysconfig.get_paths()
+    roots = [r.rstrip(os.sep) + os.sep for r in (*(found.get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")),
+                                                 str(PACKAGE_ROOT)) if r]
+    return path[max((len(r) for r in roots if path.startswith(r)), default=0):]  # the longest root it is under
 
 
 def function_label(key: tuple[str, int, str]) -> str:

@@ -14,7 +14,7 @@ from ..names import VARIANTS
 from ..token2wav.options import LoadOptions, option, option_fields
 from ..token2wav.variants import Variant
 from .settings import (DEFAULT_RATE, DEFAULT_TOP, MAX_AUTO_REPEAT, MIN_RATE, MAX_RATE, PY_SPY_ENV, SAMPLES_WANTED,
-                       TOOLS, VARIANT_CHOICES, ProfileSettings)
+                       SETTING_NAMES, TOOLS, VARIANT_CHOICES, ProfileSettings)
 
 PROFILE, DIFF = "profile", "diff"  # the mode an option is only for (a field's "only")
 DEFAULT_RUNS = 15  # sampled loads per variant: enough for a rank test to survive ~300 tests at 5% FDR
@@ -76,9 +76,7 @@ class ProfileSpec:
 
     def settings(self) -> ProfileSettings:
         """The one-load-per-tool profile's :class:`ProfileSettings`."""
-        return ProfileSettings(top=self.top, rate=self.rate, native=self.native, repeat=self.repeat,
-                               py_spy=self.py_spy, py_spy_svg=self.py_spy_svg, warmup=self.warmup,
-                               reference_runs=self.reference_runs)
+        return ProfileSettings(**{name: getattr(self, name) for name in SETTING_NAMES})
 
     def record(self) -> dict[str, Any]:
         """The diff's settings by flat name, as saved (``--variant``'s definitions as dicts): what a resume compares."""

@@ -41,7 +41,7 @@ def profile_torch(snapshot: Any, variant: str, directory: Path, options: LoadOpt
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     refuse_links(directory, (TRACE_JSON, TORCH_OPS_CSV, TORCH_OPS_MD, TORCH_LOG))  # before the load, not after it
     with stderr_to(directory / TORCH_LOG), profile(activities=activities) as prof:
-        model, result = load_token2wav(snapshot, variant, options, digest=False)
+        model, _ = load_token2wav(snapshot, variant, options, digest=False)
     del model
     trace_path = directory / TRACE_JSON
     with replaced(trace_path) as written:  # torch.profiler writes by name: in a private folder, moved into place
@@ -57,18 +57,15 @@ def profile_torch(snapshot: Any, variant: str, directory: Path, options: LoadOpt
     ranges = trace_phase_ranges(trace_path)
     return {"files": {"trace": trace_path, "torch_ops_csv": csv_path, "torch_ops_md": md_path,
                       "torch_log": directory / TORCH_LOG},
-            "ops": ops, "phase_ranges": ranges, "result": result}
+            "ops": ops, "phase_ranges": ranges}
 
 
 def operator_table(averages: Any, on_gpu: bool) -> pd.DataFrame:
     """``key_averages()`` as a frame in ms, by self GPU time on a GPU, else by self CPU time."""
-    rows = []
-    for e in averages:
-        row = {"name": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1e3,
-               "cpu_total_ms": e.cpu_time_total / 1e3}
-        if on_gpu:
-            row.update(self_gpu_ms=e.self_device_time_total / 1e3, gpu_total_ms=e.device_time_total / 1e3)
-        rows.append(row)
+    rows = [{"name": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1e3,
+             "cpu_total_ms": e.cpu_time_total / 1e3,
+             **({"self_gpu_ms": e.self_device_time_total / 1e3, "gpu_total_ms": e.device_time_total / 1e3}
+                if on_gpu else {})} for e in averages]
     sort = "self_gpu_ms" if on_gpu else "self_cpu_ms"
     return pd.DataFrame(rows).sort_values(sort, ascending=False, ignore_index=True)
 
