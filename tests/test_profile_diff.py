@@ -64,7 +64,7 @@ def test_fold_of_a_recorded_load(real_diff: pdiff.ProfileDiff) -> None:
         kept = sum(w for _, w in stacks)
         entry = fold[fold["function"] == flamegraph.ENTRY]
         assert len(entry) == 1 and entry["inclusive_s"].iloc[0] == pytest.approx(kept)
-        assert entry["inclusive_s"].iloc[0] == pytest.approx(flamegraph.build(path).seconds)
+        assert entry["inclusive_s"].iloc[0] == pytest.approx(flamegraph.build(path).root.seconds)
         assert fold["self_s"].sum() == pytest.approx(kept)
         assert (fold["inclusive_s"] >= fold["self_s"] - 1e-12).all()
         assert (fold["inclusive_s"] <= kept + 1e-12).all()

@@ -222,16 +222,15 @@ class ProfileDiff:
 
         return DiffFlameView(self, link_from=link_from, files=(FUNCTIONS_CSV, DIFF_MD))
 
-    def write(self) -> dict[str, Path]:
-        """Write ``functions.csv``, ``diff.md`` and ``flame-diff.svg`` into :attr:`directory`."""
+    def write(self) -> None:
+        """Write ``diff.json``, ``functions.csv``, ``diff.md`` and ``flame-diff.svg`` into :attr:`directory`."""
         from .diff_flame import write_svg
 
         d = self.directory
         write_text(d / DIFF_JSON, json.dumps({"a": self.a, "b": self.b, **self.settings}, indent=2) + "\n")
         write_text(d / FUNCTIONS_CSV, self.functions.to_csv(index=False))
         write_text(d / DIFF_MD, self.markdown())
-        return {"functions": d / FUNCTIONS_CSV, "diff": d / DIFF_MD, "flamegraph": write_svg(self, d / FLAME_DIFF_SVG),
-                "runs": d / RUNS_CSV, "run_functions": d / RUN_FUNCTIONS_CSV}
+        write_svg(self, d / FLAME_DIFF_SVG)
 
 
 def read_profile_diff(out_dir: str | os.PathLike[str]) -> ProfileDiff:

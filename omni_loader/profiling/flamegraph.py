@@ -68,10 +68,6 @@ class Flame:
     speedscope: Path | None = None
     caption: str = ""  # what the picture shows, where that is not the samples kept (the differential flamegraph)
 
-    @property
-    def seconds(self) -> float:
-        return self.root.seconds
-
     def note(self) -> str:
         """One sentence saying which samples the picture shows."""
         if self.caption:

@@ -14,7 +14,7 @@ from ..names import LEAF_PHASES
 from ..reporting.measurements import label
 from .outputs import TORCH_OPS_CSV, TRACE_JSON, read_torch_ops
 from .result import VariantProfile
-from .torch_trace import PHASE_RANGE, trace_phase_ranges
+from .torch_trace import PHASE_RANGE, in_words, trace_phase_ranges
 
 WHOLE = "total"  # the phase range that is the whole load
 SELF_TIMES = ("self_gpu_ms", "self_cpu_ms")  # torch_ops.csv's self-time column, the GPU's first (as its table)
@@ -100,8 +100,7 @@ def torch_slower_sentence(profiles: dict[str, VariantProfile]) -> str | None:
     names = os_.index.intersection(of.index)
     if len(names):
         op = max(names, key=lambda n: os_[n] - of[n])
-        what = "self GPU time" if column.startswith("self_gpu") else "self CPU time"
-        text += f", and of the operators `{op}`'s {what} differed most that way ({ms(os_[op])} against {ms(of[op])})"
+        text += f", and of the operators `{op}`'s {in_words(column)} differed most that way ({ms(os_[op])} against {ms(of[op])})"
     unprofiled = {v: p.reference.get("phases", {}).get(WHOLE) for v, p in profiles.items()}
     if all(isinstance(s, (int, float)) for s in unprofiled.values()):
         same = unprofiled[slow] >= unprofiled[fast]
