@@ -171,11 +171,9 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
 
 
 def _side_by_side(profiles: dict[str, VariantProfile]) -> str:
-    table = None
-    for variant, vp in profiles.items():
-        s = vp.phase_shares().set_index("phase")
-        part = pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share": s["share"].map(percent)})
-        table = part if table is None else table.join(part, how="outer")
+    shares = {v: vp.phase_shares().set_index("phase") for v, vp in profiles.items()}
+    table = pd.concat([pd.DataFrame({f"{v} (ms)": s["seconds"] * 1e3, f"{v} share": s["share"].map(percent)})
+                       for v, s in shares.items()], axis=1)
     order = {name: i for i, name in enumerate((*LEAF_PHASES, OTHER_PHASE))}
     table = table.reset_index().sort_values("phase", key=lambda col: col.map(order), ignore_index=True)
     totals = {"phase": "**total**"}

@@ -23,14 +23,13 @@ LOADER_COUNT = "state_dict() calls counted by the kit's loader (whole state dict
 def phase_share_table(profiles: dict[str, VariantProfile]):  # -> pandas Styler
     """Phase times (ms) and shares (%) of each variant's unprofiled reference load, side by side; each phase in
     words (:data:`~omni_loader.reporting.measurements.LABELS`), each cell one number in the unit its header names."""
-    frame = None
+    parts = []
     for variant, vp in profiles.items():
         s = vp.phase_shares().set_index("phase")
-        total = pd.DataFrame({"seconds": [s["seconds"].sum()], "share": [s["share"].sum()]}, index=["total"])
-        s = pd.concat([s, total])
-        part = pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share (%)": s["share"] * 100})
-        frame = part if frame is None else frame.join(part, how="outer")
-    # in the load's order, time between phases after them and the whole load last (a join sorts by name)
+        s.loc["total"] = [s["seconds"].sum(), s["share"].sum()]
+        parts.append(pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share (%)": s["share"] * 100}))
+    frame = pd.concat(parts, axis=1)
+    # in the load's order, time between phases after them and the whole load last
     order = [*LEAF_PHASES, OTHER_PHASE, "total"]
     frame = frame.loc[sorted(frame.index, key=lambda p: order.index(p) if p in order else len(order))]
     frame = frame.rename_axis("phase").reset_index()
