@@ -239,9 +239,8 @@ def read_profile_diff(out_dir: str | os.PathLike[str]) -> ProfileDiff:
     d = d if (d / DIFF_JSON).is_file() else d / DIFF_DIR
     try:
         meta = json.loads((d / DIFF_JSON).read_text())
-        runs = pd.read_csv(d / RUNS_CSV, keep_default_na=False, na_values=[""])
-        folds = pd.read_csv(d / RUN_FUNCTIONS_CSV, keep_default_na=False, na_values=[""])
-        functions = pd.read_csv(d / FUNCTIONS_CSV, keep_default_na=False, na_values=[""])
+        runs, folds, functions = (pd.read_csv(d / name, keep_default_na=False, na_values=[""])
+                                  for name in (RUNS_CSV, RUN_FUNCTIONS_CSV, FUNCTIONS_CSV))
     except (OSError, ValueError) as exc:
         raise OmniLoaderError(f"{d}: not a differential profile ({exc})") from None
     for frame in (folds, functions):

@@ -80,9 +80,7 @@ def auto_repeat(load_seconds: float, rate: int) -> int:
 
 def resolve_tools(tools: str | Iterable[str] | None) -> tuple[str, ...]:
     """``"all"``/None -> every tool; otherwise the named tools, checked, in the canonical order."""
-    if tools is None:
-        return TOOLS
-    names = [tools] if isinstance(tools, str) else list(tools)
+    names = [tools] if isinstance(tools, str) else list(tools or ())
     if not names or "all" in names:
         return TOOLS
     unknown = [t for t in names if t not in TOOLS]
