@@ -97,17 +97,13 @@ def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
 STORED_CLEAN = "notebooks/"
 
 
-def strip_outputs(notebook: dict[str, Any]) -> dict[str, Any]:
-    """A notebook as the repository stores it: code cells without outputs or counts, no widget state."""
-    for cell in notebook.get("cells", []):
-        if cell.get("cell_type") == "code":
-            cell["outputs"] = []
-            cell["execution_count"] = None
-    notebook.get("metadata", {}).pop("widgets", None)
-    return notebook
-
-
 def pre_save_hook(model: dict[str, Any], path: str, **kwargs: Any) -> None:
-    """Jupyter's ``pre_save_hook``: the project's ``notebooks/`` are stored without their outputs."""
-    if model.get("type") == "notebook" and path.lstrip("/").startswith(STORED_CLEAN) and model.get("content"):
-        strip_outputs(model["content"])
+    """Jupyter's ``pre_save_hook``: the project's ``notebooks/`` are stored without their outputs (code cells without
+    outputs or counts, no widget state)."""
+    notebook = model.get("content")
+    if model.get("type") == "notebook" and path.lstrip("/").startswith(STORED_CLEAN) and notebook:
+        for cell in notebook.get("cells", []):
+            if cell.get("cell_type") == "code":
+                cell["outputs"] = []
+                cell["execution_count"] = None
+        notebook.get("metadata", {}).pop("widgets", None)

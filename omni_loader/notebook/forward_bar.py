@@ -22,16 +22,6 @@ DIT, VOCODER = "DiT", "BigVGAN"
 VOCODER_SHARE = 0.4
 
 
-def vocoder_steps(vocoder: nn.Module) -> list[nn.Module]:
-    """The modules whose ends the bar counts in the vocoder: its residual blocks, else the vocoder itself."""
-    return list(getattr(vocoder, "resblocks", [])) or [vocoder]
-
-
-def upsample_layers(vocoder: nn.Module) -> list[nn.Module]:
-    """BigVGAN's upsampling convolutions, one a stage (``ups`` is ``[[ConvTranspose1d]]`` in transformers' tree)."""
-    return [up[0] if isinstance(up, nn.ModuleList) else up for up in getattr(vocoder, "ups", [])]
-
-
 def _synchronized(value: Any) -> None:
     """Wait for a GPU's queued work before reading the clock: the step's time is when it is done, not queued."""
     if isinstance(value, torch.Tensor) and value.is_cuda:
@@ -44,7 +34,9 @@ def forward_progress(dit: nn.Module, vocoder: nn.Module, enabled: bool, evaluati
     """A bar over the forward pass's steps, naming the one running; yields a dict that gets the vocoder's start."""
     from ..progress import progress_bar  # looked up when called: a test stands a bar in for it
 
-    blocks, ups = vocoder_steps(vocoder), upsample_layers(vocoder)
+    blocks = list(getattr(vocoder, "resblocks", [])) or [vocoder]  # the steps counted: its residual blocks, else itself
+    # its upsampling convolutions, one a stage (``ups`` is ``[[ConvTranspose1d]]`` in transformers' tree)
+    ups = [up[0] if isinstance(up, nn.ModuleList) else up for up in getattr(vocoder, "ups", [])]
     rates = list(getattr(getattr(vocoder, "config", None), "upsample_rates", [])) or ["?"] * len(ups)
     raw = progress_bar(total=evaluations + len(blocks), desc="forward pass", unit="step", enabled=enabled,
                        bar_format=BAR_FORMAT, postfix="? left, starting")

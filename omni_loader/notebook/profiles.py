@@ -211,6 +211,8 @@ class Diff(ProfileDiff):
 
     def table(self):  # -> Styler
         """Its functions as a notebook table: medians, B − A and its interval in one unit, q, 01's verdict words."""
+        import math
+
         import numpy as np
         import pandas as pd
 
@@ -222,7 +224,7 @@ class Diff(ProfileDiff):
         shown = self.shown()
         unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
         rate = float(self.settings.get("rate") or DEFAULT_RATE)
-        digits = sampling_digits(1 / rate, unit)
+        digits = max(0, math.floor(-math.log10(1 / rate * TIME_SCALE[unit])))  # no finer than one sample
 
         def shown_in_unit(seconds: Any) -> Any:  # a time or a column of them, rounded to what is shown, a -0 made 0
             return np.round(seconds * TIME_SCALE[unit], digits) + 0.0
@@ -246,12 +248,3 @@ class Diff(ProfileDiff):
         styler = table(frame.reset_index(drop=True), decimals={**{name: digits for name in times}, Q: 4},
                        names=["function (file)"], caption=caption)
         return styler.format(bare_shown, subset=[f"B − A ({unit})"])  # a minus sign, as in the interval beside it
-
-
-def sampling_digits(step_seconds: float, unit: str) -> int:
-    """Decimals of a time in ``unit`` no finer than one sample of ``step_seconds``."""
-    import math
-
-    from ..formatting import TIME_SCALE
-
-    return max(0, math.floor(-math.log10(step_seconds * TIME_SCALE[unit])))

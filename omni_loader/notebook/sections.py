@@ -198,8 +198,11 @@ class SavedResults:
         from ..compare.reproductions import compare_results
         from ..formatting import table
         from .ab_tables import whole_quantities
+        from .files import results_root
 
-        side = compare_results([self.directory, *[under_results(p) for p in others]])
+        given = [Path(p).expanduser() for p in others]  # as given when absolute or there, else under the results root
+        side = compare_results([self.directory, *(p if p.is_absolute() or p.exists() else results_root() / p
+                                                  for p in given)])
         write_compare(side, self / "compare")
         header, rows = table_rows(side)
         frame = pd.DataFrame(rows, columns=header).set_index("Results").T.map(whole_quantities)
@@ -317,14 +320,6 @@ def phase_table(comps: list[Any], floors: dict[str, Any] | None = None):  # -> S
                                                              "Mann-Whitney p": 4}), ["baseline ÷ optimized"])
     # a phase's name breaks between words only, not at "_" or "("
     return words_only(styler, ["phase"]) if rows else styler
-
-
-def under_results(path: str | os.PathLike[str]) -> Path:
-    """A path as given when it is absolute or exists, else under the results root."""
-    from .files import results_root
-
-    path = Path(path).expanduser()
-    return path if path.is_absolute() or path.exists() else results_root() / path
 
 
 # One discovery ratio, several figures: each is shown with its model, snapshot, runs and condition, since without

@@ -56,18 +56,15 @@ _HEADING = re.compile(r"^(#{1,6})(?= )")
 
 def nested(markdown: str, under: int = 2) -> str:
     """``markdown`` with its headings moved down under a notebook heading of level ``under``."""
-    lines, fenced = markdown.splitlines(), False
-    levels = []
-    for line in lines:
+    lines, fenced, levels = markdown.splitlines(), False, {}
+    for i, line in enumerate(lines):
         fenced ^= line.startswith("```")
         if not fenced and (m := _HEADING.match(line)):
-            levels.append(len(m[1]))
-    shift = max(0, under + 1 - min(levels)) if levels else 0
-    out, fenced = [], False
-    for line in lines:
-        fenced ^= line.startswith("```")
-        out.append(line if fenced else _HEADING.sub(lambda m: "#" * min(6, len(m[1]) + shift), line))
-    return "\n".join(out) + ("\n" if markdown.endswith("\n") else "")
+            levels[i] = len(m[1])
+    shift = max(0, under + 1 - min(levels.values())) if levels else 0
+    for i, level in levels.items():
+        lines[i] = "#" * min(6, level + shift) + lines[i][level:]
+    return "\n".join(lines) + ("\n" if markdown.endswith("\n") else "")
 
 
 def key_values(mapping: Mapping[str, Any], caption: str | None = None):  # -> Styler

@@ -231,9 +231,6 @@ def dit_evaluations(num_steps: int) -> int:
 def _vocoder_swapped(model: nn.Module, vocoder: nn.Module) -> Iterator[None]:
     """``model`` runs ``vocoder`` as its BigVGAN inside the block; its own is back in place after, whatever happened."""
     own = model.code2wav_bigvgan_model
-    if vocoder is own:
-        yield
-        return
     model.code2wav_bigvgan_model = vocoder
     try:
         yield
