@@ -83,6 +83,19 @@ def small_benchmark(snapshot: Path, out: Path, **spec) -> Path:
     return run_benchmark(BenchmarkSpec.from_flat({"checkpoint": str(snapshot), **fields}), out, progress=False)
 
 
+@pytest.fixture(scope="module")
+def finished_load(tiny_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The module's one finished load benchmark (1 run a side, order abba, layout transformers), read-only: a
+    test that writes works on its own copy (``copied``). Made once instead of once per test that starts from one."""
+    return small_benchmark(tiny_snapshot, tmp_path_factory.mktemp("load") / "res", order="abba",
+                           layout="transformers")
+
+
+def copied(results: Path, tmp_path: Path) -> Path:
+    """A test's own copy of a shared results directory, at ``tmp_path/res``."""
+    return Path(shutil.copytree(results, tmp_path / "res"))
+
+
 # --------------------------------------------------------------------------- interrupt, then --resume --out DIR
 
 
@@ -121,8 +134,9 @@ def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path, capsy
 
 
 @pytest.mark.slow
-def test_resume_refuses_contradicting_options_by_name_and_accepts_agreeing_ones(tiny_snapshot, tmp_path, capsys):
-    out = small_benchmark(tiny_snapshot, tmp_path / "res", order="abba")
+def test_resume_refuses_contradicting_options_by_name_and_accepts_agreeing_ones(finished_load, tiny_snapshot, tmp_path,
+                                                                                capsys):
+    out = copied(finished_load, tmp_path)  # order abba, 1 run a side
     before = {name: (out / name).read_bytes() for name in (RUNS_FILE, METADATA_FILE)}
 
     refused = cli(capsys, "reproduce", "--resume", "--out", out, "--runs", "2", "--order", "alternate", "--in-process")
@@ -264,8 +278,9 @@ def test_serve_ab_resume_takes_its_spec_from_the_directory(tmp_path, capsys):
     port = _free_port()
     cmd = shlex.join([sys.executable, "-c", HEALTHY, str(port)])
     out = tmp_path / "ab"
-    made = omni("serve-ab", "--baseline-cmd", cmd, "--optimized-cmd", cmd, "--health-url",
-                f"http://127.0.0.1:{port}/health", "--warmup", "0", "--runs", "2", "--grace", "1", "--out", out)
+    made = cli(capsys, "serve-ab", "--baseline-cmd", cmd, "--optimized-cmd", cmd, "--health-url",
+               f"http://127.0.0.1:{port}/health", "--warmup", "0", "--runs", "2", "--grace", "1", "--out", out)
+    # (made in this process: the directory to resume is set-up; the resume below is the command as a user runs it)
     assert made.returncode == 0, made.stderr
     # As a crash would leave it: runs 2 and 3 lost, run 1's last row torn, status still running.
     lines = (out / RUNS_FILE).read_text().splitlines(keepends=True)
@@ -304,6 +319,12 @@ def _startup_beside(out: Path, runs: int = 2) -> Path:
     return serve_ab(cmd, cmd, f"http://127.0.0.1:{port}/health", out, warmup=0, runs=runs, grace=1, progress=False)
 
 
+@pytest.fixture(scope="module")
+def finished_suite(finished_load: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The module's load benchmark with a finished startup benchmark beside it, read-only (tests cut their copy)."""
+    return _startup_beside(copied(finished_load, tmp_path_factory.mktemp("suite")))
+
+
 def _cut_startup(out: Path, keep: int) -> None:
     """As a crash during the startup benchmark leaves it: only its first ``keep`` runs, status interrupted."""
     meta = json.loads((out / METADATA_FILE).read_text())
@@ -318,8 +339,8 @@ def _cut_startup(out: Path, keep: int) -> None:
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-def test_reproduce_resume_continues_the_startup_benchmark_of_its_suite(tiny_snapshot, tmp_path):
-    out = _startup_beside(small_benchmark(tiny_snapshot, tmp_path / "res"))
+def test_reproduce_resume_continues_the_startup_benchmark_of_its_suite(finished_suite, tmp_path):
+    out = copied(finished_suite, tmp_path)
     suite = read_metadata(out)
     assert suite["schema_version"] == 3 and list(suite["benchmarks"]) == ["load", "startup"]
     assert [e["run_id"] for e in benchmark(suite, "startup")["plan"]] == [2, 3, 4, 5]  # after the load runs
@@ -339,9 +360,9 @@ def test_reproduce_resume_continues_the_startup_benchmark_of_its_suite(tiny_snap
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-def test_a_schema_2_directory_is_read_resumed_and_rewritten_as_a_suite(tiny_snapshot, tmp_path, capsys):
+def test_a_schema_2_directory_is_read_resumed_and_rewritten_as_a_suite(finished_suite, tmp_path, capsys):
     """Before the suite, serve-ab's record sat under the load record's "serve_ab" key, and the spec was flat."""
-    out = _startup_beside(small_benchmark(tiny_snapshot, tmp_path / "res", layout="transformers"))
+    out = copied(finished_suite, tmp_path)  # its load benchmark's layout: transformers
     _cut_startup(out, keep=2)
     suite = json.loads((out / METADATA_FILE).read_text())
     load, startup = suite["benchmarks"]["load"], suite["benchmarks"]["startup"]
