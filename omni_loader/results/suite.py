@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, is_dataclass
 from functools import cached_property
 from pathlib import Path
@@ -51,34 +51,14 @@ def write_metadata(directory: str | os.PathLike[str], metadata: dict[str, Any]) 
     path = directory / METADATA_FILE
     refuse_link(path)  # replacing it would not write through it, but it names a file elsewhere: refused
     tmp = path.with_suffix(".json.tmp")
-    write_text(tmp, json.dumps(record, indent=2, default=lambda v: v.raw if isinstance(v, Record) else str(v)))  # never through a link
+    write_text(tmp, json.dumps(record, indent=2, default=str))  # never through a link
     os.replace(tmp, path)
     return path
 
 
 def read_metadata(directory: str | os.PathLike[str]) -> dict[str, Any]:
-    """metadata.json as written (any readable schema); one-line :class:`ResultsError` when it cannot be read."""
-    path = Path(directory) / METADATA_FILE
-    if not path.is_file():
-        raise ResultsError(f"not a results directory (no {METADATA_FILE}): {directory}")
-    try:
-        record = json.loads(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ResultsError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): it "
-                           "was not written by omni-loader or is damaged; restore it from a copy") from None
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path} is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise ResultsError(f"{path} is nested too deeply to be read: it was not written by omni-loader") from None
-    version = record.get("schema_version") if isinstance(record, dict) else None
-    if version not in READABLE_SCHEMAS:
-        newer = isinstance(version, int) and version > SCHEMA_VERSION
-        raise ResultsError(
-            f"{path} has schema_version {version!r}; this omni-loader reads versions "
-            f"{', '.join(map(str, READABLE_SCHEMAS))}" + (" (upgrade omni-loader to read it)" if newer else "")
-        )
-    _check_types(path, record)
-    return record
+    """metadata.json as written (:meth:`Suite.read`: any readable schema, one-line :class:`ResultsError`)."""
+    return Suite.read(directory).raw
 
 
 # The type of each field a writer records (None always allowed): another type was not written by omni-loader.
@@ -97,8 +77,9 @@ _NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or 
           dict: "an object"}
 
 
-def _check_types(path: Path, metadata: dict[str, Any]) -> None:
+def _check_types(path: Path, suite: Suite) -> None:
     """Refuse, in one line naming the file and the key, a field of metadata.json whose type no writer gives."""
+    metadata = suite.raw
     for key in ("benchmarks", "serve_ab", REPORT_KEY):
         if key in metadata and not isinstance(metadata[key], dict):
             raise _wrong_type(path, key, metadata[key], _RECORD)
@@ -106,7 +87,7 @@ def _check_types(path: Path, metadata: dict[str, Any]) -> None:
     for key in ("status", "started_at", "drawn_at"):
         if report.get(key) is not None and not isinstance(report[key], str):
             raise _wrong_type(path, f"{REPORT_KEY}.{key}", report[key], _TEXT)
-    for name, record in benchmarks(metadata).items():
+    for name, record in suite.members.items():
         where = f"benchmarks.{name}" if isinstance(metadata.get("benchmarks"), dict) else name
         fields = [(f"{where}.{k}", record[k], RECORD_FIELDS[k]) for k in RECORD_FIELDS if k in record]
         fields += [(f"{where}.{k}.{inner}", record[k][inner], _RECORD) for k, inners in NESTED_RECORDS.items()
@@ -135,7 +116,8 @@ def benchmarks(metadata: dict[str, Any]) -> dict[str, Record]:
     The one place that knows every schema's layout; a member's record never holds ``schema_version``.
     """
     if isinstance(metadata.get("benchmarks"), dict):  # a member that is not a record is the integrity check's finding
-        return {name: Record(record) for name, record in metadata["benchmarks"].items() if isinstance(record, dict)}
+        return {name: Record(record) for name, record in metadata["benchmarks"].items()
+                if isinstance(record, Mapping)}
     members: dict[str, Record] = {}
     top = {k: v for k, v in metadata.items() if k not in ("serve_ab", "schema_version")}
     if top.get("kind") == MEMBERS["startup"]:
@@ -156,30 +138,13 @@ def benchmark(metadata: Suite | dict[str, Any], name: str) -> Record | None:
 FLAT_LOAD_OPTIONS = ("layout", "device", "dtype", "construct")
 
 
-class Record(Mapping[str, Any]):
-    """One benchmark's record in metadata.json (kind, spec, plan, environment, status and its stamps), read-only.
+class Record(dict[str, Any]):
+    """One benchmark's record in metadata.json (kind, spec, plan, environment, status and its stamps).
 
-    It reads as the mapping it was written as (any readable schema); what several readers derive from it is
-    derived here once. A writer never edits one: it makes the next (:meth:`start`, :meth:`with_status`,
-    :meth:`resumed`), and metadata.json is written from ``raw``.
+    It is the mapping it was written as (any readable schema), so every reader of a record reads it; what several
+    readers derive from it is derived here once. A writer does not edit one: it makes the next (:meth:`start`,
+    :meth:`with_status`, :meth:`resumed`).
     """
-
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: Mapping[str, Any] = ()) -> None:
-        self.raw: dict[str, Any] = dict(raw)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.raw[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.raw)
-
-    def __len__(self) -> int:
-        return len(self.raw)
-
-    def __repr__(self) -> str:
-        return f"Record({self.raw!r})"
 
     @classmethod
     def start(cls, kind: str, spec: Any, plan: Iterable[Any], device: str, *, warmup: int, repeats: int,
@@ -195,7 +160,7 @@ class Record(Mapping[str, Any]):
     @property
     def plan(self) -> list[dict[str, Any]]:
         """Its plan entries that can be read (a dict with an integer run id)."""
-        plan = self.raw.get("plan")
+        plan = self.get("plan")
         if not isinstance(plan, list):
             return []
         return [e for e in plan if isinstance(e, dict) and isinstance(e.get("run_id"), int)
@@ -204,7 +169,7 @@ class Record(Mapping[str, Any]):
     @property
     def load_options(self) -> dict[str, Any]:
         """The load options a load benchmark's record names, as recorded (schema 3 nested, 1 and 2 flat)."""
-        spec = self.raw.get("spec") or {}
+        spec = self.get("spec") or {}
         if isinstance(spec.get("load"), dict):
             return dict(spec["load"])
         return {k: spec[k] for k in FLAT_LOAD_OPTIONS if k in spec}
@@ -212,10 +177,10 @@ class Record(Mapping[str, Any]):
     @property
     def settings(self) -> dict[str, Any]:
         """Its spec with the load options among the other settings, whatever the schema."""
-        spec = {k: v for k, v in (self.raw.get("spec") or {}).items() if not (k == "load" and isinstance(v, dict))}
+        spec = {k: v for k, v in (self.get("spec") or {}).items() if not (k == "load" and isinstance(v, dict))}
         return {**spec, **self.load_options}
 
-    environment = property(lambda self: self.raw.get("environment") or {})
+    environment = property(lambda self: self.get("environment") or {})
 
     @property
     def seconds(self) -> float | None:
@@ -223,7 +188,7 @@ class Record(Mapping[str, Any]):
         from datetime import datetime
 
         try:
-            took = datetime.fromisoformat(self.raw["finished_at"]) - datetime.fromisoformat(self.raw["started_at"])
+            took = datetime.fromisoformat(self["finished_at"]) - datetime.fromisoformat(self["started_at"])
         except (KeyError, TypeError, ValueError):
             return None
         return took.total_seconds()
@@ -233,15 +198,15 @@ class Record(Mapping[str, Any]):
         from .metadata import now_iso
 
         stamp = STATUS_STAMPS.get(status)
-        return Record({**self.raw, "status": status, **fields, **({stamp: now_iso()} if stamp else {})})
+        return Record({**self, "status": status, **fields, **({stamp: now_iso()} if stamp else {})})
 
     def resumed(self, set_aside: int = 0, why: Iterable[str] = ()) -> Record:
         """This record continued by ``--resume``: running again, the time noted, set-aside rows a repair."""
         from .metadata import now_iso
 
-        out = {**self.raw, "status": "running", "resumed_at": [*self.raw.get("resumed_at", []), now_iso()]}
+        out = {**self, "status": "running", "resumed_at": [*self.get("resumed_at", []), now_iso()]}
         if set_aside:
-            out["repairs"] = [*self.raw.get("repairs", []),
+            out["repairs"] = [*self.get("repairs", []),
                               {"at": now_iso(), "rows": set_aside, "file": REJECTED_FILE, "why": list(why)}]
         return Record(out)
 
@@ -259,8 +224,30 @@ class Suite:
 
     @classmethod
     def read(cls, directory: str | os.PathLike[str]) -> Suite:
-        """``directory``'s metadata.json (:func:`read_metadata`: one-line :class:`ResultsError` when unreadable)."""
-        return cls(read_metadata(directory))
+        """``directory``'s metadata.json, any readable schema; one-line :class:`ResultsError` when it cannot be read
+        or holds a field whose type no writer gives."""
+        path = Path(directory) / METADATA_FILE
+        if not path.is_file():
+            raise ResultsError(f"not a results directory (no {METADATA_FILE}): {directory}")
+        try:
+            raw = json.loads(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ResultsError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
+                               "it was not written by omni-loader or is damaged; restore it from a copy") from None
+        except json.JSONDecodeError as exc:
+            raise ResultsError(f"{path} is not valid JSON ({exc})") from None
+        except RecursionError:
+            raise ResultsError(f"{path} is nested too deeply to be read: it was not written by omni-loader") from None
+        version = raw.get("schema_version") if isinstance(raw, dict) else None
+        if version not in READABLE_SCHEMAS:
+            newer = isinstance(version, int) and version > SCHEMA_VERSION
+            raise ResultsError(
+                f"{path} has schema_version {version!r}; this omni-loader reads versions "
+                f"{', '.join(map(str, READABLE_SCHEMAS))}" + (" (upgrade omni-loader to read it)" if newer else "")
+            )
+        suite = cls(raw)
+        _check_types(path, suite)
+        return suite
 
     @cached_property
     def members(self) -> dict[str, Record]:
