@@ -30,18 +30,15 @@ def key(f: Finding) -> tuple[str, str, str]:
     return where(f.path), f.rule, f.code
 
 
-def to_baseline(findings: Sequence[Finding]) -> dict:
-    counts = Counter(key(f) for f in findings)
-    return {"tool": "omni-loader audit --source", "format": FORMAT,
-            "findings": [{"path": p, "rule": r, "code": c, "count": n} for (p, r, c), n in sorted(counts.items())]}
-
-
 def write_baseline(path: str | Path, findings: Sequence[Finding]) -> Path:
     """Write ``findings`` as a baseline (by a rename from a file beside it: a link at ``path`` is refused)."""
     from ..safe_files import replaced
 
+    counts = Counter(key(f) for f in findings)
+    data = {"tool": "omni-loader audit --source", "format": FORMAT,
+            "findings": [{"path": p, "rule": r, "code": c, "count": n} for (p, r, c), n in sorted(counts.items())]}
     with replaced(path) as tmp:
-        tmp.write_text(json.dumps(to_baseline(findings), indent=1) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return Path(path)
 
 

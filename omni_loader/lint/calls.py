@@ -333,12 +333,12 @@ class Index:
                                   finding.call_line, finding.chain), finding)
 
     def run(self) -> tuple[list[Finding], list[Unresolved]]:
-        """Summarise every function (which reports every finding) and note the calls left unresolved."""
+        """Summarise every function (which reports every finding) and note the calls left unresolved; the findings in
+        the order they were found (:func:`~.findings.ordered` sorts them)."""
         for file in self.files:
             for scope in file.scan.scopes:
                 self.summary(scope, file)
-        findings = sorted(self.findings.values(), key=lambda f: (f.loop_path, f.loop_line, f.path, f.line, f.chain))
-        return findings, self.unresolved()
+        return list(self.findings.values()), self.unresolved()
 
     def unresolved(self) -> list[Unresolved]:
         walking: dict[str, list[str]] = {}

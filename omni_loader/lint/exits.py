@@ -78,23 +78,15 @@ def stmt_outcomes(s: ast.stmt) -> set[str]:
     return {"through"}  # a plain statement, or a loop (which may run zero times)
 
 
-def _start(stmt: ast.stmt, where: str) -> set[str]:
-    """Outcomes right after the walk is evaluated inside ``stmt`` (``where`` names the part holding it)."""
-    if isinstance(stmt, (ast.Return, ast.Raise)):
-        return {"exit"}
-    if where == "test" and isinstance(stmt, ast.If):
-        return block_outcomes(stmt.body) | block_outcomes(stmt.orelse)
-    if where == "items" and isinstance(stmt, (ast.With, ast.AsyncWith)):
-        return block_outcomes(stmt.body)
-    return {"through"}
-
-
 def leaves_loop(loop: ast.AST, stmt: ast.stmt, where: str, parents: Parents) -> bool:
     """True when, once the walk in ``stmt`` is evaluated, ``loop`` is surely left before its next iteration,
     or the walk's result is kept and the walk guarded by ``if kept is None`` (:func:`cache_guard`)."""
     if cache_guard(stmt, parents, stop=loop) is not None:
         return True
-    outcomes = _start(stmt, where)
+    # a return's or raise's value, an if's test, a with's items: what the statement holds runs next
+    holds = (isinstance(stmt, (ast.Return, ast.Raise)) or (where == "test" and isinstance(stmt, ast.If))
+             or (where == "items" and isinstance(stmt, (ast.With, ast.AsyncWith))))
+    outcomes = stmt_outcomes(stmt) if holds else {"through"}
     node: ast.AST = stmt
     while True:
         if id(node) not in parents:

@@ -82,10 +82,6 @@ def target_names(target: ast.AST | None) -> set[str]:
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 
 
-def _has_call(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Call) for n in ast.walk(node))
-
-
 def statements(stmts: list[ast.stmt], into_defs: bool = False):
     """Every statement in ``stmts`` and the blocks nested in them, function and class bodies left out
     unless ``into_defs`` (walking statements only, not every expression node, keeps a 3,000-file audit fast)."""
@@ -127,7 +123,7 @@ def loop_varying(loop: ast.For | ast.AsyncFor | ast.While) -> frozenset[str]:
         for names, value in pairs:
             if names <= varying:
                 continue
-            if _has_call(value) or names_in(value) & (varying | names):
+            if any(isinstance(n, ast.Call) for n in ast.walk(value)) or names_in(value) & (varying | names):
                 varying |= names
                 changed = True
     return frozenset(varying)

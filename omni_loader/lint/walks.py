@@ -45,28 +45,16 @@ class Walk:
         return self.method in PATH_METHODS or self.method in PATH_FUNCTIONS
 
 
-def _callee_name(call: ast.Call) -> str:
-    func = call.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    if isinstance(func, ast.Name):
-        return func.id
-    return ""
-
-
 def _recurse_false(call: ast.Call, index: int | None) -> bool:
-    for kw in call.keywords:
-        if kw.arg == "recurse":
-            return isinstance(kw.value, ast.Constant) and kw.value.value is False
-    if index is not None and len(call.args) > index:
+    arg = next((kw.value for kw in call.keywords if kw.arg == "recurse"), None)
+    if arg is None and index is not None and len(call.args) > index:
         arg = call.args[index]
-        return isinstance(arg, ast.Constant) and arg.value is False
-    return False
+    return isinstance(arg, ast.Constant) and arg.value is False
 
 
 def match_walk(call: ast.Call) -> Walk | None:
     """The walk ``call`` is, or None (``named_children()``, ``recurse=False``, anything else)."""
-    name = _callee_name(call)
+    name = getattr(call.func, "attr", None) or getattr(call.func, "id", "")  # obj.name() or name()
     if name in PATH_FUNCTIONS:
         receiver = call.args[0] if call.args else (call.func.value if isinstance(call.func, ast.Attribute) else None)
         return Walk(call, name, receiver)
@@ -132,12 +120,6 @@ def names_in(node: ast.AST | None) -> set[str]:
     return found
 
 
-def is_fresh(node: ast.AST | None) -> bool:
-    """A call of a plain name that builds something new (``Model(config)``, ``build(cfg)``), not an accessor."""
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id not in PASS_THROUGH)
-
-
 def roots(receiver: ast.AST | None, self_name: str | None = None) -> frozenset[str]:
     """The names a walk's receiver is built from: ``self.model.encoder`` -> {self}; ``layers[i]`` ->
     {layers, i}; ``super()`` -> {self}; a constructor call -> {FRESH}; ``m.to(device)`` -> m's."""
@@ -146,10 +128,11 @@ def roots(receiver: ast.AST | None, self_name: str | None = None) -> frozenset[s
     while (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
            and receiver.func.attr in SAME_MODULE):
         receiver = receiver.func.value
-    if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
-        return frozenset({self_name} if self_name else {GLOBAL})
-    if is_fresh(receiver):
-        return frozenset({FRESH})
+    if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name):
+        if receiver.func.id == "super":
+            return frozenset({self_name} if self_name else {GLOBAL})
+        if receiver.func.id not in PASS_THROUGH:  # builds something new (``Model(config)``), not an accessor
+            return frozenset({FRESH})
     return frozenset(names_in(receiver))
 
 
