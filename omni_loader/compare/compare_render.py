@@ -81,10 +81,8 @@ def checks_cell(result: SideBySide, entry: Entry) -> str:
 
 
 def _short_commit(commit: str) -> str:
-    if commit == NOT_RECORDED:
-        return commit
-    dirty = commit.endswith("-dirty")
-    return commit.removesuffix("-dirty")[:10] + ("-dirty" if dirty else "")
+    sha = commit.removesuffix("-dirty")
+    return commit if commit == NOT_RECORDED else sha[:10] + commit[len(sha):]
 
 
 def _reference_env(result: SideBySide) -> dict[str, str]:
@@ -241,13 +239,10 @@ def table_records(result: SideBySide) -> list[dict[str, Any]]:
             if c is None:
                 rec[f"{phase}_verdict"] = "not measured"
                 continue
-            iv = e.intervals.get(phase)
-            rec.update({f"{phase}_{k}": v for k, v in {
-                "baseline_median": c.baseline.median, "baseline_min": c.baseline.min, "baseline_max": c.baseline.max,
-                "optimized_median": c.optimized.median, "optimized_min": c.optimized.min,
-                "optimized_max": c.optimized.max, "ratio": c.ratio if c.unit == "s" else None,
-                "ratio_low": iv[0] if iv else None, "ratio_high": iv[1] if iv else None,
-                "p_value": c.p_value, "verdict": c.verdict()}.items()})
+            rec.update(zip((f"{phase}_{k}" for k in CSV_PER_ROW), (
+                c.baseline.median, c.baseline.min, c.baseline.max, c.optimized.median, c.optimized.min,
+                c.optimized.max, c.ratio if c.unit == "s" else None, *e.intervals.get(phase, (None, None)),
+                c.p_value, c.verdict())))
         records.append(rec)
     return records
 

@@ -44,12 +44,7 @@ def unique_labels(paths: Sequence[Path]) -> list[str]:
     """Each path's table label: its name, with its parent's where two names are alike, numbered if still alike."""
     names = [default_label(p) for p in paths]
     labels = [f"{Path(p).resolve().parent.name}/{n}" if names.count(n) > 1 else n for p, n in zip(paths, names)]
-    seen: dict[str, int] = {}
-    out = []
-    for lab in labels:
-        seen[lab] = seen.get(lab, 0) + 1
-        out.append(lab if seen[lab] == 1 else f"{lab} #{seen[lab]}")
-    return out
+    return [f"{lab} #{k + 1}" if (k := labels[:i].count(lab)) else lab for i, lab in enumerate(labels)]
 
 
 def _same(a: Path, b: Path) -> bool:
