@@ -22,12 +22,6 @@ from .options import (MAX_RUNS, MAX_THREADS, Default, add_checkpoint_options, ad
                       given_options, load_options, positive_seconds, snapshot_from_args)
 
 
-def default_out_dir(args: argparse.Namespace) -> Path:
-    """results/reproduce-<what>-<time>, named by the same rule as the notebooks' directories."""
-    label = "model" if args.model else ("checkpoint" if args.checkpoint else f"synthetic-{args.size}")
-    return Path("results") / stamped(f"reproduce-{label}")
-
-
 # reproduce's options that set a spec setting (argparse dest -> BenchmarkSpec's flat name), and those that pick the
 # checkpoint.
 SPEC_DESTS = {dest(f): name for name, f in option_fields(BenchmarkSpec).items() if name != "checkpoint"}
@@ -97,7 +91,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         raise ResultsError("--resume needs --out DIR (the results directory to continue)")
     if args.workers == "in-process" and args.worker_timeout is not None:  # before a snapshot is made
         raise OmniLoaderError(IN_PROCESS_TIMEOUT)
-    out = Path(args.out) if args.out else default_out_dir(args)
+    # results/reproduce-<what>-<time> by default, named by the same rule as the notebooks' directories
+    label = "model" if args.model else ("checkpoint" if args.checkpoint else f"synthetic-{args.size}")
+    out = Path(args.out) if args.out else Path("results") / stamped(f"reproduce-{label}")
     try:
         return _reproduce(args, out)
     except KeyboardInterrupt:

@@ -50,7 +50,7 @@ def port_or_zero(text: str) -> int:
     return 0 if text.strip() == "0" else bounded_int("--port", 1, 65535)(text)
 
 
-# serve-ab's options (argparse dest) -> its spec keys in metadata.json: one per StartupSpec field (add_arguments
+# serve-ab's options (argparse dest) -> its spec keys in metadata.json: one per StartupSpec field (add_command
 # declares them), the log patterns aside (--log-pattern and --no-default-patterns make them together).
 SPEC_DESTS = {dest(f): name for name, f in option_fields(StartupSpec).items() if name != "patterns"}
 REQUIRED = tuple(d for d, name in SPEC_DESTS.items() if option_fields(StartupSpec)[name].default is MISSING)
@@ -120,23 +120,6 @@ def first_failure(out: str | Path, any_ok: bool) -> str:
     return (f"no measured run of {'serve-ab' if variant is None else f'the {variant} arm'} succeeded; "
             + ("no measured run was recorded" if row is None
                else f"run {row['run_id']} ({row['variant']}): {one_line(str(row['error']))}"))
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_field_options(p, StartupSpec, extras={
-        "baseline_cmd": {"metavar": "CMD"}, "optimized_cmd": {"metavar": "CMD"}, "health_url": {"metavar": "URL"},
-        "warmup": {"type": bounded_int("--warmup", 0, MAX_RUNS)}, "runs": {"type": bounded_int("--runs", 1, MAX_RUNS)},
-        "timeout_s": {"type": positive_seconds("--timeout"), "metavar": "S"}, "grace_s": {"metavar": "S"},
-        "poll_interval_s": {"metavar": "S"}, "port_wait_s": {"metavar": "S"},
-        "patterns": {"action": "append", "type": str, "default": None, "metavar": "NAME=REGEX"}})
-    p.add_argument("--no-default-patterns", action="store_true", default=Default(False), help="use only the --log-pattern ones")
-    p.add_argument("--device", default=Default("auto"),
-                   help="device described in the environment record (default auto: the GPU torch sees, else the CPU)")
-    p.add_argument("--model", metavar="NAME", help="what the servers serve, recorded in metadata.json")
-    p.add_argument("--out", required=True, metavar="DIR", help="results directory (runs.csv, metadata.json, logs/)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the interrupted serve-ab benchmark in --out with its saved spec (options given "
-                        "must agree with it)")
 
 
 def _listen_and_load_options(p: argparse.ArgumentParser) -> None:
@@ -216,7 +199,20 @@ def add_command(subparsers: Any) -> None:
             "stop the whole group, and extract named figures from the captured logs."
         ),
     )
-    add_arguments(p)
+    add_field_options(p, StartupSpec, extras={
+        "baseline_cmd": {"metavar": "CMD"}, "optimized_cmd": {"metavar": "CMD"}, "health_url": {"metavar": "URL"},
+        "warmup": {"type": bounded_int("--warmup", 0, MAX_RUNS)}, "runs": {"type": bounded_int("--runs", 1, MAX_RUNS)},
+        "timeout_s": {"type": positive_seconds("--timeout"), "metavar": "S"}, "grace_s": {"metavar": "S"},
+        "poll_interval_s": {"metavar": "S"}, "port_wait_s": {"metavar": "S"},
+        "patterns": {"action": "append", "type": str, "default": None, "metavar": "NAME=REGEX"}})
+    p.add_argument("--no-default-patterns", action="store_true", default=Default(False), help="use only the --log-pattern ones")
+    p.add_argument("--device", default=Default("auto"),
+                   help="device described in the environment record (default auto: the GPU torch sees, else the CPU)")
+    p.add_argument("--model", metavar="NAME", help="what the servers serve, recorded in metadata.json")
+    p.add_argument("--out", required=True, metavar="DIR", help="results directory (runs.csv, metadata.json, logs/)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the interrupted serve-ab benchmark in --out with its saved spec (options given "
+                        "must agree with it)")
     p.set_defaults(func=cmd_serve_ab)
 
 
