@@ -45,7 +45,7 @@ test-fast: $(FULL)  ## tests that start no process (under a minute): make test-f
 # Survivors are either killed by a test or listed, with the
 # reason they are equivalent, in tests/mutation-equivalent.md; the score excludes the listed ones.
 MODULES ?= token2wav.discovery token2wav.loader token2wav.steps token2wav.checkpoint reporting.stats reporting.report \
-	reporting.measurements reporting.report_tables results.rows results.suite results.integrity results.row_checks \
+	reporting.measurements reporting.report_tables results.rows results.suite results.integrity results.lifecycle results.row_checks \
 	reporting.controls results.planner reporting.sequential
 MUTATION_JOBS ?= 2
 mutant_glob = omni_loader.$(1).*
