@@ -42,11 +42,6 @@ def _fits(value: Any, kind: Any) -> bool:
     return isinstance(value, kind)
 
 
-def _wanted(kinds: tuple[Any, ...]) -> str:
-    words = [("None" if k is None else _WORDS.get(k, getattr(k, "__name__", str(k)))) for k in kinds]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
-
-
 def check_parameters(namespace: Mapping[str, Any]) -> dict[str, Any]:
     """Check each annotated name of ``namespace`` (a notebook's ``globals()``) against its annotation; return the
     values. ``bool`` takes only ``True``/``False``, ``int`` no ``bool``, ``float`` any finite number; the first
@@ -62,10 +57,12 @@ def check_parameters(namespace: Mapping[str, Any]) -> dict[str, Any]:
                       for k in (typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType)
                                 else (kind,)))
         if not any(_fits(value, k) for k in kinds):
+            words = [("None" if k is None else _WORDS.get(k, getattr(k, "__name__", str(k)))) for k in kinds]
+            wanted = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
             shown = repr(value)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
             got = type(value).__name__
             raise ParameterError(f"notebook parameter {name}={shown} is {'an' if got[0] in 'aeiou' else 'a'} {got}; "
-                                 f"it needs {_wanted(kinds)}")
+                                 f"it needs {wanted}")
         values[name] = value
     return values

@@ -116,11 +116,8 @@ class Profile(Profiles):
 
         lines, size = [], None
         for variant, p in self.items():
-            speedscope = p.files.get("speedscope")
-            if not speedscope or not Path(speedscope).is_file():
-                continue
             try:
-                stacks, _ = load_stacks(speedscope)
+                stacks, _ = load_stacks(p.files["speedscope"])
                 shares = p.phase_shares().set_index("phase")["share"]
             except Exception:  # noqa: BLE001 - a note, not a table: no file, no sentence
                 continue

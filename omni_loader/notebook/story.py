@@ -16,10 +16,9 @@ def without_docstring(function: Callable) -> str:
     """``function``'s source as written, its docstring left out."""
     source = textwrap.dedent(inspect.getsource(function))
     node = ast.parse(source).body[0]
-    first = node.body[0] if node.body else None
-    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)):
+    if ast.get_docstring(node, clean=False) is None:
         return source.rstrip()
-    lines = source.splitlines()
+    lines, first = source.splitlines(), node.body[0]
     return "\n".join(lines[:first.lineno - 1] + lines[first.end_lineno:]).rstrip()
 
 
