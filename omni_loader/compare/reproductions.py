@@ -25,19 +25,16 @@ def compare_results(paths: Sequence[str | os.PathLike[str]],
                     against: str | os.PathLike[str] | None = None) -> SideBySide:
     """Read every results directory or archive in ``paths`` (and ``against``), check them against
     each other, and compare each with ``against`` when given. The library entry of ``omni-loader compare``."""
-    ordered = [Path(p) for p in paths]
-    against_path = Path(against) if against is not None else None
-    if against_path is not None:
-        ordered = [against_path] + [p for p in ordered if not _same(p, against_path)]
+    ordered = [Path(p) for p in ([] if against is None else [against]) + list(paths)]  # against first: the anchor
     ordered = [p for i, p in enumerate(ordered) if not any(_same(p, q) for q in ordered[:i])]
     if not ordered:
         raise ResultsError("compare needs at least one results directory or archive")
     entries = tuple(read_entry(p, lab) for p, lab in zip(ordered, unique_labels(ordered)))
     anchor = entries[0]
     checks = tuple(consistency_checks(entries, anchor))
-    rows = () if against_path is None else tuple(
+    rows = () if against is None else tuple(
         row for e in entries[1:] for row in against_rows(anchor, e, [c for c in checks if c.entry == e.label]))
-    return SideBySide(entries, load_reference(), anchor.label, anchor.label if against_path else None, checks, rows)
+    return SideBySide(entries, load_reference(), anchor.label, anchor.label if against is not None else None, checks, rows)
 
 
 def unique_labels(paths: Sequence[Path]) -> list[str]:
