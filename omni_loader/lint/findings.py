@@ -45,13 +45,13 @@ def selected_rules(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> fr
     as ruff and flake8 read prefixes); no ``select``: the default rules. A code that names no rule is refused."""
     from ..errors import OmniLoaderError
 
-    for option, codes in (("--select", select), ("--ignore", ignore)):
-        for code in codes:
-            if code.upper() != "ALL" and not any(r.startswith(code.upper()) for r in RULES):
-                raise OmniLoaderError(f"{option} {code}: no rule begins so (the rules: {', '.join(RULES)})")
-
     def hits(code: str, rule: str) -> bool:
         return code.upper() == "ALL" or rule.startswith(code.upper())
+
+    for option, codes in (("--select", select), ("--ignore", ignore)):
+        for code in codes:
+            if not any(hits(code, r) for r in RULES):
+                raise OmniLoaderError(f"{option} {code}: no rule begins so (the rules: {', '.join(RULES)})")
 
     chosen = {r for r in RULES if any(hits(c, r) for c in select)} if select else set(DEFAULT_RULES)
     return frozenset(r for r in chosen if not any(hits(c, r) for c in ignore))
