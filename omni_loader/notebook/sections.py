@@ -228,9 +228,9 @@ class SavedResults:
     def weight_loading_parts(self) -> str:
         """Weight loading split into buffer discovery and the rest, for this run and the PR."""
         from ..formatting import short_duration
-        from ..reporting.measurements import comparisons, load_reference
+        from ..reporting.measurements import load_reference
 
-        here = {c.phase: (c.baseline.median, c.optimized.median) for c in comparisons(self.checked.frame)}
+        here = {c.phase: (c.baseline.median, c.optimized.median) for c in self.comparisons}  # medians: any alpha's
         pr = {m["measurement"]: (m["baseline"], m["optimized"]) for m in load_reference()["measurements"]}
         lines = []
         for who, medians in (("This run", here), ("The PR (MI300X)", pr)):
@@ -352,14 +352,12 @@ def model_words(record: dict[str, Any]) -> str:
 
 
 def _run_row(saved: SavedResults, figure: str) -> dict[str, Any] | None:
-    from ..reporting.measurements import comparisons
     from .files import results_root
 
     record, path = saved.checked.load, saved.directory
     if not record:
         return None
-    frame = saved.checked.frame
-    comps = {c.phase: c for c in comparisons(frame)}
+    comps = {c.phase: c for c in saved.comparisons}  # medians and counts: any alpha's
     disc, calls = comps.get("buffer_discovery"), comps.get("state_dict_calls")
     if disc is None:
         return None
