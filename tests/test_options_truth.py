@@ -18,7 +18,7 @@ from omni_loader.bench.runner import started_record
 from omni_loader.results.spec import BenchmarkSpec, spec_conflicts
 from omni_loader.errors import ResultsError
 from omni_loader.reporting import report_environment
-from omni_loader.results.suite import Suite, flat_spec, store_benchmark
+from omni_loader.results.suite import Suite, store_benchmark
 from omni_loader.startup.serve_ab import StartupSpec, serve_ab_conflicts
 from omni_loader.token2wav.options import (NOTED, LoadOptions, command_words, flag, option, option_conflicts,
                                            option_fields, shell_words, spelled)
@@ -72,7 +72,7 @@ def everything() -> BenchmarkSpec:
 def test_the_record_holds_every_option(tmp_path: Path, no_machine_probe: None) -> None:
     spec = everything()
     meta = saved(spec, tmp_path / "r")
-    recorded = flat_spec(meta.benchmark("load"))
+    recorded = meta.benchmark("load").settings
     for name in CHANGED:
         assert recorded[name] == (list(CHANGED[name]) if isinstance(CHANGED[name], tuple) else CHANGED[name]), name
     assert BenchmarkSpec.from_metadata(meta) == spec
@@ -200,7 +200,7 @@ def test_a_new_load_option_appears_everywhere_with_no_other_edit(tmp_path: Path,
     assert parser.parse_args(["--checkpoint", "/s", "--prefetch", "on"]).prefetch == "on"  # the parser
     assert load.argv()[-2:] == ["--prefetch", "on"]  # the stage server's argv
     meta = saved(spec, tmp_path / "r")  # the record
-    assert flat_spec(meta.benchmark("load"))["prefetch"] == "on"
+    assert meta.benchmark("load").settings["prefetch"] == "on"
     assert "--prefetch on" in " ".join(command_words(spec_cls, spec.flat()))  # the shell command
     assert option_conflicts(spec_cls, spec.flat(), {"prefetch": "off"}) == ["--prefetch off (saved: on)"]
     monkeypatch.setattr(report_environment, "BenchmarkSpec", spec_cls)  # the report's class, as if grown in place

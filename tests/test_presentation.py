@@ -200,7 +200,7 @@ def test_auto_resolves_to_what_torch_sees_and_never_stays_auto() -> None:
 @pytest.mark.slow
 def test_reproduce_records_the_resolved_device(tiny_snapshot: Path, tmp_path: Path) -> None:
     from omni_loader.token2wav.checkpoint import open_snapshot
-    from omni_loader.results.suite import benchmark, read_metadata, recorded_load_options
+    from omni_loader.results.suite import benchmark, read_metadata
     from omni_loader.results.rows import read_runs
     from omni_loader.bench.runner import benchmark_spec
     from omni_loader.job import reproduce
@@ -211,7 +211,7 @@ def test_reproduce_records_the_resolved_device(tiny_snapshot: Path, tmp_path: Pa
     out = reproduce(spec, tmp_path / "r", progress=False)
     record = benchmark(read_metadata(out), "load")
     resolved = str(devices.resolve_device("auto"))
-    assert recorded_load_options(record)["device"] == resolved and record["environment"]["device"] == resolved
+    assert record.load_options["device"] == resolved and record["environment"]["device"] == resolved
     assert "auto" not in json.dumps(record["spec"]) and len(read_runs(out))
 
 

@@ -19,7 +19,7 @@ from ..formatting import count
 from ..results.archive import archive_format, opened
 from ..reporting.measurements import PR_ROWS, comparisons, planned_arms
 from ..reporting.sequential import design_alpha
-from ..results.suite import Suite, flat_spec
+from ..results.suite import Record, Suite
 from ..results.spec import BenchmarkSpec
 from ..token2wav.options import flag, option_fields, same_setting, spelled
 from ..names import VARIANTS, digest_algorithm, short_digest
@@ -51,12 +51,12 @@ class Entry:
     startup: bool = False  # a startup benchmark (serve-ab) alone: servers timed to /health, no load
 
     @cached_property
-    def record(self) -> dict[str, Any]:
+    def record(self) -> Record:
         """The benchmark this directory describes (its load benchmark's record)."""
         return self.suite.described
 
-    environment = property(lambda self: self.record.get("environment") or {})
-    spec = property(lambda self: flat_spec(self.record))  # the load options flat among the other settings
+    environment = property(lambda self: self.record.environment)
+    spec = property(lambda self: self.record.settings)  # the load options flat among the other settings
     schema_version = property(lambda self: int(self.suite.raw.get("schema_version", 0)))  # the suite's
     model = property(lambda self: str(self.record.get("model") or NOT_RECORDED))
     kit_commit = property(lambda self: str(self.environment.get("kit_commit") or NOT_RECORDED))

@@ -289,15 +289,6 @@ class Suite:
 benchmark_record = Record.start
 
 
-def flat_spec(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A benchmark record's settings (:attr:`Record.settings`), for a record read as a plain mapping."""
-    return Record(record).settings
-
-
-def recorded_load_options(record: Mapping[str, Any]) -> dict[str, Any]:  # TEMP until the owners' tests move
-    return Record(record).load_options
-
-
 def _plain(value: Any) -> Any:
     return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
