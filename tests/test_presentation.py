@@ -427,13 +427,19 @@ def test_a_discovery_ratio_is_said_with_its_model_runs_and_condition(tmp_path: P
     assert row["runs (baseline + optimized)"] == "5 + 5, alternating, after 1 warm-up each"
     assert row["baseline ÷ optimized"] == "292×" and "MI300X" in row["condition"]
     assert sections.results(root=tmp_path) is None and sections.saved_runs(root=tmp_path) == []
-    (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "metadata.json").write_text(json.dumps({"benchmarks": {"load": {
-        "kind": "reproduce", "status": "complete", "started_at": "2026-01-01T00:00:00+00:00"}}}))
-    (tmp_path / "b").mkdir()
-    (tmp_path / "b" / "metadata.json").write_text(json.dumps({"benchmarks": {"load": {
-        "kind": "reproduce", "status": "complete", "started_at": "2026-02-01T00:00:00+00:00"}}}))
-    assert sections.saved_runs(root=tmp_path) == [tmp_path / "b", tmp_path / "a"]  # newest first
+    for name, metadata in {
+        "a": {"schema_version": 3, "benchmarks": {"load": {
+            "kind": "reproduce", "status": "complete", "started_at": "2026-01-01T00:00:00+00:00"}}},
+        "b": {"schema_version": 2, "kind": "reproduce", "status": "complete",  # an older kit's: load at the top
+              "started_at": "2026-02-01T00:00:00+00:00"},
+        "c": {"schema_version": 3, "benchmarks": {"load": {"kind": "reproduce", "status": "complete",
+                                                           "started_at": 5}}},  # not written by the kit: passed over
+        "d": {"schema_version": 3, "benchmarks": {"load": {
+            "kind": "reproduce", "status": "interrupted", "started_at": "2026-03-01T00:00:00+00:00"}}},
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metadata.json").write_text(json.dumps(metadata))
+    assert sections.saved_runs(root=tmp_path) == [tmp_path / "b", tmp_path / "a"]  # complete ones, newest first
     # there against here: B 219 against 51, one state dict 0.002 against 0.003, the optimized rule 0.0015 against 0.005
     words = sections._largest_factor([(219 / 51, 0.002 / 0.003, 0.0015 / 0.005)])
     assert "the model's size (B)" in words and "4.29 times" in words

@@ -7,13 +7,14 @@ text (or a styled table, or paths); displaying is the notebook's.
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from ..results.integrity import Results
+from ..errors import ResultsError
+from ..results.suite import Record, Suite
 
 PLOTS = ("phases", "where_time_goes", "ratios_vs_pr", "drift")
 
@@ -333,17 +334,17 @@ def saved_runs(root: str | os.PathLike[str] | None = None) -> list[Path]:
     found = []
     for meta in (Path(root) if root else results_root()).glob("*/metadata.json"):
         try:
-            record = (json.loads(meta.read_text()).get("benchmarks") or {}).get("load") or {}
-        except (OSError, ValueError):
+            record = Suite.read(meta.parent).benchmark("load") or Record()
+        except (OSError, ResultsError):  # not one to show: a damaged or foreign directory
             continue
-        variants = set(record.get("spec", {}).get("variants") or ("baseline", "optimized"))
+        variants = {str(v) for v in record.settings.get("variants") or ("baseline", "optimized")}
         if (record.get("kind") == "reproduce" and record.get("status") == "complete"
                 and {"baseline", "optimized"} <= variants):
             found.append((record.get("started_at") or "", meta.parent))
     return [p for _, p in sorted(found, reverse=True)]
 
 
-def model_words(record: dict[str, Any]) -> str:
+def model_words(record: Record) -> str:
     """What a benchmark loaded, in words (:func:`~omni_loader.token2wav.checkpoint.model_words` of its checkpoint)."""
     from ..token2wav.checkpoint import model_words as words
 
