@@ -18,6 +18,7 @@ from .results.spec import BenchmarkSpec
 from .results.integrity import Results, check_results
 
 if TYPE_CHECKING:
+    from .results.suite import Record
     from .token2wav.checkpoint import Snapshot
 
 __all__ = ["reproduce"]
@@ -67,7 +68,7 @@ def reproduce(spec: BenchmarkSpec, out: str | os.PathLike[str], *, snapshot: Sna
 
 
 def _startup(spec: BenchmarkSpec, snapshot: Snapshot, out: Path, wanted: bool, progress: bool,
-             saved: dict | None) -> bool:
+             saved: Record | None) -> bool:
     """Continue the directory's startup benchmark (``saved``: its record) if it is unfinished, or start one if
     ``wanted`` and none; whether one ran."""
     from .startup.serve_ab import StartupSpec, resume_serve_ab, run_serve_ab

@@ -25,6 +25,7 @@ from ..results.integrity import Resumption, resume_benchmark
 from ..results.lifecycle import Recording, recording
 from ..results.lock import writer_lock
 from ..results.planner import PlannedRun
+from ..results.suite import Record
 
 
 class Interrupted(KeyboardInterrupt):
@@ -74,7 +75,7 @@ def drive(out: str | os.PathLike[str], plan: Sequence[PlannedRun], arm: Callable
 
 
 @contextmanager
-def continuing(out: str | os.PathLike[str], member: str, resume: bool, new: Callable[[], dict[str, Any]],
+def continuing(out: str | os.PathLike[str], member: str, resume: bool, new: Callable[[], Record],
                conflicts: Callable[[], list[str]], refusal: str,
                fields: Callable[[Resumption | None], dict[str, Any]] = lambda resumed: {},
                ) -> Iterator[tuple[Recording, frozenset[int]]]:
