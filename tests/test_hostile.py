@@ -169,12 +169,8 @@ def test_write_metadata_refuses_a_symlinked_metadata_json_and_its_temporary_file
     assert secret.read_text() == SECRET
 
 
-def test_resume_refuses_a_symlinked_writer_lock_or_runs_csv(tiny_snapshot, tmp_path, secret, capsys):
-    from omni_loader.bench.runner import run_benchmark
-    from omni_loader.results.spec import BenchmarkSpec
-
-    out = run_benchmark(BenchmarkSpec(checkpoint=str(tiny_snapshot), warmup=0, runs=1, workers="in-process"),
-                        tmp_path / "res", progress=False)
+def test_resume_refuses_a_symlinked_writer_lock_or_runs_csv(finished_results, tmp_path, secret, capsys):
+    out = Path(shutil.copytree(finished_results, tmp_path / "res"))
     rows = (out / RUNS_FILE).read_text()
     for name in (LOCK_FILE, RUNS_FILE):
         saved = out / f"{name}.saved"
@@ -466,15 +462,22 @@ def test_a_benchmark_whose_runs_all_fail_alike_stops_with_the_reason(tiny_snapsh
 
 
 @pytest.fixture(scope="module")
-def capped_results(tiny_snapshot, tmp_path_factory) -> Path:
-    """Two runs a side, in-process, for the tests that draw their report under a memory cap (its own report is
-    text only: they draw it themselves)."""
-    out = tmp_path_factory.mktemp("capped") / "res"
+def finished_results(tiny_snapshot, tmp_path_factory) -> Path:
+    """The module's one finished benchmark: two runs a side, in-process, its report text only. Never written to
+    after: a test that writes works on a copy (one benchmark instead of one per test that needs one)."""
+    out = tmp_path_factory.mktemp("finished") / "res"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OMNI_LOADER_PLOTS", "off")
         assert main(["reproduce", "--checkpoint", str(tiny_snapshot), "--warmup", "0", "--runs", "2", "--in-process",
                      "--out", str(out)]) == 0
     return out
+
+
+@pytest.fixture(scope="module")
+def capped_results(finished_results, tmp_path_factory) -> Path:
+    """A copy of the finished benchmark for the tests that draw its report under a memory cap (they draw it
+    themselves, into it)."""
+    return Path(shutil.copytree(finished_results, tmp_path_factory.mktemp("capped") / "res"))
 
 
 @pytest.mark.slow
