@@ -280,8 +280,9 @@ def load_in_background(options: StageServerOptions, state: StageState, bound_at:
         from ..token2wav.loader import load_token2wav
         from ..token2wav.model import import_model_code
 
-        import_model_code()  # the loader would (outside its phases): here, so that the log says what it took
+        # a checkpoint that is not there fails before transformers' model code is imported (seconds)
         snapshot = resolve_snapshot(**asdict(options.snapshot), progress=False)
+        import_model_code()  # the loader would (outside its phases): here, so that the log says what it took
         log(f"Initializing Token2Wav (model_stage=code2wav), variant {options.variant}, layout {options.load.layout}, "
             f"from {snapshot.root} (torch and the model code imported, snapshot found: "
             f"{time.perf_counter() - began:.3f} s)")
