@@ -883,3 +883,38 @@ def test_append_rows_writes_this_versions_columns_under_any_other_header(tmp_pat
     with open(tmp_path / RUNS_FILE, newline="", encoding="utf-8", errors="replace") as fh:
         rows = list(csv.reader(fh))
     assert len(rows) == 2 and len(rows[1]) == len(RUN_COLUMNS) and rows[1][:2] == ["0", "baseline"]
+
+
+def test_the_reports_drawing_is_recorded_beside_the_benchmarks(tmp_path):
+    """``report.status`` goes from "not drawn" (stamped when the drawing began) to "drawn" (stamped again), and the
+    suite written each time is the one on disk, its benchmarks untouched."""
+    from omni_loader.results.suite import Record, Suite, store_benchmark, store_report
+
+    store_benchmark(tmp_path, "load", Record({"kind": "reproduce", "status": "complete"}))
+    begun = store_report(tmp_path, "not drawn")
+    assert Suite.read(tmp_path).raw == {"schema_version": SCHEMA_VERSION, **begun.raw}
+    assert begun.members == {"load": {"kind": "reproduce", "status": "complete"}}
+    report = begun.raw["report"]
+    assert set(report) == {"status", "started_at"} and report["status"] == "not drawn"
+    began = "2026-01-01T00:00:00+00:00"  # an earlier drawing's start, kept when it is drawn
+    drawn = store_report(tmp_path, "drawn", Suite({**begun.raw, "report": {**report, "started_at": began}}))
+    assert Suite.read(tmp_path).raw == {"schema_version": SCHEMA_VERSION, **drawn.raw}
+    assert drawn.raw["report"] == {"status": "drawn", "started_at": began,
+                                   "drawn_at": drawn.raw["report"]["drawn_at"]} and drawn.members == begun.members
+    assert drawn.raw["report"]["drawn_at"] > began
+    with pytest.raises(ValueError, match="a report is not drawn or drawn, not 'done'"):
+        store_report(tmp_path, "done")
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    ("x" * 38, '"' + "x" * 38 + '"'),  # 40 characters: shown whole
+    ("x" * 39, '"' + "x" * 36 + "..."),  # 41: cut to 37 and marked
+    (1.5, "1.5"),
+])
+def test_a_field_of_the_wrong_type_is_refused_with_its_value_shown_short(tmp_path, value, shown):
+    write_metadata(tmp_path, {"benchmarks": {"load": {"kind": "reproduce", "warmup": value}}})
+    with pytest.raises(ResultsError) as caught:
+        read_metadata(tmp_path)
+    kind = "a string" if isinstance(value, str) else "a number"
+    assert str(caught.value) == (f"{tmp_path / METADATA_FILE}: benchmarks.load.warmup is {kind} ({shown}), not an "
+                                 "integer: not written by omni-loader (or edited by hand); restore it from a copy")
