@@ -215,7 +215,7 @@ def test_check_results_rows_off_the_plan_newer_schema_and_incomplete_runs(tmp_pa
 
 
 def test_check_results_says_an_interrupted_directory_can_be_resumed(tmp_path):
-    from omni_loader.results.integrity import check_results
+    from omni_loader.results.integrity import check_results, resume_command
 
     out = _results(tmp_path, n=2)
     write_metadata(out, {"kind": "reproduce", "plan": _plan(4), "status": "interrupted"})
@@ -224,6 +224,11 @@ def test_check_results_says_an_interrupted_directory_can_be_resumed(tmp_path):
                               f"omni-loader reproduce --resume --out {out})"]
     write_metadata(out, {"kind": "reproduce", "plan": _plan(4), "status": "running"})  # nobody holds the lock
     assert check_results(out).findings[-1] == "its writer died"
+    # a startup benchmark alone is continued by serve-ab, whose command the finding names
+    write_metadata(out, {"benchmarks": {"startup": {"kind": "serve-ab", "plan": _plan(6)[4:], "status": "interrupted"}}})
+    assert check_results(out).problems[-1].endswith(f"(status interrupted: continue with omni-loader serve-ab "
+                                                    f"--resume --out {out})")
+    assert resume_command(out) == f"omni-loader reproduce --resume --out {out}"  # no suite read: reproduce's
 
 
 def test_check_results_refuses_what_it_cannot_read(tmp_path):
