@@ -923,3 +923,19 @@ def test_a_field_of_the_wrong_type_is_refused_with_its_value_shown_short(tmp_pat
     kind = "a string" if isinstance(value, str) else "a number"
     assert str(caught.value) == (f"{tmp_path / METADATA_FILE}: benchmarks.load.warmup is {kind} ({shown}), not an "
                                  "integer: not written by omni-loader (or edited by hand); restore it from a copy")
+
+
+@pytest.mark.parametrize("key", ["status", "started_at", "drawn_at"])
+def test_a_report_stamp_of_the_wrong_type_is_refused(tmp_path, key):
+    write_metadata(tmp_path, {"benchmarks": {}, "report": {"status": "drawn", key: 5}})
+    with pytest.raises(ResultsError) as caught:
+        read_metadata(tmp_path)
+    assert str(caught.value).startswith(f"{tmp_path / METADATA_FILE}: report.{key} is an integer (5), not a string")
+
+
+def test_a_suite_is_itself_as_a_suite_and_a_dict_is_read_as_one():
+    from omni_loader.results.suite import Suite, benchmark
+
+    suite = Suite({"schema_version": 3, "benchmarks": {"load": {"kind": "reproduce"}}})
+    assert Suite.of(suite) is suite and Suite.of(suite.raw) == suite
+    assert benchmark(suite, "load") == benchmark(suite.raw, "load") == {"kind": "reproduce"}
