@@ -939,3 +939,28 @@ def test_a_suite_is_itself_as_a_suite_and_a_dict_is_read_as_one():
     suite = Suite({"schema_version": 3, "benchmarks": {"load": {"kind": "reproduce"}}})
     assert Suite.of(suite) is suite and Suite.of(suite.raw) == suite
     assert benchmark(suite, "load") == benchmark(suite.raw, "load") == {"kind": "reproduce"}
+
+
+@pytest.mark.parametrize(("metadata", "said"), [
+    ({"schema_version": 2, "kind": "reproduce", "warmup": "1"}, 'load.warmup is a string ("1")'),  # no "benchmarks."
+    ({"benchmarks": {"load": {"spec": {"runs": 3}, "warmup": "1"}}}, 'benchmarks.load.warmup is a string ("1")'),
+    ({"benchmarks": {"load": {"spec": {"variants": ["a"], "runs": "3"}}}}, 'benchmarks.load.spec.runs is a string'),
+    ({"benchmarks": {"load": {"warmup": True}}}, "benchmarks.load.warmup is true or false (true), not an integer"),
+])
+def test_every_field_is_checked_whatever_else_the_record_holds(tmp_path, metadata, said):
+    """A record's own fields are checked beside its spec's, and a spec's beside its variants; true is not a number
+    here; a schema-2 record's fields are named without ``benchmarks.``."""
+    write_metadata(tmp_path, metadata)
+    raw = json.loads((tmp_path / METADATA_FILE).read_text())
+    (tmp_path / METADATA_FILE).write_text(json.dumps({**raw, **metadata}))  # schema 2 kept as given
+    with pytest.raises(ResultsError) as caught:
+        read_metadata(tmp_path)
+    assert str(caught.value).startswith(f"{tmp_path / METADATA_FILE}: {said}")
+
+
+def test_metadata_that_is_not_utf8_is_refused_in_one_line(tmp_path):
+    (tmp_path / METADATA_FILE).write_bytes(b'{"schema_version": 3, "x": "\xff"}')
+    with pytest.raises(ResultsError) as caught:
+        read_metadata(tmp_path)
+    assert str(caught.value) == (f"{tmp_path / METADATA_FILE} is not UTF-8 text (byte 0xff at offset 28): it was not "
+                                 "written by omni-loader or is damaged; restore it from a copy")
