@@ -37,7 +37,7 @@ from ..results.rows import failed_row, rows_for_run
 from .phase_watch import PhaseWatch
 from ..results.spec import BenchmarkSpec, spec_conflicts
 from ..host.checkpoint_cache import CACHE_KEY, recorded_run, storage_throughput
-from ..results.suite import METADATA_FILE, benchmark_record, read_metadata
+from ..results.suite import METADATA_FILE, Record, read_metadata
 
 if TYPE_CHECKING:
     from ..token2wav.checkpoint import Snapshot
@@ -278,12 +278,12 @@ SLOWER_THAN_WARMUP = 10.0
 SHORTEST_DEFAULT = 120.0
 
 
-def started_record(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], snapshot: Snapshot | None) -> dict[str, Any]:
+def started_record(spec: BenchmarkSpec, out: Path, plan: list[PlannedRun], snapshot: Snapshot | None) -> Record:
     """The record of a new benchmark; refused when ``out`` already holds one."""
     if (out / METADATA_FILE).exists():
         raise ResultsError(f"results directory already used: {out} (pass --resume to continue it, or another --out)")
     synthetic = " (synthetic weights)" if snapshot and snapshot.synthetic else ""
-    return benchmark_record(
+    return Record.start(
         "reproduce", spec, plan, spec.load.device, warmup=spec.warmup, repeats=spec.runs, order=spec.order,
         model=(snapshot.model_id if snapshot and snapshot.model_id else f"Qwen/Qwen2.5-Omni-3B Token2Wav{synthetic}"),
         checkpoint=snapshot.describe() if snapshot else {"checkpoint_dir": spec.checkpoint},

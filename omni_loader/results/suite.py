@@ -286,9 +286,6 @@ class Suite:
         return {REPORT_KEY: dict(self.raw[REPORT_KEY])} if isinstance(self.raw.get(REPORT_KEY), dict) else {}
 
 
-benchmark_record = Record.start
-
-
 def _plain(value: Any) -> Any:
     return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 

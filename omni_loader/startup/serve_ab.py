@@ -29,7 +29,7 @@ from ..names import VARIANTS
 from ..results.planner import ORDERS, PlannedRun, plan_runs
 from ..results.rows import RUNS_FILE, read_runs
 from .one_run import PHASE, SOURCE, Command, RunOutcome, health_address, run_one, split_command
-from ..results.suite import METADATA_FILE, benchmark, benchmark_record, read_metadata
+from ..results.suite import METADATA_FILE, Record, benchmark, read_metadata
 from ..token2wav.options import flag, option, option_conflicts, option_fields
 
 __all__ = ["StartupSpec", "resume_serve_ab", "run_serve_ab", "saved_serve_ab", "serve_ab", "serve_ab_conflicts",
@@ -125,7 +125,7 @@ def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progr
     """Run (or, with ``resume``, continue) the startup benchmark ``spec`` into ``out``; returns ``out``. ``device``
     only chooses which device the environment record describes; ``model`` is recorded as given."""
     out = Path(out)
-    with continuing(out, MEMBER, resume, lambda: benchmark_record(
+    with continuing(out, MEMBER, resume, lambda: Record.start(
             "serve-ab", spec.to_dict(), spec.plan(_first_free_id(out)), device, warmup=spec.warmup, repeats=spec.runs,
             order=spec.order, model=model), lambda: _conflicts(spec, out),
             f"--resume: {out} holds a serve-ab benchmark made with another spec", _counts) as (rec, done), \
