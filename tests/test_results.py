@@ -964,3 +964,45 @@ def test_metadata_that_is_not_utf8_is_refused_in_one_line(tmp_path):
         read_metadata(tmp_path)
     assert str(caught.value) == (f"{tmp_path / METADATA_FILE} is not UTF-8 text (byte 0xff at offset 28): it was not "
                                  "written by omni-loader or is damaged; restore it from a copy")
+    (tmp_path / METADATA_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ResultsError) as caught:
+        read_metadata(tmp_path)
+    assert str(caught.value) == (f"{tmp_path / METADATA_FILE} is nested too deeply to be read: it was not written by "
+                                 "omni-loader")
+
+
+def test_a_report_not_drawn_is_recorded_drawn_by_report_unless_a_live_writer_will(tmp_path):
+    """``omni-loader report`` records the drawing (once) when metadata.json says it was not drawn, and leaves it to a
+    writer that holds the lock; the check a report is drawn from has no "report not drawn" finding, and only that
+    one is dropped."""
+    from omni_loader.results.integrity import REPORT_NOT_DRAWN, check_results
+    from omni_loader.results.lifecycle import report_check, report_drawn
+    from omni_loader.results.lock import writer_lock
+    from omni_loader.results.suite import Suite
+
+    out = _results(tmp_path, n=2)
+    assert not report_drawn(out)  # an older kit's directory: nothing recorded, nothing to record
+    write_metadata(out, {**read_metadata(out), "plan": _plan(3), "report": {"status": "not drawn"}})
+    check = check_results(out)
+    assert [f.short for f in check.found] == ["1 planned run missing", REPORT_NOT_DRAWN]
+    for drawn_from in (report_check(out), report_check(out, check)):
+        assert [f.short for f in drawn_from.found] == ["1 planned run missing"] and drawn_from.suite == check.suite
+    with writer_lock(out):
+        assert not report_drawn(out)  # the writer holding the lock draws it and says so
+    assert Suite.read(out).raw["report"]["status"] == "not drawn"
+    assert report_drawn(out) and Suite.read(out).raw["report"]["status"] == "drawn"
+    assert not report_drawn(out)  # drawn already
+
+
+def test_a_recording_is_stored_running_and_refuses_rows_once_its_runs_file_is_replaced(tmp_path):
+    from omni_loader.results.lifecycle import recording
+    from omni_loader.results.suite import Record
+
+    with pytest.raises(ResultsError, match="runs.csv"), recording(tmp_path, "load", Record({"kind": "test"})) as rec:
+        rec.update(runs_ok=1)
+        rec.store()
+        assert read_metadata(tmp_path)["benchmarks"]["load"] == {"kind": "test", "status": "running", "runs_ok": 1}
+        rec.ran(_run_rows(0))
+        (tmp_path / RUNS_FILE).unlink()  # replaced by another writer: its rows are not this benchmark's to extend
+        append_rows(tmp_path, _run_rows(1))
+        rec.ran(_run_rows(2))
