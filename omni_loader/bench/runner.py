@@ -76,7 +76,7 @@ def run_benchmark(
                     lambda: spec_conflicts(BenchmarkSpec.from_metadata(read_metadata(out)), spec.flat()),
                     f"--resume: {out / METADATA_FILE} was made with another spec") as (rec, done):
         if (rec.record.get("sequential") or {}).get("stopped_at"):  # it stopped at a look: its plan is the runs made
-            plan = [r for r in plan if r.run_id in {e.get("run_id") for e in rec.record.get("plan") or []}]
+            plan = [r for r in plan if r.run_id in {e["run_id"] for e in rec.record.plan}]
         activity = Activity.start()  # what else the machine did meanwhile: the report warns when it was busy
         try:
             _run_all(spec, rec, plan, done, progress, on_start, look)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..formatting import TIME_SCALE, table, time_unit
 from ..reporting.controls import MATERIAL, ControlReport, control_report, pair_reports
-from ..reporting.measurements import PR_ROWS, comparisons, label, noise_floors, row_unit
+from ..reporting.measurements import PR_ROWS, label, noise_floors, row_unit
 from ..results.suite import Suite
 from ..reporting.report_tables import BEYOND_ROWS, beyond_comparisons
 from ..reporting.sequential import design_alpha
@@ -160,11 +160,11 @@ def count_table(comps: list[Comparison], first: str = "baseline", second: str = 
     return [words_only(table(pd.DataFrame(rows)), ["measurement"])] if rows else []
 
 
-def pr_rows(frame, alpha: float = ALPHA) -> list[Any]:
-    """The PR's rows as tables: the times with both verdicts, then the counts, then the legend."""
-    comps = [c for c in comparisons(frame, alpha) if c.phase in PR_ROWS]
-    return [*time_tables(comps, floors=noise_floors(frame), pr_rule=True), *count_table(comps),
-            verdict_legend(alpha=alpha)]
+def pr_rows(comps: list[Comparison], floors: dict[str, Any], alpha: float = ALPHA) -> list[Any]:
+    """The PR's rows of ``comps`` (every phase compared at ``alpha``, with the A/A ``floors``) as tables: the times
+    with both verdicts, then the counts, then the legend."""
+    comps = [c for c in comps if c.phase in PR_ROWS]
+    return [*time_tables(comps, floors=floors, pr_rule=True), *count_table(comps), verdict_legend(alpha=alpha)]
 
 
 def pair_tables(frame, suite: Suite, first: str, second: str) -> list[Any]:

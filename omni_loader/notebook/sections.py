@@ -81,6 +81,13 @@ class SavedResults:
 
         return comparisons(self.checked.frame, self.alpha)
 
+    @cached_property
+    def floors(self) -> dict[str, Any]:
+        """Each phase's A/A noise floor (empty without an A/A benchmark)."""
+        from ..reporting.measurements import noise_floors
+
+        return noise_floors(self.checked.frame)
+
     def headline(self) -> list[Any]:
         """The answer, for a notebook's first screen: which run, the PR's rows, where the time goes."""
         from .ab_tables import pr_rows
@@ -90,7 +97,7 @@ class SavedResults:
         runs = f"{disc.baseline.n} + {disc.optimized.n} runs" if disc else "its runs"
         when = (record.get("started_at") or "")[:16].replace("T", " ")
         said = f"**The answer** (`{self.directory.name}`: {model_words(record)}, {runs}, {when} UTC):"
-        return [said, *pr_rows(self.checked.frame, self.alpha), *self.plots("where_time_goes")]
+        return [said, *pr_rows(self.comparisons, self.floors, self.alpha), *self.plots("where_time_goes")]
 
     def opening(self) -> str:
         """``report.md``'s opening, rendered afresh, and its spread warnings in one paragraph."""
@@ -109,13 +116,12 @@ class SavedResults:
 
     def tables(self) -> list[Any]:
         """The report's measurement section as tables: the PR's rows, every phase, the per-phase summary."""
-        from ..reporting.measurements import noise_floors
         from ..reporting.report_tables import styled_summary_table
         from .ab_tables import pr_rows
 
-        frame = self.checked.frame
-        return ["**The PR's rows**", *pr_rows(frame, self.alpha), "**Every phase**, with its spread, test and interval",
-                phase_table(self.comparisons, noise_floors(frame)), styled_summary_table(frame)]
+        return ["**The PR's rows**", *pr_rows(self.comparisons, self.floors, self.alpha),
+                "**Every phase**, with its spread, test and interval", phase_table(self.comparisons, self.floors),
+                styled_summary_table(self.checked.frame)]
 
     def controls(self) -> list[Any]:
         """The controls section as tables, for each A/B pair (:func:`~.ab_tables.control_tables`)."""
@@ -161,7 +167,7 @@ class SavedResults:
 
     def beyond_the_pr(self, first: str, second: str) -> list[Any]:
         """A benchmark of more than two variants, as tables, ``second`` against ``first`` among them."""
-        from ..reporting.measurements import PR_PAIR, planned_arms
+        from ..reporting.measurements import PR_PAIR, comparisons, noise_floors, planned_arms
         from ..reporting.stats import equivalence
         from ..token2wav.variants import variant_from
         from .ab_tables import pair_tables, pr_rows, verdict_legend
@@ -171,9 +177,10 @@ class SavedResults:
         spec = suite.spec
         arms = list(spec.get("variants") or PR_PAIR)
         custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
+        pair = frame[frame["variant"].isin(PR_PAIR)]
         shown: list[Any] = [f"Integrity: {checked.summary or 'the checks found nothing wrong'}",
                             "**The PR's rows** (`baseline` against `optimized`)",
-                            *pr_rows(frame[frame["variant"].isin(PR_PAIR)], self.alpha)]
+                            *pr_rows(comparisons(pair, self.alpha), noise_floors(pair), self.alpha)]
         for other in [v for v in arms[1:] if {arms[0], v} != set(PR_PAIR)]:
             variant = variant_from(custom.get(other, other))
             shown += [f"### `{other}` against `{arms[0]}`, the benchmark's first variant\n\n`{other}`: discovery "

@@ -108,12 +108,18 @@ class Starts:
     def __init__(self, out: str | os.PathLike[str]) -> None:
         self.out = Path(out)
 
+    @cached_property
+    def _frame(self):  # -> DataFrame
+        """The directory's trusted rows, read once (the timeline, the sentences and the startup row all read them)."""
+        from ..results.integrity import check_results
+
+        return check_results(self.out).frame
+
     def measured(self):  # -> DataFrame
         """Each measured start's time to ``/health`` (warm-ups and failed starts left out)."""
-        from ..results.integrity import check_results
         from ..startup.one_run import PHASE
 
-        frame = check_results(self.out).frame
+        frame = self._frame
         return frame[(frame["phase"] == PHASE) & ~frame["warmup"].astype(bool) & (frame["status"] == "ok")]
 
     @cached_property

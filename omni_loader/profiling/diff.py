@@ -76,7 +76,9 @@ class ProfileDiff:
 
     def measured(self) -> pd.DataFrame:
         """The runs that count: no warm-up, no failed load."""
-        return self.runs[~self.runs["warmup"] & (self.runs["status"] == "ok")]
+        from ..reporting.stats import measured
+
+        return measured(self.runs)
 
     def sampled_loads(self, variant: str) -> int:
         """How many of ``variant``'s measured loads py-spy sampled."""

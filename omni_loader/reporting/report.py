@@ -142,10 +142,10 @@ def _intro(check: Results) -> list[str]:
 
 def took(record: Record) -> str:
     """' The benchmark took 48 s.' from its record's start and finish stamps ('' while it has no finish)."""
-    if record.seconds is None:
+    if (seconds := record.seconds) is None:
         return ""
     gaps = " from start to finish, its interruptions included" if record.get("resumed_at") else ""
-    return f" The benchmark took {duration(record.seconds, 's', 0)}{gaps}."
+    return f" The benchmark took {duration(seconds, 's', 0)}{gaps}."
 
 
 def _machine_lines(record: Record) -> list[str]:

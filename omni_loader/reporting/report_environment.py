@@ -149,7 +149,8 @@ def layout_text(record: Record) -> str:
     """The module tree and the dtype of each half's parameters, which the layout and the stage dtype decide
     (:func:`~omni_loader.token2wav.options.half_dtypes`): the vllm-omni layout's BigVGAN is bfloat16 whatever
     ``--dtype`` says."""
-    layout, dtype = record.settings.get("layout", ""), record.settings.get("dtype", "")
+    settings = record.settings
+    layout, dtype = settings.get("layout", ""), settings.get("dtype", "")
     if not layout or not dtype:
         return f"{layout or '?'} / {dtype or 'not recorded'}"
     halves = ", ".join(f"{HALF_NAMES[name]} {d}" for name, d in half_dtypes(layout, dtype).items())

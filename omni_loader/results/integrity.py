@@ -265,7 +265,7 @@ def resume_benchmark(directory: str | os.PathLike[str], name: str) -> Resumption
     if record is None:
         raise ResultsError(f"--resume: {directory} holds no {name} benchmark to continue")
     moved = set_aside_rejected(check)
-    ids = {int(entry["run_id"]) for entry in record.get("plan") or []}
+    ids = {entry["run_id"] for entry in record.plan}
     done = frozenset(int(r) for r in check.frame["run_id"] if int(r) in ids) if len(check.frame) else frozenset()
     return Resumption(record.resumed(moved, check.rejected_because), done, check)
 

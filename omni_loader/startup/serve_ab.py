@@ -130,7 +130,7 @@ def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progr
             order=spec.order, model=model), lambda: _conflicts(spec, out),
             f"--resume: {out} holds a serve-ab benchmark made with another spec", _counts) as (rec, done), \
             ChildGuard(spec.grace_s) as guard:
-        plan, logs = spec.plan(min((int(e["run_id"]) for e in rec.record["plan"]), default=0)), out / "logs"
+        plan, logs = spec.plan(min((e["run_id"] for e in rec.record.plan), default=0)), out / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         report = _Reporter(progress, len(plan), len(done))
         report.line(f"{len(plan)} runs ({spec.warmup} warm-up of each, then {spec.runs} of each, {spec.order}); "
@@ -146,11 +146,12 @@ def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progr
         def save(run: PlannedRun, outcome: RunOutcome) -> None:
             key = "runs_ok" if outcome.status == "ok" else "runs_failed"
             rec.ran(outcome.rows(), **{key: rec.fields[key] + 1})
+            report.run(outcome)
 
         # beside a load benchmark (its run ids first) the suite is continued by reproduce
         command = ["omni-loader", "reproduce" if plan[0].run_id else "serve-ab", "--resume", "--out", str(out)]
         try:
-            drive(out, plan, arm, save, done=done, resume=command, after=lambda run, outcome: report.run(outcome))
+            drive(out, plan, arm, save, done=done, resume=command)
         finally:
             report.close()
     return out
@@ -306,5 +307,7 @@ def timeline_summary(out: str | os.PathLike[str], frame: Any) -> list[str]:
 
 def _measured(out: str | os.PathLike[str]) -> Any:
     """The trusted rows of ``out``'s measured, ok server runs."""
-    frame = check_results(out).frame
-    return frame[(frame["source"] == SOURCE) & ~frame["warmup"] & (frame["status"] == "ok")]
+    from ..reporting.stats import measured
+
+    frame = measured(check_results(out).frame)
+    return frame[frame["source"] == SOURCE]
