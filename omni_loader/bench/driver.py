@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import ResultsError
 from ..formatting import count
-from ..results.integrity import Resumption, resume_benchmark
+from ..results.integrity import Results, Resumption, check_results, resume_benchmark
 from ..results.lifecycle import Recording, recording
 from ..results.lock import writer_lock
 from ..results.planner import PlannedRun
@@ -76,17 +76,18 @@ def drive(out: str | os.PathLike[str], plan: Sequence[PlannedRun], arm: Callable
 
 @contextmanager
 def continuing(out: str | os.PathLike[str], member: str, resume: bool, new: Callable[[], Record],
-               conflicts: Callable[[], list[str]], refusal: str,
+               conflicts: Callable[[Results], list[str]], refusal: str,
                fields: Callable[[Resumption | None], dict[str, Any]] = lambda resumed: {},
                ) -> Iterator[tuple[Recording, frozenset[int]]]:
     """Under the writer lock, begin benchmark ``member`` of ``out`` (its record ``new()``) or, on ``resume``,
-    continue it: refused (``refusal``: the ``conflicts()``) when the saved spec differs, else its rejected rows set
-    aside so that their runs run again. Yields its recording (stored with ``fields(the resumption or None)``:
+    continue it: the directory is read and checked once, refused (``refusal``: the ``conflicts(saved)``) when the saved
+    spec differs, else its rejected rows set aside so that their runs run again. Yields its recording (stored with ``fields(the resumption or None)``:
     complete or interrupted however the block ends) and the run ids already saved."""
     with writer_lock(out):
-        found = conflicts() if resume else []
+        saved = check_results(out) if resume else None
+        found = conflicts(saved) if saved else []
         if found:
             raise ResultsError(f"{refusal}: {', '.join(found)}")
-        resumed = resume_benchmark(out, member) if resume else None
+        resumed = resume_benchmark(saved, member) if saved else None
         with recording(out, member, resumed.record if resumed else new(), **fields(resumed)) as rec:
             yield rec, resumed.done if resumed else frozenset()

@@ -37,7 +37,7 @@ from ..results.rows import failed_row, rows_for_run
 from .phase_watch import PhaseWatch
 from ..results.spec import BenchmarkSpec, spec_conflicts
 from ..host.checkpoint_cache import CACHE_KEY, recorded_run, storage_throughput
-from ..results.suite import METADATA_FILE, Record, read_metadata
+from ..results.suite import METADATA_FILE, Record
 
 if TYPE_CHECKING:
     from ..token2wav.checkpoint import Snapshot
@@ -73,7 +73,7 @@ def run_benchmark(
     """
     out, plan = Path(out), spec.plan()
     with continuing(out, MEMBER, resume, lambda: started_record(spec, out, plan, snapshot),
-                    lambda: spec_conflicts(BenchmarkSpec.from_metadata(read_metadata(out)), spec.flat()),
+                    lambda saved: spec_conflicts(BenchmarkSpec.from_metadata(saved.suite), spec.flat()),
                     f"--resume: {out / METADATA_FILE} was made with another spec") as (rec, done):
         if (rec.record.get("sequential") or {}).get("stopped_at"):  # it stopped at a look: its plan is the runs made
             plan = [r for r in plan if r.run_id in {e["run_id"] for e in rec.record.plan}]

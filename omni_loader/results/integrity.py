@@ -258,12 +258,13 @@ class Resumption:
     check: Results
 
 
-def resume_benchmark(directory: str | os.PathLike[str], name: str) -> Resumption:
-    """Set aside the rows the check rejects and continue benchmark ``name``. Writers only, under the lock."""
-    check = check_results(directory)
+def resume_benchmark(directory: str | os.PathLike[str] | Results, name: str) -> Resumption:
+    """Set aside the rows the check rejects and continue benchmark ``name`` (of a directory, or of its check when the
+    caller has it). Writers only, under the lock."""
+    check = Results.read(directory)
     record = check.benchmark(name)
     if record is None:
-        raise ResultsError(f"--resume: {directory} holds no {name} benchmark to continue")
+        raise ResultsError(f"--resume: {check.directory} holds no {name} benchmark to continue")
     moved = set_aside_rejected(check)
     ids = {entry["run_id"] for entry in record.plan}
     done = frozenset(int(r) for r in check.frame["run_id"] if int(r) in ids) if len(check.frame) else frozenset()

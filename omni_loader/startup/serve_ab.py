@@ -22,14 +22,14 @@ from typing import Any
 from ..errors import OmniLoaderError, ResultsError
 from ..formatting import duration, time_unit
 from ..bench.driver import continuing, drive
-from ..results.integrity import Resumption, check_results
+from ..results.integrity import Results, Resumption, check_results
 from ..host.procs import ChildGuard
 from .logfigures import DEFAULT_PATTERNS, compile_patterns
 from ..names import VARIANTS
 from ..results.planner import ORDERS, PlannedRun, plan_runs
 from ..results.rows import RUNS_FILE, read_runs
 from .one_run import PHASE, SOURCE, Command, RunOutcome, health_address, run_one, split_command
-from ..results.suite import METADATA_FILE, Record, benchmark, read_metadata
+from ..results.suite import METADATA_FILE, Record, Suite
 from ..token2wav.options import flag, option, option_conflicts, option_fields
 
 __all__ = ["StartupSpec", "resume_serve_ab", "run_serve_ab", "saved_serve_ab", "serve_ab", "serve_ab_conflicts",
@@ -96,11 +96,11 @@ def serve_ab_conflicts(saved: Mapping[str, Any], given: Mapping[str, Any]) -> li
     return option_conflicts(StartupSpec, saved, given)
 
 
-def saved_serve_ab(out: str | os.PathLike[str]) -> dict[str, Any]:
+def saved_serve_ab(out: str | os.PathLike[str] | Results) -> dict[str, Any]:
     """The startup benchmark's record of a results directory (its own, or beside a load benchmark)."""
-    record = benchmark(read_metadata(out), MEMBER)
+    record = (out.suite if isinstance(out, Results) else Suite.read(out)).benchmark(MEMBER)
     if not isinstance(record, dict) or not isinstance(record.get("spec"), dict):
-        raise ResultsError(f"--resume: {out} holds no serve-ab benchmark to continue")
+        raise ResultsError(f"--resume: {os.fspath(out)} holds no serve-ab benchmark to continue")
     return record
 
 
@@ -127,7 +127,7 @@ def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progr
     out = Path(out)
     with continuing(out, MEMBER, resume, lambda: Record.start(
             "serve-ab", spec.to_dict(), spec.plan(_first_free_id(out)), device, warmup=spec.warmup, repeats=spec.runs,
-            order=spec.order, model=model), lambda: _conflicts(spec, out),
+            order=spec.order, model=model), lambda saved: _conflicts(spec, saved),
             f"--resume: {out} holds a serve-ab benchmark made with another spec", _counts) as (rec, done), \
             ChildGuard(spec.grace_s) as guard:
         plan, logs = spec.plan(min((e["run_id"] for e in rec.record.plan), default=0)), out / "logs"
@@ -160,7 +160,7 @@ def run_serve_ab(spec: StartupSpec, out: str | os.PathLike[str], progress: Progr
 def _first_free_id(out: Path) -> int:
     """The first run id of a new startup benchmark in ``out``: after the runs of another benchmark there."""
     if (out / METADATA_FILE).is_file():
-        if benchmark(read_metadata(out), MEMBER) is not None:
+        if Suite.read(out).benchmark(MEMBER) is not None:
             raise ResultsError(f"{out} already holds a serve-ab result; choose a new --out")
         ids = read_runs(out)["run_id"].tolist()
         return max(int(i) for i in ids) + 1 if ids else 0
@@ -169,9 +169,9 @@ def _first_free_id(out: Path) -> int:
     return 0
 
 
-def _conflicts(spec: StartupSpec, out: Path) -> list[str]:
-    """What in ``spec`` differs from the serve-ab benchmark saved in ``out``: its options, else its run plan."""
-    saved = saved_serve_ab(out)
+def _conflicts(spec: StartupSpec, results: Results) -> list[str]:
+    """What in ``spec`` differs from the serve-ab benchmark saved in ``results``: its options, else its run plan."""
+    saved = saved_serve_ab(results)
     given = spec.to_dict()
     conflicts = serve_ab_conflicts(saved["spec"], {k: given[k] for k in option_fields(StartupSpec) if k in saved["spec"]})
     first_id = min((int(r["run_id"]) for r in saved.get("plan") or []), default=0)
