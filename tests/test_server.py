@@ -427,6 +427,39 @@ def test_serve_ab_times_out_kills_and_goes_on(tmp_path, python):
     assert benchmark(read_metadata(out), "startup")["runs_failed"] == 1
 
 
+def ignores_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has SIGTERM set to be ignored (bit 15 of ``SigIgn`` in ``/proc/PID/status``)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:"))
+    return bool(int(mask, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+@pytest.mark.subprocess
+def test_a_server_and_child_ignoring_sigterm_are_ended_by_the_groups_sigkill(tmp_path):
+    """The serve-ab tests above cannot see who ended NEVER_HEALTHY: after stop_group, serve-ab's subreaper kills
+    the server and its guard's watcher every process carrying its token, and they look only once serve_ab has
+    returned. Here the server is started as serve-ab starts it and stopped as it stops it, once both it and its
+    child ignore SIGTERM: the group's SIGKILL must end both and the server be reaped, with nothing else to help."""
+    from omni_loader.host.procs import group_members, stop_group
+    from omni_loader.startup.one_run import launch
+
+    marker = _marker()
+    proc = launch(shlex.split(_cmd(NEVER_HEALTHY, free_port(), marker)), tmp_path / "server.log", {})
+    try:
+        deadline = time.monotonic() + 60  # only catches a hang
+        while not (len(members := group_members(proc.pid)) == 2 and all(map(ignores_sigterm, members))):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+            time.sleep(0.02)
+        assert stop_group(proc.pid, grace=0.3, leader=proc) == []
+        assert proc.returncode == -signal.SIGKILL
+        assert group_members(proc.pid) == [] and marker_processes(marker) == []
+    finally:
+        _kill_group(proc)
+
+
 @pytest.mark.subprocess
 def test_serve_ab_early_exit_and_busy_port(tmp_path):
     marker, port = _marker(), free_port()
