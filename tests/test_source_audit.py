@@ -762,6 +762,19 @@ def test_quadratic_through_a_helper_and_not_for_another_tree(tmp_path: Path) -> 
     assert not g.quadratic and g.severity == "medium" and "[unpriced: B is the loop's length" in g.message()
 
 
+def test_no_quadratic_claim_for_an_argument_after_a_starred_one(tmp_path: Path) -> None:
+    """After ``*extra`` an argument lands on a parameter the code does not tell (``model`` is ``module`` only when
+    ``extra`` holds one item): the walk is found, through ``extra``, but not said to walk the loop's tree."""
+    [f] = found(tmp_path, """
+    def is_persistent(prefix, module, name):
+        return name in module.state_dict()
+
+    def discover(model, extra):
+        return [n for n, _ in model.named_buffers() if is_persistent(*extra, model, n)]
+    """)
+    assert f.chain and not f.quadratic and f.severity == "medium" and "[unpriced: B is the loop's length" in f.message()
+
+
 def test_findings_are_ordered_by_severity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path, {"a.py": WALKING, "b.py": PATH_WALK, "c.py": textwrap.dedent(QUADRATIC)})
     findings = json.loads(cli(capsys, "--source", str(tmp_path), "--select", "ALL", "--json")[1])

@@ -802,6 +802,17 @@ def test_06s_stage_table_shows_log_milliseconds_whole_aligns_the_share_and_leave
         assert cell_align(styler, column) == {"right"}, column
 
 
+def test_06s_stage_table_says_a_repeated_inferred_phase_of_no_length_is_inferred(tmp_path: Path, monkeypatch) -> None:
+    """A phase's second run in a start (``model_loaded#2``) is inferred as its first is: left out for medians of 0 ms,
+    the caption gives the same reason."""
+    import omni_loader.notebook.stages as stages
+
+    comps = [(lane, f"{phase}#2" if phase == "model_loaded" else phase, c) for lane, phase, c in lab_comparisons()]
+    stub_ab(monkeypatch, tmp_path, comps)
+    assert ("stage-2 up to [Model Loaded] (2) has no row: a median of 0 ms in both variants (inferred from timestamps "
+            "to the second)") in stages.Starts(tmp_path).comparison_table().caption
+
+
 def test_06s_timeline_table_leaves_out_an_inferred_phase_of_no_length_and_shows_log_milliseconds_whole() -> None:
     from omni_loader.notebook.stages import timeline
 

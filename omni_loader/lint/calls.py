@@ -46,6 +46,54 @@ class Unresolved:
     candidates: tuple[str, ...]
 
 
+class Arguments:
+    """What one call gives each parameter of its callee: the argument's roots and its dotted name ('' when it is
+    none). Where a ``*args`` stands, the arguments after it are not known to land where they are written: they
+    bind nothing, and a parameter no argument names is passed through ``*args``/``**kwargs`` or left at its
+    default."""
+
+    def __init__(self, callee: Scope, site: Site, first: tuple[frozenset[str], str] | None) -> None:
+        """``first``: what the call binds to the callee's first parameter (a method's receiver), or None."""
+        self.callee, self.site = callee, site
+        self.given: dict[str, tuple[frozenset[str], str]] = {}
+        offset = 0
+        if first is not None and callee.params:
+            self.given[callee.params[0]], offset = first, 1
+        for i, (roots, tree) in enumerate(zip(site.args, site.arg_trees)):
+            if roots is None:
+                break
+            if offset + i < callee.npos:
+                self.given[callee.params[offset + i]] = roots, tree
+        self.given.update((name, (roots, tree)) for (name, roots), (_, tree) in zip(site.kwargs, site.kwarg_trees))
+
+    def roots_of(self, roots: frozenset[str]) -> frozenset[str]:
+        """The callee-side roots of a walk's receiver, said in the caller's names. Empty when the receiver is a
+        parameter left at its default or given a literal (``None``): no tree."""
+        out: set[str] = set()
+        for r in roots:
+            if r in self.given:
+                out |= self.given[r][0]  # a literal argument adds nothing
+            elif r in self.callee.params:
+                out |= self.site.spread  # passed through *args/**kwargs, or left at its default (None, mostly)
+            else:
+                out.add(r)  # GLOBAL, or a name a nested function reads from the caller's own scope
+        return frozenset(out)
+
+    def tree_of(self, tree: str) -> str:
+        """A walk's receiver (a dotted name in the callee's terms) said in the caller's; '' when its argument is no
+        dotted name, or the parameter is given none."""
+        head, dot, rest = tree.partition(".")
+        if not tree or head not in self.callee.params:
+            return tree  # a module-level name (or ''): the same in the caller
+        base = self.given[head][1] if head in self.given else ""
+        return f"{base}{dot}{rest}" if base else ""
+
+    def supplied(self, param: str) -> bool:
+        """Does the call give ``param`` a value (a name or an expression: a literal such as None is not taken
+        for one)?"""
+        return param in self.given and bool(self.given[param][0])
+
+
 class Index:
     """Every scanned file of an audit, the summaries of its functions and the findings they yield."""
 
@@ -157,47 +205,6 @@ class Index:
     # ----------------------------------------------------------------- roots and decisions
 
     @staticmethod
-    def bind(roots: frozenset[str], callee: Scope, first: frozenset[str] | None, site: Site) -> frozenset[str]:
-        """The callee-side roots of a walk's receiver, said in the caller's names through the call's arguments.
-        Empty when the receiver is a parameter left at its default or given a literal (``None``): no tree."""
-        bound: dict[str, frozenset[str]] = {}
-        offset = 0
-        if first is not None and callee.params:
-            bound[callee.params[0]], offset = first, 1
-        for i, arg in enumerate(site.args):
-            if arg is None:
-                break
-            if offset + i < callee.npos:
-                bound[callee.params[offset + i]] = arg
-        bound.update(site.kwargs)
-        out: set[str] = set()
-        for r in roots:
-            if r in bound:
-                out |= bound[r]  # a literal argument adds nothing
-            elif r in callee.params:
-                out |= site.spread  # passed through *args/**kwargs, or left at its default (None, mostly)
-            else:
-                out.add(r)  # GLOBAL, or a name a nested function reads from the caller's own scope
-        return frozenset(out)
-
-    @staticmethod
-    def bind_tree(tree: str, callee: Scope, first: str | None, site: Site) -> str:
-        """A walk's receiver (a dotted name in the callee's terms) said in the caller's, through the arguments;
-        '' when an argument is no dotted name, or the parameter is left at its default."""
-        head, dot, rest = tree.partition(".")
-        if not tree or head not in callee.params:
-            return tree  # a module-level name (or ''): the same in the caller
-        bound = dict(site.kwarg_trees)
-        offset = 0
-        if first is not None and callee.params:
-            bound[callee.params[0]], offset = first, 1
-        for i, arg in enumerate(site.arg_trees):
-            if offset + i < callee.npos:
-                bound.setdefault(callee.params[offset + i], arg)
-        base = bound.get(head, "")
-        return f"{base}{dot}{rest}" if base else ""
-
-    @staticmethod
     def expand(scope: Scope, names: frozenset[str]) -> tuple[set[str], set[str]]:
         """(the parameters, GLOBAL and FRESH that ``names`` come from; every name met on the way)."""
         out: set[str] = set()
@@ -252,20 +259,6 @@ class Index:
             return None  # a tree built inside the function: a new one on every call
         return frozenset(named)
 
-    @staticmethod
-    def supplied(param: str, callee: Scope, first: frozenset[str] | None, site: Site) -> bool:
-        """Does the call give ``param`` a value (a name or an expression: a literal such as None is not taken
-        for one)? Arguments after a ``*args`` are not known to land where they are written."""
-        if not param:
-            return False
-        given = dict(site.kwargs)
-        if param in given:
-            return bool(given[param])
-        index = callee.params.index(param) - (1 if first is not None else 0)
-        if not 0 <= index < len(site.args) or callee.params.index(param) >= callee.npos:
-            return False
-        return all(a is not None for a in site.args[:index + 1]) and bool(site.args[index])
-
     # ----------------------------------------------------------------- summaries and findings
 
     def summary(self, scope: Scope, file: SourceFile, depth: int = 0) -> list[Entry]:
@@ -288,13 +281,11 @@ class Index:
                         self.loose.append((file, scope, site))
                     continue
                 callee, cfile, first = target
-                first_tree = None if first is None else (
-                    scope.self_name or "" if site.callee[1] in ("super()", "cls") else site.callee[1])
-                candidates = [Entry(e.origin, (callee.qualname, *e.chain), roots,
-                                    self.bind_tree(e.tree, callee, first_tree, site), site.default_of)
+                given = Arguments(callee, site, None if first is None else (
+                    first, scope.self_name or "" if site.callee[1] in ("super()", "cls") else site.callee[1]))
+                candidates = [Entry(e.origin, (callee.qualname, *e.chain), roots, given.tree_of(e.tree), site.default_of)
                               for e in self.summary(callee, cfile, depth + 1)
-                              if not self.supplied(e.unless, callee, first, site)
-                              and (roots := self.bind(e.roots, callee, first, site))]
+                              if not given.supplied(e.unless) and (roots := given.roots_of(e.roots))]
             for entry in candidates:
                 decision, left = self.decide(scope, site, entry.roots)
                 if decision == EXEMPT:

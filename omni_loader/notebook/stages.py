@@ -54,6 +54,11 @@ class StartTimeline(Timeline):
         lanes = self.token2wav_lanes()
         return f", {_listed(lanes) if lanes else 'its Token2Wav stage'} loading the {self.model}" if self.model else ""
 
+    def inferred(self, lane: str, phase: str) -> bool:
+        """Whether ``lane``'s ``phase`` (a repeat's ``phase#2`` too) is inferred from timestamps to the second, where
+        0 s is two lines in the same second, no length."""
+        return any(r.source == "inferred" for r in self.find(phase.partition("#")[0], lane))
+
     def sentence(self) -> str:
         """One sentence on the start: its log's lines, its lanes and which stage gated readiness."""
         from ..startup.timeline_plot import path_words
@@ -73,7 +78,7 @@ class StartTimeline(Timeline):
 
         lanes = {name: i for i, name in enumerate(self.lane_names())}
         phases = sorted(self.phases(), key=lambda r: (lanes.get(r.lane, len(lanes)), r.start, -r.end, r.line))
-        empty = [r for r in phases if r.source == "inferred" and r.seconds == 0]
+        empty = [r for r in phases if r.seconds == 0 and self.inferred(r.lane, r.phase)]
         phases = [r for r in phases if r not in empty]
         clamped = [r for r in phases if -RESOLUTION <= r.start < -0.05]  # what prints as 0.0 is no clamp to mention
         rows = pd.DataFrame([{
@@ -160,11 +165,10 @@ class Starts:
         order: dict[tuple[str, str], tuple[float, float]] = {}
         for r in first.phases() if first is not None else ():
             order.setdefault((r.lane, r.phase), (r.start, -r.end))
-        inferred = {(r.lane, r.phase) for r in first.phases() if r.source == "inferred"} if first else set()
         comps = sorted(stage_phase_comparisons(self.out),
                        key=lambda t: (_lane_rank(t[0]), order.get((t[0], t[1].partition("#")[0]), (math.inf, 0.0))))
         empty = [(lane, phase, c) for lane, phase, c in comps if not any((*c.baseline.samples, *c.optimized.samples))
-                 or ((lane, phase.partition("#")[0]) in inferred and c.baseline.median == 0 == c.optimized.median)]
+                 or (first is not None and first.inferred(lane, phase) and c.baseline.median == 0 == c.optimized.median)]
         return [t for t in comps if t not in empty], empty, first
 
     def comparison_table(self):  # -> Styler
@@ -197,14 +201,14 @@ class Starts:
             notes.append(f"The column saving (%) shows — where the baseline median is under {SHARE_FLOOR_S * 1e3:g} ms: "
                          "a share of so little time is the timer's and the scheduler's noise.")
         if empty:
-            inferred = {(r.lane, r.phase) for r in first.phases() if r.source == "inferred"} if first else set()
             names = [f"{lane} {phase_words(phase)}" for lane, phase, _ in empty]
             notes.append(f"{_listed(names)} {'has' if len(names) == 1 else 'have'} no row: a median of 0 ms in both "
                          "variants"
                          + (" (inferred from timestamps to the second): one start whose two lines straddled a second's "
                             "turn gives it a whole second, as the timeline table above may show, while the median of "
                             "the starts is 0 ms."
-                            if all((lane, phase) in inferred for lane, phase, _ in empty) else "."))
+                            if first is not None and all(first.inferred(lane, phase) for lane, phase, _ in empty)
+                            else "."))
         caption = captioned(f"Medians per stage and phase{first.loads() if first else ''}, and the kit's verdict", notes)
         if frame.empty:
             return table(frame, caption=caption)
