@@ -21,7 +21,7 @@ from .lock import describe_holder, lock_holder
 from .rows import REJECTED_FILE, RESIDENCY_COLUMN, RUNS_FILE
 from .row_checks import Finding, check_rows, csv_records, rows_frame, run_ids_text, read_lines
 from ..safe_files import open_file, refuse_link
-from .suite import DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, REPORT_KEY, Record, Suite
+from .suite import DEFAULT_SOURCES, METADATA_FILE, REPORT_FILE, Record, Suite
 
 
 @dataclass(frozen=True)
@@ -224,8 +224,8 @@ REPORT_NOT_DRAWN = "report not drawn"  # the finding's few words (drawing the re
 
 def _report_findings(directory: Path, suite: Suite) -> list[Finding]:
     """A complete suite whose report.md was not drawn from its runs (where metadata.json records drawing)."""
-    report = suite.raw.get(REPORT_KEY)
-    if not isinstance(report, dict) or suite.status != "complete":
+    report = suite.report
+    if report is None or suite.status != "complete":
         return []
     if report.get("status") == "drawn" and (directory / REPORT_FILE).is_file():
         return []

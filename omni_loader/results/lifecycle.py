@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .rows import RunRow, append_rows, runs_file
-from .suite import REPORT_FILE, REPORT_KEY, Record, Suite, store_benchmark, store_report
+from .suite import REPORT_FILE, Record, Suite, store_benchmark, store_report
 
 if TYPE_CHECKING:
     from .integrity import Results
@@ -99,8 +99,8 @@ def report_drawn(out: str | os.PathLike[str]) -> bool:
     """Record report.md drawn after ``omni-loader report`` (unless a live writer will); whether it did."""
     from .lock import lock_holder, writer_lock
 
-    report = Suite.read(out).raw.get(REPORT_KEY)
-    if not isinstance(report, dict) or report.get("status") == "drawn":
+    report = Suite.read(out).report
+    if report is None or report.get("status") == "drawn":
         return False
     holder = lock_holder(out)
     if holder and holder.get("alive"):

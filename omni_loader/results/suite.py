@@ -281,9 +281,11 @@ class Suite:
                 for name, record in self.members.items() for entry in record.plan}
 
     @property
-    def report(self) -> dict[str, Any]:
-        """``{"report": ...}`` when it records whether report.md was drawn, else ``{}`` (kept when a member is stored)."""
-        return {REPORT_KEY: dict(self.raw[REPORT_KEY])} if isinstance(self.raw.get(REPORT_KEY), dict) else {}
+    def report(self) -> dict[str, Any] | None:
+        """Whether report.md was drawn (its ``status``, ``started_at``, ``drawn_at``), or None where the suite does not
+        record it (written before drawing was recorded)."""
+        report = self.raw.get(REPORT_KEY)
+        return dict(report) if isinstance(report, dict) else None
 
 
 def _plain(value: Any) -> Any:
@@ -295,7 +297,8 @@ def store_benchmark(directory: str | os.PathLike[str], name: str, record: Mappin
     if name not in MEMBERS:
         raise ValueError(f"a results directory's benchmarks are {', '.join(MEMBERS)}, not {name!r}")
     suite = Suite.read(directory) if (Path(directory) / METADATA_FILE).is_file() else Suite({})
-    return write_metadata(directory, {"benchmarks": {**suite.members, name: Record(record)}, **suite.report})
+    kept = {} if suite.report is None else {REPORT_KEY: suite.report}
+    return write_metadata(directory, {"benchmarks": {**suite.members, name: Record(record)}, **kept})
 
 
 def store_report(directory: str | os.PathLike[str], status: str, suite: Suite | None = None) -> Suite:
@@ -305,7 +308,7 @@ def store_report(directory: str | os.PathLike[str], status: str, suite: Suite | 
     if status not in REPORT_STATUSES:
         raise ValueError(f"a report is {' or '.join(REPORT_STATUSES)}, not {status!r}")
     suite = Suite.read(directory) if suite is None else suite
-    report = {**suite.report.get(REPORT_KEY, {}), "status": status}
+    report = {**(suite.report or {}), "status": status}
     report.update({"started_at": now_iso()} if status == "not drawn" else {"drawn_at": now_iso()})
     written = Suite({"benchmarks": suite.members, REPORT_KEY: report})
     write_metadata(directory, written.raw)
