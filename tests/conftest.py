@@ -250,6 +250,9 @@ class NotebookRun(NamedTuple):
     seconds: float
 
 
+NOTEBOOK_SESSION = "session"  # results/test-notebooks/session<PID>-...: a pytest session's executed notebooks
+
+
 @pytest.fixture(scope="session")
 def executed_notebook(tmp_path_factory: pytest.TempPathFactory):
     """``run(path) -> NotebookRun``: each notebook executed once per suite run, as the kit executes notebooks
@@ -257,7 +260,10 @@ def executed_notebook(tmp_path_factory: pytest.TempPathFactory):
     directory ``notebooks/`` as in JupyterLab, the copy signed), with ``test_notebooks.notebook_parameters``
     injected (the small settings where its parameters cell declares the name, and its own). ``test_notebooks`` checks what the copies hold;
     ``test_browser`` opens the same copies in JupyterLab, which is why they are written under the results
-    root (the Lab server's root is the repository): ``results/test-notebooks/<stem>/``.
+    root (the Lab server's root is the repository): ``results/test-notebooks/session<PID>-<basetemp>/<stem>/``.
+    A folder per pytest session (PID its pytest's): two sessions at once (a ``make test-fast`` beside a ``make
+    test``) would otherwise execute into, and clear, the same folder. A later session removes the folders of
+    sessions whose pytest has ended, so the last copies stay to be opened until then.
 
     Once per suite run, not per worker: under pytest-xdist the two test files may run in two workers, so
     the first to ask for a notebook executes it under a file lock in the directory the workers share (the
@@ -268,17 +274,22 @@ def executed_notebook(tmp_path_factory: pytest.TempPathFactory):
     from filelock import FileLock
     from test_notebooks import CELL_TIMEOUT_S, NOTEBOOK_DIR, notebook_parameters
 
+    from omni_loader.host.procs import remove_dead_owners_dirs
     from omni_loader.notebook import files as notebooks
 
     base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    shared = base.parent if worker else base
+    root = notebooks.results_root() / "test-notebooks"
+    session = root / f"{NOTEBOOK_SESSION}{os.getppid() if worker else os.getpid()}-{shared.name}"
 
     def run(path: Path) -> NotebookRun:
         record = shared / f"executed-{path.stem}.json"
         with FileLock(str(record) + ".lock"):
             if not record.is_file():
-                out = notebooks.results_root() / "test-notebooks" / path.stem
-                shutil.rmtree(out, ignore_errors=True)  # a figure left by an earlier run must not count
+                remove_dead_owners_dirs(NOTEBOOK_SESSION, str(root))
+                out = session / path.stem
+                shutil.rmtree(out, ignore_errors=True)  # a figure left by an attempt that did not finish must not count
                 declared = pm.inspect_notebook(str(path))
                 assert declared, f"{path.name}: papermill finds no parameters (tag the parameters cell)"
                 parameters = notebook_parameters(path, out / "results", declared)
