@@ -28,3 +28,43 @@ def test_a_notebook_written_with_the_face_alone_runs_a_tiny_ab_and_shows_its_tab
     assert any("image/png" in d for d in shown), "no plot"
     made = list((tmp_path / "results").glob("my-first-ab-*/plots/where_time_goes.png"))
     assert len(made) == 1, "the A/B's results did not go where results_dir said"
+
+
+@pytest.mark.slow
+def test_a_notebook_checks_its_directory_once_whatever_sections_it_shows(tmp_path, monkeypatch):
+    """``r = kit.results(out)`` reads and checks ``out`` once; every section of ``r`` (each property, each method,
+    found on the class, not listed here) is drawn from that check, so a notebook of many sections checks once."""
+    import functools
+    import inspect
+    import sys
+
+    import omni_loader.notebook as kit
+    from omni_loader.notebook.sections import SavedResults
+    from omni_loader.results import integrity
+    from test_report import ARMS, _arms_results
+
+    out = _arms_results(tmp_path / "res")
+    calls = []
+
+    def counted(directory):
+        calls.append(directory)
+        return original(directory)
+
+    original = integrity.check_results
+    for module in list(sys.modules.values()):  # every module that holds the name, as imported
+        if getattr(module, "check_results", None) is original:
+            monkeypatch.setattr(module, "check_results", counted)
+    r = kit.results(out)
+    shown = []
+    for name, member in inspect.getmembers(SavedResults):
+        if name.startswith("_"):
+            continue
+        if isinstance(member, (property, functools.cached_property)):
+            shown.append(getattr(r, name))
+            continue
+        needed = [p.name for p in list(inspect.signature(member).parameters.values())[1:]
+                  if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        shown.append({(): lambda: member(r), ("first", "second"): lambda: member(r, ARMS[0], ARMS[-1]),
+                      ("cold",): lambda: member(r, r)}[tuple(needed)]())
+    assert len(shown) >= 15 and any(shown)
+    assert calls == [out], f"checked {len(calls)} times"

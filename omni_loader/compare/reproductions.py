@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import ResultsError
 from ..reporting.measurements import load_reference
+from ..results.integrity import Results
 from .side_by_side import (SideBySide, against_rows, consistency_checks,
                            default_label, read_entry)
 
@@ -24,12 +25,15 @@ __all__ = ["compare_results", "unique_labels"]
 def compare_results(paths: Sequence[str | os.PathLike[str]],
                     against: str | os.PathLike[str] | None = None) -> SideBySide:
     """Read every results directory or archive in ``paths`` (and ``against``), check them against
-    each other, and compare each with ``against`` when given. The library entry of ``omni-loader compare``."""
-    ordered = [Path(p) for p in ([] if against is None else [against]) + list(paths)]  # against first: the anchor
+    each other, and compare each with ``against`` when given. The library entry of ``omni-loader compare``. A
+    directory already read and checked (a :class:`~omni_loader.results.integrity.Results`) is not read again."""
+    given = ([] if against is None else [against]) + list(paths)  # against first: the anchor
+    checked = {Path(p): p for p in given if isinstance(p, Results)}
+    ordered = [Path(p) for p in given]
     ordered = [p for i, p in enumerate(ordered) if not any(_same(p, q) for q in ordered[:i])]
     if not ordered:
         raise ResultsError("compare needs at least one results directory or archive")
-    entries = tuple(read_entry(p, lab) for p, lab in zip(ordered, unique_labels(ordered)))
+    entries = tuple(read_entry(checked.get(p, p), lab) for p, lab in zip(ordered, unique_labels(ordered)))
     anchor = entries[0]
     checks = tuple(consistency_checks(entries, anchor))
     rows = () if against is None else tuple(

@@ -23,7 +23,7 @@ from ..results.suite import Record, Suite
 from ..results.spec import BenchmarkSpec
 from ..token2wav.options import flag, option_fields, same_setting, spelled
 from ..names import VARIANTS, digest_algorithm, short_digest
-from ..results.integrity import check_results
+from ..results.integrity import Results, check_results
 from ..reporting.stats import Comparison, Summary, compare, equivalence, measured, ratio_interval, run_summary
 
 NOT_RECORDED = "not recorded"
@@ -178,8 +178,11 @@ class SideBySide:
         return next((r for r in self.reference["measurements"] if r["measurement"] == phase), None)
 
 
-def read_results(path: str | os.PathLike[str]):  # -> results.ResultsCheck
-    """A results directory or archive, read and checked (unknown schemas refused in one line)."""
+def read_results(path: str | os.PathLike[str] | Results) -> Results:
+    """A results directory or archive, read and checked (unknown schemas refused in one line); one already
+    checked as it is."""
+    if isinstance(path, Results):
+        return path
     with opened(path) as directory:
         try:
             return check_results(directory)
@@ -189,10 +192,9 @@ def read_results(path: str | os.PathLike[str]):  # -> results.ResultsCheck
             raise ResultsError(str(exc).replace(f"{directory.parent}/", f"{path}:")) from None
 
 
-def read_entry(path: str | os.PathLike[str], label: str | None = None) -> Entry:
-    """One results directory or archive as an :class:`Entry` of the table."""
-    path = Path(path)
-    checked = read_results(path)
+def read_entry(path: str | os.PathLike[str] | Results, label: str | None = None) -> Entry:
+    """One results directory or archive (or its check) as an :class:`Entry` of the table."""
+    checked, path = read_results(path), Path(path)
     frame = checked.frame
     problems = list(checked.problems)
     ok = measured(frame)

@@ -209,7 +209,7 @@ class SavedResults:
         from .files import results_root
 
         given = [Path(p).expanduser() for p in others]  # as given when absolute or there, else under the results root
-        side = compare_results([self.directory, *(p if p.is_absolute() or p.exists() else results_root() / p
+        side = compare_results([self.checked, *(p if p.is_absolute() or p.exists() else results_root() / p
                                                   for p in given)])
         write_compare(side, self / "compare")
         header, rows = table_rows(side)
