@@ -13,6 +13,7 @@ import ast
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import platform
 import shutil
@@ -61,13 +62,6 @@ def torch_build() -> dict[str, str | None]:
             "hip": values.get("hip")}
 
 
-def _text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
 def _gib(n: float | None) -> str:
     return f"{n / 2**30:,.1f} GiB" if n else "memory not shown"
 
@@ -80,24 +74,18 @@ def _torch_checks() -> list[Check]:
     checks = [Check("torch", f"{build['version']}, {kind} build", fix=_range_fix("torch"))]
     vendors = {c["vendor"] for c in cards}
     listed = "; ".join(f"{c['vendor']} {c['name']} ({_gib(c['memory_bytes'])})" for c in cards) or "none"
-    fix = ""
-    if "AMD" in vendors and not build["hip"]:
-        fix = (f"torch {build['version']} is a {kind} build: it cannot use this machine's AMD GPU; install a ROCm "
-               "build of torch, then set up with `make reproduce PYTHON=/path/to/that/python` (docs/gpu.md)")
-    elif "NVIDIA" in vendors and not build["cuda"]:
-        fix = (f"torch {build['version']} is a {kind} build: it cannot use this machine's NVIDIA GPU; install a CUDA "
-               "build of torch, then set up with `make reproduce PYTHON=/path/to/that/python` (docs/gpu.md)")
+    # the first vendor whose GPU this torch cannot use, and the build that can
+    unusable = next(((v, b) for v, key, b in (("AMD", "hip", "ROCm"), ("NVIDIA", "cuda", "CUDA"))
+                     if v in vendors and not build[key]), None)
+    fix = (f"torch {build['version']} is a {kind} build: it cannot use this machine's {unusable[0]} GPU; install a "
+           f"{unusable[1]} build of torch, then set up with `make reproduce PYTHON=/path/to/that/python` (docs/gpu.md)"
+           if unusable else "")
     hidden = {k: os.environ[k] for k in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
               if k in os.environ}
     warn = f"set: {', '.join(f'{k}={v}' for k, v in hidden.items())}" if hidden else ""
     where = "device='auto' will use the GPU" if cards and not fix else "runs use the CPU"
     checks.append(Check("GPUs", f"{listed}; {where}", fix=fix, warn=warn))
     return checks
-
-
-def _spec(name: str) -> str:
-    return next((requirements.spec_text(r.specifier) for r in requirements.kit_requirements()
-                 if requirements.canonical(r.name) == name), "")
 
 
 def _range_fix(name: str) -> str:
@@ -113,8 +101,9 @@ def _transformers_check() -> Check:
         if _version("vllm-omni") else []
     if omni and (theirs := requirements.outside_range(omni[0], have)):
         warn = f"outside the installed vLLM-Omni's own range {theirs}"
-    return Check("transformers", f"{have}; omni-loader's range, vLLM-Omni's own: {_spec('transformers')}", fix=fix,
-                 warn=warn)
+    ours = next((requirements.spec_text(r.specifier) for r in requirements.kit_requirements()
+                 if requirements.canonical(r.name) == "transformers"), "")
+    return Check("transformers", f"{have}; omni-loader's range, vLLM-Omni's own: {ours}", fix=fix, warn=warn)
 
 
 def _vllm_omni_check() -> Check:
@@ -140,11 +129,13 @@ def _pyspy_check() -> Check:
     binary = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
     if binary is None:
         return Check("py-spy", "not installed", warn="`omni-loader profile` runs without its sampled flamegraph")
-    scope = _text(Path("/proc/sys/kernel/yama/ptrace_scope")).strip()
-    if os.geteuid() == 0:
-        return Check("py-spy", f"{binary}; root: may sample the kit's workers")
-    if scope in ("", "0"):
-        return Check("py-spy", f"{binary}; ptrace_scope {scope or 'absent'}: may sample the kit's workers")
+    try:
+        scope = Path("/proc/sys/kernel/yama/ptrace_scope").read_text().strip()
+    except OSError:
+        scope = ""
+    if os.geteuid() == 0 or scope in ("", "0"):
+        who = "root" if os.geteuid() == 0 else f"ptrace_scope {scope or 'absent'}"
+        return Check("py-spy", f"{binary}; {who}: may sample the kit's workers")
     return Check("py-spy", f"{binary}; ptrace_scope {scope}", warn="py-spy may not attach to the kit's workers: run "
                  "as root, or `sudo sysctl kernel.yama.ptrace_scope=0`")
 
@@ -161,13 +152,7 @@ def _threads_check() -> Check:
 def snapshot_bytes() -> int:
     """What the embedded full-size snapshot's tensors take on disk, from the kit's own tensor list."""
     tensors = json.loads((DATA_DIR / "token2wav-full-tensors.json").read_text())["tensors"]
-    total = 0
-    for _, shape, dtype in tensors:
-        n = DTYPE_BYTES[dtype]
-        for d in shape:
-            n *= d
-        total += n
-    return total
+    return sum(DTYPE_BYTES[dtype] * math.prod(shape) for _, shape, dtype in tensors)
 
 
 def _disk_check() -> Check:

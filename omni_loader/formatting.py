@@ -22,8 +22,9 @@ tables have one writer (:func:`markdown_table`). This module imports nothing fro
 from __future__ import annotations
 
 import math
+import numbers
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 SLOW_SECONDS = 10.0  # from here on a time reads better in seconds than in milliseconds
@@ -56,10 +57,7 @@ def time_unit(seconds: float | Iterable[float]) -> str:
 def format_seconds(seconds: float | None, unit: str | None = None) -> str:
     """``'1099.526 ms'``, ``'105.738 s'``: three decimals in ``unit`` (default by :func:`time_unit`),
     no thousands separators: the compact form of a time inside a longer cell or sentence."""
-    if not _finite(seconds):
-        return "n/a"
-    unit = unit or time_unit(float(seconds))
-    return f"{float(seconds) * TIME_SCALE[unit]:.3f} {unit}"
+    return duration(seconds, unit).replace(",", "")
 
 
 def duration(seconds: float | None, unit: str | None = None, digits: int = 3) -> str:
@@ -167,30 +165,15 @@ def markdown_table(rows: Sequence[Sequence[Any]], header: Sequence[str], right: 
 # --------------------------------------------------------------------------- tables (pandas Styler)
 
 
-def seconds_column(name: str, unit: str) -> str:
-    """``'median'`` -> ``'median (ms)'``; ``'median_seconds'`` -> ``'median (ms)'``."""
-    base = _SECONDS_SUFFIX.sub("", str(name)) if str(name) not in ("s", "seconds") else "time"
-    return f"{base or 'time'} ({unit})"
-
-
 def _general(x: Any) -> str:
-    if isinstance(x, bool) or x is None:
-        return "" if x is None else str(x)
-    if isinstance(x, (int, float)) and not isinstance(x, bool):
-        if isinstance(x, float) and math.isnan(x):
-            return ""
-        return number(x, 4) if isinstance(x, float) and not float(x).is_integer() else count(x)
-    try:  # numpy scalars
-        import numpy as np
-
-        if isinstance(x, np.bool_):
-            return str(bool(x))
-        if isinstance(x, np.integer):
-            return count(int(x))
-        if isinstance(x, np.floating):
-            return _general(float(x))
-    except ImportError:  # pragma: no cover - numpy comes with pandas
-        pass
+    """A cell's number: integers whole, other numbers to four digits (numpy's scalars alike, without importing it)."""
+    if x is None or isinstance(x, bool) or type(x).__name__ == "bool_":
+        return "" if x is None else str(bool(x))
+    if isinstance(x, numbers.Integral):
+        return count(int(x))
+    if isinstance(x, numbers.Real):
+        x = float(x)
+        return "" if math.isnan(x) else count(x) if x.is_integer() else number(x, 4)
     return str(x)
 
 
@@ -208,8 +191,7 @@ def wrap_text(value: Any) -> str:
     no invisible characters."""
     from html import escape
 
-    text = plain_value(value) if not isinstance(value, (int, float)) or isinstance(value, bool) else _general(value)
-    return _BREAK_AFTER.sub(r"\1<wbr>", escape(text, quote=False))
+    return _BREAK_AFTER.sub(r"\1<wbr>", escape(plain_value(value), quote=False))
 
 
 # in a function's name or file: after a dot or a slash only, so an identifier (qwen2_5_omni, __init__) stays whole
@@ -313,26 +295,21 @@ def table(df: Any, *, seconds: Iterable[str] = (), percent: Iterable[str] = (), 
     missing = [c for c in (*seconds, *percent, *mib, *(decimals or {}), *names, *code) if c not in frame.columns]
     if missing:
         raise KeyError(f"no column {missing[0]!r} in the table (has {', '.join(frame.columns)})")
-    formats: dict[str, Any] = {}
-    if seconds:
-        u = unit or time_unit(frame[seconds].to_numpy(dtype=float).ravel())
-        renamed = {c: seconds_column(c, u) for c in seconds}
-        for c in seconds:
-            frame[c] = frame[c].astype(float) * TIME_SCALE[u]
-        frame = frame.rename(columns=renamed)
-        formats.update({renamed[c]: (lambda v: "" if not _finite(v) else f"{v:,.3f}") for c in seconds})
-    for c in percent:
-        formats[c] = lambda v: "" if not _finite(v) else _percent_text(v)
-    for c in mib:
-        name = c if "mib" in c.lower() else f"{c} (MiB)"
-        frame = frame.rename(columns={c: name})
-        formats[name] = lambda v: "" if not _finite(v) else f"{float(v) / 2**20:,.1f}"
-    for c, d in (decimals or {}).items():
-        formats[c] = lambda v, d=d: "" if not _finite(v) else f"{float(v):,.{d}f}"
-    for c in names:
-        formats[c] = name_and_file
-    for c in code:
-        formats[c] = code_text
+    u = unit or time_unit(frame[seconds].to_numpy(dtype=float).ravel())
+    for c in seconds:
+        frame[c] = frame[c].astype(float) * TIME_SCALE[u]
+    renamed = {c: f"{_SECONDS_SUFFIX.sub('', c) or 'time'} ({u})" for c in seconds}  # median_seconds: median (ms)
+    mib_names = {c: c if "mib" in c.lower() else f"{c} (MiB)" for c in mib}
+    frame = frame.rename(columns={**renamed, **mib_names})
+
+    def blank_missing(text: Callable[[float], str]) -> Callable[[Any], str]:
+        return lambda v: text(float(v)) if _finite(v) else ""
+
+    formats: dict[str, Any] = {**dict.fromkeys(renamed.values(), blank_missing("{:,.3f}".format)),
+                               **dict.fromkeys(percent, blank_missing(_percent_text)),
+                               **dict.fromkeys(mib_names.values(), blank_missing(lambda v: f"{v / 2**20:,.1f}")),
+                               **{c: blank_missing(f"{{:,.{d}f}}".format) for c, d in (decimals or {}).items()},
+                               **dict.fromkeys(names, name_and_file), **dict.fromkeys(code, code_text)}
     numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool
                and c not in code]
     text = [c for c in frame.columns if c not in numeric and c not in names]

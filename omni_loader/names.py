@@ -139,7 +139,6 @@ def short_digest(digest: str, digits: int = 16) -> str:
 SYNTHETIC_KEY = "omni_loader_synthetic"
 
 
-
 def cache_dir() -> Path:
     """The kit's cache folder: synthetic snapshots, the audit's cache (``$OMNI_LOADER_CACHE`` overrides)."""
     import os

@@ -191,11 +191,10 @@ class Countdown:
 
     def left(self) -> float | None:
         """Seconds left: the running step's rest and the planned steps; None while one of them has no price."""
-        flight = None
-        own = 0.0
+        flight, own = None, 0.0
         if self.running is not None:
             step, began = self.running
-            running_for, price = self.clock() - began, self.price(self.running[0])
+            running_for, price = self.clock() - began, self.price(step)
             if price is None:
                 return None
             own = max(price - running_for, OVERDUE * running_for)
@@ -278,22 +277,14 @@ class LineProgress(Ticking, _std_tqdm):
         return {**super().format_dict, "ncols": None}  # no width: tqdm neither cuts the line nor widens the bar
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._printed: int | None = None
-        self._final = False
+        self._printed, self._final = -1, False  # the last milestone written
         super().__init__(*args, **kwargs)
 
-    def _milestone(self) -> int:
-        if not self.total:
-            return 0
-        return min(LINE_STEPS, int(LINE_STEPS * self.n / self.total))
-
     def display(self, msg: str | None = None, pos: int | None = None) -> bool:
-        if msg is not None or self._final:  # a clear, or the bar is already done: nothing to write
-            return False
-        step = self._milestone()
-        if self._printed is not None and step <= self._printed:
-            return False
-        if step >= LINE_STEPS:  # 100% is written by close(), once, with the final figures
+        step = int(LINE_STEPS * self.n / self.total) if self.total else 0
+        # nothing to write for a clear, a bar already done, a milestone written, or 100% (close() writes that once,
+        # with the final figures)
+        if msg is not None or self._final or not self._printed < step < LINE_STEPS:
             return False
         self._printed = step
         self._write_line()
@@ -310,10 +301,6 @@ class LineProgress(Ticking, _std_tqdm):
                 self._write_line()
         self.leave = False  # the line is written; tqdm must not clear or repeat it
         super().close()
-
-
-class TickingTerminal(Ticking, _std_tqdm):
-    """tqdm's redrawn terminal line, its time left counting down between updates."""
 
 
 def rate_from_now(bar: Any, forget: bool = False) -> None:
@@ -449,6 +436,6 @@ def progress_bar(total: int | None = None, desc: str = "", unit: str = "it", ini
 
         return type("TickingWidget", (Ticking, tqdm), {})(leave=leave, **common)
     if mode == "terminal":
-        return TickingTerminal(leave=leave, file=sys.stderr, **common)
+        return type("TickingTerminal", (Ticking, _std_tqdm), {})(leave=leave, file=sys.stderr, **common)
     stream = sys.stdout if _in_kernel() else sys.stderr
     return LineProgress(file=stream, mininterval=0, dynamic_ncols=False, ascii=True, **common)

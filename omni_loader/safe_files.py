@@ -76,7 +76,7 @@ def refuse_links(directory: str | os.PathLike[str], names: Any, why: str = WRITE
         refuse_link(Path(directory) / name, why)
 
 
-def open_fd(path: str | os.PathLike[str], mode: str = "w", perms: int = 0o644) -> int:
+def open_fd(path: str | os.PathLike[str], mode: str = "w") -> int:
     """An OS file descriptor of ``path`` opened for writing (``w``, ``a``, ``r+``, ``a+``), never through a link.
 
     A symbolic link, a hard link (a file with another name), a directory, a FIFO or a device where a
@@ -86,7 +86,7 @@ def open_fd(path: str | os.PathLike[str], mode: str = "w", perms: int = 0o644) -
     path = Path(path)
     flags = _FLAGS[mode] | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # O_NONBLOCK: a planted FIFO cannot hang us
     try:
-        fd = os.open(path, flags, perms)
+        fd = os.open(path, flags, 0o644)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK) or path.is_symlink():
             raise link_refusal(path) from None
@@ -109,29 +109,22 @@ def open_fd(path: str | os.PathLike[str], mode: str = "w", perms: int = 0o644) -
 
 
 def open_file(path: str | os.PathLike[str], mode: str = "w", *, binary: bool = False,
-              newline: str | None = None, encoding: str = "utf-8") -> IO[Any]:
+              newline: str | None = None) -> IO[Any]:
     """``path`` as a file object for writing (see :func:`open_fd`): text unless ``binary``."""
     fd = open_fd(path, mode)
     try:
         if binary:
             return os.fdopen(fd, mode.replace("+", "") + "b" + ("+" if "+" in mode else ""))
-        return open(fd, mode, newline=newline, encoding=encoding)
+        return open(fd, mode, newline=newline, encoding="utf-8")
     except BaseException:
         os.close(fd)
         raise
 
 
-def write_text(path: str | os.PathLike[str], text: str, newline: str | None = None) -> Path:
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` (created or truncated), never through a link."""
-    with open_file(path, "w", newline=newline) as fh:
+    with open_file(path, "w") as fh:
         fh.write(text)
-    return Path(path)
-
-
-def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` (created or truncated), never through a link."""
-    with open_file(path, "w", binary=True) as fh:
-        fh.write(data)
     return Path(path)
 
 

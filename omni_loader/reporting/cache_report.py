@@ -8,7 +8,6 @@ torch.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,15 +59,11 @@ def cache_check(frame, suite: Suite) -> CacheCheck:
     if RESIDENCY_COLUMN in frame and len(frame):
         ok = measured(frame)
         ok = ok[ok["source"] == "load"].drop_duplicates("run_id").sort_values("run_id")
-        runs = [(int(i), str(v), None if _missing(r) else float(r))
+        runs = [(int(i), str(v), None if r is None or str(r) in ("", "nan") else float(r))
                 for i, v, r in zip(ok["run_id"], ok["variant"], ok[RESIDENCY_COLUMN])]
     sizes = saved.get("bytes") if isinstance(saved.get("bytes"), dict) else {}
     storage = saved.get("storage") if isinstance(saved.get("storage"), dict) else {}
     return CacheCheck(condition, runs, storage, sum(int(b) for b in sizes.values()) if sizes else None)
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or str(value) in ("", "nan")
 
 
 def cache_marks(check: CacheCheck) -> dict[str, str]:

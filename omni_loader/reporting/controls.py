@@ -11,7 +11,7 @@ Nothing here imports torch: it reads saved rows only.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..names import ENCLOSING, LEAF_PHASES, STEP_PHASES
@@ -109,13 +109,9 @@ def pair_reports(frame, suite: Suite, floors: dict[str, NoiseFloor] | None = Non
     spec = suite.spec
     arms = list(spec.get("variants") or ("baseline", "optimized"))
     custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
-    reports = []
-    for other in arms[1:]:
-        report = control_report(frame, custom.get(arms[0], arms[0]), custom.get(other, other), floors, alpha)
-        if report is not None:
-            reports.append(report)
-    pr = [r for r in reports if (r.first, r.second) == ("baseline", "optimized")]
-    return pr + [r for r in reports if r not in pr]
+    reports = [r for other in arms[1:]
+               if (r := control_report(frame, custom.get(arms[0], arms[0]), custom.get(other, other), floors, alpha))]
+    return sorted(reports, key=lambda r: (r.first, r.second) != ("baseline", "optimized"))  # the PR's pair first
 
 
 def control_report(frame, first: Any = "baseline", second: Any = "optimized",
@@ -124,23 +120,15 @@ def control_report(frame, first: Any = "baseline", second: Any = "optimized",
     floors = floors or {}
     names = tuple(v if isinstance(v, str) else (v["name"] if isinstance(v, dict) else v.name) for v in (first, second))
     changed = changed_phases(first, second)
-    controls = []
-    for phase in LEAF_PHASES:
-        if phase in changed:
-            continue
-        c = compare(phase_summary(frame, names[0], phase), phase_summary(frame, names[1], phase), alpha=alpha)
-        if c.baseline.n and c.optimized.n:
-            controls.append(Control(c, floors.get(phase)))
+    compared = [compare(phase_summary(frame, names[0], p), phase_summary(frame, names[1], p), alpha=alpha)
+                for p in LEAF_PHASES if p not in changed]
+    controls = [Control(c, floors.get(c.phase)) for c in compared if c.baseline.n and c.optimized.n]
     if not controls:
         return None
-    report = ControlReport(names[0], names[1], changed, controls)
-    for row, leaves in ENCLOSING.items():
-        account = _account(frame, names, row, leaves, changed)
-        if account is not None:
-            report.rows.append(account)
-    confounding = {c.phase for c in report.confounders}
-    report.rows[:] = [RowAccount(r.phase, r.saving, r.baseline_median, r.changed, r.controls,
-                                 tuple(p for p in r.controls if p in confounding)) for r in report.rows]
+    report = ControlReport(names[0], names[1], changed, controls,
+                           [a for row, leaves in ENCLOSING.items() if (a := _account(frame, names, row, leaves, changed))])
+    confounding = {c.phase for c in report.confounders}  # known once the rows are: materiality is against a row
+    report.rows[:] = [replace(r, confounders=tuple(p for p in r.controls if p in confounding)) for r in report.rows]
     return report
 
 
@@ -149,11 +137,8 @@ def _account(frame, names: tuple[str, str], row: str, leaves: tuple[str, ...], c
     whole = [phase_summary(frame, v, row) for v in names]
     if not all(s.n for s in whole):
         return None
-    saving = {}
-    for phase in leaves:
-        a, b = (phase_summary(frame, v, phase) for v in names)
-        if a.n and b.n:
-            saving[phase] = a.median - b.median
+    summaries = {p: [phase_summary(frame, v, p) for v in names] for p in leaves}
+    saving = {p: a.median - b.median for p, (a, b) in summaries.items() if a.n and b.n}
     return RowAccount(row, whole[0].median - whole[1].median, whole[0].median,
                       {p: s for p, s in saving.items() if p in changed},
                       {p: s for p, s in saving.items() if p not in changed})

@@ -79,24 +79,17 @@ def write_figure(fig: Figure, directory: str | Path, stem: str) -> list[Path]:
     for p in paths:
         with open_file(p, "w", binary=True) as fh:  # never through a link
             fig.savefig(fh, format=p.suffix[1:], dpi=PNG_DPI if p.suffix == ".png" else None, bbox_inches="tight")
-    return [*paths, write_figure_data(fig, directory / f"{stem}.csv")]
+    with open_file(directory / f"{stem}.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=FIGURE_DATA_COLUMNS)
+        writer.writeheader()
+        writer.writerows({c: ("" if row.get(c) is None else row.get(c)) for c in FIGURE_DATA_COLUMNS}
+                         for row in figure_data(fig))
+    return [*paths, directory / f"{stem}.csv"]
 
 
 def figure_files(stem: str) -> tuple[str, ...]:
     """The names :func:`write_figure` writes for ``stem``: a writer checks them all before it writes one."""
     return tuple(f"{stem}{suffix}" for suffix in (".png", ".svg", ".csv"))
-
-
-def write_figure_data(fig: Figure, path: Path) -> Path:
-    """The rows of :func:`figure_data` as a CSV file at ``path`` (never written through a link)."""
-    from ..safe_files import open_file
-
-    with open_file(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIGURE_DATA_COLUMNS)
-        writer.writeheader()
-        writer.writerows({c: ("" if row.get(c) is None else row.get(c)) for c in FIGURE_DATA_COLUMNS}
-                         for row in figure_data(fig))
-    return path
 
 
 def figure_data(fig: Figure) -> list[dict[str, Any]]:

@@ -51,10 +51,8 @@ def comparisons(frame, alpha: float = ALPHA) -> list[Comparison]:
     ok = measured(frame)
     load = list(dict.fromkeys(ok[ok["source"] == "load"]["phase"]))
     server = list(dict.fromkeys(ok[ok["source"] == "server"]["phase"]))
-    timed = []
-    for phase in [p for p in LABELS if p in load and p not in YARDSTICKS] + [p for p in load if p not in LABELS]:
-        timed.append(compare(phase_summary(frame, "baseline", phase), phase_summary(frame, "optimized", phase),
-                             alpha=alpha))
+    timed = [compare(phase_summary(frame, "baseline", phase), phase_summary(frame, "optimized", phase), alpha=alpha)
+             for phase in [p for p in LABELS if p in load and p not in YARDSTICKS] + [p for p in load if p not in LABELS]]
     for phase in server:
         c = compare(phase_summary(frame, "baseline", phase, "server"), phase_summary(frame, "optimized", phase, "server"),
                     alpha=alpha)

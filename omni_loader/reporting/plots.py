@@ -88,11 +88,10 @@ def model_size_words(calls: float | None) -> str:
 
 
 def _frame_model(frame) -> str:
-    rows = frame[(frame["variant"] == "baseline") & (frame["phase"] == "total")] if "state_dict_calls" in frame else []
     import pandas as pd
 
-    calls = pd.to_numeric(rows["state_dict_calls"], errors="coerce").median() if len(rows) else None
-    return model_size_words(None if calls is None or pd.isna(calls) else float(calls))
+    rows = frame[(frame["variant"] == "baseline") & (frame["phase"] == "total")] if "state_dict_calls" in frame else []
+    return model_size_words(float(pd.to_numeric(rows["state_dict_calls"], errors="coerce").median()) if len(rows) else None)
 
 
 def where_time_goes_figure(frame) -> ShownFigure | None:
@@ -210,7 +209,6 @@ def drift_figure(frame) -> ShownFigure | None:
         return None
     rows, phases = drift_rows
     model = _frame_model(frame)
-    # One panel a row, the width of a notebook's output.
     fig = ShownFigure(figsize=(8, 3.2 * len(phases)))
     axes = fig.subplots(len(phases), 1, squeeze=False)
     for ax, phase in zip(axes.flat, phases):

@@ -14,7 +14,7 @@ from ..errors import OmniLoaderError
 from ..formatting import duration
 
 from .measurements import PR_PAIR, comparisons, label, load_reference, noise_floors, planned_arms
-from ..results.suite import Record
+from ..results.suite import REPORT_FILE, Record
 from .report_environment import environment_table
 from .timers import timer_lines
 from .report_tables import (attribution_table, beyond_pr_section, controls_section, counters_table,
@@ -25,7 +25,6 @@ from .sequential import design_alpha, design_sentence
 from .cache_report import cache_check, cache_headline, cache_marks, cache_section
 from ..host.machine import machine_warnings
 from ..results.integrity import Results
-from ..results.suite import REPORT_FILE
 from .stats import ALPHA, Comparison, confidence_words, equivalence, run_summary
 
 __all__ = ["PLOTS_DIR", "PLOTS_ENV", "plots_wanted", "render_report", "write_report"]
@@ -47,12 +46,12 @@ def plots_wanted() -> bool:
 
 def render_report(results: str | Path | Results) -> str:
     """report.md's text for a results directory (or its :class:`Results`); writes nothing."""
-    check = Results.read(results)
-    comps = comparisons(check.frame, design_alpha(check.suite))
     from .plots import report_figure_stems
 
+    check = Results.read(results)
+    comps = comparisons(check.frame, design_alpha(check.suite))
     stems = report_figure_stems(check.frame, comps, load_reference()) if plots_wanted() else None
-    return _report_text(check.directory, check, comps, stems)
+    return _report_text(check, comps, stems)
 
 
 def write_report(results: str | Path | Results) -> Path:
@@ -71,7 +70,7 @@ def write_report(results: str | Path | Results) -> Path:
             refuse_links(directory / PLOTS_DIR, [name for stem in figures for name in figure_files(stem)])
         for stem, fig in figures.items():
             write_figure(fig, directory / PLOTS_DIR, stem)
-    return write_text(directory / REPORT_FILE, _report_text(directory, check, comps, list(figures) if drawn else None))
+    return write_text(directory / REPORT_FILE, _report_text(check, comps, list(figures) if drawn else None))
 
 
 def _figures(check: Results, comps: list[Comparison]) -> dict[str, Any]:
@@ -81,7 +80,7 @@ def _figures(check: Results, comps: list[Comparison]) -> dict[str, Any]:
     return report_figures(check.frame, comps, load_reference())
 
 
-def _report_text(directory: Path, check: Results, comps: list[Comparison], plots: list[str] | None) -> str:
+def _report_text(check: Results, comps: list[Comparison], plots: list[str] | None) -> str:
     frame, suite = check.frame, check.suite
     floors = noise_floors(frame)
     equiv = equivalence(frame, planned_arms(suite))
@@ -112,7 +111,7 @@ def _report_text(directory: Path, check: Results, comps: list[Comparison], plots
         *cache_section(frame, suite),
         *yardstick_lines(frame),
         *_plots_section(plots),
-        *_profiles_section(directory),
+        *_profiles_section(check.directory),
     ]
     return "\n".join(part.rstrip("\n") for part in parts) + "\n"  # blocks one line apart, tables included
 
@@ -179,14 +178,14 @@ def _measurements_section(comps: list[Comparison], floors: dict[str, Any]) -> li
 
 
 def _verdicts_section(frame, comps: list[Comparison], equiv: dict[str, Any], mem_verdict: str,
-                      floors: dict[str, Any] | None = None) -> list[str]:
+                      floors: dict[str, Any]) -> list[str]:
     failed = frame[frame["status"] == "failed"].drop_duplicates(["run_id", "source"])
     warnings = [f"- {label(c.phase)}: {note}" for c in comps for note in c.notes]
     failures = "; ".join(f"run {r.run_id} {r.variant}: {r.error}" for r in failed.itertuples())
     return [
         "## Verdicts",
         "",
-        *[f"- {label(c.phase)}: {c.verdict((floors or {}).get(c.phase))}" for c in comps],
+        *[f"- {label(c.phase)}: {c.verdict(floors.get(c.phase))}" for c in comps],
         f"- Equivalence: {equiv['statement']}",
         f"- Memory: {mem_verdict}",
         f"- Failed runs: {len(failed)} ({failures})" if len(failed) else "- Failed runs: none",
@@ -230,11 +229,9 @@ def _where_time_goes_section(frame) -> list[str]:
 
 def _plots_section(stems: list[str] | None) -> list[str]:
     """Links to the plots drawn, or (``None``: not drawn) how to draw them."""
-    if stems is None:
-        return ["## Plots", "", f"Not drawn (${PLOTS_ENV}=off): `omni-loader report DIR` draws them from the same "
-                                f"files.",
-                ""]
-    return ["## Plots", "", *(f"![{stem}]({PLOTS_DIR}/{stem}.png)" for stem in stems), ""]
+    links = [f"![{stem}]({PLOTS_DIR}/{stem}.png)" for stem in stems] if stems is not None else [
+        f"Not drawn (${PLOTS_ENV}=off): `omni-loader report DIR` draws them from the same files."]
+    return ["## Plots", "", *links, ""]
 
 
 def _profiles_section(directory: Path) -> list[str]:

@@ -14,6 +14,7 @@ from ..results.spec import BenchmarkSpec
 from .measurements import planned_arms
 from ..host.machine import describe_activity, describe_machine
 from ..host.placement import describe_cpus
+from ..names import LEGACY_CONSTRUCT_MODES
 from ..results.suite import Record, Suite
 from ..token2wav.options import HALF_NAMES, command_words, half_dtypes, option_fields
 from ..token2wav.variants import VARIANT_RELEASES
@@ -23,11 +24,10 @@ CONSTRUCT_NOTES = {
                 "copies into resident memory as on a GPU",
     "upstream-cpu": "upstream-cpu: parameters written at construction as vLLM-Omni's constructors do on a CPU "
                     "(fused qkv_proj left empty: its first touches land in load_parameters)",
-    "upstream": "upstream-cpu: parameters written at construction as vLLM-Omni's constructors do on a CPU "
-                "(fused qkv_proj left empty: its first touches land in load_parameters)",
     "empty": "empty: no parameter written before loading (first touches land in load_parameters)",
     "init": "init: full random init at construction",
 }
+CONSTRUCT_NOTES.update({old: CONSTRUCT_NOTES[new] for old, new in LEGACY_CONSTRUCT_MODES.items()})
 WORKER_NOTES = {
     "forkserver": "a fresh process per run, forked from a server that imported torch and the model code once",
     "spawn": "a fresh interpreter per run (imports included)",
@@ -49,7 +49,6 @@ def environment_table(suite: Suite) -> str:
     workers = str(spec["workers"]) if "workers" in spec else "in-process" if spec.get("in_process") else "spawn"
     threads = "not recorded" if "threads" not in spec else f"{spec['threads']} (intra-op)" if spec["threads"] else \
         "torch's default"
-    # every recorded option without a row of its own (OWN_ROWS), as the command line spells it
     others = command_words(BenchmarkSpec, {k: v for k, v in spec.items()
                                            if k in option_fields(BenchmarkSpec) and k not in OWN_ROWS})
     rows = [

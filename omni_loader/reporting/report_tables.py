@@ -19,11 +19,10 @@ from .controls import MATERIAL, ControlReport
 from .stats import (ALPHA, Comparison, NoiseFloor, compare, confidence_words, measured, memory_verdict, phase_summary,
                     phrase_change, run_summary)
 from .sequential import design_alpha
-from .stats import summary_table  # a DataFrame; styled_summary_table below shows it
+from .stats import STATISTICS, summary_table  # a DataFrame; styled_summary_table below shows it
 
 # The rows compared for each variant beyond the PR's pair.
 BEYOND_ROWS = ("state_dict_calls", "buffer_discovery", "load_parameters", "weight_loading", "total")
-SUMMARY_SECONDS = ("median", "q1", "q3", "iqr", "min", "max")
 
 
 def _fmt(value: float, unit: str, unit_of_row: str | None = None) -> str:
@@ -72,20 +71,6 @@ def measurement_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | N
                      c.pr_rule()]
                     + ([_floor_cell(c, floors.get(c.phase))] if floors else []))
     return markdown_table(rows, header)
-
-
-def pr_rows_table(comps: list[Comparison], floors: dict[str, NoiseFloor] | None = None) -> str:
-    """The PR's rows only, in the PR's columns with the two verdicts."""
-    floors = floors or {}
-    rows = []
-    for c in comps:
-        if c.phase not in PR_ROWS:
-            continue
-        u = row_unit(c)
-        rows.append([label(c.phase), _fmt(c.baseline.median, c.unit, u), _fmt(c.optimized.median, c.unit, u),
-                     c.change(u), _ratio(c), c.verdict(floors.get(c.phase)), c.pr_rule()])
-    return markdown_table(rows, ["Measurement", "Baseline median", "Optimized median", "Change", "Ratio",
-                                 "Kit's verdict", "PR's rule (min–max)"])
 
 
 def noise_floor_table(floors: dict[str, NoiseFloor]) -> str:
@@ -342,15 +327,6 @@ def beyond_pr_section(frame, suite: Suite, controls: list[ControlReport] | None 
                                   "Variant min–max", "Verdict"]), "", *notes, ""]
 
 
-def pair_table(frame, first: str, second: str) -> str:
-    """``second`` against ``first`` over the rows the "beyond the PR" table shows, from the same runs: a
-    variant beside any other arm of the benchmark, not only the first one (05: ``once`` against
-    ``optimized``, the rule it should come close to)."""
-    return markdown_table(_beyond_rows(frame, first, second), ["Variant", "Measurement", f"{first} median",
-                                                               f"{second} median", "Change", "Ratio",
-                                                               f"{second} min–max", "Verdict"])
-
-
 def beyond_comparisons(frame, first: str, second: str, alpha: float = ALPHA) -> list[Comparison]:
     """``second`` against ``first`` over :data:`BEYOND_ROWS`, the calls counted per run."""
     return [compare(run_summary(frame, first, phase), run_summary(frame, second, phase), unit="calls")
@@ -359,8 +335,7 @@ def beyond_comparisons(frame, first: str, second: str, alpha: float = ALPHA) -> 
             for phase in BEYOND_ROWS]
 
 
-def _beyond_rows(frame, first: str, v: str, controls: ControlReport | None = None,
-                 alpha: float = ALPHA) -> list[list[str]]:
+def _beyond_rows(frame, first: str, v: str, controls: ControlReport | None, alpha: float) -> list[list[str]]:
     rows = []
     for c in beyond_comparisons(frame, first, v, alpha):
         if not c.baseline.n or not c.optimized.n:
@@ -390,5 +365,5 @@ def styled_summary_table(frame):  # -> pandas Styler
     if df["source"].nunique() <= 1:
         df = df.drop(columns="source")
     df = df.assign(phase=df["phase"].map(label))
-    seconds = [c for c in SUMMARY_SECONDS if c in df.columns]
+    seconds = [c for c in STATISTICS[1:] if c in df.columns]  # every figure but the count of runs
     return table(df.rename(columns=SUMMARY_WORDS), seconds=[SUMMARY_WORDS.get(c, c) for c in seconds])

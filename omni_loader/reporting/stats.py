@@ -18,6 +18,7 @@ from ..formatting import duration, time_unit  # the one unit rule
 
 HIGH_SPREAD = 0.10  # IQR / median above which a summary carries a warning
 ALPHA = FIXED_ALPHA  # one claim's error rate; a sequential design's looks test at shares of it
+STATISTICS = ("n", "median", "q1", "q3", "iqr", "min", "max")  # a Summary's figures, as a table's columns
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,7 @@ class Summary:
         return self.n >= 2 and self.relative_iqr > HIGH_SPREAD
 
     def as_row(self) -> dict[str, Any]:
-        return {"variant": self.variant, "phase": self.phase, "n": self.n, "median": self.median, "q1": self.q1,
-                "q3": self.q3, "iqr": self.iqr, "min": self.min, "max": self.max}
+        return {"variant": self.variant, "phase": self.phase, **{k: getattr(self, k) for k in STATISTICS}}
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,7 @@ def summary_table(frame):  # -> pandas.DataFrame
     keys = measured(frame)[["source", "variant", "phase"]].drop_duplicates()
     keys = keys.assign(s=pd.factorize(keys["source"])[0], v=keys["variant"].map(first)).sort_values(["s", "v"], kind="stable")
     out = [{"source": s, **phase_summary(frame, v, p, s).as_row()} for s, v, p, *_ in keys.itertuples(index=False)]
-    return pd.DataFrame(out, columns=["source", "variant", "phase", "n", "median", "q1", "q3", "iqr", "min", "max"])
+    return pd.DataFrame(out, columns=["source", "variant", "phase", *STATISTICS])
 
 
 @dataclass(frozen=True)
