@@ -13,7 +13,7 @@ from .. import profiling
 from ..results.spec import LOAD_FIELDS
 from ..errors import OmniLoaderError, ResultsError
 from ..formatting import percent
-from ..profiling.settings import MAX_RATE, MIN_RATE, RATE_MEANING, VARIANT_CHOICES, resolve_tools
+from ..profiling.settings import SETTING_NAMES, VARIANT_CHOICES, ProfileSettings, resolve_tools
 from ..profiling.spec import DIFF, PROFILE, ProfileSpec
 from ..token2wav.options import dest, flag, option_conflicts, option_fields
 from .options import (MAX_RUNS, add_checkpoint_options, add_field_options, bounded_int, checked, given_options,
@@ -48,7 +48,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise OmniLoaderError(f"{', '.join(wrong)}: only with --diff (a differential profile)")
     if len(names) > 1 or (names and names[0] not in VARIANT_CHOICES):
         raise OmniLoaderError(f"--variant {' '.join(names)}: choose one of {', '.join(VARIANT_CHOICES)}")
-    variant, settings = names[0] if names else "both", spec.settings()  # checked before the snapshot is made
+    variant, settings = names[0] if names else "both", spec.settings
     snapshot = snapshot_from_args(args)
     print(f"profiling {variant} on {snapshot.root} ({snapshot.source}), tools: "
           f"{', '.join(resolve_tools(spec.tool))}", flush=True)
@@ -64,9 +64,10 @@ def profile_spec(args: argparse.Namespace) -> ProfileSpec:
     """The :class:`ProfileSpec` the options select (one option per field), checked as it is made."""
     values = {name: getattr(args, dest(f)) for name, f in option_fields(ProfileSpec).items()
               if name != "checkpoint" and name not in LOAD_FIELDS}
-    tool = values.pop("tool")
+    settings, tool = ProfileSettings.from_dict(values), values.pop("tool")
+    values = {k: v for k, v in values.items() if k not in SETTING_NAMES}
     return ProfileSpec(**{**values, "variant": tuple(values["variant"] or ()), "variants": tuple(values["variants"])},
-                       tool=tuple(tool) if tool else None, load=load_options(args))
+                       tool=tuple(tool) if tool else None, load=load_options(args), settings=settings)
 
 
 def typed_only(mode: str, given: set[str]) -> list[str]:
@@ -156,16 +157,24 @@ def print_variant(variant: str, vp: Any) -> None:
         print(f"  {key:<20} {path}")
 
 
+def setting_type(name: str, cap: int | None = None) -> Any:
+    """The argparse ``type=`` of the whole-number setting ``name``: its field's bounds, ``cap`` the high one where
+    the setting has none of its own."""
+    f = option_fields(ProfileSettings)[name]
+    bounds = f.metadata["bounds"]
+    return bounded_int(flag(f), bounds.low, bounds.high or cap, bounds.meaning)
+
+
 # argparse's part of each option (its type and metavar, how it repeats); the rest is its ProfileSpec field's
 EXTRAS: dict[str, dict[str, Any]] = {
     "variant": {"type": variant_value, "action": "append", "default": None, "metavar": "NAME|NAME=STEP:REF"},
     "tool": {"action": "append"},
-    "top": {"type": bounded_int("--top", 1, MAX_TOP), "metavar": "N"},
-    "rate": {"type": bounded_int("--rate", MIN_RATE, MAX_RATE, RATE_MEANING), "metavar": "HZ"},
-    "repeat": {"type": bounded_int("--repeat", 1, MAX_REPEAT), "metavar": "N"},
+    "top": {"type": setting_type("top", MAX_TOP), "metavar": "N"},
+    "rate": {"type": setting_type("rate"), "metavar": "HZ"},
+    "repeat": {"type": setting_type("repeat", MAX_REPEAT), "metavar": "N"},
     "py_spy": {"metavar": "PATH"},
-    "warmup": {"type": bounded_int("--warmup", 0, MAX_RUNS), "metavar": "N"},
-    "reference_runs": {"type": bounded_int("--reference-runs", 1, MAX_RUNS), "metavar": "N"},
+    "warmup": {"type": setting_type("warmup", MAX_RUNS), "metavar": "N"},
+    "reference_runs": {"type": setting_type("reference_runs", MAX_RUNS), "metavar": "N"},
     "variants": {"metavar": "A,B"},
     "runs": {"type": bounded_int("--runs", 2, MAX_RUNS), "metavar": "N"},
     "order_seed": {"type": bounded_int("--order-seed", 0, MAX_SEED), "metavar": "SEED"},

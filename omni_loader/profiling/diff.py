@@ -28,7 +28,7 @@ from ..token2wav.options import LoadOptions
 from .outputs import PY_SPY_LOG
 from .pyspy import PySpyUnavailable, find_py_spy
 from .sampled import sampled_load
-from .settings import DEFAULT_RATE, MAX_RATE, MIN_RATE, RATE_LIMITS
+from .settings import DEFAULT_RATE
 from ..progress import BAR_FORMAT, TICK, TIMED, Countdown, Step, StepBar
 from ..results.spec import AA_ARMS, AA_VARIANT
 from .diff_stats import (APPEARED, FASTER, FDR, FUNCTION_COLUMNS, MIN_SAMPLES, NO_CLAIM, PRESENCE, SLOWER,
@@ -274,18 +274,18 @@ def profile_diff(snapshot: Any, spec: ProfileSpec | tuple[str, str] | list[str] 
     if not isinstance(spec, ProfileSpec):
         spec = ProfileSpec(variants=tuple(spec), runs=runs, load=options or LoadOptions(), diff=True)
     a, b, custom = diff_arms(spec)
-    exe, why = find_py_spy(spec.py_spy)
+    exe, why = find_py_spy(spec.settings.py_spy)
     if exe is None:
         raise PySpyUnavailable(why)
-    bench = benchmark_spec(snapshot, spec.load, variants=(a, b), custom_variants=custom, warmup=spec.warmup,
-                           runs=spec.runs, order="blocks", seed=spec.order_seed, workers="forkserver",
-                           worker_timeout=spec.worker_timeout)
+    bench = benchmark_spec(snapshot, spec.load, variants=(a, b), custom_variants=custom,
+                           warmup=spec.settings.warmup, runs=spec.runs, order="blocks", seed=spec.order_seed,
+                           workers="forkserver", worker_timeout=spec.worker_timeout)
     check_variants(bench.variants, custom, bench.load.device, spec.worker_timeout)
     spec = dataclasses.replace(spec, checkpoint=str(snapshot.root), load=bench.load)
     directory = Path(out_dir) / DIFF_DIR
     command = ["omni-loader", "profile", "--diff", "--resume", "--out", str(out_dir)]
     labels = (a, b, a + UNSAMPLED, b + UNSAMPLED, *(AA_ARMS if spec.aa else ()))
-    plan = plan_runs(spec.warmup, spec.runs, "blocks", spec.order_seed, variants=labels)
+    plan = plan_runs(spec.settings.warmup, spec.runs, "blocks", spec.order_seed, variants=labels)
     with writer_lock(directory), disk_blamed(directory):  # one writer: a second diff into it is refused
         done = begun(directory, spec, plan, resume, command)
         ensure_dir(directory / SPEEDSCOPE_DIR)
@@ -297,7 +297,7 @@ def profile_diff(snapshot: Any, spec: ProfileSpec | tuple[str, str] | list[str] 
                                    enabled=progress, bar_format=BAR_FORMAT,
                                    postfix=f"{countdown.clock_words()}, {first}"), countdown, tick=TICK)
         bar.text = first
-        arm = DiffArm(bench, directory, exe, spec.rate, len(plan))
+        arm = DiffArm(bench, directory, exe, spec.settings.rate, len(plan))
 
         def save(run: Any, result: tuple[dict[str, Any], pd.DataFrame | None]) -> None:
             row, fold = result
@@ -345,8 +345,6 @@ def diff_arms(spec: ProfileSpec) -> tuple[str, str, list[Any]]:
         custom.append(Variant(b, discovery=base.discovery, parameters=base.parameters, needs_gpu=base.needs_gpu))
     if spec.aa and {a, b} & set(AA_ARMS):
         raise OmniLoaderError(f"--aa: {', '.join(AA_ARMS)} name the A/A arms; name your variants otherwise")
-    if not MIN_RATE <= spec.rate <= MAX_RATE:
-        raise OmniLoaderError(f"--rate {spec.rate}: must be a whole number {RATE_LIMITS}")
     if spec.runs < 2:
         raise OmniLoaderError(f"--runs must be at least 2 for a differential profile (a rank test needs two runs "
                               f"per variant), not {spec.runs}")
@@ -468,8 +466,9 @@ def compared(directory: Path, a: str, b: str, spec: ProfileSpec, fdr: float = FD
     functions = assign_roles(compare_functions(fold_frame, a, b, fdr, floors=floors),
                              [directory / f for f in sampled["speedscope"]])
     diff = ProfileDiff(a, b, functions, runs_frame, fold_frame, directory,
-                       {"rate": spec.rate, "fdr": fdr, "runs": spec.runs, "warmup": spec.warmup, "seed": spec.order_seed,
-                        "aa": spec.aa, "tests": int(functions["tested"].sum() + functions["self_tested"].sum()),
+                       {"rate": spec.settings.rate, "fdr": fdr, "runs": spec.runs, "warmup": spec.settings.warmup,
+                        "seed": spec.order_seed, "aa": spec.aa,
+                        "tests": int(functions["tested"].sum() + functions["self_tested"].sum()),
                         **({"aa_variant": AA_VARIANT} if spec.aa else {})})
     diff.write()
     return diff
