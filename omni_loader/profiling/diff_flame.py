@@ -129,9 +129,8 @@ class DiffFlameView(flamegraph.FlameView):
 
     def __init__(self, diff: ProfileDiff, link_from: str | os.PathLike[str] | None = None,
                  files: tuple[str, ...] = ()) -> None:
-        self.diff = diff
-        flame, self.info = build(diff)
-        super().__init__(flame, link_from, {name: diff.directory / name for name in files}, **drawing(diff, self.info))
+        flame, info = build(diff)
+        super().__init__(flame, link_from, {name: diff.directory / name for name in files}, **drawing(diff, info))
 
     def __repr__(self) -> str:
         return f"<differential flamegraph: {self.flame.title}; {self.flame.note()}>"
