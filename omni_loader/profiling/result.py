@@ -71,6 +71,20 @@ def phase_shares(result: Any) -> pd.DataFrame:
     return df
 
 
+def phase_share_frame(profiles: dict[str, VariantProfile]) -> pd.DataFrame:
+    """The variants' reference loads side by side, which profile.md and notebook 02 each write in their own words:
+    ``phase`` (the load's order, the time between phases after it, ``total`` last), then per variant
+    ``<variant> (ms)`` and ``<variant> share`` (of its whole load)."""
+    parts = []
+    for variant, vp in profiles.items():
+        s = vp.phase_shares().set_index("phase")
+        s.loc["total"] = [vp.reference["phases"]["total"], 1.0]
+        parts.append(pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share": s["share"]}))
+    frame = pd.concat(parts, axis=1)
+    order = [*LEAF_PHASES, OTHER_PHASE, "total"]
+    return frame.loc[sorted(frame.index, key=order.index)].rename_axis("phase").reset_index()
+
+
 def top_costs(phase_functions: pd.DataFrame, shares: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     """The costliest (phase, function) pairs: a function's share of its phase's own time under cProfile, times
     the phase's share of the unprofiled reference load."""

@@ -15,12 +15,11 @@ import pandas as pd
 
 from ..errors import OmniLoaderError
 from ..formatting import code, count, percent, short_duration, times
-from ..names import LEAF_PHASES
 from ..reporting.measurements import label as words
 from ..token2wav.options import LoadOptions
 from .outputs import (FLAME_SVG, LOAD_JSON, PHASE_FUNCTIONS_CSV, PROFILE_MD, SPEEDSCOPE_JSON, TOP_FUNCTIONS_CSV,
                       TOP_FUNCTIONS_MD, frame_markdown)
-from .result import OTHER_PHASE, VariantProfile, largest_cost
+from .result import OTHER_PHASE, VariantProfile, largest_cost, phase_share_frame
 from .settings import TOOLS, resolve_tools
 from ..safe_files import write_text
 
@@ -171,17 +170,11 @@ def write_variant_report(vp: VariantProfile, snapshot: Any = None, tools: Iterab
 
 
 def _side_by_side(profiles: dict[str, VariantProfile]) -> str:
-    shares = {v: vp.phase_shares().set_index("phase") for v, vp in profiles.items()}
-    table = pd.concat([pd.DataFrame({f"{v} (ms)": s["seconds"] * 1e3, f"{v} share": s["share"].map(percent)})
-                       for v, s in shares.items()], axis=1)
-    order = {name: i for i, name in enumerate((*LEAF_PHASES, OTHER_PHASE))}
-    table = table.reset_index().sort_values("phase", key=lambda col: col.map(order), ignore_index=True)
-    totals = {"phase": "**total**"}
-    for variant, vp in profiles.items():
-        totals.update({f"{variant} (ms)": vp.reference["phases"]["total"] * 1e3, f"{variant} share": "100.0%"})
-    table = pd.concat([table, pd.DataFrame([totals])], ignore_index=True)
-    table["phase"] = table["phase"].map(_phase_cell)
-    return frame_markdown(table, {c: "{:,.2f}" for c in table.columns if c.endswith("(ms)")})
+    table = phase_share_frame(profiles)
+    for variant in profiles:
+        table[f"{variant} share"] = table[f"{variant} share"].map(percent, na_action="ignore")
+    table["phase"] = table["phase"].replace({"total": "**total**"}).map(_phase_cell)
+    return frame_markdown(table, {f"{variant} (ms)": "{:,.2f}" for variant in profiles})
 
 
 def _phase_cell(phase: str) -> str:

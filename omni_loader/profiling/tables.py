@@ -12,8 +12,7 @@ import pandas as pd
 from ..formatting import table
 from ..reporting.measurements import label
 from .outputs import read_top_functions, read_torch_ops
-from ..names import LEAF_PHASES
-from .result import OTHER_PHASE, VariantProfile
+from .result import VariantProfile, phase_share_frame
 from .settings import DEFAULT_TOP
 from .torch_trace import OPERATOR_HEADERS, PHASE_RANGE, in_words, trace_phase_ranges
 
@@ -21,19 +20,13 @@ LOADER_COUNT = "state_dict() calls counted by the kit's loader (whole state dict
 
 
 def phase_share_table(profiles: dict[str, VariantProfile]):  # -> pandas Styler
-    """Phase times (ms) and shares (%) of each variant's unprofiled reference load, side by side; each phase in
-    words (:data:`~omni_loader.reporting.measurements.LABELS`), each cell one number in the unit its header names."""
-    parts = []
-    for variant, vp in profiles.items():
-        s = vp.phase_shares().set_index("phase")
-        s.loc["total"] = [s["seconds"].sum(), s["share"].sum()]
-        parts.append(pd.DataFrame({f"{variant} (ms)": s["seconds"] * 1e3, f"{variant} share (%)": s["share"] * 100}))
-    frame = pd.concat(parts, axis=1)
-    # in the load's order, time between phases after them and the whole load last
-    order = [*LEAF_PHASES, OTHER_PHASE, "total"]
-    frame = frame.loc[sorted(frame.index, key=lambda p: order.index(p) if p in order else len(order))]
-    frame = frame.rename_axis("phase").reset_index()
-    frame["phase"] = frame["phase"].map(label)
+    """Phase times (ms) and shares (%) of each variant's unprofiled reference load, side by side
+    (:func:`~omni_loader.profiling.result.phase_share_frame`); each phase in words
+    (:data:`~omni_loader.reporting.measurements.LABELS`), each cell one number in the unit its header names."""
+    frame = phase_share_frame(profiles)
+    shares = [f"{variant} share" for variant in profiles]
+    frame[shares] = frame[shares] * 100
+    frame = frame.rename(columns={c: f"{c} (%)" for c in shares}).assign(phase=frame["phase"].map(label))
     return table(frame, decimals={c: 2 if c.endswith("(ms)") else 1 for c in frame.columns if c != "phase"})
 
 
