@@ -825,9 +825,8 @@ def test_a_step_of_its_own_at_6_runs_appeared(tiny_snapshot: Path, tmp_path: Pat
 # --------------------------------------------------------------------------- interrupted, then continued
 
 
-def _verdicts(directory: Path) -> dict[str, str]:
-    table = pd.read_csv(directory / pdiff.FUNCTIONS_CSV, keep_default_na=False, na_values=[""])
-    return dict(zip(table["function"], table["verdict"]))
+def _verdicts(functions: pd.DataFrame) -> dict[str, str]:
+    return dict(zip(functions["function"], functions["verdict"]))
 
 
 @pytest.mark.subprocess
@@ -838,7 +837,8 @@ def test_an_interrupted_diff_is_continued_with_resume(tiny_snapshot: Path, tmp_p
     with a space); the same command without --resume is refused (it would throw the runs away); with --resume it
     runs the others, each planned run once in runs.csv, and its verdicts are the ones its saved rows give. The
     baseline's state_dict discovery is gone from optimized in it, and claimed by the suite's diff that ran straight
-    through (02's, with more runs: three a side here can claim it only by its presence test)."""
+    through (02's, with more runs: three a side here can claim it only by its presence test), as the fixture read it:
+    its folder is notebook 02's, which another suite run may have executed anew, or be executing, by now."""
     import os
     import shlex
     import signal
@@ -885,11 +885,11 @@ def test_an_interrupted_diff_is_continued_with_resume(tiny_snapshot: Path, tmp_p
     folds = pd.read_csv(out / "diff" / pdiff.RUN_FUNCTIONS_CSV, keep_default_na=False, na_values=[""])
     assert set(folds["run_id"]) == set(runs.loc[runs["sampled"], "run_id"])
     again = stats.compare_functions(folds.assign(file=folds["file"].fillna("").astype(str)), "baseline", "optimized")
-    assert _verdicts(out / "diff") == dict(zip(again["function"], again["verdict"]))
+    assert _verdicts(pdiff.read_profile_diff(out).functions) == _verdicts(again)
 
     sampled = folds[folds["function"] == "Module.state_dict"]
     assert set(sampled["variant"]) == {"baseline"} and sampled["run_id"].nunique() == 3, sampled  # gone from B
-    assert _verdicts(real_diff.directory)["Module.state_dict"] == stats.FASTER
+    assert _verdicts(real_diff.functions)["Module.state_dict"] == stats.FASTER
 
 
 def test_a_resume_with_other_settings_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
