@@ -157,7 +157,7 @@ def test_check_results_of_a_clean_directory(tmp_path):
 
     check = check_results(_results(tmp_path))
     assert check.ok and check.problems == [] and check.summary == "" and check.rejected_lines == ()
-    assert check.directory == tmp_path and check.metadata["kind"] == "reproduce"
+    assert check.directory == tmp_path and check.suite.raw["kind"] == "reproduce"
     assert list(check.frame.columns) == list(RUN_COLUMNS) and len(check.frame) == 8
     assert check.frame.equals(read_runs(tmp_path))
 
@@ -172,7 +172,7 @@ def test_a_results_object_is_read_once_and_stands_for_its_directory(tmp_path):
     check = Results.read(_results(tmp_path, n=2))
     assert Results.read(check) is check
     assert os.fspath(check) == str(tmp_path) and check / "runs.csv" == tmp_path / "runs.csv"
-    assert check.load["kind"] == "reproduce" and check.spec == {}
+    assert check.load["kind"] == "reproduce" and check.load.settings == {}
     (tmp_path / "plots").mkdir()
     for name in ("drift", "phases"):
         (tmp_path / "plots" / f"{name}.png").write_bytes(b"png")

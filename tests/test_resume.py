@@ -133,7 +133,7 @@ def test_interrupted_reproduce_resumes_with_resume_and_out_alone(tmp_path, capsy
     assert totals_per_run(out) == {i: 1 for i in range(12)}  # every planned run, once
     check = check_results(out)
     assert check.ok, check.problems
-    assert BenchmarkSpec.from_metadata(check.metadata).runs == 2 and check.benchmark("load")["spec"]["aa"] is True
+    assert BenchmarkSpec.from_metadata(check.suite).runs == 2 and check.benchmark("load")["spec"]["aa"] is True
     assert ("2 + 2 measured runs after 1 warm-up per variant, order abba; status complete; integrity checks "
             "found nothing wrong.") in opening(out)
     assert set(check.frame[check.frame["source"] == "aa"]["variant"]) == {"aa-1", "aa-2"}

@@ -591,7 +591,7 @@ def test_reproduce_with_startup_makes_a_suite_of_two_benchmarks(tiny_snapshot, t
     out = reproduce(spec, tmp_path / "r", with_startup=True, progress=False)
     check = check_results(out)
     assert check.ok, check.problems
-    assert list(check.metadata["benchmarks"]) == ["load", "startup"]
+    assert list(check.suite.raw["benchmarks"]) == ["load", "startup"]
     load, startup = check.benchmark("load"), check.benchmark("startup")
     assert (load["status"], startup["status"], startup["runs_ok"]) == ("complete", "complete", 2)
     assert [e["run_id"] for e in startup["plan"]] == [2, 3]  # after the load runs

@@ -60,11 +60,6 @@ class Results:
         """The findings, then the notes, in a few words each ('' when there is nothing to say)."""
         return "; ".join([*self.findings, *self.notes])
 
-    @property
-    def metadata(self) -> dict[str, Any]:
-        """metadata.json as written."""
-        return self.suite.raw
-
     def benchmark(self, name: str) -> Record | None:
         """The record of benchmark ``name`` (``load``, ``startup``) of this directory, or None."""
         return self.suite.benchmark(name)
@@ -84,11 +79,6 @@ class Results:
     def load(self) -> Record:
         """The load benchmark's record (``reproduce``'s), empty when the directory holds none."""
         return self.benchmark("load") or Record()
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        """The load benchmark's settings, its load options among them (:attr:`~.suite.Record.settings`)."""
-        return self.load.settings
 
     def plots(self, names: Iterable[str]) -> list[Path]:
         """The PNG plots of ``names`` the report drew into ``plots/``, in that order (those that exist)."""
