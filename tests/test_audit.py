@@ -119,16 +119,16 @@ def test_the_factor_of_two_is_computed_and_names_every_model_with_what_a_ratio_o
     """05's prose said "values within a factor of about two of 1 ... say the B·N law carries over" beside
     seamless_m4t's 2.21, outside the fitted range, without saying whether 2.21 counts: the line under the table
     names the models within, and for one outside, its price per visit against the line's and the extrapolation."""
-    from omni_loader.sweep.audit import factor_sentence
+    from omni_loader.sweep.audit import OnCurve
 
     placed, fit = _lab_placement()
-    line = factor_sentence(placed, fit)
+    line = OnCurve(placed, fit).factor_sentence()
     assert line.startswith("Within a factor of 2 of the line (baseline ÷ predicted 0.5\u00a0…\u00a02): bert (1.05), "
                            "resnet (1.43), encodec (0.92), full-size Token2Wav (1.30). Outside it: seamless_m4t (2.21) "
                            "took 1,188 ms where the line predicts 538 ms at B·N = 163,096: 7.29 µs per module visit "
                            "against the line's 3.30 µs")
     assert "beyond the fitted range (which ends at 65,536)" in line
-    assert "carries over to every model" in factor_sentence(placed[placed.arch != "seamless_m4t"], fit)
+    assert "carries over to every model" in OnCurve(placed[placed.arch != "seamless_m4t"], fit).factor_sentence()
 
 
 def test_05_shows_the_computed_lines_and_its_prose_names_phases_in_words() -> None:

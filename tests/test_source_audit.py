@@ -490,7 +490,7 @@ def test_the_findings_price_is_set_beside_the_sweeps_line_and_its_measured_model
 
     import pandas as pd
 
-    from omni_loader.sweep.price import cost_from_rows, price_beside_sweep
+    from omni_loader.sweep.price import Findings, cost_from_rows
     from omni_loader.sweep.fits import LogLogFit
 
     rows = pd.DataFrame([{"experiment": "state_dict", "source": "synthetic", "N": n, "B": b, "x": n, "repeat": 0,
@@ -503,14 +503,14 @@ def test_the_findings_price_is_set_beside_the_sweeps_line_and_its_measured_model
     sweep = SimpleNamespace(rows=rows, fits={"baseline": fit}, placement=placement)
     [f] = price_findings(found(tmp_path, WALKING), TreeSize("token2wav", 1092, 219),
                          cost_from_rows(rows, "fitted from traversal.csv"))
-    line = price_beside_sweep([f], sweep)
+    line = Findings([f]).price_beside(sweep)
     assert line.startswith("The finding's ≈ 837 ms is 239,148 module visits × 3.50 µs (state_dict()'s cost per "
                            "module, fitted on this sweep's synthetic trees)")
     assert "The sweep's B·N line predicts 775 ms at the same B·N: a power law of slope 0.95, extended 3.65× past " \
            "the 65,536 its fit ends at." in line
     assert "Measured, full-size Token2Wav took 1,005 ms, 1.20× the finding's price: 4.20 µs per visit, its modules " \
            "dearer to visit" in line
-    assert price_beside_sweep(found(tmp_path, WALKING), sweep) == ""  # no price, no line
+    assert Findings(found(tmp_path, WALKING)).price_beside(sweep) == ""  # no price, no line
 
 
 # --------------------------------------------------------------------------- cannot be hung or exhausted
@@ -850,7 +850,7 @@ def test_the_audit_imports_only_the_standard_library_at_module_level() -> None:
     package imports, at its top, the standard library and the kit's own stdlib-only helpers only."""
     import ast
 
-    kit = {"errors", "formatting", "lazy", None}  # `from .. import __version__`: the lazy package itself
+    kit = {"errors", "formatting", "lazy", "names", None}  # `from .. import __version__`: the lazy package itself
     for path in sorted((REPO / "omni_loader" / "lint").glob("*.py")):
         if path.name == "__main__.py":  # the entry point, which starts the command line, not a module of the audit
             continue

@@ -356,8 +356,8 @@ def test_the_sweep_bar_prices_each_model_left_by_its_own_cost_on_a_fake_clock(mo
             bar.update(1)
         return plan
 
-    def fake_round(model, number, repeat, source, counts, touch):
-        now[0] += 1.5 * estimate[counts]  # the timed round: 1.5x what its warm-up said
+    def fake_round(subject, repeat, touch):
+        now[0] += 1.5 * estimate[subject.counts]  # the timed round: 1.5x what its warm-up said
         return []
 
     from stand_ins import PostfixBar
@@ -365,7 +365,7 @@ def test_the_sweep_bar_prices_each_model_left_by_its_own_cost_on_a_fake_clock(mo
     made: list[PostfixBar] = []
     monkeypatch.setattr(progress, "progress_bar", lambda *a, **k: made.append(PostfixBar(*a, **k)) or made[-1])
     monkeypatch.setattr(traversal, "subjects", fake_subjects)
-    monkeypatch.setattr(traversal, "measure_round", fake_round)
+    monkeypatch.setattr(traversal.Subject, "measure", fake_round)
     traversal.run_sweep(config, progress=True, clock=lambda: now[0])
     (bar,) = made
     timing = bar.ticks[len(config.trees()):-1]  # the ticks of the timed rounds, but the last ("done")

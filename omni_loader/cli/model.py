@@ -214,17 +214,10 @@ def check_sweep_columns(results: str) -> None:
                               "not a traversal sweep's table; write one with `omni-loader traversal --out DIR`")
 
 
-def _visit_cost(text: str) -> float:
-    """--visit-cost's type: finite, above 0, at most a second (one line naming the option otherwise)."""
-    from ..sweep.price import check_visit_cost
-
-    return check_visit_cost(text)
-
-
 def _count(option: str) -> Any:
     """--modules' and --items' type: a whole number from 1 to 10^7 (one line naming the option otherwise)."""
     def parse(text: str) -> int:
-        from ..sweep.price import check_count
+        from ..lint.limits import check_count
 
         try:
             value: object = int(text)
@@ -269,7 +262,7 @@ def add_command(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_discovery_bench)
 
-    from ..lint.limits import MAX_COUNT, MAX_FILE_BYTES
+    from ..lint.limits import MAX_COUNT, MAX_FILE_BYTES, check_visit_cost
     from .options import Default, comma_list
 
     p = sub.add_parser("audit", help="audit transformers architectures for the state_dict()-per-buffer cost (meta)")
@@ -307,7 +300,7 @@ def add_command(sub: Any) -> None:
     g.add_argument("--items", type=_count("--items"), metavar="M", help="...walked once per item, M times")
     g.add_argument("--like", metavar="NAME", help="price for token2wav's tree (or a transformers model type's, "
                    "built on the meta device)")
-    g.add_argument("--visit-cost", type=_visit_cost, metavar="SECONDS",
+    g.add_argument("--visit-cost", type=check_visit_cost, metavar="SECONDS",
                    help="seconds per module visit (default: measured here by a quick sweep, then cached)")
     g.add_argument("--results", metavar="DIR", help="take the per-visit cost from a saved traversal sweep")
     g.add_argument("--unresolved", action="store_true", help="note calls inside loops that were not followed")

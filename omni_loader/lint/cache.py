@@ -15,13 +15,9 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from ..names import cache_dir
+
 FORMAT = b"omni-loader audit cache 1"
-
-
-def cache_dir() -> Path:
-    """``$OMNI_LOADER_CACHE/audit``, else ``~/.cache/omni-loader/audit`` (the kit's cache folder)."""
-    env = os.environ.get("OMNI_LOADER_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "omni-loader") / "audit"
 
 
 @lru_cache(maxsize=1)
@@ -40,10 +36,11 @@ def key(module: str, package: bool, data: bytes) -> str:
 
 
 class Cache:
-    """Entries by key in one private folder; ``problem`` says why the cache is off ('' when on)."""
+    """Entries by key in one private folder, ``audit`` in the kit's cache folder; ``problem`` says why the cache is
+    off ('' when on)."""
 
-    def __init__(self, folder: str | Path | None = None) -> None:
-        self.folder = Path(folder) if folder is not None else cache_dir()
+    def __init__(self) -> None:
+        self.folder = cache_dir() / "audit"
         self.problem = ""
         self.used = 0
         try:

@@ -19,6 +19,7 @@ from torch import nn
 
 from .discovery_timing import time_discovery
 from .fits import REAL_TOKEN2WAV, LogLogFit, source_words
+from .trees import tree_counts
 
 AUDIT_COLUMNS = ("arch", "model_class", "modules", "named_buffers", "persistent_buffers", "agree", "hazards",
                  "baseline_calls", "baseline_seconds", "optimized_seconds", "ratio", "build_seconds", "error")
@@ -71,10 +72,10 @@ def audit_model(arch: str, model: nn.Module, repeats: int = 3, build_seconds: fl
     """Both rules on ``model``, alternating, ``repeats`` timed calls each after one warm-up."""
     timing = time_discovery(model, repeats=repeats, warmup=1)
     agreement = timing.agreement
+    modules, buffers = tree_counts(model)
     return AuditRow(
-        arch=arch, model_class=type(model).__name__, modules=sum(1 for _ in model.named_modules()),
-        named_buffers=sum(1 for _ in model.named_buffers()), persistent_buffers=len(agreement.optimized),
-        agree=agreement.agree, hazards=[str(h) for h in agreement.hazards],
+        arch=arch, model_class=type(model).__name__, modules=modules, named_buffers=buffers,
+        persistent_buffers=len(agreement.optimized), agree=agreement.agree, hazards=[str(h) for h in agreement.hazards],
         baseline_calls=timing.state_dict_calls["baseline"], baseline_seconds=timing.median("baseline"),
         optimized_seconds=timing.median("optimized"), build_seconds=build_seconds,
     )
@@ -126,8 +127,32 @@ class OnCurve:
                 "beyond the trees it was measured on.")
 
     def factor_sentence(self, factor: float = 2.0) -> str:
-        """Which models lie within ``factor`` of the line (:func:`factor_sentence`)."""
-        return factor_sentence(self.frame, self.fit, factor)
+        """Which models' baselines lie within ``factor`` of the line's prediction, and for each one outside, its cost
+        per module visit against the line's and whether its place extrapolates the line."""
+        from ..formatting import count, short_duration, span
+
+        placed, fit = self.frame, self.fit
+        ratio = placed["measured_over_fit"].astype(float)
+        near = (ratio >= 1 / factor) & (ratio <= factor)
+        within = ", ".join(f"{source_words(r.arch)} ({r.measured_over_fit:.2f})"
+                           for r in placed[near].itertuples(index=False))
+        lines = [f"Within a factor of {factor:g} of the line (baseline ÷ predicted "
+                 f"{span(f'{1 / factor:g}', f'{factor:g}')}): {within or 'none'}."]
+        for r in placed[~near].itertuples(index=False):
+            beyond = "" if r.inside_fitted_range else (
+                f"; its B·N lies beyond the fitted range (which ends at {count(fit.x_max)}), so part of the gap may "
+                "be the line's extension rather than the model")
+            lines.append(f"Outside it: {source_words(r.arch)} ({r.measured_over_fit:.2f}) took "
+                         f"{short_duration(r.baseline_seconds)} where the line predicts "
+                         f"{short_duration(r.predicted_seconds)} at B·N = {count(r.x)}: "
+                         f"{short_duration(r.baseline_seconds / r.x)} per module visit against the line's "
+                         f"{short_duration(r.predicted_seconds / r.x)}: its modules cost "
+                         f"{r.measured_over_fit:.2f}× as much to visit as the line says synthetic ones do at that "
+                         f"size{beyond}.")
+        if len(lines) == 1:
+            lines.append("The B·N law carries over to every model here, at about the synthetic trees' price per "
+                         "visit.")
+        return " ".join(lines)
 
     def plot(self):  # -> Figure
         """The models on the line, labelled (:func:`plot_on_curve`)."""
@@ -231,30 +256,6 @@ def place_on_curve(rows: list[AuditRow], fit: LogLogFit, sweep_placement: Any = 
     extra = real[["arch", "N", "B", "x", "baseline_seconds", "predicted_seconds", "measured_over_fit",
                   "inside_fitted_range"]]
     return pd.concat([placed, extra], ignore_index=True).sort_values("x", ignore_index=True)
-
-
-def factor_sentence(placed, fit: LogLogFit, factor: float = 2.0) -> str:
-    """Which models' baselines lie within ``factor`` of the line's prediction, and for each one outside, its cost
-    per module visit against the line's and whether its place extrapolates the line."""
-    from ..formatting import count, short_duration, span
-
-    ratio = placed["measured_over_fit"].astype(float)
-    near = (ratio >= 1 / factor) & (ratio <= factor)
-    within = ", ".join(f"{source_words(r.arch)} ({r.measured_over_fit:.2f})" for r in placed[near].itertuples(index=False))
-    lines = [f"Within a factor of {factor:g} of the line (baseline ÷ predicted "
-             f"{span(f'{1 / factor:g}', f'{factor:g}')}): {within or 'none'}."]
-    for r in placed[~near].itertuples(index=False):
-        beyond = "" if r.inside_fitted_range else (
-            f"; its B·N lies beyond the fitted range (which ends at {count(fit.x_max)}), so part of the gap may be "
-            "the line's extension rather than the model")
-        lines.append(f"Outside it: {source_words(r.arch)} ({r.measured_over_fit:.2f}) took {short_duration(r.baseline_seconds)} "
-                     f"where the line predicts {short_duration(r.predicted_seconds)} at B·N = {count(r.x)}: "
-                     f"{short_duration(r.baseline_seconds / r.x)} per module visit against the line's "
-                     f"{short_duration(r.predicted_seconds / r.x)}: its modules cost "
-                     f"{r.measured_over_fit:.2f}× as much to visit as the line says synthetic ones do at that size{beyond}.")
-    if len(lines) == 1:
-        lines.append("The B·N law carries over to every model here, at about the synthetic trees' price per visit.")
-    return " ".join(lines)
 
 
 def plot_on_curve(placed, fit: LogLogFit):  # -> Figure

@@ -6,7 +6,6 @@ between the rules, so a burst of load lands on both alike. The traversal sweep's
 
 from __future__ import annotations
 
-import gc
 import math
 import statistics
 import time
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from ..lint.sources import gc_paused
 from ..token2wav.discovery import Agreement, compare_variants, count_state_dict_calls, find_persistent_buffers
 from ..names import VARIANTS
 
@@ -69,17 +69,12 @@ def experiment_calls(model: nn.Module) -> dict[str, Callable[[], object]]:
 
 def per_call_seconds(fn: Callable[[], object], number: int) -> tuple[float, float]:
     """(wall, thread CPU) seconds per call over ``number`` calls, garbage collector off (as timeit does)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         cpu0, wall0 = time.thread_time(), time.perf_counter()
         for _ in range(number):
             fn()
         wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
-        return wall / number, cpu / number
-    finally:
-        if was_enabled:
-            gc.enable()
+    return wall / number, cpu / number
 
 
 def calibration(model: nn.Module, experiments: Sequence[str], warmup: int = 1,

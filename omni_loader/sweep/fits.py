@@ -178,8 +178,8 @@ def cost_summary(rows, clock: str = "cpu") -> str:
             + (f" + {short_duration(fixed)} fixed" if fixed > 0 else ", no measurable fixed cost"))
 
 
-def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", clock: str = "wall") -> str:
-    """This sweep's fitted slope of ``experiment`` beside the one saved in ``saved``'s ``fits.json``: both slopes,
+def slope_beside_saved(result: Any, saved: Any) -> str:
+    """This sweep's fitted baseline slope (wall clock) beside the one saved in ``saved``'s ``fits.json``: both slopes,
     their ranges and their difference in standard errors; this slope alone where nothing is saved there."""
     import json
     import math
@@ -187,7 +187,7 @@ def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", cl
 
     from ..formatting import span
 
-    fit, x = result.fits_for(clock)[experiment], EXPERIMENTS[experiment][1].split(" (")[0]
+    fit, x = result.fits["baseline"], EXPERIMENTS["baseline"][1].split(" (")[0]
 
     def fitted(f: dict[str, Any], repeats: Any) -> str:
         low, high = f"{f['x_min']:,.0f}", f"{f['x_max']:,.0f}"
@@ -202,7 +202,7 @@ def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", cl
         return f"{here} It is the sweep saved in {path.parent}."
     try:
         record = json.loads(path.read_text())
-        other = record["fits" if clock == "wall" else "fits_cpu"][experiment]
+        other = record["fits"]["baseline"]
     except (OSError, ValueError, KeyError):
         return (f"{here} No sweep is saved in {path.parent} to set it beside (notebook 03 writes its full sweep "
                 "there), so it is compared with none.")
@@ -218,7 +218,7 @@ def slope_beside_saved(result: Any, saved: Any, experiment: str = "baseline", cl
     return (f"{here} The sweep saved in {path.parent} ({record.get('created', 'undated')}) fits "
             f"{other['slope']:.3f} ± {other['stderr']:.3f} ({fitted(other, repeats)}): the slopes differ by "
             f"{abs(difference):.3f}{errors} and this sweep's fitted range {reach}."
-            + level_beside_saved(result, record, Path(saved), experiment, clock))
+            + level_beside_saved(result, record, Path(saved)))
 
 
 def level_beside_saved(result: Any, record: dict[str, Any], saved: Any, experiment: str = "baseline",
@@ -229,7 +229,6 @@ def level_beside_saved(result: Any, record: dict[str, Any], saved: Any, experime
 
     from ..formatting import count, short_duration
 
-    column = "seconds" if clock == "wall" else "cpu_seconds"
     try:
         place = next(p for p in record["placement" if clock == "wall" else "placement_cpu"]
                      if p["experiment"] == experiment)
@@ -239,7 +238,7 @@ def level_beside_saved(result: Any, record: dict[str, Any], saved: Any, experime
         return ""
 
     def repeats(rows: Any) -> list[float]:
-        return list(rows[(rows["experiment"] == experiment) & (rows["source"] == place["source"])][column])
+        return list(rows[(rows["experiment"] == experiment) & (rows["source"] == place["source"])][CLOCKS[clock]])
 
     here, there = repeats(result.rows), repeats(saved_rows)
     if ours["source"] != place["source"] or not here or not there:

@@ -19,30 +19,12 @@ from typing import Any
 from ..errors import OmniLoaderError
 from ..formatting import count, short_duration
 from ..lint.findings import Finding, Price, findings_markdown, ordered
-from ..lint.limits import MAX_COUNT, MAX_VISIT_SECONDS
+from ..lint.limits import check_count, check_visit_cost
 from ..lint.sources import SourceError, read_bounded
+from ..names import cache_dir as kit_cache_dir
 
 COST_FILE = "visit-cost.json"
 TOKEN2WAV = "token2wav"
-
-
-def check_count(option: str, value: object) -> int:
-    """``value`` as a whole number from 1 to :data:`MAX_COUNT`, else one line naming ``option``."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
-        raise OmniLoaderError(f"{option} must be at least 1 and at most {MAX_COUNT:,} (a whole number), not {value}")
-    return value
-
-
-def check_visit_cost(value: object, option: str = "--visit-cost") -> float:
-    """``value`` as a finite number of seconds above 0 and at most :data:`MAX_VISIT_SECONDS`, else one line."""
-    try:
-        seconds = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        seconds = math.nan
-    if isinstance(value, bool) or not (math.isfinite(seconds) and 0 < seconds <= MAX_VISIT_SECONDS):
-        raise OmniLoaderError(f"{option} {value}: must be a finite number of seconds above 0 and at most "
-                              f"{MAX_VISIT_SECONDS:g} (a module visit costs microseconds)")
-    return seconds
 
 
 @dataclass(frozen=True)
@@ -136,11 +118,7 @@ def visit_cost(results: str | Path | None = None, cache_dir: str | Path | None =
         if not csv.is_file():
             raise OmniLoaderError(f"--results {results}: no traversal.csv there (run `omni-loader traversal --out DIR`)")
         return cost_from_rows(pd.read_csv(csv), f"fitted from {csv}")
-    if cache_dir is None:
-        from ..token2wav.checkpoint import default_cache_dir
-
-        cache_dir = default_cache_dir()
-    cache = Path(cache_dir) / COST_FILE
+    cache = Path(kit_cache_dir() if cache_dir is None else cache_dir) / COST_FILE
     machine = {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
                "python": platform.python_version(), "torch": importlib.metadata.version("torch")}
     try:
@@ -171,45 +149,6 @@ def price_findings(findings: Sequence[Finding], size: TreeSize, cost: VisitCost)
     return [replace(f, price=Price(size.modules, size.items, cost.seconds, basis)) for f in findings]
 
 
-def price_beside_sweep(findings: Sequence[Finding], sweep) -> str:  # sweep: a traversal SweepResult
-    """Why a finding's price (per module visit, for any walk) is neither the sweep's B·N power law nor its measured
-    real model, in one computed line; empty when no finding is priced."""
-    from ..formatting import count, times
-    from .fits import source_words
-
-    priced = [f.price for f in findings if f.price is not None]
-    if not priced:
-        return ""
-    price = priced[0]
-    try:
-        same = math.isclose(cost_from_rows(sweep.rows, "sweep").seconds, price.seconds_per_visit, rel_tol=1e-9)
-    except (OmniLoaderError, ValueError, KeyError):
-        same = False
-    where = ("state_dict()'s cost per module, fitted on this sweep's synthetic trees" if same
-             else f"the per-visit cost {price.basis.rsplit('; ', 1)[-1]}")
-    lines = [f"The finding's ≈ {short_duration(price.seconds_total)} is {count(price.visits)} module visits × "
-             f"{short_duration(price.seconds_per_visit)} ({where}): a price per visit, linear in the visits, "
-             "so it holds for any walk of any tree, run or not."]
-    fit = sweep.fits.get("baseline")
-    if fit is not None:
-        past = (f", extended {times(price.visits / fit.x_max)} past the {count(fit.x_max)} its fit ends at"
-                if price.visits > fit.x_max else "")
-        lines.append(f"The sweep's B·N line predicts {short_duration(float(fit.predict(price.visits)))} at the same "
-                     f"B·N: a power law of slope {fit.slope:.2f}{past}.")
-    placement = sweep.placement
-    if placement is not None and len(placement):
-        real = placement[(placement["experiment"] == "baseline") & (placement["x"] == price.visits)]
-        for r in real.itertuples(index=False):
-            measured = float(r.median_seconds)
-            lines.append(f"Measured, {source_words(r.source)} took {short_duration(measured)}, "
-                         f"{times(measured / price.seconds_total)} the finding's price: "
-                         f"{short_duration(measured / price.visits)} per visit, its modules "
-                         f"{'dearer' if measured > price.seconds_total else 'cheaper'} to visit than empty "
-                         "synthetic ones. For that model the measurement is the figure to trust; the finding's "
-                         "price is the estimate for code that has not run.")
-    return " ".join(lines)
-
-
 class Findings(tuple):
     """A source audit's findings (a tuple of :class:`Finding`, in order) and what a notebook shows of them."""
 
@@ -217,9 +156,43 @@ class Findings(tuple):
         """One row per finding (:func:`findings_markdown`)."""
         return findings_markdown(self, relative_to)
 
-    def price_beside(self, sweep: Any) -> str:
-        """Why a finding's price is neither ``sweep``'s B·N line nor its measured model (:func:`price_beside_sweep`)."""
-        return price_beside_sweep(self, sweep)
+    def price_beside(self, sweep: Any) -> str:  # sweep: a traversal SweepResult
+        """Why a finding's price (per module visit, for any walk) is neither the sweep's B·N power law nor its measured
+        real model, in one computed line; empty when no finding is priced."""
+        from ..formatting import count, times
+        from .fits import source_words
+
+        priced = [f.price for f in self if f.price is not None]
+        if not priced:
+            return ""
+        price = priced[0]
+        try:
+            same = math.isclose(cost_from_rows(sweep.rows, "sweep").seconds, price.seconds_per_visit, rel_tol=1e-9)
+        except (OmniLoaderError, ValueError, KeyError):
+            same = False
+        where = ("state_dict()'s cost per module, fitted on this sweep's synthetic trees" if same
+                 else f"the per-visit cost {price.basis.rsplit('; ', 1)[-1]}")
+        lines = [f"The finding's ≈ {short_duration(price.seconds_total)} is {count(price.visits)} module visits × "
+                 f"{short_duration(price.seconds_per_visit)} ({where}): a price per visit, linear in the visits, "
+                 "so it holds for any walk of any tree, run or not."]
+        fit = sweep.fits.get("baseline")
+        if fit is not None:
+            past = (f", extended {times(price.visits / fit.x_max)} past the {count(fit.x_max)} its fit ends at"
+                    if price.visits > fit.x_max else "")
+            lines.append(f"The sweep's B·N line predicts {short_duration(float(fit.predict(price.visits)))} at the "
+                         f"same B·N: a power law of slope {fit.slope:.2f}{past}.")
+        placement = sweep.placement
+        if placement is not None and len(placement):
+            real = placement[(placement["experiment"] == "baseline") & (placement["x"] == price.visits)]
+            for r in real.itertuples(index=False):
+                measured = float(r.median_seconds)
+                lines.append(f"Measured, {source_words(r.source)} took {short_duration(measured)}, "
+                             f"{times(measured / price.seconds_total)} the finding's price: "
+                             f"{short_duration(measured / price.visits)} per visit, its modules "
+                             f"{'dearer' if measured > price.seconds_total else 'cheaper'} to visit than empty "
+                             "synthetic ones. For that model the measurement is the figure to trust; the finding's "
+                             "price is the estimate for code that has not run.")
+        return " ".join(lines)
 
 
 def audit_sources(paths: Sequence[str | Path] | str | Path, *, modules: int | None = None,

@@ -74,22 +74,6 @@ class SweepConfig:
         return [(n, b) for n in self.n_values for b in self.b_values]
 
 
-def measure_round(model: nn.Module, number: dict[str, int], repeat: int, source: str, counts: tuple[int, int],
-                  touch: int) -> list[dict[str, Any]]:
-    """One timed repeat of each experiment in ``number`` on ``model``: one tidy row each, after ``touch`` untimed
-    ``state_dict()`` calls that warm the caches, so large trees are not timed cold and small ones warm."""
-    n, b = counts
-    calls = experiment_calls(model)
-    for _ in range(touch):
-        model.state_dict()
-    rows = []
-    for exp, k in number.items():
-        wall, cpu = per_call_seconds(calls[exp], k)
-        rows.append({"experiment": exp, "source": source, "N": n, "B": b, "x": experiment_x(exp, n, b),
-                     "repeat": repeat, "seconds": wall, "cpu_seconds": cpu, "number": k})
-    return rows
-
-
 @dataclass(frozen=True)
 class Subject:
     """One model of the sweep, built and warmed up: where its rows come from and how often each call runs."""
@@ -99,6 +83,20 @@ class Subject:
     counts: tuple[int, int]
     number: dict[str, int]
     round_estimate: float = math.nan  # seconds one timed round should take, from the warm-up (see run_sweep)
+
+    def measure(self, repeat: int, touch: int) -> list[dict[str, Any]]:
+        """One timed repeat of each experiment in ``number``: one tidy row each, after ``touch`` untimed
+        ``state_dict()`` calls that warm the caches, so large trees are not timed cold and small ones warm."""
+        n, b = self.counts
+        calls = experiment_calls(self.model)
+        for _ in range(touch):
+            self.model.state_dict()
+        rows = []
+        for exp, k in self.number.items():
+            wall, cpu = per_call_seconds(calls[exp], k)
+            rows.append({"experiment": exp, "source": self.source, "N": n, "B": b, "x": experiment_x(exp, n, b),
+                         "repeat": repeat, "seconds": wall, "cpu_seconds": cpu, "number": k})
+        return rows
 
 
 def subjects(config: SweepConfig, bar: Any) -> list[Subject]:
@@ -158,8 +156,7 @@ def run_sweep(config: SweepConfig | None = None, progress: bool = True,
         with Redrawer(steps, TICK):  # the time left counts down while one model is timed
             for (repeat, i), step in zip(queue, rounds):
                 steps.begin(step, f"repeat {repeat + 1}/{config.repeats}")  # the bar ticks as the model before ends
-                s = plan[i]
-                rows += measure_round(s.model, s.number, repeat, s.source, s.counts, config.touch)
+                rows += plan[i].measure(repeat, config.touch)
             steps.finish(done_words(config.repeats, models))
     order = {e: i for i, e in enumerate(EXPERIMENTS)}
     frame = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
@@ -279,7 +276,7 @@ def write_sweep(out_dir: str | Path, result: SweepResult) -> dict[str, Path]:
         result.fits_frame().to_csv(fh, index=False)
     write_text(files["fits_json"], json.dumps(fits_record(result), indent=2, default=str))
     for clock, png, svg in (("wall", "plot_png", "plot_svg"), ("cpu", "plot_cpu_png", "plot_cpu_svg")):
-        fig = plot_sweep(result.rows, result.fits_for(clock), clock)
+        fig = result.plot(clock)
         for key, dpi in ((png, 110), (svg, None)):
             with open_file(files[key], "w", binary=True) as fh:
                 fig.savefig(fh, format=files[key].suffix[1:], dpi=dpi, bbox_inches="tight")  # a wide title kept whole
