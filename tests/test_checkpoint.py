@@ -638,3 +638,37 @@ def test_running_out_of_memory_while_reading_a_shard_says_so(tiny_snapshot: Path
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.startswith("out of memory reading shard "), (out.stdout, out.stderr[-500:])
     assert "the file is not to blame" in out.stdout and "corrupt" not in out.stdout
+
+
+def test_model_words_name_what_a_snapshot_holds_as_every_title_does():
+    """A synthetic snapshot by its size (full: "full-size"), its weights said unless asked not to; else the model id,
+    else the directory's name, else the model's own name; a record whose ``synthetic`` is not a size is not one."""
+    from omni_loader.token2wav.checkpoint import model_words
+
+    assert model_words({"synthetic": {"size": "full"}, "model_id": "M"}) == "full-size Token2Wav (synthetic weights)"
+    assert model_words({"synthetic": {"size": "tiny"}}, weights=False) == "tiny Token2Wav"
+    assert model_words({"model_id": "Qwen/Qwen2.5-Omni-3B", "checkpoint_dir": "/x/snap"}) == "Qwen/Qwen2.5-Omni-3B"
+    assert model_words({"synthetic": True, "checkpoint_dir": "/x/snap"}) == "Token2Wav from snap"
+    assert model_words({"synthetic": {"size": ""}, "checkpoint_dir": "/x/snap/"}) == "Token2Wav from snap"
+    assert model_words({"checkpoint_dir": None}) == model_words({}) == "Token2Wav"
+
+
+def test_a_read_that_failed_names_its_real_cause_not_the_files_content(tmp_path):
+    """Memory running out is said as that (the file is not to blame); a refusal of the file system is said in its
+    own words, asked again of the file when the library's words were its own; a content error is left to the
+    caller (None)."""
+    from omni_loader.errors import OmniLoaderError
+    from omni_loader.token2wav.checkpoint import read_failure
+
+    shard = tmp_path / "model.safetensors"
+    oom = read_failure(shard, MemoryError("mmap"), "shard")
+    assert type(oom) is OmniLoaderError and str(oom) == (
+        f"out of memory reading shard {shard} (mmap): the machine ran out, the file is not to blame; free memory (or "
+        "lift the process's memory limit) and run again")
+    said = " (the file system's answer; the file's content was not read)"
+    refused = read_failure(tmp_path, OSError("No such file or directory"), "shard")  # the library's words: asked again
+    assert type(refused) is CheckpointError and str(refused) == f"cannot read shard {tmp_path}: Is a directory{said}"
+    shard.write_bytes(b"x")  # readable now: the failure's own words stand
+    assert str(read_failure(shard, OSError(5, "Input/output error"), "index")) == (
+        f"cannot read index {shard}: Input/output error{said}")
+    assert read_failure(shard, ValueError("bad header"), "shard") is None
