@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ALPHA = 0.05  # the kit's (omni_loader.reporting.stats.ALPHA)
+from ..reporting.stats import ALPHA
+
 POWER = 0.8
 PR_SAVING_S = 1.099526 - 0.620436  # the PR's Token2Wav weight-loading saving (data/reference/pr7061.json), 0.479 s
 

@@ -157,12 +157,15 @@ def line_tags(head: re.Match[str] | None) -> tuple[str | None, int, str, int | N
         int(pid) if pid else None
 
 
+def lane_name(stage: str, replica: int) -> str:
+    """A lane's name: its stage (or process), ``/replicaR`` after it for a replica other than 0."""
+    return stage if not replica else f"{stage}/replica{replica}"
+
+
 def figure_lane(line: str) -> str | None:
     """Whose figure a log line holds: ``stage-2``, ``stage-0/replica1``, the process tag, or None (untagged)."""
     stage, replica, process, _ = line_tags(HEADER.match(ANSI.sub("", line)))
-    if stage:
-        return stage if not replica else f"{stage}/replica{replica}"
-    return process or None
+    return lane_name(stage, replica) if stage else process or None
 
 
 def literal_part(pattern: str) -> str | None:
@@ -308,7 +311,7 @@ class LogClock:
         return rel
 
 
-def line_blocks(fh: IO[str], size: int = 1 << 22, max_line: int = MAX_LINE, cut: list[int] | None = None) -> Iterator[str]:
+def line_blocks(fh: IO[str], size: int, max_line: int, cut: list[int]) -> Iterator[str]:
     """Text in blocks of whole lines (about ``size`` characters each); a line longer than ``max_line`` is cut there,
     the rest dropped unread and its number appended to ``cut``, so memory stays bounded."""
     rest, skipping, lines = "", False, 0
@@ -323,8 +326,7 @@ def line_blocks(fh: IO[str], size: int = 1 << 22, max_line: int = MAX_LINE, cut:
         rest = block[end:]
         if len(rest) > max_line:
             skipping, rest = True, rest[:max_line]
-            if cut is not None:
-                cut.append(lines + block.count("\n", 0, end) + 1)
+            cut.append(lines + block.count("\n", 0, end) + 1)
         if end:
             lines += block.count("\n", 0, end)
             yield block[:end]

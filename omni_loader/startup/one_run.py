@@ -29,6 +29,7 @@ from ..names import VARIANTS
 from ..token2wav.options import LoadOptions
 from ..results.planner import PlannedRun
 from ..host.procs import ChildGuard, adopting_orphans, stop_group
+from .server import DEFAULT_HOST
 from ..results.rows import RunRow
 
 PHASE = "startup_to_health"
@@ -36,18 +37,16 @@ SOURCE = "server"
 Command = str | Sequence[str]
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = DEFAULT_HOST) -> int:
     """A TCP port nothing listens on right now (the OS's pick; free until someone binds it)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:  # TCP, the default type
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
 def port_is_free(host: str, port: int) -> bool:
     """True when nothing listens on host:port (binding with SO_REUSEADDR, as servers do)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
@@ -76,23 +75,22 @@ def health_address(url: str) -> tuple[str, int]:
 
 
 def stage_server_commands(checkpoint_dir: str | os.PathLike[str], port: int | None = None, *,
-                          options: LoadOptions | None = None, host: str = "127.0.0.1", python: str | None = None,
-                          extra: Sequence[str] = (), **overrides: str | None) -> tuple[str, str, str]:
+                          options: LoadOptions | None = None, **overrides: str | None) -> tuple[str, str, str]:
     """``(baseline_cmd, optimized_cmd, health_url)``: two ``python -m omni_loader stage-server`` commands on one
     port (a free one when None), loading with ``options``; ``overrides`` change single :class:`LoadOptions` fields.
     """
     opts = (options or LoadOptions()).replace(**overrides)
-    return ab_commands(port, host, lambda variant, port: [
-        python or sys.executable, "-m", "omni_loader", "stage-server", "--variant", variant,
-        "--checkpoint", str(checkpoint_dir), *opts.argv(), "--host", host, "--port", str(port), *extra])
+    return ab_commands(port, lambda variant: ["-m", "omni_loader", "stage-server", "--variant", variant,
+                                              "--checkpoint", str(checkpoint_dir), *opts.argv()])
 
 
-def ab_commands(port: int | None, host: str, argv: Callable[[str, int], list[str]]) -> tuple[str, str, str]:
-    """``(baseline_cmd, optimized_cmd, health_url)`` of ``argv(variant, port)`` on one port (a free one when None)."""
-    port = free_port(host) if port is None else int(port)
-    baseline, optimized = (shlex.join(argv(variant, port)) for variant in VARIANTS)
-    url_host = f"[{host}]" if ":" in host else host
-    return baseline, optimized, f"http://{url_host}:{port}/health"
+def ab_commands(port: int | None, words: Callable[[str], list[str]]) -> tuple[str, str, str]:
+    """``(baseline_cmd, optimized_cmd, health_url)``: this Python with ``words(variant)``, listening on loopback at
+    one port (a free one when None)."""
+    port = free_port() if port is None else int(port)
+    baseline, optimized = (shlex.join([sys.executable, *words(variant), "--host", DEFAULT_HOST, "--port", str(port)])
+                           for variant in VARIANTS)
+    return baseline, optimized, f"http://{DEFAULT_HOST}:{port}/health"
 
 
 def split_command(cmd: Command, what: str = "command") -> list[str]:
@@ -124,8 +122,7 @@ Waiting = Callable[[float, str], None]  # (seconds waited so far, the last answe
 WAIT_SAID_EVERY = 1.0  # seconds between two calls of a wait's ``on_wait``
 
 
-def wait_healthy(proc: subprocess.Popen, url: str, started: float, timeout: float,
-                 poll_interval: float = 0.05, request_timeout: float = 1.0,
+def wait_healthy(proc: subprocess.Popen, url: str, started: float, timeout: float, poll_interval: float = 0.05,
                  on_wait: Waiting | None = None) -> tuple[float | None, str | None]:
     """Seconds from ``started`` (a perf_counter reading) to the first HTTP 200, or (None, one-line error);
     ``on_wait(seconds, last)`` is called at most every :data:`WAIT_SAID_EVERY` seconds after a non-200 answer."""
@@ -140,7 +137,7 @@ def wait_healthy(proc: subprocess.Popen, url: str, started: float, timeout: floa
         if remaining <= 0:
             return None, f"no HTTP 200 from {url} within {timeout:g} s (last: {last})"
         try:
-            with opener.open(url, timeout=max(0.05, min(request_timeout, remaining))) as resp:
+            with opener.open(url, timeout=max(0.05, min(1.0, remaining))) as resp:  # a second a request at most
                 if resp.status == 200:
                     return time.perf_counter() - started, None
                 last = f"HTTP {resp.status}"

@@ -266,10 +266,8 @@ def _post_load(log: StageLog, state: StageState, bound_at: float, loaded_at: flo
     log(f"{READY_MESSAGE} ({time.perf_counter() - bound_at:.3f} s after binding; {note})")
 
 
-def load_in_background(options: StageServerOptions, state: StageState, bound_at: float,
-                       log: StageLog | None = None) -> None:
+def load_in_background(options: StageServerOptions, state: StageState, bound_at: float, log: StageLog) -> None:
     """The loader thread: resolve the snapshot, load, log vLLM-Omni lines, flip /health to 200."""
-    log = log or StageLog(options.stage, options.replica)
     try:
         if options.simulate is not None:
             simulate_load(options, state, bound_at, log)

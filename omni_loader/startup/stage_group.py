@@ -59,7 +59,6 @@ class StageGroupOptions:
     tag: str | None = None
     replica_tags: bool = False  # the stages' lines tagged (StageEngineCoreProc_stageN_replica0 pid=...)
     grace: float = 5.0
-    python: str | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.stages <= 64 or not 0 <= self.token2wav_stage < self.stages:
@@ -83,8 +82,7 @@ class StageGroupOptions:
 
     def stage_argv(self, stage: int) -> list[str]:
         """The ``stage-server`` command of stage ``stage``."""
-        argv = [self.python or sys.executable, *STAGE_ENTRY, "stage-server", "--stage", str(stage),
-                "--host", self.host, "--port", "0"]
+        argv = [sys.executable, *STAGE_ENTRY, "stage-server", "--stage", str(stage), "--host", self.host, "--port", "0"]
         argv += ["--replica", "0"] if self.replica_tags else []
         argv += ["--tag", self.tag] if self.tag else []
         seconds = self.simulated(stage)
@@ -193,13 +191,11 @@ def run_stage_group(options: StageGroupOptions) -> int:
 
 def stage_group_commands(checkpoint_dir: str | os.PathLike[str], port: int | None = None, *, stages: int = 3,
                          token2wav_stage: int = 2, simulate_seconds: tuple[float, ...] = (2.0,),
-                         options: LoadOptions | None = None, host: str = DEFAULT_HOST, python: str | None = None,
-                         extra: tuple[str, ...] = ()) -> tuple[str, str, str]:
+                         options: LoadOptions | None = None) -> tuple[str, str, str]:
     """``(baseline_cmd, optimized_cmd, health_url)``: two ``stage-group`` commands on one port, for serve-ab."""
     StageGroupOptions(VARIANTS[0], port or 0, stages, token2wav_stage, simulate_seconds)  # checked here, not in a run
     opts = options or LoadOptions()
-    return ab_commands(port, host, lambda variant, port: [
-        python or sys.executable, *STAGE_ENTRY, "stage-group", "--stages", str(stages), "--token2wav-stage",
-        str(token2wav_stage), "--simulate-seconds", ",".join(f"{s:g}" for s in simulate_seconds), "--variant", variant,
-        *command_words(CheckpointOptions, {"checkpoint": str(checkpoint_dir)}), *opts.argv(), "--host", host, "--port",
-        str(port), *extra])
+    return ab_commands(port, lambda variant: [
+        *STAGE_ENTRY, "stage-group", "--stages", str(stages), "--token2wav-stage", str(token2wav_stage),
+        "--simulate-seconds", ",".join(f"{s:g}" for s in simulate_seconds), "--variant", variant,
+        *command_words(CheckpointOptions, {"checkpoint": str(checkpoint_dir)}), *opts.argv()])

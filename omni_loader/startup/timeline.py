@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import OmniLoaderError
 from .logfigures import DEFAULT_MARKERS, MAX_LINE, Marker, line_blocks
-from .timeline_cover import CriticalPath, Segment, cover
+from .timeline_cover import UNEXPLAINED, CriticalPath, Segment, cover
 from .timeline_scan import RESOLUTION, WARNINGS_SHOWN, Lane, Record, Scanner
 
-UNEXPLAINED, AFTER_STAGES = "(unexplained)", "after stages"
+AFTER_STAGES = "after stages"
 
 # The kit's stage server's first load line, read whatever markers a caller passes: a phase, not a gap.
 STAGE_SERVER_MARKERS: tuple[Marker, ...] = (
@@ -62,8 +62,8 @@ class Timeline:
             out.setdefault(r.lane, []).append(r)
         return out
 
-    def phases(self, lane: str | None = None) -> list[Record]:
-        return [r for r in self.records if r.kind == "phase" and (lane is None or r.lane == lane)]
+    def phases(self) -> list[Record]:
+        return [r for r in self.records if r.kind == "phase"]
 
     def find(self, phase: str, lane: str | None = None) -> list[Record]:
         return [r for r in self.records if r.phase == phase and (lane is None or r.lane == lane)]
@@ -106,10 +106,10 @@ class Timeline:
         runner_up = others[0] if others else None
         margin = stage_ready[gating] - stage_ready[runner_up] if runner_up else None
         first = self.lane(gating).first
-        segments = cover(gating, [r for r in self.by_lane()[gating] if r.kind == "phase"], 0.0 if first is None else first, stage_ready[gating], min_gap,
-                         RESOLUTION, UNEXPLAINED)
+        segments = cover(gating, [r for r in self.by_lane()[gating] if r.kind == "phase"], 0.0 if first is None else first,
+                         stage_ready[gating], min_gap)
         after = [r for r in self.phases() if r.scope == "server" and r.level >= 0 and r.end > stage_ready[gating]]
-        segments += cover(AFTER_STAGES, after, stage_ready[gating], ready_at, min_gap, RESOLUTION, UNEXPLAINED)
+        segments += cover(AFTER_STAGES, after, stage_ready[gating], ready_at, min_gap)
         return CriticalPath(ready_at, marker, gating, margin, runner_up, stage_ready, tuple(segments))
 
     def gaps(self, min_gap: float = RESOLUTION) -> list[Segment]:
@@ -123,7 +123,7 @@ class Timeline:
                 continue  # the API server waits for the stages: its time before them is theirs
             first = min([r.start for r in phases] + [f for f in (firsts[name],) if f is not None])
             last = max([r.end for r in phases] + [ready.get(name, 0.0)])
-            out += [s for s in cover(name, phases, first, last, min_gap, RESOLUTION, UNEXPLAINED) if s.phase == UNEXPLAINED]
+            out += [s for s in cover(name, phases, first, last, min_gap) if s.phase == UNEXPLAINED]
         path = self.critical_path(min_gap)
         return out + [s for s in (path.segments if path else ()) if s.lane == AFTER_STAGES and s.phase == UNEXPLAINED]
 
@@ -163,19 +163,17 @@ def read_timeline(path: str | os.PathLike[str], markers: Sequence[Marker] = DEFA
     return timeline
 
 
-def read_timelines(paths: Iterable[str | os.PathLike[str]], markers: Sequence[Marker] = DEFAULT_MARKERS,
-                   require: bool = True, warn: Callable[[str], None] | None = None) -> list[Timeline]:
-    """:func:`read_timeline` of each path (``require``: a file without a marker is an error); warnings to ``warn``."""
-    warn = warn or (lambda text: print(f"omni-loader: warning: {text}", file=sys.stderr))
+def read_timelines(paths: Iterable[str | os.PathLike[str]], markers: Sequence[Marker] = DEFAULT_MARKERS) -> list[Timeline]:
+    """:func:`read_timeline` of each path (a file without a marker is an error); warnings to stderr."""
     out = []
     for path in paths:
         if not Path(path).is_file():
             raise OmniLoaderError(f"{path}: no such log file")
         timeline = read_timeline(path, markers)
-        if require and not (timeline.records and timeline.started):  # a log has timestamped lines
+        if not (timeline.records and timeline.started):  # a log has timestamped lines
             raise NoStartupMarkers(f"{path}: no vLLM or vLLM-Omni startup marker in its {timeline.lines} lines "
                                    "(is it a server log?)")
         for text in timeline.warnings:
-            warn(text)
+            print(f"omni-loader: warning: {text}", file=sys.stderr)
         out.append(timeline)
     return out

@@ -12,6 +12,10 @@ from dataclasses import asdict, dataclass
 from itertools import accumulate
 from typing import Any
 
+from .timeline_scan import RESOLUTION
+
+UNEXPLAINED = "(unexplained)"
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -54,8 +58,8 @@ class CriticalPath:
         return {**asdict(self), "segments": [s.to_dict() for s in self.segments], "sentence": self.sentence()}
 
 
-def outermost(phases: Sequence[Any], resolution: float) -> list[Any]:
-    """The phases that no other phase holds: a lower ``level`` holds a higher one it spans within ``resolution``;
+def outermost(phases: Sequence[Any]) -> list[Any]:
+    """The phases that no other phase holds: a lower ``level`` holds a higher one it spans within :data:`RESOLUTION`;
     the same or a higher level, one it spans strictly, or spans alike and is longer or comes first."""
     items = list(phases)
     held = [False] * len(items)
@@ -71,22 +75,21 @@ def outermost(phases: Sequence[Any], resolution: float) -> list[Any]:
         starts, ends = [a for a, _ in spans], list(accumulate((b for _, b in spans), max))
         for i, p in enumerate(items):
             if not held[i] and p.level > level:
-                k = bisect_right(starts, p.start + resolution)
-                held[i] = bool(k) and ends[k - 1] >= p.end - resolution
+                k = bisect_right(starts, p.start + RESOLUTION)
+                held[i] = bool(k) and ends[k - 1] >= p.end - RESOLUTION
     return [p for p, h in zip(items, held) if not h]
 
 
-def cover(lane: str, phases: Sequence[Any], start: float, end: float, min_gap: float, resolution: float,
-          gap: str) -> list[Segment]:
-    """The outermost phases from ``start`` to ``end`` in order, with the gaps over ``min_gap`` named ``gap``."""
+def cover(lane: str, phases: Sequence[Any], start: float, end: float, min_gap: float) -> list[Segment]:
+    """The outermost phases from ``start`` to ``end`` in order, with the gaps over ``min_gap`` named :data:`UNEXPLAINED`."""
     segments: list[Segment] = []
     cursor = start
-    for p in sorted(outermost(phases, resolution), key=lambda r: (r.start, -r.end)):
+    for p in sorted(outermost(phases), key=lambda r: (r.start, -r.end)):
         if p.end > cursor:
             if p.start - cursor > min_gap:
-                segments.append(Segment(lane, gap, cursor, min(p.start, end)))
+                segments.append(Segment(lane, UNEXPLAINED, cursor, min(p.start, end)))
             segments.append(Segment(lane, p.phase, max(p.start, cursor), p.end, p.source))
             cursor = p.end
     if end - cursor > min_gap:
-        segments.append(Segment(lane, gap, cursor, end))
+        segments.append(Segment(lane, UNEXPLAINED, cursor, end))
     return segments

@@ -61,11 +61,11 @@ ENCLOSED: dict[str, tuple[str, ...]] = {
 }
 
 
-def changed_load_phases(first: str = VARIANTS[0], second: str = VARIANTS[1]) -> tuple[str, ...]:
+def changed_load_phases() -> tuple[str, ...]:
     """The load's phases whose step differs between the two variants (the PR's pair: buffer discovery)."""
     from ..reporting.controls import changed_phases
 
-    return changed_phases(first, second)
+    return changed_phases(*VARIANTS[:2])
 
 
 def holds_change(lane: str, phase: str, token2wav_lanes: Iterable[str], changed: Iterable[str]) -> bool:
@@ -83,8 +83,7 @@ def phase_colour(phase: str) -> str:
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
-def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str | None = None,
-          min_gap: float = 1.0) -> ShownFigure:
+def gantt(timeline: Timeline, *, title: str | None = None, min_gap: float = 1.0) -> ShownFigure:
     """The chart of ``timeline``: lanes top to bottom as :meth:`Timeline.lane_names` orders them."""
     lanes = [n for n in timeline.lane_names() if any(r.lane == n for r in timeline.records)]
     y = {name: i for i, name in enumerate(lanes)}
@@ -116,7 +115,7 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
         ax.axvline(path.ready_at, color="black", linestyle="--", linewidth=1, label="_ready", zorder=6)
         ax.text(path.ready_at, -0.55, f"ready {path.ready_at:.1f} s ", va="bottom", ha="right", fontsize=8,
                 bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none"}, zorder=7)
-    _annotate_token2wav(ax, timeline, y, token2wav_lane)
+    _annotate_token2wav(ax, timeline, y)
     ax.set_yticks(range(len(lanes)))
     gating = path.gating if path is not None else None
     t2w = set(timeline.token2wav_lanes())
@@ -135,9 +134,9 @@ def gantt(timeline: Timeline, *, token2wav_lane: str | None = None, title: str |
     return fig
 
 
-def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int], lane: str | None) -> None:
+def _annotate_token2wav(ax: Any, timeline: Timeline, y: dict[str, int]) -> None:
     """Outline and name the Token2Wav stage's weight loading (else its ``[Model Loaded]`` or model loading phase)."""
-    record = next((found[0] for name in ([lane] if lane else timeline.token2wav_lanes()) for phase in TOKEN2WAV_PHASES
+    record = next((found[0] for name in timeline.token2wav_lanes() for phase in TOKEN2WAV_PHASES
                    if (found := timeline.find(phase, name))), None)
     if record is None or record.lane not in y:
         return

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from ..errors import OmniLoaderError
-from .logfigures import (ANSI, HEADER, PID, SERVE_AB_HEADER, STAMPED, TOKEN2WAV, LogClock, Marker, line_tags,
-                         to_seconds)
+from .logfigures import (ANSI, HEADER, PID, SERVE_AB_HEADER, STAMPED, TOKEN2WAV, LogClock, Marker, lane_name,
+                         line_tags, to_seconds)
 
 STAGE_TAG = re.compile(r"\[Stage-(\d+)\]")  # a stage tag (vLLM-Omni's [Stage-N])
 
@@ -47,7 +47,7 @@ class Record:
 
     @property
     def lane(self) -> str:
-        return self.stage if not self.replica else f"{self.stage}/replica{self.replica}"
+        return lane_name(self.stage, self.replica)
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Lane:
 
     @property
     def name(self) -> str:
-        return self.stage if not self.replica else f"{self.stage}/replica{self.replica}"
+        return lane_name(self.stage, self.replica)
 
     @property
     def is_stage(self) -> bool:
