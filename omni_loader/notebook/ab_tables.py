@@ -20,6 +20,7 @@ from ..reporting.sequential import design_alpha
 from ..reporting.stats import (ALPHA, HIGH_SPREAD, Comparison, NoiseFloor, compare, confidence_words,
                                memory_verdict, run_summary)
 from ..names import OUTER_LOAD_WEIGHTS
+from .showing import unbroken
 
 # The rows that enclose other phases, named short where a cell lists them.
 SHORT_ROWS = {"weight_loading": "weight loading", OUTER_LOAD_WEIGHTS: "vLLM's load_weights", "total": "whole load"}
@@ -33,11 +34,6 @@ FASTER, SLOWER, NO_CLAIM, TOO_FEW = "faster", "slower", "no claim", "too few run
 VERDICT_WORDS = (FASTER, SLOWER, NO_CLAIM, TOO_FEW)
 
 
-def unbroken(words: str) -> str:
-    """``words`` with non-breaking spaces: a table's cell shows them on one line."""
-    return words.replace(" ", "\u00a0")
-
-
 # Where a line may break inside a quantity: between a number and its unit, and at the dash of a range "0.961–0.970".
 QUANTITY_GAPS = re.compile(r"(?<=\d) (?=(?:ns|µs|ms|s|%|x|KiB|MiB|GiB|bytes)(?![\w]))|(?<=\d)–(?=[−-]?\d)")
 
@@ -46,7 +42,7 @@ def whole_quantities(text: Any) -> Any:
     """A cell of words that may wrap, each quantity (a number and unit, a range) kept on one line."""
     if not isinstance(text, str):
         return text
-    return QUANTITY_GAPS.sub(lambda m: "\u00a0" if m.group(0) == " " else "\u00a0…\u00a0", text)
+    return QUANTITY_GAPS.sub(lambda m: "\u00a0" if m.group(0) == " " else TO, text)
 
 
 def verdict_word(c: Comparison, floor: NoiseFloor | None = None) -> str:
@@ -154,8 +150,7 @@ def count_table(comps: list[Comparison], first: str = "baseline", second: str = 
         verdict = verdict_word(c) if c.unit == "calls" else memory_verdict(c.baseline, c.optimized).split(" ")[0]
         rows.append({"measurement": name, f"{first} median": round(c.baseline.median / scale),
                      f"{second} median": round(c.optimized.median / scale),
-                     # a saving, as the time tables under it give one (a "change" of −219 over a "saving" of
-                     # 622.719 read as two signs for one thing): positive where the second needs fewer calls or less memory
+                     # a saving, as the time tables give one: positive where the second needs fewer calls or less memory
                      "saving": round(-c.difference / scale), "verdict": verdict})
     return [words_only(table(pd.DataFrame(rows)), ["measurement"])] if rows else []
 
@@ -169,8 +164,7 @@ def pr_rows(comps: list[Comparison], floors: dict[str, Any], alpha: float = ALPH
 
 def pair_tables(frame, suite: Suite, first: str, second: str) -> list[Any]:
     """``second`` against ``first`` as tables, and which rows a control both run unchanged moved."""
-    spec = suite.spec
-    custom = {v["name"]: v for v in spec.get("custom_variants") or [] if isinstance(v, dict)}
+    custom = {v["name"]: v for v in suite.spec.get("custom_variants") or [] if isinstance(v, dict)}
     comps = beyond_comparisons(frame, first, second, design_alpha(suite))  # the rows "beyond the PR" compares
     if RSS_COLUMN in frame:  # and peak RSS
         comps.append(compare(*(run_summary(frame, v, RSS_COLUMN) for v in (first, second)), unit="bytes"))

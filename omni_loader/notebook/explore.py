@@ -20,7 +20,7 @@ from ..names import LAYOUTS, VARIANTS
 
 
 def tree(model: str | int | nn.Module = "full", buffers: int | None = None, *, layout: str = "vllm-omni",
-         fanout: int = 4, device: str = "meta") -> Tree:
+         fanout: int = 4) -> Tree:
     """A tree to look inside: Token2Wav's of a size, a synthetic one of ``model`` modules, or a module."""
     if isinstance(model, nn.Module):
         return Tree(model)
@@ -28,7 +28,7 @@ def tree(model: str | int | nn.Module = "full", buffers: int | None = None, *, l
         from ..sweep.trees import build_tree
 
         return Tree(build_tree(model, buffers if buffers is not None else model, fanout=fanout))
-    return Tree(build_model(config_dict(model), layout=layout, device=device), size=model, layout=layout)
+    return Tree(build_model(config_dict(model), layout=layout, device="meta"), size=model, layout=layout)
 
 
 class Tree:
@@ -200,14 +200,14 @@ class Tree:
         return {"modules": len(roots), "with_submodules": len(inside), "tensors": len(tensors),
                 "bytes": sum(t.numel() * t.element_size() for t in tensors.values())}
 
-    def plot_parameter_bytes(self, depth: int = 2, top: int = 20):  # -> Figure
-        """Horizontal bar chart of :meth:`parameter_bytes` (largest ``top`` rows), in MiB, titled with the tree."""
+    def plot_parameter_bytes(self, depth: int = 2):  # -> Figure
+        """Horizontal bar chart of :meth:`parameter_bytes` (its largest 20 rows), in MiB, titled with the tree."""
         from matplotlib.figure import Figure
         from matplotlib.ticker import StrMethodFormatter
 
         what = (f"Token2Wav ({'full-size' if self.size == 'full' else self.size}, {self.layout})" if self.size
                 else type(self.module).__name__)
-        rows = self.parameter_bytes(depth).head(top).iloc[::-1]
+        rows = self.parameter_bytes(depth).head(20).iloc[::-1]
         # Text at 10 pt (7 pt labels read at about 7 px at display size): rows tall enough to hold it.
         fig = Figure(figsize=(10, 0.4 * len(rows) + 1.6), layout="constrained")
         ax = fig.subplots()
@@ -220,7 +220,7 @@ class Tree:
         ax.set_title(f"{what}: parameter bytes per submodule (depth {depth})")
         ax.legend(loc="lower right")
         ax.tick_params(axis="y", labelsize=9)
-        ax.margins(x=0.14)  # room for the largest bar's share label inside the frame ("82.6%" touched it at 0.08)
+        ax.margins(x=0.14)  # room for the largest bar's share label inside the frame
         ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))  # "1,000" as the table writes it, not "1000"
         ax.grid(True, axis="x", alpha=0.3)
         return fig
@@ -301,11 +301,6 @@ class PlainBuffers(nn.Module):
         self.register_buffer("filter", torch.zeros(12), persistent=False)
 
 
-def hazards() -> Hazards:
-    """Small models on which the two rules disagree, and one on which they agree (:class:`Hazards`)."""
-    return Hazards()
-
-
 class Hazards:
     """Small models, each case nested as ``block`` under a plain root, on which the two rules disagree."""
 
@@ -334,3 +329,6 @@ class Hazards:
                 "rule_hazards": "; ".join(map(str, rule_hazards(model))) or "(none)",
             })
         return pd.DataFrame(rows)
+
+
+hazards = Hazards  # the face's verb: kit.hazards().table()

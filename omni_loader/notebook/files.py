@@ -17,13 +17,11 @@ from ..results.metadata import REPO_ROOT, stamped
 
 RESULTS_ENV = "OMNI_LOADER_RESULTS"
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
-KERNEL = "python3"
 
 
 def results_root() -> Path:
     """``$OMNI_LOADER_RESULTS``, else ``results/`` at the repository root, else in the working directory."""
-    given = os.environ.get(RESULTS_ENV)
-    if given:
+    if given := os.environ.get(RESULTS_ENV):
         return Path(given).expanduser().resolve()
     if (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "omni_loader").is_dir():
         return REPO_ROOT / "results"
@@ -71,7 +69,7 @@ def find_notebook(name: str | os.PathLike[str]) -> Path:
 
 def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
             parameters: Mapping[str, Any] | None = None, cwd: str | os.PathLike[str] | None = None,
-            timeout: float | None = None, kernel: str = KERNEL) -> Path:
+            timeout: float | None = None) -> Path:
     """Run a notebook with papermill into ``output`` (only declared ``parameters``), and sign the copy."""
     import papermill as pm
 
@@ -87,7 +85,7 @@ def execute(notebook: str | os.PathLike[str], output: str | os.PathLike[str],
     ensure_dir(output.parent)
     # papermill writes by name: a new file, renamed into place (never through a link), a failed run's too
     with replaced(output, keep_failed=True) as tmp:
-        pm.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=kernel,
+        pm.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name="python3",
                             cwd=str(cwd or source.parent), progress_bar=False, execution_timeout=timeout)
     return sign(output)
 

@@ -51,13 +51,13 @@ class Profile(Profiles):
 
         return state_dict_call_table(self)
 
-    def top_functions(self, top: int | None = None) -> list[Any]:
+    def top_functions(self) -> list[Any]:
         """cProfile's top functions by cumulative time for each variant it profiled, and a word if they rank oddly."""
         from ..profiling.outputs import TOP_FUNCTIONS_CSV
         from ..profiling.tables import top_function_table
 
         shown = [x for v in self if (self.out / v / TOP_FUNCTIONS_CSV).exists()
-                 for x in (f"### {v}", top_function_table(self.out, v, top or self.top))]
+                 for x in (f"### {v}", top_function_table(self.out, v, self.top))]
         return shown + ([] if (said := self.profiled_against_unprofiled()) is None else [said])
 
     def profiled_against_unprofiled(self) -> str | None:
@@ -164,14 +164,14 @@ class Profile(Profiles):
             if section.startswith(STATE_DICT_CALLS) or (section.startswith(PHASE_SHARES) and line.startswith("|")):
                 continue
             kept.append(line)
-        return nested(re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip() + "\n", under=2)
+        return nested(re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip() + "\n")
 
-    def diff(self, runs: int, *, progress: bool = True, **more: Any) -> Diff:
+    def diff(self, runs: int, **more: Any) -> Diff:
         """The differential profile of the two variants profiled here: ``runs`` sampled loads each, in ``diff/``."""
         from ..profiling.diff import profile_diff
 
         return Diff.of(profile_diff(self.snapshot, tuple(self), runs=runs, out_dir=self.out, options=self.options,
-                                    progress=progress, **more))
+                                    **more))
 
 
 def _parameter_mib(reference: dict[str, Any]) -> float | None:
@@ -204,7 +204,7 @@ class Diff(ProfileDiff):
         """Its sentences (``diff.md`` without the table, under the notebook's heading), its table, its flamegraph."""
         from .showing import nested
 
-        return [nested(self.markdown(with_table=False), under=2), self.table(), self.flamegraph()]
+        return [nested(self.markdown(with_table=False)), self.table(), self.flamegraph()]
 
     def table(self):  # -> Styler
         """Its functions as a notebook table: medians, B − A and its interval in one unit, q, 01's verdict words."""
@@ -216,7 +216,8 @@ class Diff(ProfileDiff):
         from ..formatting import TIME_SCALE, number, short_duration, table, time_unit
         from ..profiling.diff_stats import NO_CLAIM as NOT_CLAIMED
         from ..profiling.settings import DEFAULT_RATE
-        from .ab_tables import NO_CLAIM, TO, unbroken
+        from .ab_tables import NO_CLAIM, TO
+        from .showing import unbroken
 
         shown = self.shown()
         unit = time_unit([x for x in shown[["a_median_s", "b_median_s"]].to_numpy().ravel() if x > 0] or [0.0])
@@ -226,22 +227,19 @@ class Diff(ProfileDiff):
         def shown_in_unit(seconds: Any) -> Any:  # a time or a column of them, rounded to what is shown, a -0 made 0
             return np.round(seconds * TIME_SCALE[unit], digits) + 0.0
 
-        def bare_shown(value: float) -> str:  # with a minus sign, as the sentences write one, not a hyphen
+        def bare(value: float) -> str:  # with a minus sign, as the sentences write one, not a hyphen
             return f"{value:,.{digits}f}".replace("-", "\u2212")
 
-        def bare(seconds: float) -> str:
-            return bare_shown(shown_in_unit(seconds))
-
         times = {f"A median ({unit})": "a_median_s", f"B median ({unit})": "b_median_s", f"B − A ({unit})": "delta_s"}
+        low, high = shown_in_unit(shown["ci_low"]), shown_in_unit(shown["ci_high"])
         frame = pd.DataFrame({
             "function (file)": [f"{r['function']}\n{r['file']}" for _, r in shown.iterrows()],
             **{name: shown_in_unit(shown[column]) for name, column in times.items()},
-            f"95% interval of B − A ({unit})": [bare(r["ci_low"]) + TO + bare(r["ci_high"])
-                                                for _, r in shown.iterrows()],
+            f"95% interval of B − A ({unit})": [bare(a) + TO + bare(b) for a, b in zip(low, high)],
             Q: shown["q"], "verdict": [unbroken(NO_CLAIM if v == NOT_CLAIMED else v) for v in shown["verdict"]],
             "role": shown["role"]})
         caption = (f"Times to the nearest {10.0 ** -digits:g} {unit}: py-spy sampled at {number(rate)} Hz, "
                    f"one sample every {short_duration(1 / rate)}")
         styler = table(frame.reset_index(drop=True), decimals={**{name: digits for name in times}, Q: 4},
                        names=["function (file)"], caption=caption)
-        return styler.format(bare_shown, subset=[f"B − A ({unit})"])  # a minus sign, as in the interval beside it
+        return styler.format(bare, subset=[f"B − A ({unit})"])  # a minus sign, as in the interval beside it

@@ -51,17 +51,22 @@ def readable(frame: Any, **more: str):  # -> DataFrame
     return frame.assign(**named).rename(columns={**READABLE, **more})
 
 
+def unbroken(words: str) -> str:
+    """``words`` with non-breaking spaces: a table's cell or a sentence shows them on one line."""
+    return words.replace(" ", "\u00a0")
+
+
 _HEADING = re.compile(r"^(#{1,6})(?= )")
 
 
-def nested(markdown: str, under: int = 2) -> str:
-    """``markdown`` with its headings moved down under a notebook heading of level ``under``."""
+def nested(markdown: str) -> str:
+    """``markdown`` with its headings moved down under a notebook's ``##`` heading: none above ``###``."""
     lines, fenced, levels = markdown.splitlines(), False, {}
     for i, line in enumerate(lines):
         fenced ^= line.startswith("```")
         if not fenced and (m := _HEADING.match(line)):
             levels[i] = len(m[1])
-    shift = max(0, under + 1 - min(levels.values())) if levels else 0
+    shift = max(0, 3 - min(levels.values())) if levels else 0
     for i, level in levels.items():
         lines[i] = "#" * min(6, level + shift) + lines[i][level:]
     return "\n".join(lines) + ("\n" if markdown.endswith("\n") else "")

@@ -16,20 +16,21 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..formatting import short_duration, time_unit
+from ..formatting import count, short_duration, time_unit
 from ..token2wav.options import VLLM_OMNI_HALF_DTYPES, LoadOptions
 from .forward_bar import forward_progress
+from .showing import unbroken
 
 SAMPLE_RATE = 24_000  # Qwen2.5-Omni's Token2Wav writes 24 kHz audio
 
 
 def load_model(size: str = "tiny", layout: str = "vllm-omni", checkpoint: str | None = None,
-               model_id: str | None = None, device: str = "auto") -> LoadedModel:
+               device: str = "auto") -> LoadedModel:
     """The snapshot loaded with the optimized rule onto ``device`` (``auto``: the GPU when torch sees one)."""
     from ..token2wav.checkpoint import resolve_snapshot
     from ..token2wav.loader import load_token2wav
 
-    snapshot = resolve_snapshot(checkpoint=checkpoint, model_id=model_id, size=size)
+    snapshot = resolve_snapshot(checkpoint=checkpoint, size=size)
     model, result = load_token2wav(snapshot, "optimized", LoadOptions(layout=layout, device=device))
     return LoadedModel(model, snapshot, result)
 
@@ -44,8 +45,6 @@ class LoadedModel:
 
     def describe(self) -> str:
         """The snapshot, what the load cost and the persistent buffers found, each name on its own line."""
-        from ..formatting import count
-
         snapshot, result = self.snapshot, self.result
         seconds = result.phase_seconds()
         buffers = result.persistent_buffers
@@ -57,11 +56,9 @@ class LoadedModel:
             f"persistent buffers ({count(len(buffers))}):" + ("" if buffers else " (none)"),
             *(f"    {name}" for name in buffers)])
 
-    def synthesize(self, n_codes: int = 50, num_steps: int = 4, speaker: str | None = None, seed: int = 0,
-                   **more: Any) -> Waveform:
+    def synthesize(self, **options: Any) -> Waveform:
         """One forward pass from codec tokens to audio (:func:`synthesize_waveform`)."""
-        return synthesize_waveform(self.model, self.snapshot, n_codes=n_codes, num_steps=num_steps, speaker=speaker,
-                                   seed=seed, **more)
+        return synthesize_waveform(self.model, self.snapshot, **options)
 
 
 def clip_length(seconds: float) -> str:
@@ -72,8 +69,8 @@ def clip_length(seconds: float) -> str:
 PROBE = (128, 7, 1_200)  # the probe convolution: Conv1d(128, 128, kernel 7) over 1,200 samples, BigVGAN-sized
 
 
-def conv_seconds(dtype: torch.dtype, repeats: int = 3) -> float:
-    """The best of ``repeats`` CPU timings of the :data:`PROBE` convolution in ``dtype``."""
+def conv_seconds(dtype: torch.dtype) -> float:
+    """The best of three CPU timings of the :data:`PROBE` convolution in ``dtype``."""
     channels, kernel, samples = PROBE
     with torch.random.fork_rng(devices=[]), torch.inference_mode():
         torch.manual_seed(0)
@@ -81,16 +78,11 @@ def conv_seconds(dtype: torch.dtype, repeats: int = 3) -> float:
         x = torch.randn(1, channels, samples).to(dtype)
         conv(x[..., : 4 * kernel])
         best = float("inf")
-        for _ in range(repeats):
+        for _ in range(3):
             start = time.perf_counter()
             conv(x)
             best = min(best, time.perf_counter() - start)
     return best
-
-
-def unbroken(seconds: float) -> str:
-    """``1,106\u00a0ms``: a duration for prose, its number and unit joined by a no-break space."""
-    return short_duration(seconds).replace(" ", "\u00a0")
 
 
 @dataclass(frozen=True)
@@ -110,14 +102,15 @@ class VocoderPrecision:
         if self.probe is not None:
             (half, single), (channels, kernel, samples) = self.probe, PROBE
             measured = (f"a `Conv1d({channels}, {channels}, {kernel})` over {samples:,} samples took "
-                        f"{unbroken(half)} in {self.loaded} against {unbroken(single)} in float32")
+                        f"{unbroken(short_duration(half))} in {self.loaded} against "
+                        f"{unbroken(short_duration(single))} in float32")
         if self.run == self.loaded:
             why = f": on this {self.device}, {measured}" if measured else ""
             return f"BigVGAN computed in {self.loaded}, the dtype it is loaded in{built}{why}."
         why = (f"on this {self.device} {self.loaded} convolutions are slow ({measured}, {half / single:,.0f}× as "
                "long), so" if measured else 'as asked (`vocoder_dtype="float32"`),')
         return (f"BigVGAN is loaded in {self.loaded}{built}, but {why} this forward pass ran a float32 copy of it "
-                f"(made in {unbroken(self.copy_seconds)}): the same weights, computed in float32, not "
+                f"(made in {unbroken(short_duration(self.copy_seconds))}): the same weights, computed in float32, not "
                 f"{self.loaded}. The loaded model keeps its {self.loaded} tensors.")
 
 
@@ -160,10 +153,10 @@ class Waveform:
     n_codes: int
     num_steps: int
     seconds: float  # wall time of the forward pass
-    device: str = "cpu"
-    dit_seconds: float | None = None  # the part of ``seconds`` before the vocoder started
-    vocoder: VocoderPrecision | None = None
-    model: str = "Token2Wav"  # which model made it, in words ("tiny Token2Wav")
+    device: str
+    dit_seconds: float  # the part of ``seconds`` before the vocoder started
+    vocoder: VocoderPrecision
+    model: str  # which model made it, in words ("tiny Token2Wav")
 
     @property
     def duration(self) -> float:
@@ -172,13 +165,10 @@ class Waveform:
     def describe(self) -> str:
         """Length, source and cost of the clip, on two lines (whether the weights are random is :meth:`note`)."""
         unit = time_unit(self.seconds)  # the parts in the whole's unit
-        split = "" if self.dit_seconds is None else (
-            f": DiT {short_duration(self.dit_seconds, unit)}, "
-            f"BigVGAN {short_duration(self.seconds - self.dit_seconds, unit)}"
-            + (f" ({self.vocoder.run})" if self.vocoder else ""))
         return (f"{len(self.audio):,} samples = {clip_length(self.duration)} at {self.sample_rate:,} Hz from "
                 f"{self.n_codes:,} codec tokens, speaker {self.speaker}, {self.num_steps} ODE steps, on {self.device}\n"
-                f"forward pass {short_duration(self.seconds)}{split}")
+                f"forward pass {short_duration(self.seconds)}: DiT {short_duration(self.dit_seconds, unit)}, "
+                f"BigVGAN {short_duration(self.seconds - self.dit_seconds, unit)} ({self.vocoder.run})")
 
     def note(self) -> str:
         """Markdown: what the sound can mean, and what BigVGAN computed it in."""
@@ -187,7 +177,7 @@ class Waveform:
                     "The pipeline runs end to end with the released shapes, but what you hear is noise, not speech.")
         else:
             text = "Weights from the checkpoint: with codec tokens from the talker, this is speech."
-        return text + (f"\n\n{self.vocoder.sentence()}" if self.vocoder else "")
+        return f"{text}\n\n{self.vocoder.sentence()}"
 
     def plot(self):  # -> Figure
         """The clip against time (seconds), titled with its model, its speaker and whether the weights are random."""
@@ -245,13 +235,12 @@ def synthesize_waveform(
     num_steps: int = 4,
     speaker: str | None = None,
     seed: int = 0,
-    code: torch.Tensor | None = None,
     progress: bool = True,
     vocoder_dtype: str = "auto",
 ) -> Waveform:
-    """Codec tokens -> mel (DiT, ``num_steps`` ODE steps) -> waveform (BigVGAN), as the stage does. Without
-    ``code``, ``n_codes`` tokens are drawn from ``seed``, as is the DiT's noise (the global RNG untouched);
-    ``vocoder_dtype`` is :func:`vocoder_for_run`'s."""
+    """Codec tokens -> mel (DiT, ``num_steps`` ODE steps) -> waveform (BigVGAN), as the stage does. The ``n_codes``
+    tokens are drawn from ``seed``, as is the DiT's noise (the global RNG untouched); ``vocoder_dtype`` is
+    :func:`vocoder_for_run`'s."""
     import numpy as np
 
     from ..token2wav.steps import load_speaker_dict
@@ -262,9 +251,8 @@ def synthesize_waveform(
     if speaker not in speakers:
         raise ValueError(f"speaker {speaker!r} is not in {snapshot.spk_dict_path} (has {sorted(speakers)})")
     entry = speakers[speaker]
-    if code is None:
-        vocab = int(entry.get("bos_token", model.config.dit_config.num_embeds - 1))
-        code = torch.randint(0, vocab, (1, n_codes), generator=torch.Generator().manual_seed(seed))
+    vocab = int(entry.get("bos_token", model.config.dit_config.num_embeds - 1))
+    code = torch.randint(0, vocab, (1, n_codes), generator=torch.Generator().manual_seed(seed))
     conditioning = entry["cond"].float().to(device)
     reference_mel = entry["ref_mel"].float().to(device)
     vocoder, precision = vocoder_for_run(model, device, vocoder_dtype)
@@ -278,7 +266,6 @@ def synthesize_waveform(
         seconds = time.perf_counter() - start
     audio = wav.reshape(-1).float().cpu().numpy().astype(np.float32)
     return Waveform(audio=audio, sample_rate=SAMPLE_RATE, random_weights=snapshot.synthetic is not None,
-                    speaker=speaker, n_codes=int(code.shape[-1]), num_steps=num_steps, seconds=seconds,
-                    device=str(device), dit_seconds=marks["vocoder"] - start if "vocoder" in marks else None,
-                    vocoder=precision, model=snapshot.model)
+                    speaker=speaker, n_codes=n_codes, num_steps=num_steps, seconds=seconds,
+                    device=str(device), dit_seconds=marks["vocoder"] - start, vocoder=precision, model=snapshot.model)
 
