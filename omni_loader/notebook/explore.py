@@ -200,14 +200,14 @@ class Tree:
         return {"modules": len(roots), "with_submodules": len(inside), "tensors": len(tensors),
                 "bytes": sum(t.numel() * t.element_size() for t in tensors.values())}
 
-    def plot_parameter_bytes(self, depth: int = 2):  # -> Figure
-        """Horizontal bar chart of :meth:`parameter_bytes` (its largest 20 rows), in MiB, titled with the tree."""
+    def plot_parameter_bytes(self, depth: int = 2, top: int = 20):  # -> Figure
+        """Horizontal bar chart of :meth:`parameter_bytes` (largest ``top`` rows), in MiB, titled with the tree."""
         from matplotlib.figure import Figure
         from matplotlib.ticker import StrMethodFormatter
 
         what = (f"Token2Wav ({'full-size' if self.size == 'full' else self.size}, {self.layout})" if self.size
                 else type(self.module).__name__)
-        rows = self.parameter_bytes(depth).head(20).iloc[::-1]
+        rows = self.parameter_bytes(depth).head(top).iloc[::-1]
         # Text at 10 pt (7 pt labels read at about 7 px at display size): rows tall enough to hold it.
         fig = Figure(figsize=(10, 0.4 * len(rows) + 1.6), layout="constrained")
         ax = fig.subplots()

@@ -51,13 +51,14 @@ class Profile(Profiles):
 
         return state_dict_call_table(self)
 
-    def top_functions(self) -> list[Any]:
-        """cProfile's top functions by cumulative time for each variant it profiled, and a word if they rank oddly."""
+    def top_functions(self, top: int | None = None) -> list[Any]:
+        """cProfile's top functions by cumulative time for each variant it profiled (``top`` rows, default the
+        profile's own), and a word if they rank oddly."""
         from ..profiling.outputs import TOP_FUNCTIONS_CSV
         from ..profiling.tables import top_function_table
 
         shown = [x for v in self if (self.out / v / TOP_FUNCTIONS_CSV).exists()
-                 for x in (f"### {v}", top_function_table(self.out, v, self.top))]
+                 for x in (f"### {v}", top_function_table(self.out, v, top or self.top))]
         return shown + ([] if (said := self.profiled_against_unprofiled()) is None else [said])
 
     def profiled_against_unprofiled(self) -> str | None:
