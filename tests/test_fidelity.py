@@ -19,7 +19,8 @@ import torch
 from omni_loader.token2wav import loader
 from omni_loader.token2wav.checkpoint import iter_token2wav_weights, open_snapshot
 from omni_loader.token2wav.loader import load_token2wav
-from omni_loader.token2wav.model import VLLM_OMNI_SUBMODULE_DTYPES, build_model, config_dict, inventory, parameter_bytes
+from omni_loader.token2wav.model import build_model, config_dict, inventory, parameter_bytes
+from omni_loader.token2wav.options import VLLM_OMNI_HALF_DTYPES
 from omni_loader.names import LEAF_PHASES, VARIANTS, WEIGHT_LOADING_CHILDREN
 from omni_loader.token2wav.steps import model_loaded_line
 from omni_loader.token2wav.variants import VARIANT_RELEASES
@@ -75,7 +76,7 @@ def test_the_dtypes_are_the_layouts_not_the_stage_dtypes() -> None:
     for stage in (torch.float32, torch.bfloat16, torch.float16):
         fused = build_model(config_dict("tiny"), layout="vllm-omni", device="meta", dtype=stage)
         assert {n: {p.dtype for p in getattr(fused, n).parameters()} for n in (DIT, BIGVGAN)} == {
-            n: {d} for n, d in VLLM_OMNI_SUBMODULE_DTYPES.items()}
+            n: {getattr(torch, d)} for n, d in VLLM_OMNI_HALF_DTYPES.items()}
         # the fused qkv_proj, made after the tree, is in the DiT's dtype too
         assert {b.attn.qkv_proj.weight.dtype for b in fused.code2wav_dit_model.transformer_blocks} == {torch.float32}
         unfused = build_model(config_dict("tiny"), layout="transformers", device="meta", dtype=stage)

@@ -22,11 +22,11 @@ from .pagecache import evict, read_seconds, resident_bytes, resident_fraction
 WARM_RESIDENT = 0.99  # a warm run found at least this share of the checkpoint's bytes resident
 COLD_RESIDENT = 0.05  # a cold run found at most this share resident (its eviction took)
 CACHE_KEY = "checkpoint_cache"  # the load benchmark record's field (metadata.json)
-TOKEN2WAV_PREFIX = "token2wav."
+CHECKPOINT_PREFIX = "token2wav."  # Token2Wav's tensors in the checkpoint (token2wav.model re-exports it)
 
 
-def safetensors_ranges(path: str | os.PathLike[str], prefix: str = TOKEN2WAV_PREFIX) -> list[tuple[int, int]]:
-    """The byte ranges ``[start, end)`` a reader of the ``prefix`` tensors reads of a safetensors file: the header
+def safetensors_ranges(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
+    """The byte ranges ``[start, end)`` a reader of the Token2Wav tensors reads of a safetensors file: the header
     and each such tensor's data (the whole file when the header cannot be read)."""
     size = os.path.getsize(path)
     try:
@@ -42,7 +42,7 @@ def safetensors_ranges(path: str | os.PathLike[str], prefix: str = TOKEN2WAV_PRE
     ranges = [(0, base)]
     for key, entry in header.items():
         offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        if key.startswith(prefix) and isinstance(offsets, list) and len(offsets) == 2:
+        if key.startswith(CHECKPOINT_PREFIX) and isinstance(offsets, list) and len(offsets) == 2:
             ranges.append((base + int(offsets[0]), base + int(offsets[1])))
     return ranges
 
@@ -113,7 +113,8 @@ def storage_throughput(snapshot: Any) -> dict[str, Any]:
 
 def recorded_run(saved: dict[str, Any] | None, run_id: int, warmup: bool, result: dict[str, Any]) -> dict[str, Any]:
     """The record's ``checkpoint_cache`` field with one more run's residency (``result``: the worker's dict), and
-    the summary of the measured runs so far."""
+    the summary of the measured runs so far: min, median and max residency, and the runs that did not load under
+    the condition."""
     record = dict(saved or {})
     measured = result.get("checkpoint_residency")
     if not isinstance(measured, dict):
@@ -122,15 +123,10 @@ def recorded_run(saved: dict[str, Any] | None, run_id: int, warmup: bool, result
     runs[str(run_id)] = {"resident": measured.get("resident"), "warmup": warmup, "files": measured.get("files"),
                          **({"evict_errors": measured["evict_errors"]} if measured.get("evict_errors") else {})}
     condition = measured.get("condition") or record.get("condition") or "warm"
-    record.update(condition=condition, bytes=measured.get("bytes"), runs=runs,
-                  summary=residency_summary(condition, runs))
-    return record
-
-
-def residency_summary(condition: str, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Min, median and max residency of the measured runs, and the runs that did not load under ``condition``."""
     values = {int(k): r.get("resident") for k, r in runs.items() if not r.get("warmup")}
     known = [v for v in values.values() if v is not None]
     off = sorted(k for k, v in values.items() if as_condition(condition, v) is False)
-    return {"measured_runs": len(values), "min": min(known, default=None), "max": max(known, default=None),
-            "median": statistics.median(known) if known else None, "not_" + condition: off}
+    summary = {"measured_runs": len(values), "min": min(known, default=None), "max": max(known, default=None),
+               "median": statistics.median(known) if known else None, "not_" + condition: off}
+    record.update(condition=condition, bytes=measured.get("bytes"), runs=runs, summary=summary)
+    return record

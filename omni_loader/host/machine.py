@@ -135,11 +135,11 @@ def _busy_cpu_seconds() -> float:
 class Activity:
     """What the machine did while a benchmark ran: started with :meth:`start`, read with :meth:`finish`."""
 
-    wall: float = 0.0
-    busy: float = 0.0
-    own: float = 0.0
-    steal: float | None = None
-    load_start: float | None = None
+    wall: float
+    busy: float
+    own: float
+    steal: float | None
+    load_start: float | None
 
     @classmethod
     def start(cls) -> Activity:

@@ -52,7 +52,7 @@ def signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def stop_group(pgid: int, grace: float = 10.0, leader: subprocess.Popen | None = None) -> list[int]:
+def stop_group(pgid: int, grace: float, leader: subprocess.Popen | None = None) -> list[int]:
     """Stop process group ``pgid``: SIGTERM, SIGKILL after ``grace`` s (at once when 0), reap ``leader``; returns
     the pids still alive (normally none). An interrupt while waiting kills the group before it propagates."""
     def gone() -> bool:
@@ -74,15 +74,13 @@ def stop_group(pgid: int, grace: float = 10.0, leader: subprocess.Popen | None =
             with suppress(subprocess.TimeoutExpired):
                 leader.wait(timeout=10)
     deadline = time.monotonic() + KILL_WAIT
-    left = group_members(pgid)
-    while left and time.monotonic() < deadline:
+    while (left := group_members(pgid)) and time.monotonic() < deadline:
         signal_group(pgid, signal.SIGKILL)
         time.sleep(POLL)
-        left = group_members(pgid)
     return left
 
 
-def stop_children(pid: int, grace: float = 1.0) -> list[int]:
+def stop_children(pid: int, grace: float) -> list[int]:
     """Stop every descendant of ``pid`` (not ``pid`` itself): SIGTERM, SIGKILL after ``grace`` s; returns the pids
     still alive. For a process whose children share its group, which cannot be signalled without the caller."""
     import psutil
@@ -214,7 +212,7 @@ class ChildGuard:
     watcher reads EOF and stops every group registered with :meth:`watch` (SIGTERM, SIGKILL after ``grace`` s), then
     every process carrying this guard's token (:meth:`env`). Where it cannot start, :attr:`active` is False."""
 
-    def __init__(self, grace: float = 5.0) -> None:
+    def __init__(self, grace: float) -> None:
         import secrets
 
         self.token = secrets.token_hex(8)
@@ -274,16 +272,16 @@ class ChildGuard:
         self.close()
 
 
-def die_with_parent(sig: int = signal.SIGTERM) -> bool:
-    """Ask the kernel to send ``sig`` to this process when its parent ends (Linux ``PR_SET_PDEATHSIG``), if the
-    parent set :data:`PARENT_ENV` to its pid (one already ended: ``sig`` at once); returns whether it was made. Why:
+def die_with_parent() -> bool:
+    """Ask the kernel to send SIGTERM to this process when its parent ends (Linux ``PR_SET_PDEATHSIG``), if the
+    parent set :data:`PARENT_ENV` to its pid (one already ended: SIGTERM at once); returns whether it was made. Why:
     a stage-group killed with SIGKILL stops none of its stages; the signal is tied to its main thread."""
     expected = os.environ.get(PARENT_ENV, "")
     if not expected.isdigit():
         return False
-    made = _prctl(PR_SET_PDEATHSIG, int(sig))
+    made = _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
     if made and os.getppid() != int(expected):  # the parent ended before the request: it will not be sent
-        os.kill(os.getpid(), sig)
+        os.kill(os.getpid(), signal.SIGTERM)
     return made
 
 

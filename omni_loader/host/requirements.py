@@ -70,12 +70,8 @@ def kit_requirements(extras: tuple[str, ...] = ()) -> list:
 
 def installed() -> dict[str, importlib.metadata.Distribution]:
     """Every distribution this Python sees, by canonical name (the first on ``sys.path`` wins, as imports do)."""
-    seen: dict[str, importlib.metadata.Distribution] = {}
-    for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"]
-        if name:
-            seen.setdefault(canonical(name), dist)
-    return seen
+    named = [(dist.metadata["Name"], dist) for dist in importlib.metadata.distributions()]
+    return {canonical(name): dist for name, dist in reversed(named) if name}
 
 
 def _public(version: str) -> str:
@@ -88,10 +84,6 @@ def spec_text(specifier) -> str:
     order = (">=", ">", "==", "~=", "<=", "<", "!=")
     return ",".join(sorted(map(str, specifier), key=lambda s: (next(i for i, op in enumerate(order)
                                                                      if s.startswith(op)), s)))
-
-
-def _where(dist: importlib.metadata.Distribution) -> str:
-    return str(Path(str(dist.locate_file(""))))
 
 
 @dataclass(frozen=True)
@@ -123,7 +115,7 @@ def problems(extras: tuple[str, ...] = (), names: tuple[str, ...] | None = None)
         if dist is None:
             found.append(Problem(req.name, spec_text(req.specifier), None))
         elif outside_range(str(req), dist.version):
-            found.append(Problem(req.name, spec_text(req.specifier), dist.version, _where(dist)))
+            found.append(Problem(req.name, spec_text(req.specifier), dist.version, str(Path(str(dist.locate_file(""))))))
     return found
 
 
@@ -153,10 +145,10 @@ def missing_module_line(exc: ModuleNotFoundError) -> str | None:
 # --------------------------------------------------------------------------- the lock
 
 
-def read_lock(path: Path | None = None) -> dict[str, str]:
+def read_lock() -> dict[str, str]:
     """``{canonical name: version}`` of the lock (``name==version`` lines)."""
     pins = {}
-    for line in (path or REPO / LOCK_NAME).read_text().splitlines():
+    for line in (REPO / LOCK_NAME).read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if "==" in line and not line.startswith("-"):
             name, _, pinned = line.partition("==")
@@ -182,7 +174,7 @@ def lock_record() -> dict[str, object] | None:
         return None
     have = installed()
     differs = [f"{have[name].metadata['Name']} {have[name].version} (lock {pinned})"
-               for name, pinned in sorted(read_lock(path).items())
+               for name, pinned in sorted(read_lock().items())
                if name in have and _public(have[name].version) != _public(pinned)]
     return {"file": LOCK_NAME, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
             "installed_from": "own environment" if own_environment() else "lock",

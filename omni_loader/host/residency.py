@@ -36,11 +36,11 @@ def resident_fraction(tensor: torch.Tensor) -> float | None:
     return sum(1 for e in entries if e & _PRESENT) / len(entries) if entries else None
 
 
-def parameter_residency(model: torch.nn.Module, min_bytes: int = 1 << 20) -> dict[str, float | None]:
-    """``{name: resident fraction}`` of every parameter of at least ``min_bytes``; meaningful in a fresh process,
-    as memory an earlier model freed may come back resident."""
+def parameter_residency(model: torch.nn.Module) -> dict[str, float | None]:
+    """``{name: resident fraction}`` of every parameter of at least 1 MiB; meaningful in a fresh process, as memory
+    an earlier model freed may come back resident."""
     return {name: resident_fraction(p) for name, p in model.named_parameters()
-            if p.numel() * p.element_size() >= min_bytes}
+            if p.numel() * p.element_size() >= 1 << 20}
 
 
 def backing_file(tensor: torch.Tensor) -> str | None:
@@ -91,8 +91,7 @@ def first_touch_seconds(nbytes: int = 64 << 20, trials: int = 5) -> float:
         second = time.perf_counter() - start
         del view
         block.close()
-        counted = max(counted, 1)
-        prices.append((first - second if first > second else first) / counted)
+        prices.append((first - second if first > second else first) / max(counted, 1))
     return statistics.median(prices)
 
 

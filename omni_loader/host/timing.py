@@ -107,15 +107,10 @@ class IoCounter:
 def phase_tree(records: list[PhaseRecord]) -> list[tuple[int, PhaseRecord]]:
     """The phases as an outline: (depth, record), each enclosing phase right above those it encloses (records
     come in the order phases *ended*: a depth-first walk from the outermost gives the reading order)."""
-    children: dict[str | None, list[PhaseRecord]] = {}
-    for r in records:
-        children.setdefault(r.parent, []).append(r)
-    out: list[tuple[int, PhaseRecord]] = []
+    def walk(parent: str | None, depth: int) -> Iterator[tuple[int, PhaseRecord]]:
+        for r in records:
+            if r.parent == parent:
+                yield depth, r
+                yield from walk(r.name, depth + 1)
 
-    def walk(parent: str | None, depth: int) -> None:
-        for r in children.get(parent, []):
-            out.append((depth, r))
-            walk(r.name, depth + 1)
-
-    walk(None, 0)
-    return out
+    return list(walk(None, 0))

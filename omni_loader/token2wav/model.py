@@ -8,7 +8,7 @@
     ``state_dict()`` and the checkpoint), ``original_inv_freq`` is absent (219 named buffers), and each DiT
     attention block holds one fused ``qkv_proj`` instead of ``to_q``/``to_k``/``to_v`` (720 parameter
     tensors), computing the same function. Each half has the dtype vLLM-Omni 0.30.0's code2wav stage gives
-    it (:data:`VLLM_OMNI_SUBMODULE_DTYPES`): the DiT float32, the BigVGAN bfloat16, 1,492.80 MiB in all, the
+    it (:data:`~.options.VLLM_OMNI_HALF_DTYPES`): the DiT float32, the BigVGAN bfloat16, 1,492.80 MiB in all, the
     ``size`` of its ``[Model Loaded]`` line; loading casts the checkpoint's float32.
 
 Why those dtypes: 0.30.0 builds each half through ``_from_config`` under the stage's default (``auto``: the
@@ -28,14 +28,10 @@ import torch
 from torch import nn
 
 from ..errors import check_choice
+from ..host.checkpoint_cache import CHECKPOINT_PREFIX  # noqa: F401 - the one spelling; steps and checkpoint read it here
 from ..names import CONSTRUCT_MODES, DATA_DIR, LAYOUTS, SIZES
-from .options import VLLM_OMNI_HALF_DTYPES, half_dtypes
-
-CHECKPOINT_PREFIX = "token2wav."
-
-# The vllm-omni layout's dtype per submodule (see the module docstring): the stage dtype decides none of them.
-VLLM_OMNI_SUBMODULE_DTYPES: dict[str, torch.dtype] = {
-    name: getattr(torch, dtype) for name, dtype in VLLM_OMNI_HALF_DTYPES.items()}  # DiT float32, BigVGAN bfloat16
+from .discovery import find_persistent_buffers
+from .options import half_dtypes
 
 
 @lru_cache(maxsize=1)
@@ -154,15 +150,15 @@ def build_model(token2wav_config: dict[str, Any], layout: str = "vllm-omni", dev
     """Construct Token2Wav directly on ``device`` under default ``dtype`` (the stage dtype), as a serving stage does.
 
     The ``transformers`` layout builds every parameter in ``dtype``; the ``vllm-omni`` layout each half in
-    vLLM-Omni 0.30.0's (:data:`VLLM_OMNI_SUBMODULE_DTYPES`), through ``_from_config`` under the sub-config's dtype
-    as upstream. ``construct`` decides where parameter memory is first written, so which phase pays a CPU's page
-    faults (about 460,000 for the full model): ``resident`` (default) every parameter here, the fused
+    vLLM-Omni 0.30.0's (:data:`~.options.VLLM_OMNI_HALF_DTYPES`), through ``_from_config`` under the sub-config's
+    dtype as upstream. ``construct`` decides where parameter memory is first written, so which phase pays a CPU's
+    page faults (about 460,000 for the full model): ``resident`` (default) every parameter here, the fused
     ``qkv_proj`` included, as GPU memory is resident when the allocator hands it out (on a VM with free page
     reporting, first touches left in ``load_parameters`` made a phase both variants share look 2× faster in one);
-    ``upstream-cpu`` (formerly ``upstream``) what upstream's constructors write on a CPU, all but the fused
-    ``qkv_proj`` (``torch.empty``, ~69,000 first touches); ``empty`` nothing (tree studies, meta); ``init``
-    transformers' full random init (about 7 s). The first two write zeros: the load overwrites them anyway.
-    Buffers the checkpoint lacks (anti-alias filters, rotary frequencies) are computed in every mode.
+    ``upstream-cpu`` what upstream's constructors write on a CPU, all but the fused ``qkv_proj`` (``torch.empty``,
+    ~69,000 first touches); ``empty`` nothing (tree studies, meta); ``init`` transformers' full random init (about
+    7 s). The first two write zeros: the load overwrites them anyway. Buffers the checkpoint lacks (anti-alias
+    filters, rotary frequencies) are computed in every mode.
     """
     check_choice("--layout", layout, LAYOUTS)
     check_choice("--construct", construct, CONSTRUCT_MODES)
@@ -201,7 +197,7 @@ def parameter_bytes(model: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for _, p in model.named_parameters())
 
 
-def write_initialised_parameters(model: nn.Module, include_fused: bool = False) -> None:
+def write_initialised_parameters(model: nn.Module, include_fused: bool) -> None:
     """Write (zero) every parameter an upstream constructor would have initialised. The fused ``qkv_proj`` only
     with ``include_fused`` (upstream's ``torch.empty``); nothing on the meta device."""
     with torch.no_grad():
@@ -229,8 +225,6 @@ class Inventory:
 
 def inventory(layout: str = "vllm-omni", size: str = "full") -> Inventory:
     """Count modules, buffers and parameters on the meta device (no memory, well under a second)."""
-    from .discovery import find_persistent_buffers
-
     model = build_model(config_dict(size), layout=layout, device="meta")
     params = list(model.parameters())
     return Inventory(layout=layout, size=size, modules=sum(1 for _ in model.named_modules()),

@@ -133,12 +133,6 @@ def half_dtypes(layout: str, dtype: str) -> dict[str, str]:
     return dict(VLLM_OMNI_HALF_DTYPES) if layout == "vllm-omni" else dict.fromkeys(VLLM_OMNI_HALF_DTYPES, dtype)
 
 
-CONSTRUCT_HELP = ("where parameter memory is first written: resident (default: every parameter at construction, "
-                  "as GPU memory is resident when the allocator hands it out), upstream-cpu (as vLLM-Omni's "
-                  "constructors do on a CPU: fused qkv_proj left empty), empty (nothing written: first touches "
-                  "land in load_parameters) or init (full random init)")
-
-
 @dataclass(frozen=True)
 class LoadOptions:
     """What a load is told, each field the option of its name (``--layout`` sets ``layout``); a benchmark resolves
@@ -151,9 +145,13 @@ class LoadOptions:
     dtype: str = option("float32", choices=DTYPE_NAMES, compared=NOTED,
                         help="stage dtype (default float32): every parameter's in the transformers layout; the "
                              "vllm-omni layout builds each half in vLLM-Omni's (DiT float32, BigVGAN bfloat16)")
-    construct: str = option("resident", choices=CONSTRUCT_MODES, help=CONSTRUCT_HELP, compared=True,
-                            column="Construction",
-                            same=lambda a, b: LEGACY_CONSTRUCT_MODES.get(a, a) == LEGACY_CONSTRUCT_MODES.get(b, b))
+    construct: str = option("resident", choices=CONSTRUCT_MODES, compared=True, column="Construction",
+                            same=lambda a, b: LEGACY_CONSTRUCT_MODES.get(a, a) == LEGACY_CONSTRUCT_MODES.get(b, b),
+                            help="where parameter memory is first written: resident (default: every parameter at "
+                                 "construction, as GPU memory is resident when the allocator hands it out), "
+                                 "upstream-cpu (as vLLM-Omni's constructors do on a CPU: fused qkv_proj left empty), "
+                                 "empty (nothing written: first touches land in load_parameters) or init (full "
+                                 "random init)")
     read: str = option("lazy", choices=READ_STRATEGIES, compared=True,
                        help="how the shards are read, as vLLM's --safetensors-load-strategy: lazy (default: "
                             "memory-mapped, each tensor read on first use) or eager (each shard read whole into "

@@ -71,7 +71,7 @@ class Release:
 def read_release(path: str | Path | None = None) -> Release:
     """The ``find_all_registers`` of the installed vLLM-Omni (``path`` None: found without importing it) or of
     ``path``: a ``.whl``, a folder holding ``vllm_omni/`` (or ``vllm_omni/`` itself) or the ``.py`` file."""
-    if path is None or str(path) == "":
+    if not path:
         return _installed()
     path = Path(path).expanduser()
     if not path.exists():

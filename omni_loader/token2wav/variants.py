@@ -94,18 +94,6 @@ VARIANT_RELEASES: dict[str, dict[str, str]] = {
 }
 
 
-def builtin_steps() -> dict[str, dict[str, Callable[..., Any]]]:
-    """The built-in implementations of each step, by name (imported lazily: they need torch)."""
-    from .discovery import RULES
-    from .steps import load_parameters, load_parameters_assign, load_parameters_fastsafetensors, load_parameters_pinned
-
-    return {
-        "discovery": dict(RULES),
-        "parameters": {"copy": load_parameters, "assign": load_parameters_assign,
-                       "fastsafetensors": load_parameters_fastsafetensors, "pinned": load_parameters_pinned},
-    }
-
-
 def resolve_step(ref: str, which: str = "step") -> Callable[..., Any]:
     """``builtin:NAME``, ``installed:[PATH]``, ``package.module:function`` or ``path/to/file.py:function`` -> the
     callable."""
@@ -114,12 +102,19 @@ def resolve_step(ref: str, which: str = "step") -> Callable[..., Any]:
             raise OmniLoaderError(f"{which} step {ref!r}: a vLLM-Omni release gives only the discovery step")
         from .release import read_release
 
-        return read_release(ref.partition(":")[2] or None).discovery()
+        return read_release(ref.partition(":")[2]).discovery()
     where, sep, attr = ref.rpartition(":")
     if not sep or not where or not attr:
         raise OmniLoaderError(f"{which} step {ref!r} is not MODULE:FUNCTION, FILE.py:FUNCTION or builtin:NAME")
-    if where == "builtin":
-        steps = builtin_steps()[which]
+    if where == "builtin":  # the built-in implementations, imported here: they need torch
+        from .discovery import RULES
+        from .steps import (load_parameters, load_parameters_assign, load_parameters_fastsafetensors,
+                            load_parameters_pinned)
+
+        steps = {"discovery": RULES,
+                 "parameters": {"copy": load_parameters, "assign": load_parameters_assign,
+                                "fastsafetensors": load_parameters_fastsafetensors,
+                                "pinned": load_parameters_pinned}}[which]
         if attr not in steps:
             raise OmniLoaderError(f"{which} step {ref!r}: no built-in {attr!r} (built-ins: {', '.join(steps)})")
         return steps[attr]
@@ -185,7 +180,7 @@ def with_release(variant: Variant) -> Variant:
     from .release import read_release
 
     try:
-        release = read_release(variant.discovery.partition(":")[2] or None)
+        release = read_release(variant.discovery.partition(":")[2])
     except OmniLoaderError as exc:
         raise OmniLoaderError(f"variant {variant.name}: {exc}") from None
     return replace(variant, release=release.to_dict())
