@@ -185,10 +185,13 @@ def test_the_forward_bar_total_is_the_dit_calls_the_sampler_makes(tiny_snapshot:
 # --------------------------------------------------------------------------- the [Model Loaded] walk
 
 
-def test_model_loaded_line_prints_the_logged_size(full: dict) -> None:
-    line = model_loaded_line(full["vllm-omni"])
+def test_model_loaded_line_prints_the_logged_size(full: dict, caplog) -> None:
+    """The line upstream logs, logged as upstream does (at INFO) and returned for the load's record."""
+    with caplog.at_level("INFO", logger="omni_loader.load"):
+        line = model_loaded_line(full["vllm-omni"])
     assert line == ("[Model Loaded] name=Qwen2_5OmniToken2WavForConditionalGenerationVLLM, success=True, "
                     "size=1492.80 MB, device=meta")
+    assert [r.getMessage() for r in caplog.records if r.name == "omni_loader.load"] == [line]
     assert "size=1712.99 MB" in model_loaded_line(full["transformers"])
 
 
