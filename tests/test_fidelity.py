@@ -8,9 +8,12 @@ the checkpoint stores float32, so the parameter copy casts the BigVGAN's tensors
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import stat
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -242,9 +245,13 @@ def test_a_hub_id_is_resolved_again_inside_the_load_as_its_own_phase(tiny_snapsh
         return real(*args, **kwargs)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", spy)
+    name = model_id.replace("/", "-")  # upstream's lock: <temp dir>/<sha256 of the name><name>.lock, shared (0o666)
+    lock = Path(tempfile.gettempdir()) / f"{hashlib.sha256(name.encode()).hexdigest()}{name}.lock"
+    lock.unlink(missing_ok=True)
     _, result = load_token2wav(snap, "optimized")
     assert [(a, k["allow_patterns"], k["local_files_only"], k["cache_dir"]) for a, k in calls] == [
         ((model_id,), "*.pt", True, str(cache))]
+    assert lock.is_file() and stat.S_IMODE(lock.stat().st_mode) == 0o666
     outer = [p.name for p in result.phases if p.parent == "outer_load_weights"]
     assert outer == ["read_checkpoint", "hub_check", "speaker_conditioning", "weight_loading"]  # inside vLLM's region
     assert result.phase_seconds()["hub_check"] > 0
