@@ -164,7 +164,8 @@ def _allowed_figures() -> tuple[list[float], set[str]]:
     the kit, so a changed constant makes the prose that types it fail here."""
     from omni_loader.profiling.diff_stats import FDR
     from omni_loader.reporting.measurements import load_reference
-    from omni_loader.startup.detectable import ALPHA, POWER
+    from omni_loader.reporting.stats import ALPHA
+    from omni_loader.startup.detectable import POWER
 
     ref = load_reference()
     figures = []

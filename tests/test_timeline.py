@@ -19,7 +19,8 @@ from omni_loader.startup.detectable import (PR_SAVING_S, call_probability, detec
                                             largest_spread, pooled_spread, runs_needed, runs_needed_by_test, smallest_p)
 from omni_loader.errors import OmniLoaderError
 from omni_loader.startup.logfigures import DEFAULT_MARKERS, Marker, literal_part
-from omni_loader.startup.timeline import (AFTER_STAGES, UNEXPLAINED, NoStartupMarkers, parse_text, read_timeline,
+from omni_loader.startup.timeline_cover import UNEXPLAINED
+from omni_loader.startup.timeline import (AFTER_STAGES, NoStartupMarkers, parse_text, read_timeline,
                                           read_timelines)
 from omni_loader.startup.logfigures import parse_marker_args
 

@@ -14,7 +14,8 @@ from ..results.spec import LOAD_FIELDS
 from ..errors import OmniLoaderError, ResultsError
 from ..formatting import percent
 from ..profiling.settings import SETTING_NAMES, VARIANT_CHOICES, ProfileSettings, resolve_tools
-from ..profiling.spec import DIFF, PROFILE, ProfileSpec
+from ..profiling.settings import DIFF, PROFILE
+from ..profiling.spec import ProfileSpec
 from ..token2wav.options import dest, flag, option_conflicts, option_fields
 from .options import (MAX_RUNS, add_checkpoint_options, add_field_options, bounded_int, checked, given_options,
                       load_options, snapshot_from_args)

@@ -25,7 +25,8 @@ import torch
 
 from ..errors import CheckpointError, OmniLoaderError
 from ..host.procs import remove_dead_owners_dirs
-from .model import CHECKPOINT_PREFIX, build_model, config_dict, shipped_tensor_specs
+from ..host.checkpoint_cache import CHECKPOINT_PREFIX
+from .model import build_model, config_dict, shipped_tensor_specs
 from ..names import SYNTHETIC_KEY, cache_dir
 
 INDEX_FILE = "model.safetensors.index.json"

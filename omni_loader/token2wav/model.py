@@ -28,7 +28,6 @@ import torch
 from torch import nn
 
 from ..errors import check_choice
-from ..host.checkpoint_cache import CHECKPOINT_PREFIX  # noqa: F401 - the one spelling; steps and checkpoint read it here
 from ..names import CONSTRUCT_MODES, DATA_DIR, LAYOUTS, SIZES
 from .discovery import find_persistent_buffers
 from .options import half_dtypes

@@ -17,7 +17,7 @@ from torch import nn
 
 from .checkpoint import Snapshot
 from ..errors import CheckpointError, OmniLoaderError
-from .model import CHECKPOINT_PREFIX
+from ..host.checkpoint_cache import CHECKPOINT_PREFIX
 
 
 _LOG = logging.getLogger("omni_loader.load")
