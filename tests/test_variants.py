@@ -234,3 +234,50 @@ def _cmdlines_with(*texts: str) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+def test_assign_stacks_a_fused_qkv_only_when_every_shard_can_become_it(tiny_snapshot: Path) -> None:
+    """One q shard of another dtype: that attention's three shards go to the copy step (cast into the parameter in
+    place), every other parameter as the assign step makes it, and the model holds what the copy step loads."""
+    from omni_loader.host.checkpoint_cache import CHECKPOINT_PREFIX
+    from omni_loader.token2wav.checkpoint import iter_token2wav_weights
+    from omni_loader.token2wav.model import build_model
+    from omni_loader.token2wav.steps import load_parameters, load_parameters_assign
+
+    snapshot = open_snapshot(tiny_snapshot)
+    weights = list(iter_token2wav_weights(snapshot))
+    odd = next(k for k, _ in weights if ".to_q.weight" in k)
+    fused = odd.removeprefix(CHECKPOINT_PREFIX).replace(".to_q.", ".qkv_proj.")
+    model, reference = (build_model(snapshot.token2wav_config) for _ in range(2))
+    kept = model.get_parameter(fused)
+    loaded = load_parameters_assign(model, [(k, t.double() if k == odd else t) for k, t in weights], snapshot, True)
+    expected = load_parameters(reference, weights, snapshot, True)
+    assert loaded == expected and loaded[fused] == {0, 1, 2}
+    assert model.get_parameter(fused) is kept  # copied into, not replaced
+    params = dict(model.named_parameters())
+    for name, p in reference.named_parameters():
+        assert params[name].dtype == p.dtype and torch.equal(params[name], p), name
+
+
+def test_a_checkpoint_tensor_of_an_unexpected_dtype_is_refused_in_one_line_naming_each_dtype(tiny_snapshot: Path):
+    """A tensor in float64, neither the released checkpoint's float32 nor the parameter's own: a fused layout's q
+    shard (float32 parameter), a BigVGAN weight (bfloat16 parameter)."""
+    from omni_loader.errors import CheckpointError
+    from omni_loader.host.checkpoint_cache import CHECKPOINT_PREFIX
+    from omni_loader.token2wav.checkpoint import iter_token2wav_weights
+    from omni_loader.token2wav.model import build_model
+    from omni_loader.token2wav.steps import check_dtypes
+
+    snapshot = open_snapshot(tiny_snapshot)
+    weights = list(iter_token2wav_weights(snapshot))
+    model = build_model(snapshot.token2wav_config)
+    check_dtypes(model, weights, True)  # float32 everywhere: the parameter's own, or cast as upstream casts it
+    params = dict(model.named_parameters())
+    half = next(k for k, _ in weights if k.removeprefix(CHECKPOINT_PREFIX) in params
+                and params[k.removeprefix(CHECKPOINT_PREFIX)].dtype == torch.bfloat16)
+    for odd, own in ((next(k for k, _ in weights if ".to_q.weight" in k), "float32"), (half, "bfloat16")):
+        with pytest.raises(CheckpointError) as info:
+            check_dtypes(model, [(k, t.double() if k == odd else t) for k, t in weights], True)
+        assert str(info.value) == (f"checkpoint tensor {odd} is float64, not what the model expects: the released "
+                                   f"checkpoint stores float32, which upstream casts to the parameter's {own}; "
+                                   "restore the shard from the model snapshot")
