@@ -162,6 +162,15 @@ def test_synth_is_deterministic(tiny_snapshot: Path, tmp_path: Path) -> None:
     assert torch.equal(t0[INV_FREQ_KEY], t1[INV_FREQ_KEY])
     differing = [k for k in t0 if not torch.equal(t0[k], t1[k])]
     assert len(differing) == len(t0) - 1
+    # what the synthesis itself writes, held against what it does not make (the session's snapshot is made by it)
+    import stat
+
+    made = _tensors(again)
+    model = build_model(config_dict("tiny"), layout="transformers", device="cpu")
+    assert torch.equal(made[INV_FREQ_KEY], model.code2wav_dit_model.rotary_embed.inv_freq)  # as the constructor
+    index = json.loads((again / INDEX_FILE).read_text())  # the Hub layout's index: its total size, every key's shard
+    assert index["metadata"]["total_size"] == sum(t.numel() * t.element_size() for t in made.values())
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 for p in again.glob("*.safetensors"))  # shared, not 0600
 
 
 def test_sharded_synth_has_the_same_tensors(tiny_snapshot: Path, tmp_path: Path) -> None:
