@@ -450,6 +450,18 @@ def test_hub_lookup_by_revision_offline_download_and_default_cache(
     snap = find_in_hub_cache(MODEL_ID, cache_dir=cache, download=True)
     assert snap.root.resolve() == target.resolve() and snap.source == "hub-cache"
     assert resolve_snapshot(model_id=MODEL_ID, cache_dir=cache, download=True).root == snap.root
+    with pytest.raises(CheckpointError) as err:  # offline, a model not cached: the download itself fails
+        find_in_hub_cache("Nobody/Nothing", cache_dir=cache, download=True)
+    said = str(err.value)  # the library's reason, its last line, between the kit's words
+    assert said.startswith(f"--download of 'Nobody/Nothing' from {hub.ENDPOINT} failed (") and said.endswith(
+        "); check the network (HF_ENDPOINT, HF_HUB_OFFLINE, proxies), or pass --checkpoint DIR")
+    assert "\n" not in said and "(None)" not in said and "failed ()" not in said
+    ref = cache / "models--Qwen--Qwen2.5-Omni-3B" / "refs" / "v1"
+    ref.write_text("../../../elsewhere")  # a ref of this cache, by the revision asked for, that leads out of it
+    with pytest.raises(CheckpointError) as err:
+        find_in_hub_cache(MODEL_ID, cache_dir=cache, revision="v1")
+    assert str(err.value) == (f"{ref} holds '../../../elsewhere', not a commit hash: it would lead out of the Hugging "
+                              "Face cache; refusing to follow it (repair the cache, or pass --checkpoint DIR)")
     monkeypatch.setattr(hub, "HF_HUB_CACHE", str(tmp_path / "empty"))
     with pytest.raises(CheckpointError) as err:
         find_in_hub_cache(MODEL_ID)
