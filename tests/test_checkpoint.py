@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -394,8 +395,32 @@ def test_corrupt_single_file_names_it(snap_copy: Path) -> None:
     for shard in snap_copy.glob("model-*.safetensors"):
         shard.unlink()
     (snap_copy / SINGLE_FILE).write_bytes(b"not a safetensors file")
-    with pytest.raises(CheckpointError, match=re.escape(f"truncated or corrupt shard {snap_copy / SINGLE_FILE}: ")):
+    with pytest.raises(CheckpointError, match=re.escape(f"truncated or corrupt shard {snap_copy / SINGLE_FILE}: ")) as e:
         open_snapshot(snap_copy)
+    assert str(e.value).split(": ", 1)[1] not in ("", "None")  # safetensors' own reason follows
+
+
+def test_a_json_file_that_is_not_an_object_is_refused_naming_what_it_holds(snap_copy: Path) -> None:
+    (snap_copy / CONFIG_FILE).write_text("[1, 2]")
+    with pytest.raises(CheckpointError) as info:
+        open_snapshot(snap_copy)
+    assert str(info.value) == (f"{snap_copy / CONFIG_FILE} holds a JSON list, not an object: it is not a Hugging Face "
+                               f"{CONFIG_FILE}")
+
+
+def test_a_synthesis_removes_the_temporaries_its_dead_predecessors_left_and_no_living_ones(tmp_path: Path) -> None:
+    """Beside ``out``, a hidden temporary whose maker is dead is removed; one whose maker lives (another synthesis
+    of the same snapshot, still writing) is kept, and so is another snapshot's."""
+    import psutil
+
+    dead = 2**22 + 1  # above Linux's largest pid: no process has it
+    assert not psutil.pid_exists(dead)
+    left = [f".snap.tmp-{dead}-abcdefgh", f".snap.tmp-{os.getpid()}-abcdefgh", f".other.tmp-{dead}-abcdefgh"]
+    for name in left:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model-00001-of-00002.safetensors").write_bytes(b"x" * 1000)
+    synthesize(tmp_path / "snap", size="tiny")
+    assert sorted(os.listdir(tmp_path)) == sorted([*left[1:], "snap"])
 
 
 def test_default_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

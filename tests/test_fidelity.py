@@ -25,7 +25,7 @@ from omni_loader.token2wav.loader import load_token2wav
 from omni_loader.token2wav.model import build_model, config_dict, inventory, parameter_bytes
 from omni_loader.token2wav.options import VLLM_OMNI_HALF_DTYPES
 from omni_loader.names import LEAF_PHASES, VARIANTS, WEIGHT_LOADING_CHILDREN
-from omni_loader.token2wav.steps import model_loaded_line
+from omni_loader.token2wav.steps import hub_check, model_loaded_line
 from omni_loader.token2wav.variants import VARIANT_RELEASES
 
 DIT, BIGVGAN = "code2wav_dit_model", "code2wav_bigvgan_model"
@@ -257,6 +257,8 @@ def test_a_hub_id_is_resolved_again_inside_the_load_as_its_own_phase(tiny_snapsh
     assert result.phase_seconds()["hub_check"] > 0
     _, plain = load_token2wav(open_snapshot(tiny_snapshot), "optimized")
     assert len(calls) == 1 and "hub_check" in plain.phase_seconds()  # the phase, without a Hub call
+    named = open_snapshot(tiny_snapshot, model_id=model_id)  # --checkpoint DIR --model ID: a directory still
+    assert hub_check(named) == tiny_snapshot and len(calls) == 1
     assert plain.digest == result.digest
     (target / "spk_dict.pt").unlink()  # the check looks: no *.pt, no load
     with pytest.raises(CheckpointError, match=r"no \*\.pt file in"):
