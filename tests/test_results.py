@@ -1006,3 +1006,33 @@ def test_a_recording_is_stored_running_and_refuses_rows_once_its_runs_file_is_re
         (tmp_path / RUNS_FILE).unlink()  # replaced by another writer: its rows are not this benchmark's to extend
         append_rows(tmp_path, _run_rows(1))
         rec.ran(_run_rows(2))
+
+
+def test_a_complete_suite_whose_report_was_not_drawn_from_its_runs_says_why_and_how_to_draw_it(tmp_path):
+    """Drawn and on disk: nothing to say. Drawn, then removed by hand: said. Begun and never ended: said with when it
+    began, and an older report.md left there named as older. A suite still running, or one that records no drawing
+    (an older kit's), has no such finding."""
+    from omni_loader.results.integrity import REPORT_NOT_DRAWN, check_results
+
+    out = _results(tmp_path)
+    how = f"; draw it with: omni-loader report {out}"
+    head = f"every benchmark of {out} is complete, but its report was not drawn from their runs: "
+
+    def said(report: dict | None, status: str = "complete", on_disk: bool = False) -> list[str]:
+        write_metadata(out, {"kind": "reproduce", "plan": _plan(4), "status": status,
+                             **({} if report is None else {"report": report})})
+        (out / "report.md").unlink(missing_ok=True)
+        if on_disk:
+            (out / "report.md").write_text("# report\n")
+        check = check_results(out)
+        return [p for f, p in zip(check.found, check.problems) if f.short == REPORT_NOT_DRAWN]
+
+    assert said({"status": "drawn", "drawn_at": "2026-12-06T10:00:00Z"}, on_disk=True) == []
+    assert said({"status": "drawn"}) == [f"{head}report.md was removed after it was drawn{how}"]
+    begun = {"status": "not drawn", "started_at": "2026-12-06T10:00:00Z"}
+    never = f"{head}drawing it began at 2026-12-06T10:00:00Z and never ended (out of memory, or the process was killed)"
+    assert said(begun) == [f"{never}{how}"]
+    assert said(begun, on_disk=True) == [f"{never}; the report.md there is an older one{how}"]
+    assert said({"status": "not drawn"}) == [f"{head}drawing it began at ? and never ended (out of memory, or the "
+                                             f"process was killed){how}"]
+    assert said(begun, status="running") == [] and said(None) == []
