@@ -907,6 +907,8 @@ def test_the_reports_drawing_is_recorded_beside_the_benchmarks(tmp_path):
     assert drawn.raw["report"] == {"status": "drawn", "started_at": began,
                                    "drawn_at": drawn.raw["report"]["drawn_at"]} and drawn.members == begun.members
     assert drawn.raw["report"]["drawn_at"] > began
+    store_benchmark(tmp_path, "startup", Record({"kind": "serve-ab", "status": "running"}))  # a member stored later
+    assert Suite.read(tmp_path).report == drawn.report and set(Suite.read(tmp_path).members) == {"load", "startup"}
     with pytest.raises(ValueError, match="a report is not drawn or drawn, not 'done'"):
         store_report(tmp_path, "done")
 
