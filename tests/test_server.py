@@ -405,11 +405,11 @@ def test_serve_ab_of_real_stage_groups_records_every_start(stage_group_ab):
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_serve_ab_times_out_kills_and_goes_on(tmp_path, python):
-    # The timeout is generous (the healthy stand-in answers in well under a second: 0.6 s to start its Python on
-    # 2 cores at a load of 9), and it is what the never-healthy one waits, once: no longer than a busy machine needs.
+    # The timeout is what the never-healthy stand-in is waited, once; within it that stand-in must also start its
+    # Python and answer 503 at least once, which took over 8 s in a full suite run on 2 cores (15 s has held).
     marker, port = _marker(), free_port()
     out = serve_ab(_cmd(NEVER_HEALTHY, port, marker), _cmd(HEALTHY, port, marker), f"http://127.0.0.1:{port}/health",
-                   tmp_path / "ab", warmup=0, runs=1, timeout=8.0, grace=0.5, progress=False)
+                   tmp_path / "ab", warmup=0, runs=1, timeout=15.0, grace=0.5, progress=False)
     assert marker_processes(marker) == []
     frame = read_runs(out)
     startup = frame[frame["phase"] == "startup_to_health"].sort_values("run_id")
@@ -417,7 +417,8 @@ def test_serve_ab_times_out_kills_and_goes_on(tmp_path, python):
     assert list(startup["status"]) == ["failed", "ok"]
     failed = startup[startup["status"] == "failed"]
     assert failed["seconds"].isna().all()
-    assert all("no HTTP 200" in e and "within 8 s" in e and "HTTP 503" in e for e in failed["error"])
+    assert all("no HTTP 200" in e and "within 15 s" in e and "HTTP 503" in e for e in failed["error"]), list(
+        failed["error"])
     assert all("\n" not in e for e in frame["error"])
     ok = frame[(frame["status"] == "ok")]
     assert set(ok[ok["phase"] == "weight_loading"]["seconds"]) == {0.25}
