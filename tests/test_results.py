@@ -1041,15 +1041,15 @@ def test_a_complete_suite_whose_report_was_not_drawn_from_its_runs_says_why_and_
 
 
 def test_a_benchmark_member_that_is_not_a_record_is_a_finding_naming_it(tmp_path):
-    """A suite whose ``benchmarks`` holds a number where a record belongs: the other member's rows are still
-    checked, and the damaged one is named in one line with what it holds."""
+    """A suite whose ``benchmarks`` holds text where a record belongs: the other member's rows are still checked,
+    and the damaged one is named in one line with what it holds (its first 40 characters)."""
     from omni_loader.results.integrity import check_results
 
     out = _results(tmp_path)
     write_metadata(out, {"benchmarks": {"load": {"kind": "reproduce", "plan": _plan(4), "status": "complete"},
-                                        "startup": 5}})
+                                        "startup": "y" * 50}})
     check = check_results(out)
     assert [f.short for f in check.found] == ["benchmark startup unreadable"]
-    assert check.problems == [f"{METADATA_FILE} holds int '5' for benchmark 'startup', not a record: it was not "
-                              "written by omni-loader; restore it from a copy"]
+    assert check.problems == [f"{METADATA_FILE} holds str {'y' * 40!r} for benchmark 'startup', not a record: it was "
+                              "not written by omni-loader; restore it from a copy"]
     assert len(check.frame) == 8
