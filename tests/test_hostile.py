@@ -258,15 +258,6 @@ def test_plan_entries_without_a_run_id_are_a_problem_not_a_traceback(tmp_path):
     assert check.findings == ["2 unreadable plan entr(ies)"] and len(check.frame) == 8
 
 
-def test_a_benchmark_record_that_is_not_a_record_is_a_problem(tmp_path):
-    out = _results(tmp_path / "res")
-    meta = json.loads((out / METADATA_FILE).read_text())
-    meta["benchmarks"]["startup"] = 5
-    (out / METADATA_FILE).write_text(json.dumps(meta))
-    check = check_results(out)
-    assert check.findings == ["benchmark startup unreadable"]
-
-
 def test_a_benchmark_without_a_status_is_a_problem(tmp_path):
     out = _results(tmp_path / "res", status=None)
     assert check_results(out).problems == ["benchmark load in metadata.json has status null, not one of running, "
