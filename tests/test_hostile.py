@@ -256,6 +256,8 @@ def test_plan_entries_without_a_run_id_are_a_problem_not_a_traceback(tmp_path):
     out = _results(tmp_path / "res", plan=[*_plan(4), {"variant": "baseline"}, "x"])
     check = check_results(out)
     assert check.findings == ["2 unreadable plan entr(ies)"] and len(check.frame) == 8
+    assert check.problems == ["2 of the 6 plan entries of benchmark load in metadata.json have no integer run_id: "
+                              "ignored, with the rows of those runs"]
 
 
 def test_a_benchmark_without_a_status_is_a_problem(tmp_path):
