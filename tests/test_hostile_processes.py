@@ -416,7 +416,7 @@ def test_timeline_refuses_or_flags_what_no_clock_gives(tmp_path, capsys):
 
 def test_one_line_where_a_traceback_was(tmp_path, capsys, monkeypatch):
     """A serve-ab command with an unbalanced quote, a directory as a command, stage-server --simulate 1e10,
-    audit and discovery-bench --repeats 0: each a traceback (or accepted); now one line, exit 2. An ASCII-only
+    audit, discovery-bench and traversal --repeats 0: each a traceback (or accepted); now one line, exit 2. An ASCII-only
     terminal (LC_ALL=C) got a UnicodeEncodeError for the first Δ, ·, → or —: now an escape."""
     import io
 
@@ -429,10 +429,13 @@ def test_one_line_where_a_traceback_was(tmp_path, capsys, monkeypatch):
         assert expected in _error_line(capsys)
     assert main(["stage-server", "--simulate", "1e10", "--port", "0"]) == 2
     assert "--simulate 1e+10: a load of more than 0 and under 3600 seconds" in _error_line(capsys)
-    for command in (["audit", "--arch", "resnet"], ["discovery-bench", "--size", "tiny"]):
+    for command in (["audit", "--arch", "resnet"], ["discovery-bench", "--size", "tiny"],
+                    ["traversal", "--out", str(tmp_path / "sweep")]):
         assert main([*command, "--repeats", "0"]) == 2
         assert "--repeats 0: must be a whole number from 1" in _error_line(capsys)
-    assert not (tmp_path / "ab").exists()
+    assert main(["traversal", "--out", str(tmp_path / "sweep"), "--warmup", "-1"]) == 2
+    assert "--warmup -1: must be a whole number from 0 to 10,000" in _error_line(capsys)
+    assert not (tmp_path / "ab").exists() and not (tmp_path / "sweep").exists()
 
     log = tmp_path / "unicode.log"
     log.write_text(_stamped(0, "first") + _stamped(1, "Using model weights format ['*.pt'] \u0394 \u2192 \u2248 \u00b7")

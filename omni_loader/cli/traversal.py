@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
+
+from .options import MAX_RUNS, bounded_int
 
 
 def cmd_traversal(args: argparse.Namespace) -> int:
@@ -18,19 +19,6 @@ def cmd_traversal(args: argparse.Namespace) -> int:
     return 0
 
 
-def _count(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
-        return value
-
-    return parse
-
-
 def add_command(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "traversal",
@@ -41,8 +29,8 @@ def add_command(subparsers: Any) -> None:
     )
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (files in it are replaced)")
     p.add_argument("--quick", action="store_true", help="small trees, 3 repeats: seconds instead of minutes")
-    p.add_argument("--repeats", type=_count(1), metavar="N", help="timed repeats per point (default 7, quick 3)")
-    p.add_argument("--warmup", type=_count(0), metavar="N", help="warm-up calls per point (default 1)")
+    p.add_argument("--repeats", type=bounded_int("--repeats", 1, MAX_RUNS), metavar="N", help="timed repeats per point (default 7, quick 3)")
+    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), metavar="N", help="warm-up calls per point (default 1)")
     p.add_argument("--token2wav", choices=("full", "tiny", "none"), default="full",
                    help="real Token2Wav to place on the curves (default full, built on the CPU)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
