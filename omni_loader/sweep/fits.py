@@ -221,29 +221,27 @@ def slope_beside_saved(result: Any, saved: Any) -> str:
             + level_beside_saved(result, record, Path(saved)))
 
 
-def level_beside_saved(result: Any, record: dict[str, Any], saved: Any, experiment: str = "baseline",
-                       clock: str = "wall") -> str:
-    """The real model's point on both sweeps' lines, and whether the sweeps ran in different speed modes of the
+def level_beside_saved(result: Any, record: dict[str, Any], saved: Any) -> str:
+    """The real model's point on both sweeps' baseline lines (wall clock), and whether the sweeps ran in different speed modes of the
     machine (:func:`two_modes`), which would make their levels differ though the code does not."""
     import pandas as pd
 
     from ..formatting import count, short_duration
 
     try:
-        place = next(p for p in record["placement" if clock == "wall" else "placement_cpu"]
-                     if p["experiment"] == experiment)
+        place = next(p for p in record["placement"] if p["experiment"] == "baseline")
         saved_rows = pd.read_csv(saved / "traversal.csv")
-        ours = result.placement_for(clock).set_index("experiment").loc[experiment]
+        ours = result.placement_for("wall").set_index("experiment").loc["baseline"]
     except (OSError, ValueError, KeyError, StopIteration, AttributeError):
         return ""
 
     def repeats(rows: Any) -> list[float]:
-        return list(rows[(rows["experiment"] == experiment) & (rows["source"] == place["source"])][CLOCKS[clock]])
+        return list(rows[(rows["experiment"] == "baseline") & (rows["source"] == place["source"])][CLOCKS["wall"]])
 
     here, there = repeats(result.rows), repeats(saved_rows)
     if ours["source"] != place["source"] or not here or not there:
         return ""
-    x = EXPERIMENTS[experiment][1].split(" (")[0]
+    x = EXPERIMENTS["baseline"][1].split(" (")[0]
     said = (f" At the {source_words(place['source'])} ({x} = {place['x']:,}) this sweep's line predicts "
             f"{short_duration(ours['predicted_seconds'])} (its {count(len(here), 'repeat')}' median: "
             f"{short_duration(ours['median_seconds'])}), the saved one's {short_duration(place['predicted_seconds'])} "
