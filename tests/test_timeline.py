@@ -237,6 +237,20 @@ def test_patterns_are_data_the_caller_extends() -> None:
             parse_marker_args([bad])
 
 
+@pytest.mark.parametrize("written, seconds", [("250 ms", 0.25), ("2 msecs", 0.002), ("1.5 MINUTES", 90.0),
+                                              ("7 µs", 7e-6), ("3 s.", 3.0), ("4", 4.0), ("5 ms2", 5.0),
+                                              ("6 parsecs", 6.0)])
+def test_the_timeline_and_serve_ab_read_a_unit_alike(written: str, seconds: float) -> None:
+    """A figure's unit is the known one written right after it, else seconds, whichever command reads the log."""
+    from omni_loader.startup.logfigures import extract_figures
+
+    regex = r"Tokenizer loaded in ([0-9.]+)"
+    text = line("00:04", f"Tokenizer loaded in {written}", stage=0, pid=20)
+    assert extract_figures(text, {"tokenizer_load": regex}) == [("tokenizer_load", seconds)]
+    timeline = parse_text(text, parse_marker_args([f"tokenizer_load={regex}"]))
+    assert only(timeline, "tokenizer_load", "stage-0").seconds == seconds
+
+
 def test_the_prefilter_is_literal_text_every_match_contains() -> None:
     assert literal_part(r"torch\.compile (?:takes|took) ") == "torch.compile "
     assert literal_part(r"\[Model Loaded\] name=(?P<d>[^,]*), success=True") == "[Model Loaded] name="

@@ -121,13 +121,17 @@ def _matches(rx: re.Pattern[str], text: str) -> list[float]:
             value = float(m.group(group))
         except (TypeError, ValueError):  # the group took no part (None), or holds no number
             continue
-        if "unit" in rx.groupindex and m.group("unit"):
-            unit = m.group("unit")
-        else:
-            after = _UNIT_AFTER.match(text, m.end(group))
-            unit = after.group(1) if after else None
-        out.append(to_seconds(value, unit))
+        out.append(to_seconds(value, unit_of(m, group)))
     return out
+
+
+def unit_of(m: re.Match[str], group: int | str) -> str | None:
+    """The unit of the figure in ``m``'s ``group``: the pattern's ``unit`` group where it has one, else a known
+    unit written right after the figure (``0.4 ms``, not ``0.4 ms2``); None: seconds."""
+    if "unit" in m.re.groupindex and m.group("unit"):
+        return m.group("unit")
+    after = _UNIT_AFTER.match(m.string, m.end(group))
+    return after.group(1) if after else None
 
 
 # What the timeline reads from vLLM and vLLM-Omni startup logs: tags, timestamps, and markers.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import OmniLoaderError
 from .logfigures import (ANSI, HEADER, PID, SERVE_AB_HEADER, STAMPED, TOKEN2WAV, LogClock, Marker, lane_name,
-                         line_tags, to_seconds)
+                         line_tags, to_seconds, unit_of)
 
 STAGE_TAG = re.compile(r"\[Stage-(\d+)\]")  # a stage tag (vLLM-Omni's [Stage-N])
 
@@ -254,9 +254,7 @@ def _record(marker: Marker, mm: re.Match[str], end: float, latest: dict[str, flo
         start = max(begun) if begun else latest.get("", first if first is not None else end)
         return Record(start=start, end=end, seconds=end - start, source="inferred", **common)
     group: int | str = "seconds" if "seconds" in mm.re.groupindex else 1
-    unit = groups.get("unit")
-    if unit is None and (after := re.match(r"\s*([A-Za-zµμ]+)", mm.string[mm.end(group):])):
-        unit = after.group(1)
+    unit = unit_of(mm, group)
     raw = mm.group(group)
     seconds = to_seconds(_figure(marker, raw, "seconds"), unit)
     if not 0 <= seconds <= MAX_FIGURE_SECONDS:
