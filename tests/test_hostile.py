@@ -260,10 +260,12 @@ def test_plan_entries_without_a_run_id_are_a_problem_not_a_traceback(tmp_path):
                               "ignored, with the rows of those runs"]
 
 
-def test_a_benchmark_without_a_status_is_a_problem(tmp_path):
-    out = _results(tmp_path / "res", status=None)
-    assert check_results(out).problems == ["benchmark load in metadata.json has status null, not one of running, "
-                                           "complete, interrupted: whether it finished is unknown"]
+@pytest.mark.parametrize("status", [None, "finished", "complete " * 6])
+def test_a_benchmark_without_a_status_is_a_problem(tmp_path, status):
+    check = check_results(_results(tmp_path / "res", status=status))
+    assert check.findings == ["benchmark load has no status"]
+    assert check.problems == [f"benchmark load in metadata.json has status {json.dumps(status)[:40]}, not one of "
+                              "running, complete, interrupted: whether it finished is unknown"]
 
 
 def test_a_run_whose_rows_disagree_on_its_digest_is_left_out_and_strict_fails(tmp_path, capsys, one_figure):
@@ -308,6 +310,19 @@ def test_a_variant_whose_every_run_failed_is_a_problem(tmp_path):
     append_rows(out, [*_rows(0), *_rows(1, "failed", error="boom"), *_rows(2), *_rows(3, "failed", error="boom")])
     assert check_results(out).problems == ["every run of variant optimized in benchmark load failed (2 runs; run 1: "
                                            "boom): it has no number to compare"]
+
+
+def test_a_benchmarks_runs_are_the_runs_of_its_plan(tmp_path):
+    """A benchmark's failures are counted on its own planned runs, not on every run of its source: here a second
+    benchmark of load runs failed whole beside one that did not."""
+    out = tmp_path / "res"
+    plan = _plan(8)
+    write_metadata(out, {"benchmarks": {"load": {"kind": "reproduce", "plan": plan[:4], "status": "complete"},
+                                        "again": {"kind": "reproduce", "plan": plan[4:], "status": "complete"}}})
+    append_rows(out, [*(row for i in range(4) for row in _rows(i)),
+                      *(row for i in range(4, 8) for row in _rows(i, "failed", error="boom"))])
+    assert check_results(out).problems == ["every run of benchmark again failed (4 runs; run 4 baseline: boom): it "
+                                           "measured nothing"]
 
 
 # --------------------------------------------------------------------------- one line, exit 2, nothing left behind
