@@ -312,6 +312,32 @@ def test_a_variant_whose_every_run_failed_is_a_problem(tmp_path):
                                            "boom): it has no number to compare"]
 
 
+def test_an_impossible_checkpoint_residency_ignores_its_run_and_a_file_without_the_column_reads_whole(tmp_path):
+    """checkpoint_resident is a share of the checkpoint's bytes (empty: not measured); an older runs.csv has no
+    such column, and each of its runs counts."""
+    import csv
+
+    out = _results(tmp_path / "res")
+    with (out / RUNS_FILE).open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    rows = [{**r, "checkpoint_resident": {"1": "1.7", "2": "0.5"}.get(r["run_id"], "")} for r in rows]
+
+    def rewrite(columns: list[str]) -> None:
+        with (out / RUNS_FILE).open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+
+    rewrite(list(rows[0]))
+    check = check_results(out)
+    assert check.findings == ["1 run with an impossible checkpoint residency ignored", "1 planned run missing"]
+    assert check.problems[0] == ("1 run of runs.csv has a checkpoint_resident that no measurement gives ('1.7': not "
+                                 "a share from 0 to 1; run ids 1): those runs are ignored; --resume repeats them")
+    rewrite([c for c in rows[0] if c != "checkpoint_resident"])
+    check = check_results(out)
+    assert check.ok and sorted(set(check.frame["run_id"])) == [0, 1, 2, 3]
+
+
 def test_a_benchmarks_runs_are_the_runs_of_its_plan(tmp_path):
     """A benchmark's failures are counted on its own planned runs, not on every run of its source: here a second
     benchmark of load runs failed whole beside one that did not."""

@@ -589,6 +589,25 @@ def test_a_running_benchmark_whose_writer_holds_the_lock_is_still_being_written(
     assert died.problems[-1].endswith(f"continue with omni-loader reproduce --resume --out {out}")
 
 
+def test_a_dead_writer_of_a_serve_ab_directory_is_continued_by_serve_ab(tmp_path):
+    from omni_loader.results.integrity import check_results
+    from omni_loader.results.suite import store_benchmark
+
+    store_benchmark(tmp_path, "startup", _record("serve-ab", _startup_plan(0), status="running"))
+    assert check_results(tmp_path).problems[-1].endswith(f"continue with omni-loader serve-ab --resume --out {tmp_path}")
+
+
+def test_rows_set_aside_by_a_resume_are_noted_by_their_count(tmp_path):
+    from omni_loader.results.integrity import check_results
+
+    _results(tmp_path)
+    record = json.loads((tmp_path / METADATA_FILE).read_text())
+    record["repairs"] = [{"rows": 3}, {}]  # the second, hand-edited, says no count
+    (tmp_path / METADATA_FILE).write_text(json.dumps(record))
+    assert check_results(tmp_path).notes == ("3 rows set aside by --resume (runs.rejected.csv)",
+                                             "0 rows set aside by --resume (runs.rejected.csv)")
+
+
 # --------------------------------------------------------------------------- how runs.csv's lines are read
 
 
