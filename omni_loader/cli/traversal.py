@@ -29,8 +29,10 @@ def add_command(subparsers: Any) -> None:
     )
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (files in it are replaced)")
     p.add_argument("--quick", action="store_true", help="small trees, 3 repeats: seconds instead of minutes")
-    p.add_argument("--repeats", type=bounded_int("--repeats", 1, MAX_RUNS), metavar="N", help="timed repeats per point (default 7, quick 3)")
-    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), metavar="N", help="warm-up calls per point (default 1)")
+    p.add_argument("--repeats", type=bounded_int("--repeats", 1, MAX_RUNS), metavar="N",
+                   help="timed repeats per point (default 7, quick 3)")
+    p.add_argument("--warmup", type=bounded_int("--warmup", 0, MAX_RUNS), metavar="N",
+                   help="warm-up calls per point (default 1)")
     p.add_argument("--token2wav", choices=("full", "tiny", "none"), default="full",
                    help="real Token2Wav to place on the curves (default full, built on the CPU)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -222,8 +222,8 @@ def slope_beside_saved(result: Any, saved: Any) -> str:
 
 
 def level_beside_saved(result: Any, record: dict[str, Any], saved: Any) -> str:
-    """The real model's point on both sweeps' baseline lines (wall clock), and whether the sweeps ran in different speed modes of the
-    machine (:func:`two_modes`), which would make their levels differ though the code does not."""
+    """The real model's point on both sweeps' baseline lines (wall clock), and whether the sweeps ran in different
+    speed modes of the machine (:func:`two_modes`), which would make their levels differ though the code does not."""
     import pandas as pd
 
     from ..formatting import count, short_duration
