@@ -322,29 +322,36 @@ def _failed(run_id: int, error: str, **values) -> list[dict]:
     return [*total, *_as(total, phase="construct", parent="total")]
 
 
-_UNPLANNED = {"load": {"kind": "reproduce", "status": "complete"}, "startup": {"kind": "serve-ab", "status": "complete"}}
+_UNPLANNED = {"load": {"kind": "reproduce", "status": "complete"},
+              "startup": {"kind": "serve-ab", "status": "complete"}}
 
 
-@pytest.mark.parametrize("benchmarks, rows, problems", [
+@pytest.mark.parametrize("benchmarks, rows, findings, problems", [
     ({"load": _UNPLANNED["load"]},
-     [*_rows(0), *_failed(1, "boom"), *_rows(2), *_failed(3, "boom"), *_failed(4, "oom", variant="aa-1", source="aa"),
-      *_as(_rows(5), variant="aa-2", source="aa"), *_failed(6, "oom", variant="aa-1", source="aa"),
+     [*_rows(0), *_failed(1, "boom"), *_rows(2), *_failed(3, "boom"), *_failed(4, "", variant="aa-1", source="aa"),
+      *_as(_rows(5), variant="aa-2", source="aa"), *_failed(6, "", variant="aa-1", source="aa"),
       *_as(_rows(7), variant="aa-2", source="aa")],
+     ["every run of optimized failed", "every run of aa-1 failed"],
      ["every run of variant optimized in benchmark load failed (2 runs; run 1: boom): it has no number to compare",
-      "every run of variant aa-1 in benchmark load failed (2 runs; run 4: oom): it has no number to compare"]),
+      "every run of variant aa-1 in benchmark load failed (2 runs; run 4: no reason recorded): it has no number to "
+      "compare"]),
     (_UNPLANNED, [*_failed(0, "", source="server"), *_failed(1, "", source="server")],
+     ["every run of benchmark startup failed"],
      ["every run of benchmark startup failed (2 runs; run 0 baseline: no reason recorded): it measured nothing"]),
-    (_UNPLANNED, [*_failed(0, "x"), *_failed(1, "x"), *_failed(2, "", source="server"), *_failed(3, "", source="server")],
+    (_UNPLANNED,
+     [*_failed(0, "x"), *_failed(1, "x"), *_failed(2, "", source="server"), *_failed(3, "", source="server")],
+     ["every run of benchmark load failed", "every run of benchmark startup failed"],
      ["every run of benchmark load failed (2 runs; run 0 baseline: x): it measured nothing",
       "every run of benchmark startup failed (2 runs; run 2 baseline: no reason recorded): it measured nothing"]),
 ], ids=["variants in the order they ran", "a benchmark without runs, then one", "two benchmarks"])
-def test_without_a_plan_a_benchmarks_runs_are_those_of_its_source(tmp_path, benchmarks, rows, problems):
+def test_without_a_plan_a_benchmarks_runs_are_those_of_its_source(tmp_path, benchmarks, rows, findings, problems):
     """A hand-made record without a plan is read unchecked: its runs are those of its source (load and A/A, or a
     server's), each failed run counted once however many rows it wrote."""
     out = tmp_path / "res"
     write_metadata(out, {"benchmarks": benchmarks})
     append_rows(out, rows)
-    assert check_results(out).problems == problems
+    check = check_results(out)
+    assert (check.findings, check.problems) == (findings, problems)
 
 
 def test_an_impossible_checkpoint_residency_ignores_its_run_and_a_file_without_the_column_reads_whole(tmp_path):
