@@ -416,8 +416,8 @@ def test_timeline_refuses_or_flags_what_no_clock_gives(tmp_path, capsys):
 
 def test_one_line_where_a_traceback_was(tmp_path, capsys, monkeypatch):
     """A serve-ab command with an unbalanced quote, a directory as a command, stage-server --simulate 1e10,
-    audit, discovery-bench and traversal --repeats 0: each a traceback (or accepted); now one line, exit 2. An ASCII-only
-    terminal (LC_ALL=C) got a UnicodeEncodeError for the first Δ, ·, → or —: now an escape."""
+    audit, discovery-bench and traversal --repeats 0: each a traceback (or accepted); now one line, exit 2. An
+    ASCII-only terminal (LC_ALL=C) got a UnicodeEncodeError for the first Δ, ·, → or —: now an escape."""
     import io
 
     from omni_loader.cli import main

@@ -594,7 +594,8 @@ def test_a_dead_writer_of_a_serve_ab_directory_is_continued_by_serve_ab(tmp_path
     from omni_loader.results.suite import store_benchmark
 
     store_benchmark(tmp_path, "startup", _record("serve-ab", _startup_plan(0), status="running"))
-    assert check_results(tmp_path).problems[-1].endswith(f"continue with omni-loader serve-ab --resume --out {tmp_path}")
+    said = check_results(tmp_path).problems[-1]
+    assert said.endswith(f"continue with omni-loader serve-ab --resume --out {tmp_path}")
 
 
 def test_rows_set_aside_by_a_resume_are_noted_by_their_count(tmp_path):
