@@ -858,16 +858,16 @@ def test_append_rows_refuses_a_runs_csv_that_is_not_the_one_the_writer_started_w
 
     from omni_loader.results.rows import runs_file
 
-    started = runs_file(tmp_path)
-    append_rows(tmp_path, [_row(0)], expect=started)  # the same file: appended
-    os.replace(tmp_path / RUNS_FILE, tmp_path / "moved.csv")
-    (tmp_path / RUNS_FILE).write_text(",".join(RUN_COLUMNS) + "\r\n")
-    before = (tmp_path / RUNS_FILE).read_bytes()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ResourceWarning)
-        with pytest.raises(ResultsError) as exc:
-            append_rows(tmp_path, [_row(1)], expect=started)
-        gc.collect()
+    with runs_file(tmp_path) as started:
+        append_rows(tmp_path, [_row(0)], expect=started)  # the same file: appended
+        os.replace(tmp_path / RUNS_FILE, tmp_path / "moved.csv")
+        (tmp_path / RUNS_FILE).write_text(",".join(RUN_COLUMNS) + "\r\n")
+        before = (tmp_path / RUNS_FILE).read_bytes()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ResourceWarning)
+            with pytest.raises(ResultsError) as exc:
+                append_rows(tmp_path, [_row(1)], expect=started)
+            gc.collect()
     assert str(exc.value) == (f"{tmp_path / RUNS_FILE} is no longer the file this benchmark appends to: it was "
                               "replaced while the benchmark ran (by another writer, or by hand), so its rows so far are "
                               "gone from it; nothing more is appended. Start the benchmark again with a new --out")
@@ -1028,6 +1028,22 @@ def test_a_recording_is_stored_running_and_refuses_rows_once_its_runs_file_is_re
         (tmp_path / RUNS_FILE).unlink()  # replaced by another writer: its rows are not this benchmark's to extend
         append_rows(tmp_path, _run_rows(1))
         rec.ran(_run_rows(2))
+
+
+@pytest.mark.parametrize("rows_before", [0, 1])
+def test_a_runs_file_deleted_and_made_again_at_once_is_not_taken_for_the_one_a_recording_began(tmp_path, rows_before):
+    """A file system hands a deleted file's inode to the next file made (ext4 does so at once): a runs.csv deleted
+    and made again while a benchmark runs is refused all the same, whether or not the benchmark had appended."""
+    from omni_loader.results.lifecycle import recording
+    from omni_loader.results.suite import Record
+
+    with pytest.raises(ResultsError, match="no longer the file"), recording(tmp_path, "load", Record({})) as rec:
+        for run in range(rows_before):
+            rec.ran(_run_rows(run))
+        (tmp_path / RUNS_FILE).unlink()
+        (tmp_path / RUNS_FILE).touch()
+        rec.ran(_run_rows(rows_before))
+    assert (tmp_path / RUNS_FILE).read_bytes() == b""
 
 
 def test_a_complete_suite_whose_report_was_not_drawn_from_its_runs_says_why_and_how_to_draw_it(tmp_path):

@@ -51,8 +51,8 @@ def recording(out: str | os.PathLike[str], member: str, record: Record, **fields
     rec.store("running")
     status = "interrupted"
     try:
-        rec.runs_file = runs_file(out)  # the runs.csv this benchmark appends to: one replaced meanwhile is refused
-        yield rec
+        with runs_file(out) as rec.runs_file:  # the runs.csv this benchmark appends to: one replaced is refused
+            yield rec
         status = "complete"
     finally:
         rec.store(status)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,14 +97,17 @@ def failed_row(run: PlannedRun, error: str, seconds: float | None = None, starte
                      run_ended=ended)
 
 
-def runs_file(directory: str | os.PathLike[str]) -> tuple[int, int]:
-    """runs.csv of ``directory`` (made if absent) as (device, inode), the file a benchmark appends to."""
+@contextmanager
+def runs_file(directory: str | os.PathLike[str]) -> Iterator[tuple[int, int]]:
+    """runs.csv of ``directory`` (made if absent) as (device, inode), the file a benchmark appends to, held open while
+    the block runs: a file system reuses a deleted file's inode at once, so a runs.csv that replaced it could
+    otherwise carry the same (device, inode) and be taken for it."""
     fd = open_fd(Path(directory) / RUNS_FILE, "a")
     try:
         info = os.fstat(fd)
+        yield info.st_dev, info.st_ino
     finally:
         os.close(fd)
-    return info.st_dev, info.st_ino
 
 
 def append_rows(directory: str | os.PathLike[str], rows: Iterable[RunRow | dict[str, Any]],
