@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 import scipy.stats  # noqa: F401
 from omni_loader.cli import main
+from omni_loader.errors import ResultsError
 from omni_loader.formatting import duration
 from omni_loader.reporting.measurements import LABELS
 from omni_loader.reporting.report import render_report
@@ -687,6 +689,19 @@ def test_render_report_writes_nothing_and_write_report_writes_what_it_links(rich
         f"{Path(p).stem}.{ext}" for p in linked for ext in ("png", "svg", "csv"))
     assert write_report(copy).read_text() == text
     drawn = {p.name: p.stat().st_mtime_ns for p in (copy / "plots").iterdir()}
+    outside = tmp_path / "outside.csv"
+    outside.write_text("not a plot\n")
+    last = copy / "plots" / f"{Path(linked[-1]).stem}.csv"  # the last plot written: the others come before it
+    last.unlink()
+    os.link(outside, last)
+    with pytest.raises(ResultsError, match=re.escape(f"{last} is a hard link")):
+        write_report(copy)
+    assert outside.read_text() == "not a plot\n" and (copy / "report.md").read_text() == text
+    assert {p.name: p.stat().st_mtime_ns for p in (copy / "plots").iterdir() if p != last} == {
+        name: t for name, t in drawn.items() if name != last.name}  # refused before the first plot was written again
+    last.unlink()
+    shutil.copyfile(outside, last)
+    drawn[last.name] = last.stat().st_mtime_ns
     monkeypatch.setenv("OMNI_LOADER_PLOTS", "off")
     off = write_report(copy).read_text()
     assert "![" not in off and "Not drawn ($OMNI_LOADER_PLOTS=off)" in off and render_report(copy) == off
@@ -827,6 +842,9 @@ def test_summary_table_shows_every_time_column_in_one_unit_named_in_its_header()
     assert list(shown.iloc[1, 2:]) == pytest.approx([3, 2.2, 2.1, 2.3, 0.2, 2.0, 2.4])
     html = styler.to_html()
     assert ">450.000<" in html and ">2.200<" in html
+    server = pd.DataFrame([{**r, "source": "server", "phase": "server:weights"} for r in rows])
+    two = styled_summary_table(pd.concat([pd.DataFrame(rows), server])).data  # two sources: each row says which
+    assert list(two.columns[:3]) == ["source", "variant", "phase"] and list(two["source"]) == ["load"] * 2 + ["server"] * 2
 
 
 # The arms directory: the PR's pair, a built-in variant placed between them and a custom variant last, so that the
@@ -1318,6 +1336,37 @@ def test_memory_table_leaves_out_a_figure_one_variant_lacks(tmp_path):
     assert table.splitlines()[3] == ("| Peak device memory | 1,024 MiB | 1,024 MiB–1,024 MiB | 2,048 MiB | "
                                      "2,048 MiB–2,048 MiB | changed by 100.0% |")
     assert memory_table(read_runs(tmp_path / "nothing"))[1] == "not measured"  # no runs.csv at all
+
+
+def test_beyond_pr_rows_name_every_confounder_and_read_verdicts_at_the_designs_share():
+    """A variant beyond the PR whose step also slows two phases it shares with the first: the rows holding them are
+    marked with both, by name; a sequential design's verdicts are read at its look's error rate (4 runs a side:
+    p 0.029, claimed at 0.05, not at the first look's 0.01)."""
+    from omni_loader.reporting.controls import pair_reports
+    from omni_loader.reporting.report_tables import beyond_pr_section
+    from omni_loader.results.suite import Suite
+    from test_controls import _frame
+
+    frame = _frame(slower={"split_buffers": 0.1, "load_buffers": 0.1}, runs=4)
+    frame = frame.assign(variant=frame["variant"].replace({"optimized": "slowed"}), state_dict_calls=0,
+                         rss_peak_bytes="")
+    slowed = {"name": "slowed", "discovery": "builtin:optimized", "parameters": "builtin:baseline", "memory": "",
+              "needs_gpu": False}
+
+    def verdicts(**design) -> dict[str, str]:
+        suite = Suite({"schema_version": 3, "benchmarks": {"load": {
+            "spec": {"variants": ["baseline", "slowed"], "custom_variants": [slowed]}, **design}}})
+        rows = _md_tables("\n" + beyond_pr_section(frame, suite, pair_reports(frame, suite))[4], "\n")[1:]
+        return {row[1]: row[-1] for row in rows}
+
+    fixed, at_first_look = verdicts(), verdicts(sequential={"looks": [5, 10], "stopped_at": 5})
+    mark = f"; **confounded** by {LABELS['split_buffers']}, {LABELS['load_buffers']} (see Controls)"
+    claimed = "faster (95% CI of Δ median excludes 0, Mann-Whitney p=0.0286)"
+    not_claimed = "no difference claimed: 4+4 runs cannot reach p < 0.01 (their smallest p is 0.029; 5 runs a side can)"
+    assert fixed[LABELS["buffer_discovery"]] == claimed  # the changed step itself: not marked
+    assert fixed[LABELS["weight_loading"]] == fixed[LABELS["total"]] == claimed + mark
+    assert at_first_look[LABELS["buffer_discovery"]] == not_claimed
+    assert at_first_look[LABELS["weight_loading"]] == not_claimed + mark
 
 
 def test_beyond_pr_section_follows_the_recorded_variants(arms_dir):

@@ -132,6 +132,16 @@ def test_its_report_reads_the_verdicts_at_the_looks_share(stopped):
     assert "The benchmark took " in text
 
 
+def test_its_written_report_reads_the_verdicts_at_the_looks_share_too(stopped, tmp_path):
+    """write_report reads the design's error rate as render_report does: the file is the text rendered."""
+    import shutil
+
+    from omni_loader.reporting.report import write_report
+
+    copy = shutil.copytree(stopped[1], tmp_path / "copy")
+    assert write_report(copy).read_text() == render_report(copy) and "99% CI of Δ median" in render_report(copy)
+
+
 def test_a_design_sentence_without_the_looks_seen_still_reads(stopped):
     """A record that kept no look's reason (hand-edited, or cut) says 'settled' or gives no reason: no KeyError."""
     meta = Suite.read(stopped[1])
