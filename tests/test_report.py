@@ -1369,6 +1369,55 @@ def test_beyond_pr_rows_name_every_confounder_and_read_verdicts_at_the_designs_s
     assert at_first_look[LABELS["weight_loading"]] == not_claimed + mark
 
 
+def _controls_frame():
+    """Four runs a side: construction about 10 s in both arms (the optimized 50 ms faster), load parameters 200 ms
+    slower in the optimized arm, load buffers timed in one optimized run only."""
+    import pandas as pd
+
+    rows = []
+    for k in range(4):
+        for i, (variant, phases) in enumerate((
+                ("baseline", {"construct": 10.0 + 0.01 * k, "buffer_discovery": 1.0 + 0.01 * k,
+                              "load_parameters": 0.3 + 0.001 * k, "load_buffers": 0.004 + 0.0001 * k}),
+                ("optimized", {"construct": 9.95 + 0.01 * k, "buffer_discovery": 0.005 + 0.0001 * k,
+                               "load_parameters": 0.5 + 0.001 * k, **({"load_buffers": 0.004} if k == 0 else {})}))):
+            phases["weight_loading"] = sum(v for p, v in phases.items() if p != "construct")
+            phases["total"] = phases["construct"] + phases["weight_loading"]
+            rows += [{"run_id": 2 * k + i, "variant": variant, "warmup": False, "status": "ok", "source": "load",
+                      "phase": p, "seconds": s} for p, s in phases.items()]
+    return pd.DataFrame(rows)
+
+
+def test_the_controls_table_writes_each_control_in_its_rows_unit_and_names_the_rows_it_confounds():
+    """Construction's row is in seconds (its baseline median is over 10 s): the optimized median and the interval,
+    under 10 s, are written in seconds too. Load parameters, 200 ms slower in a phase both run unchanged, confounds
+    both rows holding it. Load buffers, with one optimized run, has no interval and no test. With an A/A floor
+    wider than construction's 50 ms, its verdict is the floor's."""
+    from omni_loader.reporting.controls import control_report
+    from omni_loader.reporting.measurements import noise_floors
+    from omni_loader.reporting.report_tables import controls_section
+
+    frame = _controls_frame()
+    claimed = "(95% CI of Δ median excludes 0, Mann-Whitney p=0.0286)"
+    holding = f"{LABELS['weight_loading']}, {LABELS['total']}"
+    expected = [
+        ["Control", "baseline median", "optimized median", "Change", "95% CI of Δ median", "Verdict", "Inside"],
+        # medians: the middle two of 10.00–10.03 s and of 9.95–9.98 s; Δ 50 ms of 10.015 s = 0.50%
+        [LABELS["construct"], "10.015 s", "9.965 s", "0.050 s faster, 0.50%", "-0.070 s … -0.030 s",
+         f"faster {claimed}", LABELS["total"]],
+        # 301.5 -> 501.5 ms: 200 / 301.5 = 66.33%
+        [LABELS["load_parameters"], "301.500 ms", "501.500 ms", "200.000 ms slower, 66.33%", "198.000 ms … 202.000 ms",
+         f"slower {claimed}", f"**confounds** {holding}"],
+        [LABELS["load_buffers"], "4.150 ms", "4.000 ms", "0.150 ms faster, 3.61%", "—", "too few runs for a test",
+         holding],
+    ]
+    assert _md_tables("\n".join(controls_section([control_report(frame)])), "### `baseline` against `optimized`") == \
+        expected
+    floors = noise_floors(_aa_frame({"construct": ([10.0, 10.1, 10.2], [10.2, 10.3, 10.4])}))  # ±200 ms
+    within = _md_tables("\n".join(controls_section([control_report(frame, floors=floors)])), "### `baseline`")
+    assert within[1][5] == "within the A/A noise floor: no difference claimed" and within[2:] == expected[2:]
+
+
 def test_beyond_pr_section_follows_the_recorded_variants(arms_dir):
     """The first recorded variant is the reference; the PR's pair alone has no section; a spec without custom
     variants names built-ins only."""
