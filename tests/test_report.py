@@ -689,23 +689,41 @@ def test_render_report_writes_nothing_and_write_report_writes_what_it_links(rich
         f"{Path(p).stem}.{ext}" for p in linked for ext in ("png", "svg", "csv"))
     assert write_report(copy).read_text() == text
     drawn = {p.name: p.stat().st_mtime_ns for p in (copy / "plots").iterdir()}
-    outside = tmp_path / "outside.csv"
-    outside.write_text("not a plot\n")
-    last = copy / "plots" / f"{Path(linked[-1]).stem}.csv"  # the last plot written: the others come before it
-    last.unlink()
-    os.link(outside, last)
-    with pytest.raises(ResultsError, match=re.escape(f"{last} is a hard link")):
-        write_report(copy)
-    assert outside.read_text() == "not a plot\n" and (copy / "report.md").read_text() == text
-    assert {p.name: p.stat().st_mtime_ns for p in (copy / "plots").iterdir() if p != last} == {
-        name: t for name, t in drawn.items() if name != last.name}  # refused before the first plot was written again
-    last.unlink()
-    shutil.copyfile(outside, last)
-    drawn[last.name] = last.stat().st_mtime_ns
     monkeypatch.setenv("OMNI_LOADER_PLOTS", "off")
     off = write_report(copy).read_text()
     assert "![" not in off and "Not drawn ($OMNI_LOADER_PLOTS=off)" in off and render_report(copy) == off
     assert {p.name: p.stat().st_mtime_ns for p in (copy / "plots").iterdir()} == drawn
+
+
+def test_write_report_checks_every_plot_before_it_writes_one(rich_dir, tmp_path, monkeypatch):
+    """The last plot's file, a hard link to a file elsewhere: refused in one line naming it, before the first plot
+    is written again (two small figures stand in for the report's, drawn in a fraction of the time)."""
+    import shutil
+
+    import omni_loader.reporting.report as report
+    from omni_loader.reporting.figures import ShownFigure
+
+    def figures(check, comps):
+        made = {stem: ShownFigure(figsize=(2, 2)) for stem in ("first", "last")}
+        for fig in made.values():
+            fig.subplots().bar([0, 1], [1, 2])
+        return made
+
+    monkeypatch.setattr(report, "_figures", figures)
+    copy = Path(shutil.copytree(rich_dir, tmp_path / "copy"))
+    report.write_report(copy)
+    drawn = {p.name: p.stat().st_mtime_ns for p in (copy / "plots").iterdir()}
+    assert sorted(drawn) == ["first.csv", "first.png", "first.svg", "last.csv", "last.png", "last.svg"]
+    outside = tmp_path / "outside.csv"
+    outside.write_text("not a plot\n")
+    last = copy / "plots" / "last.csv"
+    last.unlink()
+    os.link(outside, last)
+    with pytest.raises(ResultsError, match=re.escape(f"{last} is a hard link")):
+        report.write_report(copy)
+    assert outside.read_text() == "not a plot\n"
+    assert {p.name: p.stat().st_mtime_ns for p in (copy / "plots").iterdir() if p != last} == {
+        name: t for name, t in drawn.items() if name != last.name}
 
 
 def test_a_rendered_report_links_its_plots_without_drawing_them(rich, monkeypatch):
