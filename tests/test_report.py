@@ -1436,6 +1436,31 @@ def test_the_controls_table_writes_each_control_in_its_rows_unit_and_names_the_r
     assert within[1][5] == "within the A/A noise floor: no difference claimed" and within[2:] == expected[2:]
 
 
+def test_the_controls_sentence_names_each_differing_control_in_its_rows_unit_and_the_changed_steps():
+    """Each control that differs, with both medians in its row's unit (construction's 9.965 s too, as in the table),
+    and the steps the saving is credited to: one, two, or none where the variants run the same steps."""
+    from omni_loader.reporting.controls import control_report
+    from omni_loader.reporting.report_tables import controls_sentence
+
+    frame = _controls_frame()
+    claimed = "(95% CI of Δ median excludes 0, Mann-Whitney p=0.0286)"
+
+    def variant(discovery: str, parameters: str) -> dict:
+        return {"name": "optimized", "discovery": discovery, "parameters": parameters, "memory": "", "needs_gpu": False}
+
+    sentence = controls_sentence(control_report(frame))
+    assert sentence.startswith(
+        f"2 of the 3 phases both variants run unchanged differ: {LABELS['construct']} 10.015 s → 9.965 s (faster "
+        f"{claimed}); {LABELS['load_parameters']} 301.500 ms → 501.500 ms (slower {claimed}); 1 of them "
+        f"({LABELS['load_parameters']}) by at least 1% of a row it is in: the rows holding it are confounded. That is "
+        "the machine, not the change; ")
+    assert f"in the changed step ({LABELS['buffer_discovery']}) " in sentence
+    both = controls_sentence(control_report(frame, "baseline", variant("builtin:optimized", "builtin:assign")))
+    assert f"in the changed step ({LABELS['buffer_discovery']}, {LABELS['load_parameters']}) " in both
+    same = controls_sentence(control_report(frame, "baseline", variant("builtin:baseline", "builtin:copy")))
+    assert "0.000 ms in the changed step (no step) " in same
+
+
 def test_beyond_pr_section_follows_the_recorded_variants(arms_dir):
     """The first recorded variant is the reference; the PR's pair alone has no section; a spec without custom
     variants names built-ins only."""

@@ -217,6 +217,12 @@ def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
     return lines
 
 
+def _medians(c: Comparison) -> str:
+    """Both medians of a time's row in the row's one unit: '10.015 s → 9.965 s', never '→ 9,965.000 ms'."""
+    u = row_unit(c)
+    return f"{_fmt(c.baseline.median, 's', u)} → {_fmt(c.optimized.median, 's', u)}"
+
+
 def controls_sentence(report: ControlReport) -> str:
     """One sentence: how many shared phases differ (each with figures), how many of those by enough to confound
     a row, or that none does; then what the change bought. The count is the Controls table's: every control
@@ -224,8 +230,7 @@ def controls_sentence(report: ControlReport) -> str:
     changed = ", ".join(label(p) for p in report.changed) or "no step"
     differing = [c for c in report.controls if c.differs]
     if differing:
-        named = "; ".join(f"{label(c.phase)} {_fmt(c.comparison.baseline.median, 's')} → "
-                          f"{_fmt(c.comparison.optimized.median, 's')} ({c.comparison.verdict(c.floor)})"
+        named = "; ".join(f"{label(c.phase)} {_medians(c.comparison)} ({c.comparison.verdict(c.floor)})"
                           for c in differing)
         material = [label(c.phase) for c in report.confounders]
         share = f"{100 * MATERIAL:.0f}% of a row it is in"
