@@ -220,7 +220,7 @@ def headline(comps: list[Comparison], equiv: dict[str, Any], memory: str,
 def _medians(c: Comparison) -> str:
     """Both medians of a time's row in the row's one unit: '10.015 s → 9.965 s', never '→ 9,965.000 ms'."""
     u = row_unit(c)
-    return f"{_fmt(c.baseline.median, 's', u)} → {_fmt(c.optimized.median, 's', u)}"
+    return f"{duration(c.baseline.median, u)} → {duration(c.optimized.median, u)}"
 
 
 def controls_sentence(report: ControlReport) -> str:
@@ -285,9 +285,9 @@ def _pair_controls(report: ControlReport) -> list[str]:
     for control in report.controls:
         c = control.comparison
         u = row_unit(c)
-        ci = f"{_fmt(c.ci_low, 's', u)} … {_fmt(c.ci_high, 's', u)}" if c.ci_low is not None else "—"
+        ci = f"{duration(c.ci_low, u)} … {duration(c.ci_high, u)}" if c.ci_low is not None else "—"
         inside = [label(r.phase) for r in report.rows if control.phase in r.controls]
-        rows.append([label(c.phase), _fmt(c.baseline.median, "s", u), _fmt(c.optimized.median, "s", u),
+        rows.append([label(c.phase), duration(c.baseline.median, u), duration(c.optimized.median, u),
                      c.change(u), ci, c.verdict(control.floor),
                      ("**confounds** " if report.material(control) else "") + (", ".join(inside) or "—")])
     accounts = []
