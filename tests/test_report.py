@@ -1436,11 +1436,47 @@ def test_the_controls_table_writes_each_control_in_its_rows_unit_and_names_the_r
     assert within[1][5] == "within the A/A noise floor: no difference claimed" and within[2:] == expected[2:]
 
 
+def test_the_controls_section_takes_each_rows_saving_apart():
+    """Around each pair's table: the steps the variants differ in, and per enclosing row the saving taken apart,
+    with the confounders that mark it. No step differs: 'no step', 'none'; a changed step not timed: said so."""
+    from omni_loader.reporting.controls import control_report
+    from omni_loader.reporting.report_tables import controls_section
+
+    frame = _controls_frame()
+    wl, total, bd, lp = (LABELS[p] for p in ("weight_loading", "total", "buffer_discovery", "load_parameters"))
+    tail = "between phases (and what medians do not add up to). What the change itself bought:"
+    section = controls_section([control_report(frame)])
+    assert section[4:8] == ["### `baseline` against `optimized`", "", f"They differ only in {bd}.", ""]
+    assert section[9:] == [
+        "",
+        # weight loading: 1,312.15 -> 499.25 ms; discovery 1,015 -> 5.15 ms; load parameters +200 ms, buffers -0.15 ms
+        f"- {wl}: saving 812.900 ms = 1,009.850 ms in the changed step ({bd}) + −199.850 ms in 2 controls + 2.900 ms "
+        f"{tail} 1,009.850 ms. **Confounded** by {lp} −200.000 ms.",
+        f"- {total}: saving 864.000 ms = 1,009.850 ms in the changed step ({bd}) + −149.850 ms in 3 controls + "
+        f"4.000 ms {tail} 1,009.850 ms. **Confounded** by {lp} −200.000 ms.",
+        ""]
+
+    def variant(discovery: str, parameters: str) -> dict:
+        return {"name": "optimized", "discovery": discovery, "parameters": parameters, "memory": "", "needs_gpu": False}
+
+    same = controls_section([control_report(frame, "baseline", variant("builtin:baseline", "builtin:copy"))])
+    assert same[6] == "They differ only in no step."
+    assert same[-3] == (f"- {wl}: saving 812.900 ms = 0.000 ms in the changed steps (none) + 810.000 ms in 3 controls + "
+                        f"2.900 ms {tail} 0.000 ms. **Confounded** by {bd} 1,009.850 ms, {lp} −200.000 ms.")
+    untimed = frame[frame["phase"] != "load_parameters"]
+    both = controls_section([control_report(untimed, "baseline", variant("builtin:optimized", "builtin:assign"))])
+    assert both[6] == f"They differ only in {bd}, {lp}."
+    assert both[-3] == (f"- {wl}: saving 812.900 ms = 1,009.850 ms in the changed steps ({bd}, {lp} (not timed)) + "
+                        f"0.150 ms in 1 control + −197.100 ms {tail} 1,009.850 ms.")
+
+
 def test_the_controls_sentence_names_each_differing_control_in_its_rows_unit_and_the_changed_steps():
     """Each control that differs, with both medians in its row's unit (construction's 9.965 s too, as in the table),
     and the steps the saving is credited to: one, two, or none where the variants run the same steps."""
     from omni_loader.reporting.controls import control_report
+    from omni_loader.reporting.measurements import noise_floors
     from omni_loader.reporting.report_tables import controls_sentence
+    from test_controls import _frame
 
     frame = _controls_frame()
     claimed = "(95% CI of Δ median excludes 0, Mann-Whitney p=0.0286)"
@@ -1457,8 +1493,22 @@ def test_the_controls_sentence_names_each_differing_control_in_its_rows_unit_and
     assert f"in the changed step ({LABELS['buffer_discovery']}) " in sentence
     both = controls_sentence(control_report(frame, "baseline", variant("builtin:optimized", "builtin:assign")))
     assert f"in the changed step ({LABELS['buffer_discovery']}, {LABELS['load_parameters']}) " in both
+    assert f"differs: {LABELS['construct']} 10.015 s → 9.965 s (faster {claimed}); by less than 1% of a row it is " \
+        "in, so no row is confounded. " in both
     same = controls_sentence(control_report(frame, "baseline", variant("builtin:baseline", "builtin:copy")))
     assert "0.000 ms in the changed step (no step) " in same
+    assert f"; 2 of them ({LABELS['buffer_discovery']}, {LABELS['load_parameters']}) by at least 1% of a row it is " \
+        "in: the rows holding them are confounded. " in same
+    one = controls_sentence(control_report(_frame(slower={"load_parameters": 0.2}, runs=4)))
+    assert one.startswith(f"1 of the 10 phases both variants run unchanged differs: {LABELS['load_parameters']} "
+                          f"300.900 ms → 501.500 ms (slower {claimed}); by at least 1% of a row it is in: the rows "
+                          "holding it are confounded. ")
+    small = controls_sentence(control_report(_frame(slower={"hub_check": 0.0001, "model_loaded_size": 0.0001}, runs=4)))
+    assert small.startswith("2 of the 10 phases both variants run unchanged differ: ")
+    assert "; none by 1% of a row it is in, so no row is confounded. " in small
+    floors = noise_floors(_aa_frame({"load_parameters": ([0.300, 0.301, 0.302], [0.302, 0.303, 0.304])}))
+    assert (f"{LABELS['load_parameters']} 301.500 ms → 501.500 ms (slower (95% CI of Δ median excludes 0, "
+            "Mann-Whitney p=0.0286; beyond the A/A noise floor)); ") in controls_sentence(control_report(frame, floors=floors))
 
 
 def test_beyond_pr_section_follows_the_recorded_variants(arms_dir):

@@ -297,9 +297,9 @@ def _pair_controls(report: ControlReport) -> list[str]:
         changed = ", ".join(label(p) + ("" if p in r.changed else " (not timed)") for p in report.changed)
         accounts.append(f"- {label(r.phase)}: saving {_saving(r.saving)} = {_saving(r.changed_saving)} in the "
                         f"changed step{'s' if len(report.changed) != 1 else ''} ({changed or 'none'})"
-                        f" + {_saving(r.controls_saving)} in {len(r.controls)} controls + {_saving(r.remainder)} "
-                        f"between phases (and what medians do not add up to). What the change itself bought: "
-                        f"{_saving(r.changed_saving)}.{mark}")
+                        f" + {_saving(r.controls_saving)} in {len(r.controls)} control{'s' * (len(r.controls) != 1)} + "
+                        f"{_saving(r.remainder)} between phases (and what medians do not add up to). What the change "
+                        f"itself bought: {_saving(r.changed_saving)}.{mark}")
     return [f"### `{report.first}` against `{report.second}`", "",
             f"They differ only in {', '.join(label(p) for p in report.changed) or 'no step'}.", "",
             markdown_table(rows, ["Control", f"{report.first} median", f"{report.second} median", "Change",
