@@ -1503,6 +1503,9 @@ def test_the_controls_sentence_names_each_differing_control_in_its_rows_unit_and
     assert one.startswith(f"1 of the 10 phases both variants run unchanged differs: {LABELS['load_parameters']} "
                           f"300.900 ms → 501.500 ms (slower {claimed}); by at least 1% of a row it is in: the rows "
                           "holding it are confounded. ")
+    rowless = frame[~frame["phase"].isin(["weight_loading", "total"])]  # no enclosing row: nothing to take apart
+    assert controls_sentence(control_report(rowless)).endswith("so no row is confounded. That is the machine, not the "
+                                                               "change.")
     clean = controls_sentence(control_report(_frame(runs=4)))  # no A/A floor to go beyond
     assert clean.startswith("none of the 10 phases both variants run unchanged differs (same statistics); ")
     small = controls_sentence(control_report(_frame(slower={"hub_check": 0.0001, "model_loaded_size": 0.0001}, runs=4)))
