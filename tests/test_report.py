@@ -1434,6 +1434,8 @@ def test_the_controls_table_writes_each_control_in_its_rows_unit_and_names_the_r
     floors = noise_floors(_aa_frame({"construct": ([10.0, 10.1, 10.2], [10.2, 10.3, 10.4])}))  # ±200 ms
     within = _md_tables("\n".join(controls_section([control_report(frame, floors=floors)])), "### `baseline`")
     assert within[1][5] == "within the A/A noise floor: no difference claimed" and within[2:] == expected[2:]
+    rowless = frame[~frame["phase"].isin(["weight_loading", "total"])]  # no enclosing row timed: inside none
+    assert [r[-1] for r in _md_tables("\n".join(controls_section([control_report(rowless)])), "### `b")[1:]] == ["—"] * 3
 
 
 def test_the_controls_section_takes_each_rows_saving_apart():
